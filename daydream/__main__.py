@@ -1,0 +1,3 @@
+from daydream.cli import main
+
+raise SystemExit(main())

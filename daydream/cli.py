@@ -1,0 +1,106 @@
+"""The ``daydream`` command: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import msgspec
+from rich.console import Console
+
+from daydream.errors import DaydreamError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="daydream", description="What-if simulation of deep-learning training from profiler traces.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sim = sub.add_parser("simulate", help="replay a trace through the simulator and compare with the measurement")
+    sim.add_argument("trace", metavar="TRACE", help="Kineto trace JSON (.json or .json.gz)")
+    sim.add_argument(
+        "--step",
+        default=None,
+        help="ProfilerStep number or name, 'all', 'trace' (whole window), or an annotation name; default: a steady-state step",
+    )
+    sim.add_argument(
+        "--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run (default: found next to TRACE)"
+    )
+    sim.add_argument("--policy", default="earliest", help="schedule policy: earliest, fifo, priority:ATTR (default: earliest)")
+    sim.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    sim.add_argument("--export-trace", metavar="OUT.json", help="write the simulated timeline as Chrome-trace JSON")
+    sim.set_defaults(func=_cmd_simulate)
+    demo = sub.add_parser("demo", help="simulate the example trace bundled with daydream")
+    demo.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    demo.set_defaults(func=_cmd_demo, step=None, et=None, policy="earliest", export_trace=None)
+    return p
+
+
+def _version() -> str:
+    from daydream import __version__
+
+    return __version__
+
+
+def _json_value(obj: object) -> object:
+    """numpy scalars and other number-likes in results, as JSON numbers."""
+    if hasattr(obj, "item"):
+        return obj.item()  # type: ignore[attr-defined]
+    raise NotImplementedError(f"cannot write {type(obj).__name__} as JSON")
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from daydream.replay import replay
+    from daydream.simulate import parse_policy
+    from daydream.simulate.export import export_chrome_trace
+
+    result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
+    if args.export_trace:
+        export_chrome_trace(result.timeline, args.export_trace)
+    if args.json:
+        sys.stdout.buffer.write(msgspec.json.encode(result.to_dict(), enc_hook=_json_value) + b"\n")
+    else:
+        from daydream.report import render_replay
+
+        render_replay(result, Console())
+        if args.export_trace:
+            Console().print(f"simulated timeline written to {args.export_trace}", highlight=False)
+    return 0
+
+
+def bundled_example() -> str:
+    """Path of the example trace shipped in the package (recorded by examples/record_bundled.py)."""
+    from importlib.resources import files
+
+    found = sorted(str(p) for p in files("daydream").joinpath("examples").iterdir() if str(p).endswith(".json.gz"))
+    if not found:
+        raise DaydreamError("no bundled example trace in this installation (daydream/examples/*.json.gz)")
+    gpu = [p for p in found if not p.endswith("_cpu.json.gz")]
+    return (gpu or found)[0]
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    args.trace = bundled_example()
+    return _cmd_simulate(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except DaydreamError as exc:
+        print(f"daydream: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("daydream: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,623 @@
+"""Trace -> kernel-level dependency graph (a ``networkx.DiGraph``), as in the Daydream paper, section 4.
+
+Nodes are tasks, numbered in order of their traced start; each carries plain attributes:
+
+=============  ==========================================================================
+``kind``       cpu, dataloader, gpu, memcpy, memset or comm
+``name``       runtime call, op or kernel name
+``thread``     execution thread: ``cpu:<pid>/<tid>`` or ``gpu:<device>/<stream>``
+``duration``   microseconds the task occupies its thread
+``gap``        microseconds its thread stays busy after it before the next task may start
+               (CPU: the non-CUDA CPU time until the next task; GPU: the stream's
+               inter-kernel latency)
+``release``    earliest start, for work that waited on something outside the graph
+``start``      traced start, microseconds from the graph's origin (read-only reference)
+``op``         innermost CPU op around the launching call (``aten::addmm``), ``shapes``
+``layer``      module path, ``phase`` forward/backward/optimizer/dataloader/other
+``step``       the ProfilerStep the task belongs to
+``class``      kernel class (gemm, conv, elementwise, ... see ``kernel_class``)
+=============  ==========================================================================
+
+Edges carry ``kind`` (thread, stream, launch, sync, comm) and, except for the order kinds
+(thread, stream, whose delay is the parent's ``gap``), a ``lag``: the child may start ``lag``
+microseconds after the parent ends (negative: a kernel may start before its launch call returns).
+
+Delays are measured from the trace so that simulating the unmodified graph reproduces it: for
+each task the dependency that released it (the parent that ended last) keeps the delay it had in
+the trace, and every other dependency gets its mechanism's typical delay (median over the trace),
+never more than it had. When a transform changes the work, the typical delays take over.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from daydream.errors import TraceError
+from daydream.graph.context import op_shapes, range_layer, range_phase
+from daydream.graph.kernel_class import COMM_RE, classify_kernel, collective_of
+from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
+from daydream.trace.schema import Event
+from daydream.trace.steps import Step, default_step, select_steps
+
+EDGE_KINDS = ("thread", "stream", "launch", "sync", "comm")
+ORDER_KINDS = frozenset({"thread", "stream"})
+CPU_KINDS = frozenset({"cpu", "dataloader"})
+GPU_KINDS = frozenset({"gpu", "memcpy", "memset", "comm"})
+
+_SYNC_DEVICE = re.compile(r"DeviceSynchronize|CtxSynchronize|^(cuda|hip)Free$|^cuMemFree")
+_SYNC_STREAM = re.compile(r"StreamSynchronize|EventSynchronize|StreamQuery_blocking")
+_SYNC_MEMCPY = re.compile(r"^(cuda|hip)Memcpy(2D|3D)?(WithStream)?$|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$")
+_WAIT_EVENT = re.compile(r"StreamWaitEvent")
+_EVENT_RECORD = re.compile(r"EventRecord")
+
+# Defaults where a trace has no sample of a mechanism (typical of CUDA 11/12 on current GPUs).
+DEFAULT_LAUNCH_LATENCY_US = 2.0
+DEFAULT_STREAM_GAP_US = 1.0
+# A GPU task that starts this long after everything known to hold it back waited on another stream.
+UNEXPLAINED_DELAY_US = 5.0
+CROSS_STREAM_WINDOW_US = 10.0
+
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "int": 4, "int32": 4, "double": 8, "float64": 8, "long": 8, "int64": 8,
+    "half": 2, "float16": 2, "bfloat16": 2, "bf16": 2, "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1,
+}  # fmt: skip
+
+
+@dataclass(slots=True)
+class _Frame:
+    end: float
+    family: int  # 0 annotation, 1 op, 2 runtime
+    op: str | None
+    op_ev: Event | None
+    top_op: str | None
+    layer: str | None
+    phase: str | None
+    bwd_seq: int | None
+    comm_ev: Event | None
+    task: int | None
+    has_runtime: bool
+    mark: int
+    ev: Event
+    dataloader: bool
+
+
+class _Builder:
+    """Collects tasks as parallel columns, then edges, then measures the delays."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.attrs: list[dict[str, Any]] = []
+        self.ts: list[float] = []
+        self.end: list[float] = []
+        self.launch_ts: list[float] = []  # when the work was issued (launch call start for GPU tasks)
+        self.in_edges: list[list[list[Any]]] = []  # per child: [parent, kind, lag]
+        self.corr_task: dict[int, int] = {}
+        self.bwd_seq: dict[int, int] = {}
+        self.comm_ev: dict[int, Event] = {}
+        self.op_ev: dict[int, Event] = {}
+        self.seq_layer: dict[int, str | None] = {}
+        # Execution-trace ops linked to Kineto ops: shapes and tensor ids that Kineto may lack.
+        self.et_of = {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}
+
+    def add_task(self, attrs: dict[str, Any], ts: float, dur: float) -> int:
+        tid = len(self.attrs)
+        self.attrs.append(attrs)
+        self.ts.append(ts)
+        self.end.append(ts + dur)
+        self.launch_ts.append(ts)
+        self.in_edges.append([])
+        return tid
+
+    def add_edge(self, u: int, v: int, kind: str, lag: float = 0.0) -> None:
+        self.in_edges[v].append([u, kind, lag])
+
+    # ---- CPU side -------------------------------------------------------------------------------------------
+
+    def cpu_tasks(self) -> None:
+        trace = self.trace
+        per_thread: dict[tuple[Any, Any], list[tuple[Event, int]]] = {}
+        for family, events in ((0, trace.annotations), (1, trace.cpu_ops), (2, trace.runtime)):
+            for ev in events:
+                per_thread.setdefault((ev.pid, ev.tid), []).append((ev, family))
+        rank = trace.rank
+        for (pid, tid), items in per_thread.items():
+            items.sort(key=lambda it: (it[0].ts, -it[0].dur, it[1]))  # type: ignore[operator]
+            self._sweep_thread(f"cpu:{pid}/{tid}", items, rank)
+        for task, seq in self.bwd_seq.items():
+            layer = self.seq_layer.get(seq)
+            if layer is not None:
+                self.attrs[task]["layer"] = layer
+
+    def _sweep_thread(self, thread: str, items: list[tuple[Event, int]], rank: int) -> None:
+        stack: list[_Frame] = []
+        pending: list[tuple[float, dict[str, Any], float, Event | None]] = []  # CPU-only op tasks, in pop order
+        for ev, family in items:
+            ts: float = ev.ts  # type: ignore[assignment]
+            end = ts + ev.dur  # type: ignore[operator]
+            while stack and stack[-1].end <= ts:
+                self._pop(stack, pending, thread, rank)
+            parent = stack[-1] if stack else None
+            if family == 2:
+                corr = ev.args.correlation if ev.args is not None else None
+                if parent is not None and parent.task is not None:
+                    # A driver call inside a runtime call (cuLaunchKernel in cudaLaunchKernel): one CPU task.
+                    if corr is not None:
+                        self.corr_task[corr] = parent.task
+                    continue
+                attrs = self._cpu_attrs("cpu", ev.name, thread, rank, parent)
+                task = self.add_task(attrs, ts, ev.dur)  # type: ignore[arg-type]
+                if corr is not None:
+                    self.corr_task[corr] = task
+                if parent is not None:
+                    if parent.bwd_seq is not None:
+                        self.bwd_seq[task] = parent.bwd_seq
+                    if parent.comm_ev is not None:
+                        self.comm_ev[task] = parent.comm_ev
+                    if parent.op_ev is not None:
+                        self.op_ev[task] = parent.op_ev
+                for frame in reversed(stack):
+                    if frame.has_runtime:
+                        break
+                    frame.has_runtime = True
+                stack.append(_Frame(end, 2, None, None, None, None, None, None, None, task, True, len(pending), ev, False))
+                continue
+            name = ev.name
+            phase = range_phase(name, ev.cat)
+            is_op = family == 1
+            if parent is None:
+                frame = _Frame(end, family, None, None, None, None, None, None, None, None, False, len(pending), ev, False)
+                frame.layer = range_layer(name, ev.cat, None)
+                frame.phase = phase
+            else:
+                frame = _Frame(
+                    end, family, parent.op, parent.op_ev, parent.top_op, range_layer(name, ev.cat, parent.layer),
+                    phase or parent.phase, parent.bwd_seq, parent.comm_ev, None, False, len(pending), ev,
+                    parent.dataloader,
+                )  # fmt: skip
+            if phase == "dataloader" and family == 0:
+                frame.dataloader = True
+            args = ev.args
+            if is_op:
+                frame.op = name
+                frame.op_ev = ev
+                if frame.top_op is None:
+                    frame.top_op = name
+                if args is not None:
+                    seq = args.sequence_number
+                    if seq is not None:
+                        if name.startswith("autograd::engine::evaluate_function"):
+                            frame.bwd_seq = seq
+                        elif frame.phase != "backward" and seq not in self.seq_layer:
+                            self.seq_layer[seq] = frame.layer
+                    if args.collective_name is not None:
+                        frame.comm_ev = ev
+            stack.append(frame)
+        while stack:
+            self._pop(stack, pending, thread, rank)
+        for ts, attrs, dur, op_ev in pending:
+            task = self.add_task(attrs, ts, dur)
+            if op_ev is not None:
+                self.op_ev[task] = op_ev
+
+    def _pop(self, stack: list[_Frame], pending: list[Any], thread: str, rank: int) -> None:
+        frame = stack.pop()
+        if frame.has_runtime or frame.family == 2:
+            return
+        ev = frame.ev
+        parent = stack[-1] if stack else None
+        if frame.dataloader and frame.family == 0 and (parent is None or not parent.dataloader):
+            # Data loading without CUDA work is one task, whatever ops it ran inside.
+            del pending[frame.mark :]
+            attrs = self._cpu_attrs("dataloader", ev.name, thread, rank, parent)
+            attrs["phase"] = "dataloader"
+            pending.append((ev.ts, attrs, ev.dur, None))
+        elif frame.family == 1 and (parent is None or parent.top_op is None) and not frame.dataloader:
+            # A CPU op called from Python that launches nothing: its CPU time is a task of its own.
+            attrs = self._cpu_attrs("cpu", ev.name, thread, rank, parent)
+            attrs["op"] = ev.name
+            attrs["shapes"] = self._shapes(ev)
+            pending.append((ev.ts, attrs, ev.dur, ev))
+
+    def _cpu_attrs(self, kind: str, name: str, thread: str, rank: int, parent: _Frame | None) -> dict[str, Any]:
+        if parent is None:
+            return {"kind": kind, "name": name, "thread": thread, "rank": rank, "op": None, "shapes": None,
+                    "top_op": None, "layer": None, "phase": None}  # fmt: skip
+        attrs = {
+            "kind": kind, "name": name, "thread": thread, "rank": rank, "op": parent.op,
+            "shapes": self._shapes(parent.op_ev), "top_op": parent.top_op, "layer": parent.layer, "phase": parent.phase,
+        }  # fmt: skip
+        if self.et_of and parent.op_ev is not None and (et := self.et_of.get(id(parent.op_ev))) is not None:
+            attrs["tensors_in"] = et.input_tensors
+            attrs["tensors_out"] = et.output_tensors
+        return attrs
+
+    def _shapes(self, ev: Event | None) -> Any:
+        if ev is None:
+            return None
+        shapes = op_shapes(ev)
+        if shapes is None and self.et_of and (et := self.et_of.get(id(ev))) is not None:
+            return [list(x) if isinstance(x, tuple) else x for x in et.input_shapes]
+        return shapes
+
+    # ---- GPU side -------------------------------------------------------------------------------------------
+
+    def gpu_tasks(self) -> None:
+        rank = self.trace.rank
+        n_cpu = len(self.attrs)
+        for ev in self.trace.gpu:
+            args = ev.args
+            stream = args.stream if args is not None and isinstance(args.stream, int) else ev.tid
+            device = args.device if args is not None and args.device is not None else ev.pid
+            cat = ev.cat
+            kind = "memcpy" if cat in MEMCPY_CATS else "memset" if cat in MEMSET_CATS else "gpu"
+            if kind == "gpu" and COMM_RE.search(ev.name):
+                kind = "comm"
+            corr = args.correlation if args is not None else None
+            launcher = self.corr_task.get(corr) if corr is not None else None
+            if launcher is not None and launcher >= n_cpu:
+                launcher = None
+            src = self.attrs[launcher] if launcher is not None else None
+            attrs = {
+                "kind": kind, "name": ev.name, "thread": f"gpu:{device}/{stream}", "rank": rank,
+                "op": src["op"] if src else None, "shapes": src["shapes"] if src else None,
+                "top_op": src["top_op"] if src else None, "layer": src["layer"] if src else None,
+                "phase": src["phase"] if src else None, "class": classify_kernel(ev.name, kind),
+                "device": device, "stream": stream,
+            }  # fmt: skip
+            if args is not None and kind in ("memcpy", "memset") and isinstance(args.bytes, (int, float)):
+                attrs["bytes"] = int(args.bytes)
+            if kind == "comm":
+                attrs["collective"] = collective_of(ev.name)
+                nbytes = _message_bytes(args) or (
+                    _message_bytes(self.comm_ev[launcher].args) if launcher in self.comm_ev else None
+                )
+                if nbytes is not None:
+                    attrs["bytes"] = nbytes
+            task = self.add_task(attrs, ev.ts, ev.dur)  # type: ignore[arg-type]
+            if launcher is not None:
+                self.add_edge(launcher, task, "launch")
+                self.launch_ts[task] = self.ts[launcher]
+                if kind == "memcpy" and self._blocking_copy(launcher, task):
+                    self.split_blocking_call(launcher, task)
+            if corr is not None:
+                self.corr_task.setdefault(corr, task)
+
+    # ---- edges ----------------------------------------------------------------------------------------------
+
+    def order_edges(self) -> dict[str, list[int]]:
+        threads: dict[str, list[int]] = {}
+        attrs = self.attrs
+        for task in range(len(attrs)):
+            threads.setdefault(attrs[task]["thread"], []).append(task)
+        ts = self.ts
+        for thread, tasks in threads.items():
+            tasks.sort(key=ts.__getitem__)
+            kind = "stream" if thread.startswith("gpu:") else "thread"
+            for u, v in zip(tasks, tasks[1:]):
+                self.add_edge(u, v, kind)
+        return threads
+
+    def sync_edges(self, threads: dict[str, list[int]]) -> None:
+        """CPU calls that block on GPU work, and GPU work that waits on another stream."""
+        trace = self.trace
+        attrs = self.attrs
+        streams = {t: tasks for t, tasks in threads.items() if t.startswith("gpu:")}
+        # Per stream, tasks in issue order, to find "the last work issued before time t".
+        issued = {t: (sorted(tasks, key=self.launch_ts.__getitem__)) for t, tasks in streams.items()}
+        issued_ts = {t: [self.launch_ts[x] for x in tasks] for t, tasks in issued.items()}
+        explicit = {ev.args.correlation: ev for ev in trace.syncs if ev.args is not None and ev.args.correlation is not None}
+        by_stream_id: dict[Any, list[str]] = {}
+        for t in streams:
+            by_stream_id.setdefault(t.rsplit("/", 1)[1], []).append(t)
+
+        def last_issued_before(stream: str, t: float) -> int | None:
+            i = bisect.bisect_left(issued_ts[stream], t)
+            return issued[stream][i - 1] if i else None
+
+        runtime_by_corr: dict[int, int] = {}
+        for ev in trace.runtime:
+            if ev.args is not None and ev.args.correlation is not None:
+                task = self.corr_task.get(ev.args.correlation)
+                if task is not None and attrs[task]["kind"] == "cpu":
+                    runtime_by_corr[ev.args.correlation] = task
+        for corr, task in runtime_by_corr.items():
+            name = attrs[task]["name"]
+            call_ts, call_end = self.ts[task], self.end[task]
+            sync = explicit.get(corr)
+            targets: list[int] = []
+            if sync is not None and sync.args is not None:
+                kind = sync.args.cuda_sync_kind or sync.name
+                if "Wait Event" in kind:
+                    self._explicit_wait(sync, task, streams, by_stream_id, issued, issued_ts, runtime_by_corr)
+                    continue
+                if "Stream" in kind or "Event" in kind:
+                    sid = (
+                        sync.args.wait_on_stream if "Event" in kind and sync.args.wait_on_stream is not None else sync.args.stream
+                    )
+                    for stream in by_stream_id.get(str(sid), []):
+                        last = last_issued_before(stream, call_ts)
+                        if last is not None:
+                            targets.append(last)
+                else:  # context / device sync
+                    targets = [x for s in streams if (x := last_issued_before(s, call_ts)) is not None]
+            elif _SYNC_DEVICE.search(name):
+                targets = [x for s in streams if (x := last_issued_before(s, call_ts)) is not None]
+            elif _SYNC_STREAM.search(name):
+                # The stream is not recorded: it is the one whose pending work ended last within the call.
+                best = None
+                for s in streams:
+                    last = last_issued_before(s, call_ts)
+                    if (
+                        last is not None
+                        and call_ts < self.end[last] <= call_end
+                        and (best is None or self.end[last] > self.end[best])
+                    ):
+                        best = last
+                if best is not None:
+                    targets = [best]
+            for target in targets:
+                self.add_edge(target, task, "sync")
+
+    def _blocking_copy(self, call: int, copy: int) -> bool:
+        if _SYNC_MEMCPY.search(self.attrs[call]["name"]):
+            return True
+        name = self.attrs[copy]["name"]
+        if "DtoH" in name and "Pageable" in name:
+            return True
+        # An async copy call that returned only after its copy finished was synchronous in effect.
+        return self.ts[call] <= self.ts[copy] and self.end[copy] <= self.end[call]
+
+    def split_blocking_call(self, call: int, copy: int) -> None:
+        """A call that issues a copy and waits for it becomes two CPU tasks: the issue, and the wait
+        (released by the copy's end), so that a faster copy returns the call sooner."""
+        issue_end = min(max(self.ts[copy], self.ts[call]), self.end[call])
+        call_end = self.end[call]
+        self.end[call] = issue_end
+        wait_attrs = dict(self.attrs[call])
+        wait_attrs["name"] = self.attrs[call]["name"] + " [wait]"
+        wait = self.add_task(wait_attrs, issue_end, call_end - issue_end)
+        self.add_edge(copy, wait, "sync")
+
+    def _explicit_wait(self, sync: Event, wait_task: int, streams: Any, by_stream_id: Any, issued: Any,
+                       issued_ts: Any, runtime_by_corr: dict[int, int]) -> None:  # fmt: skip
+        args = sync.args
+        assert args is not None
+        record = runtime_by_corr.get(args.wait_on_cuda_event_record_corr_id)  # type: ignore[arg-type]
+        if record is None:
+            return
+        for src_stream in by_stream_id.get(str(args.wait_on_stream), []):
+            i = bisect.bisect_left(issued_ts[src_stream], self.ts[record])
+            if not i:
+                continue
+            source = issued[src_stream][i - 1]
+            for dst_stream in by_stream_id.get(str(args.stream), []):
+                j = bisect.bisect_right(issued_ts[dst_stream], self.ts[wait_task])
+                if j < len(issued[dst_stream]):
+                    dest = issued[dst_stream][j]
+                    self.add_edge(
+                        source, dest, "comm" if "comm" in (self.attrs[source]["kind"], self.attrs[dest]["kind"]) else "sync"
+                    )
+
+    # ---- delays ---------------------------------------------------------------------------------------------
+
+    def typical_delays(self) -> tuple[float, float]:
+        """Median launch latency (idle stream) and median inter-kernel gap (queued work), measured."""
+        launch, gap = [], []
+        for v, edges in enumerate(self.in_edges):
+            kinds = {kind: u for u, kind, _ in edges}
+            if "launch" not in kinds:
+                continue
+            launcher = kinds["launch"]
+            pred = kinds.get("stream")
+            if pred is None or self.end[pred] < self.ts[launcher]:
+                launch.append(self.ts[v] - self.end[launcher])
+            elif self.end[launcher] < self.end[pred]:
+                gap.append(self.ts[v] - self.end[pred])
+        l0 = statistics.median(launch) if launch else DEFAULT_LAUNCH_LATENCY_US
+        g0 = max(0.0, statistics.median(gap)) if gap else DEFAULT_STREAM_GAP_US
+        return l0, g0
+
+    def measure_delays(self, threads: dict[str, list[int]], infer_waits: bool) -> tuple[float, float]:
+        l0, g0 = self.typical_delays()
+        typical = {"launch": l0, "stream": g0, "thread": 0.0, "sync": 0.0, "comm": 0.0}
+        attrs, ts, end = self.attrs, self.ts, self.end
+        for a in attrs:
+            a["gap"] = 0.0
+            a["release"] = None
+        streams_of_device: dict[Any, list[str]] = {}
+        for t in threads:
+            if t.startswith("gpu:"):
+                streams_of_device.setdefault(t.split("/")[0], []).append(t)
+        ends_sorted = {t: sorted((end[x], x) for x in tasks) for t, tasks in threads.items() if t.startswith("gpu:")}
+        ends_only = {t: [e for e, _ in pairs] for t, pairs in ends_sorted.items()}
+        for v, edges in enumerate(self.in_edges):
+            s = ts[v]
+            if not edges:
+                attrs[v]["release"] = s  # nothing known holds it: it arrives when it did
+                continue
+            a = attrs[v]
+            if a["kind"] in CPU_KINDS:
+                waited = [u for u, kind, _ in edges if kind == "sync"]
+                if waited:
+                    te = max(end[u] for u in waited)
+                    if te > end[v]:  # the trace says the call returned first: not a wait on these
+                        edges[:] = [e for e in edges if e[1] != "sync" or end[e[0]] <= end[v]]
+                        waited = [u for u, kind, _ in edges if kind == "sync"]
+                        te = max((end[u] for u in waited), default=s)
+                    if te > s:
+                        a["duration"] = end[v] - te  # the part of the call after the wait: its own cost
+                for e in edges:
+                    u, kind = e[0], e[1]
+                    if kind == "thread":
+                        attrs[u]["gap"] = s - end[u]
+                    else:
+                        e[2] = 0.0
+                continue
+            binding = min(edges, key=lambda e: s - end[e[0]])
+            slack_b = s - end[binding[0]]
+            if infer_waits and slack_b > UNEXPLAINED_DELAY_US + max(l0, g0, 0.0):
+                source = self._cross_stream_source(v, s, streams_of_device, ends_sorted, ends_only)
+                if source is not None:
+                    kind = "comm" if "comm" in (a["kind"], attrs[source]["kind"]) else "sync"
+                    binding = [source, kind, 0.0]
+                    edges.append(binding)
+            for e in edges:
+                u, kind = e[0], e[1]
+                slack = s - end[u]
+                value = slack if e is binding else min(slack, typical[kind])
+                if kind == "stream":
+                    attrs[u]["gap"] = value
+                else:
+                    e[2] = value
+        return l0, g0
+
+    def _cross_stream_source(self, v: int, s: float, streams_of_device: Any, ends_sorted: Any, ends_only: Any) -> int | None:  # fmt: skip
+        thread = self.attrs[v]["thread"]
+        best = None
+        for other in streams_of_device.get(thread.split("/")[0], ()):
+            if other == thread:
+                continue
+            i = bisect.bisect_right(ends_only[other], s) - 1
+            if i >= 0:
+                e, x = ends_sorted[other][i]
+                if (
+                    s - e <= CROSS_STREAM_WINDOW_US
+                    and self.launch_ts[x] <= self.launch_ts[v]
+                    and (best is None or e > self.end[best])
+                ):
+                    best = x
+        return best
+
+    # ---- phases ---------------------------------------------------------------------------------------------
+
+    def finish_phases(self, steps: list[Step], step_of: list[str | None]) -> None:
+        first_bwd: dict[str | None, float] = {}
+        for task, a in enumerate(self.attrs):
+            if a["phase"] == "backward" and a["kind"] in CPU_KINDS:
+                key = step_of[task]
+                if key not in first_bwd or self.ts[task] < first_bwd[key]:
+                    first_bwd[key] = self.ts[task]
+        for task, a in enumerate(self.attrs):
+            if a["phase"] is None:
+                limit = first_bwd.get(step_of[task])
+                a["phase"] = "forward" if limit is None or self.ts[task] < limit else "other"
+
+
+def _message_bytes(args: Any) -> int | None:
+    if args is None:
+        return None
+    n = args.in_msg_nelems if isinstance(args.in_msg_nelems, (int, float)) else None
+    out = args.out_msg_nelems if isinstance(args.out_msg_nelems, (int, float)) else None
+    if n is None and out is None:
+        return None
+    nelems = max(n or 0, out or 0)
+    size = _DTYPE_BYTES.get(str(args.dtype).lower().replace("torch.", ""), 4)
+    return int(nelems * size)
+
+
+def build_graph(trace: Trace, step: str | int | None = None) -> nx.DiGraph:
+    """The dependency graph of the selected step(s) of ``trace``.
+
+    ``step``: ``None`` picks a steady-state step; ``"all"`` every ProfilerStep in one graph;
+    ``N`` or ``"ProfilerStep#N"`` that step; any other string names an annotation whose range is the window.
+    """
+    steps = select_steps(trace, "all" if step is None else step)
+    b = _Builder(trace)
+    b.cpu_tasks()
+    b.gpu_tasks()
+    if not b.attrs:
+        raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate")
+    for a, t0, t1 in zip(b.attrs, b.ts, b.end):
+        a["duration"] = t1 - t0
+    threads = b.order_edges()
+    b.sync_edges(threads)
+    infer_waits = not any((e.args is not None and "Wait Event" in (e.args.cuda_sync_kind or "")) for e in trace.syncs) and any(
+        _WAIT_EVENT.search(e.name) for e in trace.runtime
+    )
+    l0, g0 = b.measure_delays(threads, infer_waits)
+    step_of = _assign_steps(b, steps)
+    b.finish_phases(steps, step_of)
+    if step is None:
+        steps = _choose_default(b, steps, step_of)
+    return _cut(b, steps, step_of, {"launch_latency_us": l0, "stream_gap_us": g0, "inferred_stream_waits": infer_waits})
+
+
+def _choose_default(b: _Builder, steps: list[Step], step_of: list[str | None]) -> list[Step]:
+    """The steady-state step among the steps that hold work."""
+    busy = set(step_of)
+    candidates = [s for s in steps if s.name in busy]
+    return [default_step(candidates)] if candidates else steps[-1:]
+
+
+def _assign_steps(b: _Builder, steps: list[Step]) -> list[str | None]:
+    starts = [s.start for s in steps]
+    step_of: list[str | None] = [None] * len(b.attrs)
+    for task, a in enumerate(b.attrs):
+        if a["kind"] in GPU_KINDS:
+            continue
+        i = bisect.bisect_right(starts, b.ts[task]) - 1
+        if i >= 0 and b.ts[task] < steps[i].end:
+            step_of[task] = steps[i].name
+    for v, edges in enumerate(b.in_edges):
+        if b.attrs[v]["kind"] not in GPU_KINDS:
+            continue
+        launcher = next((u for u, kind, _ in edges if kind == "launch"), None)
+        if launcher is not None:
+            step_of[v] = step_of[launcher]
+        else:
+            i = bisect.bisect_right(starts, b.ts[v]) - 1
+            if i >= 0 and b.ts[v] < steps[i].end:
+                step_of[v] = steps[i].name
+    return step_of
+
+
+def _cut(b: _Builder, steps: list[Step], step_of: list[str | None], delays: dict[str, Any]) -> nx.DiGraph:
+    """The graph of the selected steps' tasks; dependencies on work outside become release times."""
+    chosen = {s.name for s in steps}
+    selected = sorted((t for t in range(len(b.attrs)) if step_of[t] in chosen), key=b.ts.__getitem__)
+    if not selected:
+        names = ", ".join(sorted(chosen))
+        raise TraceError(f"{b.trace.path}: no tasks in the selected step ({names})")
+    origin = min(b.ts[t] for t in selected)
+    index = {t: i for i, t in enumerate(selected)}
+    g = nx.DiGraph()
+    nodes = []
+    for t in selected:
+        a = b.attrs[t]
+        a["start"] = b.ts[t] - origin
+        a["step"] = step_of[t]
+        release = a["release"]
+        a["release"] = None if release is None else release - origin
+        nodes.append((index[t], a))
+    edges = []
+    for t in selected:
+        v = index[t]
+        a = b.attrs[t]
+        for u, kind, lag in b.in_edges[t]:
+            if u in index:
+                edges.append((index[u], v, {"kind": kind} if kind in ORDER_KINDS else {"kind": kind, "lag": lag}))
+            else:
+                delay = b.attrs[u]["gap"] if kind in ORDER_KINDS else lag
+                ready = b.end[u] - origin + delay
+                if a["release"] is None or ready > a["release"]:
+                    a["release"] = ready
+    g.add_nodes_from(nodes)
+    g.add_edges_from(edges)
+    step_info = []
+    for s in steps:
+        members = [t for t in selected if step_of[t] == s.name]
+        if members:
+            step_info.append({"name": s.name, "measured_us": max(b.end[t] for t in members) - min(b.ts[t] for t in members)})
+    g.graph.update(
+        trace=b.trace.path, rank=b.trace.rank, world_size=b.trace.world_size, device=b.trace.device_name,
+        origin_us=origin, steps=step_info, delays=delays, warnings=list(b.trace.warnings),
+        measured_us=max(b.end[t] for t in selected) - origin,
+    )  # fmt: skip
+    return g

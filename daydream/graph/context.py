@@ -1,0 +1,82 @@
+"""What encloses each CPU task: its op, the op's shapes, the layer (module path) and the phase.
+
+One sweep per CPU thread over the thread's ranges (ops, annotations) and runtime calls, sorted by start,
+with a stack of open ranges. Kernels later inherit the context of the runtime call that launched them:
+the synchronization-free mapping of the Daydream paper (section 4.3).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from daydream.trace.schema import Event
+
+PHASES = ("forward", "backward", "optimizer", "dataloader", "other")
+
+_OPTIMIZER_RE = re.compile(r"^Optimizer\.|optimizer|^## optimizer ##", re.IGNORECASE)
+_DATALOADER_RE = re.compile(r"DataLoader|dataloader|data_loader|## data ##", re.IGNORECASE)
+_FORWARD_RE = re.compile(r"^## forward ##$|^forward$", re.IGNORECASE)
+_BACKWARD_RE = re.compile(r"^## backward ##$|^backward$|^autograd::engine::evaluate_function", re.IGNORECASE)
+# Annotations that mark steps, phases or library internals rather than a module of the model.
+_NOT_A_LAYER_RE = re.compile(
+    r"^ProfilerStep#|^Optimizer\.|^##.*##$|^enumerate\(DataLoader\)|^nccl:|^gloo:|^c10d::|^record_param_comms"
+    r"|^\[pytorch\|profiler|^\[param\||^PyTorch Profiler|^daydream\.step"
+)
+_MODULE_PREFIX = "nn.Module: "
+# The recorder's own module ranges: "daydream.module: <path>" carries the full dotted module path.
+_RECORDER_MODULE_PREFIX = "daydream.module: "
+
+
+def range_phase(name: str, cat: str | None) -> str | None:
+    """The phase a CPU range declares, or None when it inherits its parent's."""
+    if _BACKWARD_RE.search(name):
+        return "backward"
+    if cat != "cpu_op" and cat != "Operator":
+        if _OPTIMIZER_RE.search(name):
+            return "optimizer"
+        if _DATALOADER_RE.search(name):
+            return "dataloader"
+        if _FORWARD_RE.search(name):
+            return "forward"
+    return None
+
+
+def range_layer(name: str, cat: str | None, parent: str | None) -> str | None:
+    """The layer path inside a range: ``nn.Module`` ranges and plain record_function ranges nest."""
+    if cat in ("cpu_op", "Operator", "operator"):
+        return parent
+    if name.startswith(_RECORDER_MODULE_PREFIX):
+        return name[len(_RECORDER_MODULE_PREFIX) :]
+    if name.startswith(_MODULE_PREFIX):
+        part = name[len(_MODULE_PREFIX) :]
+    elif cat == "python_function" or _NOT_A_LAYER_RE.search(name) or _phase_marker(name):
+        return parent
+    else:
+        part = name
+    return f"{parent}/{part}" if parent else part
+
+
+def _phase_marker(name: str) -> bool:
+    return bool(_OPTIMIZER_RE.search(name) or _DATALOADER_RE.search(name) or _FORWARD_RE.search(name))
+
+
+@dataclass(slots=True)
+class Context:
+    """The enclosing context of one CPU task."""
+
+    op: str | None
+    op_shapes: Any
+    top_op: str | None
+    layer: str | None
+    phase: str | None
+    bwd_seq: int | None
+
+
+def op_shapes(ev: Event) -> Any:
+    args = ev.args
+    if args is None:
+        return None
+    dims = args.input_dims if args.input_dims is not None else args.input_dims_2021
+    return dims

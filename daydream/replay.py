@@ -1,0 +1,107 @@
+"""One call from a trace file to a simulated, summarised timeline: what ``daydream simulate`` does."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from daydream.graph.build import CPU_KINDS, GPU_KINDS, build_graph
+from daydream.simulate import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals
+from daydream.trace import load_trace
+
+
+@dataclass
+class Replay:
+    """A simulated graph of one trace, with the measured and predicted iteration times."""
+
+    graph: nx.DiGraph
+    timeline: Timeline
+    measured_us: float
+    predicted_us: float
+    steps: list[dict[str, Any]]
+    breakdown: dict[str, float]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> float:
+        """Relative error of the prediction against the measurement (signed)."""
+        return (self.predicted_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
+
+    def critical_path_summary(self, top: int = 8) -> dict[str, Any]:
+        tl = self.timeline
+        path = critical_path(tl)
+        seg = critical_path_segments(tl, path)
+        every = GPU_KINDS | CPU_KINDS
+        return {
+            "tasks": len(path),
+            "gpu_us": sum(t for i, t in zip(path, seg) if tl.attrs(i)["kind"] in GPU_KINDS),
+            "cpu_us": sum(t for i, t in zip(path, seg) if tl.attrs(i)["kind"] in CPU_KINDS),
+            "by_kernel_class": _top(totals(tl, "class", path, GPU_KINDS, seg), top),
+            "by_phase": _top(totals(tl, "phase", path, every, seg), top),
+            "by_layer": _top(totals(tl, "layer", path, every, seg), top),
+            "by_name": _top(totals(tl, "name", path, every, seg), top),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        g = self.graph
+        kinds: dict[str, int] = {}
+        for _, kind in g.nodes(data="kind"):
+            kinds[kind] = kinds.get(kind, 0) + 1
+        return {
+            "trace": g.graph.get("trace"),
+            "device": g.graph.get("device"),
+            "rank": g.graph.get("rank"),
+            "world_size": g.graph.get("world_size"),
+            "measured_us": self.measured_us,
+            "predicted_us": self.predicted_us,
+            "error_pct": 100.0 * self.error,
+            "steps": self.steps,
+            "breakdown": self.breakdown,
+            "tasks": g.number_of_nodes(),
+            "edges": g.number_of_edges(),
+            "tasks_by_kind": kinds,
+            "gpu_time_by_phase": totals(self.timeline, "phase"),
+            "gpu_time_by_class": totals(self.timeline, "class"),
+            "critical_path": self.critical_path_summary(),
+            "delays": g.graph.get("delays"),
+            "warnings": self.warnings,
+        }
+
+
+def _top(d: dict[str, float], n: int) -> dict[str, float]:
+    return dict(list(d.items())[:n])
+
+
+def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
+    """Simulate ``graph`` and compare with what its trace measured."""
+    timeline = simulate(graph, policy)
+    predicted_steps = timeline.step_times()
+    steps = [
+        {"name": s["name"], "measured_us": s["measured_us"], "predicted_us": predicted_steps.get(s["name"], math.nan)}
+        for s in graph.graph.get("steps", [])
+    ]
+    return Replay(
+        graph=graph,
+        timeline=timeline,
+        measured_us=float(graph.graph.get("measured_us", math.nan)),
+        predicted_us=timeline.makespan(),
+        steps=steps,
+        breakdown=breakdown(timeline),
+        warnings=list(graph.graph.get("warnings", [])),
+    )
+
+
+def replay(
+    path: str | os.PathLike[str], step: str | int | None = None, et: str | None = None, policy: Policy = EARLIEST
+) -> Replay:
+    """Load ``path``, build the graph of the selected step(s), simulate it unmodified."""
+    trace = load_trace(path, et=et)
+    graph = build_graph(trace, step)
+    result = replay_graph(graph, policy)
+    if not trace.has_gpu_activity:
+        result.warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
+    return result

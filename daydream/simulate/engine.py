@@ -1,0 +1,109 @@
+"""The frontier scheduler: Algorithm 1 of the Daydream paper, over a task graph.
+
+Each task starts when its thread is free (the previous task's end plus its gap) and every parent
+has finished (plus the edge's delay), and never before its release time. Children enter the
+frontier when their last parent finishes; the policy picks the next task from the frontier.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from daydream.errors import DaydreamError
+from daydream.graph.build import ORDER_KINDS
+from daydream.simulate.policies import EARLIEST, Policy
+from daydream.simulate.timeline import Timeline
+
+
+def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
+    """Predict when every task of ``graph`` runs."""
+    nodes = list(graph.nodes)
+    n = len(nodes)
+    index = {node: i for i, node in enumerate(nodes)}
+    attrs: list[dict[str, Any]] = [graph.nodes[node] for node in nodes]
+    duration = [float(a["duration"]) for a in attrs]
+    gap = [float(a.get("gap", 0.0)) for a in attrs]
+    thread_ids: dict[str, int] = {}
+    thread = [thread_ids.setdefault(a["thread"], len(thread_ids)) for a in attrs]
+    ready = [(r if (r := a.get("release")) is not None else -math.inf) for a in attrs]
+    succ: list[list[tuple[int, bool, float]]] = []
+    indegree = [0] * n
+    for node in nodes:
+        out = []
+        for child, e in graph._succ[node].items():
+            c = index[child]
+            indegree[c] += 1
+            kind = e.get("kind")
+            out.append((c, kind in ORDER_KINDS, float(e.get("lag", 0.0))))
+        succ.append(out)
+    for i in range(n):
+        if indegree[i] == 0 and ready[i] == -math.inf:
+            ready[i] = 0.0
+
+    start = [0.0] * n
+    end = [0.0] * n
+    cause = [-1] * n  # the task whose end (or whose thread slot) fixed this task's start
+    progress = [-math.inf] * len(thread_ids)
+    last_on_thread = [-1] * len(thread_ids)
+    done = 0
+    prio = policy.priorities(attrs)
+    fifo = policy.kind == "fifo"
+    heap: list[tuple[Any, ...]] = []
+    queue: deque[int] = deque()
+    seq = 0
+
+    def push(i: int) -> None:
+        nonlocal seq
+        if fifo:
+            queue.append(i)
+        elif prio is not None:
+            heapq.heappush(heap, (prio[i], ready[i], seq, i))
+        else:
+            heapq.heappush(heap, (ready[i], seq, i))
+        seq += 1
+
+    for i in range(n):
+        if indegree[i] == 0:
+            push(i)
+    while heap or queue:
+        if fifo:
+            i = queue.popleft()
+        elif prio is not None:
+            i = heapq.heappop(heap)[3]
+        else:
+            r, _, i = heapq.heappop(heap)
+            p = progress[thread[i]]
+            if p > r and heap and heap[0][0] < p:
+                # Its thread is busy until p, and another ready task could start before that: run that first.
+                heapq.heappush(heap, (p, seq, i))
+                seq += 1
+                continue
+        t = thread[i]
+        s = ready[i]
+        if progress[t] > s:
+            s = progress[t]
+            cause[i] = last_on_thread[t]
+        start[i] = s
+        e = s + duration[i]
+        end[i] = e
+        progress[t] = e + gap[i]
+        last_on_thread[t] = i
+        done += 1
+        for c, order, lag in succ[i]:
+            rc = e + (gap[i] if order else lag)
+            if rc > ready[c]:
+                ready[c] = rc
+                cause[c] = i
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                push(c)
+    if done != n:
+        stuck = [nodes[i] for i in range(n) if indegree[i] > 0][:5]
+        raise DaydreamError(f"the task graph has a dependency cycle; tasks that never became ready include {stuck}")
+    return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), list(thread_ids))

@@ -1,0 +1,50 @@
+"""Schedule policies: which ready task the frontier scheduler runs next (line 9 of Algorithm 1).
+
+A policy gives each ready task a sort key; the smallest key runs first. With only dependency
+edges the choice cannot change start times; it matters where tasks share a thread without an
+order edge between them (inserted work, or a transform that re-orders communication).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from daydream.errors import DaydreamError
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """``kind``: earliest (earliest possible start first, the paper's default), fifo (in the order
+    tasks became ready) or priority (smallest value of ``attribute`` first; ties by earliest start)."""
+
+    kind: str = "earliest"
+    attribute: str | None = None
+    descending: bool = False
+
+    def priorities(self, attrs: list[dict[str, Any]]) -> list[float] | None:
+        if self.kind != "priority":
+            return None
+        sign = -1.0 if self.descending else 1.0
+        out = []
+        for a in attrs:
+            value = a.get(self.attribute)  # type: ignore[arg-type]
+            out.append(sign * float(value) if isinstance(value, (int, float)) else math.inf)
+        return out
+
+
+EARLIEST = Policy()
+FIFO = Policy("fifo")
+
+
+def parse_policy(text: str) -> Policy:
+    """``earliest``, ``fifo``, ``priority:ATTR`` or ``priority:-ATTR`` (largest first)."""
+    if text in ("earliest", "earliest-start", "earliest_start"):
+        return EARLIEST
+    if text == "fifo":
+        return FIFO
+    if text.startswith("priority:") and len(text) > len("priority:"):
+        attr = text[len("priority:") :]
+        return Policy("priority", attr.lstrip("-"), attr.startswith("-"))
+    raise DaydreamError(f"unknown schedule policy {text!r}: use earliest, fifo or priority:ATTRIBUTE")

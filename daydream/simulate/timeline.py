@@ -1,0 +1,166 @@
+"""The simulated timeline: when each task ran, and what follows from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from daydream.graph.build import CPU_KINDS, GPU_KINDS
+
+
+@dataclass
+class Timeline:
+    """Start and end (microseconds) of every task of ``graph``, indexed like ``nodes``.
+
+    ``cause[i]`` is the index of the task whose end (or thread slot) fixed task i's start, or -1 when
+    its release time did: following it backwards from the last task gives the critical path.
+    """
+
+    graph: nx.DiGraph
+    nodes: list[Any]
+    start: np.ndarray
+    end: np.ndarray
+    cause: np.ndarray
+    threads: list[str]
+
+    def attrs(self, i: int) -> dict[str, Any]:
+        return self.graph.nodes[self.nodes[i]]
+
+    def makespan(self, indices: np.ndarray | list[int] | None = None) -> float:
+        """First start to last end, of all tasks or of ``indices``."""
+        if indices is None:
+            return float(self.end.max() - self.start.min()) if len(self.nodes) else 0.0
+        if len(indices) == 0:
+            return 0.0
+        return float(self.end[indices].max() - self.start[indices].min())
+
+    @property
+    def iteration_us(self) -> float:
+        return self.makespan()
+
+    def step_indices(self) -> dict[str, np.ndarray]:
+        steps: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            steps.setdefault(self.graph.nodes[node].get("step") or "inserted", []).append(i)
+        return {name: np.asarray(ix) for name, ix in steps.items()}
+
+    def step_times(self) -> dict[str, float]:
+        """Predicted makespan of each step's tasks (inserted tasks count with the step of nothing)."""
+        return {name: self.makespan(ix) for name, ix in self.step_indices().items() if name != "inserted"}
+
+
+def _union_length(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge [start, end) intervals (rows); return merged starts and ends."""
+    if len(intervals) == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(intervals[:, 0], kind="stable")
+    s, e = intervals[order, 0], intervals[order, 1]
+    run_end = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > run_end[:-1]
+    starts = s[new]
+    group = np.cumsum(new) - 1
+    ends = np.zeros(len(starts))
+    np.maximum.at(ends, group, run_end)
+    return starts, ends
+
+
+def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    total, j = 0.0, 0
+    bs, be = b
+    for s, e in zip(*a):
+        while j < len(bs) and be[j] <= s:
+            j += 1
+        k = j
+        while k < len(bs) and bs[k] < e:
+            total += min(e, be[k]) - max(s, bs[k])
+            k += 1
+    return total
+
+
+def breakdown(timeline: Timeline) -> dict[str, float]:
+    """The paper's runtime breakdown (section 6): time when only the CPU, only the GPU, or both are busy.
+
+    The CPU is busy during its tasks and the measured CPU time after them (gaps) on the threads that issue
+    GPU work or run CPU ops; polling threads (e.g. a communication watchdog) are not counted.
+    """
+    g = timeline.graph
+    cpu_rows, gpu_rows = [], []
+    working = set()
+    for i, node in enumerate(timeline.nodes):
+        a = g.nodes[node]
+        if a["kind"] in GPU_KINDS:
+            gpu_rows.append((timeline.start[i], timeline.end[i]))
+            for parent, e in g._pred[node].items():
+                if e.get("kind") == "launch":
+                    working.add(g.nodes[parent]["thread"])
+        elif a["kind"] == "dataloader" or a.get("op") == a["name"]:
+            working.add(a["thread"])
+    for i, node in enumerate(timeline.nodes):
+        a = g.nodes[node]
+        if a["kind"] in CPU_KINDS and a["thread"] in working:
+            cpu_rows.append((timeline.start[i], timeline.end[i] + max(0.0, float(a.get("gap", 0.0)))))
+    total = timeline.makespan()
+    t0 = float(timeline.start.min()) if len(timeline.nodes) else 0.0
+    t1 = t0 + total
+    cpu = _union_length(np.clip(np.asarray(cpu_rows, dtype=float).reshape(-1, 2), t0, t1))
+    gpu = _union_length(np.asarray(gpu_rows, dtype=float).reshape(-1, 2))
+    cpu_busy = float((cpu[1] - cpu[0]).sum())
+    gpu_busy = float((gpu[1] - gpu[0]).sum())
+    both = float(_overlap(cpu, gpu))
+    return {
+        "total_us": total,
+        "cpu_only_us": cpu_busy - both,
+        "gpu_only_us": gpu_busy - both,
+        "cpu_gpu_overlap_us": both,
+        "idle_us": max(0.0, total - cpu_busy - gpu_busy + both),
+    }
+
+
+def critical_path(timeline: Timeline) -> list[int]:
+    """Indices of the tasks on the critical path, first to last."""
+    if not len(timeline.nodes):
+        return []
+    i = int(np.argmax(timeline.end))
+    path = []
+    seen = set()
+    while i >= 0 and i not in seen:
+        seen.add(i)
+        path.append(i)
+        i = int(timeline.cause[i])
+    path.reverse()
+    return path
+
+
+def totals(
+    timeline: Timeline, by: str, indices: list[int] | None = None, kinds: frozenset[str] = GPU_KINDS,
+    times: list[float] | None = None,
+) -> dict[str, float]:  # fmt: skip
+    """Summed duration of tasks of ``kinds`` grouped by attribute ``by`` (phase, layer, class, name, ...).
+
+    ``times`` (parallel to ``indices``) replaces the tasks' durations, e.g. with critical-path segments.
+    """
+    out: dict[str, float] = {}
+    g = timeline.graph
+    order = range(len(timeline.nodes)) if indices is None else indices
+    for k, i in enumerate(order):
+        a = g.nodes[timeline.nodes[i]]
+        if a["kind"] not in kinds:
+            continue
+        key = str(a.get(by) if a.get(by) is not None else "-")
+        t = times[k] if times is not None else float(timeline.end[i] - timeline.start[i])
+        out[key] = out.get(key, 0.0) + t
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def critical_path_segments(timeline: Timeline, path: list[int]) -> list[float]:
+    """Time each critical-path task holds the path: from its start to the next path task's start (its run,
+    then the gap or delay until it releases the next), the last task its duration."""
+    starts = timeline.start
+    seg = [float(starts[b] - starts[a]) for a, b in zip(path, path[1:])]
+    if path:
+        seg.append(float(timeline.end[path[-1]] - starts[path[-1]]))
+    return seg

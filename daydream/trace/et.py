@@ -1,0 +1,158 @@
+"""Linking a PyTorch execution trace (ET, Chakra schema) to the Kineto ops of the same run.
+
+The ET holds what Kineto lacks: every op's input/output tensors (ids, shapes, dtypes).
+Ops are linked by record-function id where Kineto records it; otherwise by aligning the
+sequence of op names (the ET usually covers one iteration of a longer Kineto window).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from daydream.errors import TraceError
+from daydream.trace.model import Trace
+
+
+class _EtFile(msgspec.Struct, gc=False):
+    nodes: list[dict[str, Any]]
+    schema: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EtOp:
+    """What the execution trace knows about one op."""
+
+    et_id: int
+    name: str
+    input_shapes: tuple[Any, ...]
+    input_types: tuple[str, ...]
+    input_tensors: tuple[int, ...]
+    output_shapes: tuple[Any, ...]
+    output_tensors: tuple[int, ...]
+
+
+def _field(node: dict[str, Any], key: str) -> Any:
+    """A node field in either ET schema: top-level (1.0.x) or in ``attrs`` (1.1.x / Chakra)."""
+    if key in node:
+        return node[key]
+    for a in node.get("attrs") or ():
+        if isinstance(a, dict) and a.get("name") == key:
+            return a.get("value")
+    return None
+
+
+def _io(node: dict[str, Any], side: str) -> tuple[list[Any], list[Any], list[Any]]:
+    """(values, shapes, types) of a node's inputs or outputs, in either schema."""
+    block = node.get(side)
+    if isinstance(block, dict):  # 1.1.x: {"values": [...], "shapes": [...], "types": [...]}
+        return list(block.get("values", [])), list(block.get("shapes", [])), list(block.get("types", []))
+    singular = side[:-1]  # 1.0.x: "inputs", "input_shapes", "input_types"
+    return list(block or []), list(node.get(f"{singular}_shapes", [])), list(node.get(f"{singular}_types", []))
+
+
+def _tensor_ids(values: list[Any], types: list[Any]) -> tuple[int, ...]:
+    ids = []
+    for v, t in zip(values, types):
+        if isinstance(t, str) and t.startswith("Tensor") and isinstance(v, list) and len(v) >= 2 and isinstance(v[1], int):
+            ids.append(v[1])  # [tensor_id, storage_id, offset, numel, itemsize, device]: storage id is the data
+    return tuple(ids)
+
+
+def _et_op(node: dict[str, Any]) -> EtOp:
+    in_values, in_shapes, in_types = _io(node, "inputs")
+    out_values, out_shapes, out_types = _io(node, "outputs")
+    return EtOp(
+        et_id=int(node.get("id", -1)),
+        name=str(node.get("name", "")),
+        input_shapes=tuple(_freeze(x) for x in in_shapes),
+        input_types=tuple(str(t) for t in in_types),
+        input_tensors=_tensor_ids(in_values, [str(t) for t in in_types]),
+        output_shapes=tuple(_freeze(x) for x in out_shapes),
+        output_tensors=_tensor_ids(out_values, [str(t) for t in out_types]),
+    )
+
+
+def _freeze(x: Any) -> Any:
+    return tuple(_freeze(v) for v in x) if isinstance(x, list) else x
+
+
+def load_execution_trace(path: str | os.PathLike[str]) -> list[tuple[int | None, EtOp]]:
+    """The ops of an execution trace in execution order, each with its record-function id."""
+    from daydream.trace.load import read_trace_bytes
+
+    raw = read_trace_bytes(path)
+    try:
+        et = msgspec.json.decode(raw, type=_EtFile)
+    except msgspec.ValidationError as exc:
+        raise TraceError(f"{path}: not a PyTorch execution trace: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(f"{path}: not valid JSON: {exc}") from None
+    ops = []
+    for node in sorted(et.nodes, key=lambda n: n.get("id", 0) if isinstance(n.get("id"), int) else 0):
+        rf_id = _field(node, "rf_id")
+        name = str(node.get("name", ""))
+        if rf_id is None or name.startswith("[pytorch|"):
+            continue
+        ops.append((rf_id if isinstance(rf_id, int) else None, _et_op(node)))
+    return ops
+
+
+def attach_execution_trace(trace: Trace, path: str | os.PathLike[str]) -> None:
+    """Link the ET's ops to ``trace.cpu_ops``; results land in ``trace.et_ops`` (index -> EtOp)."""
+    rf_ops = load_execution_trace(path)
+    if not rf_ops:
+        trace.warnings.append(f"{path}: execution trace holds no ops; ignored")
+        return
+    by_rf = {rf: op for rf, op in rf_ops if rf is not None}
+    for i, ev in enumerate(trace.cpu_ops):
+        rf = ev.args.record_function_id if ev.args is not None else None
+        if rf is not None and rf in by_rf and by_rf[rf].name == ev.name:
+            trace.et_ops[i] = by_rf[rf]
+    if trace.et_ops:
+        return
+    names_in_kineto = {e.name for e in trace.cpu_ops}
+    # The ET also records annotations (ProfilerStep, "## forward ##") that Kineto keeps apart from ops.
+    ops = [op for _, op in rf_ops if op.name in names_in_kineto]
+    if not ops:
+        trace.warnings.append(f"{path}: execution trace does not match the Kineto trace's ops; ignored")
+        return
+    names = [e.name for e in trace.cpu_ops]
+    et_names = [op.name for op in ops]
+    start = _align(names, et_names)
+    if start is None:
+        trace.warnings.append(f"{path}: execution trace does not match the Kineto trace's ops; ignored")
+        return
+    j = 0
+    for i in range(start, len(names)):
+        if j >= len(ops):
+            break
+        # Greedy walk: the ET may hold ops the profiler filtered and vice versa; skip until names agree.
+        k = j
+        while k < len(ops) and k - j < 8 and ops[k].name != names[i]:
+            k += 1
+        if k < len(ops) and ops[k].name == names[i]:
+            trace.et_ops[i] = ops[k]
+            j = k + 1
+    trace.warnings.extend([] if trace.et_ops else [f"{path}: no execution-trace op could be linked"])
+
+
+def _align(names: list[str], et_names: list[str], probe: int = 32) -> int | None:
+    """Index in ``names`` where the ET's op sequence begins (first window of ``probe`` names that matches)."""
+    head = et_names[: min(probe, len(et_names))]
+    n = len(head)
+    first = head[0]
+    for i, name in enumerate(names):
+        if name == first and names[i : i + n] == head:
+            return i
+    # Weaker: the ET's first op name alone, first occurrence after which most of the probe matches in order.
+    for i, name in enumerate(names):
+        if name == first:
+            window = names[i : i + 4 * n]
+            it = iter(window)
+            if sum(1 for h in head if h in it) >= 0.8 * n:
+                return i
+    return None

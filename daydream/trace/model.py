@@ -1,0 +1,66 @@
+"""The loaded trace: events sorted into the families the graph builder needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from daydream.trace.schema import DeviceProperties, Event
+
+# Event categories of both Kineto schemas, by family.
+CPU_OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
+ANNOTATION_CATS = frozenset({"user_annotation", "python_function", "Python", "python", "Trace_annotation"})
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "runtime", "Driver", "driver"})
+KERNEL_CATS = frozenset({"kernel", "Kernel"})
+MEMCPY_CATS = frozenset({"gpu_memcpy", "Memcpy"})
+MEMSET_CATS = frozenset({"gpu_memset", "Memset"})
+GPU_CATS = KERNEL_CATS | MEMCPY_CATS | MEMSET_CATS
+GPU_ANNOTATION_CATS = frozenset({"gpu_user_annotation"})
+SYNC_CATS = frozenset({"cuda_sync"})
+LAUNCH_FLOW_CATS = frozenset({"ac2g", "async"})
+FWDBWD_FLOW_CATS = frozenset({"fwdbwd"})
+
+
+@dataclass
+class Trace:
+    """One rank's trace, its events sorted by family (each list ordered by start time)."""
+
+    path: str
+    cpu_ops: list[Event] = field(default_factory=list)
+    annotations: list[Event] = field(default_factory=list)
+    runtime: list[Event] = field(default_factory=list)
+    gpu: list[Event] = field(default_factory=list)
+    gpu_annotations: list[Event] = field(default_factory=list)
+    syncs: list[Event] = field(default_factory=list)
+    launch_flows: list[Event] = field(default_factory=list)
+    fwdbwd_flows: list[Event] = field(default_factory=list)
+    thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
+    devices: list[DeviceProperties] = field(default_factory=list)
+    distributed: dict[str, Any] = field(default_factory=dict)
+    schema_version: Any = None
+    event_count: int = 0
+    skipped: int = 0
+    et_ops: dict[int, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        rank = self.distributed.get("rank", 0)
+        return rank if isinstance(rank, int) else 0
+
+    @property
+    def world_size(self) -> int:
+        size = self.distributed.get("world_size", 1)
+        return size if isinstance(size, int) else 1
+
+    @property
+    def device_name(self) -> str | None:
+        return self.devices[0].name if self.devices else None
+
+    @property
+    def has_gpu_activity(self) -> bool:
+        return bool(self.gpu)
+
+    def step_annotations(self) -> list[Event]:
+        """The ``ProfilerStep#N`` ranges on the CPU, in order."""
+        return [e for e in self.annotations if e.name.startswith("ProfilerStep#")]

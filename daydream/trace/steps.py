@@ -1,0 +1,70 @@
+"""Which iteration(s) of a trace to simulate."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from daydream.errors import TraceError
+from daydream.trace.model import Trace
+
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A window of the trace, in absolute trace microseconds: CPU work issued in [start, end) belongs to it."""
+
+    name: str
+    start: float
+    end: float
+
+
+def profiler_steps(trace: Trace) -> list[Step]:
+    """The ``ProfilerStep#N`` windows, in order."""
+    steps = [Step(e.name, e.ts, e.ts + e.dur) for e in trace.annotations if _STEP_RE.match(e.name)]  # type: ignore[operator]
+    return sorted(steps, key=lambda s: s.start)
+
+
+def whole_trace(trace: Trace) -> Step:
+    starts = [fam[0].ts for fam in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu) if fam]
+    ends = [max(e.ts + e.dur for e in fam) for fam in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu) if fam]  # type: ignore[operator]
+    return Step("trace", min(starts), max(ends) + 1e-3)  # type: ignore[type-var]
+
+
+def default_step(steps: list[Step]) -> Step:
+    """A steady-state step: not the first (warm-up effects), not the last (profiler flush); the median-length
+    one of those in between."""
+    if len(steps) <= 2:
+        return (
+            steps[-1] if len(steps) == 1 or steps[-1].end - steps[-1].start >= 0.5 * (steps[0].end - steps[0].start) else steps[0]
+        )
+    middle = sorted(steps[1:-1], key=lambda s: s.end - s.start)
+    return middle[(len(middle) - 1) // 2]
+
+
+def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
+    """The windows to simulate for a ``--step`` value (see :func:`daydream.graph.build_graph`)."""
+    steps = profiler_steps(trace)
+    if step is None:
+        return [default_step(steps)] if steps else [whole_trace(trace)]
+    text = str(step).strip()
+    if text == "all":
+        return steps or [whole_trace(trace)]
+    if text == "trace":
+        return [whole_trace(trace)]
+    if text.isdigit():
+        text = f"ProfilerStep#{text}"
+    if _STEP_RE.match(text):
+        for s in steps:
+            if s.name == text:
+                return [s]
+        have = ", ".join(s.name for s in steps) or "none"
+        raise TraceError(f"{trace.path}: no step {text} in the trace (steps: {have})")
+    named = [Step(e.name, e.ts, e.ts + e.dur) for e in trace.annotations if e.name == text]  # type: ignore[operator]
+    if not named:
+        raise TraceError(f"{trace.path}: no step or annotation named {text!r} in the trace")
+    if len(named) > 1:
+        # Repeated annotations (e.g. one per iteration) are distinct steps: name them by occurrence.
+        named = [Step(f"{s.name}#{i}", s.start, s.end) for i, s in enumerate(named)]
+    return named

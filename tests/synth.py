@@ -1,0 +1,101 @@
+"""Synthetic Kineto traces with known timing, written by the tests (both schemas)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+PID, MAIN, BWD = 100, 1, 2
+STREAM = 7
+
+
+def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = True) -> dict[str, Any]:
+    """A training loop of ``steps`` iterations, 1000 us apart. Per step (times from the step's base):
+
+    forward  (main thread, module Linear_0): aten::linear > aten::addmm > cudaLaunchKernel [30, 40] -> sgemm [45, 245]
+             aten::relu > cudaLaunchKernel [120, 128] -> relu kernel [246, 266] (queued behind the gemm)
+    backward (autograd thread): evaluate_function: AddmmBackward0 > cudaLaunchKernel [310, 318] -> sgemm [320, 420]
+    optimizer: Optimizer.step#SGD.step > cudaLaunchKernel [510, 515] -> multi_tensor_apply [517, 530]
+    sync:    aten::item > cudaMemcpyAsync [705, 795] -> Memcpy DtoH (Device -> Pageable) [780, 790]
+             cudaStreamSynchronize [800, 850]
+    """
+    old = schema == "2021"
+    cat_op, cat_rt, cat_k, cat_cp = (
+        ("Operator", "Runtime", "Kernel", "Memcpy") if old else ("cpu_op", "cuda_runtime", "kernel", "gpu_memcpy")
+    )
+    ext = "external id" if old else "External id"
+    dims = "Input dims" if old else "Input Dims"
+    gpu_tid: Any = f"stream {STREAM}" if old else STREAM
+    events: list[dict[str, Any]] = []
+    corr = 0
+
+    def x(cat: str, name: str, tid: Any, ts: float, dur: float, pid: Any = PID, **args: Any) -> None:
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args})
+
+    def launch(
+        name: str, tid: int, ts: float, dur: float, kname: str, kts: float, kdur: float, cat: str | None = None, **kargs: Any
+    ) -> None:
+        nonlocal corr
+        corr += 1
+        x(cat_rt, name, tid, ts, dur, correlation=corr, **{ext: corr})
+        x(cat or cat_k, kname, gpu_tid, kts, kdur, pid=0, device=0, stream=STREAM, correlation=corr, **{ext: corr}, **kargs)
+        flow = "async" if old else "ac2g"
+        events.append({"ph": "s", "cat": flow, "name": flow, "id": corr, "pid": PID, "tid": tid, "ts": ts})
+        events.append({"ph": "f", "cat": flow, "name": flow, "id": corr, "pid": 0, "tid": gpu_tid, "ts": kts, "bp": "e"})
+
+    for k in range(1, steps + 1):
+        b = 1000.0 * k
+        seq = 10 * k
+        x("user_annotation", f"ProfilerStep#{k}", MAIN, b, 900)
+        x("python_function", "nn.Module: Linear_0", MAIN, b + 10, 95)
+        x(cat_op, "aten::linear", MAIN, b + 12, 80, **{"Sequence number": seq, dims: [[4, 8], [8, 8], [8]]})
+        x(cat_op, "aten::addmm", MAIN, b + 20, 62, **{dims: [[8], [4, 8], [8, 8]]})
+        launch("cudaLaunchKernel", MAIN, b + 30, 10, "volta_sgemm_128x64_nn", b + 45, 200)
+        x(cat_op, "aten::relu", MAIN, b + 110, 40, **{dims: [[4, 8]]})
+        launch("cudaLaunchKernel", MAIN, b + 120, 8, "void at::native::vectorized_elementwise_kernel<relu>", b + 246, 20)
+        x(
+            cat_op,
+            "autograd::engine::evaluate_function: AddmmBackward0",
+            BWD,
+            b + 300,
+            100,
+            **{"Sequence number": seq, "Fwd thread id": 1},
+        )
+        launch("cudaLaunchKernel", BWD, b + 310, 8, "volta_sgemm_64x64_nt", b + 320, 100)
+        x("user_annotation", "Optimizer.step#SGD.step", MAIN, b + 500, 100)
+        launch("cudaLaunchKernel", MAIN, b + 510, 5, "void at::native::multi_tensor_apply_kernel<sgd>", b + 517, 13)
+        x(cat_op, "aten::item", MAIN, b + 700, 98)
+        launch("cudaMemcpyAsync", MAIN, b + 705, 90, "Memcpy DtoH (Device -> Pageable)", b + 780, 10, cat=cat_cp, bytes=4)
+        corr += 1
+        x(cat_rt, "cudaStreamSynchronize", MAIN, b + 800, 50, correlation=corr, **{ext: corr})
+        if explicit_sync and not old:
+            x(
+                "cuda_sync",
+                "Stream Sync",
+                STREAM,
+                b + 800,
+                50,
+                pid=0,
+                cuda_sync_kind="Stream Sync",
+                stream=STREAM,
+                correlation=corr,
+                device=0,
+            )
+    events.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": MAIN, "args": {"name": "python"}})
+    doc: dict[str, Any] = {"traceEvents": events}
+    if not old:
+        doc.update(schemaVersion=1, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}],
+                   distributedInfo={"rank": 0, "world_size": 1})  # fmt: skip
+    return doc
+
+
+# Per step: first task starts at +30 (the first launch), the last ends at +850 (the stream sync).
+STEP_MEASURED_US = 820.0
+
+
+def write_trace(path: Path, doc: Any, gz: bool = False) -> Path:
+    data = json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path

@@ -1,0 +1,114 @@
+"""Graph construction from synthetic traces whose structure and timing are known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+import pytest
+from synth import STEP_MEASURED_US, make_trace, write_trace
+
+from daydream import TraceError, build_graph, load_trace, simulate
+from daydream.replay import replay
+
+
+def _graph(tmp_path: Path, step: str | None = None, **kw: object) -> nx.DiGraph:
+    return build_graph(load_trace(write_trace(tmp_path / "t.json", make_trace(**kw))), step)  # type: ignore[arg-type]
+
+
+def _by_name(g: nx.DiGraph, fragment: str) -> list[int]:
+    return [n for n, a in g.nodes(data=True) if fragment in a["name"]]
+
+
+def test_default_step_is_steady_state(tmp_path: Path) -> None:
+    g = _graph(tmp_path)
+    assert [s["name"] for s in g.graph["steps"]] == ["ProfilerStep#2"]
+    assert g.graph["measured_us"] == STEP_MEASURED_US
+
+
+@pytest.mark.parametrize("schema", ["current", "2021"])
+def test_replay_reproduces_every_task(tmp_path: Path, schema: str) -> None:
+    g = _graph(tmp_path, "all", schema=schema)
+    tl = simulate(g)
+    assert tl.makespan() == pytest.approx(g.graph["measured_us"])
+    for i, node in enumerate(tl.nodes):
+        a = g.nodes[node]
+        # Every task ends when it did in the trace (waits inside blocking calls are modelled, not copied).
+        assert tl.end[i] == pytest.approx(a["start"] + a["duration"] if not a["name"].endswith("[wait]") else tl.end[i])
+    starts = {g.nodes[n]["name"]: float(tl.start[i]) for i, n in enumerate(tl.nodes) if g.nodes[n]["step"] == "ProfilerStep#1"}
+    assert starts["volta_sgemm_128x64_nn"] == 15.0  # 1045 - origin 1030
+
+
+def test_tasks_kinds_phases_layers(tmp_path: Path) -> None:
+    g = _graph(tmp_path, "2")
+    kinds = {a["name"]: a["kind"] for _, a in g.nodes(data=True)}
+    assert kinds["volta_sgemm_128x64_nn"] == "gpu"
+    assert kinds["Memcpy DtoH (Device -> Pageable)"] == "memcpy"
+    gemm = g.nodes[_by_name(g, "sgemm_128x64")[0]]
+    assert (gemm["op"], gemm["top_op"], gemm["layer"], gemm["phase"], gemm["class"]) == (
+        "aten::addmm",
+        "aten::linear",
+        "Linear_0",
+        "forward",
+        "gemm",
+    )
+    assert gemm["shapes"] == [[8], [4, 8], [8, 8]]
+    bwd = g.nodes[_by_name(g, "sgemm_64x64")[0]]
+    assert bwd["phase"] == "backward" and bwd["layer"] == "Linear_0"  # mapped to its forward op by sequence number
+    assert g.nodes[_by_name(g, "multi_tensor_apply")[0]]["phase"] == "optimizer"
+    assert g.nodes[_by_name(g, "Memcpy DtoH")[0]]["bytes"] == 4
+
+
+def test_edges_of_each_kind(tmp_path: Path) -> None:
+    g = _graph(tmp_path, "2")
+    kinds = {e["kind"] for _, _, e in g.edges(data=True)}
+    assert kinds == {"thread", "stream", "launch", "sync"}
+    sync = _by_name(g, "cudaStreamSynchronize")[0]
+    parents = {g.nodes[u]["name"]: e["kind"] for u, _, e in g.in_edges(sync, data=True)}
+    assert parents["Memcpy DtoH (Device -> Pageable)"] == "sync"  # the last work on its stream
+    # The blocking copy call is split: issue, then a wait released by the copy.
+    wait = _by_name(g, "cudaMemcpyAsync [wait]")[0]
+    assert {g.nodes[u]["kind"] for u, _, e in g.in_edges(wait, data=True) if e["kind"] == "sync"} == {"memcpy"}
+    assert nx.is_directed_acyclic_graph(g)
+
+
+def test_inferred_stream_sync_without_cuda_sync_events(tmp_path: Path) -> None:
+    g = _graph(tmp_path, "2", explicit_sync=False)
+    sync = _by_name(g, "cudaStreamSynchronize")[0]
+    assert "sync" not in {e["kind"] for _, _, e in g.in_edges(sync, data=True)}  # nothing was pending: no wait inferred
+    assert simulate(g).makespan() == pytest.approx(STEP_MEASURED_US)
+
+
+def test_what_if_shorter_gemm_moves_queued_kernel(tmp_path: Path) -> None:
+    g = _graph(tmp_path, "2")
+    gemm = _by_name(g, "sgemm_128x64")[0]
+    relu = _by_name(g, "vectorized_elementwise")[0]
+    g.nodes[gemm]["duration"] = 100.0
+    tl = simulate(g)
+    i = tl.nodes.index(relu)
+    gap = g.nodes[gemm]["gap"]
+    # The relu kernel was queued behind the gemm; now it follows the shorter gemm (its launch was long done).
+    assert tl.start[i] == pytest.approx(g.nodes[gemm]["start"] + 100.0 + gap)
+
+
+def test_bad_step_names(tmp_path: Path) -> None:
+    tr = load_trace(write_trace(tmp_path / "t.json", make_trace()))
+    with pytest.raises(TraceError, match=r"no step ProfilerStep#9 .*ProfilerStep#1, ProfilerStep#2"):
+        build_graph(tr, "9")
+    with pytest.raises(TraceError, match="no step or annotation named 'nope'"):
+        build_graph(tr, "nope")
+
+
+def test_named_annotation_window(tmp_path: Path) -> None:
+    g = _graph(tmp_path, "Optimizer.step#SGD.step")
+    assert len(g.graph["steps"]) == 3
+    assert {a["name"] for _, a in g.nodes(data=True)} == {"cudaLaunchKernel", "void at::native::multi_tensor_apply_kernel<sgd>"}
+
+
+def test_cpu_only_trace_gives_cpu_graph_with_warning(tmp_path: Path) -> None:
+    doc = make_trace()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") in ("cpu_op", "user_annotation", "python_function")]
+    result = replay(write_trace(tmp_path / "cpu.json", doc))
+    assert {a["kind"] for _, a in result.graph.nodes(data=True)} == {"cpu"}
+    assert result.predicted_us == pytest.approx(result.measured_us)
+    assert any("no GPU activity" in w for w in result.warnings)

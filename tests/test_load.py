@@ -1,0 +1,80 @@
+"""Trace loading: both schemas, gzip, and a clear one-line error for every kind of bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from synth import make_trace, write_trace
+
+from daydream import TraceError, load_trace
+
+
+def test_current_schema_gzip(tmp_path: Path) -> None:
+    tr = load_trace(write_trace(tmp_path / "t.json.gz", make_trace(), gz=True))
+    assert len(tr.gpu) == 15 and len(tr.runtime) == 18 and len(tr.syncs) == 3
+    assert tr.device_name == "NVIDIA H100 80GB HBM3"
+    assert [s.name for s in tr.step_annotations()] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+
+
+def test_2021_schema(tmp_path: Path) -> None:
+    tr = load_trace(write_trace(tmp_path / "t.json", make_trace("2021")))
+    assert len(tr.cpu_ops) == 15 and len(tr.runtime) == 18 and len(tr.gpu) == 15
+    assert tr.cpu_ops[1].args.input_dims_2021 == [[8], [4, 8], [8, 8]]
+
+
+def test_bare_event_list(tmp_path: Path) -> None:
+    tr = load_trace(write_trace(tmp_path / "t.json", make_trace()["traceEvents"]))
+    assert len(tr.gpu) == 15
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("empty.json", b"", "empty file"),
+        ("blank.json", b"  \n", "empty file"),
+        ("text.json", b"hello", "not JSON"),
+        ("broken.json", b'{"traceEvents": [', "not valid JSON"),
+        ("noevents.json", b'{"foo": 1}', "has no 'traceEvents'"),
+        ("badtype.json", b'{"traceEvents": [{"ph": "X", "name": "k", "ts": "soon", "dur": 1}]}', r"traceEvents\[0\]\.ts"),
+        ("badevents.json", b'{"traceEvents": 3}', "malformed trace"),
+        ("nothing.json", b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', "no profiler events"),
+    ],
+)
+def test_bad_input_gets_a_clear_error(tmp_path: Path, name: str, data: bytes, message: str) -> None:
+    path = _write(tmp_path, name, data)
+    with pytest.raises(TraceError, match=message) as info:
+        load_trace(path)
+    assert str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_truncated_gzip(tmp_path: Path) -> None:
+    data = gzip.compress(json.dumps(make_trace()).encode())
+    path = _write(tmp_path, "cut.json.gz", data[: len(data) // 2])
+    with pytest.raises(TraceError, match="truncated gzip"):
+        load_trace(path)
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="no such file"):
+        load_trace(tmp_path / "absent.json")
+    with pytest.raises(TraceError, match="is a directory"):
+        load_trace(tmp_path)
+
+
+def test_input_is_not_modified(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.json", make_trace())
+    before = path.read_bytes()
+    from daydream import build_graph, simulate
+
+    simulate(build_graph(load_trace(path)))
+    assert path.read_bytes() == before

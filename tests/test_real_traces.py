@@ -1,0 +1,86 @@
+"""Replay fidelity on real GPU traces (../shared/traces): the foundation's acceptance test.
+
+Measured iteration = makespan of the selected step's tasks in the trace; predicted = makespan of the
+simulated unmodified graph. Bounds: <= 3% on every trace with GPU kernels, geometric mean <= 1.5%.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from daydream.graph import GPU_KINDS
+from daydream.replay import replay
+
+GPU_TRACES = [
+    "hta/nccl_parser_config_nccl_data.json.gz",
+    "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
+    "hta/critical_path_simple_add_benchmark_result_493459_1694039959_trace.json.gz",
+    "hta/execution_trace_benchmark_simple_add_trace.json.gz",
+    "hta/triton_example_triton_example.json.gz",
+    "param/linear_kineto.json.gz",
+    "param/resnet_kineto.json.gz",
+    *[f"param/dlrm8/rank{r}.json.gz" for r in range(8)],
+]
+MAX_ERROR = 0.03
+MAX_GEOMEAN = 0.015
+_errors: dict[str, float] = {}
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_replay_error_within_bound(shared_traces: Path, name: str) -> None:
+    result = replay(shared_traces / name)
+    assert any(a["kind"] in GPU_KINDS for _, a in result.graph.nodes(data=True))
+    err = abs(result.error)
+    _errors[name] = err
+    assert err <= MAX_ERROR, f"{name}: measured {result.measured_us:.1f} us, predicted {result.predicted_us:.1f} us"
+
+
+def test_replay_geomean(shared_traces: Path) -> None:
+    errors = [_errors[n] if n in _errors else abs(replay(shared_traces / n).error) for n in GPU_TRACES]
+    # Exact replays give 0; floor at 1e-6 (0.0001%) so the geometric mean is defined.
+    geomean = math.exp(sum(math.log(max(e, 1e-6)) for e in errors) / len(errors))
+    assert geomean <= MAX_GEOMEAN
+
+
+def test_every_step_of_a_multistep_trace(shared_traces: Path) -> None:
+    result = replay(shared_traces / "hta/nccl_parser_config_nccl_data.json.gz", step="all")
+    assert [s["name"] for s in result.steps] == ["ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]
+    for s in result.steps:
+        assert abs(s["predicted_us"] - s["measured_us"]) <= MAX_ERROR * s["measured_us"]
+
+
+def test_nccl_kernels_are_comm_tasks_with_sizes(shared_traces: Path) -> None:
+    g = replay(shared_traces / "hta/nccl_parser_config_nccl_data.json.gz").graph
+    comm = [a for _, a in g.nodes(data=True) if a["kind"] == "comm"]
+    assert comm and all(a["collective"] in ("allreduce", "broadcast") for a in comm)
+    assert all(a.get("bytes", 0) > 0 for a in comm if a["collective"] == "allreduce")
+    assert {a["thread"] for a in comm} == {"gpu:0/40"}
+
+
+def test_backward_kernels_map_to_forward_layers(shared_traces: Path) -> None:
+    g = replay(shared_traces / "hta/nccl_parser_config_nccl_data.json.gz").graph
+    phases = {a["phase"] for _, a in g.nodes(data=True) if a["kind"] == "gpu"}
+    assert {"forward", "backward", "optimizer"} <= phases
+    # Backward conv / gemm kernels take the layer of the forward op they differentiate (fwdbwd sequence numbers).
+    bwd = [a for _, a in g.nodes(data=True) if a["kind"] == "gpu" and a["phase"] == "backward" and a["class"] in ("conv", "gemm")]
+    assert bwd and sum(a["layer"] is not None for a in bwd) / len(bwd) > 0.9
+
+
+def test_execution_trace_supplies_shapes(shared_traces: Path) -> None:
+    g = replay(shared_traces / "param/linear_kineto.json.gz").graph
+    addmm = [a for _, a in g.nodes(data=True) if a["kind"] == "gpu" and a["op"] == "aten::addmm" and a["shapes"]]
+    assert addmm and addmm[0]["shapes"][1] == [512, 1024]
+
+
+def test_cpu_only_traces_replay(shared_traces: Path) -> None:
+    for name in (
+        "hta/distributed_info_unavailable_distributed_info_not_found.json.gz",
+        "hta/cupti_profiler_benchmark_result_924719_1679055439_trace.json.gz",
+    ):
+        result = replay(shared_traces / name)
+        assert abs(result.error) <= MAX_ERROR
+        assert any("no GPU activity" in w for w in result.warnings)

@@ -1,0 +1,142 @@
+"""The frontier scheduler on hand-built graphs whose times are worked out by hand."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+from daydream import DaydreamError, breakdown, critical_path, simulate
+from daydream.graph import add_dependency, add_task
+from daydream.simulate import FIFO, Policy, parse_policy
+
+CPU, GPU, GPU2 = "cpu:1/1", "gpu:0/7", "gpu:0/20"
+
+
+def times(g: nx.DiGraph, policy: Policy | None = None) -> dict[int, tuple[float, float]]:
+    tl = simulate(g) if policy is None else simulate(g, policy)
+    return {n: (float(tl.start[i]), float(tl.end[i])) for i, n in enumerate(tl.nodes)}
+
+
+def test_cpu_thread_order_keeps_gaps() -> None:
+    g = nx.DiGraph()
+    a = add_task(g, "a", "cpu", CPU, 10, gap=5)
+    b = add_task(g, "b", "cpu", CPU, 20)
+    add_dependency(g, a, b, "thread")
+    t = times(g)
+    assert t[a] == (0, 10)
+    assert t[b] == (15, 35)  # 10 + gap 5
+
+
+def test_launch_lag_and_stream_order() -> None:
+    g = nx.DiGraph()
+    a = add_task(g, "launch1", "cpu", CPU, 10)
+    b = add_task(g, "launch2", "cpu", CPU, 10)
+    k1 = add_task(g, "k1", "gpu", GPU, 50, gap=1)
+    k2 = add_task(g, "k2", "gpu", GPU, 5)
+    add_dependency(g, a, b, "thread")
+    add_dependency(g, a, k1, "launch", lag=2)
+    add_dependency(g, b, k2, "launch", lag=2)
+    add_dependency(g, k1, k2, "stream")
+    t = times(g)
+    assert t[k1] == (12, 62)  # launch ends at 10, +2
+    assert t[b] == (10, 20)  # the CPU runs ahead of the GPU
+    assert t[k2] == (63, 68)  # queued: k1 ends 62, +gap 1 (its launch was ready at 22)
+
+
+def test_negative_launch_lag_starts_kernel_before_call_returns() -> None:
+    g = nx.DiGraph()
+    a = add_task(g, "launch", "cpu", CPU, 10)
+    k = add_task(g, "k", "gpu", GPU, 5)
+    add_dependency(g, a, k, "launch", lag=-3)
+    assert times(g)[k] == (7, 12)
+
+
+def test_sync_waits_for_gpu_then_runs_its_own_cost() -> None:
+    g = nx.DiGraph()
+    a = add_task(g, "launch", "cpu", CPU, 10)
+    k = add_task(g, "k", "gpu", GPU, 100)
+    s = add_task(g, "cudaDeviceSynchronize", "cpu", CPU, 3)
+    add_dependency(g, a, k, "launch", lag=2)
+    add_dependency(g, a, s, "thread")
+    add_dependency(g, k, s, "sync")
+    t = times(g)
+    assert t[k] == (12, 112)
+    assert t[s] == (112, 115)
+
+
+def test_cross_stream_wait_and_parallel_streams() -> None:
+    g = nx.DiGraph()
+    a = add_task(g, "launch", "cpu", CPU, 4)
+    k1 = add_task(g, "compute", "gpu", GPU, 40)
+    k2 = add_task(g, "other", "gpu", GPU2, 10)
+    c = add_task(g, "allreduce", "comm", GPU2, 30)
+    add_dependency(g, a, k1, "launch")
+    add_dependency(g, a, k2, "launch")
+    add_dependency(g, k2, c, "stream")
+    add_dependency(g, k1, c, "comm")  # the all-reduce waits on the gradient kernel on the other stream
+    t = times(g)
+    assert t[k1] == (4, 44) and t[k2] == (4, 14)  # both streams run at once
+    assert t[c] == (44, 74)
+
+
+def test_release_time_holds_a_root_back() -> None:
+    g = nx.DiGraph()
+    a = add_task(g, "a", "cpu", CPU, 10, release=100)
+    assert times(g)[a] == (100, 110)
+
+
+@pytest.mark.parametrize(
+    ("policy", "x_span", "y_span"),
+    [
+        (None, (10, 20), (0, 10)),  # earliest start: y (ready at 0) before x (ready at 5)
+        (FIFO, (5, 15), (15, 25)),  # x became ready first
+        (parse_policy("priority:prio"), (5, 15), (15, 25)),  # smallest prio first: x
+        (parse_policy("priority:-prio"), (10, 20), (0, 10)),  # largest first: y
+    ],
+)
+def test_policies_order_unordered_tasks_on_a_thread(
+    policy: Policy | None, x_span: tuple[int, int], y_span: tuple[int, int]
+) -> None:
+    g = nx.DiGraph()
+    x = add_task(g, "x", "cpu", CPU, 10, release=5, prio=0)
+    y = add_task(g, "y", "cpu", CPU, 10, release=0, prio=1)
+    t = times(g, policy)
+    assert t[x] == x_span and t[y] == y_span
+
+
+def test_unknown_policy_is_a_user_error() -> None:
+    with pytest.raises(DaydreamError, match="unknown schedule policy"):
+        parse_policy("random")
+
+
+def test_cycle_is_reported() -> None:
+    g = nx.DiGraph()
+    a = add_task(g, "a", "cpu", CPU, 1)
+    b = add_task(g, "b", "cpu", CPU, 1)
+    add_dependency(g, a, b, "thread")
+    add_dependency(g, b, a, "sync")
+    with pytest.raises(DaydreamError, match="cycle"):
+        simulate(g)
+
+
+def test_breakdown_and_critical_path() -> None:
+    g = nx.DiGraph()
+    a = add_task(g, "launch", "cpu", CPU, 10)
+    k = add_task(g, "k", "gpu", GPU, 50)
+    b = add_task(g, "after", "cpu", CPU, 5)
+    add_dependency(g, a, k, "launch", lag=2)
+    add_dependency(g, a, b, "thread")
+    tl = simulate(g)
+    bd = breakdown(tl)
+    # CPU busy [0, 15], GPU busy [12, 62]: overlap 3, CPU only 12, GPU only 47, nothing idle.
+    assert bd == {"total_us": 62.0, "cpu_only_us": 12.0, "gpu_only_us": 47.0, "cpu_gpu_overlap_us": 3.0, "idle_us": 0.0}
+    assert [tl.nodes[i] for i in critical_path(tl)] == [a, k]
+
+
+def test_add_dependency_rejects_unknown_kind_and_task() -> None:
+    g = nx.DiGraph()
+    a = add_task(g, "a", "cpu", CPU, 1)
+    with pytest.raises(DaydreamError, match="unknown dependency kind"):
+        add_dependency(g, a, a, "magic")
+    with pytest.raises(DaydreamError, match="no task 99"):
+        add_dependency(g, a, 99, "thread")

@@ -49,8 +49,8 @@ class Replay:
     def to_dict(self) -> dict[str, Any]:
         g = self.graph
         kinds: dict[str, int] = {}
-        for _, kind in g.nodes(data="kind"):
-            kinds[kind] = kinds.get(kind, 0) + 1
+        for a in self.timeline.task_attrs:
+            kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
         return {
             "trace": g.graph.get("trace"),
             "device": g.graph.get("device"),

@@ -34,12 +34,14 @@ import bisect
 import re
 import statistics
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import networkx as nx
 
+from daydream._gc import paused_gc
 from daydream.errors import TraceError
-from daydream.graph.context import op_shapes, range_layer, range_phase
+from daydream.graph.context import op_shapes, range_role
 from daydream.graph.kernel_class import COMM_RE, classify_kernel, collective_of
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.schema import Event
@@ -101,7 +103,6 @@ class _Builder:
         self.corr_task: dict[int, int] = {}
         self.bwd_seq: dict[int, int] = {}
         self.comm_ev: dict[int, Event] = {}
-        self.op_ev: dict[int, Event] = {}
         self.seq_layer: dict[int, str | None] = {}
         # Execution-trace ops linked to Kineto ops: shapes and tensor ids that Kineto may lack.
         self.et_of = {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}
@@ -137,7 +138,7 @@ class _Builder:
 
     def _sweep_thread(self, thread: str, items: list[tuple[Event, int]], rank: int) -> None:
         stack: list[_Frame] = []
-        pending: list[tuple[float, dict[str, Any], float, Event | None]] = []  # CPU-only op tasks, in pop order
+        pending: list[tuple[float, dict[str, Any], float]] = []  # CPU-only op tasks, in pop order
         for ev, family in items:
             ts: float = ev.ts  # type: ignore[assignment]
             end = ts + ev.dur  # type: ignore[operator]
@@ -160,8 +161,6 @@ class _Builder:
                         self.bwd_seq[task] = parent.bwd_seq
                     if parent.comm_ev is not None:
                         self.comm_ev[task] = parent.comm_ev
-                    if parent.op_ev is not None:
-                        self.op_ev[task] = parent.op_ev
                 for frame in reversed(stack):
                     if frame.has_runtime:
                         break
@@ -169,15 +168,15 @@ class _Builder:
                 stack.append(_Frame(end, 2, None, None, None, None, None, None, None, task, True, len(pending), ev, False))
                 continue
             name = ev.name
-            phase = range_phase(name, ev.cat)
+            phase, layer_part = range_role(name, ev.cat)
             is_op = family == 1
             if parent is None:
                 frame = _Frame(end, family, None, None, None, None, None, None, None, None, False, len(pending), ev, False)
-                frame.layer = range_layer(name, ev.cat, None)
+                frame.layer = layer_part.path(None)
                 frame.phase = phase
             else:
                 frame = _Frame(
-                    end, family, parent.op, parent.op_ev, parent.top_op, range_layer(name, ev.cat, parent.layer),
+                    end, family, parent.op, parent.op_ev, parent.top_op, layer_part.path(parent.layer),
                     phase or parent.phase, parent.bwd_seq, parent.comm_ev, None, False, len(pending), ev,
                     parent.dataloader,
                 )  # fmt: skip
@@ -201,10 +200,8 @@ class _Builder:
             stack.append(frame)
         while stack:
             self._pop(stack, pending, thread, rank)
-        for ts, attrs, dur, op_ev in pending:
-            task = self.add_task(attrs, ts, dur)
-            if op_ev is not None:
-                self.op_ev[task] = op_ev
+        for ts, attrs, dur in pending:
+            self.add_task(attrs, ts, dur)
 
     def _pop(self, stack: list[_Frame], pending: list[Any], thread: str, rank: int) -> None:
         frame = stack.pop()
@@ -217,13 +214,13 @@ class _Builder:
             del pending[frame.mark :]
             attrs = self._cpu_attrs("dataloader", ev.name, thread, rank, parent)
             attrs["phase"] = "dataloader"
-            pending.append((ev.ts, attrs, ev.dur, None))
+            pending.append((ev.ts, attrs, ev.dur))
         elif frame.family == 1 and (parent is None or parent.top_op is None) and not frame.dataloader:
             # A CPU op called from Python that launches nothing: its CPU time is a task of its own.
             attrs = self._cpu_attrs("cpu", ev.name, thread, rank, parent)
             attrs["op"] = ev.name
             attrs["shapes"] = self._shapes(ev)
-            pending.append((ev.ts, attrs, ev.dur, ev))
+            pending.append((ev.ts, attrs, ev.dur))
 
     def _cpu_attrs(self, kind: str, name: str, thread: str, rank: int, parent: _Frame | None) -> dict[str, Any]:
         if parent is None:
@@ -257,7 +254,7 @@ class _Builder:
             device = args.device if args is not None and args.device is not None else ev.pid
             cat = ev.cat
             kind = "memcpy" if cat in MEMCPY_CATS else "memset" if cat in MEMSET_CATS else "gpu"
-            if kind == "gpu" and COMM_RE.search(ev.name):
+            if kind == "gpu" and _is_comm(ev.name):
                 kind = "comm"
             corr = args.correlation if args is not None else None
             launcher = self.corr_task.get(corr) if corr is not None else None
@@ -347,9 +344,9 @@ class _Builder:
                             targets.append(last)
                 else:  # context / device sync
                     targets = [x for s in streams if (x := last_issued_before(s, call_ts)) is not None]
-            elif _SYNC_DEVICE.search(name):
+            elif (role := call_role(name)) == "device":
                 targets = [x for s in streams if (x := last_issued_before(s, call_ts)) is not None]
-            elif _SYNC_STREAM.search(name):
+            elif role == "stream":
                 # The stream is not recorded: it is the one whose pending work ended last within the call.
                 best = None
                 for s in streams:
@@ -510,6 +507,21 @@ class _Builder:
                 a["phase"] = "forward" if limit is None or self.ts[task] < limit else "other"
 
 
+@lru_cache(maxsize=4096)
+def call_role(name: str) -> str | None:
+    """What a runtime call waits for: "device" (all streams), "stream" (one stream or event), or None."""
+    if _SYNC_DEVICE.search(name):
+        return "device"
+    if _SYNC_STREAM.search(name):
+        return "stream"
+    return None
+
+
+@lru_cache(maxsize=65536)
+def _is_comm(name: str) -> bool:
+    return COMM_RE.search(name) is not None
+
+
 def _message_bytes(args: Any) -> int | None:
     if args is None:
         return None
@@ -528,6 +540,11 @@ def build_graph(trace: Trace, step: str | int | None = None) -> nx.DiGraph:
     ``step``: ``None`` picks a steady-state step; ``"all"`` every ProfilerStep in one graph;
     ``N`` or ``"ProfilerStep#N"`` that step; any other string names an annotation whose range is the window.
     """
+    with paused_gc():
+        return _build(trace, step)
+
+
+def _build(trace: Trace, step: str | int | None) -> nx.DiGraph:
     steps = select_steps(trace, "all" if step is None else step)
     b = _Builder(trace)
     b.cpu_tasks()
@@ -588,33 +605,42 @@ def _cut(b: _Builder, steps: list[Step], step_of: list[str | None], delays: dict
     origin = min(b.ts[t] for t in selected)
     index = {t: i for i, t in enumerate(selected)}
     g = nx.DiGraph()
-    nodes = []
+    # Filled through networkx's adjacency dicts directly: add_nodes_from/add_edges_from copy every attribute
+    # dict, which is a third of the build time on a 300k-task graph. The structure is the same.
+    node_attrs, succ, pred = g._node, g._succ, g._pred
     for t in selected:
         a = b.attrs[t]
         a["start"] = b.ts[t] - origin
         a["step"] = step_of[t]
         release = a["release"]
         a["release"] = None if release is None else release - origin
-        nodes.append((index[t], a))
-    edges = []
+        v = index[t]
+        node_attrs[v] = a
+        succ[v] = {}
+        pred[v] = {}
+    attrs, end = b.attrs, b.end
     for t in selected:
         v = index[t]
-        a = b.attrs[t]
+        a = attrs[t]
         for u, kind, lag in b.in_edges[t]:
-            if u in index:
-                edges.append((index[u], v, {"kind": kind} if kind in ORDER_KINDS else {"kind": kind, "lag": lag}))
+            iu = index.get(u)
+            if iu is not None:
+                d = {"kind": kind} if kind in ORDER_KINDS else {"kind": kind, "lag": lag}
+                succ[iu][v] = d
+                pred[v][iu] = d
             else:
-                delay = b.attrs[u]["gap"] if kind in ORDER_KINDS else lag
-                ready = b.end[u] - origin + delay
+                ready = end[u] - origin + (attrs[u]["gap"] if kind in ORDER_KINDS else lag)
                 if a["release"] is None or ready > a["release"]:
                     a["release"] = ready
-    g.add_nodes_from(nodes)
-    g.add_edges_from(edges)
-    step_info = []
-    for s in steps:
-        members = [t for t in selected if step_of[t] == s.name]
-        if members:
-            step_info.append({"name": s.name, "measured_us": max(b.end[t] for t in members) - min(b.ts[t] for t in members)})
+    first: dict[str | None, float] = {}
+    last: dict[str | None, float] = {}
+    for t in selected:
+        key = step_of[t]
+        if key not in first or b.ts[t] < first[key]:
+            first[key] = b.ts[t]
+        if key not in last or end[t] > last[key]:
+            last[key] = end[t]
+    step_info = [{"name": s.name, "measured_us": last[s.name] - first[s.name]} for s in steps if s.name in first]
     g.graph.update(
         trace=b.trace.path, rank=b.trace.rank, world_size=b.trace.world_size, device=b.trace.device_name,
         origin_us=origin, steps=step_info, delays=delays, warnings=list(b.trace.warnings),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from daydream.trace.schema import Event
@@ -56,6 +57,37 @@ def range_layer(name: str, cat: str | None, parent: str | None) -> str | None:
     else:
         part = name
     return f"{parent}/{part}" if parent else part
+
+
+@dataclass(frozen=True, slots=True)
+class LayerPart:
+    """How a range changes the layer path: keep the parent's, append a part, or replace it."""
+
+    part: str | None = None
+    replace: bool = False
+
+    def path(self, parent: str | None) -> str | None:
+        if self.part is None:
+            return parent
+        if self.replace or not parent:
+            return self.part
+        return f"{parent}/{self.part}"
+
+
+_KEEP = LayerPart()
+
+
+@lru_cache(maxsize=1 << 16)
+def range_role(name: str, cat: str | None) -> tuple[str | None, LayerPart]:
+    """(phase the range declares, how it changes the layer path): names repeat, so this is cached."""
+    layer = range_layer(name, cat, "\0")
+    if layer == "\0":
+        part = _KEEP
+    elif layer is not None and layer.startswith("\0/"):
+        part = LayerPart(layer[2:])
+    else:
+        part = LayerPart(layer, replace=True)
+    return range_phase(name, cat), part
 
 
 def _phase_marker(name: str) -> bool:

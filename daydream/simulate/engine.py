@@ -15,6 +15,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
 from daydream.graph.build import ORDER_KINDS
 from daydream.simulate.policies import EARLIEST, Policy
@@ -23,10 +24,15 @@ from daydream.simulate.timeline import Timeline
 
 def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
     """Predict when every task of ``graph`` runs."""
+    with paused_gc():
+        return _simulate(graph, policy)
+
+
+def _simulate(graph: nx.DiGraph, policy: Policy) -> Timeline:
     nodes = list(graph.nodes)
     n = len(nodes)
     index = {node: i for i, node in enumerate(nodes)}
-    attrs: list[dict[str, Any]] = [graph.nodes[node] for node in nodes]
+    attrs: list[dict[str, Any]] = [graph._node[node] for node in nodes]
     duration = [float(a["duration"]) for a in attrs]
     gap = [float(a.get("gap", 0.0)) for a in attrs]
     thread_ids: dict[str, int] = {}
@@ -106,4 +112,4 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
     if done != n:
         stuck = [nodes[i] for i in range(n) if indegree[i] > 0][:5]
         raise DaydreamError(f"the task graph has a dependency cycle; tasks that never became ready include {stuck}")
-    return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), list(thread_ids))
+    return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), list(thread_ids), attrs)

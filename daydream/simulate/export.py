@@ -36,7 +36,7 @@ def timeline_events(timeline: Timeline) -> list[dict[str, Any]]:
             events.append({"ph": "M", "name": "process_name", "pid": pids[proc], "tid": 0, "args": {"name": label}})
         events.append({"ph": "M", "name": "thread_name", "pid": pids[proc], "tid": lane, "args": {"name": thread}})
     for i, node in enumerate(timeline.nodes):
-        a = g.nodes[node]
+        a = timeline.task_attrs[i]
         proc, _, lane = a["thread"].partition("/")
         args = {k: a[k] for k in ("op", "layer", "phase", "step", "class", "bytes") if a.get(k) is not None}
         args["task"] = node if isinstance(node, (int, str)) else str(node)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
@@ -25,9 +25,15 @@ class Timeline:
     end: np.ndarray
     cause: np.ndarray
     threads: list[str]
+    task_attrs: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.task_attrs:
+            self.task_attrs = [self.graph._node[n] for n in self.nodes]
 
     def attrs(self, i: int) -> dict[str, Any]:
-        return self.graph.nodes[self.nodes[i]]
+        """The attributes of task ``i`` (the graph's own dict for that node)."""
+        return self.task_attrs[i]
 
     def makespan(self, indices: np.ndarray | list[int] | None = None) -> float:
         """First start to last end, of all tasks or of ``indices``."""
@@ -43,8 +49,8 @@ class Timeline:
 
     def step_indices(self) -> dict[str, np.ndarray]:
         steps: dict[str, list[int]] = {}
-        for i, node in enumerate(self.nodes):
-            steps.setdefault(self.graph.nodes[node].get("step") or "inserted", []).append(i)
+        for i, a in enumerate(self.task_attrs):
+            steps.setdefault(a.get("step") or "inserted", []).append(i)
         return {name: np.asarray(ix) for name, ix in steps.items()}
 
     def step_times(self) -> dict[str, float]:
@@ -69,16 +75,12 @@ def _union_length(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    total, j = 0.0, 0
-    bs, be = b
-    for s, e in zip(*a):
-        while j < len(bs) and be[j] <= s:
-            j += 1
-        k = j
-        while k < len(bs) and bs[k] < e:
-            total += min(e, be[k]) - max(s, bs[k])
-            k += 1
-    return total
+    """Length of the intersection of two unions of disjoint intervals: |A| + |B| - |A u B|."""
+    both = np.concatenate([np.stack(a, axis=1), np.stack(b, axis=1)]) if len(a[0]) and len(b[0]) else None
+    if both is None:
+        return 0.0
+    union = _union_length(both)
+    return float((a[1] - a[0]).sum() + (b[1] - b[0]).sum() - (union[1] - union[0]).sum())
 
 
 def breakdown(timeline: Timeline) -> dict[str, float]:
@@ -88,26 +90,23 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     GPU work or run CPU ops; polling threads (e.g. a communication watchdog) are not counted.
     """
     g = timeline.graph
-    cpu_rows, gpu_rows = [], []
-    working = set()
-    for i, node in enumerate(timeline.nodes):
-        a = g.nodes[node]
-        if a["kind"] in GPU_KINDS:
-            gpu_rows.append((timeline.start[i], timeline.end[i]))
-            for parent, e in g._pred[node].items():
-                if e.get("kind") == "launch":
-                    working.add(g.nodes[parent]["thread"])
-        elif a["kind"] == "dataloader" or a.get("op") == a["name"]:
-            working.add(a["thread"])
-    for i, node in enumerate(timeline.nodes):
-        a = g.nodes[node]
-        if a["kind"] in CPU_KINDS and a["thread"] in working:
-            cpu_rows.append((timeline.start[i], timeline.end[i] + max(0.0, float(a.get("gap", 0.0)))))
+    attrs = timeline.task_attrs
+    gpu_ix = [i for i, a in enumerate(attrs) if a["kind"] in GPU_KINDS]
+    working = {a["thread"] for a in attrs if a["kind"] == "dataloader" or (a["kind"] == "cpu" and a.get("op") == a["name"])}
+    node_attrs = g._node
+    for i in gpu_ix:
+        for parent, e in g._pred[timeline.nodes[i]].items():
+            if e.get("kind") == "launch":
+                working.add(node_attrs[parent]["thread"])
+    cpu_ix = [i for i, a in enumerate(attrs) if a["kind"] in CPU_KINDS and a["thread"] in working]
+    gaps = np.asarray([max(0.0, float(attrs[i].get("gap", 0.0))) for i in cpu_ix], dtype=float)
     total = timeline.makespan()
     t0 = float(timeline.start.min()) if len(timeline.nodes) else 0.0
     t1 = t0 + total
-    cpu = _union_length(np.clip(np.asarray(cpu_rows, dtype=float).reshape(-1, 2), t0, t1))
-    gpu = _union_length(np.asarray(gpu_rows, dtype=float).reshape(-1, 2))
+    cpu_rows = np.stack([timeline.start[cpu_ix], timeline.end[cpu_ix] + gaps], axis=1) if cpu_ix else np.empty((0, 2))
+    gpu_rows = np.stack([timeline.start[gpu_ix], timeline.end[gpu_ix]], axis=1) if gpu_ix else np.empty((0, 2))
+    cpu = _union_length(np.clip(cpu_rows, t0, t1))
+    gpu = _union_length(gpu_rows)
     cpu_busy = float((cpu[1] - cpu[0]).sum())
     gpu_busy = float((gpu[1] - gpu[0]).sum())
     both = float(_overlap(cpu, gpu))
@@ -144,10 +143,10 @@ def totals(
     ``times`` (parallel to ``indices``) replaces the tasks' durations, e.g. with critical-path segments.
     """
     out: dict[str, float] = {}
-    g = timeline.graph
+    attrs = timeline.task_attrs
     order = range(len(timeline.nodes)) if indices is None else indices
     for k, i in enumerate(order):
-        a = g.nodes[timeline.nodes[i]]
+        a = attrs[i]
         if a["kind"] not in kinds:
             continue
         key = str(a.get(by) if a.get(by) is not None else "-")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import msgspec
 
+from daydream._gc import paused_gc
 from daydream.errors import TraceError
 from daydream.trace.model import (
     ANNOTATION_CATS,
     CPU_OP_CATS,
-    FWDBWD_FLOW_CATS,
     GPU_ANNOTATION_CATS,
     GPU_CATS,
     LAUNCH_FLOW_CATS,
@@ -21,7 +21,7 @@ from daydream.trace.model import (
     SYNC_CATS,
     Trace,
 )
-from daydream.trace.schema import EVENTS_DECODER, TRACE_DECODER, Event, TraceFile
+from daydream.trace.schema import EVENTS_DECODER, TRACE_DECODER, Event, EventArgs, TraceFile
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -76,6 +76,11 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
     Raises :class:`TraceError` with a one-line message for any unreadable input.
     """
     spath = str(path)
+    with paused_gc():
+        return _load(path, spath, et)
+
+
+def _load(path: str | os.PathLike[str], spath: str, et: str | os.PathLike[str] | None) -> Trace:
     decoded = decode_trace(read_trace_bytes(path), spath)
     trace = Trace(path=spath, event_count=len(decoded.traceEvents))
     trace.devices = list(decoded.deviceProperties or [])
@@ -103,8 +108,9 @@ def _sort_events(trace: Trace, events: list[Event]) -> None:
         **dict.fromkeys(GPU_ANNOTATION_CATS, trace.gpu_annotations),
         **dict.fromkeys(SYNC_CATS, trace.syncs),
     }
-    flows = {**dict.fromkeys(LAUNCH_FLOW_CATS, trace.launch_flows), **dict.fromkeys(FWDBWD_FLOW_CATS, trace.fwdbwd_flows)}
+    launch_flows: list[Event] = []
     skipped = 0
+    names: dict[str, str] = {}  # one string object per distinct name: a 1M-event trace repeats a few thousand
     for ev in events:
         ph = ev.ph
         if ph == "X":
@@ -114,13 +120,14 @@ def _sort_events(trace: Trace, events: list[Event]) -> None:
             if ev.ts is None or ev.dur is None or ev.dur < 0:
                 skipped += 1
                 continue
+            ev.name = names.setdefault(ev.name, ev.name)
             family.append(ev)
         elif ph in ("s", "f", "t"):
-            flow = flows.get(ev.cat)  # type: ignore[arg-type]
-            if flow is not None and ev.ts is not None:
-                flow.append(ev)
+            if ev.cat in LAUNCH_FLOW_CATS and ev.ts is not None:
+                launch_flows.append(ev)
         elif ph == "M" and ev.name == "thread_name" and ev.args is not None and isinstance(ev.args.name, str):
             trace.thread_names[(ev.pid, ev.tid)] = ev.args.name
+    _correlate_by_flows(trace, launch_flows)
     for family_list in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu, trace.gpu_annotations, trace.syncs):
         family_list.sort(key=_start_then_longest)
     trace.skipped = skipped
@@ -128,6 +135,23 @@ def _sort_events(trace: Trace, events: list[Event]) -> None:
         trace.warnings.append(f"{trace.path}: skipped {skipped} complete events without a valid ts/dur")
     if trace.event_count and not (trace.cpu_ops or trace.runtime or trace.gpu or trace.annotations):
         raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace")
+
+
+def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:
+    """Give runtime calls and GPU events without ``args.correlation`` the id of the launch flow
+    ('s' on the call, 'f' on the kernel) that binds them, as some exporters record only the flow."""
+    lacking = [e for e in (*trace.runtime, *trace.gpu) if e.args is None or e.args.correlation is None]
+    if not lacking or not flows:
+        return
+    at = {(f.pid, f.tid, f.ts): f.id for f in flows if isinstance(f.id, int)}
+    for ev in lacking:
+        fid = at.get((ev.pid, ev.tid, ev.ts))
+        if fid is None:
+            continue
+        if ev.args is None:
+            ev.args = EventArgs(correlation=fid)  # type: ignore[arg-type]
+        else:
+            ev.args.correlation = fid  # type: ignore[assignment]
 
 
 def _start_then_longest(ev: Event) -> tuple[float, float]:

@@ -18,7 +18,6 @@ GPU_CATS = KERNEL_CATS | MEMCPY_CATS | MEMSET_CATS
 GPU_ANNOTATION_CATS = frozenset({"gpu_user_annotation"})
 SYNC_CATS = frozenset({"cuda_sync"})
 LAUNCH_FLOW_CATS = frozenset({"ac2g", "async"})
-FWDBWD_FLOW_CATS = frozenset({"fwdbwd"})
 
 
 @dataclass
@@ -32,8 +31,6 @@ class Trace:
     gpu: list[Event] = field(default_factory=list)
     gpu_annotations: list[Event] = field(default_factory=list)
     syncs: list[Event] = field(default_factory=list)
-    launch_flows: list[Event] = field(default_factory=list)
-    fwdbwd_flows: list[Event] = field(default_factory=list)
     thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
     devices: list[DeviceProperties] = field(default_factory=list)
     distributed: dict[str, Any] = field(default_factory=dict)

@@ -66,6 +66,7 @@ class Replay:
             "tasks_by_kind": kinds,
             "gpu_time_by_phase": totals(self.timeline, "phase"),
             "gpu_time_by_class": totals(self.timeline, "class"),
+            "gpu_time_by_layer": _top(totals(self.timeline, "layer"), 20),
             "critical_path": self.critical_path_summary(),
             "delays": g.graph.get("delays"),
             "warnings": self.warnings,

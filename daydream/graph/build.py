@@ -31,6 +31,7 @@ never more than it had. When a transform changes the work, the typical delays ta
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import statistics
 from dataclasses import dataclass
@@ -75,7 +76,7 @@ _DTYPE_BYTES = {
 @dataclass(slots=True)
 class _Frame:
     end: float
-    family: int  # 0 annotation, 1 op, 2 runtime
+    family: int  # 0 annotation, 1 op
     op: str | None
     op_ev: Event | None
     top_op: str | None
@@ -83,7 +84,6 @@ class _Frame:
     phase: str | None
     bwd_seq: int | None
     comm_ev: Event | None
-    task: int | None
     has_runtime: bool
     mark: int
     ev: Event
@@ -139,6 +139,7 @@ class _Builder:
     def _sweep_thread(self, thread: str, items: list[tuple[Event, int]], rank: int) -> None:
         stack: list[_Frame] = []
         pending: list[tuple[float, dict[str, Any], float]] = []  # CPU-only op tasks, in pop order
+        call_end, call_task = -math.inf, -1  # the last runtime call: calls starting inside it are nested in it
         for ev, family in items:
             ts: float = ev.ts  # type: ignore[assignment]
             end = ts + ev.dur  # type: ignore[operator]
@@ -147,10 +148,10 @@ class _Builder:
             parent = stack[-1] if stack else None
             if family == 2:
                 corr = ev.args.correlation if ev.args is not None else None
-                if parent is not None and parent.task is not None:
+                if ts < call_end:
                     # A driver call inside a runtime call (cuLaunchKernel in cudaLaunchKernel): one CPU task.
                     if corr is not None:
-                        self.corr_task[corr] = parent.task
+                        self.corr_task[corr] = call_task
                     continue
                 attrs = self._cpu_attrs("cpu", ev.name, thread, rank, parent)
                 task = self.add_task(attrs, ts, ev.dur)  # type: ignore[arg-type]
@@ -165,19 +166,19 @@ class _Builder:
                     if frame.has_runtime:
                         break
                     frame.has_runtime = True
-                stack.append(_Frame(end, 2, None, None, None, None, None, None, None, task, True, len(pending), ev, False))
+                call_end, call_task = end, task
                 continue
             name = ev.name
             phase, layer_part = range_role(name, ev.cat)
             is_op = family == 1
             if parent is None:
-                frame = _Frame(end, family, None, None, None, None, None, None, None, None, False, len(pending), ev, False)
+                frame = _Frame(end, family, None, None, None, None, None, None, None, False, len(pending), ev, False)
                 frame.layer = layer_part.path(None)
                 frame.phase = phase
             else:
                 frame = _Frame(
                     end, family, parent.op, parent.op_ev, parent.top_op, layer_part.path(parent.layer),
-                    phase or parent.phase, parent.bwd_seq, parent.comm_ev, None, False, len(pending), ev,
+                    phase or parent.phase, parent.bwd_seq, parent.comm_ev, False, len(pending), ev,
                     parent.dataloader,
                 )  # fmt: skip
             if phase == "dataloader" and family == 0:
@@ -205,7 +206,7 @@ class _Builder:
 
     def _pop(self, stack: list[_Frame], pending: list[Any], thread: str, rank: int) -> None:
         frame = stack.pop()
-        if frame.has_runtime or frame.family == 2:
+        if frame.has_runtime:
             return
         ev = frame.ev
         parent = stack[-1] if stack else None

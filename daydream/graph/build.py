@@ -43,7 +43,7 @@ import networkx as nx
 from daydream._gc import paused_gc
 from daydream.errors import TraceError
 from daydream.graph.context import op_shapes, range_role
-from daydream.graph.kernel_class import COMM_RE, classify_kernel, collective_of
+from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.schema import Event
 from daydream.trace.steps import Step, default_step, select_steps
@@ -255,7 +255,7 @@ class _Builder:
             device = args.device if args is not None and args.device is not None else ev.pid
             cat = ev.cat
             kind = "memcpy" if cat in MEMCPY_CATS else "memset" if cat in MEMSET_CATS else "gpu"
-            if kind == "gpu" and _is_comm(ev.name):
+            if kind == "gpu" and is_comm_kernel(ev.name):
                 kind = "comm"
             corr = args.correlation if args is not None else None
             launcher = self.corr_task.get(corr) if corr is not None else None
@@ -518,11 +518,6 @@ def call_role(name: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=65536)
-def _is_comm(name: str) -> bool:
-    return COMM_RE.search(name) is not None
-
-
 def _message_bytes(args: Any) -> int | None:
     if args is None:
         return None
@@ -535,17 +530,13 @@ def _message_bytes(args: Any) -> int | None:
     return int(nelems * size)
 
 
+@paused_gc()
 def build_graph(trace: Trace, step: str | int | None = None) -> nx.DiGraph:
     """The dependency graph of the selected step(s) of ``trace``.
 
     ``step``: ``None`` picks a steady-state step; ``"all"`` every ProfilerStep in one graph;
     ``N`` or ``"ProfilerStep#N"`` that step; any other string names an annotation whose range is the window.
     """
-    with paused_gc():
-        return _build(trace, step)
-
-
-def _build(trace: Trace, step: str | int | None) -> nx.DiGraph:
     steps = select_steps(trace, "all" if step is None else step)
     b = _Builder(trace)
     b.cpu_tasks()

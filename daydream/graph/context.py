@@ -44,21 +44,6 @@ def range_phase(name: str, cat: str | None) -> str | None:
     return None
 
 
-def range_layer(name: str, cat: str | None, parent: str | None) -> str | None:
-    """The layer path inside a range: ``nn.Module`` ranges and plain record_function ranges nest."""
-    if cat in ("cpu_op", "Operator", "operator"):
-        return parent
-    if name.startswith(_RECORDER_MODULE_PREFIX):
-        return name[len(_RECORDER_MODULE_PREFIX) :]
-    if name.startswith(_MODULE_PREFIX):
-        part = name[len(_MODULE_PREFIX) :]
-    elif cat == "python_function" or _NOT_A_LAYER_RE.search(name) or _phase_marker(name):
-        return parent
-    else:
-        part = name
-    return f"{parent}/{part}" if parent else part
-
-
 @dataclass(frozen=True, slots=True)
 class LayerPart:
     """How a range changes the layer path: keep the parent's, append a part, or replace it."""
@@ -77,33 +62,28 @@ class LayerPart:
 _KEEP = LayerPart()
 
 
+def layer_part(name: str, cat: str | None) -> LayerPart:
+    """How a range changes the layer path: ``nn.Module`` ranges and plain record_function ranges nest, the
+    recorder's ``daydream.module:`` ranges carry the whole path, ops and framework annotations keep it."""
+    if cat in ("cpu_op", "Operator", "operator"):
+        return _KEEP
+    if name.startswith(_RECORDER_MODULE_PREFIX):
+        return LayerPart(name[len(_RECORDER_MODULE_PREFIX) :], replace=True)
+    if name.startswith(_MODULE_PREFIX):
+        return LayerPart(name[len(_MODULE_PREFIX) :])
+    if cat == "python_function" or _NOT_A_LAYER_RE.search(name) or _phase_marker(name):
+        return _KEEP
+    return LayerPart(name)
+
+
 @lru_cache(maxsize=1 << 16)
 def range_role(name: str, cat: str | None) -> tuple[str | None, LayerPart]:
     """(phase the range declares, how it changes the layer path): names repeat, so this is cached."""
-    layer = range_layer(name, cat, "\0")
-    if layer == "\0":
-        part = _KEEP
-    elif layer is not None and layer.startswith("\0/"):
-        part = LayerPart(layer[2:])
-    else:
-        part = LayerPart(layer, replace=True)
-    return range_phase(name, cat), part
+    return range_phase(name, cat), layer_part(name, cat)
 
 
 def _phase_marker(name: str) -> bool:
     return bool(_OPTIMIZER_RE.search(name) or _DATALOADER_RE.search(name) or _FORWARD_RE.search(name))
-
-
-@dataclass(slots=True)
-class Context:
-    """The enclosing context of one CPU task."""
-
-    op: str | None
-    op_shapes: Any
-    top_op: str | None
-    layer: str | None
-    phase: str | None
-    bwd_seq: int | None
 
 
 def op_shapes(ev: Event) -> Any:

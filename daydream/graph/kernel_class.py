@@ -53,6 +53,14 @@ def classify_kernel(name: str, kind: str = "kernel") -> str:
 
 
 COMM_RE = re.compile(r"nccl|rccl", re.IGNORECASE)
+
+
+@lru_cache(maxsize=65536)
+def is_comm_kernel(name: str) -> bool:
+    """Whether a kernel belongs to a collective-communication library (a ``comm`` task)."""
+    return COMM_RE.search(name) is not None
+
+
 COLLECTIVE_RE = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv)", re.IGNORECASE)
 
 

@@ -22,13 +22,9 @@ from daydream.simulate.policies import EARLIEST, Policy
 from daydream.simulate.timeline import Timeline
 
 
+@paused_gc()
 def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
     """Predict when every task of ``graph`` runs."""
-    with paused_gc():
-        return _simulate(graph, policy)
-
-
-def _simulate(graph: nx.DiGraph, policy: Policy) -> Timeline:
     nodes = list(graph.nodes)
     n = len(nodes)
     index = {node: i for i, node in enumerate(nodes)}

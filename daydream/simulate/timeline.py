@@ -76,10 +76,9 @@ def _union_length(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
     """Length of the intersection of two unions of disjoint intervals: |A| + |B| - |A u B|."""
-    both = np.concatenate([np.stack(a, axis=1), np.stack(b, axis=1)]) if len(a[0]) and len(b[0]) else None
-    if both is None:
+    if not len(a[0]) or not len(b[0]):
         return 0.0
-    union = _union_length(both)
+    union = _union_length(np.concatenate([np.stack(a, axis=1), np.stack(b, axis=1)]))
     return float((a[1] - a[0]).sum() + (b[1] - b[0]).sum() - (union[1] - union[0]).sum())
 
 

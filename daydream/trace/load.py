@@ -70,17 +70,13 @@ def _describe_validation(msg: str) -> str:
     return msg.replace("$.traceEvents", "traceEvents")
 
 
+@paused_gc()
 def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None = None) -> Trace:
     """Load a Kineto trace (and, optionally, the PyTorch execution trace recorded beside it).
 
     Raises :class:`TraceError` with a one-line message for any unreadable input.
     """
     spath = str(path)
-    with paused_gc():
-        return _load(path, spath, et)
-
-
-def _load(path: str | os.PathLike[str], spath: str, et: str | os.PathLike[str] | None) -> Trace:
     decoded = decode_trace(read_trace_bytes(path), spath)
     trace = Trace(path=spath, event_count=len(decoded.traceEvents))
     trace.devices = list(decoded.deviceProperties or [])

@@ -30,10 +30,90 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     sim.add_argument("--export-trace", metavar="OUT.json", help="write the simulated timeline as Chrome-trace JSON")
     sim.set_defaults(func=_cmd_simulate)
+    run = sub.add_parser("run", help="apply .whatif scripts to a trace and predict the iteration before and after")
+    run.add_argument("trace", metavar="TRACE", help="Kineto trace JSON (.json or .json.gz)")
+    run.add_argument("scripts", metavar="SCRIPT", nargs="+", help=".whatif scripts, applied in order (a bare name: the bundled library)")
+    _graph_options(run)
+    run.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    run.add_argument("--export-trace", metavar="OUT.json", help="write the predicted timeline as Chrome-trace JSON")
+    run.set_defaults(func=_cmd_run)
+    check = sub.add_parser("check", help="parse and check .whatif scripts without a trace")
+    check.add_argument("scripts", metavar="SCRIPT", nargs="+")
+    check.set_defaults(func=_cmd_check)
+    lst = sub.add_parser("list", help="list .whatif scripts with their docstrings and params")
+    lst.add_argument("paths", metavar="PATH", nargs="*", help="scripts or directories (default: the bundled library)")
+    lst.set_defaults(func=_cmd_list)
+    repl = sub.add_parser("repl", help="change a trace's graph interactively, one statement at a time")
+    repl.add_argument("trace", metavar="TRACE", help="Kineto trace JSON (.json or .json.gz)")
+    _graph_options(repl)
+    repl.set_defaults(func=_cmd_repl)
     demo = sub.add_parser("demo", help="simulate the example trace bundled with daydream")
     demo.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     demo.set_defaults(func=_cmd_demo, step=None, et=None, policy="earliest", export_trace=None)
     return p
+
+
+def _graph_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a script param (a .whatif value: 2, 1.5ms, 4MB, \"text\", [1, 2]); repeatable")  # fmt: skip
+    p.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
+    p.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
+    p.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
+
+
+def _params(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier() or not value.strip():
+            raise DaydreamError(f"-p {pair!r}: write NAME=VALUE, e.g. -p speedup=2")
+        out[name] = value.strip()
+    return out
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from daydream.simulate import parse_policy
+    from daydream.simulate.export import export_chrome_trace
+    from daydream.whatif import whatif
+
+    printed: list[str] = []
+    result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
+                    policy=parse_policy(args.policy), on_print=printed.append)  # fmt: skip
+    if args.export_trace:
+        export_chrome_trace(result.timeline, args.export_trace)
+    if args.json:
+        sys.stdout.buffer.write(msgspec.json.encode(result.to_dict(), enc_hook=_json_value) + b"\n")
+    else:
+        from daydream.report import render_whatif
+
+        render_whatif(result, Console())
+        if args.export_trace:
+            Console().print(f"predicted timeline written to {args.export_trace}", highlight=False)
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from daydream.dsl.library import check_files
+
+    for line in check_files(args.scripts):
+        print(line)
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from daydream.dsl.library import describe_scripts
+    from daydream.report import render_script_list
+
+    render_script_list(describe_scripts(args.paths), Console())
+    return 0
+
+
+def _cmd_repl(args: argparse.Namespace) -> int:
+    from daydream.repl import run_repl
+    from daydream.simulate import parse_policy
+
+    return run_repl(args.trace, params=_params(args.param), step=args.step, et=args.et, policy=parse_policy(args.policy))
 
 
 def _version() -> str:

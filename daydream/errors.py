@@ -14,3 +14,15 @@ class DaydreamError(Exception):
 
 class TraceError(DaydreamError):
     """A trace file that cannot be read or does not hold a usable trace."""
+
+
+class ScriptError(DaydreamError):
+    """A .whatif script that cannot be parsed or run: the message names the file, line and column."""
+
+    exit_code = 2
+
+
+class CheckFailed(DaydreamError):
+    """An ``assert`` in a script did not hold: the prediction is not what the script expects."""
+
+    exit_code = 3

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.table import Table
 
+from daydream.dsl.evaluate import format_value
+from daydream.dsl.library import ScriptInfo
 from daydream.replay import Replay
+from daydream.whatif import WhatIf
 
 
 def ms(us: float) -> str:
@@ -55,3 +60,66 @@ def render_replay(result: Replay, console: Console) -> None:
         la = layers[i] if i < len(layers) else ("", None)
         crit.add_row(n[0], ms(n[1]) if n[1] is not None else "", la[0], ms(la[1]) if la[1] is not None else "")
     console.print(crit)
+
+
+def _change(before: float, after: float) -> str:
+    d = after - before
+    pct = f" ({d / before:+.1%})" if before else ""
+    return f"{d / 1e3:+,.3f} ms{pct}"
+
+
+def render_whatif(result: WhatIf, console: Console) -> None:
+    """Baseline against prediction, where the time went, and what each statement did."""
+    d = result.to_dict()
+    for w in d["warnings"]:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    for line in d["printed"]:
+        console.print(line, highlight=False, markup=False)
+    console.print(f"[b]daydream run[/] {d['trace']}  {' '.join(d['scripts'])}", highlight=False)
+    if d["params"]:
+        console.print("params: " + ", ".join(f"{k} = {format_value(v)}" for k, v in d["params"].items()), highlight=False)
+    head = Table(title="Iteration time", title_justify="left")
+    for col in ("measured", "baseline (simulated)", "predicted", "speedup"):
+        head.add_column(col, justify="right")
+    measured = d["measured_us"]
+    head.add_row(
+        ms(measured) if measured == measured else "-", ms(d["baseline_us"]), ms(d["predicted_us"]), f"[b]{d['speedup']:.3f}x[/]"
+    )
+    console.print(head)
+    brk = Table(title="Breakdown", title_justify="left")
+    for col in ("", "baseline", "predicted", "change"):
+        brk.add_column(col, justify="right" if col else "left")
+    before, after = d["breakdown"]["baseline"], d["breakdown"]["predicted"]
+    for key, label in (("cpu_only_us", "CPU only"), ("gpu_only_us", "GPU only"), ("cpu_gpu_overlap_us", "CPU+GPU overlap"),
+                       ("idle_us", "idle"), ("total_us", "total")):  # fmt: skip
+        brk.add_row(label, ms(before[key]), ms(after[key]), _change(before[key], after[key]))
+    console.print(brk)
+    cls = Table(title="GPU time by kernel class", title_justify="left")
+    for col in ("class", "baseline", "predicted", "change"):
+        cls.add_column(col, justify="right" if col != "class" else "left")
+    b_cls, a_cls = d["gpu_time_by_class"]["baseline"], d["gpu_time_by_class"]["predicted"]
+    for name in sorted(set(b_cls) | set(a_cls), key=lambda n: -max(b_cls.get(n, 0.0), a_cls.get(n, 0.0)))[:12]:
+        b, a = b_cls.get(name, 0.0), a_cls.get(name, 0.0)
+        cls.add_row(name, ms(b), ms(a), _change(b, a))
+    console.print(cls)
+    st = Table(title="Statements", title_justify="left")
+    st.add_column("where", no_wrap=True)
+    st.add_column("statement", overflow="ellipsis", max_width=60, no_wrap=True)
+    st.add_column("effect", no_wrap=True)
+    for e in result.session.effects.values():
+        st.add_row(f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe())
+    console.print(st)
+
+
+def render_script_list(scripts: list[ScriptInfo], console: Console) -> None:
+    """``daydream list``: each script's name, first docstring line and params."""
+    if not scripts:
+        console.print("no .whatif scripts found", highlight=False)
+        return
+    table = Table(title="What-if scripts", title_justify="left")
+    table.add_column("script", no_wrap=True)
+    table.add_column("what it models")
+    table.add_column("params")
+    for s in scripts:
+        table.add_row(s.name, s.summary, "\n".join(f"{n} = {v}" for n, v in s.params))
+    console.print(table)

@@ -1,25 +1,43 @@
-"""Adding tasks and dependencies to a graph by hand (tests, notebooks, and the transforms build on these)."""
+"""Changing a graph: adding, scaling, removing and inserting tasks while it stays a schedulable DAG.
+
+These are the primitives behind .whatif statements (``scale``, ``set``, ``remove``, ``insert``);
+notebooks call them directly. Each refuses, before changing anything, an edit that would leave a kernel
+without its launch or a thread out of order; ``insert`` also refuses one that would close a cycle.
+"""
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Iterable
 from typing import Any
 
 import networkx as nx
 
 from daydream.errors import DaydreamError
 from daydream.graph.build import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS
+from daydream.graph.select import Selection, in_time_order
+
+# Attributes that place a task (its thread order, its kind of work): changing them would break the
+# thread chains the simulator relies on. A task moves by removing it and inserting a new one.
+STRUCTURAL_ATTRIBUTES = frozenset({"kind", "thread", "stream", "rank", "start", "end"})
+# Seconds-scale costs of a launch call where the trace has none to measure.
+DEFAULT_LAUNCH_CALL_US = 5.0
+_LAUNCH_CALLS = {"gpu": "cudaLaunchKernel", "comm": "cudaLaunchKernel", "memcpy": "cudaMemcpyAsync", "memset": "cudaMemsetAsync"}
 
 
 def add_task(
     graph: nx.DiGraph, name: str, kind: str, thread: str, duration: float, gap: float = 0.0,
     release: float | None = None, **attrs: Any,
 ) -> int:  # fmt: skip
-    """Add a task and return its node id (one past the largest integer id in use)."""
+    """Add a task and return its node id (a new integer id, above every one in use)."""
     if kind not in CPU_KINDS | GPU_KINDS:
         raise DaydreamError(f"unknown task kind {kind!r}: use one of {sorted(CPU_KINDS | GPU_KINDS)}")
     if duration < 0:
         raise DaydreamError(f"task {name!r}: duration must not be negative (got {duration})")
-    node = max((n for n in graph.nodes if isinstance(n, int)), default=-1) + 1
+    node = graph.graph.get("next_task_id")
+    if not isinstance(node, int) or node in graph:
+        node = max((n for n in graph.nodes if isinstance(n, int)), default=-1) + 1
+    graph.graph["next_task_id"] = node + 1
     base = {"kind": kind, "name": name, "thread": thread, "duration": float(duration), "gap": float(gap), "release": release,
             "op": None, "shapes": None, "layer": None, "phase": None, "step": None, "rank": 0}  # fmt: skip
     base.update(attrs)
@@ -36,3 +54,337 @@ def add_dependency(graph: nx.DiGraph, parent: Any, child: Any, kind: str, lag: f
         if n not in graph:
             raise DaydreamError(f"no task {n!r} in the graph")
     graph.add_edge(parent, child, **({"kind": kind} if kind in ORDER_KINDS else {"kind": kind, "lag": float(lag)}))
+
+
+def _label(graph: nx.DiGraph, node: Any) -> str:
+    a = graph._node[node]
+    return f"task {node} ({a['kind']} {a['name']!r} on {a['thread']})"
+
+
+def scale(graph: nx.DiGraph, selection: Iterable[Any], factor: float) -> float:
+    """Multiply the duration of every selected task by ``factor``; returns the change in total duration (us)."""
+    if not factor >= 0:
+        raise DaydreamError(f"a scale factor must be a number >= 0 (got {factor})")
+    nodes = graph._node
+    delta = 0.0
+    for n in selection:
+        a = nodes[n]
+        d = a["duration"]
+        a["duration"] = d * factor
+        delta += d * factor - d
+    return delta
+
+
+def set_attribute(graph: nx.DiGraph, selection: Iterable[Any], attribute: str, value: Any) -> None:
+    """Set ``attribute`` of every selected task to ``value`` (durations and gaps: microseconds, >= 0)."""
+    check_settable(attribute, value)
+    nodes = graph._node
+    for n in selection:
+        nodes[n][attribute] = value
+
+
+def check_settable(attribute: str, value: Any) -> None:
+    if attribute in STRUCTURAL_ATTRIBUTES:
+        raise DaydreamError(
+            f"cannot set {attribute!r}: it places the task in its thread's order; remove the task and insert a new one instead"
+        )
+    if attribute in ("duration", "gap") and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+        raise DaydreamError(f"{attribute} must be a number of microseconds >= 0 (got {value!r})")
+    if attribute == "release" and value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise DaydreamError(f"release must be a time in microseconds or none (got {value!r})")
+
+
+def _order_pred(graph: nx.DiGraph, node: Any) -> Any:
+    for u, e in graph._pred[node].items():
+        if e.get("kind") in ORDER_KINDS:
+            return u
+    return None
+
+
+def _order_succ(graph: nx.DiGraph, node: Any) -> Any:
+    for v, e in graph._succ[node].items():
+        if e.get("kind") in ORDER_KINDS:
+            return v
+    return None
+
+
+def removal_set(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = False) -> set[Any]:
+    """What ``remove`` takes out: the selection, and with ``with_launches`` the calls that launched its GPU
+    tasks (when they launched nothing else) with the ``[wait]`` half of a blocking copy call."""
+    out = set(selection)
+    if with_launches:
+        nodes = graph._node
+        for v in list(out):
+            for u, e in graph._pred[v].items():
+                if e.get("kind") != "launch" or u in out:
+                    continue
+                launched = [w for w, e2 in graph._succ[u].items() if e2.get("kind") == "launch"]
+                if all(w in out for w in launched):
+                    out.add(u)
+                    nxt = _order_succ(graph, u)
+                    if nxt is not None and nodes[nxt]["name"] == nodes[u]["name"] + " [wait]":
+                        out.add(nxt)
+    return out
+
+
+def remove(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = False) -> Selection:
+    """Remove the selected tasks, keeping every ordering they carried.
+
+    A removed task's thread predecessor is joined to its thread successor; what it waited for (a sync, a
+    cross-stream wait), its thread successor now waits for; what waited for it now waits for its thread
+    predecessor. A kernel's launch edge goes with the kernel. Returns the removed tasks.
+    """
+    doomed = removal_set(graph, selection, with_launches)
+    for u in doomed:
+        if u not in graph:
+            raise DaydreamError(f"no task {u!r} in the graph")
+    for u in doomed:
+        for v, e in graph._succ[u].items():
+            if e.get("kind") == "launch" and v not in doomed:
+                raise DaydreamError(
+                    f"removing {_label(graph, u)} would leave {_label(graph, v)} without its launch; "
+                    "remove the kernel too, or remove kernels 'with launches'"
+                )
+    for x in in_time_order(graph, doomed):
+        _remove_one(graph, x)
+    return Selection(doomed)
+
+
+def _remove_one(graph: nx.DiGraph, x: Any) -> None:
+    pred, succ = graph._pred[x], graph._succ[x]
+    p = _order_pred(graph, x)
+    n = _order_succ(graph, x)
+    ins = [(a, e) for a, e in pred.items() if a != p and e.get("kind") != "launch"]
+    outs = [(b, e) for b, e in succ.items() if b != n]
+    order_edge = succ[n] if n is not None else (pred[p] if p is not None else None)
+    graph.remove_node(x)
+    if p is not None and n is not None:
+        _join(graph, p, n, dict(order_edge))  # type: ignore[arg-type]
+    for a, e in ins:
+        for b in [n] if n is not None else [b for b, _ in outs]:
+            _join(graph, a, b, dict(e))
+    for b, e in outs:
+        for a in [p] if p is not None else [a for a, _ in ins]:
+            _join(graph, a, b, dict(e))
+
+
+def _join(graph: nx.DiGraph, u: Any, v: Any, edge: dict[str, Any]) -> None:
+    """Add u -> v unless it is there already (then the longer delay stands)."""
+    if u == v:
+        return
+    old = graph._succ[u].get(v)
+    if old is None:
+        graph.add_edge(u, v, **edge)
+    elif old.get("kind") not in ORDER_KINDS and edge.get("lag", 0.0) > old.get("lag", 0.0):
+        old["lag"] = edge["lag"]
+
+
+def typical_launch_call_us(graph: nx.DiGraph, kind: str) -> float:
+    """Median duration of the calls that launched ``kind`` tasks in the graph (cached on the graph)."""
+    cache = graph.graph.setdefault("launch_call_us", {})
+    if kind not in cache:
+        nodes = graph._node
+        durations = [
+            nodes[u]["duration"]
+            for v, a in nodes.items()
+            if a["kind"] == kind
+            for u, e in graph._pred[v].items()
+            if e.get("kind") == "launch"
+        ]
+        cache[kind] = statistics.median(durations) if durations else DEFAULT_LAUNCH_CALL_US
+    return float(cache[kind])
+
+
+def insert_task(
+    graph: nx.DiGraph,
+    kind: str,
+    name: str,
+    duration: float,
+    *,
+    after: Any = None,
+    before: Any = None,
+    thread: str | None = None,
+    launch_us: float | None = None,
+    **attrs: Any,
+) -> list[Any]:
+    """Insert a task next to the task ``after`` or ``before`` and return the new task ids.
+
+    The task runs on ``thread`` (default: the anchor's thread if it is on the same side, CPU or GPU;
+    a GPU task anchored on a CPU call goes to the stream that call's thread launched to last; a CPU task
+    anchored on a GPU task goes to the thread that launched it). On the anchor's thread it goes right
+    next to the anchor; elsewhere it takes its place in time order and depends on (or holds back) the
+    anchor. A GPU-side task also gets its launch call, ``launch_us`` long (default: the graph's median
+    for that kind of call), next to the anchor's launch on the CPU, as in figure 4 of the Daydream paper.
+    The last id returned is the task itself; before it, its launch call. Step, phase, layer and rank come
+    from the anchor unless given.
+    """
+    if (after is None) == (before is None):
+        raise DaydreamError("insert needs exactly one anchor: after=TASK or before=TASK")
+    anchor = after if after is not None else before
+    if anchor not in graph:
+        raise DaydreamError(f"no task {anchor!r} in the graph")
+    if kind not in CPU_KINDS | GPU_KINDS:
+        raise DaydreamError(f"unknown task kind {kind!r}: use one of {sorted(CPU_KINDS | GPU_KINDS)}")
+    if not duration >= 0:
+        raise DaydreamError(f"task {name!r}: duration must be a number of microseconds >= 0 (got {duration})")
+    for key in attrs:
+        if key in STRUCTURAL_ATTRIBUTES | {"name", "duration"}:
+            raise DaydreamError(f"insert sets {key!r} itself; it cannot be given as an attribute")
+    nodes = graph._node
+    a = nodes[anchor]
+    on_gpu = kind in GPU_KINDS
+    if thread is None:
+        thread = _default_thread(graph, anchor, on_gpu)
+    if thread.startswith("gpu:") != on_gpu:
+        side = "a GPU stream (gpu:DEVICE/STREAM)" if on_gpu else "a CPU thread (cpu:PID/TID)"
+        raise DaydreamError(f"a {kind} task runs on {side}, not on {thread!r}")
+    side = "after" if after is not None else "before"
+    key = _start(a) + a["duration"] if side == "after" else _start(a)
+    inherit = {k: a.get(k) for k in ("step", "phase", "layer", "rank")}
+    inherit.update(attrs)
+    base_gap = float(graph.graph.get("delays", {}).get("stream_gap_us", 0.0)) if on_gpu else 0.0
+    new_nodes: list[Any] = []
+    undo: list[tuple[Any, Any, dict[str, Any]]] = []  # thread edges split by the insert, restored if it fails
+    launcher = None
+    if on_gpu:
+        call_anchor, call_side = _launch_anchor(graph, anchor, side)
+        call_thread = nodes[call_anchor]["thread"]
+        call_us = typical_launch_call_us(graph, kind) if launch_us is None else float(launch_us)
+        if not call_us >= 0:
+            raise DaydreamError(f"a launch call takes >= 0 us (got {launch_us})")
+        launcher = add_task(graph, _LAUNCH_CALLS[kind], "cpu", call_thread, call_us, start=key, **inherit)
+        new_nodes.append(launcher)
+        undo += _place(graph, launcher, call_thread, call_anchor, call_side, key)
+    task = add_task(graph, name, kind, thread, float(duration), gap=base_gap, start=key, **inherit)
+    if on_gpu:
+        nodes[task].setdefault("stream", _stream_of(thread))
+    new_nodes.append(task)
+    undo += _place(graph, task, thread, anchor, side, key)
+    if launcher is not None:
+        lag = float(graph.graph.get("delays", {}).get("launch_latency_us", 0.0))
+        graph.add_edge(launcher, task, kind="launch", lag=lag)
+    # Across threads "after" is a wait: a stream waits for another stream's kernel, a CPU call for a kernel
+    # (a sync). A GPU task next to a CPU call needs no wait: its launch call orders it.
+    if a["thread"] != thread and not (on_gpu and a["kind"] in CPU_KINDS):
+        if side == "after":
+            graph.add_edge(anchor, task, kind="sync", lag=0.0)
+        else:
+            graph.add_edge(task, anchor, kind="sync", lag=0.0)
+    for node in new_nodes:
+        try:
+            cycle = nx.find_cycle(graph, node)
+        except nx.NetworkXNoCycle:
+            continue
+        path = " -> ".join(_label(graph, u) for u, _ in cycle[:4])
+        graph.remove_nodes_from(new_nodes)
+        for u, v, e in undo:
+            graph.add_edge(u, v, **e)
+        raise DaydreamError(f"inserting {name!r} {side} {_label(graph, anchor)} would close a dependency cycle: {path} ...")
+    return new_nodes
+
+
+def _stream_of(thread: str) -> Any:
+    s = thread.rsplit("/", 1)[-1]
+    return int(s) if s.lstrip("-").isdigit() else s
+
+
+def _default_thread(graph: nx.DiGraph, anchor: Any, on_gpu: bool) -> str:
+    a = graph._node[anchor]
+    if a["thread"].startswith("gpu:") == on_gpu:
+        return a["thread"]
+    if on_gpu:
+        launched = [v for v, e in graph._succ[anchor].items() if e.get("kind") == "launch"]
+        if launched:
+            return graph._node[launched[0]]["thread"]
+        best = None
+        for u, b in graph._node.items():
+            if b["thread"] == a["thread"] and _start(b) <= _start(a):
+                for v, e in graph._succ[u].items():
+                    if e.get("kind") == "launch" and (best is None or _start(b) > best[0]):
+                        best = (_start(b), graph._node[v]["thread"])
+        if best is None:
+            raise DaydreamError(f"{_label(graph, anchor)} launched no GPU work before it: say which stream with 'on'")
+        return best[1]
+    for u, e in graph._pred[anchor].items():
+        if e.get("kind") == "launch":
+            return graph._node[u]["thread"]
+    raise DaydreamError(f"{_label(graph, anchor)} has no launching CPU call: say which CPU thread with 'on'")
+
+
+def _launch_anchor(graph: nx.DiGraph, anchor: Any, side: str) -> tuple[Any, str]:
+    """Where the launch call of a GPU task inserted next to ``anchor`` goes: next to the anchor's own launch
+    (or the anchor itself, if it is a CPU call); a GPU anchor without a launch: its stream's nearest launch."""
+    a = graph._node[anchor]
+    if a["kind"] in CPU_KINDS:
+        return anchor, side
+    for u, e in graph._pred[anchor].items():
+        if e.get("kind") == "launch":
+            return u, side
+    step = _order_pred if side == "after" else _order_succ
+    other = step(graph, anchor)
+    while other is not None:
+        for u, e in graph._pred[other].items():
+            if e.get("kind") == "launch":
+                return u, "after"  # launch before the anchor's time: after the nearest earlier launch
+        other = step(graph, other)
+    raise DaydreamError(f"no CPU call launches work on {a['thread']} near {_label(graph, anchor)}: insert the task with a CPU anchor")
+
+
+def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, key: float) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """Put ``node`` into ``thread``'s order: next to ``anchor`` if it is on that thread, else at time ``key``.
+    Returns the edge it split."""
+    nodes = graph._node
+    if nodes[anchor]["thread"] == thread:
+        prev = anchor if side == "after" else _order_pred(graph, anchor)
+        nxt = _order_succ(graph, anchor) if side == "after" else anchor
+    else:
+        earlier = [(_start(b), _tiebreak(u), u) for u, b in nodes.items() if u != node and b["thread"] == thread]
+        earlier = [x for x in earlier if (x[0], x[1]) <= (key, _tiebreak(node))]
+        prev = max(earlier)[2] if earlier else None
+        if prev is not None:
+            nxt = _order_succ(graph, prev)
+        else:
+            heads = [u for u, b in nodes.items() if u != node and b["thread"] == thread and _order_pred(graph, u) is None]
+            nxt = heads[0] if heads else None
+    order = "stream" if thread.startswith("gpu:") else "thread"
+    split = []
+    if prev is not None and nxt is not None:
+        split.append((prev, nxt, graph._succ[prev][nxt]))
+        graph.remove_edge(prev, nxt)
+    if prev is not None:
+        graph.add_edge(prev, node, kind=order)
+    if nxt is not None:
+        graph.add_edge(node, nxt, kind=order)
+    return split
+
+
+def _start(attrs: dict[str, Any]) -> float:
+    """Traced start; a hand-built task without one counts as at 0."""
+    s = attrs.get("start")
+    return 0.0 if s is None else float(s)
+
+
+def _tiebreak(node: Any) -> int:
+    return node if isinstance(node, int) else 0
+
+
+def check_threads(graph: nx.DiGraph, threads: Iterable[str] | None = None) -> None:
+    """Every thread's tasks form one chain of order edges (each task one thread predecessor at most)."""
+    wanted = None if threads is None else set(threads)
+    heads: dict[str, int] = {}
+    for node, a in graph._node.items():
+        t = a["thread"]
+        if wanted is not None and t not in wanted:
+            continue
+        order_in = [u for u, e in graph._pred[node].items() if e.get("kind") in ORDER_KINDS]
+        order_out = [v for v, e in graph._succ[node].items() if e.get("kind") in ORDER_KINDS]
+        if len(order_in) > 1 or len(order_out) > 1:
+            raise DaydreamError(f"{_label(graph, node)} has more than one thread neighbour on a side")
+        for u in order_in:
+            if graph._node[u]["thread"] != t:
+                raise DaydreamError(f"an order edge joins {_label(graph, u)} to {_label(graph, node)} on another thread")
+        if not order_in:
+            heads[t] = heads.get(t, 0) + 1
+    for t, count in heads.items():
+        if count > 1:
+            raise DaydreamError(f"thread {t} is split into {count} chains")

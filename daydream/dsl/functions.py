@@ -1,0 +1,153 @@
+"""The functions a script can call. Performance models register theirs here (``register_function``)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from daydream.errors import DaydreamError
+from daydream.graph import select as sel
+from daydream.graph.select import Selection
+
+
+@dataclass(frozen=True)
+class Function:
+    """``impl(graph, *args, **kwargs)``; ``graph`` is the graph the script is changing."""
+
+    name: str
+    impl: Callable[..., Any]
+    min_args: int
+    max_args: int
+    keywords: tuple[str, ...]
+    doc: str
+
+
+FUNCTIONS: dict[str, Function] = {}
+
+
+def register_function(
+    name: str, impl: Callable[..., Any], min_args: int, max_args: int, doc: str, keywords: tuple[str, ...] = ()
+) -> None:
+    """Make ``name(...)`` callable from scripts. ``impl`` gets the graph first, then the script's arguments;
+    it raises DaydreamError for bad arguments (the interpreter adds the position)."""
+    FUNCTIONS[name] = Function(name, impl, min_args, max_args, keywords, doc)
+
+
+def _selection(value: Any, fn: str) -> Selection:
+    if not isinstance(value, Selection):
+        raise DaydreamError(f"{fn}() takes a selection, not {type_name(value)}")
+    return value
+
+
+def _numbers(value: Any, fn: str) -> list[float]:
+    if isinstance(value, Selection):
+        raise DaydreamError(f"{fn}() takes a list of numbers; for a selection's durations write {fn}(SEL.duration)")
+    if not isinstance(value, list):
+        raise DaydreamError(f"{fn}() takes a list of numbers, not {type_name(value)}")
+    out = [v for v in value if v is not None]
+    for v in out:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise DaydreamError(f"{fn}() takes numbers; the list holds {type_name(v)} {v!r}")
+    return out
+
+
+def _count(graph: nx.DiGraph, value: Any) -> int:
+    if isinstance(value, (Selection, list, str)):
+        return len(value)
+    raise DaydreamError(f"count() takes a selection or a list, not {type_name(value)}")
+
+
+def _first(graph: nx.DiGraph, value: Any, n: int = 1) -> Selection:
+    return sel.first(graph, _selection(value, "first"), _int(n, "first"))
+
+
+def _last(graph: nx.DiGraph, value: Any, n: int = 1) -> Selection:
+    return sel.last(graph, _selection(value, "last"), _int(n, "last"))
+
+
+def _int(value: Any, fn: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+        raise DaydreamError(f"{fn}(): a count must be a whole number >= 0 (got {value!r})")
+    return int(value)
+
+
+def _aggregate(fn: str, reduce: Callable[[list[float]], float], empty: float | None) -> Callable[..., Any]:
+    def impl(graph: nx.DiGraph, *values: Any) -> Any:
+        numbers = _numbers(values[0], fn) if len(values) == 1 else _numbers(list(values), fn)
+        if not numbers:
+            if empty is None:
+                raise DaydreamError(f"{fn}() of no values")
+            return empty
+        return reduce(numbers)
+
+    return impl
+
+
+def _math(fn: str, f: Callable[[float], Any]) -> Callable[..., Any]:
+    def impl(graph: nx.DiGraph, x: Any) -> Any:
+        if x is None:
+            return None
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise DaydreamError(f"{fn}() takes a number, not {type_name(x)}")
+        try:
+            return f(x)
+        except (ValueError, OverflowError) as exc:
+            raise DaydreamError(f"{fn}({x!r}): {exc}") from None
+
+    return impl
+
+
+def _round(graph: nx.DiGraph, x: Any, digits: Any = 0) -> Any:
+    return _math("round", lambda v: round(v, _int(digits, "round")))(graph, x)
+
+
+def _range(graph: nx.DiGraph, a: Any, b: Any = None) -> list[int]:
+    lo, hi = (0, _int(a, "range")) if b is None else (_int(a, "range"), _int(b, "range"))
+    return list(range(lo, hi))
+
+
+def type_name(value: Any) -> str:
+    if isinstance(value, Selection):
+        return "a selection"
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+for _name, _impl, _lo, _hi, _doc in [
+    ("first", _first, 1, 2, "first(SEL, N=1): the N tasks of SEL that start first"),
+    ("last", _last, 1, 2, "last(SEL, N=1): the N tasks of SEL that start last"),
+    ("launches", lambda g, s: sel.launches(g, _selection(s, "launches")), 1, 1, "launches(SEL): the CPU calls that launched SEL's GPU tasks"),
+    ("kernels", lambda g, s: sel.kernels(g, _selection(s, "kernels")), 1, 1, "kernels(SEL): the GPU tasks launched by SEL's CPU calls"),
+    ("parents", lambda g, s: sel.parents(g, _selection(s, "parents")), 1, 1, "parents(SEL): tasks SEL depends on directly"),
+    ("children", lambda g, s: sel.children(g, _selection(s, "children")), 1, 1, "children(SEL): tasks that depend directly on SEL"),
+    ("count", _count, 1, 1, "count(X): tasks in a selection, items in a list"),
+    ("sum", _aggregate("sum", math.fsum, 0.0), 1, 64, "sum(LIST): total (none values skipped)"),
+    ("mean", _aggregate("mean", statistics.fmean, None), 1, 64, "mean(LIST): average"),
+    ("median", _aggregate("median", statistics.median, None), 1, 64, "median(LIST)"),
+    ("min", _aggregate("min", min, None), 1, 64, "min(LIST) or min(A, B, ...)"),
+    ("max", _aggregate("max", max, None), 1, 64, "max(LIST) or max(A, B, ...)"),
+    ("abs", _math("abs", abs), 1, 1, "abs(X)"),
+    ("ceil", _math("ceil", math.ceil), 1, 1, "ceil(X): smallest whole number >= X"),
+    ("floor", _math("floor", math.floor), 1, 1, "floor(X): largest whole number <= X"),
+    ("round", _round, 1, 2, "round(X, DIGITS=0)"),
+    ("sqrt", _math("sqrt", math.sqrt), 1, 1, "sqrt(X)"),
+    ("log", _math("log", math.log), 1, 1, "log(X): natural logarithm"),
+    ("log2", _math("log2", math.log2), 1, 1, "log2(X)"),
+    ("exp", _math("exp", math.exp), 1, 1, "exp(X)"),
+    ("range", _range, 1, 2, "range(N) or range(A, B): the whole numbers from 0 (or A) below N (or B)"),
+]:
+    register_function(_name, _impl, _lo, _hi, _doc)

@@ -1,0 +1,206 @@
+"""Selections: sets of tasks of a graph, found by kind and attributes, combined, and followed along edges.
+
+These are the primitives behind ``select`` in .whatif scripts; notebooks call them directly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import networkx as nx
+
+from daydream.errors import DaydreamError
+from daydream.graph.build import CPU_KINDS, GPU_KINDS
+
+# Selector words of `select KIND`: `gpu` is everything that runs on a GPU, `kernel` the compute kernels
+# only (task kind "gpu"), `cpu` everything on a CPU thread.
+KIND_SELECTORS: dict[str, frozenset[str]] = {
+    "task": frozenset(CPU_KINDS | GPU_KINDS),
+    "cpu": frozenset(CPU_KINDS),
+    "dataloader": frozenset({"dataloader"}),
+    "gpu": frozenset(GPU_KINDS),
+    "kernel": frozenset({"gpu"}),
+    "memcpy": frozenset({"memcpy"}),
+    "memset": frozenset({"memset"}),
+    "comm": frozenset({"comm"}),
+}
+
+# Task attributes the graph builder writes (docs/graph.md), plus `end` (start + duration).
+TASK_ATTRIBUTES: tuple[str, ...] = (
+    "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "layer",
+    "op", "top_op", "shapes", "class", "stream", "bytes", "collective",
+)  # fmt: skip
+# Attributes matched as regular expressions by the keyword filters of `select` (others compare equal).
+_REGEX_ATTRIBUTES = frozenset({"name", "layer", "op", "top_op", "thread", "phase", "step", "collective"})
+
+
+class Selection:
+    """An immutable set of task ids. ``|``, ``&`` and ``-`` combine selections."""
+
+    __slots__ = ("nodes",)
+
+    def __init__(self, nodes: Iterable[Any] = ()) -> None:
+        self.nodes: frozenset[Any] = nodes if isinstance(nodes, frozenset) else frozenset(nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.nodes)
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.nodes
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes)
+
+    def __or__(self, other: Selection) -> Selection:
+        return Selection(self.nodes | other.nodes)
+
+    def __and__(self, other: Selection) -> Selection:
+        return Selection(self.nodes & other.nodes)
+
+    def __sub__(self, other: Selection) -> Selection:
+        return Selection(self.nodes - other.nodes)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Selection) and self.nodes == other.nodes
+
+    def __hash__(self) -> int:
+        return hash(self.nodes)
+
+    def __repr__(self) -> str:
+        shown = sorted(self.nodes, key=repr)[:8]
+        more = f", ... {len(self.nodes) - 8} more" if len(self.nodes) > 8 else ""
+        return f"Selection({', '.join(map(repr, shown))}{more})"
+
+
+def task_value(attrs: dict[str, Any], name: str) -> Any:
+    """Attribute ``name`` of a task; ``end`` is derived (traced start + current duration)."""
+    if name == "end":
+        start = attrs.get("start")
+        return None if start is None else start + attrs["duration"]
+    return attrs.get(name)
+
+
+def kind_set(kind: str | Iterable[str] | None) -> frozenset[str] | None:
+    """The task kinds a selector word (or several) stands for; None for every kind."""
+    if kind is None:
+        return None
+    words = [kind] if isinstance(kind, str) else list(kind)
+    out: set[str] = set()
+    for w in words:
+        if w not in KIND_SELECTORS:
+            raise DaydreamError(f"unknown task kind selector {w!r}: use one of {', '.join(KIND_SELECTORS)}")
+        out |= KIND_SELECTORS[w]
+    return frozenset(out)
+
+
+def select(
+    graph: nx.DiGraph,
+    kind: str | Iterable[str] | None = None,
+    where: Callable[[dict[str, Any]], Any] | None = None,
+    **filters: Any,
+) -> Selection:
+    """Tasks of ``graph`` of the given kind selector(s) for which ``where(attrs)`` is true and every filter holds.
+
+    A filter ``attr=value`` matches: a regular expression (searched) for text attributes such as ``name``,
+    ``layer``, ``op``, ``phase``; ``(low, high)`` an inclusive range, either end None for open; a list or set:
+    membership; anything else: equality. ``class_=`` stands for ``class``.
+    """
+    kinds = kind_set(kind)
+    tests = [_filter(name.rstrip("_"), value) for name, value in filters.items()]
+    out = []
+    for node, attrs in graph._node.items():
+        if kinds is not None and attrs["kind"] not in kinds:
+            continue
+        if where is not None and not where(attrs):
+            continue
+        if all(t(attrs) for t in tests):
+            out.append(node)
+    return Selection(out)
+
+
+def _filter(name: str, value: Any) -> Callable[[dict[str, Any]], bool]:
+    if isinstance(value, str) and name in _REGEX_ATTRIBUTES:
+        pattern = re.compile(value)
+        return lambda a: isinstance(v := a.get(name), str) and pattern.search(v) is not None
+    if isinstance(value, tuple) and len(value) == 2:
+        low, high = value
+
+        def in_range(a: dict[str, Any]) -> bool:
+            v = task_value(a, name)
+            return isinstance(v, (int, float)) and (low is None or v >= low) and (high is None or v <= high)
+
+        return in_range
+    if isinstance(value, (list, set, frozenset)):
+        members = set(value)
+        return lambda a: task_value(a, name) in members
+    return lambda a: task_value(a, name) == value
+
+
+def in_time_order(graph: nx.DiGraph, selection: Iterable[Any]) -> list[Any]:
+    """The tasks by traced start (inserted tasks carry their anchor's time), ties by id."""
+    nodes = graph._node
+    return sorted(selection, key=lambda n: (_start_key(nodes[n]), _id_key(n)))
+
+
+def _start_key(attrs: dict[str, Any]) -> float:
+    s = attrs.get("start")
+    return float("inf") if s is None else s
+
+
+def _id_key(node: Any) -> tuple[int, Any]:
+    return (0, node) if isinstance(node, int) else (1, repr(node))
+
+
+def first(graph: nx.DiGraph, selection: Selection, n: int = 1) -> Selection:
+    """The ``n`` tasks of ``selection`` that start first."""
+    return Selection(in_time_order(graph, selection)[:n])
+
+
+def last(graph: nx.DiGraph, selection: Selection, n: int = 1) -> Selection:
+    """The ``n`` tasks of ``selection`` that start last."""
+    ordered = in_time_order(graph, selection)
+    return Selection(ordered[len(ordered) - n :] if n > 0 else [])
+
+
+def launches(graph: nx.DiGraph, selection: Selection) -> Selection:
+    """The CPU calls that launched the GPU tasks of ``selection``."""
+    pred = graph._pred
+    return Selection(u for v in selection for u, e in pred[v].items() if e.get("kind") == "launch")
+
+
+def kernels(graph: nx.DiGraph, selection: Selection) -> Selection:
+    """The GPU tasks launched by the CPU calls of ``selection`` (or by calls made inside its CPU ops)."""
+    succ = graph._succ
+    return Selection(v for u in selection for v, e in succ[u].items() if e.get("kind") == "launch")
+
+
+def parents(graph: nx.DiGraph, selection: Selection) -> Selection:
+    """Tasks with a dependency edge into ``selection`` (any kind: thread/stream order, launch, sync, comm)."""
+    pred = graph._pred
+    return Selection(u for v in selection for u in pred[v])
+
+
+def children(graph: nx.DiGraph, selection: Selection) -> Selection:
+    """Tasks with a dependency edge from ``selection``."""
+    succ = graph._succ
+    return Selection(v for u in selection for v in succ[u])
+
+
+def group_by(graph: nx.DiGraph, selection: Selection, attribute: str) -> list[tuple[Any, Selection]]:
+    """``selection`` split by the value of ``attribute``, groups in the order of their first task."""
+    groups: dict[Any, list[Any]] = {}
+    nodes = graph._node
+    for node in in_time_order(graph, selection):
+        value = task_value(nodes[node], attribute)
+        key = tuple(map(_hashable, value)) if isinstance(value, list) else value
+        groups.setdefault(key, []).append(node)
+    return [(key, Selection(members)) for key, members in groups.items()]
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(map(_hashable, value)) if isinstance(value, list) else value

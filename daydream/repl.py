@@ -1,0 +1,356 @@
+"""``daydream repl``: change a trace's graph one statement at a time and watch the prediction move.
+
+At a terminal it has a prompt, line editing, history (``~/.daydream_history``, or ``$DAYDREAM_HISTORY``)
+and completion of keywords, attributes, names and commands. With stdin from a pipe it reads statements
+without prompts, so a session can be scripted; it exits 2 if any statement failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import networkx as nx
+from rich.console import Console
+from rich.table import Table
+
+from daydream.dsl import Session, ast
+from daydream.dsl.check import BUILTIN_VALUES
+from daydream.dsl.evaluate import compile_expression, format_value
+from daydream.dsl.functions import FUNCTIONS
+from daydream.dsl.parse import KEYWORDS, parse_expression
+from daydream.errors import CheckFailed, DaydreamError, ScriptError
+from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order
+from daydream.simulate import EARLIEST, Policy
+from daydream.simulate.export import write_atomically
+
+COMMANDS = {
+    ":predict": "the predicted iteration now, against the baseline, with the breakdown",
+    ":show EXPR": "evaluate an expression; a selection lists its tasks (first 20 in time order)",
+    ":diff": "what changed: every statement's effect, and GPU time by class before and after",
+    ":undo": "take back the last statement",
+    ":reset": "back to the unchanged graph (bindings too)",
+    ":save FILE": "write the statements applied so far as a .whatif script",
+    ":history": "the statements applied so far",
+    ":help": "this list; the language is in docs/language.md",
+    ":quit": "leave (also Ctrl-D)",
+}
+PROMPT, MORE = "whatif> ", "   ...> "
+
+
+def ms(us: float) -> str:
+    return f"{us / 1e3:,.3f} ms"
+
+
+class Repl:
+    """The REPL's state: the baseline graph, the session replaying the accepted statements, and output."""
+
+    def __init__(self, graph: nx.DiGraph, params: dict[str, Any] | None, policy: Policy, console: Console, origin: str) -> None:
+        self.graph = graph
+        self.params = dict(params or {})
+        self.base_policy = policy
+        self.console = console
+        self.origin = origin
+        self.history: list[str] = []
+        self.failed = 0
+        self.session = self._new_session()
+        self.baseline_us = self.session.baseline_us
+
+    def _new_session(self) -> Session:
+        return Session(self.graph, params=self.params, policy=self.base_policy, on_print=self._print)
+
+    def _print(self, line: str) -> None:
+        self.console.print(line, highlight=False, markup=False)
+
+    def _rebuild(self) -> None:
+        """Replay the accepted statements on a fresh copy (undo, and repair after a statement failed midway)."""
+        self.session = self._new_session()
+        self.session.on_print = None
+        for text in self.history:
+            self.session.execute(text)
+        self.session.on_print = self._print
+
+    # ---- input --------------------------------------------------------------------------------------------
+
+    def handle(self, text: str) -> None:
+        """One complete input: a command or statements."""
+        stripped = text.strip()
+        if not stripped or stripped.startswith("#"):
+            return
+        try:
+            if stripped.startswith(":"):
+                self.command(stripped)
+            else:
+                self.statements(text)
+        except (ScriptError, CheckFailed, DaydreamError) as exc:
+            self.failed += 1
+            self.console.print(f"[red]error:[/] {exc}", highlight=False)
+
+    def statements(self, text: str) -> None:
+        version = self.session.version
+        try:
+            effects = self.session.execute(text)
+        except (ScriptError, CheckFailed, DaydreamError):
+            if self.session.version != version:
+                self._rebuild()  # a loop or include stopped halfway: back to the last good state
+            raise
+        if effects or any(isinstance(st, (ast.Let, ast.Param, ast.Include)) for st in _top_level(text)):
+            self.history.append(text.strip())  # what :save writes and :undo takes back; prints and asserts are not kept
+        warnings = self.session.warnings
+        for w in warnings:
+            self.console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        warnings.clear()
+        if effects:
+            touched = ", ".join(e.describe() for e in effects if e.describe())
+            p = self.session.predicted_us
+            self.console.print(
+                f"{touched}; predicted {ms(p)} (baseline {ms(self.baseline_us)}, speedup {self.baseline_us / p:.3f}x)"
+                if p else f"{touched}; predicted {ms(p)}",
+                highlight=False,
+            )  # fmt: skip
+        else:
+            bound = [s for s in _top_level(text) if isinstance(s, (ast.Let, ast.Param))]
+            for s in bound:
+                self.console.print(f"{s.name} = {format_value(self.session.scope.get(s.name))}", highlight=False)
+
+    def command(self, text: str) -> None:
+        name, _, arg = text.partition(" ")
+        arg = arg.strip()
+        if name in (":quit", ":exit", ":q"):
+            raise EOFError
+        if name == ":help":
+            table = Table(show_header=False, box=None)
+            for k, v in COMMANDS.items():
+                table.add_row(k, v)
+            self.console.print(table)
+            self.console.print("statements: param let scale set remove insert schedule for include assert print", highlight=False)
+        elif name == ":predict":
+            self.show_prediction()
+        elif name == ":show":
+            if not arg:
+                raise DaydreamError(":show needs an expression, e.g. :show select gpu where class == \"gemm\"")
+            self.show(arg)
+        elif name == ":diff":
+            self.diff()
+        elif name == ":undo":
+            if not self.history:
+                self.console.print("nothing to undo", highlight=False)
+                return
+            last = self.history.pop()
+            self._rebuild()
+            self.console.print(f"undone: {last}; predicted {ms(self.session.predicted_us)}", highlight=False)
+        elif name == ":reset":
+            self.history.clear()
+            self._rebuild()
+            self.console.print(f"reset; predicted {ms(self.session.predicted_us)}", highlight=False)
+        elif name == ":save":
+            if not arg:
+                raise DaydreamError(":save needs a file name, e.g. :save my.whatif")
+            body = f"# saved by daydream repl from {self.origin}\n" + "\n".join(self.history) + "\n"
+            write_atomically(arg, body.encode("utf-8"))
+            self.console.print(f"saved {len(self.history)} statement{'s' if len(self.history) != 1 else ''} to {arg}", highlight=False)
+        elif name == ":history":
+            for line in self.history:
+                self.console.print(line, highlight=False, markup=False)
+        else:
+            close = [c.split()[0] for c in COMMANDS if c.split()[0].startswith(name[:3])]
+            raise DaydreamError(f"unknown command {name}" + (f"; did you mean {close[0]}?" if close else "; :help lists them"))
+
+    def show_prediction(self) -> None:
+        s = self.session
+        p = s.predicted_us
+        self.console.print(
+            f"measured {ms(s.measured_us)}, baseline {ms(self.baseline_us)}, predicted {ms(p)}, speedup {self.baseline_us / p:.3f}x",
+            highlight=False,
+        )
+        from daydream.simulate import breakdown
+
+        before, after = breakdown(s.baseline), breakdown(s.predict())
+        table = Table(title="Breakdown", title_justify="left")
+        for col in ("", "baseline", "predicted"):
+            table.add_column(col, justify="right" if col else "left")
+        for key, label in (("cpu_only_us", "CPU only"), ("gpu_only_us", "GPU only"), ("cpu_gpu_overlap_us", "CPU+GPU overlap"), ("idle_us", "idle")):
+            table.add_row(label, ms(before[key]), ms(after[key]))
+        self.console.print(table)
+
+    def show(self, text: str) -> None:
+        expr = parse_expression(text, "<show>")
+        self.session._texts["<show>"] = text
+        value = compile_expression(expr, self.session).constant()
+        for w in self.session.warnings:
+            self.console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        self.session.warnings.clear()
+        if not isinstance(value, Selection):
+            self.console.print(format_value(value, limit=20), highlight=False, markup=False)
+            return
+        g = self.session.graph
+        ordered = in_time_order(g, (n for n in value if n in g))
+        table = Table(title=f"{len(ordered):,} tasks", title_justify="left")
+        for col in ("id", "kind", "name", "thread", "phase", "layer", "duration"):
+            table.add_column(col, justify="right" if col in ("id", "duration") else "left", overflow="ellipsis", max_width=48)
+        for n in ordered[:20]:
+            a = g._node[n]
+            table.add_row(str(n), a["kind"], a["name"], a["thread"], str(a.get("phase") or ""), str(a.get("layer") or ""),
+                          f"{a['duration']:,.1f} us")  # fmt: skip
+        if len(ordered) > 20:
+            table.add_row("", "", f"... {len(ordered) - 20:,} more", "", "", "", "")
+        self.console.print(table)
+
+    def diff(self) -> None:
+        from daydream.simulate import totals
+
+        if not self.session.effects:
+            self.console.print("no changes", highlight=False)
+        for e in self.session.effects.values():
+            self.console.print(f"{' '.join(e.statement.split())}  ->  {e.describe()}", highlight=False, markup=False)
+        before, after = totals(self.session.baseline, "class"), totals(self.session.predict(), "class")
+        table = Table(title="GPU time by class", title_justify="left")
+        for col in ("class", "baseline", "predicted"):
+            table.add_column(col, justify="right" if col != "class" else "left")
+        for k in sorted(set(before) | set(after), key=lambda k: -before.get(k, 0.0)):
+            if before.get(k) != after.get(k):
+                table.add_row(k, ms(before.get(k, 0.0)), ms(after.get(k, 0.0)))
+        self.console.print(table)
+        self.show_prediction()
+
+    # ---- completion ---------------------------------------------------------------------------------------
+
+    def words(self) -> list[str]:
+        return sorted(
+            set(KEYWORDS) | {"before", "after"} | set(KIND_SELECTORS) | set(BUILTIN_VALUES) | set(FUNCTIONS)
+            | self.session.attributes | set(self.session.scope) | {c.split()[0] for c in COMMANDS}
+        )  # fmt: skip
+
+
+def _top_level(text: str) -> tuple[Any, ...]:
+    from daydream.dsl.parse import parse_script
+
+    try:
+        return parse_script(text, "<repl>").statements
+    except ScriptError:
+        return ()
+
+
+def complete_input(lines: list[str]) -> bool:
+    """Whether typed lines make a whole input: braces balanced, no trailing backslash, no open string."""
+    text = "\n".join(lines)
+    if text.rstrip().endswith("\\"):
+        return False
+    depth = 0
+    quote = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif text.startswith(quote, i):
+                i += len(quote) - 1
+                quote = None
+        elif text.startswith('"""', i):
+            quote = '"""'
+            i += 2
+        elif c in "\"'":
+            quote = c
+        elif c == "#":
+            nl = text.find("\n", i)
+            i = len(text) if nl < 0 else nl
+            continue
+        elif c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth -= 1
+        i += 1
+    return depth <= 0 and quote in (None, '"', "'")
+
+
+def _setup_readline(repl: Repl) -> Callable[[], None]:
+    """History and tab completion at a terminal; returns what to call on exit."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - no readline on this platform
+        return lambda: None
+    path = os.environ.get("DAYDREAM_HISTORY") or os.path.expanduser("~/.daydream_history")
+    with contextlib.suppress(OSError):
+        readline.read_history_file(path)
+    readline.set_history_length(1000)
+    matches: list[str] = []
+
+    def completer(text: str, state: int) -> str | None:
+        nonlocal matches
+        if state == 0:
+            matches = [w for w in repl.words() if w.startswith(text)]
+        return matches[state] if state < len(matches) else None
+
+    readline.set_completer(completer)
+    readline.set_completer_delims(" \t\n()[]{},.=<>!~+-*/%&|\"'")
+    if "libedit" in (readline.__doc__ or ""):
+        readline.parse_and_bind("bind ^I rl_complete")
+    else:
+        readline.parse_and_bind("tab: complete")
+
+    def save() -> None:
+        with contextlib.suppress(OSError):
+            readline.write_history_file(path)
+
+    return save
+
+
+def run_repl(
+    trace: str,
+    params: dict[str, Any] | None = None,
+    step: str | int | None = None,
+    et: str | None = None,
+    policy: Policy = EARLIEST,
+    stdin: TextIO | None = None,
+    console: Console | None = None,
+) -> int:
+    from daydream.graph.build import build_graph
+    from daydream.trace import load_trace
+
+    stdin = stdin or sys.stdin
+    interactive = stdin.isatty()
+    console = console or Console(highlight=False, soft_wrap=not interactive)
+    graph = build_graph(load_trace(trace, et=et), step)
+    repl = Repl(graph, params, policy, console, trace)
+    console.print(
+        f"daydream repl: {trace}: {graph.number_of_nodes():,} tasks; baseline {ms(repl.baseline_us)}"
+        + (" (:help for commands, Ctrl-D to leave)" if interactive else ""),
+        highlight=False,
+    )
+    finish = _setup_readline(repl) if interactive else (lambda: None)
+    pending: list[str] = []
+    try:
+        while True:
+            try:
+                if interactive:
+                    line = input(MORE if pending else PROMPT)
+                else:
+                    line = stdin.readline()
+                    if not line:
+                        raise EOFError
+                    line = line.rstrip("\n")
+            except KeyboardInterrupt:
+                pending.clear()
+                console.print("(cancelled)", highlight=False)
+                continue
+            pending.append(line)
+            if not complete_input(pending):
+                continue
+            text = "\n".join(pending)
+            pending.clear()
+            try:
+                repl.handle(text)
+            except EOFError:
+                break
+    except EOFError:
+        if pending:
+            repl.handle("\n".join(pending))
+    finally:
+        finish()
+    if interactive:
+        console.print("", highlight=False)
+    return 2 if repl.failed and not interactive else 0

@@ -1,0 +1,153 @@
+"""One call from a trace and .whatif scripts to the predicted iteration before and after: ``daydream run``."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from daydream.dsl import Session, ast
+from daydream.dsl.check import Checker
+from daydream.errors import ScriptError
+from daydream.graph.build import build_graph
+from daydream.simulate import EARLIEST, Policy, Timeline, breakdown, totals
+from daydream.trace import load_trace
+
+
+@dataclass
+class Summary:
+    """Where the time goes in one timeline (taken before the graph changes further)."""
+
+    makespan_us: float
+    breakdown: dict[str, float]
+    gpu_time_by_class: dict[str, float]
+    gpu_time_by_phase: dict[str, float]
+    tasks: int
+
+    @classmethod
+    def of(cls, timeline: Timeline) -> Summary:
+        return cls(
+            makespan_us=timeline.makespan(),
+            breakdown=breakdown(timeline),
+            gpu_time_by_class=totals(timeline, "class"),
+            gpu_time_by_phase=totals(timeline, "phase"),
+            tasks=len(timeline.nodes),
+        )
+
+
+@dataclass
+class WhatIf:
+    """The baseline (the unchanged graph, simulated) and the prediction after the scripts."""
+
+    graph: nx.DiGraph
+    session: Session
+    scripts: list[str]
+    baseline: Summary
+    predicted: Summary
+    timeline: Timeline
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def measured_us(self) -> float:
+        return self.session.measured_us
+
+    @property
+    def baseline_us(self) -> float:
+        return self.baseline.makespan_us
+
+    @property
+    def predicted_us(self) -> float:
+        return self.predicted.makespan_us
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_us / self.predicted_us if self.predicted_us else math.inf
+
+    def to_dict(self) -> dict[str, Any]:
+        g = self.graph
+        measured = self.measured_us
+        return {
+            "trace": g.graph.get("trace"),
+            "device": g.graph.get("device"),
+            "rank": g.graph.get("rank"),
+            "steps": [s["name"] for s in g.graph.get("steps", [])],
+            "scripts": self.scripts,
+            "params": self.session.param_values,
+            "policy": self.session.policy_text,
+            "measured_us": measured,
+            "baseline_us": self.baseline_us,
+            "predicted_us": self.predicted_us,
+            "speedup": self.speedup,
+            "baseline_error_pct": 100.0 * (self.baseline_us - measured) / measured if measured else None,
+            "tasks": {"baseline": self.baseline.tasks, "predicted": self.predicted.tasks},
+            "breakdown": {"baseline": self.baseline.breakdown, "predicted": self.predicted.breakdown},
+            "gpu_time_by_class": {"baseline": self.baseline.gpu_time_by_class, "predicted": self.predicted.gpu_time_by_class},
+            "gpu_time_by_phase": {"baseline": self.baseline.gpu_time_by_phase, "predicted": self.predicted.gpu_time_by_phase},
+            "statements": [e.to_dict() for e in self.session.effects.values()],
+            "printed": self.session.printed,
+            "warnings": self.warnings,
+        }
+
+
+def load_scripts(session: Session, scripts: Sequence[str | os.PathLike[str] | ast.Script]) -> list[ast.Script]:
+    """Parse and check every script before any runs; params given that no script declares are an error."""
+    parsed = [s if isinstance(s, ast.Script) else session.load(s) for s in scripts]
+    declared: set[str] = set()
+    for script in parsed:
+        session._texts[script.file] = script.text
+        checker = Checker(session.resolve_include, attributes=set(session.attributes))
+        checker.check(script)
+        declared |= set(checker.params)
+    unknown = sorted(set(session.params) - declared)
+    if unknown:
+        have = ", ".join(sorted(declared)) or "none"
+        raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (-p): the scripts declare {have}")
+    return parsed
+
+
+def run_whatif(
+    graph: nx.DiGraph,
+    scripts: Sequence[str | os.PathLike[str] | ast.Script],
+    params: dict[str, Any] | None = None,
+    policy: Policy = EARLIEST,
+    copy: bool = True,
+    on_print: Callable[[str], None] | None = None,
+) -> WhatIf:
+    """Apply ``scripts`` in order to (a copy of) ``graph`` and predict the iteration before and after."""
+    session = Session(graph, params=params, policy=policy, copy=copy, on_print=on_print)
+    parsed = load_scripts(session, scripts)
+    baseline = Summary.of(session.baseline)  # before any change: its timeline shares the task dicts
+    for script in parsed:
+        session.run(script)
+    timeline = session.predict()
+    return WhatIf(
+        graph=session.graph,
+        session=session,
+        scripts=[s.file for s in parsed],
+        baseline=baseline,
+        predicted=Summary.of(timeline),
+        timeline=timeline,
+        warnings=list(graph.graph.get("warnings", [])) + session.warnings,
+    )
+
+
+def whatif(
+    trace: str | os.PathLike[str],
+    scripts: Sequence[str | os.PathLike[str] | ast.Script],
+    params: dict[str, Any] | None = None,
+    step: str | int | None = None,
+    et: str | None = None,
+    policy: Policy = EARLIEST,
+    on_print: Callable[[str], None] | None = None,
+) -> WhatIf:
+    """Load ``trace``, build the graph of the step, run the scripts: what ``daydream run`` does."""
+    t = load_trace(trace, et=et)
+    graph = build_graph(t, step)
+    result = run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print)
+    if not t.has_gpu_activity:
+        result.warnings.insert(0, f"{trace}: no GPU activity in the trace; the graph holds CPU tasks only")
+    return result

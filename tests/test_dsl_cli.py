@@ -1,0 +1,171 @@
+"""``daydream run``, ``check``, ``list`` and ``repl`` as a user runs them: piped and at a pseudo-terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from synth import STEP_MEASURED_US, make_trace, write_trace
+
+# Per step of the synthetic trace: sgemm 200 us forward, relu 20, sgemm 100 backward, optimizer 13, copy 10.
+AMP = '''"""Mixed precision: GEMMs 2x faster."""
+param speedup = 2
+let gemm = select gpu where name ~ "sgemm"
+scale gemm by 1 / speedup
+set cpu.gap = gap / speedup  # the trace's iteration is CPU-bound
+assert predicted < baseline
+'''
+
+
+def run(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "daydream", *args], capture_output=True, text=True, timeout=120, input=stdin, cwd=cwd
+    )
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    return write_trace(tmp_path / "t.json.gz", make_trace(), gz=True)
+
+
+def test_run_json_has_baseline_prediction_and_statements(tmp_path: Path, trace: Path) -> None:
+    script = tmp_path / "amp.whatif"
+    script.write_text(AMP)
+    original = trace.read_bytes()
+    out = run("run", str(trace), str(script), "--json", "-p", "speedup=4", "--export-trace", str(tmp_path / "p.json"))
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["measured_us"] == STEP_MEASURED_US and d["baseline_us"] == STEP_MEASURED_US
+    assert d["predicted_us"] < d["baseline_us"] and d["speedup"] == pytest.approx(d["baseline_us"] / d["predicted_us"])
+    assert d["params"] == {"speedup": 4}
+    assert [(s["line"], s["kind"], s["tasks"]) for s in d["statements"]] == [(4, "scale", 2), (5, "set", 7)]
+    assert d["statements"][0]["duration_delta_us"] == pytest.approx(-(200 + 100) * 0.75)
+    assert trace.read_bytes() == original  # the input is never modified
+    assert json.loads((tmp_path / "p.json").read_text())["traceEvents"]
+
+
+def test_run_tables(tmp_path: Path, trace: Path) -> None:
+    script = tmp_path / "amp.whatif"
+    script.write_text(AMP)
+    out = run("run", str(trace), str(script))
+    assert out.returncode == 0, out.stderr
+    for text in ("Iteration time", "speedup", "Breakdown", "GPU time by kernel class", "scale gemm by 1 / speedup", "2 tasks"):
+        assert text in out.stdout
+
+
+def test_run_script_errors_exit_2_with_position(tmp_path: Path, trace: Path) -> None:
+    bad = tmp_path / "bad.whatif"
+    bad.write_text("let gemm = select gpu\nscale gemm bye 2\n")
+    out = run("run", str(trace), str(bad))
+    assert out.returncode == 2 and not out.stdout
+    assert f"daydream: error: {bad}:2:12: unexpected name 'bye'" in out.stderr and "did you mean 'by'?" in out.stderr
+    assert "Traceback" not in out.stderr
+    out = run("run", str(trace), str(tmp_path / "amp.whatif"))
+    assert out.returncode == 2 and "no such script" in out.stderr
+    good = tmp_path / "ok.whatif"
+    good.write_text(AMP)
+    out = run("run", str(trace), str(good), "-p", "sped=3")
+    assert out.returncode == 2 and "unknown parameter sped (-p): the scripts declare speedup" in out.stderr
+    out = run("run", str(trace), str(good), "-p", "speedup")
+    assert out.returncode == 1 and "write NAME=VALUE" in out.stderr
+
+
+def test_failed_assert_exits_3(tmp_path: Path, trace: Path) -> None:
+    script = tmp_path / "slow.whatif"
+    script.write_text("scale gpu by 2\nassert predicted < baseline, \"expected a speedup\"\n")
+    out = run("run", str(trace), str(script))
+    assert out.returncode == 3
+    assert f"{script}:2: assertion failed: predicted < baseline" in out.stderr and "expected a speedup" in out.stderr
+
+
+def test_check_and_list(tmp_path: Path) -> None:
+    (tmp_path / "amp.whatif").write_text(AMP)
+    (tmp_path / "typo.whatif").write_text("let x = select kernal\n")
+    out = run("check", str(tmp_path / "amp.whatif"))
+    assert out.returncode == 0 and "ok" in out.stdout and "params speedup = 2" in out.stdout
+    out = run("check", str(tmp_path / "typo.whatif"))
+    assert out.returncode == 2 and "unknown task kind 'kernal'" in out.stderr and "did you mean 'kernel'?" in out.stderr
+    out = run("list", str(tmp_path))  # list parses; checking is check's job
+    assert out.returncode == 0 and "amp" in out.stdout and "Mixed precision: GEMMs 2x faster." in out.stdout
+    assert "typo" in out.stdout and "speedup = 2" in out.stdout
+    (tmp_path / "broken.whatif").write_text("scale (\n")
+    out = run("list", str(tmp_path))
+    assert out.returncode == 2 and "broken.whatif:1:8:" in out.stderr
+
+
+def test_repl_piped(tmp_path: Path, trace: Path) -> None:
+    session = "\n".join([
+        'let gemm = select gpu where name ~ "sgemm"',
+        "scale gemm by 0.5",
+        ":show gemm",
+        "scale gemm bye 2",
+        "for g in gemm by phase {",
+        "  print g.phase[0], count(g)",
+        "}",
+        ":undo",
+        ":predict",
+        "scale gemm by 0.5",
+        ":diff",
+        f":save {tmp_path / 'saved.whatif'}",
+    ])  # fmt: skip
+    out = run("repl", str(trace), stdin=session + "\n")
+    assert out.returncode == 2  # one statement failed
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("daydream repl: ") and "baseline 0.820 ms" in lines[0]
+    assert "gemm = 2 tasks" in out.stdout
+    assert "2 tasks, -0.150 ms of task time; predicted" in out.stdout
+    assert "volta_sgemm_128x64_nn" in out.stdout and "volta_sgemm_64x64_nt" in out.stdout  # :show lists the tasks
+    assert "unexpected name 'bye'" in out.stdout
+    assert "forward 1" in out.stdout and "backward 1" in out.stdout
+    assert "undone: scale gemm by 0.5" in out.stdout
+    saved = (tmp_path / "saved.whatif").read_text().splitlines()
+    assert saved[1:] == ['let gemm = select gpu where name ~ "sgemm"', "scale gemm by 0.5"]
+    # the saved session replays to the same prediction
+    replay = run("run", str(trace), str(tmp_path / "saved.whatif"), "--json")
+    assert replay.returncode == 0, replay.stderr
+    last = re.findall(r"predicted ([0-9.]+) ms", out.stdout)[-1]
+    assert f"{json.loads(replay.stdout)['predicted_us'] / 1e3:.3f}" == last
+
+
+def test_repl_at_a_terminal(tmp_path: Path, trace: Path) -> None:
+    pexpect = pytest.importorskip("pexpect")
+    env = dict(os.environ, DAYDREAM_HISTORY=str(tmp_path / "history"), TERM="xterm", COLUMNS="120")
+    child = pexpect.spawn(sys.executable, ["-m", "daydream", "repl", str(trace)], env=env, encoding="utf-8", timeout=60)
+    try:
+        child.expect("Ctrl-D to leave")
+        child.expect_exact("whatif> ")
+        child.sendline('let gemm = select gpu where name ~ "sgemm"')
+        child.expect_exact("gemm = 2 tasks")
+        child.expect_exact("whatif> ")
+        child.send("sca\t")  # completion of a keyword
+        child.expect_exact("scale")
+        child.sendline(" gemm by 0.5")
+        child.expect(r"2 tasks, -0\.150 ms of task time; predicted [0-9.]+ ms")
+        child.expect_exact("whatif> ")
+        child.send("\x10")  # Ctrl-P, previous history line: it comes back
+        child.expect_exact("gemm by 0.5")
+        child.send("\r")
+        child.expect(r"-0\.075 ms of task time")
+        child.expect_exact("whatif> ")
+        child.sendline("for g in gemm by phase {")
+        child.expect_exact("...> ")  # continuation prompt inside a block
+        child.sendline("print count(g) }")
+        child.expect_exact("1")
+        child.expect_exact("whatif> ")
+        child.sendline(":undo")
+        child.expect_exact("undone: scale gemm by 0.5")
+        child.expect_exact("whatif> ")
+        child.sendline("scale nothing by 2")
+        child.expect_exact("unknown name 'nothing'")
+        child.expect_exact("whatif> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert "scale gemm by 0.5" in (tmp_path / "history").read_text()

@@ -1,0 +1,261 @@
+"""What each .whatif statement does to a graph, on the hand-built iteration of whatif_graph.py.
+
+Every expected time is worked out by hand from the timeline in whatif_graph's docstring.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+import pytest
+from whatif_graph import BASELINE_US, CPU, S7, iteration
+
+from daydream.dsl import Session
+from daydream.errors import CheckFailed, ScriptError
+from daydream.graph import add_dependency, add_task
+from daydream.graph.edit import check_threads
+from daydream.graph.select import Selection
+from daydream.whatif import run_whatif
+
+
+def session(**kw: object) -> Session:
+    return Session(iteration(), **kw)  # type: ignore[arg-type]
+
+
+def names(s: Session, expr: str) -> list[str]:
+    s.execute(f"let shown_ = {expr}")
+    sel = s.scope.pop("shown_")
+    assert isinstance(sel, Selection)
+    return sorted(s.graph.nodes[n]["name"] for n in sel)
+
+
+def test_unchanged_graph_predicts_the_baseline() -> None:
+    s = session()
+    assert s.baseline_us == BASELINE_US and s.predicted_us == BASELINE_US and s.measured_us == BASELINE_US
+
+
+def test_amp_example_from_the_issue() -> None:
+    s = session()
+    s.execute(
+        """
+param compute_speedup = 2
+param memory_speedup = 2
+let gemm = select gpu where class in ["gemm", "conv"]
+scale gemm by 1 / compute_speedup
+scale (select gpu) - gemm - (select comm) by 1 / memory_speedup
+"""
+    )
+    # K1 50 [12,62], relu 10 [62,72], K3 100 [72,172], allreduce 50 [172,222], adam 15 [222,237], sync [237,240]
+    assert s.predicted_us == 240.0
+
+
+def test_fused_optimizer_example_from_the_issue() -> None:
+    s = session()
+    effects = s.execute(
+        """
+let step = select where phase == "optimizer"
+insert gpu "fused_adam" after last(step & gpu) duration sum((step & gpu).duration) / 4
+remove step
+"""
+    )
+    # the fused kernel (7.5 us) waits for the all-reduce as adam did: [382, 389.5]; its launch follows L4
+    assert s.predicted_us == 389.5
+    assert [(e.kind, e.added, e.removed) for e in effects] == [("insert", 2, 0), ("remove", 0, 3)]
+    assert sorted(a["name"] for _, a in s.graph.nodes(data=True) if a["kind"] != "cpu") == [
+        "fused_adam", "ncclAllReduce", "relu_kernel", "sm80_gemm_bwd", "sm80_gemm_fwd",
+    ]  # fmt: skip
+    assert nx.is_directed_acyclic_graph(s.graph)
+    check_threads(s.graph)
+
+
+def test_select_by_kind_attribute_regex_and_ranges() -> None:
+    s = session()
+    assert names(s, "select comm") == ["ncclAllReduce"]
+    assert len(names(s, "gpu")) == 5 and len(names(s, "kernel")) == 4 and len(names(s, "cpu")) == 6
+    assert names(s, 'select gpu where name ~ "gemm" and duration >= 150us') == ["sm80_gemm_bwd"]
+    assert names(s, 'select where layer ~ "^model\\.fc"') == ["cudaLaunchKernel", "cudaLaunchKernel", "sm80_gemm_bwd", "sm80_gemm_fwd"]
+    assert names(s, "select gpu where bytes > 1MB") == ["ncclAllReduce"]  # none > 1MB is false, not an error
+    assert names(s, 'select gpu where class not in ["gemm", "comm"] and name !~ "relu"') == ["multi_tensor_apply_adam"]
+    assert names(s, "select where stream == 20") == ["ncclAllReduce"]
+    assert names(s, 'select kernel where phase == "backward" or duration < 25us') == ["relu_kernel", "sm80_gemm_bwd"]
+
+
+def test_set_algebra_and_neighbours() -> None:
+    s = session()
+    assert names(s, '(select gpu) - kernel | (select where name ~ "Sync")') == ["cudaDeviceSynchronize", "ncclAllReduce"]
+    assert names(s, 'gpu & (select where phase == "forward")') == ["relu_kernel", "sm80_gemm_fwd"]
+    s.execute('let adam = select where name ~ "adam"')
+    assert names(s, "parents(adam)") == ["cudaLaunchKernel", "ncclAllReduce", "sm80_gemm_bwd"]
+    assert names(s, "children(adam)") == ["cudaDeviceSynchronize"]
+    assert names(s, "launches(adam)") == ["cudaLaunchKernel"]
+    assert names(s, "kernels(first(cpu))") == ["sm80_gemm_fwd"]
+    assert names(s, "last(gpu, 2)") == ["multi_tensor_apply_adam", "ncclAllReduce"]
+    assert names(s, "(select kernel)[1]") == ["relu_kernel"]
+
+
+def test_values_projection_functions_and_print() -> None:
+    printed: list[str] = []
+    s = session(on_print=printed.append)
+    s.execute(
+        """
+let gemm = select gpu where class == "gemm"
+print gemm.duration, sum(gemm.duration), mean(gemm.duration), max(gemm.duration), count(gemm)
+print 2ms / 1us, 1KiB, ceil(2.2), round(2.567, 1), 7 % 4, 2 ** 3, -(1 + 2) * 3
+print gemm.layer[0], "a" + "b", [1, 2] == [1, 2], none == none, 3 in [1, 3], "gem" in "gemm"
+for f in [2, 3] { print f * 2 }
+for i in range(2) { print i }
+"""
+    )
+    assert printed == [
+        "[100, 200] 300 150 200 2", "2000 1024 3 2.6 3 8 -9", "model.fc1 ab true true true true", "4", "6", "0", "1",
+    ]  # fmt: skip
+
+
+def test_scale_by_a_per_task_factor_and_set() -> None:
+    s = session()
+    s.execute("scale comm by bytes / 2MB")  # 4 MB -> factor 2: all-reduce 100 [332,432], adam [432,462], sync [462,465]
+    assert s.predicted_us == 465.0
+    s = session()
+    s.execute("set (select comm).duration = 10us")  # [332,342], adam [342,372], sync [372,375]
+    assert s.predicted_us == 375.0
+    s.execute('set (select gpu).tag = name + "!"')
+    assert s.graph.nodes[8]["tag"] == "ncclAllReduce!"
+    assert names(s, 'select where tag ~ "nccl"') == ["ncclAllReduce"]
+
+
+def test_remove_with_launches_stitches_the_order() -> None:
+    s = session()
+    effects = s.execute('remove (select gpu where name ~ "relu") with launches')
+    assert effects[0].removed == 2
+    # CPU L1 [0,10] L3 [10,20] L4 [20,30] L5 [30,40]; K1 [12,112], K3 [112,312], K4 [312,362], adam [362,392], sync [392,395]
+    assert s.predicted_us == 395.0
+    check_threads(s.graph)
+
+
+def test_remove_keeps_what_a_removed_task_waited_for() -> None:
+    s = session()
+    s.execute("remove comm")  # adam waited for the all-reduce; now it waits for what the all-reduce waited for
+    assert s.predicted_us == BASELINE_US - 50
+    assert nx.is_directed_acyclic_graph(s.graph)
+
+
+def test_insert_cpu_task_before_the_first_call_delays_everything() -> None:
+    s = session()
+    s.execute('insert cpu "dataloader_wait" before first(cpu) duration 1ms')
+    assert s.predicted_us == BASELINE_US + 1000
+    check_threads(s.graph)
+
+
+def test_insert_comm_on_another_stream_waits_for_its_anchor() -> None:
+    s = session()
+    s.execute('insert comm "extra_allreduce" after last(select gpu where class == "gemm") duration 100us on 30 with bytes = 1MB')
+    new = [a for _, a in s.graph.nodes(data=True) if a["name"] == "extra_allreduce"][0]
+    assert new["thread"] == "gpu:0/30" and new["bytes"] == 1e6 and new["phase"] == "backward" and new["stream"] == 30
+    assert s.predicted_us == 432.0  # after the backward gemm [332, 432]; the sync does not wait for stream 30
+    check_threads(s.graph)
+
+
+def test_insert_refuses_a_cycle_and_leaves_the_graph_as_it_was() -> None:
+    s = session()
+    before = sorted(s.graph.edges)
+    with pytest.raises(ScriptError, match="would close a dependency cycle") as exc:
+        # placed by time after the final sync, but the relu kernel (which the sync waits for) must wait for it
+        s.execute('insert cpu "x" before (select kernel where name ~ "relu") duration 1us')
+    assert str(exc.value).startswith("<repl>:1:1: ")
+    assert sorted(s.graph.edges) == before
+
+
+def test_remove_refuses_to_orphan_a_kernel() -> None:
+    s = session()
+    with pytest.raises(ScriptError, match="without its launch") as exc:
+        s.execute("remove launches(select gpu where name ~ \"relu\")")
+    assert "<repl>:1:1:" in str(exc.value)
+
+
+def test_schedule_policies_order_tasks_that_share_a_thread_without_an_order_edge() -> None:
+    g = nx.DiGraph()
+    g.graph["measured_us"] = 0.0
+    launch = add_task(g, "launch", "cpu", CPU, 10, start=0.0)
+    small = add_task(g, "small", "gpu", S7, 5, start=20.0, bytes=1)
+    big = add_task(g, "big", "gpu", S7, 50, start=10.0, bytes=9)
+    add_dependency(g, launch, small, "launch")
+    add_dependency(g, launch, big, "launch")
+
+    def order(script: str) -> list[str]:
+        s = Session(g)
+        s.execute(script)
+        tl = s.predict()
+        return [tl.attrs(i)["name"] for i in sorted(range(len(tl.nodes)), key=lambda i: tl.start[i]) if tl.attrs(i)["kind"] == "gpu"]
+
+    assert order("schedule priority -bytes") == ["big", "small"]
+    assert order("schedule priority bytes") == ["small", "big"]
+    assert order("schedule priority duration") == ["small", "big"]
+    assert order("schedule earliest") in (["small", "big"], ["big", "small"])
+
+
+def test_loop_by_group_runs_once_per_group() -> None:
+    s = session()
+    effects = s.execute("for part in select gpu by layer {\n  scale part by 0.5\n}")
+    assert [(e.kind, e.tasks, e.runs) for e in effects] == [("scale", 5, 3)]
+    assert s.predicted_us == 215.0
+    assert "part" not in s.scope
+
+
+def test_include_params_and_overrides(tmp_path: Path) -> None:
+    (tmp_path / "half.whatif").write_text("param factor = 0.5\nscale gpu by factor\n")
+    main = tmp_path / "main.whatif"
+    main.write_text('"""Half the GPU time."""\ninclude "half.whatif"\nassert predicted < baseline, "should be faster"\n')
+    result = run_whatif(iteration(), [str(main)])
+    assert result.predicted_us == 215.0 and result.speedup == pytest.approx(415 / 215)
+    with pytest.raises(CheckFailed, match=r"main.whatif:3: assertion failed: predicted < baseline: predicted is 415, baseline is 415 \(should be faster\)"):
+        run_whatif(iteration(), [str(main)], params={"factor": "1"})  # as -p factor=1 gives it
+    with pytest.raises(ScriptError, match="unknown parameter factr .-p.: the scripts declare factor"):
+        run_whatif(iteration(), [str(main)], params={"factr": 1})
+
+
+def test_input_graph_is_never_modified() -> None:
+    g = iteration()
+    before = {n: dict(a) for n, a in g.nodes(data=True)}
+    edges = sorted(g.edges)
+    result = run_whatif(g, [], params=None)
+    s = result.session
+    s.execute('remove (select gpu where name ~ "relu") with launches\nscale gpu by 0.1\ninsert gpu "k" after first(gpu) duration 1us')
+    assert {n: dict(a) for n, a in g.nodes(data=True)} == before and sorted(g.edges) == edges
+
+
+def test_empty_selection_is_a_warning_with_the_statement() -> None:
+    s = session()
+    s.execute('scale (select gpu where name ~ "no_such_kernel") by 2\nlet e = (select comm) - gpu\nremove e')
+    assert s.warnings == [
+        '<repl>:1: `(select gpu where name ~ "no_such_kernel")` matches no task',
+        "<repl>:3: `e` holds no task: remove does nothing",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("script", "message", "where"),
+    [
+        ("scale gpu by -1", "a scale factor must be a finite number >= 0; got -1", "<repl>:1:14:"),
+        ("scale gpu by bytes / 1MB", "a scale factor must be a finite number >= 0; got none for task gpu 'sm80_gemm_fwd'", "<repl>:1:14:"),
+        ("scale 3 by 2", "scale needs a selection of tasks, not a number", "<repl>:1:7:"),
+        ('insert gpu "k" after gpu duration 1us', "insert after needs one task, the selection holds 5", "<repl>:1:22:"),
+        ('insert gpu "k" after first(gpu) duration "x"', "a duration is a number of microseconds >= 0", "<repl>:1:42:"),
+        ("print sum(gpu)", "sum() takes a list of numbers; for a selection's durations write sum(SEL.duration)", "<repl>:1:7:"),
+        ("print 1 / 0", "division by zero", "<repl>:1:7:"),
+        ('print "a" < 1', "cannot compare a string and a number with '<'", "<repl>:1:7:"),
+        ("print gpu + 1", "cannot add a selection and a number", "<repl>:1:7:"),
+        ("print [1][3]", "index 3 is out of range: the list holds 1 items", "<repl>:1:7:"),
+        ('print select where name ~ "("', "bad regular expression '('", "<repl>:1:27:"),
+        ("set (select gpu).duration = -5", "duration must be a number of microseconds >= 0", "<repl>:1:29:"),
+        ("for x in 3 { print x }", "a loop runs over a selection or a list, not a number", "<repl>:1:10:"),
+        ("print first(gpu, 1.5)", "first(): a count must be a whole number >= 0", "<repl>:1:7:"),
+    ],
+)
+def test_runtime_errors_name_the_statement(script: str, message: str, where: str) -> None:
+    s = session()
+    with pytest.raises(ScriptError) as exc:
+        s.execute(script)
+    text = str(exc.value)
+    assert text.startswith(where) and message in text, text
+    assert "^" in text.splitlines()[2]

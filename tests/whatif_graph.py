@@ -1,0 +1,58 @@
+"""A hand-built iteration for the language tests, small enough to work every prediction out by hand.
+
+CPU thread (launch calls, 10 us each, no gaps), kernels on stream 7 (launch lag 2, stream gap 0), an
+all-reduce on stream 20, and a device sync at the end:
+
+    cpu  L1[0,10] L2[10,20] L3[20,30] L4[30,40] L5[40,50]      S[ends when K5 ends + 3]
+    s7        K1 gemm fwd 100   K2 relu fwd 20   K3 gemm bwd 200          K5 adam 30
+    s20                                              K4 allreduce 50 (after K3)
+
+K1 [12,112], K2 [112,132], K3 [132,332], K4 [332,382] (waits for K3), K5 [382,412] (waits for K4:
+the optimizer reads reduced gradients), S waits for K5: [412,415]. Makespan 415 us.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from daydream.graph import add_dependency, add_task
+
+CPU, S7, S20 = "cpu:1/1", "gpu:0/7", "gpu:0/20"
+BASELINE_US = 415.0
+
+
+def iteration() -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.graph.update(measured_us=BASELINE_US, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0}, steps=[])
+    launches = []
+    for i in range(5):
+        launches.append(add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, step="s", phase="forward" if i < 2 else "backward" if i < 4 else "optimizer",
+                                 layer="model.fc1" if i in (0, 2) else "model.act" if i == 1 else None))
+    for u, v in zip(launches, launches[1:]):
+        add_dependency(g, u, v, "thread")
+    specs = [
+        ("sm80_gemm_fwd", "gpu", S7, 100, 12, "gemm", "forward", "model.fc1", None),
+        ("relu_kernel", "gpu", S7, 20, 112, "elementwise", "forward", "model.act", None),
+        ("sm80_gemm_bwd", "gpu", S7, 200, 132, "gemm", "backward", "model.fc1", None),
+        ("ncclAllReduce", "comm", S20, 50, 332, "comm", "backward", None, 4_000_000),
+        ("multi_tensor_apply_adam", "gpu", S7, 30, 382, "optimizer", "optimizer", None, None),
+    ]
+    kernels = []
+    for (name, kind, thread, dur, start, cls, phase, layer, nbytes), launch in zip(specs, launches):
+        attrs = {"class": cls, "stream": int(thread.rsplit("/", 1)[1])}
+        if nbytes is not None:
+            attrs["bytes"] = nbytes
+            attrs["collective"] = "allreduce"
+        k = add_task(g, name, kind, thread, dur, start=float(start), step="s", phase=phase, layer=layer, **attrs)
+        add_dependency(g, launch, k, "launch", lag=2)
+        kernels.append(k)
+    k1, k2, k3, k4, k5 = kernels
+    add_dependency(g, k1, k2, "stream")
+    add_dependency(g, k2, k3, "stream")
+    add_dependency(g, k3, k5, "stream")
+    add_dependency(g, k3, k4, "comm")
+    add_dependency(g, k4, k5, "sync")
+    sync = add_task(g, "cudaDeviceSynchronize", "cpu", CPU, 3, start=50.0, step="s", phase="optimizer")
+    add_dependency(g, launches[-1], sync, "thread")
+    add_dependency(g, k5, sync, "sync")
+    return g

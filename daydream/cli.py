@@ -77,9 +77,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from daydream.simulate.export import export_chrome_trace
     from daydream.whatif import whatif
 
-    printed: list[str] = []
+    # print statements show as they run (so they are there when an assert fails); --json keeps stdout to one object
+    def show(line: str) -> None:
+        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
     result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
-                    policy=parse_policy(args.policy), on_print=printed.append)  # fmt: skip
+                    policy=parse_policy(args.policy), on_print=show)  # fmt: skip
     if args.export_trace:
         export_chrome_trace(result.timeline, args.export_trace)
     if args.json:

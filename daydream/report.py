@@ -73,8 +73,6 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     d = result.to_dict()
     for w in d["warnings"]:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
-    for line in d["printed"]:
-        console.print(line, highlight=False, markup=False)
     console.print(f"[b]daydream run[/] {d['trace']}  {' '.join(d['scripts'])}", highlight=False)
     if d["params"]:
         console.print("params: " + ", ".join(f"{k} = {format_value(v)}" for k, v in d["params"].items()), highlight=False)

@@ -12,6 +12,7 @@ import networkx as nx
 
 from daydream.dsl import Session, ast
 from daydream.dsl.check import Checker
+from daydream.dsl.evaluate import format_value
 from daydream.errors import ScriptError
 from daydream.graph.build import build_graph
 from daydream.simulate import EARLIEST, Policy, Timeline, breakdown, totals
@@ -76,7 +77,7 @@ class WhatIf:
             "rank": g.graph.get("rank"),
             "steps": [s["name"] for s in g.graph.get("steps", [])],
             "scripts": self.scripts,
-            "params": self.session.param_values,
+            "params": {k: _json_param(v) for k, v in self.session.param_values.items()},
             "policy": self.session.policy_text,
             "measured_us": measured,
             "baseline_us": self.baseline_us,
@@ -91,6 +92,15 @@ class WhatIf:
             "printed": self.session.printed,
             "warnings": self.warnings,
         }
+
+
+def _json_param(value: Any) -> Any:
+    """Params as JSON values: numbers, strings, booleans, lists stay; a selection becomes its size."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [_json_param(v) for v in value]
+    return format_value(value)
 
 
 def load_scripts(session: Session, scripts: Sequence[str | os.PathLike[str] | ast.Script]) -> list[ast.Script]:

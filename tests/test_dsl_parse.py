@@ -379,7 +379,7 @@ COUNT_DOC = "count(X): tasks in a selection, items in a list"
         ("print coutn(select)", located(1, 7, "unknown function 'coutn'", "print coutn(select)", 13, "did you mean 'count'?")),
         ("print count(1, 2)", located(1, 7, "count() takes 1 argument, got 2", "print count(1, 2)", 11, COUNT_DOC)),
         ("print first()", located(1, 7, "first() takes 1 to 2 arguments, got 0", "print first()", 7,
-                                  "first(SEL, N=1): the N tasks of SEL that start first")),
+                                  "first(SEL) or first(SEL, N): the task (the N tasks) of SEL that start first")),
         ("print count(select, k=1)", located(1, 23, "count() has no argument 'k'", "print count(select, k=1)", 1, COUNT_DOC)),
         ("print select kernal", located(1, 14, f"unknown task kind 'kernal': select one of {KINDS}", "print select kernal", 6,
                                         "did you mean 'kernel'?")),
@@ -433,7 +433,7 @@ def test_include_missing(tmp_path: Any) -> None:
     with pytest.raises(ScriptError) as info:
         check_files([str(main)])
     lines = str(info.value).splitlines()
-    assert lines[0].startswith(f"{main}:2:1: include 'nope.whatif': no such script (looked for {tmp_path / 'nope.whatif'}, ")
+    assert lines[0].startswith(f"{main}:2:1: include 'nope.whatif': no such script (looked for {tmp_path / 'nope.whatif'}")
     assert lines[1:] == ['   2 | include "nope.whatif"', "     | " + "^" * 21]
 
 

@@ -259,3 +259,30 @@ def test_runtime_errors_name_the_statement(script: str, message: str, where: str
     text = str(exc.value)
     assert text.startswith(where) and message in text, text
     assert "^" in text.splitlines()[2]
+
+
+def test_assert_on_an_empty_selection_fails() -> None:
+    s = session()
+    s.execute("assert select comm")
+    with pytest.raises(CheckFailed, match="assertion failed: select where name == \"nope\""):
+        s.execute('assert select where name == "nope"')
+
+
+def test_each_input_warns_for_its_own_empty_selection() -> None:
+    s = session()
+    s.execute('let a = select where name == "zz"')
+    s.execute('let b = select where name == "yy"')
+    assert s.warnings == ['<repl>:1: `select where name == "zz"` matches no task', '<repl>:1: `select where name == "yy"` matches no task']
+
+
+def test_gpu_task_before_a_kernel_without_launch_gets_its_launch_before_the_next_launch() -> None:
+    g = iteration()
+    relu = next(n for n, a in g.nodes(data=True) if a["name"] == "relu_kernel")
+    g.remove_edge(next(u for u in g.predecessors(relu) if g.edges[u, relu]["kind"] == "launch"), relu)
+    s = Session(g)
+    s.execute('insert gpu "k" before (select where name == "relu_kernel") duration 1us')
+    launch = next(n for n, a in s.graph.nodes(data=True) if a["name"] == "cudaLaunchKernel" and a["start"] == 112.0)
+    # the relu kernel has no launch: the new call goes just before the next kernel's launch (L3, the backward gemm's)
+    succ = [v for v in s.graph.successors(launch) if s.graph.edges[launch, v]["kind"] == "thread"]
+    assert [s.graph.nodes[v]["start"] for v in succ] == [20.0]
+    check_threads(s.graph)

@@ -128,8 +128,8 @@ def type_name(value: Any) -> str:
 
 
 for _name, _impl, _lo, _hi, _doc in [
-    ("first", _first, 1, 2, "first(SEL, N=1): the N tasks of SEL that start first"),
-    ("last", _last, 1, 2, "last(SEL, N=1): the N tasks of SEL that start last"),
+    ("first", _first, 1, 2, "first(SEL) or first(SEL, N): the task (the N tasks) of SEL that start first"),
+    ("last", _last, 1, 2, "last(SEL) or last(SEL, N): the task (the N tasks) of SEL that start last"),
     ("launches", lambda g, s: sel.launches(g, _selection(s, "launches")), 1, 1, "launches(SEL): the CPU calls that launched SEL's GPU tasks"),
     ("kernels", lambda g, s: sel.kernels(g, _selection(s, "kernels")), 1, 1, "kernels(SEL): the GPU tasks launched by SEL's CPU calls"),
     ("parents", lambda g, s: sel.parents(g, _selection(s, "parents")), 1, 1, "parents(SEL): tasks SEL depends on directly"),
@@ -143,7 +143,7 @@ for _name, _impl, _lo, _hi, _doc in [
     ("abs", _math("abs", abs), 1, 1, "abs(X)"),
     ("ceil", _math("ceil", math.ceil), 1, 1, "ceil(X): smallest whole number >= X"),
     ("floor", _math("floor", math.floor), 1, 1, "floor(X): largest whole number <= X"),
-    ("round", _round, 1, 2, "round(X, DIGITS=0)"),
+    ("round", _round, 1, 2, "round(X) or round(X, DIGITS)"),
     ("sqrt", _math("sqrt", math.sqrt), 1, 1, "sqrt(X)"),
     ("log", _math("log", math.log), 1, 1, "log(X): natural logarithm"),
     ("log2", _math("log2", math.log2), 1, 1, "log2(X)"),

@@ -114,7 +114,7 @@ class Session:
         self.params: dict[str, Any] = dict(params or {})
         self.used_params: set[str] = set()
         self.param_values: dict[str, Any] = {}
-        self.attributes: set[str] = set(TASK_ATTRIBUTES) | set(next(iter(graph._node.values()), {}))
+        self.attributes: set[str] = set(TASK_ATTRIBUTES)
         self.scope: dict[str, Any] = {}
         self.warnings: list[str] = []
         self.printed: list[str] = []
@@ -126,7 +126,7 @@ class Session:
         self.loader = Loader()
         self._texts: dict[str, str] = {}
         self._stack: list[str] = []
-        self._warned: set[tuple[str, int]] = set()
+        self._warned: set[tuple[str, int, int]] = set()
 
     # ---- predictions --------------------------------------------------------------------------------------
 
@@ -200,7 +200,7 @@ class Session:
             self._warn(node.pos, f"`{self._source(node)}` matches no task")
 
     def _warn(self, pos: ast.Pos, message: str) -> None:
-        key = (pos.file, pos.start)
+        key = (pos.file, pos.start, self._run)
         if key not in self._warned:
             self._warned.add(key)
             self.warnings.append(f"{pos.file}:{pos.line}: {message}")
@@ -496,7 +496,7 @@ class Session:
 
     def _s_Assert(self, s: ast.Assert, script: ast.Script) -> None:
         value = self._value(s.test)
-        if isinstance(value, Selection) or bool(value):
+        if bool(value):  # an empty selection is false, as everywhere else
             return
         detail = ""
         if isinstance(s.test, ast.Binary) and s.test.op not in ("and", "or"):

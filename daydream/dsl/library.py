@@ -97,7 +97,8 @@ def check_files(paths: list[str]) -> list[str]:
         checker = Checker(loader.resolve_include)
         checker.check(script)
         params = ", ".join(f"{name} = {script_source(p.default, checker.params[name], loader)}" for name, p in checker.params.items())
-        out.append(f"ok  {script.file}: {len(script.statements)} statements" + (f"; params {params}" if params else ""))
+        n = len(script.statements)
+        out.append(f"ok  {script.file}: {n} statement{'s' if n != 1 else ''}" + (f"; params {params}" if params else ""))
     return out
 
 

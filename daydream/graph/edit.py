@@ -89,9 +89,14 @@ def check_settable(attribute: str, value: Any) -> None:
             f"cannot set {attribute!r}: it places the task in its thread's order; remove the task and insert a new one instead"
         )
     if attribute in ("duration", "gap") and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
-        raise DaydreamError(f"{attribute} must be a number of microseconds >= 0 (got {value!r})")
+        raise DaydreamError(f"{attribute} must be a number of microseconds >= 0 (got {_shown(value)})")
     if attribute == "release" and value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise DaydreamError(f"release must be a time in microseconds or none (got {value!r})")
+        raise DaydreamError(f"release must be a time in microseconds or none (got {_shown(value)})")
+
+
+def _shown(value: Any) -> str:
+    """A value as a script writes it."""
+    return "none" if value is None else ("true" if value else "false") if isinstance(value, bool) else repr(value)
 
 
 def _order_pred(graph: nx.DiGraph, node: Any) -> Any:
@@ -325,7 +330,7 @@ def _launch_anchor(graph: nx.DiGraph, anchor: Any, side: str) -> tuple[Any, str]
     while other is not None:
         for u, e in graph._pred[other].items():
             if e.get("kind") == "launch":
-                return u, "after"  # launch before the anchor's time: after the nearest earlier launch
+                return u, side  # the nearest launch on the anchor's side: after an earlier one, before a later one
         other = step(graph, other)
     raise DaydreamError(f"no CPU call launches work on {a['thread']} near {_label(graph, anchor)}: insert the task with a CPU anchor")
 

@@ -1,0 +1,110 @@
+"""The bundled transforms (transforms/*.whatif): hand-built graphs with times worked out by hand, and real traces
+for direction and magnitude."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import networkx as nx
+import pytest
+from whatif_graph import CPU, S7, iteration
+
+from daydream.cli import bundled_example
+from daydream.dsl.library import describe_scripts, library_dirs
+from daydream.graph import add_dependency, add_task
+from daydream.graph.edit import check_threads
+from daydream.whatif import run_whatif, whatif
+
+TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
+
+
+def chain(*specs: tuple[str, str, float, dict[str, object]]) -> nx.DiGraph:
+    """One CPU thread launching one kernel per spec on stream 7 (launch calls 10 us, lag 2)."""
+    g = nx.DiGraph()
+    g.graph.update(measured_us=0.0, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
+    prev_call = prev_kernel = None
+    for i, (name, cls, dur, attrs) in enumerate(specs):
+        call = add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, phase="forward")
+        k = add_task(g, name, "gpu", S7, dur, start=12.0 + 10 * i, phase="forward", **{"class": cls, **attrs})
+        add_dependency(g, call, k, "launch", lag=2)
+        if prev_call is not None:
+            add_dependency(g, prev_call, call, "thread")
+            add_dependency(g, prev_kernel, k, "stream")
+        prev_call, prev_kernel = call, k
+    return g
+
+
+def predict(graph: nx.DiGraph, script: str, **params: object) -> tuple[float, float]:
+    result = run_whatif(graph, [TRANSFORMS / f"{script}.whatif"], params=params or None)
+    check_threads(result.graph)
+    assert nx.is_directed_acyclic_graph(result.graph)
+    return result.baseline_us, result.predicted_us
+
+
+def test_every_script_is_listed_with_a_docstring_and_checks() -> None:
+    scripts = describe_scripts([str(TRANSFORMS)])
+    assert {s.name for s in scripts} >= {"amp", "bn_restructure", "cuda_graphs", "dataloader"}
+    for s in scripts:
+        assert s.summary and s.params, s.name
+    assert [str(p) for p in library_dirs()] and (library_dirs()[0] / "amp.whatif").is_file()
+
+
+def test_amp_by_hand() -> None:
+    # gemms /3 (100 -> 33.3, 200 -> 66.7), relu and adam /2, the all-reduce unchanged:
+    # K1 [12, 45.3], relu [45.3, 55.3], K3 [55.3, 122], allreduce [122, 172], adam [172, 187], sync [187, 190]
+    assert predict(iteration(), "amp") == (415.0, pytest.approx(190.0))
+
+
+def test_bn_restructure_by_hand() -> None:
+    g = chain(("conv_fwd", "conv", 100, {}), ("batch_norm_fwd", "norm", 40, {}), ("relu_kernel", "elementwise", 20, {}))
+    # baseline conv [12,112] bn [112,152] relu [152,172]; the relu and its launch go, bn takes 20: [112,132]
+    assert predict(g, "bn_restructure") == (172.0, 132.0)
+
+
+def test_cuda_graphs_by_hand() -> None:
+    g = chain(("k1", "gemm", 5, {}), ("k2", "gemm", 5, {}), ("k3", "gemm", 5, {}))
+    # baseline: launches [0,10] [10,20] [20,30], kernels [12,17] [22,27] [32,37] -> 37. Captured: one 10 us graph
+    # launch, the three calls take no time and the kernels follow it: [12,17] [17,22] [22,27] -> 27
+    assert predict(g, "cuda_graphs") == (37.0, 27.0)
+    assert predict(iteration(), "cuda_graphs") == (415.0, 415.0)  # GPU-bound: CPU savings are hidden
+
+
+def test_dataloader_by_hand() -> None:
+    g = chain(("k1", "gemm", 50, {}))
+    first = next(iter(g.nodes))
+    loader = add_task(g, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "dataloader", CPU, 100, gap=10, start=-110.0)
+    add_dependency(g, loader, first, "thread")
+    # baseline: load [0,100], gap 10, launch [110,120], k1 [122,172]; 4x: load [0,25], gap 2.5, launch [27.5,37.5], k1 [39.5,89.5]
+    assert predict(g, "dataloader") == (172.0, 89.5)
+    assert predict(g, "dataloader", speedup=1) == (172.0, 172.0)
+
+
+@pytest.mark.parametrize("script", ["amp", "bn_restructure", "cuda_graphs", "dataloader"])
+def test_runs_on_the_bundled_example_from_the_cli(script: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "daydream", "run", bundled_example(), script, "--json"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["predicted_us"] > 0 and d["speedup"] >= 1.0
+
+
+def test_amp_on_a_real_trace_speeds_up_less_than_its_compute_factor(shared_traces: Path) -> None:
+    r = whatif(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz", ["amp"])
+    assert 1.0 < r.speedup < 3.0
+    assert r.predicted.gpu_time_by_class["gemm"] == pytest.approx(r.baseline.gpu_time_by_class["gemm"] / 3)
+
+
+def test_cuda_graphs_on_a_real_trace_helps_a_launch_bound_iteration(shared_traces: Path) -> None:
+    r = whatif(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz", ["cuda_graphs"])
+    assert r.speedup > 1.0
+    # the GPU still has all its work: the prediction cannot beat the GPU's busy time
+    assert r.predicted_us >= r.predicted.breakdown["gpu_only_us"] + r.predicted.breakdown["cpu_gpu_overlap_us"] - 1e-6
+
+
+def test_bn_restructure_on_a_real_cnn(shared_traces: Path) -> None:
+    r = whatif(shared_traces / "param" / "resnet_kineto.json.gz", ["bn_restructure"])
+    norm = r.baseline.gpu_time_by_class["norm"]
+    assert r.predicted.gpu_time_by_class["norm"] < norm and r.speedup >= 1.0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 from rich.console import Console
@@ -73,8 +74,8 @@ def _params(pairs: list[str]) -> dict[str, str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from daydream.report import render_whatif
     from daydream.simulate import parse_policy
-    from daydream.simulate.export import export_chrome_trace
     from daydream.whatif import whatif
 
     # print statements show as they run (so they are there when an assert fails); --json keeps stdout to one object
@@ -83,16 +84,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
                     policy=parse_policy(args.policy), on_print=show)  # fmt: skip
-    if args.export_trace:
-        export_chrome_trace(result.timeline, args.export_trace)
-    if args.json:
-        sys.stdout.buffer.write(msgspec.json.encode(result.to_dict(), enc_hook=_json_value) + b"\n")
-    else:
-        from daydream.report import render_whatif
-
-        render_whatif(result, Console())
-        if args.export_trace:
-            Console().print(f"predicted timeline written to {args.export_trace}", highlight=False)
+    _emit(args, result, render_whatif, "predicted")
     return 0
 
 
@@ -134,21 +126,26 @@ def _json_value(obj: object) -> object:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from daydream.replay import replay
+    from daydream.report import render_replay
     from daydream.simulate import parse_policy
-    from daydream.simulate.export import export_chrome_trace
 
     result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
+    _emit(args, result, render_replay, "simulated")
+    return 0
+
+
+def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console], None], what: str) -> None:
+    """The shared tail of simulate and run: the timeline exported if asked, then one JSON object or the tables."""
+    from daydream.simulate.export import export_chrome_trace
+
     if args.export_trace:
         export_chrome_trace(result.timeline, args.export_trace)
     if args.json:
         sys.stdout.buffer.write(msgspec.json.encode(result.to_dict(), enc_hook=_json_value) + b"\n")
-    else:
-        from daydream.report import render_replay
-
-        render_replay(result, Console())
-        if args.export_trace:
-            Console().print(f"simulated timeline written to {args.export_trace}", highlight=False)
-    return 0
+        return
+    render(result, Console())
+    if args.export_trace:
+        Console().print(f"{what} timeline written to {args.export_trace}", highlight=False)
 
 
 def bundled_example() -> str:

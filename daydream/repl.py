@@ -21,9 +21,10 @@ from daydream.dsl import Session, ast
 from daydream.dsl.check import BUILTIN_VALUES
 from daydream.dsl.evaluate import compile_expression, format_value
 from daydream.dsl.functions import FUNCTIONS
-from daydream.dsl.parse import KEYWORDS, parse_expression
+from daydream.dsl.parse import KEYWORDS, parse_expression, parse_script
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order
+from daydream.report import ms
 from daydream.simulate import EARLIEST, Policy
 from daydream.simulate.export import write_atomically
 
@@ -39,10 +40,6 @@ COMMANDS = {
     ":quit": "leave (also Ctrl-D)",
 }
 PROMPT, MORE = "whatif> ", "   ...> "
-
-
-def ms(us: float) -> str:
-    return f"{us / 1e3:,.3f} ms"
 
 
 class Repl:
@@ -91,13 +88,15 @@ class Repl:
 
     def statements(self, text: str) -> None:
         version = self.session.version
+        script = parse_script(text, "<repl>")
+        statements = script.statements
         try:
-            effects = self.session.execute(text)
+            effects = self.session.run(script, fresh_scope=False)
         except (ScriptError, CheckFailed, DaydreamError):
             if self.session.version != version:
                 self._rebuild()  # a loop or include stopped halfway: back to the last good state
             raise
-        if effects or any(isinstance(st, (ast.Let, ast.Param, ast.Include)) for st in _top_level(text)):
+        if effects or any(isinstance(st, (ast.Let, ast.Param, ast.Include)) for st in statements):
             self.history.append(text.strip())  # what :save writes and :undo takes back; prints and asserts are not kept
         warnings = self.session.warnings
         for w in warnings:
@@ -112,7 +111,7 @@ class Repl:
                 highlight=False,
             )  # fmt: skip
         else:
-            bound = [s for s in _top_level(text) if isinstance(s, (ast.Let, ast.Param))]
+            bound = [s for s in statements if isinstance(s, (ast.Let, ast.Param))]
             for s in bound:
                 self.console.print(f"{s.name} = {format_value(self.session.scope.get(s.name))}", highlight=False)
 
@@ -166,15 +165,10 @@ class Repl:
             f"measured {ms(s.measured_us)}, baseline {ms(self.baseline_us)}, predicted {ms(p)}, speedup {self.baseline_us / p:.3f}x",
             highlight=False,
         )
+        from daydream.report import breakdown_table
         from daydream.simulate import breakdown
 
-        before, after = breakdown(s.baseline), breakdown(s.predict())
-        table = Table(title="Breakdown", title_justify="left")
-        for col in ("", "baseline", "predicted"):
-            table.add_column(col, justify="right" if col else "left")
-        for key, label in (("cpu_only_us", "CPU only"), ("gpu_only_us", "GPU only"), ("cpu_gpu_overlap_us", "CPU+GPU overlap"), ("idle_us", "idle")):
-            table.add_row(label, ms(before[key]), ms(after[key]))
-        self.console.print(table)
+        self.console.print(breakdown_table(breakdown(s.baseline), breakdown(s.predict())))
 
     def show(self, text: str) -> None:
         expr = parse_expression(text, "<show>")
@@ -223,15 +217,6 @@ class Repl:
             set(KEYWORDS) | {"before", "after"} | set(KIND_SELECTORS) | set(BUILTIN_VALUES) | set(FUNCTIONS)
             | self.session.attributes | set(self.session.scope) | {c.split()[0] for c in COMMANDS}
         )  # fmt: skip
-
-
-def _top_level(text: str) -> tuple[Any, ...]:
-    from daydream.dsl.parse import parse_script
-
-    try:
-        return parse_script(text, "<repl>").statements
-    except ScriptError:
-        return ()
 
 
 def complete_input(lines: list[str]) -> bool:

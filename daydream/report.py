@@ -68,6 +68,17 @@ def _change(before: float, after: float) -> str:
     return f"{d / 1e3:+,.3f} ms{pct}"
 
 
+def breakdown_table(before: dict[str, float], after: dict[str, float]) -> Table:
+    """CPU only / GPU only / overlap / idle / total, before and after a change."""
+    table = Table(title="Breakdown", title_justify="left")
+    for col in ("", "baseline", "predicted", "change"):
+        table.add_column(col, justify="right" if col else "left")
+    for key, label in (("cpu_only_us", "CPU only"), ("gpu_only_us", "GPU only"), ("cpu_gpu_overlap_us", "CPU+GPU overlap"),
+                       ("idle_us", "idle"), ("total_us", "total")):  # fmt: skip
+        table.add_row(label, ms(before[key]), ms(after[key]), _change(before[key], after[key]))
+    return table
+
+
 def render_whatif(result: WhatIf, console: Console) -> None:
     """Baseline against prediction, where the time went, and what each statement did."""
     d = result.to_dict()
@@ -84,14 +95,7 @@ def render_whatif(result: WhatIf, console: Console) -> None:
         ms(measured) if measured == measured else "-", ms(d["baseline_us"]), ms(d["predicted_us"]), f"[b]{d['speedup']:.3f}x[/]"
     )
     console.print(head)
-    brk = Table(title="Breakdown", title_justify="left")
-    for col in ("", "baseline", "predicted", "change"):
-        brk.add_column(col, justify="right" if col else "left")
-    before, after = d["breakdown"]["baseline"], d["breakdown"]["predicted"]
-    for key, label in (("cpu_only_us", "CPU only"), ("gpu_only_us", "GPU only"), ("cpu_gpu_overlap_us", "CPU+GPU overlap"),
-                       ("idle_us", "idle"), ("total_us", "total")):  # fmt: skip
-        brk.add_row(label, ms(before[key]), ms(after[key]), _change(before[key], after[key]))
-    console.print(brk)
+    console.print(breakdown_table(d["breakdown"]["baseline"], d["breakdown"]["predicted"]))
     cls = Table(title="GPU time by kernel class", title_justify="left")
     for col in ("class", "baseline", "predicted", "change"):
         cls.add_column(col, justify="right" if col != "class" else "left")

@@ -11,7 +11,6 @@ from typing import Any
 import networkx as nx
 
 from daydream.dsl import Session, ast
-from daydream.dsl.check import Checker
 from daydream.dsl.evaluate import format_value
 from daydream.errors import ScriptError
 from daydream.graph.build import build_graph
@@ -108,10 +107,7 @@ def load_scripts(session: Session, scripts: Sequence[str | os.PathLike[str] | as
     parsed = [s if isinstance(s, ast.Script) else session.load(s) for s in scripts]
     declared: set[str] = set()
     for script in parsed:
-        session._texts[script.file] = script.text
-        checker = Checker(session.resolve_include, attributes=set(session.attributes))
-        checker.check(script)
-        declared |= set(checker.params)
+        declared |= set(session.check(script, fresh_scope=True).params)
     unknown = sorted(set(session.params) - declared)
     if unknown:
         have = ", ".join(sorted(declared)) or "none"
@@ -132,7 +128,7 @@ def run_whatif(
     parsed = load_scripts(session, scripts)
     baseline = Summary.of(session.baseline)  # before any change: its timeline shares the task dicts
     for script in parsed:
-        session.run(script)
+        session.run(script, checked=True)
     timeline = session.predict()
     return WhatIf(
         graph=session.graph,

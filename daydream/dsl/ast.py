@@ -189,8 +189,6 @@ class Print:
 
 
 Statement = Docstring | Param | Let | Scale | SetAttr | Remove | Insert | Schedule | For | Include | Assert | Print
-# Statements that change the graph (the REPL predicts after these).
-MUTATING = (Scale, SetAttr, Remove, Insert, Schedule)
 
 
 @dataclass(frozen=True)

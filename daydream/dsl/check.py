@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from daydream.dsl import ast
-from daydream.dsl.evaluate import suggest
-from daydream.dsl.functions import FUNCTIONS
+from daydream.dsl.functions import call_problem, suggest
 from daydream.dsl.parse import script_error
 from daydream.graph.edit import STRUCTURAL_ATTRIBUTES
 from daydream.graph.select import KIND_SELECTORS, TASK_ATTRIBUTES
@@ -206,16 +205,11 @@ class Checker:
             self.expr(e.obj, script, task)
             self.expr(e.index, script, task)
         elif isinstance(e, ast.Call):
-            fn = FUNCTIONS.get(e.func)
-            if fn is None:
-                raise self.error(f"unknown function {e.func!r}", e, script, suggest(e.func, FUNCTIONS))
-            n = len(e.args)
-            if not fn.min_args <= n <= fn.max_args:
-                want = str(fn.min_args) if fn.min_args == fn.max_args else f"{fn.min_args} to {fn.max_args}"
-                raise self.error(f"{e.func}() takes {want} argument{'s' if want != '1' else ''}, got {n}", e, script, fn.doc)
-            for key, value in e.kwargs:
-                if key not in fn.keywords:
-                    raise self.error(f"{e.func}() has no argument {key!r}", value, script, fn.doc)
+            problem = call_problem(e.func, len(e.args), [k for k, _ in e.kwargs])
+            if problem is not None:
+                message, hint, bad = problem
+                raise self.error(message, e if bad is None else e.kwargs[bad][1], script, hint)
+            for _, value in e.kwargs:
                 self.expr(value, script, task)
             for a in e.args:
                 self.expr(a, script, task)

@@ -17,9 +17,9 @@ from typing import Any, Protocol
 import networkx as nx
 
 from daydream.dsl import ast
-from daydream.dsl.functions import FUNCTIONS, type_name
+from daydream.dsl.functions import FUNCTIONS, call_problem, suggest, type_name
 from daydream.errors import DaydreamError
-from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order, kind_set, task_value
+from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order, kind_set, select, task_value
 
 Compiled = Callable[[Any], Any]  # task attributes (or None outside a task context) -> value
 
@@ -108,23 +108,18 @@ class _Compiler:
     def c_Select(self, node: ast.Select) -> tuple[Compiled, bool]:
         env = self.env
         try:
-            kinds = kind_set(node.kind) if node.kind is not None else None
+            kind_set(node.kind)  # an unknown word fails here, with the statement's position
         except DaydreamError as exc:
-            raise env.error(str(exc), node, _suggest(node.kind or "", KIND_SELECTORS)) from None
+            raise env.error(str(exc), node, suggest(node.kind or "", KIND_SELECTORS)) from None
         where = compile_expression(node.where, env, task_context=True) if node.where is not None else None
 
         def run(t: Any) -> Selection:
-            graph = env.graph
-            items = graph._node.items()
-            if kinds is not None:
-                items = [(n, a) for n, a in items if a["kind"] in kinds]  # type: ignore[assignment]
             if where is None:
-                out = Selection(n for n, _ in items)
+                out = select(env.graph, node.kind)
             elif not where.per_task:
-                out = Selection(n for n, _ in items) if _truth(where.constant()) else Selection()
+                out = select(env.graph, node.kind) if bool(where.constant()) else Selection()
             else:
-                test = where.value
-                out = Selection([n for n, a in items if _truth(test(a))])
+                out = select(env.graph, node.kind, where=where.value)
             env.selected(node, out)
             return out
 
@@ -135,7 +130,7 @@ class _Compiler:
         f, per_task = self.compile(node.operand)
         env = self.env
         if node.op == "not":
-            return (lambda t: not _truth(f(t))), per_task
+            return (lambda t: not bool(f(t))), per_task
         sign = -1 if node.op == "-" else 1
 
         def signed(t: Any) -> Any:
@@ -155,9 +150,9 @@ class _Compiler:
         per_task = lp or rp
         env = self.env
         if op == "and":
-            return (lambda t: _truth(lf(t)) and _truth(rf(t))), per_task
+            return (lambda t: bool(lf(t)) and bool(rf(t))), per_task
         if op == "or":
-            return (lambda t: _truth(lf(t)) or _truth(rf(t))), per_task
+            return (lambda t: bool(lf(t)) or bool(rf(t))), per_task
         if op in ("|", "&"):
             combine = operator.or_ if op == "|" else operator.and_
 
@@ -267,7 +262,7 @@ class _Compiler:
         f, per_task = self.compile(node.obj)
         env, attr = self.env, node.attr
         if attr not in env.attributes:
-            raise env.error(f"unknown task attribute {attr!r}", node, _suggest(attr, env.attributes))
+            raise env.error(f"unknown task attribute {attr!r}", node, suggest(attr, env.attributes))
 
         def project(t: Any) -> list[Any]:
             s = f(t)
@@ -306,16 +301,10 @@ class _Compiler:
 
     def c_Call(self, node: ast.Call) -> tuple[Compiled, bool]:
         env = self.env
-        fn = FUNCTIONS.get(node.func)
-        if fn is None:
-            raise env.error(f"unknown function {node.func!r}", node, _suggest(node.func, FUNCTIONS))
-        n = len(node.args)
-        if not fn.min_args <= n <= fn.max_args:
-            want = str(fn.min_args) if fn.min_args == fn.max_args else f"{fn.min_args} to {fn.max_args}"
-            raise env.error(f"{node.func}() takes {want} argument{'s' if want != '1' else ''}, got {n}", node, fn.doc)
-        for key, _ in node.kwargs:
-            if key not in fn.keywords:
-                raise env.error(f"{node.func}() has no argument {key!r}", node, fn.doc)
+        problem = call_problem(node.func, len(node.args), [k for k, _ in node.kwargs])
+        if problem is not None:
+            raise env.error(problem[0], node, problem[1])
+        fn = FUNCTIONS[node.func]
         args = [self.compile(a) for a in node.args]
         kwargs = [(k, self.compile(v)) for k, v in node.kwargs]
         per_task = any(p for _, p in args) or any(p for _, (_, p) in kwargs)
@@ -377,24 +366,6 @@ def _equal(a: Any, b: Any) -> bool:
     if isinstance(a, list) or isinstance(b, list):
         return _hashable(a) == _hashable(b)
     return bool(a == b)
-
-
-def _truth(value: Any) -> bool:
-    if isinstance(value, Selection):
-        return bool(value)
-    return bool(value)
-
-
-def _suggest(word: str, options: Any) -> str | None:
-    import difflib
-
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else None
-
-
-def suggest(word: str, options: Any) -> str | None:
-    """'did you mean X?' for the closest of ``options``, or None."""
-    return _suggest(word, options)
 
 
 def format_value(value: Any, limit: int = 8) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import statistics
 from collections.abc import Callable
@@ -36,6 +37,26 @@ def register_function(
     """Make ``name(...)`` callable from scripts. ``impl`` gets the graph first, then the script's arguments;
     it raises DaydreamError for bad arguments (the interpreter adds the position)."""
     FUNCTIONS[name] = Function(name, impl, min_args, max_args, keywords, doc)
+
+
+def call_problem(name: str, n_args: int, keywords: list[str]) -> tuple[str, str | None, int | None] | None:
+    """What is wrong with calling ``name`` so, if anything: (message, hint, index of the bad keyword or None)."""
+    fn = FUNCTIONS.get(name)
+    if fn is None:
+        return f"unknown function {name!r}", suggest(name, FUNCTIONS), None
+    if not fn.min_args <= n_args <= fn.max_args:
+        want = str(fn.min_args) if fn.min_args == fn.max_args else f"{fn.min_args} to {fn.max_args}"
+        return f"{name}() takes {want} argument{'s' if want != '1' else ''}, got {n_args}", fn.doc, None
+    for i, key in enumerate(keywords):
+        if key not in fn.keywords:
+            return f"{name}() has no argument {key!r}", fn.doc, i
+    return None
+
+
+def suggest(word: str, options: Any) -> str | None:
+    """'did you mean X?' for the closest of ``options``, or None."""
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
 
 
 def _selection(value: Any, fn: str) -> Selection:

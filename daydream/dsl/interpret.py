@@ -16,12 +16,13 @@ import networkx as nx
 
 from daydream.dsl import ast
 from daydream.dsl.check import BUILTIN_VALUES, Checker, user_attributes
-from daydream.dsl.evaluate import Expression, compile_expression, format_value, suggest
+from daydream.dsl.evaluate import Expression, compile_expression, format_value
+from daydream.dsl.functions import suggest, type_name
 from daydream.dsl.library import Loader
 from daydream.dsl.parse import parse_expression, parse_script, script_error
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
 from daydream.graph import edit
-from daydream.graph.select import KIND_SELECTORS, TASK_ATTRIBUTES, Selection, in_time_order
+from daydream.graph.select import KIND_SELECTORS, TASK_ATTRIBUTES, Selection, group_by, in_time_order, select
 from daydream.simulate import EARLIEST, FIFO, Policy, Timeline, simulate
 
 PRIORITY_ATTRIBUTE = "schedule_priority"
@@ -124,7 +125,7 @@ class Session:
         self.version = 0
         self._timeline: tuple[int, Timeline] | None = None
         self.loader = Loader()
-        self._texts: dict[str, str] = {}
+        self._texts = self.loader.texts  # every script's text, for error messages and statement sources
         self._stack: list[str] = []
         self._warned: set[tuple[str, int, int]] = set()
 
@@ -179,8 +180,7 @@ class Session:
         if n in self.scope:
             return self.scope[n]
         if n in KIND_SELECTORS:
-            kinds = KIND_SELECTORS[n]
-            return Selection(x for x, a in self.graph._node.items() if a["kind"] in kinds)
+            return select(self.graph, n)
         if n == "baseline":
             return self.baseline_us
         if n == "measured":
@@ -213,26 +213,21 @@ class Session:
 
     def load(self, path: str | os.PathLike[str]) -> ast.Script:
         """Parse a script file (each file once)."""
-        script = self.loader.load(path)
-        self._texts[script.file] = script.text
-        return script
+        return self.loader.load(path)
 
-    def resolve_include(self, path: str, current: ast.Script, node: ast.Include) -> ast.Script:
-        script = self.loader.resolve_include(path, current, node)
+    def check(self, script: ast.Script, fresh_scope: bool = False) -> Checker:
+        """Static checks against what this session has bound (nothing, with ``fresh_scope``); raises ScriptError."""
         self._texts[script.file] = script.text
-        return script
-
-    def check(self, script: ast.Script) -> None:
-        """Static checks against what this session already has bound (raises ScriptError)."""
-        self._texts[script.file] = script.text
-        checker = Checker(self.resolve_include, known=set(self.scope), attributes=set(self.attributes))
+        known = set() if fresh_scope else set(self.scope)
+        checker = Checker(self.loader.resolve_include, known=known, attributes=set(self.attributes))
         checker.check(script)
+        return checker
 
     # ---- running ------------------------------------------------------------------------------------------
 
-    def run(self, script: ast.Script | str | os.PathLike[str], fresh_scope: bool = True) -> list[Effect]:
-        """Check, then run a script (a parsed Script, or a path). Each script has its own bindings unless
-        ``fresh_scope`` is False (the REPL keeps one scope for the session)."""
+    def run(self, script: ast.Script | str | os.PathLike[str], fresh_scope: bool = True, checked: bool = False) -> list[Effect]:
+        """Check (unless ``checked`` already), then run a script (a parsed Script, or a path). Each script has its
+        own bindings unless ``fresh_scope`` is False (the REPL keeps one scope for the session)."""
         if not isinstance(script, ast.Script):
             script = self.load(script)
         self._texts[script.file] = script.text
@@ -240,8 +235,9 @@ class Session:
         if fresh_scope:
             self.scope = {}
         try:
-            self.check(script)
-            self.attributes |= user_attributes(script, self.resolve_include)
+            if not checked:
+                self.check(script)
+            self.attributes |= user_attributes(script, self.loader.resolve_include)
             self._run += 1
             before = set(self.effects)
             self._run_statements(script.statements, script)
@@ -256,6 +252,7 @@ class Session:
         return self.run(script, fresh_scope=False)
 
     def unused_params(self) -> list[str]:
+        """Params given to the session that no script run so far declared."""
         return sorted(set(self.params) - self.used_params)
 
     def _run_statements(self, statements: tuple[Any, ...], script: ast.Script) -> None:
@@ -280,7 +277,7 @@ class Session:
     def _selection(self, expr: Any, statement: str) -> Selection:
         value = self._value(expr)
         if not isinstance(value, Selection):
-            raise self.error(f"{statement} needs a selection of tasks, not {_kind_of(value)}", expr)
+            raise self.error(f"{statement} needs a selection of tasks, not {type_name(value)}", expr)
         live = Selection(n for n in value if n in self.graph)
         if not live and not isinstance(expr, ast.Select):
             self._warn(expr.pos, f"`{self._source(expr)}` holds no task: {statement} does nothing")
@@ -379,10 +376,10 @@ class Session:
     def _s_Remove(self, s: ast.Remove, script: ast.Script) -> None:
         target = self._selection(s.target, "remove")
         effect = self._effect(s, "remove")
-        doomed = edit.removal_set(self.graph, target, s.with_launches)
+        doomed = edit.removal_set(self.graph, target, s.with_launches)  # once: it holds the launches too
         lost = sum(self.graph._node[n]["duration"] for n in doomed)
         try:
-            removed = edit.remove(self.graph, target, s.with_launches)
+            removed = edit.remove(self.graph, doomed)
         except DaydreamError as exc:
             raise self.error(str(exc), s) from None
         effect.removed += len(removed)
@@ -447,7 +444,7 @@ class Session:
                     raise self.error("'on STREAM' needs the device: name the thread, e.g. on \"gpu:0/7\"", s.on)
                 device = devices[0]
             return f"{device}/{int(on)}"
-        raise self.error(f"'on' takes a stream number, a thread name or a selection, not {_kind_of(on)}", s.on)
+        raise self.error(f"'on' takes a stream number, a thread name or a selection, not {type_name(on)}", s.on)
 
     def _s_Schedule(self, s: ast.Schedule, script: ast.Script) -> None:
         self._effect(s, "schedule")
@@ -467,8 +464,6 @@ class Session:
         if isinstance(value, Selection):
             live = Selection(n for n in value if n in self.graph)
             if s.by is not None:
-                from daydream.graph.select import group_by
-
                 items: list[Any] = [group for _, group in group_by(self.graph, live, s.by)]
             else:
                 items = [Selection([n]) for n in in_time_order(self.graph, live)]
@@ -479,7 +474,7 @@ class Session:
                 raise self.error("'by' groups a selection's tasks; this loop runs over a list", s)
             items = value
         else:
-            raise self.error(f"a loop runs over a selection or a list, not {_kind_of(value)}; for N times use range(N)", s.iterable)
+            raise self.error(f"a loop runs over a selection or a list, not {type_name(value)}; for N times use range(N)", s.iterable)
         try:
             for item in items:
                 self.scope[s.var] = item
@@ -488,10 +483,10 @@ class Session:
             self.scope.pop(s.var, None)
 
     def _s_Include(self, s: ast.Include, script: ast.Script) -> None:
-        included = self.resolve_include(s.path, script, s)
+        included = self.loader.resolve_include(s.path, script, s)
         if included.file in self._stack:
             raise self.error(f"include cycle: {' -> '.join([*self._stack, included.file])}", s)
-        self.attributes |= user_attributes(included, self.resolve_include)
+        self.attributes |= user_attributes(included, self.loader.resolve_include)
         self._run_statements(included.statements, included)
 
     def _s_Assert(self, s: ast.Assert, script: ast.Script) -> None:
@@ -514,12 +509,6 @@ class Session:
         self.printed.append(line)
         if self.on_print is not None:
             self.on_print(line)
-
-
-def _kind_of(value: Any) -> str:
-    from daydream.dsl.functions import type_name
-
-    return type_name(value)
 
 
 def _first_line(text: str) -> str:

@@ -112,15 +112,11 @@ def select(
     """
     kinds = kind_set(kind)
     tests = [_filter(name.rstrip("_"), value) for name, value in filters.items()]
-    out = []
-    for node, attrs in graph._node.items():
-        if kinds is not None and attrs["kind"] not in kinds:
-            continue
-        if where is not None and not where(attrs):
-            continue
-        if all(t(attrs) for t in tests):
-            out.append(node)
-    return Selection(out)
+    return Selection(
+        node
+        for node, attrs in graph._node.items()
+        if (kinds is None or attrs["kind"] in kinds) and (where is None or where(attrs)) and (not tests or all(t(attrs) for t in tests))
+    )
 
 
 def _filter(name: str, value: Any) -> Callable[[dict[str, Any]], bool]:

@@ -112,3 +112,20 @@ def test_cpu_only_trace_gives_cpu_graph_with_warning(tmp_path: Path) -> None:
     assert {a["kind"] for _, a in result.graph.nodes(data=True)} == {"cpu"}
     assert result.predicted_us == pytest.approx(result.measured_us)
     assert any("no GPU activity" in w for w in result.warnings)
+
+
+def test_iterations_from_optimizer_steps_without_profiler_steps(tmp_path: Path) -> None:
+    # Traces recorded without a profiler schedule (no ProfilerStep#N): iteration k ends where optimizer step k ends.
+    doc = make_trace()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    trace = load_trace(write_trace(tmp_path / "t.json", doc))
+    g = build_graph(trace)
+    assert [s["name"] for s in g.graph["steps"]] == ["iteration#1"]  # the middle one of three
+    names = [a["name"] for _, a in sorted(g.nodes(data=True), key=lambda na: na[1]["start"])]
+    # Iteration 1 = (end of step 1's optimizer at 1600, end of step 2's at 2600]: step 1's sync, then step 2's work.
+    assert names[0] == "cudaMemcpyAsync" and names[-1] == "void at::native::multi_tensor_apply_kernel<sgd>"
+    assert names.count("void at::native::multi_tensor_apply_kernel<sgd>") == 1
+    assert [s["name"] for s in build_graph(trace, "all").graph["steps"]] == ["iteration#0", "iteration#1", "iteration#2"]
+    assert build_graph(trace, 2).graph["steps"][0]["name"] == "iteration#2"
+    with pytest.raises(TraceError, match=r"no step iteration#7 .*iteration#0, iteration#1, iteration#2"):
+        build_graph(trace, 7)

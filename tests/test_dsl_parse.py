@@ -307,7 +307,7 @@ def test_positions() -> None:
 
 # ---- parse errors ------------------------------------------------------------------------------------------
 
-STATEMENTS = "'param', 'let', 'scale', 'set', 'remove', 'insert', 'schedule', 'for', 'include', 'assert' or 'print'"
+STATEMENTS = "'param', 'let', 'scale', 'set', 'remove', 'insert', 'schedule', 'wait', 'for', 'if', 'include', 'assert' or 'print'"
 VALUES = "'false', 'none', 'not', 'select', 'true', a name, a number, a number with a unit, a string or an operator"
 EQ_HINT = "compare with '=='; '=' only binds (param, let, set, with)"
 DOCSTRING = "only the first statement may be a docstring"
@@ -480,3 +480,22 @@ def test_parse_expression_error_position() -> None:
         parse_expression("1 +", "-p x")
     first = "-p x:1:4: unexpected end of input; expected 'false', 'none', 'true', a name, a number, a number with a unit, a string or an operator"
     assert str(info.value).splitlines()[:3] == [first, "   1 | 1 +", "     |    ^"]
+
+
+def test_wait_statement() -> None:
+    (stmt,) = parse('wait (select kernel where phase == "optimizer") for last(select comm)').statements
+    assert isinstance(stmt, ast.Wait) and isinstance(stmt.waiters, ast.Select) and isinstance(stmt.sources, ast.Call)
+    assert parse_error("wait x") == located(1, 7, "unexpected end of line; expected 'for'", "wait x")
+    assert "unknown name 'y'" in check_error("let x = select gpu\nwait x for y")
+    # `wait` is a keyword only where a statement starts: elsewhere it is a name
+    assert isinstance(parse("let wait = select gpu\nwait wait for wait").statements[1], ast.Wait)
+
+
+def test_if_statement() -> None:
+    (stmt,) = parse("if x > 1 {\n  scale gpu by 2\n} else {\n  print 1\n}").statements
+    assert isinstance(stmt, ast.If) and len(stmt.body) == 1 and isinstance(stmt.orelse[0], ast.Print)
+    assert (stmt.pos.line, stmt.pos.column) == (1, 1)
+    (bare,) = parse("if true { print 1 }").statements
+    assert isinstance(bare, ast.If) and bare.orelse == ()
+    assert "param belongs at the top of a script, not inside an if" in check_error("if true {\n  param x = 1\n}")
+    assert parse_error("if true print 1").startswith("t.whatif:1:9: unexpected 'print'; expected 'and', 'in', 'not', 'or', '{' or an operator")

@@ -12,6 +12,7 @@ import pytest
 from whatif_graph import BASELINE_US, CPU, S7, iteration
 
 from daydream.dsl import Session
+from daydream.dsl.parse import parse_script
 from daydream.errors import CheckFailed, ScriptError
 from daydream.graph import add_dependency, add_task
 from daydream.graph.edit import check_threads
@@ -286,3 +287,65 @@ def test_gpu_task_before_a_kernel_without_launch_gets_its_launch_before_the_next
     succ = [v for v in s.graph.successors(launch) if s.graph.edges[launch, v]["kind"] == "thread"]
     assert [s.graph.nodes[v]["start"] for v in succ] == [20.0]
     check_threads(s.graph)
+
+
+def test_wait_adds_cross_stream_dependencies() -> None:
+    s = session()
+    effects = s.execute(
+        """
+insert comm "early" after first(select where name == "sm80_gemm_fwd") duration 50us on 20
+wait (select where name == "relu_kernel") for select where name == "early"
+"""
+    )
+    # early waits for the forward gemm: [112, 162]; its launch call (10 us, the median) goes after L1 and delays
+    # the later calls by 10 us. relu now waits for it: [162, 182], the backward gemm [182, 382], the all-reduce
+    # after it on stream 20 [382, 432], adam [432, 462], the sync [462, 465].
+    assert s.predicted_us == 465.0
+    assert [(e.kind, e.added) for e in effects] == [("insert", 2), ("wait", 1)]
+    assert effects[1].describe() == "added 1 wait"
+    again = s.execute('wait (select where name == "relu_kernel") for select where name == "early"')
+    assert again[0].added == 0  # already waiting: nothing new
+    check_threads(s.graph)
+
+
+def test_wait_refuses_a_cycle_and_leaves_the_graph_as_it_was() -> None:
+    s = session()
+    before = sorted(s.graph.edges)
+    with pytest.raises(ScriptError, match=r"^<repl>:1:1: that wait would close a dependency cycle: task 6 \(gpu 'relu_kernel'"):
+        # the all-reduce follows the backward gemm, which follows relu on stream 7
+        s.execute('wait (select where name == "relu_kernel") for select comm')
+    assert sorted(s.graph.edges) == before
+    with pytest.raises(ScriptError, match="cannot wait for itself"):
+        s.execute("wait (select comm) for select comm")
+    with pytest.raises(ScriptError, match=r"^<repl>:1:6: wait needs a selection of tasks, not a number"):
+        s.execute("wait 3 for select comm")
+
+
+def test_if_else_runs_one_branch() -> None:
+    s = session()
+    s.execute(
+        """
+param ranks = 1
+if ranks > 1 {
+    scale gpu by 0.5
+} else {
+    scale (select where name == "relu_kernel") by 0
+}
+if select where name == "nothing" { scale gpu by 0 }
+"""
+    )
+    assert s.predicted_us == 395.0  # only relu went (20 us off the stream); the empty selection is false
+    t = session(params={"ranks": 8})
+    t.execute("param ranks = 1\nif ranks > 1 { scale kernel by 0.5 }")
+    # K1 50 [12,62], relu 10 [62,72], K3 100 [72,172], allreduce [172,222], adam 15 [222,237], sync [237,240]
+    assert t.predicted_us == 240.0
+
+
+def test_every_whatif_example_in_the_docs_checks() -> None:
+    import re
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    blocks = [(md.name, b) for md in sorted(docs.glob("*.md")) for b in re.findall(r"```whatif\n(.*?)```", md.read_text(), re.S)]
+    assert len(blocks) >= 17
+    for name, block in blocks:
+        Session(iteration()).check(parse_script(block, name), True)

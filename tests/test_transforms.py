@@ -14,8 +14,9 @@ from whatif_graph import CPU, S7, iteration
 
 from daydream.cli import bundled_example
 from daydream.dsl.library import describe_scripts, library_dirs
-from daydream.graph import add_dependency, add_task
+from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
+from daydream.trace import load_trace
 from daydream.whatif import run_whatif, whatif
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
@@ -46,7 +47,7 @@ def predict(graph: nx.DiGraph, script: str, **params: object) -> tuple[float, fl
 
 def test_every_script_is_listed_with_a_docstring_and_checks() -> None:
     scripts = describe_scripts([str(TRANSFORMS)])
-    assert {s.name for s in scripts} >= {"amp", "bn_restructure", "cuda_graphs", "dataloader"}
+    assert {s.name for s in scripts} >= {"amp", "bn_restructure", "cuda_graphs", "dataloader", "fused_optimizer"}
     for s in scripts:
         assert s.summary and s.params, s.name
     assert [str(p) for p in library_dirs()] and (library_dirs()[0] / "amp.whatif").is_file()
@@ -82,7 +83,7 @@ def test_dataloader_by_hand() -> None:
     assert predict(g, "dataloader", speedup=1) == (172.0, 172.0)
 
 
-@pytest.mark.parametrize("script", ["amp", "bn_restructure", "cuda_graphs", "dataloader"])
+@pytest.mark.parametrize("script", ["amp", "bn_restructure", "cuda_graphs", "dataloader", "fused_optimizer"])
 def test_runs_on_the_bundled_example_from_the_cli(script: str) -> None:
     out = subprocess.run([sys.executable, "-m", "daydream", "run", bundled_example(), script, "--json"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -108,3 +109,31 @@ def test_bn_restructure_on_a_real_cnn(shared_traces: Path) -> None:
     r = whatif(shared_traces / "param" / "resnet_kineto.json.gz", ["bn_restructure"])
     norm = r.baseline.gpu_time_by_class["norm"]
     assert r.predicted.gpu_time_by_class["norm"] < norm and r.speedup >= 1.0
+
+
+def test_fused_optimizer_by_hand() -> None:
+    step, zero = {"region": "Optimizer.step#Adam.step", "step": "s"}, {"region": "Optimizer.zero_grad#Adam.zero_grad", "step": "s"}
+    g = chain(("zero", "elementwise", 5, zero), ("gemm", "gemm", 100, {"step": "s"}),
+              ("adam1", "optimizer", 10, step), ("adam2", "optimizer", 10, step), ("adam3", "optimizer", 10, step))  # fmt: skip
+    # baseline: zero [12,17], gemm [22,122], adam [122,132] [132,142] [142,152] -> 152.
+    # fused: max(30 - 2 * 2us, 10) = 26 us; its launch call [20,30] follows the gemm's (the three calls go), so the
+    # kernel waits for the gemm: [122,148]. zero_grad's kernel is not part of the step and stays.
+    result = run_whatif(g, [TRANSFORMS / "fused_optimizer.whatif"])
+    assert (result.baseline_us, result.predicted_us) == (152.0, 148.0)
+    names = sorted(a["name"] for _, a in result.graph.nodes(data=True) if a["kind"] == "gpu")
+    assert names == ["fused_optimizer_step", "gemm", "zero"]
+    assert predict(g, "fused_optimizer", kernel_overhead=0) == (152.0, 152.0)  # bytes-bound and GPU-bound: no gain
+
+
+def test_fused_optimizer_on_a_real_trace_makes_one_kernel_per_step(shared_traces: Path) -> None:
+    path = shared_traces / "param" / "linear_kineto.json.gz"
+    graph = build_graph(load_trace(path), "all")
+    r = run_whatif(graph, ["fused_optimizer"])
+    before = [a for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and (a["region"] or "").startswith("Optimizer.step")]
+    after = [a for _, a in r.graph.nodes(data=True) if a["kind"] == "gpu" and (a["region"] or "").startswith("Optimizer.step")]
+    steps = {a["step"] for a in before}
+    assert len(steps) == 40 and len(before) > len(steps)
+    assert sorted(a["step"] for a in after) == sorted(steps) and {a["name"] for a in after} == {"fused_optimizer_step"}
+    assert 1.0 < r.speedup < 1.5
+    one = whatif(path, ["fused_optimizer"])  # the default: one steady-state iteration
+    assert 1.0 < one.speedup < 1.5

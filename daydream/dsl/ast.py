@@ -160,6 +160,15 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
+class Wait:
+    """``wait WAITERS for SOURCES``: each task of ``waiters`` waits for every task of ``sources``."""
+
+    waiters: Expr
+    sources: Expr
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
 class For:
     var: str
     iterable: Expr
@@ -167,6 +176,14 @@ class For:
     body: tuple[Statement, ...]
     pos: Pos
     by_pos: Pos | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    test: Expr
+    body: tuple[Statement, ...]
+    orelse: tuple[Statement, ...]
+    pos: Pos
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +205,7 @@ class Print:
     pos: Pos
 
 
-Statement = Docstring | Param | Let | Scale | SetAttr | Remove | Insert | Schedule | For | Include | Assert | Print
+Statement = Docstring | Param | Let | Scale | SetAttr | Remove | Insert | Schedule | Wait | For | If | Include | Assert | Print
 
 
 @dataclass(frozen=True)

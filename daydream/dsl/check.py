@@ -35,6 +35,8 @@ def user_attributes(script: ast.Script, load: Callable[[str, ast.Script, ast.Inc
                 out.update(k for k, _ in s.attrs)
             elif isinstance(s, ast.For):
                 walk(s.body, current)
+            elif isinstance(s, ast.If):
+                walk(s.body + s.orelse, current)
             elif isinstance(s, ast.Include) and load is not None:
                 try:
                     inc = load(s.path, current, s)
@@ -125,6 +127,9 @@ class Checker:
                 if key in STRUCTURAL_ATTRIBUTES | {"name", "duration"}:
                     raise self.error(f"insert sets {key!r} itself; it cannot be given with 'with'", value, script)
                 self.expr(value, script, False)
+        elif isinstance(s, ast.Wait):
+            self.expr(s.waiters, script, False)
+            self.expr(s.sources, script, False)
         elif isinstance(s, ast.Schedule):
             if s.policy not in POLICIES:
                 raise self.error(
@@ -151,6 +156,12 @@ class Checker:
                     self.statement(inner, script)
             finally:
                 self.known.discard(s.var)
+        elif isinstance(s, ast.If):
+            self.expr(s.test, script, False)
+            for inner in s.body + s.orelse:
+                if isinstance(inner, ast.Param):
+                    raise self.error("param belongs at the top of a script, not inside an if", inner, script)
+                self.statement(inner, script)
         elif isinstance(s, ast.Include):
             included = self.load_include(s.path, script, s)
             if included.file in self.stack:

@@ -12,6 +12,7 @@ from typing import Any
 import networkx as nx
 
 from daydream.errors import DaydreamError
+from daydream.graph import gradients as grad
 from daydream.graph import select as sel
 from daydream.graph.select import Selection
 
@@ -132,6 +133,22 @@ def _range(graph: nx.DiGraph, a: Any, b: Any = None) -> list[int]:
     return list(range(lo, hi))
 
 
+def _number(value: Any, fn: str, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DaydreamError(f"{fn}(): {what} must be a number, not {type_name(value)}")
+    return float(value)
+
+
+def _gradient_buckets(
+    graph: nx.DiGraph, cap: Any = grad.DDP_BUCKET_CAP, first: Any = grad.DDP_FIRST_BUCKET, element_bytes: Any = 4
+) -> list[list[Any]]:
+    fn = "gradient_buckets"
+    size = _number(element_bytes, fn, "element_bytes")
+    grads = grad.gradients(graph, int(size))
+    buckets = grad.ddp_buckets(grads, _number(cap, fn, "cap"), _number(first, fn, "first"))
+    return [[Selection([grad.bucket_ready(graph, b)]), sum(g.nbytes for g in b)] for b in buckets]
+
+
 def type_name(value: Any) -> str:
     if isinstance(value, Selection):
         return "a selection"
@@ -172,3 +189,9 @@ for _name, _impl, _lo, _hi, _doc in [
     ("range", _range, 1, 2, "range(N) or range(A, B): the whole numbers from 0 (or A) below N (or B)"),
 ]:
     register_function(_name, _impl, _lo, _hi, _doc)
+register_function(
+    "gradient_buckets", _gradient_buckets, 0, 3,
+    "gradient_buckets(cap = 25MiB, first = 1MiB, element_bytes = 4): DDP's gradient buckets, per step in ready order, "
+    "each [the task after which its gradients are ready, its bytes]",
+    keywords=("cap", "first", "element_bytes"),
+)  # fmt: skip

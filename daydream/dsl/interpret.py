@@ -61,6 +61,8 @@ class Effect:
         elif self.kind == "insert":
             parts.append(f"added {self.added:,} task{'s' if self.added != 1 else ''}")
             parts.append(f"{self.duration_delta_us / 1e3:+,.3f} ms of task time")
+        elif self.kind == "wait":
+            parts.append(f"added {self.added:,} wait{'s' if self.added != 1 else ''}")
         elif self.kind == "schedule":
             parts.append("policy set")
         if self.runs > 1:
@@ -446,6 +448,18 @@ class Session:
             return f"{device}/{int(on)}"
         raise self.error(f"'on' takes a stream number, a thread name or a selection, not {type_name(on)}", s.on)
 
+    def _s_Wait(self, s: ast.Wait, script: ast.Script) -> None:
+        waiters = self._selection(s.waiters, "wait")
+        sources = self._selection(s.sources, "wait ... for")
+        effect = self._effect(s, "wait")
+        try:
+            added = edit.add_waits(self.graph, waiters, sources)
+        except DaydreamError as exc:
+            raise self.error(str(exc), s) from None
+        effect.added += added
+        effect.tasks += len(waiters)
+        self.version += 1
+
     def _s_Schedule(self, s: ast.Schedule, script: ast.Script) -> None:
         self._effect(s, "schedule")
         if s.policy == "priority":
@@ -481,6 +495,10 @@ class Session:
                 self._run_statements(s.body, script)
         finally:
             self.scope.pop(s.var, None)
+
+    def _s_If(self, s: ast.If, script: ast.Script) -> None:
+        # true as in assert: an empty selection or list, 0, none and false are false
+        self._run_statements(s.body if bool(self._value(s.test)) else s.orelse, script)
 
     def _s_Include(self, s: ast.Include, script: ast.Script) -> None:
         included = self.loader.resolve_include(s.path, script, s)

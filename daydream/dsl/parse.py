@@ -19,7 +19,7 @@ from daydream.errors import ScriptError
 
 TIME_UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "min": 6e7}
 BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-STATEMENT_KEYWORDS = ("param", "let", "scale", "set", "remove", "insert", "schedule", "for", "include", "assert", "print")
+STATEMENT_KEYWORDS = ("param", "let", "scale", "set", "remove", "insert", "schedule", "wait", "for", "if", "include", "assert", "print")
 KEYWORDS = frozenset(STATEMENT_KEYWORDS) | {
     "select", "where", "by", "in", "and", "or", "not", "true", "false", "none", "with", "launches", "launch", "on", "duration",
 }  # fmt: skip
@@ -184,7 +184,7 @@ def _parse_error(exc: UnexpectedInput, text: str, file: str) -> ScriptError:
         options = _keyword_options(expected)
         if tok.type == "NAME" and "PARAM" in expected and "LET" in expected:
             close = difflib.get_close_matches(shown, STATEMENT_KEYWORDS, n=1, cutoff=0.6)
-            message = f"unknown statement {shown!r}: a statement starts with {_join([repr(k) for k in STATEMENT_KEYWORDS])}"
+            message = f"unknown statement {shown!r}: a statement starts with {_join([repr(k) for k in STATEMENT_KEYWORDS], limit=None)}"
             return script_error(message, pos, text, f"did you mean '{close[0]}'?" if close else None)
         if tok.type in ("NAME", *(k.upper() for k in KEYWORDS)) and options:
             close = difflib.get_close_matches(shown, options, n=1, cutoff=0.6)
@@ -211,8 +211,8 @@ def _parse_error(exc: UnexpectedInput, text: str, file: str) -> ScriptError:
     return script_error("unexpected end of input" + (f"; expected {_join(expected)}" if expected else ""), pos, text)
 
 
-def _join(words: list[str]) -> str:
-    if len(words) > 12:
+def _join(words: list[str], limit: int | None = 12) -> str:
+    if limit is not None and len(words) > limit:
         words = words[:12] + ["..."]
     return ", ".join(words) if len(words) < 2 else ", ".join(words[:-1]) + " or " + words[-1]
 
@@ -373,6 +373,17 @@ class _ToAst(Transformer):
 
     def schedule(self, c: list[Any]) -> ast.Schedule:
         return ast.Schedule(str(c[1]), c[2], self._span(c), self._pos(c[1]))
+
+    def wait(self, c: list[Any]) -> ast.Wait:
+        waiters, sources = self._values(c)
+        return ast.Wait(waiters, sources, self._span(c))
+
+    def if_stmt(self, c: list[Any]) -> ast.If:
+        body, closing = c[2]
+        orelse: list[Any] = []
+        if c[4] is not None:
+            orelse, closing = c[4]
+        return ast.If(c[1], tuple(body), tuple(orelse), self._pos(c[0], closing))
 
     def for_loop(self, c: list[Any]) -> ast.For:
         var = c[1]

@@ -14,6 +14,8 @@ Nodes are tasks, numbered in order of their traced start; each carries plain att
 ``start``      traced start, microseconds from the graph's origin (read-only reference)
 ``op``         innermost CPU op around the launching call (``aten::addmm``), ``shapes``
 ``layer``      module path, ``phase`` forward/backward/optimizer/dataloader/other
+``region``     the range that set the phase (``Optimizer.step#SGD.step``, ``Optimizer.zero_grad#...``)
+``top_op_id``  which call of ``top_op`` the task belongs to (tasks of one call share it)
 ``step``       the ProfilerStep the task belongs to
 ``class``      kernel class (gemm, conv, elementwise, ... see ``kernel_class``)
 =============  ==========================================================================
@@ -82,12 +84,15 @@ class _Frame:
     top_op: str | None
     layer: str | None
     phase: str | None
+    region: str | None  # the range that set ``phase``
     bwd_seq: int | None
     comm_ev: Event | None
     has_runtime: bool
     mark: int
     ev: Event
     dataloader: bool
+    inner_shapes: Any = None  # the first nested op's input dims (an autograd wrapper's are its op's)
+    top_op_id: int | None = None  # which call of top_op: numbered per graph build
 
 
 class _Builder:
@@ -106,6 +111,7 @@ class _Builder:
         self.seq_layer: dict[int, str | None] = {}
         # Execution-trace ops linked to Kineto ops: shapes and tensor ids that Kineto may lack.
         self.et_of = {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}
+        self.top_op_calls = 0
 
     def add_task(self, attrs: dict[str, Any], ts: float, dur: float) -> int:
         tid = len(self.attrs)
@@ -172,14 +178,16 @@ class _Builder:
             phase, layer_part = range_role(name, ev.cat)
             is_op = family == 1
             if parent is None:
-                frame = _Frame(end, family, None, None, None, None, None, None, None, False, len(pending), ev, False)
+                frame = _Frame(end, family, None, None, None, None, None, None, None, None, False, len(pending), ev, False)
                 frame.layer = layer_part.path(None)
                 frame.phase = phase
+                frame.region = name if phase is not None else None
             else:
                 frame = _Frame(
                     end, family, parent.op, parent.op_ev, parent.top_op, layer_part.path(parent.layer),
-                    phase or parent.phase, parent.bwd_seq, parent.comm_ev, False, len(pending), ev,
-                    parent.dataloader,
+                    phase or parent.phase, name if phase is not None else parent.region, parent.bwd_seq, parent.comm_ev,
+                    False, len(pending), ev,
+                    parent.dataloader, None, parent.top_op_id,
                 )  # fmt: skip
             if phase == "dataloader" and family == 0:
                 frame.dataloader = True
@@ -189,6 +197,8 @@ class _Builder:
                 frame.op_ev = ev
                 if frame.top_op is None:
                     frame.top_op = name
+                    frame.top_op_id = self.top_op_calls
+                    self.top_op_calls += 1
                 if args is not None:
                     seq = args.sequence_number
                     if seq is not None:
@@ -206,30 +216,36 @@ class _Builder:
 
     def _pop(self, stack: list[_Frame], pending: list[Any], thread: str, rank: int) -> None:
         frame = stack.pop()
-        if frame.has_runtime:
-            return
         ev = frame.ev
         parent = stack[-1] if stack else None
+        if parent is not None and frame.family == 1 and parent.family == 1 and parent.inner_shapes is None:
+            parent.inner_shapes = self._shapes(ev) or frame.inner_shapes
+        if frame.has_runtime:
+            return
         if frame.dataloader and frame.family == 0 and (parent is None or not parent.dataloader):
             # Data loading without CUDA work is one task, whatever ops it ran inside.
             del pending[frame.mark :]
             attrs = self._cpu_attrs("dataloader", ev.name, thread, rank, parent)
             attrs["phase"] = "dataloader"
+            attrs["region"] = ev.name
             pending.append((ev.ts, attrs, ev.dur))
         elif frame.family == 1 and (parent is None or parent.top_op is None) and not frame.dataloader:
             # A CPU op called from Python that launches nothing: its CPU time is a task of its own.
             attrs = self._cpu_attrs("cpu", ev.name, thread, rank, parent)
             attrs["op"] = ev.name
-            attrs["shapes"] = self._shapes(ev)
+            # `evaluate_function: AccumulateGrad` records no dims; the AccumulateGrad op inside it holds the gradient's.
+            attrs["shapes"] = self._shapes(ev) or frame.inner_shapes
+            attrs["top_op_id"] = frame.top_op_id
             pending.append((ev.ts, attrs, ev.dur))
 
     def _cpu_attrs(self, kind: str, name: str, thread: str, rank: int, parent: _Frame | None) -> dict[str, Any]:
         if parent is None:
             return {"kind": kind, "name": name, "thread": thread, "rank": rank, "op": None, "shapes": None,
-                    "top_op": None, "layer": None, "phase": None}  # fmt: skip
+                    "top_op": None, "top_op_id": None, "layer": None, "phase": None, "region": None}  # fmt: skip
         attrs = {
             "kind": kind, "name": name, "thread": thread, "rank": rank, "op": parent.op,
             "shapes": self._shapes(parent.op_ev), "top_op": parent.top_op, "layer": parent.layer, "phase": parent.phase,
+            "region": parent.region, "top_op_id": parent.top_op_id,
         }  # fmt: skip
         if self.et_of and parent.op_ev is not None and (et := self.et_of.get(id(parent.op_ev))) is not None:
             attrs["tensors_in"] = et.input_tensors
@@ -266,7 +282,8 @@ class _Builder:
                 "kind": kind, "name": ev.name, "thread": f"gpu:{device}/{stream}", "rank": rank,
                 "op": src["op"] if src else None, "shapes": src["shapes"] if src else None,
                 "top_op": src["top_op"] if src else None, "layer": src["layer"] if src else None,
-                "phase": src["phase"] if src else None, "class": classify_kernel(ev.name, kind),
+                "phase": src["phase"] if src else None, "region": src["region"] if src else None,
+                "top_op_id": src["top_op_id"] if src else None, "class": classify_kernel(ev.name, kind),
                 "device": device, "stream": stream,
             }  # fmt: skip
             if args is not None and kind in ("memcpy", "memset") and isinstance(args.bytes, (int, float)):

@@ -39,7 +39,8 @@ def add_task(
         node = max((n for n in graph.nodes if isinstance(n, int)), default=-1) + 1
     graph.graph["next_task_id"] = node + 1
     base = {"kind": kind, "name": name, "thread": thread, "duration": float(duration), "gap": float(gap), "release": release,
-            "op": None, "shapes": None, "layer": None, "phase": None, "step": None, "rank": 0}  # fmt: skip
+            "op": None, "shapes": None, "top_op_id": None, "layer": None, "phase": None, "region": None, "step": None,
+            "rank": 0}  # fmt: skip
     base.update(attrs)
     graph.add_node(node, **base)
     return node
@@ -245,7 +246,7 @@ def insert_task(
         raise DaydreamError(f"a {kind} task runs on {side}, not on {thread!r}")
     side = "after" if after is not None else "before"
     key = _start(a) + a["duration"] if side == "after" else _start(a)
-    inherit = {k: a.get(k) for k in ("step", "phase", "layer", "rank")}
+    inherit = {k: a.get(k) for k in ("step", "phase", "region", "layer", "rank")}
     inherit.update(attrs)
     base_gap = float(graph.graph.get("delays", {}).get("stream_gap_us", 0.0)) if on_gpu else 0.0
     new_nodes: list[Any] = []
@@ -286,6 +287,30 @@ def insert_task(
             graph.add_edge(u, v, **e)
         raise DaydreamError(f"inserting {name!r} {side} {_label(graph, anchor)} would close a dependency cycle: {path} ...")
     return new_nodes
+
+
+def add_waits(graph: nx.DiGraph, waiters: Iterable[Any], sources: Iterable[Any]) -> int:
+    """Make each task of ``waiters`` wait for every task of ``sources`` (``sync`` edges, no delay): a stream
+    waiting on another stream's event, a CPU call on a kernel. Returns how many edges are new; an edge that would
+    close a cycle (or make a task wait for itself) is refused and nothing is added."""
+    waiters, sources = list(waiters), list(sources)
+    for u in (*waiters, *sources):
+        if u not in graph:
+            raise DaydreamError(f"no task {u!r} in the graph")
+    added = [(u, v) for v in waiters for u in sources if v not in graph._succ[u]]
+    for u, v in added:
+        if u == v:
+            raise DaydreamError(f"{_label(graph, v)} cannot wait for itself")
+        graph.add_edge(u, v, kind="sync", lag=0.0)
+    if added:
+        try:
+            cycle = nx.find_cycle(graph, [v for _, v in added])
+        except nx.NetworkXNoCycle:
+            return len(added)
+        path = " -> ".join(_label(graph, a) for a, _ in cycle[:4])
+        graph.remove_edges_from(added)
+        raise DaydreamError(f"that wait would close a dependency cycle: {path} ...")
+    return len(added)
 
 
 def _stream_of(thread: str) -> Any:

@@ -29,11 +29,11 @@ KIND_SELECTORS: dict[str, frozenset[str]] = {
 
 # Task attributes the graph builder writes (docs/graph.md), plus `end` (start + duration).
 TASK_ATTRIBUTES: tuple[str, ...] = (
-    "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "layer",
-    "op", "top_op", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
+    "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "region",
+    "layer", "op", "top_op", "top_op_id", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
 )  # fmt: skip
 # Attributes matched as regular expressions by the keyword filters of `select` (others compare equal).
-_REGEX_ATTRIBUTES = frozenset({"name", "layer", "op", "top_op", "thread", "phase", "step", "collective"})
+_REGEX_ATTRIBUTES = frozenset({"name", "layer", "op", "top_op", "thread", "phase", "region", "step", "collective"})
 
 
 class Selection:

@@ -9,6 +9,9 @@ from daydream.errors import TraceError
 from daydream.trace.model import Trace
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_ITERATION_RE = re.compile(r"^iteration#(\d+)$")
+# torch.optim's profiler range around every optimizer step (``Optimizer.step#SGD.step``).
+_OPTIMIZER_STEP_RE = re.compile(r"^Optimizer\.step#")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,28 @@ def profiler_steps(trace: Trace) -> list[Step]:
     """The ``ProfilerStep#N`` windows, in order."""
     steps = [Step(e.name, e.ts, e.ts + e.dur) for e in trace.annotations if _STEP_RE.match(e.name)]  # type: ignore[operator]
     return sorted(steps, key=lambda s: s.start)
+
+
+def optimizer_iterations(trace: Trace) -> list[Step]:
+    """Iterations delimited by optimizer steps, for traces recorded without a profiler schedule.
+
+    Iteration k runs from the end of optimizer step k-1 (the trace's start for the first) to the end of optimizer
+    step k, so each window holds one zero_grad, forward, backward and step. Work after the last optimizer step is an
+    unfinished iteration and belongs to none. Named ``iteration#k`` from 0."""
+    ends = sorted(e.ts + e.dur for e in trace.annotations if _OPTIMIZER_STEP_RE.match(e.name))  # type: ignore[operator]
+    if not ends:
+        return []
+    start = whole_trace(trace).start
+    steps = []
+    for k, end in enumerate(ends):
+        steps.append(Step(f"iteration#{k}", start, end))
+        start = end
+    return steps
+
+
+def iteration_steps(trace: Trace) -> list[Step]:
+    """The trace's iterations: its ``ProfilerStep#N`` windows, else the windows between optimizer steps."""
+    return profiler_steps(trace) or optimizer_iterations(trace)
 
 
 def whole_trace(trace: Trace) -> Step:
@@ -45,7 +70,7 @@ def default_step(steps: list[Step]) -> Step:
 
 def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
     """The windows to simulate for a ``--step`` value (see :func:`daydream.graph.build_graph`)."""
-    steps = profiler_steps(trace)
+    steps = iteration_steps(trace)
     if step is None:
         return [default_step(steps)] if steps else [whole_trace(trace)]
     text = str(step).strip()
@@ -54,8 +79,8 @@ def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
     if text == "trace":
         return [whole_trace(trace)]
     if text.isdigit():
-        text = f"ProfilerStep#{text}"
-    if _STEP_RE.match(text):
+        text = f"{steps[0].name.split('#')[0] if steps else 'ProfilerStep'}#{text}"
+    if _STEP_RE.match(text) or _ITERATION_RE.match(text):
         for s in steps:
             if s.name == text:
                 return [s]

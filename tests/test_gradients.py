@@ -4,51 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import networkx as nx
 import pytest
+from whatif_graph import backward
 
 from daydream.dsl import Session
 from daydream.errors import DaydreamError
-from daydream.graph import add_dependency, add_task, build_graph
+from daydream.graph import build_graph
 from daydream.graph.gradients import bucket_ready, ddp_buckets, gradients
 from daydream.trace import find_execution_trace, load_trace
-
-CPU, GPU = "cpu:1/2", "gpu:0/7"
-ACC = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
-
-
-def backward() -> tuple[nx.DiGraph, dict[str, int]]:
-    """Autograd thread: a weight-grad GEMM launch, its AccumulateGrad (launching an add: 512x1024 fp32 = 2 MiB),
-    another GEMM, an AccumulateGrad that launches nothing (1024 = 4 KiB), a third of 3x256x256 (768 KiB)."""
-    g = nx.DiGraph()
-    g.graph.update(delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
-    ids: dict[str, int] = {}
-    prev = None
-
-    def cpu(name: str, start: float, **attrs: object) -> int:
-        nonlocal prev
-        v = add_task(g, name, "cpu", CPU, 10, start=start, step="s", phase="backward", **attrs)
-        if prev is not None:
-            add_dependency(g, prev, v, "thread")
-        prev = v
-        return v
-
-    def kernel(name: str, call: int, start: float) -> int:
-        k = add_task(g, name, "gpu", GPU, 50, start=start, step="s", phase="backward", **{"class": "gemm"})
-        add_dependency(g, call, k, "launch", lag=2)
-        return k
-
-    ids["L1"] = cpu("cudaLaunchKernel", 0, op="aten::mm", top_op="MmBackward0", top_op_id=1)
-    ids["K1"] = kernel("gemm_wgrad_1", ids["L1"], 12)
-    ids["A1"] = cpu("cudaLaunchKernel", 10, op="aten::add_", top_op=ACC, top_op_id=2, shapes=[[512, 1024], [512, 1024], []])
-    ids["KA1"] = kernel("add_kernel", ids["A1"], 62)
-    ids["L2"] = cpu("cudaLaunchKernel", 20, op="aten::mm", top_op="MmBackward0", top_op_id=3)
-    ids["K2"] = kernel("gemm_wgrad_2", ids["L2"], 112)
-    ids["A2"] = cpu(ACC, 30, op=ACC, top_op=None, top_op_id=4, shapes=[[1024]])
-    ids["A3"] = cpu(ACC, 40, op=ACC, top_op=None, top_op_id=5, shapes=[[3, 256, 256]])
-    for a, b in [("K1", "KA1"), ("KA1", "K2")]:
-        add_dependency(g, ids[a], ids[b], "stream")
-    return g, ids
 
 
 def test_gradients_sizes_and_ready_tasks() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from whatif_graph import CPU, S7, iteration
+from whatif_graph import CPU, S7, backward, iteration
 
 from daydream.cli import bundled_example
 from daydream.dsl.library import describe_scripts, library_dirs
@@ -47,7 +47,7 @@ def predict(graph: nx.DiGraph, script: str, **params: object) -> tuple[float, fl
 
 def test_every_script_is_listed_with_a_docstring_and_checks() -> None:
     scripts = describe_scripts([str(TRANSFORMS)])
-    assert {s.name for s in scripts} >= {"amp", "bn_restructure", "cuda_graphs", "dataloader", "fused_optimizer"}
+    assert {s.name for s in scripts} >= {"amp", "bn_restructure", "cuda_graphs", "dataloader", "fused_optimizer", "ddp"}
     for s in scripts:
         assert s.summary and s.params, s.name
     assert [str(p) for p in library_dirs()] and (library_dirs()[0] / "amp.whatif").is_file()
@@ -83,7 +83,7 @@ def test_dataloader_by_hand() -> None:
     assert predict(g, "dataloader", speedup=1) == (172.0, 172.0)
 
 
-@pytest.mark.parametrize("script", ["amp", "bn_restructure", "cuda_graphs", "dataloader", "fused_optimizer"])
+@pytest.mark.parametrize("script", ["amp", "bn_restructure", "cuda_graphs", "dataloader", "fused_optimizer", "ddp"])
 def test_runs_on_the_bundled_example_from_the_cli(script: str) -> None:
     out = subprocess.run([sys.executable, "-m", "daydream", "run", bundled_example(), script, "--json"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -137,3 +137,33 @@ def test_fused_optimizer_on_a_real_trace_makes_one_kernel_per_step(shared_traces
     assert 1.0 < r.speedup < 1.5
     one = whatif(path, ["fused_optimizer"])  # the default: one steady-state iteration
     assert 1.0 < one.speedup < 1.5
+
+
+def test_ddp_by_hand() -> None:
+    g, _ = backward(optimizer=True)
+    # baseline: K1 [12,62], KA1 [62,112], K2 [112,162], the optimizer kernel KO [162,212] -> 212.
+    # Buckets: the 2 MiB gradient closes the first (>= 1 MiB), ready when KA1 ends; the 4 KiB + 768 KiB ones the
+    # second, ready when K2 ends (A2 and A3 launch nothing). On 2 ranks over 1 GB/s (1e3 bytes/us, no latency) an
+    # all-reduce takes 2(2-1)/2 x bytes / 1e3: 2097.152 us and 790.528 us. They run on stream 1000 one after the
+    # other: [112, 2209.152], [2209.152, 2999.68]; the optimizer kernel waits for the second: [2999.68, 3049.68].
+    # (The two comm launch calls, 5 us each, only delay the CPU, which is ahead.)
+    assert predict(g, "ddp", ranks=2, link=1) == (212.0, pytest.approx(3049.68))
+    assert predict(g, "ddp", ranks=1) == (212.0, 212.0)
+    # 8 ranks over NVLink3 (240 GB/s bus, 15 us latency): 15 + 1.75 x bytes / 240e3 -> 30.29 us and 20.76 us, hidden
+    # behind the backward pass but for the second, which ends at 162 + 20.76 + ... after the first [112, 142.29]:
+    # [162, 182.76]; KO [182.76, 232.76]
+    assert predict(g, "ddp")[1] == pytest.approx(162 + 15 + 1.75 * 790528 / 240e3 + 50)
+
+
+def test_ddp_on_a_real_trace_grows_as_bandwidth_falls(shared_traces: Path) -> None:
+    path = shared_traces / "param" / "linear_kineto.json.gz"
+    graph = build_graph(load_trace(path, et=shared_traces / "param" / "linear_et.json.gz"), 1)
+    one = run_whatif(graph, ["ddp"], params={"ranks": 1})
+    assert one.predicted_us == one.baseline_us
+    times = [run_whatif(graph, ["ddp"], params={"link": f"\"{link}\""}).predicted_us for link in ["nvlink3", "pcie4", "eth-25g", "eth-10g"]]
+    assert times == sorted(times) and times[0] >= one.baseline_us
+    # 21 x 4 MiB of fp32 gradients over 10 GbE: the all-reduces (~128 ms) dominate the 16.9 ms iteration
+    assert times[-1] > 5 * one.baseline_us
+    r = run_whatif(graph, ["ddp"])
+    added = [a for _, a in r.graph.nodes(data=True) if a["name"] == "ncclAllReduce (DDP bucket)"]
+    assert len(added) == 4 and sum(a["bytes"] for a in added) == 21 * (4 * 2**20 + 4096)

@@ -56,3 +56,50 @@ def iteration() -> nx.DiGraph:
     add_dependency(g, launches[-1], sync, "thread")
     add_dependency(g, k5, sync, "sync")
     return g
+
+
+AUTOGRAD = "cpu:1/2"
+ACC = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
+
+
+def backward(optimizer: bool = False) -> tuple[nx.DiGraph, dict[str, int]]:
+    """Autograd thread, calls 10 us, kernels 50 us on stream 7 (launch lag 2): a weight-grad GEMM launch L1 [0,10]
+    -> K1 [12,62]; its AccumulateGrad A1 [10,20] launching an add KA1 [62,112] (512x1024 fp32 = 2 MiB); another
+    GEMM L2 [20,30] -> K2 [112,162]; AccumulateGrads that launch nothing: A2 [30,40] (1024: 4 KiB), A3 [40,50]
+    (3x256x256: 768 KiB). With ``optimizer``: O1 [50,60] in the Optimizer.step range launches KO [162,212]."""
+    g = nx.DiGraph()
+    g.graph.update(delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
+    ids: dict[str, int] = {}
+    prev = None
+
+    def cpu(name: str, start: float, **attrs: object) -> int:
+        nonlocal prev
+        v = add_task(g, name, "cpu", AUTOGRAD, 10, start=start, step="s", phase="backward", **attrs)
+        if prev is not None:
+            add_dependency(g, prev, v, "thread")
+        prev = v
+        return v
+
+    def kernel(name: str, call: int, start: float) -> int:
+        k = add_task(g, name, "gpu", S7, 50, start=start, step="s", phase="backward", **{"class": "gemm"})
+        add_dependency(g, call, k, "launch", lag=2)
+        return k
+
+    ids["L1"] = cpu("cudaLaunchKernel", 0, op="aten::mm", top_op="MmBackward0", top_op_id=1)
+    ids["K1"] = kernel("gemm_wgrad_1", ids["L1"], 12)
+    ids["A1"] = cpu("cudaLaunchKernel", 10, op="aten::add_", top_op=ACC, top_op_id=2, shapes=[[512, 1024], [512, 1024], []])
+    ids["KA1"] = kernel("add_kernel", ids["A1"], 62)
+    ids["L2"] = cpu("cudaLaunchKernel", 20, op="aten::mm", top_op="MmBackward0", top_op_id=3)
+    ids["K2"] = kernel("gemm_wgrad_2", ids["L2"], 112)
+    ids["A2"] = cpu(ACC, 30, op=ACC, top_op=None, top_op_id=4, shapes=[[1024]])
+    ids["A3"] = cpu(ACC, 40, op=ACC, top_op=None, top_op_id=5, shapes=[[3, 256, 256]])
+    chain = ["K1", "KA1", "K2"]
+    if optimizer:
+        region = {"region": "Optimizer.step#SGD.step"}
+        ids["O1"] = cpu("cudaLaunchKernel", 50, op="aten::_foreach_add_", top_op="aten::_foreach_add_", top_op_id=6, **region)
+        ids["KO"] = kernel("multi_tensor_apply_kernel", ids["O1"], 162)
+        g.nodes[ids["KO"]].update(region, phase="optimizer")
+        chain.append("KO")
+    for a, b in zip(chain, chain[1:]):
+        add_dependency(g, ids[a], ids[b], "stream")
+    return g, ids

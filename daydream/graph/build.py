@@ -234,7 +234,8 @@ class _Builder:
             attrs = self._cpu_attrs("cpu", ev.name, thread, rank, parent)
             attrs["op"] = ev.name
             # `evaluate_function: AccumulateGrad` records no dims; the AccumulateGrad op inside it holds the gradient's.
-            attrs["shapes"] = self._shapes(ev) or frame.inner_shapes
+            own = self._shapes(ev)
+            attrs["shapes"] = own if _has_dims(own) or not frame.inner_shapes else frame.inner_shapes
             attrs["top_op_id"] = frame.top_op_id
             pending.append((ev.ts, attrs, ev.dur))
 
@@ -523,6 +524,11 @@ class _Builder:
             if a["phase"] is None:
                 limit = first_bwd.get(step_of[task])
                 a["phase"] = "forward" if limit is None or self.ts[task] < limit else "other"
+
+
+def _has_dims(shapes: Any) -> bool:
+    """Whether recorded input dims name any tensor dimension (``[[]]``, a lone scalar, does not)."""
+    return isinstance(shapes, list) and any(isinstance(d, list) and d for d in shapes)
 
 
 @lru_cache(maxsize=4096)

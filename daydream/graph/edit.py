@@ -251,6 +251,7 @@ def insert_task(
     base_gap = float(graph.graph.get("delays", {}).get("stream_gap_us", 0.0)) if on_gpu else 0.0
     new_nodes: list[Any] = []
     undo: list[tuple[Any, Any, dict[str, Any]]] = []  # thread edges split by the insert, restored if it fails
+    gaps: list[tuple[Any, float]] = []  # and the gaps it moved
     launcher = None
     if on_gpu:
         call_anchor, call_side = _launch_anchor(graph, anchor, side)
@@ -260,12 +261,14 @@ def insert_task(
             raise DaydreamError(f"a launch call takes >= 0 us (got {launch_us})")
         launcher = add_task(graph, _LAUNCH_CALLS[kind], "cpu", call_thread, call_us, start=key, **inherit)
         new_nodes.append(launcher)
-        undo += _place(graph, launcher, call_thread, call_anchor, call_side, key)
+        c = nodes[call_anchor]
+        call_key = _start(c) + c["duration"] if call_side == "after" else _start(c)
+        undo += _place(graph, launcher, call_thread, call_anchor, call_side, call_key, gaps)
     task = add_task(graph, name, kind, thread, float(duration), gap=base_gap, start=key, **inherit)
     if on_gpu:
         nodes[task].setdefault("stream", _stream_of(thread))
     new_nodes.append(task)
-    undo += _place(graph, task, thread, anchor, side, key)
+    undo += _place(graph, task, thread, anchor, side, key, gaps)
     if launcher is not None:
         lag = float(graph.graph.get("delays", {}).get("launch_latency_us", 0.0))
         graph.add_edge(launcher, task, kind="launch", lag=lag)
@@ -285,6 +288,8 @@ def insert_task(
         graph.remove_nodes_from(new_nodes)
         for u, v, e in undo:
             graph.add_edge(u, v, **e)
+        for u, gap in gaps:
+            nodes[u]["gap"] = gap
         raise DaydreamError(f"inserting {name!r} {side} {_label(graph, anchor)} would close a dependency cycle: {path} ...")
     return new_nodes
 
@@ -360,9 +365,15 @@ def _launch_anchor(graph: nx.DiGraph, anchor: Any, side: str) -> tuple[Any, str]
     raise DaydreamError(f"no CPU call launches work on {a['thread']} near {_label(graph, anchor)}: insert the task with a CPU anchor")
 
 
-def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, key: float) -> list[tuple[Any, Any, dict[str, Any]]]:
+def _place(
+    graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, key: float, gaps: list[tuple[Any, float]]
+) -> list[tuple[Any, Any, dict[str, Any]]]:
     """Put ``node`` into ``thread``'s order: next to ``anchor`` if it is on that thread, else at time ``key``.
-    Returns the edge it split."""
+    Returns the edge it split; ``gaps`` gets (task, old gap) for a gap it changed.
+
+    On a CPU thread the gap after the predecessor (framework time before the next call) is split at ``key``: the
+    part up to ``key`` stays before the new task, the rest follows it. So a task inserted after a call runs as
+    soon as the call returns, and one inserted before a call runs right before it."""
     nodes = graph._node
     if nodes[anchor]["thread"] == thread:
         prev = anchor if side == "after" else _order_pred(graph, anchor)
@@ -381,6 +392,13 @@ def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, ke
     if prev is not None and nxt is not None:
         split.append((prev, nxt, graph._succ[prev][nxt]))
         graph.remove_edge(prev, nxt)
+    if prev is not None:
+        p = nodes[prev]
+        if order == "thread" and p.get("gap"):
+            keep = min(p["gap"], max(0.0, key - (_start(p) + p["duration"])))
+            gaps.append((prev, p["gap"]))
+            nodes[node]["gap"] = nodes[node].get("gap", 0.0) + p["gap"] - keep
+            p["gap"] = keep
     if prev is not None:
         graph.add_edge(prev, node, kind=order)
     if nxt is not None:

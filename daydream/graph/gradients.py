@@ -41,13 +41,14 @@ def _is_accumulate(a: dict[str, Any]) -> bool:
 
 
 def _tensor_elements(shapes: Any) -> int | None:
-    """Elements of the first tensor among an op's input dims (``[[1024, 512], [], ...]`` -> 524288)."""
+    """Elements of the first tensor among an op's input dims (``[[1024, 512], [], ...]`` -> 524288); ``[[]]``, the
+    dims of a 0-dim tensor (a scalar parameter), is one element."""
     if not isinstance(shapes, list):
         return None
     for dims in shapes:
         if isinstance(dims, list) and dims and all(isinstance(d, int) for d in dims):
             return math.prod(dims)
-    return None
+    return 1 if shapes == [[]] else None
 
 
 def gradients(graph: nx.DiGraph, element_bytes: int = 4) -> list[Gradient]:

@@ -349,3 +349,9 @@ def test_every_whatif_example_in_the_docs_checks() -> None:
     assert len(blocks) >= 17
     for name, block in blocks:
         Session(iteration()).check(parse_script(block, name), True)
+
+
+def test_a_string_param_takes_unquoted_text() -> None:
+    s = session(params={"link": "eth-10g", "n": "2 * 3", "quoted": '"a" + "b"'})
+    s.execute('param link = "nvlink4"\nparam n = 1\nparam quoted = "x"\nprint link, n, quoted')
+    assert s.printed == ["eth-10g 6 ab"]

@@ -83,7 +83,7 @@ def test_dataloader_by_hand() -> None:
     assert predict(g, "dataloader", speedup=1) == (172.0, 172.0)
 
 
-@pytest.mark.parametrize("script", ["amp", "bn_restructure", "cuda_graphs", "dataloader", "fused_optimizer", "ddp"])
+@pytest.mark.parametrize("script", ["amp", "bn_restructure", "cuda_graphs", "dataloader", "fused_optimizer", "ddp", "device", "network"])
 def test_runs_on_the_bundled_example_from_the_cli(script: str) -> None:
     out = subprocess.run([sys.executable, "-m", "daydream", "run", bundled_example(), script, "--json"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -94,8 +94,9 @@ def test_runs_on_the_bundled_example_from_the_cli(script: str) -> None:
 
 def test_amp_on_a_real_trace_speeds_up_less_than_its_compute_factor(shared_traces: Path) -> None:
     r = whatif(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz", ["amp"])
-    assert 1.0 < r.speedup < 3.0
-    assert r.predicted.gpu_time_by_class["gemm"] == pytest.approx(r.baseline.gpu_time_by_class["gemm"] / 3)
+    factor = 312 / 19.5  # the A100's bf16 tensor peak over its fp32 peak, from the device catalog
+    assert 1.0 < r.speedup < factor
+    assert r.predicted.gpu_time_by_class["gemm"] == pytest.approx(r.baseline.gpu_time_by_class["gemm"] / factor)
 
 
 def test_cuda_graphs_on_a_real_trace_helps_a_launch_bound_iteration(shared_traces: Path) -> None:
@@ -167,3 +168,42 @@ def test_ddp_on_a_real_trace_grows_as_bandwidth_falls(shared_traces: Path) -> No
     r = run_whatif(graph, ["ddp"])
     added = [a for _, a in r.graph.nodes(data=True) if a["name"] == "ncclAllReduce (DDP bucket)"]
     assert len(added) == 4 and sum(a["bytes"] for a in added) == 21 * (4 * 2**20 + 4096)
+
+
+def test_amp_takes_its_compute_factor_from_the_device_catalog() -> None:
+    g = chain(("gemm", "gemm", 160, {}), ("relu", "elementwise", 20, {}))
+    g.graph["device"] = "NVIDIA A100-SXM4-40GB"
+    # A100: bf16 tensor peak 312 / fp32 19.5 = 16: gemm [12,172] -> [12,22]; relu / 2 -> [22,32] (its launch [10,20])
+    assert predict(g, "amp") == (192.0, 32.0)
+    assert predict(g, "amp", compute_speedup=4) == (192.0, 62.0)  # given: 160 / 4 = 40 -> [12,52], relu [52,62]
+
+
+def test_device_swap_by_hand() -> None:
+    g = chain(("gemm", "gemm", 134, {}), ("relu", "elementwise", 67, {}))
+    g.graph["device"] = "NVIDIA A100-SXM4-40GB"
+    # to H100 SXM: gemm by fp32 peaks 67 / 19.5, relu by HBM 3350 / 1555 GB/s
+    gemm, relu = 134 / (67 / 19.5), 67 / (3350 / 1555)
+    assert predict(g, "device", device="h100") == (213.0, pytest.approx(12 + gemm + relu))
+    # to a T4 the same kernels take longer
+    assert predict(g, "device", device="t4")[1] == pytest.approx(12 + 134 / (8.1 / 19.5) + 67 / (320 / 1555))
+    with pytest.raises(Exception, match="unknown device 'h900'"):
+        predict(g, "device", device="h900")
+
+
+def test_network_by_hand() -> None:
+    # the all-reduce (4 MB) on 8 ranks over 100 GB/s of bus bandwidth: 2 x 7/8 x 4e6 / 1e5 = 70 us (traced: 50):
+    # [332, 402], adam [402, 432], the sync [432, 435]
+    assert predict(iteration(), "network", link=100, ranks=8) == (415.0, pytest.approx(435.0))
+    # the graph has no distributed info: one rank, nothing to exchange, the all-reduce takes no time
+    assert predict(iteration(), "network") == (415.0, pytest.approx(365.0))
+
+
+def test_device_and_network_on_a_real_trace(shared_traces: Path) -> None:
+    path = shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"
+    graph = build_graph(load_trace(path))
+    faster = run_whatif(graph, ["device"], params={"device": "h100"})
+    slower = run_whatif(graph, ["device"], params={"device": "t4"})
+    assert slower.predicted_us > faster.baseline_us >= faster.predicted_us
+    assert faster.predicted.gpu_time_by_class["gemm"] == pytest.approx(faster.baseline.gpu_time_by_class["gemm"] * 19.5 / 67)
+    times = [run_whatif(graph, ["network"], params={"link": link}).predicted.gpu_time_by_class["comm"] for link in ("nvlink3", "ib-hdr", "eth-10g")]
+    assert times == sorted(times)

@@ -301,7 +301,9 @@ class Session:
     def _s_Param(self, s: ast.Param, script: ast.Script) -> None:
         if s.name in self.params:
             value = self.params[s.name]
-            if isinstance(value, str):
+            if isinstance(value, str) and not value.lstrip().startswith('"') and isinstance(self._value(s.default), str):
+                pass  # a string param: -p link=eth-10g means the text, quotes optional
+            elif isinstance(value, str):
                 try:
                     expr = parse_expression(value, f"-p {s.name}")
                 except ScriptError as exc:

@@ -526,6 +526,15 @@ class _Builder:
                 a["phase"] = "forward" if limit is None or self.ts[task] < limit else "other"
 
 
+def _device_properties(trace: Trace) -> dict[str, Any]:
+    """What the trace says of its first GPU beyond the name (ROCm names every GPU alike; the SM count and memory
+    tell them apart)."""
+    if not trace.devices:
+        return {}
+    d = trace.devices[0]
+    return {k: v for k, v in (("numSms", d.numSms), ("totalGlobalMem", d.totalGlobalMem)) if v is not None}
+
+
 def _has_dims(shapes: Any) -> bool:
     """Whether recorded input dims name any tensor dimension (``[[]]``, a lone scalar, does not)."""
     return isinstance(shapes, list) and any(isinstance(d, list) and d for d in shapes)
@@ -658,6 +667,7 @@ def _cut(b: _Builder, steps: list[Step], step_of: list[str | None], delays: dict
     step_info = [{"name": s.name, "measured_us": last[s.name] - first[s.name]} for s in steps if s.name in first]
     g.graph.update(
         trace=b.trace.path, rank=b.trace.rank, world_size=b.trace.world_size, device=b.trace.device_name,
+        device_properties=_device_properties(b.trace),
         origin_us=origin, steps=step_info, delays=delays, warnings=list(b.trace.warnings),
         measured_us=max(b.end[t] for t in selected) - origin,
     )  # fmt: skip

@@ -25,7 +25,7 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         ("norm", r"batch_norm|batchnorm|bn_fw|bn_bw|layer_norm|layernorm|group_norm|rms_norm|rmsnorm|welford|instance_norm"),
         ("softmax", r"softmax"),
-        ("optimizer", r"multi_tensor_apply|adam|sgd|lamb|fused_optimizer|FusedAdam"),
+        ("optimizer", r"multi_tensor_apply|adam|sgd|lamb(?!da)|fused_optimizer|FusedAdam"),  # not `lambda`
         (
             "reduction",
             r"reduce_kernel|reduction|reduce|sum_kernel|norm_kernel|argmax|cub::|DeviceReduce|DeviceScan|nll_loss|cross_entropy|mean_kernel",

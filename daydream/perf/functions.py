@@ -76,3 +76,135 @@ register_function(
     "collective(NAME, BYTES, ranks = 8, link = \"nvlink4\", latency = none): any collective by name (sendrecv, reduce, ...)",
     keywords=("ranks", "link", "latency"),
 )  # fmt: skip
+
+
+# ---- kernels and devices ----------------------------------------------------------------------------------------
+
+
+def _text(value: Any, fn: str, what: str) -> str:
+    if not isinstance(value, str):
+        raise DaydreamError(f"{fn}(): {what} must be a string, not {type_name(value)}")
+    return value
+
+
+def _device(graph: nx.DiGraph, value: Any, fn: str) -> Any:
+    """The catalog entry named by ``value``, or the trace's own GPU when ``value`` is none."""
+    from daydream.perf.devices import device_of_graph, get_device
+
+    if value is None:
+        found = device_of_graph(graph)
+        if found is None:
+            traced = graph.graph.get("device")
+            why = f"its GPU {traced!r} is not in the device catalog" if traced else "the trace names no GPU"
+            raise DaydreamError(f"{fn}(): {why}; name one, e.g. device = \"h100\" (daydream models devices lists them)")
+        return found
+    return get_device(_text(value, fn, "device"))
+
+
+def _calibration(graph: nx.DiGraph, dtype: str) -> Any:
+    """The graph's per-class roofline calibration (cached on the graph), or None where it cannot be had."""
+    from daydream.perf.roofline import calibrate
+
+    cache = graph.graph.setdefault("_calibration", {})
+    if dtype not in cache:
+        try:
+            cache[dtype] = calibrate(graph, dtype)
+        except DaydreamError:
+            cache[dtype] = None
+    return cache[dtype]
+
+
+def _roofline(graph: nx.DiGraph, flops: Any, nbytes: Any, device: Any = None, dtype: Any = "fp32") -> float:
+    from daydream.perf.costs import Cost
+    from daydream.perf.roofline import roofline_us
+
+    cost = Cost(_number(flops, "roofline", "flops"), _number(nbytes, "roofline", "bytes"))
+    return roofline_us(cost, _device(graph, device, "roofline"), _text(dtype, "roofline", "dtype"))
+
+
+def _gemm(graph: nx.DiGraph, m: Any, n: Any, k: Any, dtype: Any = "fp32", device: Any = None, batch: Any = 1) -> float:
+    from daydream.perf.costs import gemm_cost
+    from daydream.perf.roofline import roofline_us
+
+    dims = [int(_number(x, "gemm", what)) for x, what in ((m, "m"), (n, "n"), (k, "k"), (batch, "batch"))]
+    if min(dims) < 1:
+        raise DaydreamError(f"gemm(): m, n, k and batch must be >= 1, got {dims}")
+    dt = _text(dtype, "gemm", "dtype")
+    dev = _device(graph, device, "gemm")
+    bound = roofline_us(gemm_cost(dims[0], dims[1], dims[2], dt, batch=dims[3]), dev, dt, "gemm")
+    cal = _calibration(graph, "fp32")
+    entry = cal.entry("gemm") if cal is not None else None
+    # The trace's GEMMs tell how far from the roofline they ran (and their fixed cost); that carries to other
+    # shapes, devices and dtypes. Without priced GEMMs in the trace the roofline itself is the (optimistic) answer.
+    return entry.predict_us(bound) if entry is not None else bound
+
+
+def _memcpy(graph: nx.DiGraph, nbytes: Any, direction: Any = "h2d", device: Any = None) -> float:
+    from daydream.perf.roofline import PCIE_GBPS
+
+    size = _number(nbytes, "memcpy", "bytes")
+    way = _text(direction, "memcpy", "direction").lower()
+    dev = _device(graph, device, "memcpy")
+    if way in ("h2d", "d2h"):
+        return size / (PCIE_GBPS[dev.pcie_gen] * 1e3)  # GB/s = 1e3 bytes/us
+    if way == "d2d":
+        return 2 * size / (dev.hbm_gbps * 1e3)  # read and write in device memory
+    raise DaydreamError(f"memcpy(): direction is \"h2d\", \"d2h\" or \"d2d\", not {direction!r}")
+
+
+def _embedding_bag(
+    graph: nx.DiGraph, batch: Any, rows: Any, tables: Any, pooling: Any, dim: Any, device: Any = None, backward: Any = False
+) -> float:
+    from daydream.perf.embedding import embedding_bag_us
+
+    args = [int(_number(x, "embedding_bag", w)) for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))]
+    dev = _device(graph, device, "embedding_bag")
+    return embedding_bag_us(*args, dev, backward=bool(backward), l2_aware=dev.l2_bytes_per_clk is not None)
+
+
+def _dtype_speedup(graph: nx.DiGraph, kernel_class: Any, source: Any = "fp32", target: Any = "bf16", device: Any = None) -> float:
+    from daydream.perf.roofline import dtype_speedup
+
+    fn = "dtype_speedup"
+    cls = _text(kernel_class, fn, "the kernel class") if kernel_class is not None else "other"
+    return dtype_speedup(_device(graph, device, fn), _text(source, fn, "source dtype"), _text(target, fn, "target dtype"), cls)
+
+
+def _device_speedup(graph: nx.DiGraph, kernel_class: Any, target: Any, source: Any = None, dtype: Any = "fp32") -> float:
+    from daydream.perf.roofline import device_speedup
+
+    fn = "device_speedup"
+    cls = _text(kernel_class, fn, "the kernel class") if kernel_class is not None else "other"
+    return device_speedup(_device(graph, source, fn), _device(graph, target, fn), cls, _text(dtype, fn, "dtype"))
+
+
+def _trace_device(graph: nx.DiGraph) -> str | None:
+    from daydream.perf.devices import device_of_graph
+
+    found = device_of_graph(graph)
+    return found.key if found is not None else None
+
+
+def _trace_ranks(graph: nx.DiGraph) -> int:
+    n = graph.graph.get("world_size")
+    return n if isinstance(n, int) and n >= 1 else 1
+
+
+for _name, _impl, _lo, _hi, _doc, _keys in [
+    ("roofline", _roofline, 2, 4, "roofline(FLOPS, BYTES, device = none, dtype = \"fp32\"): microseconds at the device's "
+     "peak: max(FLOPS / peak FLOP/s, BYTES / memory bandwidth); device none = the trace's GPU", ("device", "dtype")),
+    ("gemm", _gemm, 3, 6, "gemm(M, N, K, dtype = \"fp32\", device = none, batch = 1): microseconds for a GEMM: the "
+     "roofline of 2MNK flops, at the efficiency and fixed cost the trace's own GEMMs showed", ("dtype", "device", "batch")),
+    ("memcpy", _memcpy, 1, 3, "memcpy(BYTES, direction = \"h2d\", device = none): microseconds for a copy over PCIe "
+     "(h2d, d2h) or within device memory (d2d)", ("direction", "device")),
+    ("embedding_bag", _embedding_bag, 5, 7, "embedding_bag(BATCH, ROWS, TABLES, POOLING, DIM, device = none, backward = "
+     "false): microseconds for a batched EmbeddingBag (Lin et al.'s heuristic with the L2 hit rate)", ("device", "backward")),
+    ("dtype_speedup", _dtype_speedup, 1, 4, "dtype_speedup(CLASS, source = \"fp32\", target = \"bf16\", device = none): how "
+     "much faster a kernel class runs in another dtype: GEMM / conv / attention by the ratio of peaks, others by bytes", ("source", "target", "device")),
+    ("device_speedup", _device_speedup, 2, 4, "device_speedup(CLASS, TARGET, source = none, dtype = \"fp32\"): how much "
+     "faster a kernel class runs on TARGET than on the trace's GPU: compute peaks for GEMM-like classes, memory "
+     "bandwidth for the rest, PCIe for copies", ("source", "dtype")),
+    ("trace_device", _trace_device, 0, 0, "trace_device(): the catalog name of the trace's GPU, none if unknown", ()),
+    ("trace_ranks", _trace_ranks, 0, 0, "trace_ranks(): the traced job's world size (1 without distributed info)", ()),
+]:  # fmt: skip
+    register_function(_name, _impl, _lo, _hi, _doc, keywords=_keys)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import networkx as nx
 import pytest
 
@@ -140,3 +142,17 @@ def test_add_dependency_rejects_unknown_kind_and_task() -> None:
         add_dependency(g, a, a, "magic")
     with pytest.raises(DaydreamError, match="no task 99"):
         add_dependency(g, a, 99, "thread")
+
+
+def test_written_files_get_the_usual_permissions(tmp_path: Path) -> None:
+    import os
+
+    from daydream.simulate.export import write_atomically
+
+    mask = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "out.json", b"{}")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary file left

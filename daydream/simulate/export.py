@@ -55,13 +55,23 @@ def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise DaydreamError(f"{target}: directory {parent} does not exist")
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a written file gets the usual permissions
         os.replace(tmp, target)
     except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise DaydreamError(f"{target}: cannot write: {exc.strerror or exc}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def export_chrome_trace(timeline: Timeline, path: str | os.PathLike[str]) -> None:

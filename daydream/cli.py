@@ -48,6 +48,22 @@ def _parser() -> argparse.ArgumentParser:
     repl.add_argument("trace", metavar="TRACE", help="Kineto trace JSON (.json or .json.gz)")
     _graph_options(repl)
     repl.set_defaults(func=_cmd_repl)
+    models = sub.add_parser("models", help="the performance models: their accuracy, the device catalog")
+    msub = models.add_subparsers(dest="models_command", metavar="WHAT", required=True)
+    acc = msub.add_parser("accuracy", help="each model's error (GMAE) on data it was not fitted on")
+    acc.add_argument("traces", metavar="TRACE", nargs="*", help="traces or directories to cross-check on as well (ranks of one job in one directory)")
+    acc.add_argument("--json", action="store_true", help='print {"models": [{"name", "gmae_pct", "n", "data"}]}')
+    acc.set_defaults(func=_cmd_models_accuracy)
+    dev = msub.add_parser("devices", help="the device catalog (kernels/devices.toml)")
+    dev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    dev.set_defaults(func=_cmd_models_devices)
+    cal = sub.add_parser("calibrate", help="measure kernel tables with torch on this machine and fit the MLP kernel models")
+    cal.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N) (default: cpu)")
+    cal.add_argument("--kernels", default="gemm,elementwise", help="comma-separated tables to measure (default: gemm,elementwise)")
+    cal.add_argument("--out", default="calibration", metavar="DIR", help="where the tables and models go (default: ./calibration)")
+    cal.add_argument("--quick", action="store_true", help="a few shapes and runs: checks the setup in seconds, not a usable model")
+    cal.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's setting)")
+    cal.set_defaults(func=_cmd_calibrate)
     demo = sub.add_parser("demo", help="simulate the example trace bundled with daydream")
     demo.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     demo.set_defaults(func=_cmd_demo, step=None, et=None, policy="earliest", export_trace=None)
@@ -104,6 +120,56 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from daydream.perf import mlp
+    from daydream.report import render_accuracy
+
+    console = Console(stderr=True)
+    kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
+    fitted = mlp.calibrate(args.out, kernels, args.device, quick=args.quick, threads=args.threads,
+                           progress=lambda line: console.print(line, highlight=False))  # fmt: skip
+    for path, _ in fitted:
+        console.print(f"model written to {path}", highlight=False)
+    render_accuracy([acc for _, acc in fitted], Console())
+    return 0
+
+
+def _cmd_models_accuracy(args: argparse.Namespace) -> int:
+    from daydream.perf.models import model_accuracy
+    from daydream.report import render_accuracy
+
+    rows = model_accuracy(args.traces)
+    if args.json:
+        _print_json({"models": [r.to_dict() for r in rows]})
+    else:
+        render_accuracy(rows, Console())
+    return 0
+
+
+def _cmd_models_devices(args: argparse.Namespace) -> int:
+    from daydream.perf.devices import load_catalog
+    from daydream.report import render_devices
+
+    catalog = load_catalog()
+    if args.json:
+        _print_json({"devices": [_device_dict(d) for d in catalog.values()]})
+    else:
+        render_devices(list(catalog.values()), Console())
+    return 0
+
+
+def _device_dict(d: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    out = asdict(d)
+    out["peak_tflops"] = dict(d.peak_tflops)
+    return out
+
+
+def _print_json(obj: object) -> None:
+    sys.stdout.buffer.write(msgspec.json.encode(obj, enc_hook=_json_value) + b"\n")
+
+
 def _cmd_repl(args: argparse.Namespace) -> int:
     from daydream.repl import run_repl
     from daydream.simulate import parse_policy
@@ -141,7 +207,7 @@ def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console]
     if args.export_trace:
         export_chrome_trace(result.timeline, args.export_trace)
     if args.json:
-        sys.stdout.buffer.write(msgspec.json.encode(result.to_dict(), enc_hook=_json_value) + b"\n")
+        _print_json(result.to_dict())
         return
     render(result, Console())
     if args.export_trace:

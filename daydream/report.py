@@ -9,6 +9,8 @@ from rich.table import Table
 
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import ScriptInfo
+from daydream.perf.accuracy import Accuracy
+from daydream.perf.devices import Device
 from daydream.replay import Replay
 from daydream.whatif import WhatIf
 
@@ -125,3 +127,29 @@ def render_script_list(scripts: list[ScriptInfo], console: Console) -> None:
     for s in scripts:
         table.add_row(s.name, s.summary, "\n".join(f"{n} = {v}" for n, v in s.params))
     console.print(table)
+
+
+def render_accuracy(rows: list[Accuracy], console: Console) -> None:
+    """``daydream models accuracy``: each model's held-out error, as the papers state it."""
+    table = Table(title="Model accuracy on held-out data (GMAE: geometric mean of |predicted - measured| / measured)", title_justify="left")
+    table.add_column("model", no_wrap=True)
+    table.add_column("GMAE", justify="right")
+    table.add_column("n", justify="right")
+    table.add_column("checked against")
+    for r in rows:
+        table.add_row(r.name, f"{r.gmae_pct:.2f}%", str(r.n), r.data)
+    console.print(table)
+
+
+def render_devices(devices: list[Device], console: Console) -> None:
+    """``daydream models devices``: the catalog's peaks per GPU."""
+    table = Table(title="Device catalog (kernels/devices.toml; dense peaks)", title_justify="left")
+    table.add_column("name", no_wrap=True)
+    table.add_column("GPU")
+    for col in ("fp32", "tf32", "fp16", "bf16", "fp8", "HBM GB/s", "L2 MB", "SMs", "PCIe"):
+        table.add_column(col, justify="right")
+    for d in devices:
+        peaks = [f"{d.peak_tflops[k]:g}" if k in d.peak_tflops else "-" for k in ("fp32", "tf32", "fp16", "bf16", "fp8")]
+        table.add_row(d.key, d.full_name, *peaks, f"{d.hbm_gbps:g}", f"{d.l2_mb:g}", str(d.sms), f"gen{d.pcie_gen}")
+    console.print(table)
+    console.print("TFLOP/s per dtype; `-p device=NAME` / device = \"NAME\" in scripts take the first column.", highlight=False)

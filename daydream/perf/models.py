@@ -1,0 +1,61 @@
+"""Every performance model's error on data it was not fitted on: what ``daydream models accuracy`` reports."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from daydream.errors import DaydreamError
+from daydream.perf.accuracy import Accuracy
+
+
+def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The Kineto traces named or found (recursively) under ``paths``; execution traces (``*_et*``, ``*.et.json*``)
+    are not Kineto traces and are left out."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(x for x in p.rglob("*.json*") if x.suffix in (".json", ".gz"))
+        elif p.is_file():
+            found = [p]
+        else:
+            raise DaydreamError(f"{p}: no such file or directory")
+        out.extend(x for x in found if not _is_execution_trace(x))
+    return out
+
+
+def _is_execution_trace(path: Path) -> bool:
+    name = path.name
+    return ".et." in name or "_et." in name or path.parent.name.endswith("_et")
+
+
+def model_accuracy(trace_paths: Sequence[str | os.PathLike[str]] = ()) -> list[Accuracy]:
+    """Held-out error of each model: the MLP kernel models and their roofline baseline on the bundled measured
+    tables, the collective models on the bundled nccl-tests sweeps (always); with traces, the roofline-calibrated
+    cross-check on their kernels, the collective model on their NCCL kernels and the T1..T5 E2E estimate on their
+    iterations (traces with three or more)."""
+    from daydream.perf import collectives, mlp, overheads, roofline
+
+    traces = trace_files(trace_paths)
+    result = list(mlp.accuracy())
+    result += roofline.accuracy(traces)
+    comm_traces = [p for p in traces if _has_collectives(p)]
+    result += collectives.accuracy(comm_traces)
+    result += overheads.accuracy([p for p in traces if _has_iterations(p)])
+    return result
+
+
+def _has_collectives(path: Path) -> bool:
+    from daydream.trace import load_trace
+
+    trace = load_trace(path)
+    return any("nccl" in e.name.lower() or "rccl" in e.name.lower() for e in trace.gpu)
+
+
+def _has_iterations(path: Path) -> bool:
+    from daydream.trace import load_trace
+    from daydream.trace.steps import iteration_steps
+
+    trace = load_trace(path)
+    return trace.has_gpu_activity and len(iteration_steps(trace)) >= 3

@@ -355,3 +355,13 @@ def test_a_string_param_takes_unquoted_text() -> None:
     s = session(params={"link": "eth-10g", "n": "2 * 3", "quoted": '"a" + "b"'})
     s.execute('param link = "nvlink4"\nparam n = 1\nparam quoted = "x"\nprint link, n, quoted')
     assert s.printed == ["eth-10g 6 ab"]
+
+
+def test_runs_and_input_bytes() -> None:
+    s = session()
+    s.execute("let r = runs(select gpu where stream == 7)\nprint count(r), count(r[0]), r[0].name, count(runs(select gpu where name ~ \"gemm\"))")
+    # stream 7 runs fwd gemm -> relu -> bwd gemm -> adam back to back: one run; the two gemms are not neighbours
+    assert s.printed[0] == "1 4 ['sm80_gemm_fwd', 'relu_kernel', 'sm80_gemm_bwd', 'multi_tensor_apply_adam'] 2"
+    s.graph.nodes[next(n for n, a in s.graph.nodes(data=True) if a["name"] == "relu_kernel")]["shapes"] = [[64, 1024], []]
+    s.execute('print input_bytes(select where name == "relu_kernel"), input_bytes(select gpu, element_bytes = 2), input_bytes(select comm)')
+    assert s.printed[1] == "262144 131072 none"

@@ -139,6 +139,21 @@ def _number(value: Any, fn: str, what: str) -> float:
     return float(value)
 
 
+def _runs(graph: nx.DiGraph, value: Any) -> list[Selection]:
+    return sel.runs(graph, _selection(value, "runs"))
+
+
+def _input_bytes(graph: nx.DiGraph, value: Any, element_bytes: Any = 4) -> float | None:
+    """Bytes of the first input tensor of the op of the first task of a selection (none without shapes)."""
+    tasks = sel.in_time_order(graph, _selection(value, "input_bytes"))
+    size = _number(element_bytes, "input_bytes", "element_bytes")
+    for node in tasks:
+        elements = grad.tensor_elements(graph._node[node].get("shapes"))
+        if elements is not None:
+            return elements * size
+    return None
+
+
 def _gradient_buckets(
     graph: nx.DiGraph, cap: Any = grad.DDP_BUCKET_CAP, first: Any = grad.DDP_FIRST_BUCKET, element_bytes: Any = 4
 ) -> list[list[Any]]:
@@ -187,8 +202,14 @@ for _name, _impl, _lo, _hi, _doc in [
     ("log2", _math("log2", math.log2), 1, 1, "log2(X)"),
     ("exp", _math("exp", math.exp), 1, 1, "exp(X)"),
     ("range", _range, 1, 2, "range(N) or range(A, B): the whole numbers from 0 (or A) below N (or B)"),
+    ("runs", _runs, 1, 1, "runs(SEL): SEL split into maximal runs of tasks that follow each other directly on their thread (a list of selections)"),
 ]:
     register_function(_name, _impl, _lo, _hi, _doc)
+register_function(
+    "input_bytes", _input_bytes, 1, 2,
+    "input_bytes(SEL, element_bytes = 4): bytes of the first input tensor of the first task of SEL with recorded shapes (none without)",
+    keywords=("element_bytes",),
+)
 register_function(
     "gradient_buckets", _gradient_buckets, 0, 3,
     "gradient_buckets(cap = 25MiB, first = 1MiB, element_bytes = 4): DDP's gradient buckets, per step in ready order, "

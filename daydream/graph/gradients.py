@@ -40,7 +40,7 @@ def _is_accumulate(a: dict[str, Any]) -> bool:
     return bool(op) and bool(_ACCUMULATE_GRAD.search(op))
 
 
-def _tensor_elements(shapes: Any) -> int | None:
+def tensor_elements(shapes: Any) -> int | None:
     """Elements of the first tensor among an op's input dims (``[[1024, 512], [], ...]`` -> 524288); ``[[]]``, the
     dims of a 0-dim tensor (a scalar parameter), is one element."""
     if not isinstance(shapes, list):
@@ -81,7 +81,7 @@ def gradients(graph: nx.DiGraph, element_bytes: int = 4) -> list[Gradient]:
     out: list[Gradient] = []
     missing = 0
     for key, tasks in calls.items():
-        elements = next((n for n in (_tensor_elements(nodes[t].get("shapes")) for t in tasks) if n is not None), None)
+        elements = next((n for n in (tensor_elements(nodes[t].get("shapes")) for t in tasks) if n is not None), None)
         if elements is None:
             missing += 1
             continue

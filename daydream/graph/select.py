@@ -198,5 +198,22 @@ def group_by(graph: nx.DiGraph, selection: Selection, attribute: str) -> list[tu
     return [(key, Selection(members)) for key, members in groups.items()]
 
 
+def runs(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
+    """``selection`` split into maximal runs of tasks that follow each other directly on their thread or stream
+    (each task's order predecessor is the previous one), in time order: chains of back-to-back kernels."""
+    nodes = graph._node
+    out: list[list[Any]] = []
+    where: dict[Any, int] = {}
+    for node in in_time_order(graph, selection):
+        prev = next((u for u, e in graph._pred[node].items() if e.get("kind") in ("thread", "stream")), None)
+        if prev is not None and prev in where and nodes[prev]["thread"] == nodes[node]["thread"]:
+            out[where[prev]].append(node)
+            where[node] = where[prev]
+        else:
+            where[node] = len(out)
+            out.append([node])
+    return [Selection(r) for r in out]
+
+
 def _hashable(value: Any) -> Any:
     return tuple(map(_hashable, value)) if isinstance(value, list) else value

@@ -58,3 +58,12 @@ def test_calibrate_quick_writes_tables_and_models(tmp_path: Path) -> None:
     assert "gemm-mlp/cpu" in out.stdout
     bad = daydream("calibrate", "--quick", "--kernels", "conv", "--out", str(tmp_path / "x"))
     assert bad.returncode == 1 and "unknown kernel table 'conv'" in bad.stderr
+
+
+def test_the_perf_package_exports_each_model_lazily() -> None:
+    import daydream.perf as perf
+
+    assert all(callable(getattr(perf, name)) or isinstance(getattr(perf, name), type) for name in perf.__all__)
+    assert perf.collective_us("allreduce", 1e6, 8, 100) == pytest.approx(1.75 * 1e6 / 1e5)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        perf.nope  # noqa: B018

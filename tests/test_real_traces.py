@@ -86,3 +86,13 @@ def test_cpu_only_traces_replay(shared_traces: Path) -> None:
         result = replay(shared_traces / name)
         assert abs(result.error) <= MAX_ERROR
         assert any("no GPU activity" in w for w in result.warnings)
+
+
+def test_older_traces_name_collectives_and_sizes_from_their_nccl_ranges(shared_traces: Path) -> None:
+    from collections import Counter
+
+    g = replay(shared_traces / "param/dlrm8/rank0.json.gz").graph
+    comm = Counter((a["collective"], a.get("bytes")) for _, a in g.nodes(data=True) if a["kind"] == "comm")
+    # all-to-all runs as SendRecv kernels; `nccl:all_to_all` says what they were and holds the tensor's dims and type
+    assert comm[("alltoall", 24576)] == 2 and comm[("allreduce", 1576964)] == 1
+    assert all(nbytes is not None for _, nbytes in comm)

@@ -71,7 +71,7 @@ CROSS_STREAM_WINDOW_US = 10.0
 _DTYPE_BYTES = {
     "float": 4, "float32": 4, "int": 4, "int32": 4, "double": 8, "float64": 8, "long": 8, "int64": 8,
     "half": 2, "float16": 2, "bfloat16": 2, "bf16": 2, "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1,
-    "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "longint": 8, "unsignedchar": 1, "c10::half": 2, "c10::bfloat16": 2,
 }  # fmt: skip
 
 
@@ -208,6 +208,9 @@ class _Builder:
                             self.seq_layer[seq] = frame.layer
                     if args.collective_name is not None:
                         frame.comm_ev = ev
+            if name.startswith("nccl:"):
+                # Older PyTorch names the collective in a `nccl:<name>` range holding its tensor's dims.
+                frame.comm_ev = ev
             stack.append(frame)
         while stack:
             self._pop(stack, pending, thread, rank)
@@ -290,10 +293,11 @@ class _Builder:
             if args is not None and kind in ("memcpy", "memset") and isinstance(args.bytes, (int, float)):
                 attrs["bytes"] = int(args.bytes)
             if kind == "comm":
-                attrs["collective"] = collective_of(ev.name)
-                nbytes = _message_bytes(args) or (
-                    _message_bytes(self.comm_ev[launcher].args) if launcher in self.comm_ev else None
-                )
+                around = self.comm_ev.get(launcher) if launcher is not None else None
+                named = collective_of(re.sub(r"[^0-9A-Za-z]", "", around.name[5:])) if around and around.name.startswith("nccl:") else None
+                # all-to-all runs as SendRecv kernels: the range that launched them says what it was
+                attrs["collective"] = named or collective_of(ev.name)
+                nbytes = _message_bytes(args) or (_message_bytes(around.args) if around is not None else None)
                 if nbytes is not None:
                     attrs["bytes"] = nbytes
             task = self.add_task(attrs, ev.ts, ev.dur)  # type: ignore[arg-type]
@@ -556,6 +560,12 @@ def _message_bytes(args: Any) -> int | None:
     n = args.in_msg_nelems if isinstance(args.in_msg_nelems, (int, float)) else None
     out = args.out_msg_nelems if isinstance(args.out_msg_nelems, (int, float)) else None
     if n is None and out is None:
+        # A `nccl:<name>` range: the message is its first tensor (dims and type recorded with shapes).
+        dims = args.input_dims if args.input_dims is not None else args.input_dims_2021
+        types = args.input_type or []
+        if dims and isinstance(dims[0], list) and dims[0] and all(isinstance(d, int) for d in dims[0]) and types:
+            size = _DTYPE_BYTES.get(str(types[0]).lower().replace("torch.", "").replace(" ", ""))
+            return int(math.prod(dims[0]) * size) if size else None
         return None
     nelems = max(n or 0, out or 0)
     size = _DTYPE_BYTES.get(str(args.dtype).lower().replace("torch.", ""), 4)

@@ -1,0 +1,271 @@
+"""Communication transforms (transforms/dgc.whatif, transforms/blueconnect.whatif): hand-built graphs with times
+worked out by hand, and real traces for direction and magnitude."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import networkx as nx
+import pytest
+from whatif_graph import CPU, S7, S20, iteration
+
+from daydream.cli import bundled_example
+from daydream.errors import DaydreamError
+from daydream.graph import add_dependency, add_task, build_graph
+from daydream.graph.edit import check_threads
+from daydream.trace import load_trace
+from daydream.whatif import WhatIf, run_whatif
+
+TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
+DGC = TRANSFORMS / "dgc.whatif"
+BLUECONNECT = TRANSFORMS / "blueconnect.whatif"
+
+
+def run(graph: nx.DiGraph, scripts: list[str | Path], **params: object) -> WhatIf:
+    result = run_whatif(graph, scripts, params=params or None)
+    check_threads(result.graph)
+    assert nx.is_directed_acyclic_graph(result.graph)
+    return result
+
+
+def tasks(result: WhatIf, name: str) -> list[tuple[int, dict[str, object]]]:
+    return sorted((v, a) for v, a in result.graph.nodes(data=True) if a["name"] == name)
+
+
+# ---- dgc ------------------------------------------------------------------------------------------------------
+
+
+def a100_iteration() -> nx.DiGraph:
+    g = iteration()
+    g.graph["device"] = "NVIDIA A100-SXM4-40GB"  # HBM 1555 GB/s in the device catalog
+    return g
+
+
+# A d2d copy of the 4 MB bucket on the A100: read and write, 2 x 4e6 B / 1555e3 B/us
+COPY = 2 * 4e6 / 1555e3
+COMPRESS, DECOMPRESS = 3 * COPY, 1 * COPY  # the default costs: 15.434 us and 5.145 us
+
+
+def test_dgc_by_hand() -> None:
+    # iteration(): K1 [12,112], K2 [112,132], K3 [132,332], all-reduce K4 (4 MB, traced 50 us, waits for K3) on
+    # stream 20, adam K5 waits for it, the host sync S for K5: 415 us.
+    # DGC: the compression kernel C goes right after K3 on stream 7, the all-reduce waits for it; K4 shrinks 500x
+    # (no link: the traced time scaled, 50 -> 0.1 us); the decompression D follows K4 on stream 20 and adam waits
+    # for it. Launch calls (10 us each): Lc after K3's launch L3, Ld after K4's launch L4; the CPU stays ahead.
+    # C [332, 332 + 15.434], K4 [.., + 0.1], D [.., + 5.145], K5 [.., + 30], S [.., + 3] = 365 + C + D + 0.1
+    r = run(a100_iteration(), [DGC])
+    assert (r.baseline_us, r.predicted_us) == (415.0, pytest.approx(365 + COMPRESS + DECOMPRESS + 0.1))
+    ((c, ca),) = tasks(r, "dgc_compress")
+    ((d, da),) = tasks(r, "dgc_decompress")
+    ((k4, k4a),) = tasks(r, "ncclAllReduce")
+    ((k5, _),) = tasks(r, "multi_tensor_apply_adam")
+    assert (ca["thread"], da["thread"]) == (S7, S20) and ca["bytes"] == da["bytes"] == 4_000_000
+    assert k4a["bytes"] == 8000 and r.graph.has_edge(c, k4) and r.graph.has_edge(k4, d) and r.graph.has_edge(d, k5)
+    assert r.timeline.end[k4] == pytest.approx(332 + COMPRESS + 0.1)
+    # with a link the compressed 8 KB message is re-priced: 2 x 7/8 x 8000 B / 1e5 B/us (100 GB/s, no latency) = 0.14
+    r = run(a100_iteration(), [DGC], link=100, ranks=8)
+    assert r.predicted_us == pytest.approx(365 + COMPRESS + DECOMPRESS + 0.14)
+    # DGC's own exchange, an all-gather of every rank's 8 KB: 7/8 x 64000 / 1e5 = 0.56 us; scaled instead, the traced
+    # 50 us times ranks / (2 ratio) = 8 / 1000: 0.4 us
+    assert run(a100_iteration(), [DGC], link=100, ranks=8, exchange="allgather").predicted_us == pytest.approx(
+        365 + COMPRESS + DECOMPRESS + 0.56
+    )
+    assert run(a100_iteration(), [DGC], ranks=8, exchange="allgather").predicted_us == pytest.approx(
+        365 + COMPRESS + DECOMPRESS + 0.4
+    )
+    # heavier compression kernels, a ratio of 10: 365 + 6 copies + 2 copies + 5 us
+    assert run(a100_iteration(), [DGC], ratio=10, compress_cost=6, decompress_cost=2).predicted_us == pytest.approx(
+        365 + 8 * COPY + 5
+    )
+    # neutral: no compression, no kernels -> the baseline exactly
+    assert run(a100_iteration(), [DGC], ratio=1, compress_cost=0, decompress_cost=0).predicted_us == 415.0
+    # re-pricing needs the job's size: the graph has no distributed info
+    with pytest.raises(DaydreamError, match="give -p ranks=N"):
+        run(a100_iteration(), [DGC], link=100)
+
+
+def test_dgc_compresses_before_an_all_reduce_that_waits_for_no_kernel() -> None:
+    # Without the K3 -> K4 edge the all-reduce waits for no kernel: the compression goes onto the busiest compute
+    # stream (7: 350 us of kernels) at the all-reduce's traced start (332), i.e. after K3, and K4 waits for it;
+    # the same times as above. Its launch call goes before K4's.
+    g = a100_iteration()
+    k3, k4 = (next(v for v, a in g.nodes(data=True) if a["name"] == n) for n in ("sm80_gemm_bwd", "ncclAllReduce"))
+    g.remove_edge(k3, k4)
+    r = run(g, [DGC])
+    assert r.predicted_us == pytest.approx(365 + COMPRESS + DECOMPRESS + 0.1)
+    ((c, ca),) = tasks(r, "dgc_compress")
+    assert ca["thread"] == S7 and r.graph.has_edge(k3, c) and r.graph.has_edge(c, k4)
+
+
+# ---- blueconnect ----------------------------------------------------------------------------------------------
+
+
+def two_buckets() -> nx.DiGraph:
+    """One CPU thread (calls 10 us, launch lag 2): K1 gemm 100 us on stream 7, its all-reduce AR1 (8 MB) on stream
+    20, K2 gemm 100 us, AR2 (8 MB), the optimizer KO 30 us (waits for AR2), a host sync S 3 us (waits for KO).
+
+    cpu  L1[0,10] L2[10,20] L3[20,30] L4[30,40] L5[40,50]                      S[292,295]
+    s7       K1[12,112] K2[112,212]                      KO[262,292]
+    s20                  AR1[112,162] AR2[212,262]
+    """
+    g = nx.DiGraph()
+    g.graph.update(measured_us=295.0, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0}, steps=[])
+    specs = [("K1", "gemm", S7, 100, 12), ("AR1", "comm", S20, 50, 112), ("K2", "gemm", S7, 100, 112),
+             ("AR2", "comm", S20, 50, 212), ("KO", "optimizer", S7, 30, 262)]  # fmt: skip
+    ids, prev_call, prev_on = {}, None, {}
+    for i, (name, cls, thread, dur, start) in enumerate(specs):
+        call = add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, step="s", phase="backward")
+        kind = "comm" if cls == "comm" else "gpu"
+        attrs = {"class": cls, "stream": int(thread.rsplit("/", 1)[1])}
+        if kind == "comm":
+            attrs.update(bytes=8_000_000, collective="allreduce")
+        k = add_task(g, name, kind, thread, dur, start=float(start), step="s", phase="backward", **attrs)
+        add_dependency(g, call, k, "launch", lag=2)
+        if prev_call is not None:
+            add_dependency(g, prev_call, call, "thread")
+        if thread in prev_on:
+            add_dependency(g, prev_on[thread], k, "stream")
+        prev_call, prev_on[thread], ids[name] = call, k, k
+    add_dependency(g, ids["K1"], ids["AR1"], "comm")
+    add_dependency(g, ids["K2"], ids["AR2"], "comm")
+    add_dependency(g, ids["AR2"], ids["KO"], "sync")
+    sync = add_task(g, "cudaDeviceSynchronize", "cpu", CPU, 3, start=50.0, step="s", phase="optimizer")
+    add_dependency(g, prev_call, sync, "thread")
+    add_dependency(g, ids["KO"], sync, "sync")
+    return g
+
+
+# 16 ranks, 8 to a node (2 nodes); intra-node 100 GB/s (1e5 B/us), inter-node 10 GB/s (1e4 B/us), numbers: no latency
+HIER = {"ranks": 16, "gpus_per_node": 8, "intra": 100, "inter": 10}
+
+
+def test_blueconnect_by_hand() -> None:
+    g = two_buckets()
+    # flat ring over the inter-node link (`network`): 2 x 15/16 x 8e6 / 1e4 = 1500 us per all-reduce:
+    # AR1 [112, 1612], AR2 [1612, 3112], KO [3112, 3142], S [3142, 3145]
+    flat = run(g, ["network"], link=10, ranks=16)
+    assert (flat.baseline_us, flat.predicted_us) == (295.0, pytest.approx(3145.0))
+    # BlueConnect: reduce-scatter 7/8 x 8e6 / 1e5 = 70 us (stream 1001), inter-node all-reduce of 1/8 by the 8 GPUs
+    # of a node sharing one link: 2 x 1/2 x 8e6 / 1e4 = 800 us (stream 20), all-gather 70 us (stream 1002).
+    # CPU: each stage's launch call (10 us) next to its all-reduce's: L1 Lrs1 L2 Lag1 L3 Lrs2 L4 Lag2 L5, ahead.
+    # RS1 [112,182] (K1), AR1 [182,982], AG1 [982,1052]; RS2 [212,282] (K2: overlaps AR1), AR2 [982,1782],
+    # AG2 [1782,1852]; KO waits for AG2 [1852,1882]; S [1882,1885]
+    r = run(g, [BLUECONNECT], **HIER)
+    assert r.predicted_us == pytest.approx(1885.0)
+    assert [a["thread"] for _, a in tasks(r, "ncclReduceScatter (BlueConnect intra)")] == ["gpu:0/1001"] * 2
+    assert [a["bytes"] for _, a in tasks(r, "ncclAllGather (BlueConnect intra)")] == [8_000_000] * 2
+    assert sorted(a["bytes"] for _, a in r.graph.nodes(data=True) if a["name"] in ("AR1", "AR2")) == [1e6, 1e6]
+    # one link per GPU: the inter-node all-reduce moves 1/8 of the bytes: 100 us. RS1 [112,182], AR1 [182,282],
+    # AG1 [282,352]; RS2 [212,282], AR2 [282,382], AG2 [382,452]; KO [452,482], S [482,485]
+    assert run(g, [BLUECONNECT], nics_per_node=8, **HIER).predicted_us == pytest.approx(485.0)
+    # one intra-node channel for both stages: RS2 queues behind AG1 [982,1052]: RS2 [1052,1122], AR2 [1122,1922],
+    # AG2 [1922,1992], KO [1992,2022], S [2022,2025]
+    assert run(g, [BLUECONNECT], ag_stream=1001, **HIER).predicted_us == pytest.approx(2025.0)
+    # one GPU per node: the flat ring over the inter-node link, exactly as `network` prices it
+    assert run(g, [BLUECONNECT], **{**HIER, "gpus_per_node": 1}).predicted_us == pytest.approx(flat.predicted_us)
+    with pytest.raises(DaydreamError, match="must divide ranks"):
+        run(g, [BLUECONNECT], **{**HIER, "gpus_per_node": 6})
+
+
+@pytest.mark.parametrize("script", [DGC, BLUECONNECT])
+def test_runs_on_the_bundled_example_from_the_cli(script: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "daydream", "run", bundled_example(), str(script), "--json"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["predicted_us"] == d["baseline_us"] > 0  # a CPU-only trace: no all-reduce to change
+
+
+# ---- real traces ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def linear_step1() -> nx.DiGraph:
+    from conftest import SHARED_TRACES
+
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"real traces not available: {SHARED_TRACES} is absent")
+    path = SHARED_TRACES / "param"
+    return build_graph(load_trace(path / "linear_kineto.json.gz", et=path / "linear_et.json.gz"), 1)
+
+
+@pytest.fixture(scope="module")
+def nccl_parser() -> nx.DiGraph:
+    from conftest import SHARED_TRACES
+
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"real traces not available: {SHARED_TRACES} is absent")
+    return build_graph(load_trace(SHARED_TRACES / "hta" / "nccl_parser_config_nccl_data.json.gz"))
+
+
+def test_dgc_after_ddp_on_a_real_trace(shared_traces: Path, linear_step1: nx.DiGraph) -> None:
+    # DDP on 8 ranks over 10 GbE (4 buckets, 88 MB): the all-reduces dominate; DGC brings the step back toward the
+    # one-GPU iteration, which it cannot beat (compute unchanged, kernels added)
+    net = {"link": "eth-10g", "ranks": 8}
+    ddp = run(linear_step1, ["ddp"], **net).predicted_us
+    assert ddp > 5 * run(linear_step1, ["ddp"], **net).baseline_us
+    times = [run(linear_step1, ["ddp", DGC], ratio=ratio, **net) for ratio in (10, 100, 500)]
+    assert all(t.baseline_us <= t.predicted_us < ddp for t in times)
+    assert [t.predicted_us for t in times] == sorted((t.predicted_us for t in times), reverse=True)
+    assert times[0].predicted_us < ddp / 5  # 10x fewer bytes on a bandwidth-bound link
+    # all-gathering 8 ranks' sparse gradients moves 4x the bytes of all-reducing them
+    gather = run(linear_step1, ["ddp", DGC], ratio=10, exchange="allgather", **net).predicted_us
+    assert times[0].predicted_us < gather < ddp
+    # neutral: no compression and no kernels is DDP alone
+    same = run(linear_step1, ["ddp", DGC], ratio=1, compress_cost=0, decompress_cost=0, **net).predicted_us
+    assert same == pytest.approx(ddp)
+
+
+def test_dgc_on_a_traced_ddp_job(shared_traces: Path, nccl_parser: nx.DiGraph) -> None:
+    # The traced A100 DDP job: 5 all-reduces (102 MB), hidden behind a CPU-bound iteration: DGC shrinks them 500x
+    # and adds 4 copies of every bucket as kernels, and the iteration barely moves
+    r = run(nccl_parser, [DGC])
+    base, pred = r.baseline.gpu_time_by_class, r.predicted.gpu_time_by_class
+    reduces = [a for _, a in nccl_parser.nodes(data=True) if a["kind"] == "comm" and a["collective"] == "allreduce"]
+    traced = sum(a["duration"] for a in reduces)
+    dense = sum(a["bytes"] for a in reduces)
+    assert len(reduces) == 5 and pred["comm"] == pytest.approx(base["comm"] - traced + traced / 500)
+    assert pred["elementwise"] - base["elementwise"] == pytest.approx(4 * 2 * dense / 1555e3)
+    assert r.predicted_us == pytest.approx(r.baseline_us, rel=0.01)
+    # the same job on 16 ranks over 10 GbE: the re-priced flat all-reduces (`network`) outlast the iteration; DGC
+    # hides them again
+    net = {"link": "eth-10g", "ranks": 16}
+    flat = run(nccl_parser, ["network"], **net).predicted_us
+    compressed = run(nccl_parser, ["network", DGC], **net).predicted_us
+    assert flat > 1.2 * r.baseline_us and compressed < flat and compressed == pytest.approx(r.baseline_us, rel=0.01)
+
+
+def test_blueconnect_against_the_flat_ring_on_a_real_trace(shared_traces: Path, linear_step1: nx.DiGraph) -> None:
+    # DDP on 16 ranks over 10 GbE; the flat ring (`network` over eth-10g) against BlueConnect over NVLink3 inside
+    # 8-GPU nodes and eth-10g between them
+    net = {"link": "eth-10g", "ranks": 16}
+    flat = run(linear_step1, ["ddp", "network"], **net)
+    assert flat.predicted_us == pytest.approx(run(linear_step1, ["ddp"], **net).predicted_us)
+    hier = {"inter": "eth-10g", "intra": "nvlink3"}
+    times = [run(linear_step1, ["ddp", BLUECONNECT], gpus_per_node=g, **hier, **net).predicted_us for g in (1, 2, 4, 8)]
+    assert times[0] == pytest.approx(flat.predicted_us)  # one GPU per node: the flat ring
+    assert times == sorted(times, reverse=True) and len(set(times)) == 4
+    # 8 per node: a node sends 2(m-1)/m = 1 x the bytes where the flat ring sends 2(n-1)/n = 1.875 x: at most that
+    # gain, and still slower than the one-GPU iteration
+    assert flat.baseline_us < times[-1] < flat.predicted_us and times[-1] > flat.predicted_us / 1.875
+    # a NIC per GPU: faster still
+    assert run(linear_step1, ["ddp", BLUECONNECT], gpus_per_node=8, nics_per_node=8, **hier, **net).predicted_us < times[-1]
+
+
+def test_blueconnect_on_a_traced_ddp_job(shared_traces: Path, nccl_parser: nx.DiGraph) -> None:
+    # 16 ranks over 10 GbE: the flat ring's all-reduces end after the traced iteration; BlueConnect's within it
+    net = {"ranks": 16}
+    flat = run(nccl_parser, ["network"], link="eth-10g", **net)
+    hier = run(nccl_parser, [BLUECONNECT], inter="eth-10g", **net)
+    assert flat.predicted_us > 1.2 * flat.baseline_us
+    assert (
+        hier.predicted_us < flat.predicted_us
+        and hier.predicted.gpu_time_by_class["comm"] < flat.predicted.gpu_time_by_class["comm"] / 1.5
+    )
+    # the trace's own 2 ranks (the default) in one node: only the NVLink stages
+    default = run(nccl_parser, [BLUECONNECT])
+    assert default.session.printed == ["blueconnect: 5 all-reduces over 1 nodes of 2 GPUs"]
+    assert default.predicted.gpu_time_by_class["comm"] < default.baseline.gpu_time_by_class["comm"]

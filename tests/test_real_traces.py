@@ -96,3 +96,14 @@ def test_older_traces_name_collectives_and_sizes_from_their_nccl_ranges(shared_t
     # all-to-all runs as SendRecv kernels; `nccl:all_to_all` says what they were and holds the tensor's dims and type
     assert comm[("alltoall", 24576)] == 2 and comm[("allreduce", 1576964)] == 1
     assert all(nbytes is not None for _, nbytes in comm)
+
+
+def test_a_kernel_takes_the_phase_of_its_launch_not_of_when_it_ran(shared_traces: Path) -> None:
+    # resnet_kineto is GPU-bound: forward kernels still run when the CPU has begun the backward pass
+    g = replay(shared_traces / "param/resnet_kineto.json.gz").graph
+    gpu_phases = {a["phase"] for _, a in g.nodes(data=True) if a["kind"] == "gpu"}
+    assert gpu_phases == {"forward", "backward", "optimizer"}
+    for v, a in g.nodes(data=True):
+        launch = [u for u, e in g.pred[v].items() if e["kind"] == "launch"]
+        if a["kind"] == "gpu" and launch:
+            assert a["phase"] == g.nodes[launch[0]]["phase"]

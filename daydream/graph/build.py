@@ -527,7 +527,9 @@ class _Builder:
         for task, a in enumerate(self.attrs):
             if a["phase"] is None:
                 limit = first_bwd.get(step_of[task])
-                a["phase"] = "forward" if limit is None or self.ts[task] < limit else "other"
+                # a kernel is in the phase its launch call was in: when the CPU issued it, not when it ran
+                issued = self.launch_ts[task]
+                a["phase"] = "forward" if limit is None or issued < limit else "other"
 
 
 def _device_properties(trace: Trace) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import networkx as nx
 
 from daydream.errors import DaydreamError
 from daydream.graph.build import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS
+from daydream.graph.order import edited, find_back_edge_cycle, forget, place_new, topological_order
 from daydream.graph.select import Selection, in_time_order
 
 # Attributes that place a task (its thread order, its kind of work): changing them would break the
@@ -151,8 +152,11 @@ def remove(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = Fa
                     f"removing {_label(graph, u)} would leave {_label(graph, v)} without its launch; "
                     "remove the kernel too, or remove kernels 'with launches'"
                 )
+    order = topological_order(graph)
     for x in in_time_order(graph, doomed):
         _remove_one(graph, x)
+    if order is not None:
+        edited(graph, order, doomed)  # the edges a removal joins follow paths that existed: the order still holds
     return Selection(doomed)
 
 
@@ -239,6 +243,7 @@ def insert_task(
     nodes = graph._node
     a = nodes[anchor]
     on_gpu = kind in GPU_KINDS
+    order = topological_order(graph)
     if thread is None:
         thread = _default_thread(graph, anchor, on_gpu)
     if thread.startswith("gpu:") != on_gpu:
@@ -279,11 +284,10 @@ def insert_task(
             graph.add_edge(anchor, task, kind="sync", lag=0.0)
         else:
             graph.add_edge(task, anchor, kind="sync", lag=0.0)
-    for node in new_nodes:
-        try:
-            cycle = nx.find_cycle(graph, node)
-        except nx.NetworkXNoCycle:
-            continue
+    if not _closes_cycle(graph, order, new_nodes, [e for n in new_nodes for e in (*graph.in_edges(n), *graph.out_edges(n))]):
+        return new_nodes
+    cycle = nx.find_cycle(graph, new_nodes)
+    if cycle:
         path = " -> ".join(_label(graph, u) for u, _ in cycle[:4])
         graph.remove_nodes_from(new_nodes)
         for u, v, e in undo:
@@ -292,6 +296,22 @@ def insert_task(
             nodes[u]["gap"] = gap
         raise DaydreamError(f"inserting {name!r} {side} {_label(graph, anchor)} would close a dependency cycle: {path} ...")
     return new_nodes
+
+
+def _closes_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], new_edges: list[tuple[Any, Any]]) -> bool:
+    """Whether the new tasks and edges close a cycle; if not, the cached topological order is brought up to date."""
+    if order is None:  # the graph had a cycle before (built by hand): search from the new tasks
+        try:
+            nx.find_cycle(graph, [v for _, v in new_edges] + new_nodes)
+        except nx.NetworkXNoCycle:
+            return False
+        return True
+    place_new(graph, order, new_nodes)
+    if find_back_edge_cycle(graph, order, new_edges):
+        forget(graph)
+        return True
+    edited(graph, order)
+    return False
 
 
 def add_waits(graph: nx.DiGraph, waiters: Iterable[Any], sources: Iterable[Any]) -> int:
@@ -306,12 +326,10 @@ def add_waits(graph: nx.DiGraph, waiters: Iterable[Any], sources: Iterable[Any])
     for u, v in added:
         if u == v:
             raise DaydreamError(f"{_label(graph, v)} cannot wait for itself")
-        graph.add_edge(u, v, kind="sync", lag=0.0)
-    if added:
-        try:
-            cycle = nx.find_cycle(graph, [v for _, v in added])
-        except nx.NetworkXNoCycle:
-            return len(added)
+    order = topological_order(graph)
+    graph.add_edges_from(added, kind="sync", lag=0.0)
+    if added and _closes_cycle(graph, order, [], added):
+        cycle = nx.find_cycle(graph, [v for _, v in added])
         path = " -> ".join(_label(graph, a) for a, _ in cycle[:4])
         graph.remove_edges_from(added)
         raise DaydreamError(f"that wait would close a dependency cycle: {path} ...")

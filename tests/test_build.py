@@ -129,3 +129,12 @@ def test_iterations_from_optimizer_steps_without_profiler_steps(tmp_path: Path) 
     assert build_graph(trace, 2).graph["steps"][0]["name"] == "iteration#2"
     with pytest.raises(TraceError, match=r"no step iteration#7 .*iteration#0, iteration#1, iteration#2"):
         build_graph(trace, 7)
+
+
+def test_fbgemm_kernels_are_not_gemms() -> None:
+    from daydream.graph import classify_kernel
+
+    assert classify_kernel("void split_embedding_codegen_forward_unweighted_kernel<float, float, fbgemm_gpu::PlaceholderType>") == "embedding"
+    assert classify_kernel("void bounds_check_indices_kernel<long>(at::GenericPackedTensorAccessor)") == "embedding"
+    assert classify_kernel("void fbgemm_gpu::permute_2D_data_kernel<false, int, int>(int)") == "copy"
+    assert classify_kernel("volta_sgemm_128x32_nt") == "gemm"

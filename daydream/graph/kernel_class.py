@@ -14,10 +14,13 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for cls, pattern in (
         ("comm", r"nccl|rccl|allreduce|all_reduce|allgather|reducescatter|alltoall|sendrecv"),
         ("attention", r"flash|fmha|attention|attn|sdpa|mha_"),
+        # FBGEMM's embedding kernels name the fbgemm namespace in their template arguments: not GEMMs
+        ("embedding", r"embedding_codegen|bounds_check_indices|fbgemm_gpu::.*(lookup|embedding)"),
+        ("copy", r"fbgemm_gpu::permute|fbgemm_gpu::.*(jagged|pack)"),
         ("conv", r"conv|wgrad|dgrad|implicit_gemm|cudnn::detail::|winograd|fft2d|MIOpen|igemm|scudnn"),
         (
             "gemm",
-            r"gemm|gemv|cutlass|sm\d+_xmma|ampere_|volta_|turing_|hopper_|Cijk_|matmul|dot_kernel|cublas|splitKreduce|nvjet",
+            r"(?<!fb)gemm|gemv|cutlass|sm\d+_xmma|ampere_|volta_|turing_|hopper_|Cijk_|matmul|dot_kernel|cublas|splitKreduce|nvjet",
         ),
         (
             "embedding",

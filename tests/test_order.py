@@ -66,3 +66,19 @@ def test_a_stale_order_is_recomputed() -> None:
     assert again is not first and again is not None and is_valid(g, again)
     g.add_edge(2, 0)
     assert topological_order(g) is None  # a cycle already
+
+
+def test_check_links_finds_a_broken_chain_near_the_edit() -> None:
+    import pytest
+
+    from daydream.errors import DaydreamError
+    from daydream.graph import add_dependency, add_task
+    from daydream.graph.edit import check_links
+
+    g = nx.DiGraph()
+    a, b, c = (add_task(g, n, "cpu", "cpu:1/1", 1.0) for n in "abc")
+    add_dependency(g, a, c, "thread")
+    check_links(g, [c])
+    add_dependency(g, b, c, "thread")  # two thread predecessors
+    with pytest.raises(DaydreamError, match="more than one thread neighbour"):
+        check_links(g, [a])

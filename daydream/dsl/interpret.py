@@ -419,7 +419,7 @@ class Session:
             new = edit.insert_task(self.graph, s.kind, s.name, float(duration), thread=thread, launch_us=launch, **kwargs, **attrs)
         except DaydreamError as exc:
             raise self.error(str(exc), s) from None
-        edit.check_threads(self.graph, {self.graph._node[n]["thread"] for n in new})
+        edit.check_links(self.graph, new)
         self.attributes |= set(attrs)
         effect = self._effect(s, "insert")
         effect.added += len(new)

@@ -442,15 +442,32 @@ def check_threads(graph: nx.DiGraph, threads: Iterable[str] | None = None) -> No
         t = a["thread"]
         if wanted is not None and t not in wanted:
             continue
-        order_in = [u for u, e in graph._pred[node].items() if e.get("kind") in ORDER_KINDS]
-        order_out = [v for v, e in graph._succ[node].items() if e.get("kind") in ORDER_KINDS]
-        if len(order_in) > 1 or len(order_out) > 1:
-            raise DaydreamError(f"{_label(graph, node)} has more than one thread neighbour on a side")
-        for u in order_in:
-            if graph._node[u]["thread"] != t:
-                raise DaydreamError(f"an order edge joins {_label(graph, u)} to {_label(graph, node)} on another thread")
-        if not order_in:
+        if _check_links(graph, node) == 0:
             heads[t] = heads.get(t, 0) + 1
     for t, count in heads.items():
         if count > 1:
             raise DaydreamError(f"thread {t} is split into {count} chains")
+
+
+def check_links(graph: nx.DiGraph, nodes: Iterable[Any]) -> None:
+    """The tasks ``nodes`` and their thread neighbours each have one thread neighbour per side at most, on their own
+    thread: what an edit must keep, checked where it edited (``check_threads`` checks whole threads)."""
+    seen: set[Any] = set()
+    for node in nodes:
+        for x in (node, *graph._pred[node], *graph._succ[node]):
+            if x not in seen:
+                seen.add(x)
+                _check_links(graph, x)
+
+
+def _check_links(graph: nx.DiGraph, node: Any) -> int:
+    """Raise unless ``node`` has at most one order neighbour per side, on its thread; returns its order parents."""
+    t = graph._node[node]["thread"]
+    order_in = [u for u, e in graph._pred[node].items() if e.get("kind") in ORDER_KINDS]
+    order_out = [v for v, e in graph._succ[node].items() if e.get("kind") in ORDER_KINDS]
+    if len(order_in) > 1 or len(order_out) > 1:
+        raise DaydreamError(f"{_label(graph, node)} has more than one thread neighbour on a side")
+    for u in order_in:
+        if graph._node[u]["thread"] != t:
+            raise DaydreamError(f"an order edge joins {_label(graph, u)} to {_label(graph, node)} on another thread")
+    return len(order_in)

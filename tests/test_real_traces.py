@@ -107,3 +107,25 @@ def test_a_kernel_takes_the_phase_of_its_launch_not_of_when_it_ran(shared_traces
         launch = [u for u, e in g.pred[v].items() if e["kind"] == "launch"]
         if a["kind"] == "gpu" and launch:
             assert a["phase"] == g.nodes[launch[0]]["phase"]
+
+
+def test_the_main_thread_waits_for_the_backward_thread(shared_traces: Path) -> None:
+    from daydream.whatif import run_whatif
+
+    path = shared_traces / "param/linear_kineto.json.gz"
+    g = replay(path).graph
+    waits = [(u, v) for u, v, e in g.edges(data=True) if e["kind"] == "sync" and g.nodes[u]["kind"] == g.nodes[v]["kind"] == "cpu"]
+    # the call hands the backward pass to the autograd thread, and the main thread waits for its end
+    assert len(waits) == 2 and all(g.nodes[u]["thread"] != g.nodes[v]["thread"] for u, v in waits)
+    assert sorted(g.nodes[v]["phase"] for _, v in waits) == ["backward", "optimizer"]
+    # the idle stretch on the main thread was the wait: a slower backward pass delays the optimizer, a faster one
+    # lets it start sooner
+    slower = run_whatif(g, [_script('scale (select cpu where phase == "backward") by 3')])
+    faster = run_whatif(g, [_script('scale (select cpu where phase == "backward") by 0.5')])
+    assert faster.predicted_us < slower.baseline_us < slower.predicted_us
+
+
+def _script(text: str) -> object:
+    from daydream.dsl import parse_script
+
+    return parse_script(text, "<test>")

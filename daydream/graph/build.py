@@ -75,6 +75,10 @@ _DTYPE_BYTES = {
 }  # fmt: skip
 
 
+# A thread idle this long across another thread's backward tasks is waiting in loss.backward().
+BACKWARD_WAIT_MIN_US = 20.0
+
+
 @dataclass(slots=True)
 class _Frame:
     end: float
@@ -498,6 +502,56 @@ class _Builder:
                     e[2] = value
         return l0, g0
 
+    def backward_waits(self, threads: dict[str, list[int]]) -> list[tuple[int, int, int, int]]:
+        """`loss.backward()` blocks its thread while the autograd engine's thread runs the backward pass: where a CPU
+        thread is idle across a stretch of another thread's backward tasks, the task after the idle stretch waits for
+        the last of them (a `sync` edge). Returns (task before the stretch, task after, last backward task, first
+        backward start) for :meth:`split_backward_gaps`."""
+        attrs, ts, end = self.attrs, self.ts, self.end
+        backward: dict[str, list[int]] = {}
+        for t, tasks in threads.items():
+            if not t.startswith("gpu:"):
+                bwd = [x for x in tasks if attrs[x]["phase"] == "backward" and attrs[x]["kind"] in CPU_KINDS]
+                if bwd:
+                    backward[t] = bwd
+        found = []
+        for t, tasks in threads.items():
+            # the caller runs framework ops; a polling thread (NCCL's watchdog querying events) runs none
+            if t.startswith("gpu:") or all(attrs[x]["op"] is None for x in tasks):
+                continue
+            others = [(u, [ts[x] for x in xs], xs) for u, xs in backward.items() if u != t]
+            if not others:
+                continue
+            for p, n in zip(tasks, tasks[1:]):
+                if ts[n] - end[p] < BACKWARD_WAIT_MIN_US:
+                    continue
+                for _, starts, xs in others:
+                    lo = bisect.bisect_right(starts, end[p])
+                    hi = bisect.bisect_left(starts, ts[n])
+                    inside = [x for x in xs[lo:hi] if end[x] <= ts[n]]
+                    if len(inside) >= 2:
+                        last = max(inside, key=end.__getitem__)
+                        self.in_edges[n].append([last, "sync", 0.0])
+                        self.in_edges[inside[0]].append([p, "sync", 0.0])  # and the backward began when called
+                        found.append((p, n, last, inside[0]))
+                        break
+        return found
+
+    def split_backward_gaps(self, waits: list[tuple[int, int, int, int]]) -> None:
+        """The idle stretches were waits: the calling thread's from the call to the backward's start, then until the
+        backward ended; the autograd thread's before it, for the call. Each becomes the delay of its edge (the call
+        -> the first backward task, the last backward task -> the caller's next task), the threads keep no gap there,
+        and replay stays exact."""
+        attrs, ts, end = self.attrs, self.ts, self.end
+        for p, n, last, first in waits:
+            attrs[p]["gap"] = 0.0
+            for x, source, lag in ((n, last, ts[n] - end[last]), (first, p, ts[first] - end[p])):
+                for e in self.in_edges[x]:
+                    if e[0] == source and e[1] == "sync":
+                        e[2] = lag
+                    elif e[1] == "thread" and x == first:
+                        attrs[e[0]]["gap"] = 0.0  # the autograd thread was idle, waiting for the call
+
     def _cross_stream_source(self, v: int, s: float, streams_of_device: Any, ends_sorted: Any, ends_only: Any) -> int | None:  # fmt: skip
         thread = self.attrs[v]["thread"]
         best = None
@@ -594,7 +648,9 @@ def build_graph(trace: Trace, step: str | int | None = None) -> nx.DiGraph:
     infer_waits = not any((e.args is not None and "Wait Event" in (e.args.cuda_sync_kind or "")) for e in trace.syncs) and any(
         _WAIT_EVENT.search(e.name) for e in trace.runtime
     )
+    backward_waits = b.backward_waits(threads)
     l0, g0 = b.measure_delays(threads, infer_waits)
+    b.split_backward_gaps(backward_waits)
     step_of = _assign_steps(b, steps)
     b.finish_phases(steps, step_of)
     if step is None:

@@ -117,7 +117,7 @@ def test_remove() -> None:
 def test_insert_with_every_clause() -> None:
     s = one('insert gpu "k\\"1" after x duration 10us on s launch c with a = 1, b = "x"')
     assert isinstance(s, ast.Insert)
-    assert (s.kind, s.name, s.side, sexp(s.anchor)) == ("gpu", 'k"1', "after", "x")
+    assert (s.kind, s.name.value, s.side, sexp(s.anchor)) == ("gpu", 'k"1', "after", "x")
     assert (sexp(s.duration), sexp(s.on), sexp(s.launch)) == ("10.0", "s", "c")
     assert [(k, sexp(v)) for k, v in s.attrs] == [("a", "1"), ("b", "'x'")]
     assert s.kind_pos == ast.Pos("t.whatif", 1, 8, 7, 10)
@@ -320,7 +320,7 @@ DOCSTRING = "only the first statement may be a docstring"
         ("let x = 1\n  foo", located(2, 3, f"unknown statement 'foo': a statement starts with {STATEMENTS}", "  foo", 3, "did you mean 'for'?")),
         ("scale x bye 2", located(1, 9, "unexpected name 'bye'; expected 'and', 'by', 'in', 'not', 'or' or an operator", "scale x bye 2", 3,
                                   "did you mean 'by'?")),
-        ('insert gpu "k" aftr x duration 1', located(1, 16, "unexpected name 'aftr'; expected 'before' or 'after'",
+        ('insert gpu "k" aftr x duration 1', located(1, 16, "unexpected name 'aftr'; expected '.', '[' or 'before' or 'after'",
                                                      'insert gpu "k" aftr x duration 1', 4, "did you mean 'after'?")),
         ("let a = 1\n\nlet x = 1 2", located(3, 11, "unexpected number '2'; expected 'and', 'in', 'not', 'or', end of line or an operator",
                                              "let x = 1 2")),

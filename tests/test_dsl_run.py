@@ -365,3 +365,11 @@ def test_runs_and_input_bytes() -> None:
     s.graph.nodes[next(n for n, a in s.graph.nodes(data=True) if a["name"] == "relu_kernel")]["shapes"] = [[64, 1024], []]
     s.execute('print input_bytes(select where name == "relu_kernel"), input_bytes(select gpu, element_bytes = 2), input_bytes(select comm)')
     assert s.printed[1] == "262144 131072 none"
+
+
+def test_an_inserted_task_may_take_its_name_from_an_expression() -> None:
+    s = session()
+    s.execute('let k = select where name == "relu_kernel"\ninsert gpu (k.name[0] + "_again") after k duration k.duration[0]')
+    assert names(s, 'select where name ~ "again"') == ["relu_kernel_again"]
+    with pytest.raises(ScriptError, match=r"a task's name is a non-empty string; got 3"):
+        s.execute("insert gpu 3 after first(kernel) duration 1us")

@@ -140,7 +140,7 @@ class Remove:
 @dataclass(frozen=True, slots=True)
 class Insert:
     kind: str
-    name: str
+    name: Expr  # a string literal, or an expression giving a string (`k.name[0]`)
     side: str  # "before" | "after"
     anchor: Expr
     duration: Expr | None

@@ -117,9 +117,10 @@ class Checker:
             if s.kind not in INSERT_KINDS:
                 hint = "a compute kernel is 'gpu'" if s.kind == "kernel" else suggest(s.kind, INSERT_KINDS)
                 raise self.error(f"unknown task kind {s.kind!r}: insert one of {', '.join(INSERT_KINDS)}", s, script, hint, s.kind_pos)
+            self.expr(s.name, script, False)
             self.expr(s.anchor, script, False)
             if s.duration is None:
-                raise self.error(f"insert {s.kind} {s.name!r} needs a duration: add 'duration 10us' (or an expression)", s, script)
+                raise self.error(f"insert {s.kind} {_label(s.name)} needs a duration: add 'duration 10us' (or an expression)", s, script)
             for e in (s.duration, s.on, s.launch):
                 if e is not None:
                     self.expr(e, script, False)
@@ -224,3 +225,8 @@ class Checker:
                 self.expr(value, script, task)
             for a in e.args:
                 self.expr(a, script, task)
+
+
+def _label(name: ast.Expr) -> str:
+    """An inserted task's name as the script wrote it, for messages."""
+    return repr(name.value) if isinstance(name, ast.Literal) else "task"

@@ -399,6 +399,9 @@ class Session:
                 s.anchor,
             )
         (anchor,) = anchor_sel
+        name = self._value(s.name)
+        if not isinstance(name, str) or not name:
+            raise self.error(f"a task's name is a non-empty string; got {format_value(name)}", s.name)
         duration = self._value(s.duration)
         if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 <= duration < math.inf:
             raise self.error(f"a duration is a number of microseconds >= 0 (e.g. 15us, 2ms); got {format_value(duration)}", s.duration)
@@ -416,7 +419,7 @@ class Session:
                 raise self.error(str(exc), s) from None
         kwargs = {"after": anchor} if s.side == "after" else {"before": anchor}
         try:
-            new = edit.insert_task(self.graph, s.kind, s.name, float(duration), thread=thread, launch_us=launch, **kwargs, **attrs)
+            new = edit.insert_task(self.graph, s.kind, name, float(duration), thread=thread, launch_us=launch, **kwargs, **attrs)
         except DaydreamError as exc:
             raise self.error(str(exc), s) from None
         edit.check_links(self.graph, new)

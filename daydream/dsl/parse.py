@@ -367,7 +367,7 @@ class _ToAst(Transformer):
             clauses[key] = value
             last = value
         return ast.Insert(
-            str(kind), unescape(name[1:-1]), str(side), anchor, clauses.get("duration"), clauses.get("on"),
+            str(kind), name, str(side), anchor, clauses.get("duration"), clauses.get("on"),
             clauses.get("launch"), tuple(attrs), self._pos(c[0], last), self._pos(kind),
         )  # fmt: skip
 

@@ -55,6 +55,7 @@ def add_dependency(graph: nx.DiGraph, parent: Any, child: Any, kind: str, lag: f
     for n in (parent, child):
         if n not in graph:
             raise DaydreamError(f"no task {n!r} in the graph")
+    forget(graph)  # the cached topological order does not know this edge
     graph.add_edge(parent, child, **({"kind": kind} if kind in ORDER_KINDS else {"kind": kind, "lag": float(lag)}))
 
 
@@ -393,17 +394,19 @@ def _place(
     part up to ``key`` stays before the new task, the rest follows it. So a task inserted after a call runs as
     soon as the call returns, and one inserted before a call runs right before it."""
     nodes = graph._node
+    members = _thread_members(graph, node)  # keeps the per-thread index up to date with the new task
     if nodes[anchor]["thread"] == thread:
         prev = anchor if side == "after" else _order_pred(graph, anchor)
         nxt = _order_succ(graph, anchor) if side == "after" else anchor
     else:
-        earlier = [(_start(b), _tiebreak(u), u) for u, b in nodes.items() if u != node and b["thread"] == thread]
+        members = [u for u in members if u != node and u in nodes]
+        earlier = [(_start(nodes[u]), _tiebreak(u), u) for u in members]
         earlier = [x for x in earlier if (x[0], x[1]) <= (key, _tiebreak(node))]
         prev = max(earlier)[2] if earlier else None
         if prev is not None:
             nxt = _order_succ(graph, prev)
         else:
-            heads = [u for u, b in nodes.items() if u != node and b["thread"] == thread and _order_pred(graph, u) is None]
+            heads = [u for u in members if _order_pred(graph, u) is None]
             nxt = heads[0] if heads else None
     order = "stream" if thread.startswith("gpu:") else "thread"
     split = []
@@ -422,6 +425,25 @@ def _place(
     if nxt is not None:
         graph.add_edge(node, nxt, kind=order)
     return split
+
+
+_MEMBERS = "_thread_members"
+
+
+def _thread_members(graph: nx.DiGraph, new: Any) -> list[Any]:
+    """The tasks on the thread of ``new``, a task just added (cached per graph, kept up to date by inserts; rebuilt
+    when tasks were added or removed some other way). May hold tasks removed since: callers check membership."""
+    cached = graph.graph.get(_MEMBERS)
+    thread = graph._node[new]["thread"]
+    if cached is not None and cached[0] == id(graph) and cached[1] + 1 == len(graph._node):
+        cached[2].setdefault(thread, []).append(new)  # the one task added since
+        cached[1] += 1
+    elif cached is None or cached[0] != id(graph) or cached[1] != len(graph._node):
+        by_thread: dict[str, list[Any]] = {}
+        for u, a in graph._node.items():
+            by_thread.setdefault(a["thread"], []).append(u)
+        cached = graph.graph[_MEMBERS] = [id(graph), len(graph._node), by_thread]
+    return cached[2].setdefault(thread, [])
 
 
 def _start(attrs: dict[str, Any]) -> float:

@@ -2,10 +2,11 @@
 touches, not a search of the whole graph (Pearce and Kelly, "A dynamic topological sort algorithm for directed
 acyclic graphs", JEA 2006).
 
-The order is a number per task, cached on the graph with the node and edge counts it was valid for: an edit made
-without this module (``add_task``, ``add_dependency``, networkx itself) changes the counts, and the order is then
-computed afresh on next use. The simulator reports any cycle anyway; this is what lets an edit be refused and
-rolled back where it happens.
+The order is a number per task, cached on the graph with the graph's identity and task count (networkx counts
+edges in time proportional to the graph, too slow to check per edit): a task added or removed without this module
+makes the order stale and it is computed afresh on next use; ``add_dependency`` drops it. An edge added behind
+the module's back can at worst hide a cycle from the check (a stale order never invents one), and the simulator
+reports every cycle anyway; this is what lets an edit be refused and rolled back where it happens.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import networkx as nx
 _KEY = "_topological_order"
 
 
-def _counts(graph: nx.DiGraph) -> tuple[int, int]:
-    return graph.number_of_nodes(), graph.number_of_edges()
+def _counts(graph: nx.DiGraph) -> int:
+    return len(graph._node)
 
 
 def topological_order(graph: nx.DiGraph) -> dict[Any, float] | None:

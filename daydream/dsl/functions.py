@@ -133,7 +133,8 @@ def _range(graph: nx.DiGraph, a: Any, b: Any = None) -> list[int]:
     return list(range(lo, hi))
 
 
-def _number(value: Any, fn: str, what: str) -> float:
+def number_argument(value: Any, fn: str, what: str) -> float:
+    """``value`` as a float, or a DaydreamError naming the function and the argument."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DaydreamError(f"{fn}(): {what} must be a number, not {type_name(value)}")
     return float(value)
@@ -146,7 +147,7 @@ def _runs(graph: nx.DiGraph, value: Any) -> list[Selection]:
 def _input_bytes(graph: nx.DiGraph, value: Any, element_bytes: Any = 4) -> float | None:
     """Bytes of the first input tensor of the op of the first task of a selection (none without shapes)."""
     tasks = sel.in_time_order(graph, _selection(value, "input_bytes"))
-    size = _number(element_bytes, "input_bytes", "element_bytes")
+    size = number_argument(element_bytes, "input_bytes", "element_bytes")
     for node in tasks:
         elements = grad.tensor_elements(graph._node[node].get("shapes"))
         if elements is not None:
@@ -158,9 +159,9 @@ def _gradient_buckets(
     graph: nx.DiGraph, cap: Any = grad.DDP_BUCKET_CAP, first: Any = grad.DDP_FIRST_BUCKET, element_bytes: Any = 4
 ) -> list[list[Any]]:
     fn = "gradient_buckets"
-    size = _number(element_bytes, fn, "element_bytes")
+    size = number_argument(element_bytes, fn, "element_bytes")
     grads = grad.gradients(graph, int(size))
-    buckets = grad.ddp_buckets(grads, _number(cap, fn, "cap"), _number(first, fn, "first"))
+    buckets = grad.ddp_buckets(grads, number_argument(cap, fn, "cap"), number_argument(first, fn, "first"))
     return [[Selection([grad.bucket_ready(graph, b)]), sum(g.nbytes for g in b)] for b in buckets]
 
 

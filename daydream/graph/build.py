@@ -46,6 +46,7 @@ from daydream._gc import paused_gc
 from daydream.errors import TraceError
 from daydream.graph.context import op_shapes, range_role
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
+from daydream.perf.costs import traced_dtype_bytes
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.schema import Event
 from daydream.trace.steps import Step, default_step, select_steps
@@ -67,12 +68,6 @@ DEFAULT_STREAM_GAP_US = 1.0
 # A GPU task that starts this long after everything known to hold it back waited on another stream.
 UNEXPLAINED_DELAY_US = 5.0
 CROSS_STREAM_WINDOW_US = 10.0
-
-_DTYPE_BYTES = {
-    "float": 4, "float32": 4, "int": 4, "int32": 4, "double": 8, "float64": 8, "long": 8, "int64": 8,
-    "half": 2, "float16": 2, "bfloat16": 2, "bf16": 2, "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "longint": 8, "unsignedchar": 1, "c10::half": 2, "c10::bfloat16": 2,
-}  # fmt: skip
 
 
 # A thread idle this long across another thread's backward tasks is waiting in loss.backward().
@@ -301,7 +296,7 @@ class _Builder:
                 named = collective_of(re.sub(r"[^0-9A-Za-z]", "", around.name[5:])) if around and around.name.startswith("nccl:") else None
                 # all-to-all runs as SendRecv kernels: the range that launched them says what it was
                 attrs["collective"] = named or collective_of(ev.name)
-                nbytes = _message_bytes(args) or (_message_bytes(around.args) if around is not None else None)
+                nbytes = message_bytes(args) or (message_bytes(around.args) if around is not None else None)
                 if nbytes is not None:
                     attrs["bytes"] = nbytes
             task = self.add_task(attrs, ev.ts, ev.dur)  # type: ignore[arg-type]
@@ -610,7 +605,9 @@ def call_role(name: str) -> str | None:
     return None
 
 
-def _message_bytes(args: Any) -> int | None:
+def message_bytes(args: Any) -> int | None:
+    """A collective's message size from its op's args: the element counts PyTorch records, else (an older
+    `nccl:<name>` range) its first tensor's dims and type."""
     if args is None:
         return None
     n = args.in_msg_nelems if isinstance(args.in_msg_nelems, (int, float)) else None
@@ -620,11 +617,11 @@ def _message_bytes(args: Any) -> int | None:
         dims = args.input_dims if args.input_dims is not None else args.input_dims_2021
         types = args.input_type or []
         if dims and isinstance(dims[0], list) and dims[0] and all(isinstance(d, int) for d in dims[0]) and types:
-            size = _DTYPE_BYTES.get(str(types[0]).lower().replace("torch.", "").replace(" ", ""))
+            size = traced_dtype_bytes(types[0])
             return int(math.prod(dims[0]) * size) if size else None
         return None
     nelems = max(n or 0, out or 0)
-    size = _DTYPE_BYTES.get(str(args.dtype).lower().replace("torch.", ""), 4)
+    size = traced_dtype_bytes(args.dtype) or 4
     return int(nelems * size)
 
 

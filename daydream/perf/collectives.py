@@ -29,6 +29,7 @@ import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit, nnls
 
 from daydream.errors import DaydreamError
+from daydream.graph.build import message_bytes
 from daydream.graph.kernel_class import is_comm_kernel
 from daydream.perf.accuracy import Accuracy, gmae
 from daydream.perf.nccl_tests import Sweep, load_sweep, normalize_collective
@@ -378,18 +379,6 @@ def sweep_accuracy(sweep: Sweep, label: str) -> Accuracy:
 
 # ---- real traces ------------------------------------------------------------------------------------------------
 
-_DTYPE_BYTES = {
-    "float": 4, "float32": 4, "int": 4, "int32": 4, "unsigned int": 4, "double": 8, "float64": 8, "long": 8,
-    "long int": 8, "int64": 8, "long long": 8, "half": 2, "float16": 2, "bfloat16": 2, "short": 2, "int16": 2,
-    "char": 1, "signed char": 1, "unsigned char": 1, "int8": 1, "uint8": 1, "byte": 1, "bool": 1,
-    "float8_e4m3fn": 1, "float8_e5m2": 1,
-}  # fmt: skip
-
-
-def _dtype_bytes(name: object) -> int | None:
-    return _DTYPE_BYTES.get(str(name).lower().replace("c10::", "").replace("torch.", "").strip())
-
-
 @dataclass(frozen=True)
 class TracedCollective:
     """One collective in real traces.
@@ -465,19 +454,8 @@ def _describe(kernel: str, around: list[Any]) -> tuple[str, int | None, int | No
         if isinstance(a.group_size, (int, float)):
             group = int(a.group_size)
         if nbytes is None:
-            nbytes = _op_bytes(a)
+            nbytes = message_bytes(a)
     return None if collective is None else (collective, nbytes, group)
-
-
-def _op_bytes(a: Any) -> int | None:
-    counts = [v for v in (a.in_msg_nelems, a.out_msg_nelems) if isinstance(v, (int, float))]
-    if counts:
-        return int(max(counts) * (_dtype_bytes(a.dtype) or 4))
-    dims = a.input_dims if a.input_dims is not None else a.input_dims_2021
-    types = a.input_type or []
-    if dims and isinstance(dims[0], list) and dims[0] and types and (size := _dtype_bytes(types[0])) is not None:
-        return int(math.prod(int(d) for d in dims[0]) * size)
-    return None
 
 
 def traced_collectives(traces: Sequence[Trace]) -> list[TracedCollective]:

@@ -47,7 +47,7 @@ _DTYPE_ALIASES: dict[str, str] = {
     "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8",
     "e4m3": "fp8", "e5m2": "fp8",
     "long": "int64", "long int": "int64", "int": "int32", "short": "int16", "char": "int8",
-    "signed char": "int8", "unsigned char": "uint8", "byte": "uint8",
+    "signed char": "int8", "unsigned char": "uint8", "byte": "uint8", "unsigned int": "int32", "long long": "int64",
 }  # fmt: skip
 
 INDEX_BYTES = 8  # index and offset tensors (embedding lookups) are int64
@@ -65,6 +65,14 @@ def normalize_dtype(dtype: str) -> str:
 
 def dtype_bytes(dtype: str) -> int:
     return DTYPE_BYTES[normalize_dtype(dtype)]
+
+
+def traced_dtype_bytes(name: object) -> int | None:
+    """Bytes per element of a dtype as a trace spells it (``float``, ``long int``, ``c10::Half``), None if unknown."""
+    try:
+        return dtype_bytes(str(name).strip().lower().removeprefix("c10::"))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -10,20 +10,14 @@ from typing import Any
 
 import networkx as nx
 
-from daydream.dsl.functions import register_function, type_name
+from daydream.dsl.functions import number_argument, register_function, type_name
 from daydream.errors import DaydreamError
 
 _DEFAULT_LINK = "nvlink4"
 
 
-def _number(value: Any, fn: str, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DaydreamError(f"{fn}(): {what} must be a number, not {type_name(value)}")
-    return float(value)
-
-
 def _ranks(value: Any, fn: str) -> int:
-    n = _number(value, fn, "ranks")
+    n = number_argument(value, fn, "ranks")
     if n != int(n) or n < 1:
         raise DaydreamError(f"{fn}(): ranks must be a whole number >= 1, got {value}")
     return int(n)
@@ -40,10 +34,10 @@ def _collective(name: str) -> Any:
         from daydream.perf.collectives import collective_us
 
         n = _ranks(ranks, name)
-        size = _number(nbytes, name, "bytes")
+        size = number_argument(nbytes, name, "bytes")
         if n == 1:
             return 0.0  # one rank has nothing to exchange: NCCL returns at once
-        lat = None if latency is None else _number(latency, name, "latency")
+        lat = None if latency is None else number_argument(latency, name, "latency")
         return collective_us(name, size, n, _link(link, name), lat)
 
     return impl
@@ -118,7 +112,7 @@ def _roofline(graph: nx.DiGraph, flops: Any, nbytes: Any, device: Any = None, dt
     from daydream.perf.costs import Cost
     from daydream.perf.roofline import roofline_us
 
-    cost = Cost(_number(flops, "roofline", "flops"), _number(nbytes, "roofline", "bytes"))
+    cost = Cost(number_argument(flops, "roofline", "flops"), number_argument(nbytes, "roofline", "bytes"))
     return roofline_us(cost, _device(graph, device, "roofline"), _text(dtype, "roofline", "dtype"))
 
 
@@ -126,7 +120,7 @@ def _gemm(graph: nx.DiGraph, m: Any, n: Any, k: Any, dtype: Any = "fp32", device
     from daydream.perf.costs import gemm_cost
     from daydream.perf.roofline import roofline_us
 
-    dims = [int(_number(x, "gemm", what)) for x, what in ((m, "m"), (n, "n"), (k, "k"), (batch, "batch"))]
+    dims = [int(number_argument(x, "gemm", what)) for x, what in ((m, "m"), (n, "n"), (k, "k"), (batch, "batch"))]
     if min(dims) < 1:
         raise DaydreamError(f"gemm(): m, n, k and batch must be >= 1, got {dims}")
     dt = _text(dtype, "gemm", "dtype")
@@ -142,7 +136,7 @@ def _gemm(graph: nx.DiGraph, m: Any, n: Any, k: Any, dtype: Any = "fp32", device
 def _memcpy(graph: nx.DiGraph, nbytes: Any, direction: Any = "h2d", device: Any = None) -> float:
     from daydream.perf.roofline import PCIE_GBPS
 
-    size = _number(nbytes, "memcpy", "bytes")
+    size = number_argument(nbytes, "memcpy", "bytes")
     way = _text(direction, "memcpy", "direction").lower()
     dev = _device(graph, device, "memcpy")
     if way in ("h2d", "d2h"):
@@ -157,7 +151,7 @@ def _embedding_bag(
 ) -> float:
     from daydream.perf.embedding import embedding_bag_us
 
-    args = [int(_number(x, "embedding_bag", w)) for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))]
+    args = [int(number_argument(x, "embedding_bag", w)) for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))]
     dev = _device(graph, device, "embedding_bag")
     return embedding_bag_us(*args, dev, backward=bool(backward), l2_aware=dev.l2_bytes_per_clk is not None)
 

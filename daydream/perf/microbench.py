@@ -37,12 +37,12 @@ from typing import Any
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
 from daydream.perf.accuracy import Accuracy, gmae
-from daydream.perf.costs import elementwise_cost, gemm_cost
+from daydream.perf.costs import dtype_bytes, elementwise_cost, gemm_cost
 from daydream.simulate.export import write_atomically
 
 KERNELS = ("gemm", "elementwise")
 ELEMENTWISE_OPS = ("add", "mul", "relu", "gelu", "sigmoid", "tanh")
-DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+DTYPE_BYTES = {d: dtype_bytes(d) for d in ("float64", "float32", "float16", "bfloat16")}  # the dtypes it measures
 # CPU: half precision matmul on CPUs without AVX512-BF16/AMX runs ~60x slower than fp32 through a fallback path (measured
 # 1.3 GFLOP/s vs 81 on the EPYC this was written on), which is no kernel anyone trains with; fp64 is a real CPU dtype.
 DEFAULT_DTYPES = {"cpu": ("float32", "float64"), "cuda": ("float32", "float16", "bfloat16")}

@@ -38,24 +38,19 @@ def model_accuracy(trace_paths: Sequence[str | os.PathLike[str]] = ()) -> list[A
     from daydream.perf import collectives, mlp, overheads, roofline
 
     traces = trace_files(trace_paths)
+    kinds = {p: _what_it_holds(p) for p in traces}
     result = list(mlp.accuracy())
     result += roofline.accuracy(traces)
-    comm_traces = [p for p in traces if _has_collectives(p)]
-    result += collectives.accuracy(comm_traces)
-    result += overheads.accuracy([p for p in traces if _has_iterations(p)])
+    result += collectives.accuracy([p for p in traces if kinds[p][0]])
+    result += overheads.accuracy([p for p in traces if kinds[p][1]])
     return result
 
 
-def _has_collectives(path: Path) -> bool:
-    from daydream.trace import load_trace
-
-    trace = load_trace(path)
-    return any("nccl" in e.name.lower() or "rccl" in e.name.lower() for e in trace.gpu)
-
-
-def _has_iterations(path: Path) -> bool:
+def _what_it_holds(path: Path) -> tuple[bool, bool]:
+    """(NCCL/RCCL kernels, three or more iterations with GPU work): which cross-checks a trace can feed."""
+    from daydream.graph.kernel_class import is_comm_kernel
     from daydream.trace import load_trace
     from daydream.trace.steps import iteration_steps
 
     trace = load_trace(path)
-    return trace.has_gpu_activity and len(iteration_steps(trace)) >= 3
+    return any(is_comm_kernel(e.name) for e in trace.gpu), trace.has_gpu_activity and len(iteration_steps(trace)) >= 3

@@ -64,9 +64,25 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--quick", action="store_true", help="a few shapes and runs: checks the setup in seconds, not a usable model")
     cal.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's setting)")
     cal.set_defaults(func=_cmd_calibrate)
-    demo = sub.add_parser("demo", help="simulate the example trace bundled with daydream")
+    rec = sub.add_parser("record", help="run a PyTorch training program unchanged and record N steady steps",
+                         description="Run `python SCRIPT.py ARGS` (or `python -m MODULE ARGS`) unchanged, profile --steps "
+                         "training steps after --warmup steps, and write the trace, module/optimizer metadata and "
+                         "(optionally) the execution trace to --out. A step ends with the iteration's last "
+                         "optimizer step, or at each daydream.record.step() call.")  # fmt: skip
+    rec.add_argument("--warmup", type=int, default=2, metavar="W", help="steps to run before recording (default: 2)")
+    rec.add_argument("--steps", type=int, default=3, metavar="N", help="steps to record (default: 3)")
+    rec.add_argument("--out", default=None, metavar="DIR", help="output directory (default: ./<script>-trace)")
+    rec.add_argument("--execution-trace", action="store_true", help="also record the PyTorch execution trace")
+    rec.add_argument("--embedding-stats", action="store_true",
+                     help="count embedding-table row lookups in the warm-up steps (hot rows, pooling factor)")  # fmt: skip
+    rec.add_argument("--keep-running", action="store_true", help="let the program finish instead of ending it once recorded")
+    rec.add_argument("--json", action="store_true", help="print one JSON object (files, steps) instead of lines")
+    rec.add_argument("program", nargs=argparse.REMAINDER, metavar="-- python SCRIPT.py ARGS", help="the program to run")
+    rec.set_defaults(func=_cmd_record)
+    demo = sub.add_parser("demo", help="the main job on the bundled example: replay it, predict a few optimizations")
+    demo.add_argument("trace", metavar="TRACE", nargs="?", default=None, help="a trace instead of the bundled example")
     demo.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    demo.set_defaults(func=_cmd_demo, step=None, et=None, policy="earliest", export_trace=None)
+    demo.set_defaults(func=_cmd_demo)
     return p
 
 
@@ -131,6 +147,22 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     for path, _ in fitted:
         console.print(f"model written to {path}", highlight=False)
     render_accuracy([acc for _, acc in fitted], Console())
+    return 0
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    from daydream.record.command import record_program
+
+    report = record_program(args.program, args.out, args.warmup, args.steps, execution_trace=args.execution_trace,
+                            embedding_stats=args.embedding_stats, keep_running=args.keep_running)  # fmt: skip
+    if args.json:
+        _print_json(report.as_dict())
+        return 0
+    print(f"daydream record: {report.message}")
+    for path in report.files:
+        print(f"  {path}")
+    if report.trace:
+        print(f"next: daydream simulate {report.trace}")
     return 0
 
 
@@ -214,20 +246,16 @@ def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console]
         Console().print(f"{what} timeline written to {args.export_trace}", highlight=False)
 
 
-def bundled_example() -> str:
-    """Path of the example trace shipped in the package (recorded by examples/record_bundled.py)."""
-    from importlib.resources import files
-
-    found = sorted(str(p) for p in files("daydream").joinpath("examples").iterdir() if str(p).endswith(".json.gz"))
-    if not found:
-        raise DaydreamError("no bundled example trace in this installation (daydream/examples/*.json.gz)")
-    gpu = [p for p in found if not p.endswith("_cpu.json.gz")]
-    return (gpu or found)[0]
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
-    args.trace = bundled_example()
-    return _cmd_simulate(args)
+    from daydream.demo import run_demo
+    from daydream.report import render_demo
+
+    demo = run_demo(args.trace)
+    if args.json:
+        _print_json(demo.to_dict())
+    else:
+        render_demo(demo, Console())
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

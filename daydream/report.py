@@ -7,6 +7,7 @@ import os
 from rich.console import Console
 from rich.table import Table
 
+from daydream.demo import Demo
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import ScriptInfo
 from daydream.perf.accuracy import Accuracy
@@ -113,6 +114,44 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     for e in result.session.effects.values():
         st.add_row(f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe())
     console.print(st)
+
+
+def render_demo(demo: Demo, console: Console) -> None:
+    """``daydream demo``: the replayed step, where its time goes, and each what-if's prediction."""
+    d = demo.to_dict()
+    for w in d["warnings"]:
+        console.print(f"[yellow]note:[/] {w}", highlight=False)
+    console.print(f"[b]daydream demo[/] {d['trace']}", highlight=False)
+    console.print(f"device: {d['device'] or '-'} ({d['device_type'] or 'unknown'})", highlight=False)
+    head = Table(title="The recorded step, replayed", title_justify="left")
+    for col in ("measured", "simulated", "error"):
+        head.add_column(col, justify="right")
+    err = (d["simulated_us"] - d["measured_us"]) / d["measured_us"] * 100 if d["measured_us"] else 0.0
+    head.add_row(ms(d["measured_us"]), ms(d["simulated_us"]), f"{err:+.2f}%")
+    console.print(head)
+    bd = d["breakdown"]
+    console.print(_one_breakdown(bd))
+    table = Table(title=f"What if (before: {ms(d['simulated_us'])} per step)", title_justify="left")
+    for col in ("optimization", "after", "step time", "throughput"):
+        table.add_column(col, justify="left" if col == "optimization" else "right")
+    for w in d["whatifs"]:
+        label = w["script"] + "".join(f" {k}={v}" for k, v in w["params"].items())
+        table.add_row(label, ms(w["predicted_us"]), f"{1 / w['speedup']:.3f}x", f"[b]{w['throughput']:.3f}x[/]")
+    console.print(table)
+    for w in d["whatifs"]:
+        console.print(f"  [b]{w['script']}[/]: {w['summary']}", highlight=False)
+    for sk in d["skipped"]:
+        console.print(f"  [dim]{sk['script']}: not applied: {sk['reason']}[/]", highlight=False)
+    console.print(f"one at a time, with every table: daydream run {d['trace']} SCRIPT [-p NAME=VALUE]", highlight=False)
+
+
+def _one_breakdown(bd: dict[str, float]) -> Table:
+    brk = Table(title="Where the time goes", title_justify="left")
+    for col in ("CPU only", "GPU only", "CPU+GPU overlap", "idle"):
+        brk.add_column(col, justify="right")
+    total = bd["total_us"] or 1.0
+    brk.add_row(*(f"{ms(bd[k])} ({bd[k] / total:.0%})" for k in ("cpu_only_us", "gpu_only_us", "cpu_gpu_overlap_us", "idle_us")))
+    return brk
 
 
 def render_script_list(scripts: list[ScriptInfo], console: Console) -> None:

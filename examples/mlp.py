@@ -1,49 +1,89 @@
 """A small MLP trained on random data: the bundled example trace is recorded from this script.
 
-Run it plainly (``python examples/mlp.py --steps 20``) or under a profiler. CUDA is used when present.
+The model: `body`, `depth` x (Linear(width, width) + ReLU), then `head`, Linear(width, classes); cross-entropy
+on random features and labels; Adam by default. --checkpoint checkpoints each Linear + ReLU pair of `body`.
+
+    python examples/mlp.py                       # 20 steps, CUDA when present
+    python examples/mlp.py --width 4096 --depth 8 --batch 512 --log
+
+With daydream: `daydream record --steps 3 -- python examples/mlp.py`, then try the fused optimizer on the trace
+(`daydream run TRACE transforms/fused_optimizer.whatif`): the default for-loop Adam launches a few kernels per
+parameter.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 from torch import nn
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Integers, Normal, checkpointed, make_parser, parse_args  # noqa: E402
+from common import train as train_loop  # noqa: E402  (`train` below is this script's entry point)
+
 
 class MLP(nn.Module):
-    def __init__(self, width: int = 512, depth: int = 4, classes: int = 10) -> None:
+    def __init__(self, width: int = 512, depth: int = 4, classes: int = 10, checkpoint: bool = False) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         for _ in range(depth):
             layers += [nn.Linear(width, width), nn.ReLU()]
         self.body = nn.Sequential(*layers)
         self.head = nn.Linear(width, classes)
+        self.checkpoint = checkpoint
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.body(x))
+        if self.checkpoint:
+            for i in range(0, len(self.body), 2):
+                x = checkpointed(_layer, self.body[i], self.body[i + 1], x)
+        else:
+            x = self.body(x)
+        return self.head(x)
 
 
-def train(steps: int, batch: int = 64, width: int = 512, on_step=None) -> None:  # type: ignore[no-untyped-def]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.manual_seed(0)
-    model = MLP(width).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loss_fn = nn.CrossEntropyLoss()
-    data = torch.randn(batch, width, device=device)
-    target = torch.randint(0, 10, (batch,), device=device)
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(data), target)
-        loss.backward()
-        opt.step()
-        if on_step is not None:
-            on_step()
+def _layer(linear: nn.Module, act: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return act(linear(x))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = make_parser(__doc__, batch=64, optimizer="adam")
+    group = parser.add_argument_group("model")
+    group.add_argument("--width", type=int, default=512, help="features of every layer (default: %(default)s)")
+    group.add_argument("--depth", type=int, default=4, help="Linear + ReLU layers in `body` (default: %(default)s)")
+    group.add_argument("--classes", type=int, default=10, help="outputs of `head` (default: %(default)s)")
+    return parser
+
+
+def run(args: argparse.Namespace, on_step: Callable[[], None] | None = None) -> list[float]:
+    torch.manual_seed(args.seed)
+    with args.device:
+        model = MLP(args.width, args.depth, args.classes, checkpoint=args.checkpoint)
+    return train_loop(
+        args, model, [Normal((args.width,))], Integers(args.classes), nn.CrossEntropyLoss(), on_step=on_step
+    )
+
+
+def train_mlp(argv: Sequence[str] = (), on_step: Callable[[], None] | None = None) -> list[float]:
+    """Train with these command-line options (examples/record_bundled.py runs it under the profiler)."""
+    parser = build_parser()
+    args = parse_args(parser, list(argv))
+    if min(args.width, args.depth, args.classes) < 1:
+        parser.error("--width, --depth and --classes must be at least 1")
+    return run(args, on_step)
+
+
+def train(steps: int, batch: int = 64, width: int = 512, on_step: Callable[[], None] | None = None) -> None:
+    """The entry point examples/record_bundled.py calls: `steps` steps of the default model."""
+    train_mlp(["--steps", str(steps), "--batch", str(batch), "--width", str(width)], on_step)
+
+
+def main() -> None:
+    train_mlp(sys.argv[1:])
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--batch", type=int, default=64)
-    args = parser.parse_args()
-    train(args.steps, args.batch)
+    main()

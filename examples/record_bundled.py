@@ -1,45 +1,44 @@
-"""Re-record the example trace shipped inside the package (``daydream/examples/``).
+"""Re-record the example trace shipped inside the package (``daydream/examples/``) with ``daydream record``.
 
-    python examples/record_bundled.py
+    python examples/record_bundled.py [--device cpu|cuda]
 
-Profiles 3 steps of examples/mlp.py after 2 warm-up steps with torch.profiler (shapes, module
-ranges), on CUDA when present, and writes ``daydream/examples/mlp_<device>.json.gz``.
+Records 3 steps of examples/mlp.py after 2 warm-up steps, with a DataLoader whose samples cost CPU time (so the
+data-loading what-if has work to act on), and writes ``daydream/examples/mlp_<device>.json.gz`` with its sidecar
+``mlp_<device>.daydream.json``: ``mlp_cpu`` on the CPU, ``mlp_<gpu name>`` (e.g. ``mlp_nvidia_h100_80gb_hbm3``) on CUDA.
+``daydream demo`` prefers a GPU recording when the package holds one.
 """
 
 from __future__ import annotations
 
-import gzip
+import argparse
 import json
-import os
+import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from daydream.record.command import record_program
 
-sys.path.insert(0, str(Path(__file__).parent))
-from mlp import train  # noqa: E402
-
-OUT_DIR = Path(__file__).resolve().parent.parent / "daydream" / "examples"
+HERE = Path(__file__).resolve().parent
+OUT_DIR = HERE.parent / "daydream" / "examples"
+MLP_ARGS = ["--width", "512", "--depth", "4", "--batch", "64", "--workers", "0", "--transform-us", "40"]
 
 
 def main() -> None:
-    cuda = torch.cuda.is_available()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ns = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        raw = os.path.join(tmp, "trace.json")
-        with profile(
-            activities=activities, schedule=schedule(wait=0, warmup=2, active=3), record_shapes=True, with_modules=True,
-            on_trace_ready=lambda p: p.export_chrome_trace(raw),
-        ) as prof:  # fmt: skip
-            train(steps=6, on_step=prof.step)
-        doc = json.loads(Path(raw).read_text())
-    name = "mlp_" + (torch.cuda.get_device_name(0).replace(" ", "_").lower() if cuda else "cpu") + ".json.gz"
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    with gzip.open(OUT_DIR / name, "wt") as fh:
-        json.dump(doc, fh, separators=(",", ":"))
-    print(f"wrote {OUT_DIR / name} ({len(doc['traceEvents'])} events)")
+        report = record_program([sys.executable, str(HERE / "mlp.py"), "--device", ns.device, "--steps", "8", *MLP_ARGS],
+                                tmp, warmup=2, steps=3)  # fmt: skip
+        meta = json.loads((Path(tmp) / "rank0.daydream.json").read_text())
+        device = meta["device"]["name"] if meta["device"]["type"] == "cuda" else "cpu"
+        stem = "mlp_" + re.sub(r"[^0-9a-z]+", "_", device.lower()).strip("_")
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(tmp) / "rank0.json.gz", OUT_DIR / f"{stem}.json.gz")
+        shutil.copyfile(Path(tmp) / "rank0.daydream.json", OUT_DIR / f"{stem}.daydream.json")
+    print(f"{report.message}: wrote {OUT_DIR / stem}.json.gz and its sidecar")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import networkx as nx
 import pytest
 from whatif_graph import CPU, S7, S20, iteration
 
-from daydream.cli import bundled_example
+from daydream.demo import bundled_example
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads

@@ -9,7 +9,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from daydream.cli import bundled_example, main
+from daydream.cli import main
+from daydream.demo import bundled_example
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.trace import load_trace

@@ -92,6 +92,7 @@ class _Frame:
     dataloader: bool
     inner_shapes: Any = None  # the first nested op's input dims (an autograd wrapper's are its op's)
     top_op_id: int | None = None  # which call of top_op: numbered per graph build
+    inner_layer: str | None = None  # a recorder module range inside an op (AccumulateGrad of a module's parameter)
 
 
 class _Builder:
@@ -143,7 +144,7 @@ class _Builder:
 
     def _sweep_thread(self, thread: str, items: list[tuple[Event, int]], rank: int) -> None:
         stack: list[_Frame] = []
-        pending: list[tuple[float, dict[str, Any], float]] = []  # CPU-only op tasks, in pop order
+        pending: list[tuple[float, dict[str, Any], float, int | None]] = []  # CPU-only op tasks, in pop order
         call_end, call_task = -math.inf, -1  # the last runtime call: calls starting inside it are nested in it
         for ev, family in items:
             ts: float = ev.ts  # type: ignore[assignment]
@@ -151,6 +152,10 @@ class _Builder:
             while stack and stack[-1].end <= ts:
                 self._pop(stack, pending, thread, rank)
             parent = stack[-1] if stack else None
+            if parent is not None and family == 0 and end > parent.end:
+                # An annotation that outlives the range it starts in is not part of it: the recorder's ProfilerStep
+                # starts inside the Optimizer.step range (in its post-hook) and holds the whole next step.
+                parent = None
             if family == 2:
                 corr = ev.args.correlation if ev.args is not None else None
                 if ts < call_end:
@@ -213,15 +218,20 @@ class _Builder:
             stack.append(frame)
         while stack:
             self._pop(stack, pending, thread, rank)
-        for ts, attrs, dur in pending:
-            self.add_task(attrs, ts, dur)
+        for ts, attrs, dur, seq in pending:
+            task = self.add_task(attrs, ts, dur)
+            if seq is not None:
+                self.bwd_seq[task] = seq
 
     def _pop(self, stack: list[_Frame], pending: list[Any], thread: str, rank: int) -> None:
         frame = stack.pop()
         ev = frame.ev
         parent = stack[-1] if stack else None
-        if parent is not None and frame.family == 1 and parent.family == 1 and parent.inner_shapes is None:
-            parent.inner_shapes = self._shapes(ev) or frame.inner_shapes
+        if parent is not None and parent.inner_shapes is None:
+            # through annotations too: the recorder's range sits between evaluate_function and AccumulateGrad
+            parent.inner_shapes = (self._shapes(ev) if frame.family == 1 else None) or frame.inner_shapes
+        if parent is not None and parent.inner_layer is None:
+            parent.inner_layer = frame.inner_layer or (frame.layer if frame.family == 0 and frame.layer != parent.layer else None)
         if frame.has_runtime:
             return
         if frame.dataloader and frame.family == 0 and (parent is None or not parent.dataloader):
@@ -230,7 +240,7 @@ class _Builder:
             attrs = self._cpu_attrs("dataloader", ev.name, thread, rank, parent)
             attrs["phase"] = "dataloader"
             attrs["region"] = ev.name
-            pending.append((ev.ts, attrs, ev.dur))
+            pending.append((ev.ts, attrs, ev.dur, None))
         elif frame.family == 1 and (parent is None or parent.top_op is None) and not frame.dataloader:
             # A CPU op called from Python that launches nothing: its CPU time is a task of its own.
             attrs = self._cpu_attrs("cpu", ev.name, thread, rank, parent)
@@ -239,7 +249,11 @@ class _Builder:
             own = self._shapes(ev)
             attrs["shapes"] = own if _has_dims(own) or not frame.inner_shapes else frame.inner_shapes
             attrs["top_op_id"] = frame.top_op_id
-            pending.append((ev.ts, attrs, ev.dur))
+            # The op's own phase: `evaluate_function: ...` declares the backward pass itself.
+            attrs["phase"], attrs["region"] = frame.phase, frame.region
+            if attrs["layer"] is None:
+                attrs["layer"] = frame.inner_layer
+            pending.append((ev.ts, attrs, ev.dur, frame.bwd_seq))
 
     def _cpu_attrs(self, kind: str, name: str, thread: str, rank: int, parent: _Frame | None) -> dict[str, Any]:
         if parent is None:
@@ -734,6 +748,6 @@ def _cut(b: _Builder, steps: list[Step], step_of: list[str | None], delays: dict
         trace=b.trace.path, rank=b.trace.rank, world_size=b.trace.world_size, device=b.trace.device_name,
         device_properties=_device_properties(b.trace),
         origin_us=origin, steps=step_info, delays=delays, warnings=list(b.trace.warnings),
-        measured_us=max(b.end[t] for t in selected) - origin,
+        measured_us=max(b.end[t] for t in selected) - origin, recording=b.trace.recording,
     )  # fmt: skip
     return g

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from daydream.trace.model import RECORDER_RANGE_PREFIX
 from daydream.trace.schema import Event
 
 PHASES = ("forward", "backward", "optimizer", "dataloader", "other")
@@ -27,7 +28,7 @@ _NOT_A_LAYER_RE = re.compile(
 )
 _MODULE_PREFIX = "nn.Module: "
 # The recorder's own module ranges: "daydream.module: <path>" carries the full dotted module path.
-_RECORDER_MODULE_PREFIX = "daydream.module: "
+_RECORDER_MODULE_PREFIX = RECORDER_RANGE_PREFIX
 
 
 def range_phase(name: str, cat: str | None) -> str | None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import zlib
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -17,6 +19,7 @@ from daydream.trace.model import (
     GPU_ANNOTATION_CATS,
     GPU_CATS,
     LAUNCH_FLOW_CATS,
+    RECORDER_RANGE_PREFIX,
     RUNTIME_CATS,
     SYNC_CATS,
     Trace,
@@ -85,6 +88,12 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
     _sort_events(trace, decoded.traceEvents)
     from daydream.trace.et import attach_execution_trace
 
+    sidecar = recording_path(spath)
+    if Path(sidecar).is_file():
+        try:
+            trace.recording = read_recording(sidecar)
+        except TraceError as exc:  # found by its name, not asked for: the trace stands without it
+            trace.warnings.append(f"recording metadata next to the trace not used: {exc}")
     if et is not None:
         attach_execution_trace(trace, et)
     elif (found := find_execution_trace(spath)) is not None:
@@ -117,6 +126,8 @@ def _sort_events(trace: Trace, events: list[Event]) -> None:
                 skipped += 1
                 continue
             ev.name = names.setdefault(ev.name, ev.name)
+            if family is trace.cpu_ops and ev.name.startswith(RECORDER_RANGE_PREFIX):
+                family, ev.cat = trace.annotations, "user_annotation"
             family.append(ev)
         elif ph in ("s", "f", "t"):
             if ev.cat in LAUNCH_FLOW_CATS and ev.ts is not None:
@@ -154,13 +165,34 @@ def _start_then_longest(ev: Event) -> tuple[float, float]:
     return (ev.ts, -ev.dur)  # type: ignore[operator]
 
 
+def recording_path(path: str) -> str:
+    """The metadata sidecar ``daydream record`` writes next to a trace: ``out/rank0.json.gz`` -> ``out/rank0.daydream.json``."""
+    name = Path(path).name
+    for suffix in (".json.gz", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return str(Path(path).with_name(name + ".daydream.json"))
+
+
+def read_recording(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A recording's metadata (see daydream.record.metadata); TraceError when it is not one."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceError(f"{path}: cannot read recording metadata: {exc}") from None
+    if not isinstance(doc, dict) or not str(doc.get("format", "")).startswith("daydream.recording/"):
+        raise TraceError(f"{path}: not a daydream recording sidecar (no 'format': 'daydream.recording/1')")
+    return doc
+
+
 def find_execution_trace(path: str) -> str | None:
     """An execution trace recorded next to a Kineto trace, by the naming conventions in use.
 
     ``resnet_kineto.json.gz`` -> ``resnet_et.json.gz``; ``dlrm8/rank0.json.gz`` -> ``dlrm8_et/rank0.et.json.gz``;
     ``X.json`` -> ``X.et.json`` (the recorder's own convention).
     """
-    p = Path(path)
+    p = Path(path).absolute()  # a bare file name has the parent "." (no name to derive "<dir>_et" from)
     name = p.name
     stem = name[: -len(".json.gz")] if name.endswith(".json.gz") else name[: -len(".json")] if name.endswith(".json") else None
     if stem is None:

@@ -7,6 +7,10 @@ from typing import Any
 
 from daydream.trace.schema import DeviceProperties, Event
 
+# The recorder's module ranges (daydream.record.modules): its fast ranges come out as `cpu_op` events, but they are
+# annotations of a layer, not ops.
+RECORDER_RANGE_PREFIX = "daydream.module: "
+
 # Event categories of both Kineto schemas, by family.
 CPU_OP_CATS = frozenset({"cpu_op", "Operator", "operator"})
 ANNOTATION_CATS = frozenset({"user_annotation", "python_function", "Python", "python", "Trace_annotation"})
@@ -39,6 +43,7 @@ class Trace:
     skipped: int = 0
     et_ops: dict[int, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    recording: dict[str, Any] | None = None  # the recorder's sidecar (modules, optimizers, buckets...), when present
 
     @property
     def rank(self) -> int:

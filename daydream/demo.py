@@ -1,0 +1,119 @@
+"""The main job on the bundled example: replay the bundled trace, then predict a few library optimizations on it.
+
+``daydream demo`` right after install; ``run_demo(trace)`` does the same on any trace. A what-if that needs what
+the trace does not hold (GPU kernels for mixed precision, a data loader for faster loading) is listed as skipped,
+with the reason, rather than predicted as "no change".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from importlib.resources import files
+from typing import Any
+
+import networkx as nx
+
+from daydream.dsl.library import describe_scripts
+from daydream.errors import DaydreamError
+from daydream.graph.build import GPU_KINDS, build_graph
+from daydream.replay import Replay, replay_graph
+from daydream.trace import load_trace
+from daydream.whatif import WhatIf, run_whatif
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One library script with its params, and what a trace must hold for it to mean anything."""
+
+    script: str
+    params: tuple[tuple[str, str], ...] = ()
+    needs: str = ""  # "gpu": GPU kernels; "dataloader": data-loading tasks; "": anything
+    samples: float = 1.0  # samples per step after the change, relative to before (throughput = samples x speedup)
+
+    def missing(self, graph: nx.DiGraph) -> str | None:
+        """Why the scenario does not apply to ``graph``, or None."""
+        if self.needs == "gpu" and not any(a["kind"] in GPU_KINDS for a in graph._node.values()):
+            return "the trace has no GPU kernels (a CPU recording)"
+        if self.needs == "dataloader" and not any(a.get("phase") == "dataloader" for a in graph._node.values()):
+            return "the step loads no data through a DataLoader"
+        return None
+
+    @property
+    def label(self) -> str:
+        return self.script + "".join(f" {k}={v}" for k, v in self.params)
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("amp", needs="gpu"),
+    Scenario("fused_optimizer", needs="gpu"),
+    Scenario("cuda_graphs", needs="gpu"),
+    Scenario("dataloader", (("speedup", "4"),), needs="dataloader"),
+    Scenario("batch_size", (("factor", "2"),), samples=2.0),
+)
+
+
+@dataclass
+class Demo:
+    trace: str
+    baseline: Replay
+    results: list[tuple[Scenario, WhatIf]] = field(default_factory=list)
+    skipped: list[tuple[Scenario, str]] = field(default_factory=list)
+    summaries: dict[str, str] = field(default_factory=dict)  # script -> first docstring line
+
+    def to_dict(self) -> dict[str, Any]:
+        g = self.baseline.graph
+        rec = g.graph.get("recording") or {}
+        return {
+            "trace": self.trace,
+            "device": g.graph.get("device") or (rec.get("device") or {}).get("name"),
+            "device_type": (rec.get("device") or {}).get("type") or ("cuda" if g.graph.get("device") else None),
+            "measured_us": self.baseline.measured_us,
+            "simulated_us": self.baseline.predicted_us,
+            "breakdown": self.baseline.breakdown,
+            "whatifs": [
+                {"script": s.script, "params": dict(s.params), "summary": self.summaries.get(s.script, ""),
+                 "baseline_us": r.baseline_us, "predicted_us": r.predicted_us, "speedup": r.speedup,
+                 "throughput": r.speedup * s.samples}
+                for s, r in self.results
+            ],  # fmt: skip
+            "skipped": [{"script": s.script, "params": dict(s.params), "reason": why} for s, why in self.skipped],
+            "warnings": self.baseline.warnings,
+        }
+
+
+def bundled_traces() -> list[str]:
+    """The example traces shipped in the package, GPU recordings first."""
+    root = files("daydream").joinpath("examples")
+    found = sorted(str(p) for p in root.iterdir() if str(p).endswith(".json.gz")) if root.is_dir() else []
+    return sorted(found, key=lambda p: p.endswith("_cpu.json.gz"))
+
+
+def bundled_example() -> str:
+    found = bundled_traces()
+    if not found:
+        raise DaydreamError("no bundled example trace in this installation (daydream/examples/*.json.gz)")
+    return found[0]
+
+
+def run_demo(trace: str | None = None, scenarios: tuple[Scenario, ...] = SCENARIOS) -> Demo:
+    """Replay ``trace`` (default: the bundled example) and predict each scenario that applies to it, each on its
+    own copy of the graph."""
+    path = trace or bundled_example()
+    loaded = load_trace(path)
+    graph = build_graph(loaded)
+    baseline = replay_graph(graph)
+    if not loaded.has_gpu_activity:
+        baseline.warnings.insert(0, "a CPU-only recording: what-ifs about GPU kernels do not apply to it")
+    demo = Demo(trace=path, baseline=baseline)
+    demo.summaries = {i.name: i.summary for i in describe_scripts([s.script for s in scenarios])}
+    for s in scenarios:
+        why = s.missing(graph)
+        if why is not None:
+            demo.skipped.append((s, why))
+            continue
+        result = run_whatif(graph, [s.script], dict(s.params))
+        if not math.isfinite(result.predicted_us):
+            raise DaydreamError(f"{s.label}: the prediction is not a number")
+        demo.results.append((s, result))
+    return demo

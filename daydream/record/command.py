@@ -1,0 +1,171 @@
+"""``daydream record -- python train.py ARGS``: run a program unchanged under the recorder, in a child process.
+
+The child is the same command with a small bootstrap in front of the script (``python [OPTS] -c BOOTSTRAP SCRIPT
+ARGS``): it checks for torch before importing anything, then hands over to :mod:`daydream.record.launch`. Options go
+in through ``DAYDREAM_RECORD``; the outcome comes back through a status file. Importing this module needs no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from daydream.errors import DaydreamError
+
+# Checks for torch and daydream in the program's interpreter (which may not be this one) before importing them.
+BOOTSTRAP = """\
+import importlib.util, json, os, sys
+def _status(**kw):
+    with open(json.loads(os.environ["DAYDREAM_RECORD"])["status"], "w") as fh:
+        json.dump(kw, fh)
+if importlib.util.find_spec("torch") is None:
+    _status(missing="torch", python=sys.executable)
+    sys.exit(3)
+try:
+    from daydream.record.launch import main
+except ImportError as exc:
+    _status(missing="daydream", python=sys.executable, error=str(exc))
+    sys.exit(3)
+main()
+"""
+ENV = "DAYDREAM_RECORD"  # the options, as JSON, for daydream.record.launch
+_PYTHON = re.compile(r"^(python|pypy)[0-9.]*(\.exe)?$")
+_OPTIONS_WITH_VALUE = ("-W", "-X", "-Q")
+
+
+class RecordFailed(DaydreamError):
+    """The program ran but the recording is not whole (crash, too few steps, no torch): the message says what was
+    kept."""
+
+
+@dataclass
+class RecordingReport:
+    """The outcome of :func:`record_program`."""
+
+    complete: bool
+    steps_seen: int
+    trace: str | None
+    files: list[str] = field(default_factory=list)
+    message: str = ""
+    exit_code: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def program_command(command: list[str]) -> list[str]:
+    """The child's command line: ``python [OPTS] SCRIPT ARGS`` -> ``python [OPTS] -c BOOTSTRAP SCRIPT ARGS``."""
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise DaydreamError("daydream record: give the program to run after --, e.g. daydream record -- python train.py")
+    exe = command[0]
+    if not _PYTHON.match(Path(exe).name) and Path(exe).resolve() != Path(sys.executable).resolve():
+        raise DaydreamError(
+            f"daydream record runs Python programs: the command starts with {exe!r}; write it as "
+            "`-- python SCRIPT.py ARGS` or `-- python -m MODULE ARGS` (in a multi-process launch, record inside the "
+            "program with daydream.record.record)"
+        )
+    if shutil.which(exe) is None:
+        raise DaydreamError(f"daydream record: {exe}: no such program")
+    i, options = 1, []
+    while i < len(command) and command[i].startswith("-") and command[i] not in ("-m", "-"):
+        if command[i] == "-c":
+            raise DaydreamError("daydream record runs a script or a module (-m), not -c code")
+        options.append(command[i])
+        if command[i] in _OPTIONS_WITH_VALUE and i + 1 < len(command):
+            options.append(command[i + 1])
+            i += 1
+        i += 1
+    target = command[i:]
+    if not target or target[0] == "-" or (target[0] == "-m" and len(target) < 2):
+        raise DaydreamError("daydream record: no script to run: expected `python SCRIPT.py ARGS` or `python -m MODULE ARGS`")
+    if target[0] != "-m" and not Path(target[0]).is_file():
+        raise DaydreamError(f"daydream record: {target[0]}: no such script")
+    return [exe, *options, "-c", BOOTSTRAP, *target]
+
+
+def default_out(command: list[str]) -> str:
+    """``python examples/mlp.py`` -> ``mlp-trace``; ``python -m pkg.train`` -> ``train-trace``."""
+    args = command[1:] if command and command[0] == "--" else command
+    for i, arg in enumerate(args):
+        if arg == "-m" and i + 1 < len(args):
+            return args[i + 1].rsplit(".", 1)[-1] + "-trace"
+        if arg.endswith(".py"):
+            return Path(arg).stem + "-trace"
+    return "daydream-trace"
+
+
+def record_program(command: list[str], out: str | None = None, warmup: int = 2, steps: int = 3, *,
+                   execution_trace: bool = False, embedding_stats: bool = False,
+                   keep_running: bool = False) -> RecordingReport:  # fmt: skip
+    """Run ``command`` (``["python", "train.py", ...]``) with the recorder and return what it recorded.
+
+    The program runs unchanged; by default it is ended once the steps are recorded (``keep_running`` lets it
+    finish). Raises :class:`RecordFailed` when the recording is not whole, DaydreamError for a bad command.
+    """
+    if warmup < 0:
+        raise DaydreamError(f"--warmup must be 0 or more steps, got {warmup}")
+    if steps < 1:
+        raise DaydreamError(f"--steps must be at least 1, got {steps}")
+    child = program_command(command)
+    out_dir = Path(out or default_out(command)).absolute()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise DaydreamError(f"{out_dir}: exists and is not a directory")
+    fd, status_path = tempfile.mkstemp(prefix="daydream-record-", suffix=".json")
+    os.close(fd)
+    os.unlink(status_path)
+    config = {"out": str(out_dir), "warmup": warmup, "steps": steps, "execution_trace": execution_trace,
+              "embedding_stats": embedding_stats, "stop": not keep_running, "command": command,
+              "status": status_path}  # fmt: skip
+    env = {**os.environ, ENV: json.dumps(config)}
+    try:
+        proc = subprocess.Popen(child, env=env)
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:  # the program got the interrupt too: let it stop and report
+            code = proc.wait()
+        status = _read_status(status_path)
+    finally:
+        Path(status_path).unlink(missing_ok=True)
+    return _report(status, code, child[0])
+
+
+def _read_status(path: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _report(status: dict[str, Any] | None, code: int, python: str) -> RecordingReport:
+    if status is None:
+        raise RecordFailed(f"the program exited with code {code} before the recorder could report (killed, or it "
+                           "replaced the process); nothing recorded can be vouched for")  # fmt: skip
+    if status.get("missing") == "torch":
+        raise RecordFailed(f"torch is not installed for {status.get('python') or python}: the recorder needs it "
+                           "(pip install 'daydream[record]' in the environment that runs the program)")  # fmt: skip
+    if status.get("missing") == "daydream":
+        raise RecordFailed(f"{status.get('python') or python} cannot import daydream ({status.get('error')}): install "
+                           "daydream[record] in the environment that runs the program")  # fmt: skip
+    if status.get("recorder_error"):
+        raise RecordFailed(f"the recorder could not start: {status['recorder_error']}")
+    report = RecordingReport(
+        complete=bool(status.get("complete")), steps_seen=int(status.get("steps_seen") or 0), trace=status.get("trace"),
+        files=list(status.get("files") or []), message=str(status.get("message") or ""),
+        exit_code=int(status.get("exit_code") or 0),
+    )  # fmt: skip
+    if not report.complete:
+        err = RecordFailed(report.message)
+        err.exit_code = report.exit_code or 1
+        err.report = report  # type: ignore[attr-defined]
+        raise err
+    return report

@@ -1,0 +1,307 @@
+"""daydream record: examples recorded on CPU through the CLI, module mapping in the graph, failures, the Python API."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import venv
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from daydream import build_graph, load_trace, simulate
+from daydream.errors import DaydreamError
+from daydream.graph.gradients import gradients
+from daydream.record.command import default_out, program_command
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+# Small sizes: each example records in a few seconds on two cores.
+EXAMPLE_ARGS = {
+    "mlp": ["--width", "64", "--batch", "8"],
+    "cnn": ["--width", "8", "--image", "16", "--batch", "4"],
+    "transformer": ["--layers", "2", "--hidden", "32", "--heads", "2", "--seq", "16", "--vocab", "100", "--batch", "2"],
+    "dlrm": ["--tables", "3", "--rows", "1000", "--dim", "8", "--batch", "16"],
+}
+# Ops of a step that belong to no module: the seed gradient of loss.backward(), and a functional loss.
+NOT_IN_A_MODULE = {"aten::ones_like"}
+
+
+def daydream(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "daydream", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def record_example(name: str, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return daydream("record", "--out", str(out), *extra, "--", sys.executable, str(EXAMPLES / f"{name}.py"), "--steps", "8",
+                    "--device", "cpu", *EXAMPLE_ARGS[name])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("recorded")
+    out = {}
+    for name in EXAMPLE_ARGS:
+        extra = ["--embedding-stats", "--execution-trace"] if name == "dlrm" else []
+        proc = record_example(name, base / name, *extra)
+        assert proc.returncode == 0, proc.stderr
+        assert "recorded steps 2..4" in proc.stdout
+        out[name] = base / name
+    return out
+
+
+def _layers_by_phase(graph: object) -> dict[str, Counter[str]]:
+    by: dict[str, Counter[str]] = {"forward": Counter(), "backward": Counter()}
+    for _, a in graph.nodes(data=True):  # type: ignore[attr-defined]
+        if a["phase"] in by and a["layer"] is not None:
+            by[a["phase"]][a["layer"]] += 1
+    return by
+
+
+@pytest.mark.parametrize("name", list(EXAMPLE_ARGS))
+def test_recorded_example_simulates_with_layers(recorded: dict[str, Path], name: str) -> None:
+    trace = recorded[name] / "rank0.json.gz"
+    meta = json.loads((recorded[name] / "rank0.daydream.json").read_text())
+    assert meta["steps"]["complete"] and meta["steps"]["recorded"] == 3 and meta["device"]["type"] == "cpu"
+    graph = build_graph(load_trace(trace))
+    assert graph.graph["recording"]["format"] == "daydream.recording/1"
+    assert [s["name"] for s in graph.graph["steps"]] == ["ProfilerStep#3"]  # the steady step of the three
+    timeline = simulate(graph)
+    assert timeline.makespan() == pytest.approx(graph.graph["measured_us"], rel=0.02)
+    # Every forward and backward op of the step is some module's, but for the ops no module runs.
+    unmapped = [a["name"] for _, a in graph.nodes(data=True) if a["phase"] in ("forward", "backward") and a["layer"] is None]
+    allowed = NOT_IN_A_MODULE | ({"aten::cross_entropy_loss", "aten::flatten"} if name == "transformer" else set())
+    assert {n for n in unmapped if not n.startswith("autograd::engine::evaluate_function")} <= allowed
+    if name != "transformer":  # the transformer's loss is functional (F.cross_entropy): its backward has no module
+        assert [n for n in unmapped if n.startswith("autograd::")] == []
+    # Each module with parameters runs forward ops and backward ops (its own and its gradients' accumulation).
+    by_phase = _layers_by_phase(graph)
+    with_params = [m["path"] for m in meta["modules"] if m["parameters"]]
+    assert with_params
+    for path in with_params:
+        assert by_phase["forward"][path] > 0, path
+        assert by_phase["backward"][path] > 0, path
+
+
+def test_mlp_ops_map_to_their_modules(recorded: dict[str, Path]) -> None:
+    graph = build_graph(load_trace(recorded["mlp"] / "rank0.json.gz"))
+    seen: dict[tuple[str, str], Counter[str]] = {}
+    for _, a in graph.nodes(data=True):
+        if a["phase"] in ("forward", "backward") and a["layer"] is not None:
+            name = a["name"].removeprefix("autograd::engine::evaluate_function: ")
+            seen.setdefault((a["phase"], a["layer"]), Counter())[name] += 1
+    meta = json.loads((recorded["mlp"] / "rank0.daydream.json").read_text())
+    linears = [m["path"] for m in meta["modules"] if m["type"] == "Linear"]
+    relus = [m["path"] for m in meta["modules"] if m["type"] == "ReLU"]
+    assert linears[-1] == "MLP.head" and linears[0] == "MLP.body.0" and relus[0] == "MLP.body.1"
+    for path in linears:
+        assert seen[("forward", path)] == Counter({"aten::linear": 1})
+        # addmm's backward, the weight transpose's, and one accumulation per parameter (weight, bias)
+        assert seen[("backward", path)] == Counter({"AddmmBackward0": 1, "TBackward0": 1, "torch::autograd::AccumulateGrad": 2})
+    for path in relus:
+        assert seen[("forward", path)] == Counter({"aten::relu": 1})
+        assert seen[("backward", path)] == Counter({"ReluBackward0": 1})
+    assert seen[("forward", "CrossEntropyLoss")] == Counter({"aten::cross_entropy_loss": 1})
+    # the gradients a DDP what-if buckets: one per parameter, sized from the shapes under the recorder's range
+    grads = gradients(graph)
+    params = [p for m in meta["modules"] for p in m["parameters"]]
+    assert len(grads) == len(params) and sum(g.nbytes for g in grads) == sum(p["bytes"] for p in params)
+
+
+def test_recording_metadata(recorded: dict[str, Path]) -> None:
+    meta = json.loads((recorded["dlrm"] / "rank0.daydream.json").read_text())
+    assert meta["rank"] == 0 and meta["world_size"] == 1
+    assert meta["steps"]["counted_from"] == "optimizer" and len(meta["steps"]["wall_ms"]) == 5
+    assert meta["environment"]["torch"] == torch.__version__
+    assert [o["type"] for o in meta["optimizers"]] == ["SGD"] and meta["optimizers"][0]["parameters"] > 3
+    tables = meta["embeddings"]
+    assert len(tables) == 3
+    for t in tables:
+        assert t["type"] == "EmbeddingBag" and t["rows"] == 1000 and t["dim"] == 8
+        assert t["steps_sampled"] == 2 and t["lookups_per_step"] > 0 and t["pooling"] > 0
+        shares = list(t["hot_share"].values())
+        assert shares == sorted(shares) and 0 < shares[-1] <= 1
+    # the execution trace, found by name and linked to the Kineto ops
+    assert (recorded["dlrm"] / "rank0.et.json.gz").is_file()
+    trace = load_trace(recorded["dlrm"] / "rank0.json.gz")
+    assert trace.et_ops and trace.recording is not None
+
+
+def test_crashing_program_keeps_partial_trace(tmp_path: Path) -> None:
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "import torch\n"
+        "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(10):\n"
+        "    m(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad()\n"
+        "    if i == 3:\n"
+        "        raise RuntimeError('boom at step 3')\n"
+    )
+    proc = daydream("record", "--out", str(tmp_path / "out"), "--", sys.executable, str(script))
+    assert proc.returncode == 1
+    assert "RuntimeError: boom at step 3" in proc.stderr  # the program's own traceback, from its frames
+    assert "launch.py" not in proc.stderr and "runpy" not in proc.stderr
+    assert "the program failed after 4 of 5 steps" in proc.stderr and "partial trace kept" in proc.stderr
+    trace = tmp_path / "out" / "rank0.json.gz"
+    graph = build_graph(load_trace(trace), step="all")
+    assert [s["name"] for s in graph.graph["steps"]][0] == "ProfilerStep#2"
+    meta = json.loads((tmp_path / "out" / "rank0.daydream.json").read_text())
+    assert meta["error"] == "RuntimeError: boom at step 3" and not meta["steps"]["complete"]
+
+
+def test_program_that_never_steps(tmp_path: Path) -> None:
+    script = tmp_path / "nostep.py"
+    script.write_text("import torch\nm = torch.nn.Linear(8, 8)\nfor i in range(5):\n    m(torch.randn(4, 8)).sum().backward()\n")
+    proc = daydream("record", "--out", str(tmp_path / "a"), "--", sys.executable, str(script))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "ran no training step" in proc.stderr and "no step was being recorded, so there is no trace" in proc.stderr
+    # recording from the first step on: what ran is kept
+    proc = daydream("record", "--warmup", "0", "--out", str(tmp_path / "b"), "--", sys.executable, str(script))
+    assert proc.returncode == 1 and "partial trace kept" in proc.stderr
+    assert load_trace(tmp_path / "b" / "rank0.json.gz").cpu_ops
+
+
+def test_program_exit_code_is_kept(tmp_path: Path) -> None:
+    script = tmp_path / "exit.py"
+    script.write_text("import sys\nsys.exit(7)\n")
+    proc = daydream("record", "--out", str(tmp_path / "o"), "--", sys.executable, str(script))
+    assert proc.returncode == 7 and "the program exited with code 7 after 0 of 5 steps" in proc.stderr
+
+
+def test_no_torch_in_the_program_environment(tmp_path: Path) -> None:
+    env_dir = tmp_path / "bare"
+    venv.create(env_dir, with_pip=False)
+    python = env_dir / "bin" / "python"
+    proc = daydream("record", "--", str(python), str(EXAMPLES / "mlp.py"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"torch is not installed for {python}" in proc.stderr and "daydream[record]" in proc.stderr
+
+
+def test_bad_commands(tmp_path: Path) -> None:
+    for args, message in [
+        ([], "give the program to run after --"),
+        (["bash", "x.sh"], "runs Python programs"),
+        ([sys.executable, str(tmp_path / "missing.py")], "no such script"),
+        ([sys.executable, "-c", "pass"], "not -c code"),
+        ([sys.executable], "no script to run"),
+    ]:
+        proc = daydream("record", "--", *args)
+        assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+    proc = daydream("record", "--steps", "0", "--", sys.executable, str(EXAMPLES / "mlp.py"))
+    assert proc.returncode == 1 and "--steps must be at least 1" in proc.stderr
+
+
+def test_program_command_keeps_interpreter_options() -> None:
+    cmd = program_command(["--", sys.executable, "-u", "-W", "ignore", str(EXAMPLES / "mlp.py"), "--steps", "3"])
+    assert cmd[:4] == [sys.executable, "-u", "-W", "ignore"] and cmd[4] == "-c"
+    assert cmd[6:] == [str(EXAMPLES / "mlp.py"), "--steps", "3"]
+    assert program_command([sys.executable, "-m", "pkg.train", "-x"])[-3:] == ["-m", "pkg.train", "-x"]
+    with pytest.raises(DaydreamError, match="runs Python programs"):
+        program_command(["torchrun", "train.py"])
+    assert default_out(["--", "python", "examples/mlp.py"]) == "mlp-trace"
+    assert default_out(["python", "-m", "pkg.train"]) == "train-trace"
+
+
+def test_module_program_and_keep_running(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "train.py").write_text(
+        "import sys, torch\n"
+        "m = torch.nn.Linear(4, 4); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(int(sys.argv[1])):\n"
+        "    m(torch.randn(2, 4)).sum().backward(); opt.step()\n"
+        "print('finished', i)\n"
+    )
+    proc = subprocess.run([sys.executable, "-m", "daydream", "record", "--keep-running", "--json", "--warmup", "1", "--steps", "2",
+                           "--out", "o", "--", sys.executable, "-m", "pkg.train", "6"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.strip().splitlines()
+    assert out[0] == "finished 5"  # the program ran to its end
+    report = json.loads("\n".join(out[1:]))
+    assert report["complete"] and report["steps_seen"] == 3 and report["trace"].endswith("o/rank0.json.gz")
+
+
+def test_python_api_steps(tmp_path: Path) -> None:
+    from torch import nn
+
+    from daydream.record import RecordError, record, step
+
+    a, b = nn.Linear(4, 4), nn.Linear(4, 1)
+    oa, ob = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.Adam(b.parameters())
+    # two optimizers per iteration: one step each iteration, ended by the last of them
+    with record(str(tmp_path / "two"), warmup=1, steps=2) as rec:
+        for _ in range(6):
+            b(a(torch.randn(8, 4))).sum().backward()
+            oa.step()
+            ob.step()
+    assert rec.result is not None and rec.result.complete and rec.result.steps_seen == 3
+    meta = json.loads((tmp_path / "two" / "rank0.daydream.json").read_text())
+    assert [o["type"] for o in meta["optimizers"]] == ["SGD", "Adam"]
+    graph = build_graph(load_trace(tmp_path / "two" / "rank0.json.gz"), step="all")
+    assert [s["name"] for s in graph.graph["steps"]] == ["ProfilerStep#1", "ProfilerStep#2"]
+    for s in ("ProfilerStep#1", "ProfilerStep#2"):  # each step holds both optimizers' steps
+        regions = {x["region"] for _, x in graph.nodes(data=True) if x["step"] == s and x["phase"] == "optimizer"}
+        assert {r.split("#")[0] for r in regions if r} >= {"Optimizer.step"}
+        assert {r for r in regions if r and "step" in r} == {"Optimizer.step#SGD.step", "Optimizer.step#Adam.step"}
+    # explicit steps, without torch.optim
+    with record(str(tmp_path / "explicit"), warmup=0, steps=2) as rec:
+        for _ in range(3):
+            a(torch.randn(8, 4)).sum().backward()
+            step()
+    assert rec.result is not None and rec.result.complete
+    assert json.loads((tmp_path / "explicit" / "rank0.daydream.json").read_text())["steps"]["counted_from"] == "explicit"
+    step()  # outside a recording: nothing happens
+    with pytest.raises(RecordError, match="ended after 2 of 4 steps"), record(str(tmp_path / "short"), warmup=2, steps=2):
+        for _ in range(2):
+            a(torch.randn(8, 4)).sum().backward()
+            oa.step()
+
+
+def test_trace_is_gzip_and_sidecar_is_optional(recorded: dict[str, Path], tmp_path: Path) -> None:
+    src = recorded["mlp"] / "rank0.json.gz"
+    with gzip.open(src) as fh:
+        assert json.load(fh)["traceEvents"]
+    copy = tmp_path / "alone.json.gz"
+    copy.write_bytes(src.read_bytes())
+    graph = build_graph(load_trace(copy))  # no sidecar: still layers (they are in the trace)
+    assert graph.graph["recording"] is None
+    assert any(a["layer"] == "MLP.body.0" for _, a in graph.nodes(data=True))
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(src.read_bytes())
+    (tmp_path / "bad.daydream.json").write_text("{not json")
+    trace = load_trace(bad)
+    assert trace.recording is None and any("recording metadata" in w for w in trace.warnings)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="DDP over gloo in one process")
+def test_ddp_buckets_recorded(tmp_path: Path) -> None:
+    script = tmp_path / "ddp.py"
+    script.write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "from torch import nn\n"
+        f"dist.init_process_group('gloo', init_method='file://{tmp_path}/store', rank=0, world_size=1)\n"
+        "m = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256), nn.Linear(256, 10))\n"
+        "d = nn.parallel.DistributedDataParallel(m, bucket_cap_mb=0.3)\n"
+        "opt = torch.optim.SGD(d.parameters(), lr=0.1)\n"
+        "for i in range(8):\n"
+        "    d(torch.randn(4, 256)).sum().backward(); opt.step(); opt.zero_grad()\n"
+    )
+    proc = daydream("record", "--out", str(tmp_path / "o"), "--", sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "o" / "rank0.daydream.json").read_text())
+    assert meta["backend"] == "gloo" and meta["world_size"] == 1
+    (ddp,) = meta["ddp"]
+    assert ddp["module"] == "Sequential"
+    names = [p for b in ddp["buckets"] for p in b["parameters"]]
+    assert sorted(names) == sorted(f"Sequential.{i}.{w}" for i in (0, 2, 3) for w in ("weight", "bias"))
+    assert names[0].startswith("Sequential.3")  # rebuilt in the order gradients became ready: the last layer first
+    assert sum(b["bytes"] for b in ddp["buckets"]) == 4 * (2 * 256 * 256 + 2 * 256 + 2560 + 10)
+    graph = build_graph(load_trace(tmp_path / "o" / "rank0.json.gz"))
+    assert {a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward"} >= {"Sequential.0", "Sequential.3"}

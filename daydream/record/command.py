@@ -41,14 +41,15 @@ _PYTHON = re.compile(r"^(python|pypy)[0-9.]*(\.exe)?$")
 _OPTIONS_WITH_VALUE = ("-W", "-X", "-Q")
 
 
-class RecordFailed(DaydreamError):
-    """The program ran but the recording is not whole (crash, too few steps, no torch): the message says what was
-    kept."""
+class RecordError(DaydreamError):
+    """The recording is not whole (the program crashed, ran too few steps, or lacks torch): the message says what
+    was kept."""
 
 
 @dataclass
-class RecordingReport:
-    """The outcome of :func:`record_program`."""
+class RecordResult:
+    """What a recording produced (:func:`record_program`, :class:`daydream.record.record`): ``complete`` when all
+    steps were recorded; ``exit_code`` the program's."""
 
     complete: bool
     steps_seen: int
@@ -66,7 +67,7 @@ def program_command(command: list[str]) -> list[str]:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise DaydreamError("daydream record: give the program to run after --, e.g. daydream record -- python train.py")
+        raise DaydreamError("give the program to run after --, e.g. daydream record -- python train.py")
     exe = command[0]
     if not _PYTHON.match(Path(exe).name) and Path(exe).resolve() != Path(sys.executable).resolve():
         raise DaydreamError(
@@ -75,7 +76,7 @@ def program_command(command: list[str]) -> list[str]:
             "program with daydream.record.record)"
         )
     if shutil.which(exe) is None:
-        raise DaydreamError(f"daydream record: {exe}: no such program")
+        raise DaydreamError(f"{exe}: no such program")
     i, options = 1, []
     while i < len(command) and command[i].startswith("-") and command[i] not in ("-m", "-"):
         if command[i] == "-c":
@@ -87,10 +88,17 @@ def program_command(command: list[str]) -> list[str]:
         i += 1
     target = command[i:]
     if not target or target[0] == "-" or (target[0] == "-m" and len(target) < 2):
-        raise DaydreamError("daydream record: no script to run: expected `python SCRIPT.py ARGS` or `python -m MODULE ARGS`")
+        raise DaydreamError("no script to run: expected `python SCRIPT.py ARGS` or `python -m MODULE ARGS`")
     if target[0] != "-m" and not Path(target[0]).is_file():
-        raise DaydreamError(f"daydream record: {target[0]}: no such script")
+        raise DaydreamError(f"{target[0]}: no such script")
     return [exe, *options, "-c", BOOTSTRAP, *target]
+
+
+def check_counts(warmup: int, steps: int) -> None:
+    if warmup < 0:
+        raise DaydreamError(f"--warmup must be 0 or more steps, got {warmup}")
+    if steps < 1:
+        raise DaydreamError(f"--steps must be at least 1, got {steps}")
 
 
 def default_out(command: list[str]) -> str:
@@ -106,16 +114,13 @@ def default_out(command: list[str]) -> str:
 
 def record_program(command: list[str], out: str | None = None, warmup: int = 2, steps: int = 3, *,
                    execution_trace: bool = False, embedding_stats: bool = False,
-                   keep_running: bool = False) -> RecordingReport:  # fmt: skip
+                   keep_running: bool = False) -> RecordResult:  # fmt: skip
     """Run ``command`` (``["python", "train.py", ...]``) with the recorder and return what it recorded.
 
     The program runs unchanged; by default it is ended once the steps are recorded (``keep_running`` lets it
-    finish). Raises :class:`RecordFailed` when the recording is not whole, DaydreamError for a bad command.
+    finish). Raises :class:`RecordError` when the recording is not whole, DaydreamError for a bad command.
     """
-    if warmup < 0:
-        raise DaydreamError(f"--warmup must be 0 or more steps, got {warmup}")
-    if steps < 1:
-        raise DaydreamError(f"--steps must be at least 1, got {steps}")
+    check_counts(warmup, steps)
     child = program_command(command)
     out_dir = Path(out or default_out(command)).absolute()
     if out_dir.exists() and not out_dir.is_dir():
@@ -146,25 +151,25 @@ def _read_status(path: str) -> dict[str, Any] | None:
         return None
 
 
-def _report(status: dict[str, Any] | None, code: int, python: str) -> RecordingReport:
+def _report(status: dict[str, Any] | None, code: int, python: str) -> RecordResult:
     if status is None:
-        raise RecordFailed(f"the program exited with code {code} before the recorder could report (killed, or it "
+        raise RecordError(f"the program exited with code {code} before the recorder could report (killed, or it "
                            "replaced the process); nothing recorded can be vouched for")  # fmt: skip
     if status.get("missing") == "torch":
-        raise RecordFailed(f"torch is not installed for {status.get('python') or python}: the recorder needs it "
+        raise RecordError(f"torch is not installed for {status.get('python') or python}: the recorder needs it "
                            "(pip install 'daydream[record]' in the environment that runs the program)")  # fmt: skip
     if status.get("missing") == "daydream":
-        raise RecordFailed(f"{status.get('python') or python} cannot import daydream ({status.get('error')}): install "
+        raise RecordError(f"{status.get('python') or python} cannot import daydream ({status.get('error')}): install "
                            "daydream[record] in the environment that runs the program")  # fmt: skip
     if status.get("recorder_error"):
-        raise RecordFailed(f"the recorder could not start: {status['recorder_error']}")
-    report = RecordingReport(
+        raise RecordError(f"the recorder could not start: {status['recorder_error']}")
+    report = RecordResult(
         complete=bool(status.get("complete")), steps_seen=int(status.get("steps_seen") or 0), trace=status.get("trace"),
         files=list(status.get("files") or []), message=str(status.get("message") or ""),
         exit_code=int(status.get("exit_code") or 0),
     )  # fmt: skip
     if not report.complete:
-        err = RecordFailed(report.message)
+        err = RecordError(report.message)
         err.exit_code = report.exit_code or 1
         err.report = report  # type: ignore[attr-defined]
         raise err

@@ -17,8 +17,8 @@ from types import TracebackType
 from typing import Any
 
 from daydream.errors import DaydreamError
-from daydream.record.command import ENV
-from daydream.record.recorder import Recorder, RecordingDone, RecordOptions, RecordResult
+from daydream.record.command import ENV, RecordResult
+from daydream.record.recorder import Recorder, RecordingDone, RecordOptions
 from daydream.simulate.export import write_atomically
 
 

@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +24,12 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from daydream.errors import DaydreamError
 from daydream.record import metadata
+from daydream.record.command import RecordError, RecordResult, check_counts
 from daydream.record.modules import ModuleNames, ModuleRanges
 from daydream.simulate.export import write_atomically
 from daydream.trace.load import recording_path
 
 _active: Recorder | None = None
-
-
-class RecordError(DaydreamError):
-    """The program did not run the steps asked for (or crashed): what was recorded is kept and named."""
 
 
 class RecordingDone(BaseException):  # noqa: N818 - not an error: unwinds the program once the steps are recorded
@@ -50,21 +47,7 @@ class RecordOptions:
     command: list[str] | None = None  # what ran, for the sidecar
 
     def check(self) -> None:
-        if self.warmup < 0:
-            raise DaydreamError(f"--warmup must be 0 or more steps, got {self.warmup}")
-        if self.steps < 1:
-            raise DaydreamError(f"--steps must be at least 1, got {self.steps}")
-
-
-@dataclass
-class RecordResult:
-    """What a recording produced: ``complete`` when all steps were recorded."""
-
-    complete: bool
-    steps_seen: int
-    trace: str | None
-    files: list[str] = field(default_factory=list)
-    message: str = ""
+        check_counts(self.warmup, self.steps)
 
 
 class Recorder:

@@ -111,6 +111,9 @@ def test_mlp_ops_map_to_their_modules(recorded: dict[str, Path]) -> None:
     grads = gradients(graph)
     params = [p for m in meta["modules"] for p in m["parameters"]]
     assert len(grads) == len(params) and sum(g.nbytes for g in grads) == sum(p["bytes"] for p in params)
+    # each knows its module, in the order backward reaches them: the head first, body.0 last
+    assert Counter(g.layer for g in grads) == Counter({path: 2 for path in linears})
+    assert grads[0].layer == "MLP.head" and grads[-1].layer == "MLP.body.0"
 
 
 def test_recording_metadata(recorded: dict[str, Path]) -> None:

@@ -33,6 +33,7 @@ class Gradient:
     nbytes: int
     ready: Any  # the last GPU task launched up to the end of the AccumulateGrad call, else that call's CPU task
     call: Any  # the AccumulateGrad call (its top_op_id), which tells gradients apart
+    layer: str | None = None  # the parameter's module where the trace says (traces from `daydream record`)
 
 
 def _is_accumulate(a: dict[str, Any]) -> bool:
@@ -85,7 +86,8 @@ def gradients(graph: nx.DiGraph, element_bytes: int = 4) -> list[Gradient]:
         if elements is None:
             missing += 1
             continue
-        out.append(Gradient(nodes[last_task[key]].get("step"), elements * element_bytes, ready[key], key))
+        layer = next((nodes[t].get("layer") for t in tasks if nodes[t].get("layer")), None)
+        out.append(Gradient(nodes[last_task[key]].get("step"), elements * element_bytes, ready[key], key, layer))
     if missing:
         raise DaydreamError(
             f"{missing} of {len(calls)} gradients have no recorded size: record the trace with shapes "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import socket
 import subprocess
 import sys
 import venv
@@ -308,3 +309,35 @@ def test_ddp_buckets_recorded(tmp_path: Path) -> None:
     assert sum(b["bytes"] for b in ddp["buckets"]) == 4 * (2 * 256 * 256 + 2 * 256 + 2560 + 10)
     graph = build_graph(load_trace(tmp_path / "o" / "rank0.json.gz"))
     assert {a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward"} >= {"Sequential.0", "Sequential.3"}
+
+
+def test_multi_process_job_records_every_rank(tmp_path: Path) -> None:
+    """torchrun with two gloo ranks, recording from inside the program: one trace and sidecar per rank."""
+    script = tmp_path / "ddp2.py"
+    script.write_text(
+        "import sys, torch, torch.distributed as dist\n"
+        "from torch import nn\n"
+        "from daydream.record import record\n"
+        "dist.init_process_group('gloo')\n"
+        "d = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4)))\n"
+        "opt = torch.optim.SGD(d.parameters(), lr=0.1)\n"
+        "with record(sys.argv[1], warmup=2, steps=2):\n"
+        "    for i in range(6):\n"
+        "        d(torch.randn(8, 64)).sum().backward(); opt.step(); opt.zero_grad()\n"
+        "dist.destroy_process_group()\n"
+    )
+    out = tmp_path / "job"
+    with socket.socket() as sock:  # a free port for the rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+                           "127.0.0.1", "--master_port", str(port), str(script), str(out)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for rank in (0, 1):
+        meta = json.loads((out / f"rank{rank}.daydream.json").read_text())
+        assert (meta["rank"], meta["world_size"], meta["backend"]) == (rank, 2, "gloo")
+        assert meta["ddp"][0]["module"] == "Sequential"
+        graph = build_graph(load_trace(out / f"rank{rank}.json.gz"))
+        assert (graph.graph["rank"], graph.graph["world_size"]) == (rank, 2)
+        assert any(a["layer"] == "Sequential.0" and a["phase"] == "backward" for _, a in graph.nodes(data=True))

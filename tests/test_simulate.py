@@ -92,8 +92,9 @@ def test_release_time_holds_a_root_back() -> None:
     [
         (None, (10, 20), (0, 10)),  # earliest start: y (ready at 0) before x (ready at 5)
         (FIFO, (5, 15), (15, 25)),  # x became ready first
-        (parse_policy("priority:prio"), (5, 15), (15, 25)),  # smallest prio first: x
-        (parse_policy("priority:-prio"), (10, 20), (0, 10)),  # largest first: y
+        # work-conserving: the thread does not idle from 0 to 5 for x's better priority
+        (parse_policy("priority:prio"), (10, 20), (0, 10)),
+        (parse_policy("priority:-prio"), (10, 20), (0, 10)),
     ],
 )
 def test_policies_order_unordered_tasks_on_a_thread(
@@ -104,6 +105,21 @@ def test_policies_order_unordered_tasks_on_a_thread(
     y = add_task(g, "y", "cpu", CPU, 10, release=0, prio=1)
     t = times(g, policy)
     assert t[x] == x_span and t[y] == y_span
+
+
+@pytest.mark.parametrize(("attribute", "order"), [("prio", ["x", "y", "z"]), ("-prio", ["z", "y", "x"])])
+def test_priority_picks_among_tasks_waiting_for_their_thread(attribute: str, order: list[str]) -> None:
+    g = nx.DiGraph()
+    busy = add_task(g, "busy", "cpu", CPU, 10, prio=-100)
+    x = add_task(g, "x", "cpu", CPU, 5, release=3, prio=0)
+    y = add_task(g, "y", "cpu", CPU, 5, release=1, prio=1)
+    z = add_task(g, "z", "cpu", CPU, 5, release=2, prio=2)
+    t = times(g, parse_policy(f"priority:{attribute}"))
+    assert t[busy] == (0, 10)  # ready first, runs first whatever its priority
+    # x, y and z all wait for the thread to free at 10: the priority orders them, back to back
+    names = {x: "x", y: "y", z: "z"}
+    assert [names[n] for n in sorted(names, key=lambda n: t[n][0])] == order
+    assert sorted(t[n] for n in names) == [(10, 15), (15, 20), (20, 25)]
 
 
 def test_unknown_policy_is_a_user_error() -> None:

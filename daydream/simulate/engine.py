@@ -65,7 +65,7 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
         if fifo:
             queue.append(i)
         elif prio is not None:
-            heapq.heappush(heap, (prio[i], ready[i], seq, i))
+            heapq.heappush(heap, (max(ready[i], progress[thread[i]]), prio[i], seq, i))
         else:
             heapq.heappush(heap, (ready[i], seq, i))
         seq += 1
@@ -77,7 +77,14 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
         if fifo:
             i = queue.popleft()
         elif prio is not None:
-            i = heapq.heappop(heap)[3]
+            key, _, _, i = heapq.heappop(heap)
+            s0 = max(ready[i], progress[thread[i]])
+            if s0 > key:
+                # Its thread got busy since it was queued: it competes again at the time the thread frees, where
+                # the priority decides among the tasks waiting for it (a free thread never idles).
+                heapq.heappush(heap, (s0, prio[i], seq, i))
+                seq += 1
+                continue
         else:
             r, _, i = heapq.heappop(heap)
             p = progress[thread[i]]

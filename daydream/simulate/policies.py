@@ -17,7 +17,9 @@ from daydream.errors import DaydreamError
 @dataclass(frozen=True, slots=True)
 class Policy:
     """``kind``: earliest (earliest possible start first, the paper's default), fifo (in the order
-    tasks became ready) or priority (smallest value of ``attribute`` first; ties by earliest start)."""
+    tasks became ready) or priority (work-conserving: the task that can start first runs first, and among the
+    tasks that can start at the same moment, typically several waiting for their thread to free, the smallest
+    value of ``attribute``; a free thread never idles for a better-priority task that is not ready yet)."""
 
     kind: str = "earliest"
     attribute: str | None = None

@@ -42,13 +42,7 @@ def render_replay(result: Replay, console: Console) -> None:
         steps.add_row("[b]all[/]", ms(d["measured_us"]), ms(d["predicted_us"]), f"{d['error_pct']:+.2f}%")
     console.print(steps)
 
-    bd = d["breakdown"]
-    brk = Table(title="Breakdown (predicted)", title_justify="left")
-    for col in ("CPU only", "GPU only", "CPU+GPU overlap", "idle"):
-        brk.add_column(col, justify="right")
-    total = bd["total_us"] or 1.0
-    brk.add_row(*(f"{ms(bd[k])} ({bd[k] / total:.0%})" for k in ("cpu_only_us", "gpu_only_us", "cpu_gpu_overlap_us", "idle_us")))
-    console.print(brk)
+    console.print(breakdown_shares(d["breakdown"], "Breakdown (predicted)"))
 
     cp = d["critical_path"]
     title = f"Critical path: {cp['tasks']:,} tasks; GPU holds it {ms(cp['gpu_us'])}, CPU {ms(cp['cpu_us'])}"
@@ -129,8 +123,7 @@ def render_demo(demo: Demo, console: Console) -> None:
     err = (d["simulated_us"] - d["measured_us"]) / d["measured_us"] * 100 if d["measured_us"] else 0.0
     head.add_row(ms(d["measured_us"]), ms(d["simulated_us"]), f"{err:+.2f}%")
     console.print(head)
-    bd = d["breakdown"]
-    console.print(_one_breakdown(bd))
+    console.print(breakdown_shares(d["breakdown"], "Where the time goes"))
     table = Table(title=f"What if (before: {ms(d['simulated_us'])} per step)", title_justify="left")
     for col in ("optimization", "after", "step time", "throughput"):
         table.add_column(col, justify="left" if col == "optimization" else "right")
@@ -145,8 +138,9 @@ def render_demo(demo: Demo, console: Console) -> None:
     console.print(f"one at a time, with every table: daydream run {d['trace']} SCRIPT [-p NAME=VALUE]", highlight=False)
 
 
-def _one_breakdown(bd: dict[str, float]) -> Table:
-    brk = Table(title="Where the time goes", title_justify="left")
+def breakdown_shares(bd: dict[str, float], title: str) -> Table:
+    """One timeline's breakdown: each part's time and share."""
+    brk = Table(title=title, title_justify="left")
     for col in ("CPU only", "GPU only", "CPU+GPU overlap", "idle"):
         brk.add_column(col, justify="right")
     total = bd["total_us"] or 1.0

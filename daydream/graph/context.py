@@ -27,8 +27,6 @@ _NOT_A_LAYER_RE = re.compile(
     r"|^\[pytorch\|profiler|^\[param\||^PyTorch Profiler|^daydream\.step"
 )
 _MODULE_PREFIX = "nn.Module: "
-# The recorder's own module ranges: "daydream.module: <path>" carries the full dotted module path.
-_RECORDER_MODULE_PREFIX = RECORDER_RANGE_PREFIX
 
 
 def range_phase(name: str, cat: str | None) -> str | None:
@@ -68,8 +66,8 @@ def layer_part(name: str, cat: str | None) -> LayerPart:
     recorder's ``daydream.module:`` ranges carry the whole path, ops and framework annotations keep it."""
     if cat in ("cpu_op", "Operator", "operator"):
         return _KEEP
-    if name.startswith(_RECORDER_MODULE_PREFIX):
-        return LayerPart(name[len(_RECORDER_MODULE_PREFIX) :], replace=True)
+    if name.startswith(RECORDER_RANGE_PREFIX):  # the recorder's range carries the whole dotted module path
+        return LayerPart(name[len(RECORDER_RANGE_PREFIX) :], replace=True)
     if name.startswith(_MODULE_PREFIX):
         return LayerPart(name[len(_MODULE_PREFIX) :])
     if cat == "python_function" or _NOT_A_LAYER_RE.search(name) or _phase_marker(name):

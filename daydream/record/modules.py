@@ -33,9 +33,8 @@ WRAPPER_TYPES = frozenset({"DistributedDataParallel", "DataParallel", "FullyShar
 _profiling = torch.autograd._profiler_enabled
 
 
-def _compiling() -> bool:
-    compiler = getattr(torch, "compiler", None)
-    return bool(compiler is not None and getattr(compiler, "is_compiling", None) and compiler.is_compiling())
+# Looked up once: the hooks run on every module call. Inside torch.compile's tracing they add no ranges.
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 
 
 def unwrap(module: nn.Module) -> nn.Module:

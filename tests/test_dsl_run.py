@@ -157,6 +157,49 @@ def test_insert_comm_on_another_stream_waits_for_its_anchor() -> None:
     check_threads(s.graph)
 
 
+def test_queued_inserts_run_first_ready_first_or_by_priority() -> None:
+    # Transfers on a new stream 30, without launch calls, queued (no place in the stream's order): a (100 us) and b
+    # (10 us) after K1 (ends 112), c (10 us) after K2 (ends 132). The default policy: a and b are ready at once, a
+    # (inserted first) runs [112, 212]; then b (ready at 112) before c (ready at 132): b [212, 222], c [222, 232].
+    def run(policy: str) -> dict[str, tuple[float, float]]:
+        s = session()
+        s.execute('let k1 = select where name == "sm80_gemm_fwd"')
+        s.execute('let a = insert comm "a" after k1 duration 100us on 30 launch none queued with prio = 2, gap = 0')
+        s.execute('let b = insert comm "b" after k1 duration 10us on 30 launch none queued with prio = 3')
+        s.execute('let c = insert comm "c" after (select where name == "relu_kernel") on 30 queued launch none duration 10us with prio = 1')
+        s.execute(policy)
+        assert s.predicted_us == BASELINE_US and len(s.graph) == len(iteration()) + 3  # no launch calls
+        check_threads(s.graph)
+        for name in "abc":
+            (node,) = s.scope[name]
+            a = s.graph.nodes[node]
+            assert a["name"] == name and a["queued"] and a["thread"] == "gpu:0/30"
+            assert not [v for v, e in s.graph.adj[node].items() if e["kind"] in ("stream", "thread")]
+        t = s.predict()
+        return {s.graph.nodes[n]["name"]: (t.start[i], t.end[i]) for i, n in enumerate(t.nodes) if s.graph.nodes[n]["name"] in "abc"}
+
+    assert run("schedule earliest") == {"a": (112, 212), "b": (212, 222), "c": (222, 232)}
+    # by priority (smallest first): at 212 c (1) goes before b (3)
+    assert run("schedule priority prio") == {"a": (112, 212), "c": (212, 222), "b": (222, 232)}
+
+
+def test_an_insert_next_to_a_queued_task_takes_its_place_in_time_and_waits() -> None:
+    s = session()
+    s.execute('let q = insert comm "q" after first(kernel) duration 100us on 30 launch none queued')
+    s.execute('let d = insert comm "d" after q duration 5us on 30 launch none')  # chained on stream 30, waits for q
+    (q,), (d,) = s.scope["q"], s.scope["d"]
+    assert s.graph.edges[q, d]["kind"] == "sync" and not s.graph.nodes[d].get("queued")
+    check_threads(s.graph)
+    t = s.predict()
+    assert t.start[t.nodes.index(d)] == 212  # K1 ends 112, q [112, 212]
+    with pytest.raises(ScriptError, match="cannot set 'queued'"):
+        s.execute("set q.queued = false")
+    with pytest.raises(ScriptError, match="two 'queued' clauses"):
+        s.execute('insert comm "x" after q duration 1us queued queued')
+    with pytest.raises(ScriptError, match=r"or none: no launch call\); got -1"):
+        s.execute('insert comm "x" after q duration 1us on 31 launch -1')
+
+
 def test_insert_refuses_a_cycle_and_leaves_the_graph_as_it_was() -> None:
     s = session()
     before = sorted(s.graph.edges)

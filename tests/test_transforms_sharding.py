@@ -1,6 +1,5 @@
 """transforms/fsdp.whatif: fully sharded data parallel. Hand-built graphs with every time worked out by hand, and
-real traces for direction and magnitude. (p3 is not in the library yet: an insert always chains a task into its
-stream's order, so `schedule priority` cannot reorder P3's gradient slices.)"""
+real traces for direction and magnitude."""
 
 from __future__ import annotations
 

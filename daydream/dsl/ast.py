@@ -112,7 +112,7 @@ class Param:
 @dataclass(frozen=True, slots=True)
 class Let:
     name: str
-    value: Expr
+    value: Expr | Insert  # `let x = insert ...` binds the inserted task (a one-task selection)
     pos: Pos
 
 
@@ -149,6 +149,7 @@ class Insert:
     attrs: tuple[tuple[str, Expr], ...]
     pos: Pos
     kind_pos: Pos | None = None
+    queued: bool = False  # no fixed place in its thread's order: the schedule policy picks it among the waiting
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,8 +31,8 @@ def user_attributes(script: ast.Script, load: Callable[[str, ast.Script, ast.Inc
         for s in statements:
             if isinstance(s, ast.SetAttr):
                 out.add(s.target.attr)
-            elif isinstance(s, ast.Insert):
-                out.update(k for k, _ in s.attrs)
+            elif isinstance(s, ast.Insert) or (isinstance(s, ast.Let) and isinstance(s.value, ast.Insert)):
+                out.update(k for k, _ in (s if isinstance(s, ast.Insert) else s.value).attrs)
             elif isinstance(s, ast.For):
                 walk(s.body, current)
             elif isinstance(s, ast.If):
@@ -98,7 +98,10 @@ class Checker:
             self.bind(s.name, s, script, "param")
             self.params[s.name] = s
         elif isinstance(s, ast.Let):
-            self.expr(s.value, script, False)
+            if isinstance(s.value, ast.Insert):
+                self.statement(s.value, script)
+            else:
+                self.expr(s.value, script, False)
             self.bind(s.name, s, script, "let")
         elif isinstance(s, ast.Scale):
             self.expr(s.target, script, False)

@@ -165,6 +165,11 @@ def _gradient_buckets(
     return [[Selection([grad.bucket_ready(graph, b)]), sum(g.nbytes for g in b)] for b in buckets]
 
 
+def _gradients(graph: nx.DiGraph, element_bytes: Any = 4) -> list[list[Any]]:
+    size = number_argument(element_bytes, "gradients", "element_bytes")
+    return [[Selection([g.ready]), g.nbytes, g.layer] for g in grad.gradients(graph, int(size))]
+
+
 def type_name(value: Any) -> str:
     if isinstance(value, Selection):
         return "a selection"
@@ -211,6 +216,12 @@ register_function(
     "input_bytes(SEL, element_bytes = 4): bytes of the first input tensor of the first task of SEL with recorded shapes (none without)",
     keywords=("element_bytes",),
 )
+register_function(
+    "gradients", _gradients, 0, 1,
+    "gradients(element_bytes = 4): the step's gradients in the order they became ready, each step's in turn, each "
+    "[the task after which it is ready, its bytes, its module (none where the trace does not say)]",
+    keywords=("element_bytes",),
+)  # fmt: skip
 register_function(
     "gradient_buckets", _gradient_buckets, 0, 3,
     "gradient_buckets(cap = 25MiB, first = 1MiB, element_bytes = 4): DDP's gradient buckets, per step in ready order, "

@@ -317,7 +317,10 @@ class Session:
         self.param_values[s.name] = value
 
     def _s_Let(self, s: ast.Let, script: ast.Script) -> None:
-        self.scope[s.name] = self._value(s.value)
+        if isinstance(s.value, ast.Insert):
+            self.scope[s.name] = Selection([self._insert(s.value)[-1]])
+        else:
+            self.scope[s.name] = self._value(s.value)
 
     def _s_Scale(self, s: ast.Scale, script: ast.Script) -> None:
         target = self._selection(s.target, "scale")
@@ -392,6 +395,10 @@ class Session:
         self.version += 1
 
     def _s_Insert(self, s: ast.Insert, script: ast.Script) -> None:
+        self._insert(s)
+
+    def _insert(self, s: ast.Insert) -> list[Any]:
+        """Run an insert; returns the new task ids (the task itself last, after its launch call)."""
         anchor_sel = self._selection(s.anchor, "insert")
         if len(anchor_sel) != 1:
             raise self.error(
@@ -407,10 +414,14 @@ class Session:
             raise self.error(f"a duration is a number of microseconds >= 0 (e.g. 15us, 2ms); got {format_value(duration)}", s.duration)
         thread = self._thread(s, anchor) if s.on is not None else None
         launch = None
+        launched = True
         if s.launch is not None:
             launch = self._value(s.launch)
-            if isinstance(launch, bool) or not isinstance(launch, (int, float)) or not launch >= 0:
-                raise self.error(f"a launch call takes a number of microseconds >= 0; got {format_value(launch)}", s.launch)
+            if launch is None:  # `launch none`: work no traced CPU call issues
+                launched = False
+            elif isinstance(launch, bool) or not isinstance(launch, (int, float)) or not launch >= 0:
+                raise self.error(f"a launch call takes a number of microseconds >= 0 (or none: no launch call); got {format_value(launch)}",
+                                 s.launch)  # fmt: skip
         attrs = {k: self._value(v) for k, v in s.attrs}
         for k, v in attrs.items():
             try:
@@ -419,7 +430,8 @@ class Session:
                 raise self.error(str(exc), s) from None
         kwargs = {"after": anchor} if s.side == "after" else {"before": anchor}
         try:
-            new = edit.insert_task(self.graph, s.kind, name, float(duration), thread=thread, launch_us=launch, **kwargs, **attrs)
+            new = edit.insert_task(self.graph, s.kind, name, float(duration), thread=thread, launch_us=launch, launched=launched,
+                                   queued=s.queued, **kwargs, **attrs)  # fmt: skip
         except DaydreamError as exc:
             raise self.error(str(exc), s) from None
         edit.check_links(self.graph, new)
@@ -429,6 +441,7 @@ class Session:
         effect.tasks += len(new)
         effect.duration_delta_us += sum(self.graph._node[n]["duration"] for n in new)
         self.version += 1
+        return new
 
     def _thread(self, s: ast.Insert, anchor: Any) -> str:
         assert s.on is not None

@@ -21,7 +21,7 @@ TIME_UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "min": 6e7}
 BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 STATEMENT_KEYWORDS = ("param", "let", "scale", "set", "remove", "insert", "schedule", "wait", "for", "if", "include", "assert", "print")
 KEYWORDS = frozenset(STATEMENT_KEYWORDS) | {
-    "select", "where", "by", "in", "and", "or", "not", "true", "false", "none", "with", "launches", "launch", "on", "duration",
+    "select", "where", "by", "in", "and", "or", "not", "true", "false", "none", "with", "launches", "launch", "queued", "on", "duration",
 }  # fmt: skip
 _QUANTITY = re.compile(r"(.*?)([A-Za-z]+)$")
 # Tokens that carry a value; the others (keywords, punctuation) only delimit.
@@ -346,6 +346,9 @@ class _ToAst(Transformer):
     def launch_clause(self, c: list[Any]) -> tuple[str, Any]:
         return ("launch", c[-1])
 
+    def queued_clause(self, c: list[Any]) -> tuple[str, Any]:
+        return ("queued", c[-1])
+
     def attribute(self, c: list[Any]) -> tuple[str, Any, ast.Pos]:
         return (str(c[0]), c[-1], self._pos(c[0]))
 
@@ -363,12 +366,12 @@ class _ToAst(Transformer):
                 last = value[-1][1]
                 continue
             if key in clauses:
-                raise _BadLiteral(f"insert has two '{key}' clauses", value.pos)
+                raise _BadLiteral(f"insert has two '{key}' clauses", self._pos(value) if key == "queued" else value.pos)
             clauses[key] = value
             last = value
         return ast.Insert(
             str(kind), name, str(side), anchor, clauses.get("duration"), clauses.get("on"),
-            clauses.get("launch"), tuple(attrs), self._pos(c[0], last), self._pos(kind),
+            clauses.get("launch"), tuple(attrs), self._pos(c[0], last), self._pos(kind), "queued" in clauses,
         )  # fmt: skip
 
     def schedule(self, c: list[Any]) -> ast.Schedule:

@@ -20,7 +20,7 @@ from daydream.graph.select import Selection, in_time_order
 
 # Attributes that place a task (its thread order, its kind of work): changing them would break the
 # thread chains the simulator relies on. A task moves by removing it and inserting a new one.
-STRUCTURAL_ATTRIBUTES = frozenset({"kind", "thread", "stream", "rank", "start", "end"})
+STRUCTURAL_ATTRIBUTES = frozenset({"kind", "thread", "stream", "rank", "start", "end", "queued"})
 # Seconds-scale costs of a launch call where the trace has none to measure.
 DEFAULT_LAUNCH_CALL_US = 5.0
 _LAUNCH_CALLS = {"gpu": "cudaLaunchKernel", "comm": "cudaLaunchKernel", "memcpy": "cudaMemcpyAsync", "memset": "cudaMemsetAsync"}
@@ -216,6 +216,8 @@ def insert_task(
     before: Any = None,
     thread: str | None = None,
     launch_us: float | None = None,
+    launched: bool = True,
+    queued: bool = False,
     **attrs: Any,
 ) -> list[Any]:
     """Insert a task next to the task ``after`` or ``before`` and return the new task ids.
@@ -228,6 +230,11 @@ def insert_task(
     for that kind of call), next to the anchor's launch on the CPU, as in figure 4 of the Daydream paper.
     The last id returned is the task itself; before it, its launch call. Step, phase, layer and rank come
     from the anchor unless given.
+
+    ``launched=False``: a GPU-side task without a launch call (work issued outside the traced threads: a NIC, a
+    server process). ``queued=True``: the task joins its thread without a fixed place in its order (attribute
+    ``queued``): it depends on the anchor (or the anchor on it, ``before``) and runs when its thread is free and
+    the schedule policy picks it among the tasks waiting there (earliest ready first, or by priority).
     """
     if (after is None) == (before is None):
         raise DaydreamError("insert needs exactly one anchor: after=TASK or before=TASK")
@@ -252,14 +259,17 @@ def insert_task(
         raise DaydreamError(f"a {kind} task runs on {side}, not on {thread!r}")
     side = "after" if after is not None else "before"
     key = _start(a) + a["duration"] if side == "after" else _start(a)
+    base_gap = float(graph.graph.get("delays", {}).get("stream_gap_us", 0.0)) if on_gpu else 0.0
+    if "gap" in attrs:  # given: the task's own (a network queue has no kernel-to-kernel gap)
+        check_settable("gap", attrs["gap"])
+        base_gap = float(attrs.pop("gap"))
     inherit = {k: a.get(k) for k in ("step", "phase", "region", "layer", "rank")}
     inherit.update(attrs)
-    base_gap = float(graph.graph.get("delays", {}).get("stream_gap_us", 0.0)) if on_gpu else 0.0
     new_nodes: list[Any] = []
     undo: list[tuple[Any, Any, dict[str, Any]]] = []  # thread edges split by the insert, restored if it fails
     gaps: list[tuple[Any, float]] = []  # and the gaps it moved
     launcher = None
-    if on_gpu:
+    if on_gpu and launched:
         call_anchor, call_side = _launch_anchor(graph, anchor, side)
         call_thread = nodes[call_anchor]["thread"]
         call_us = typical_launch_call_us(graph, kind) if launch_us is None else float(launch_us)
@@ -270,17 +280,21 @@ def insert_task(
         c = nodes[call_anchor]
         call_key = _start(c) + c["duration"] if call_side == "after" else _start(c)
         undo += _place(graph, launcher, call_thread, call_anchor, call_side, call_key, gaps)
+    if queued:
+        inherit["queued"] = True
     task = add_task(graph, name, kind, thread, float(duration), gap=base_gap, start=key, **inherit)
     if on_gpu:
         nodes[task].setdefault("stream", _stream_of(thread))
     new_nodes.append(task)
-    undo += _place(graph, task, thread, anchor, side, key, gaps)
+    if not queued:
+        undo += _place(graph, task, thread, anchor, side, key, gaps)
     if launcher is not None:
         lag = float(graph.graph.get("delays", {}).get("launch_latency_us", 0.0))
         graph.add_edge(launcher, task, kind="launch", lag=lag)
     # Across threads "after" is a wait: a stream waits for another stream's kernel, a CPU call for a kernel
-    # (a sync). A GPU task next to a CPU call needs no wait: its launch call orders it.
-    if a["thread"] != thread and not (on_gpu and a["kind"] in CPU_KINDS):
+    # (a sync). A GPU task next to a CPU call needs no wait: its launch call orders it. A queued task has no
+    # place next to its anchor, so it waits for it (or holds it back) on any thread.
+    if queued or a.get("queued") or (a["thread"] != thread and not (on_gpu and launcher is not None and a["kind"] in CPU_KINDS)):
         if side == "after":
             graph.add_edge(anchor, task, kind="sync", lag=0.0)
         else:
@@ -395,18 +409,18 @@ def _place(
     soon as the call returns, and one inserted before a call runs right before it."""
     nodes = graph._node
     members = _thread_members(graph, node)  # keeps the per-thread index up to date with the new task
-    if nodes[anchor]["thread"] == thread:
+    if nodes[anchor]["thread"] == thread and not nodes[anchor].get("queued"):
         prev = anchor if side == "after" else _order_pred(graph, anchor)
         nxt = _order_succ(graph, anchor) if side == "after" else anchor
     else:
-        members = [u for u in members if u != node and u in nodes]
+        members = [u for u in members if u != node and u in nodes and not nodes[u].get("queued")]
         earlier = [(_start(nodes[u]), _tiebreak(u), u) for u in members]
         earlier = [x for x in earlier if (x[0], x[1]) <= (key, _tiebreak(node))]
         prev = max(earlier)[2] if earlier else None
         if prev is not None:
             nxt = _order_succ(graph, prev)
         else:
-            heads = [u for u in members if _order_pred(graph, u) is None]
+            heads = [u for u in members if _order_pred(graph, u) is None and not nodes[u].get("queued")]
             nxt = heads[0] if heads else None
     order = "stream" if thread.startswith("gpu:") else "thread"
     split = []
@@ -457,14 +471,15 @@ def _tiebreak(node: Any) -> int:
 
 
 def check_threads(graph: nx.DiGraph, threads: Iterable[str] | None = None) -> None:
-    """Every thread's tasks form one chain of order edges (each task one thread predecessor at most)."""
+    """Every thread's tasks form one chain of order edges (each task one thread predecessor at most), but for
+    queued tasks, which have no order edges."""
     wanted = None if threads is None else set(threads)
     heads: dict[str, int] = {}
     for node, a in graph._node.items():
         t = a["thread"]
         if wanted is not None and t not in wanted:
             continue
-        if _check_links(graph, node) == 0:
+        if _check_links(graph, node) == 0 and not a.get("queued"):
             heads[t] = heads.get(t, 0) + 1
     for t, count in heads.items():
         if count > 1:
@@ -489,6 +504,8 @@ def _check_links(graph: nx.DiGraph, node: Any) -> int:
     order_out = [v for v, e in graph._succ[node].items() if e.get("kind") in ORDER_KINDS]
     if len(order_in) > 1 or len(order_out) > 1:
         raise DaydreamError(f"{_label(graph, node)} has more than one thread neighbour on a side")
+    if (order_in or order_out) and graph._node[node].get("queued"):
+        raise DaydreamError(f"{_label(graph, node)} is queued but has a place in its thread's order")
     for u in order_in:
         if graph._node[u]["thread"] != t:
             raise DaydreamError(f"an order edge joins {_label(graph, u)} to {_label(graph, node)} on another thread")

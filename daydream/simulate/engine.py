@@ -65,9 +65,9 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
         if fifo:
             queue.append(i)
         elif prio is not None:
-            heapq.heappush(heap, (max(ready[i], progress[thread[i]]), prio[i], seq, i))
+            heapq.heappush(heap, (max(ready[i], progress[thread[i]]), prio[i], ready[i], seq, i))
         else:
-            heapq.heappush(heap, (ready[i], seq, i))
+            heapq.heappush(heap, (ready[i], ready[i], seq, i))
         seq += 1
 
     for i in range(n):
@@ -77,20 +77,22 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
         if fifo:
             i = queue.popleft()
         elif prio is not None:
-            key, _, _, i = heapq.heappop(heap)
+            key, _, _, _, i = heapq.heappop(heap)
             s0 = max(ready[i], progress[thread[i]])
             if s0 > key:
                 # Its thread got busy since it was queued: it competes again at the time the thread frees, where
-                # the priority decides among the tasks waiting for it (a free thread never idles).
-                heapq.heappush(heap, (s0, prio[i], seq, i))
+                # the priority decides among the tasks waiting for it (a free thread never idles), and among
+                # equals the one ready first.
+                heapq.heappush(heap, (s0, prio[i], ready[i], seq, i))
                 seq += 1
                 continue
         else:
-            r, _, i = heapq.heappop(heap)
+            r, _, _, i = heapq.heappop(heap)
             p = progress[thread[i]]
-            if p > r and heap and heap[0][0] < p:
-                # Its thread is busy until p, and another ready task could start before that: run that first.
-                heapq.heappush(heap, (p, seq, i))
+            if p > r and heap and heap[0][:2] < (p, ready[i]):
+                # Its thread is busy until p, and another task could start before that (or as early, having been
+                # ready sooner: tasks waiting for one thread run in the order they became ready): run that first.
+                heapq.heappush(heap, (p, ready[i], seq, i))
                 seq += 1
                 continue
         t = thread[i]

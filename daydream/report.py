@@ -92,6 +92,15 @@ def render_whatif(result: WhatIf, console: Console) -> None:
         ms(measured) if measured == measured else "-", ms(d["baseline_us"]), ms(d["predicted_us"]), f"[b]{d['speedup']:.3f}x[/]"
     )
     console.print(head)
+    b_steps, a_steps = d["step_us"]["baseline"], d["step_us"]["predicted"]
+    if len(a_steps) > 1:
+        per = Table(title="Per step (from the end of the step before to its end)", title_justify="left")
+        for col in ("step", "baseline", "predicted", "change"):
+            per.add_column(col, justify="right" if col != "step" else "left")
+        for name, a in a_steps.items():
+            b = b_steps.get(name)
+            per.add_row(name, ms(b) if b is not None else "-", ms(a), _change(b, a) if b is not None else "")
+        console.print(per)
     console.print(breakdown_table(d["breakdown"]["baseline"], d["breakdown"]["predicted"]))
     cls = Table(title="GPU time by kernel class", title_justify="left")
     for col in ("class", "baseline", "predicted", "change"):

@@ -27,6 +27,7 @@ class Summary:
     gpu_time_by_class: dict[str, float]
     gpu_time_by_phase: dict[str, float]
     tasks: int
+    step_us: dict[str, float]  # each step's end minus the end of the step before (Timeline.step_periods)
 
     @classmethod
     def of(cls, timeline: Timeline) -> Summary:
@@ -36,6 +37,7 @@ class Summary:
             gpu_time_by_class=totals(timeline, "class"),
             gpu_time_by_phase=totals(timeline, "phase"),
             tasks=len(timeline.nodes),
+            step_us=timeline.step_periods(),
         )
 
 
@@ -84,6 +86,7 @@ class WhatIf:
             "speedup": self.speedup,
             "baseline_error_pct": 100.0 * (self.baseline_us - measured) / measured if measured else None,
             "tasks": {"baseline": self.baseline.tasks, "predicted": self.predicted.tasks},
+            "step_us": {"baseline": self.baseline.step_us, "predicted": self.predicted.step_us},
             "breakdown": {"baseline": self.baseline.breakdown, "predicted": self.predicted.breakdown},
             "gpu_time_by_class": {"baseline": self.baseline.gpu_time_by_class, "predicted": self.predicted.gpu_time_by_class},
             "gpu_time_by_phase": {"baseline": self.baseline.gpu_time_by_phase, "predicted": self.predicted.gpu_time_by_phase},

@@ -122,6 +122,36 @@ def test_priority_picks_among_tasks_waiting_for_their_thread(attribute: str, ord
     assert sorted(t[n] for n in names) == [(10, 15), (15, 20), (20, 25)]
 
 
+def test_tasks_waiting_for_one_thread_run_first_ready_first() -> None:
+    # busy holds the thread to 10; z (ready 1), x (ready 2) and y (ready 3) wait for it, added in the order x y z,
+    # with equal priorities: the one ready first runs first under every policy that orders waiting tasks
+    g = nx.DiGraph()
+    busy = add_task(g, "busy", "cpu", CPU, 10, prio=0)
+    x = add_task(g, "x", "cpu", CPU, 5, release=2, prio=1)
+    y = add_task(g, "y", "cpu", CPU, 5, release=3, prio=1)
+    z = add_task(g, "z", "cpu", CPU, 5, release=1, prio=1)
+    for policy in (None, parse_policy("priority:prio")):
+        t = times(g, policy)
+        assert t[busy] == (0, 10) and (t[z], t[x], t[y]) == ((10, 15), (15, 20), (20, 25))
+
+
+def test_step_periods_run_from_the_end_of_the_step_before() -> None:
+    # s1: a CPU task [0, 10] launching a kernel [10, 40]; s2: a CPU task [10, 15] launching a kernel [40, 50], and a
+    # transfer of s1 on another stream after s1's kernel [40, 70]: s1 ends at 70, s2 at 50 (steps end in that order)
+    g = nx.DiGraph()
+    c1 = add_task(g, "c1", "cpu", CPU, 10, step="s1")
+    k1 = add_task(g, "k1", "gpu", GPU, 30, step="s1")
+    c2 = add_task(g, "c2", "cpu", CPU, 5, step="s2")
+    k2 = add_task(g, "k2", "gpu", GPU, 10, step="s2")
+    x = add_task(g, "x", "comm", GPU2, 30, step="s1")
+    for u, v, kind in [(c1, k1, "launch"), (c1, c2, "thread"), (c2, k2, "launch"), (k1, k2, "stream"), (k1, x, "sync")]:
+        add_dependency(g, u, v, kind)
+    tl = simulate(g)
+    assert tl.step_times() == {"s1": 70, "s2": 40}  # first start to last end of each step's own tasks
+    assert tl.step_periods() == {"s2": 50, "s1": 20}  # s2 ends first, at 50; s1 20 later; together the makespan
+    assert sum(tl.step_periods().values()) == tl.makespan() == 70
+
+
 def test_unknown_policy_is_a_user_error() -> None:
     with pytest.raises(DaydreamError, match="unknown schedule policy"):
         parse_policy("random")

@@ -98,6 +98,9 @@ def test_parameter_server_without_p3_by_hand() -> None:
     assert transfers(r, "s1") == [(301, 901, "push", "B"), (901, 1101, "push", "A"), (1101, 1701, "pull", "B"), (1701, 1901, "pull", "A")]
     assert span(r, "fwd_A_kernel", "s2") == (1901, 2001)
     assert r.predicted_us == 3801
+    # per step, from the end of the step before: s1 ends with its last pull, s2 1900 us later (the steady state);
+    # before, s1 ended with its optimizer kernel [401, 451] and s2 450 us later
+    assert r.predicted.step_us == {"s1": 1901, "s2": 1900} and r.baseline.step_us == {"s1": 451, "s2": 450}
     assert not [a for a in r.graph.nodes.values() if a["name"] == "sgd_kernel"]
     assert r.session.policy_text == "earliest"
 
@@ -112,6 +115,7 @@ def test_p3_priority_by_hand() -> None:
     assert transfers(r, "s1") == [(301, 901, "push", "B"), (901, 1101, "push", "A"), (1101, 1301, "pull", "A"), (1301, 1901, "pull", "B")]
     assert span(r, "fwd_A_kernel", "s2") == (1301, 1401)
     assert r.predicted_us == 3701
+    assert r.predicted.step_us == {"s1": 1901, "s2": 1800}  # 100 us a step less than without P3
 
 
 def test_p3_slices_by_hand() -> None:
@@ -181,6 +185,9 @@ def test_recorded_example_over_three_steps() -> None:
     # forward start sooner than the plain parameter server does
     assert p3.predicted_us < ps.predicted_us
     assert 1.02 < ps.predicted_us / p3.predicted_us < 1.2
+    # the steady state (the steps after the first, which carries the start-up): P3 gains more there
+    for step in ("ProfilerStep#3", "ProfilerStep#4"):
+        assert 1.05 < ps.predicted.step_us[step] / p3.predicted.step_us[step] < 1.3
     # a slower network: longer; a fast one: the steps approach the compute without the optimizer (the servers update)
     assert predict(link=0.2).predicted_us > p3.predicted_us > predict(link="eth-100g").predicted_us
 
@@ -216,6 +223,13 @@ def test_cli_json(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["policy"] == "priority p3_priority" and d["predicted_us"] > 0 and len(d["steps"]) == 3
+    assert list(d["step_us"]["predicted"]) == d["steps"]
+    assert sum(d["step_us"]["predicted"].values()) == pytest.approx(d["predicted_us"])
+    text = subprocess.run(
+        [sys.executable, "-m", "daydream", "run", str(bundled_example()), "p3", "--step", "all", "-p", "link=0.5"],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    assert "Per step (from the end of the step before to its end)" in text and "ProfilerStep#3" in text
 
 
 def test_a_data_parallel_trace_loses_its_all_reduces(shared_traces: Path) -> None:

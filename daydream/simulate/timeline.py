@@ -57,6 +57,19 @@ class Timeline:
         """Predicted makespan of each step's tasks (inserted tasks count with the step of nothing)."""
         return {name: self.makespan(ix) for name, ix in self.step_indices().items() if name != "inserted"}
 
+    def step_periods(self) -> dict[str, float]:
+        """Each step's time as a pipeline of steps sees it, in the order the steps end: from the end of the step
+        before (for the first, the start of the timeline) to its own end, its last task's. Where steps overlap (one
+        step's communication under the next one's compute, the CPU issuing ahead of the GPU) the middle steps are
+        the steady state; the periods add up to the makespan."""
+        ends = sorted((float(self.end[ix].max()), name) for name, ix in self.step_indices().items() if name != "inserted")
+        before = float(self.start.min()) if len(self.nodes) else 0.0
+        out = {}
+        for end, name in ends:
+            out[name] = end - before
+            before = end
+        return out
+
 
 def _union_length(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge [start, end) intervals (rows); return merged starts and ends."""

@@ -5,7 +5,7 @@
 Without TRACE it tiles ../shared/traces/hta/nccl_parser_config_nccl_data.json.gz to ~1M events (326k tasks with
 --step all). Bounds (issue 3): parsing a 1,000-line script < 0.2 s; `let` + `scale` of a selection with a
 where-clause on the 300k-task graph < 1 s. Times are the median of --repeat runs, after one warm-up; the 100
-inserts run once.
+inserts and the 1,000 queued inserts run once.
 """
 
 from __future__ import annotations
@@ -98,6 +98,21 @@ def main() -> None:
     t0 = time.perf_counter()
     session.execute(inserts)
     inserts_s = time.perf_counter() - t0
+    # 1,000 queued transfers (as p3 inserts gradient slices: no launch call, no place in the stream's order, each
+    # bound with `let` and waited for by the next), then the prediction with a priority schedule
+    queued = (
+        'for k in first(select kernel where class == "gemm", 500) {\n'
+        '    let push = insert comm "push" after k duration 20us on 9998 launch none queued with prio = k.start[0]\n'
+        '    insert comm "pull" after push duration 20us on 9998 launch none queued with prio = k.start[0]\n'
+        "}\n"
+        "schedule priority prio"
+    )
+    t0 = time.perf_counter()
+    session.execute(queued)
+    queued_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    session.predict()
+    predict_priority_s = time.perf_counter() - t0
     print(json.dumps({
         "cpus": os.cpu_count(),
         "script_lines": text.count("\n"),
@@ -109,6 +124,9 @@ def main() -> None:
         "scale_all_gpu_s": kind_only_s,
         "simulate_after_s": predict_s,
         "insert_100_in_a_loop_s": inserts_s,
+        "queued_inserted": sum(1 for a in graph._node.values() if a.get("queued")),
+        "insert_1000_queued_s": queued_s,
+        "simulate_after_queued_priority_s": predict_priority_s,
     }, indent=2))  # fmt: skip
 
 

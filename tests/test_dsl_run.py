@@ -192,6 +192,14 @@ def test_an_insert_next_to_a_queued_task_takes_its_place_in_time_and_waits() -> 
     check_threads(s.graph)
     t = s.predict()
     assert t.start[t.nodes.index(d)] == 212  # K1 ends 112, q [112, 212]
+    # queued before a task: that task waits for it (the final sync, which started at 412, now waits for a 500 us
+    # call queued on a thread of its own after K1: [112, 612])
+    s.execute('let pre = insert cpu "pre" before last(cpu) duration 500us on "cpu:9/9" queued')
+    s.execute('wait pre for first(kernel)')
+    (pre,) = s.scope["pre"]
+    assert s.graph.has_edge(pre, next(n for n, a in s.graph.nodes(data=True) if a["name"] == "cudaDeviceSynchronize"))
+    assert s.predicted_us == 615
+    check_threads(s.graph)
     with pytest.raises(ScriptError, match="cannot set 'queued'"):
         s.execute("set q.queued = false")
     with pytest.raises(ScriptError, match="two 'queued' clauses"):

@@ -56,6 +56,12 @@ def median_time(fn: object, repeat: int) -> float:
     return statistics.median(times)
 
 
+def time_once(fn: object) -> float:
+    t0 = time.perf_counter()
+    fn()  # type: ignore[operator]
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace", nargs="?")
@@ -67,9 +73,7 @@ def main() -> None:
     from daydream.dsl import Session, parse_script
 
     text = long_script()
-    t0 = time.perf_counter()
-    parse_script(text, "long.whatif")
-    first_parse = time.perf_counter() - t0  # includes building the LALR tables once per process
+    first_parse = time_once(lambda: parse_script(text, "long.whatif"))  # includes building the LALR tables once
     parse_s = median_time(lambda: parse_script(text, "long.whatif"), args.repeat)
 
     trace = args.trace
@@ -85,9 +89,7 @@ def main() -> None:
     statements = 'let gemm = select gpu where class in ["gemm", "conv"] and duration > 10us\nscale gemm by 0.5'
     select_scale_s = median_time(lambda: session.execute(statements), args.repeat)
     kind_only_s = median_time(lambda: session.execute("scale gpu by 1.0"), args.repeat)
-    t0 = time.perf_counter()
-    session.predict()
-    predict_s = time.perf_counter() - t0
+    predict_s = time_once(session.predict)
     # 100 inserts in a loop, each with its launch call and a cross-stream wait: the first builds the topological
     # order the cycle check keeps up to date, the rest pay only for what they touch
     inserts = (
@@ -95,11 +97,9 @@ def main() -> None:
         '    insert gpu (k.name[0] + "_copy") after k duration k.duration[0] on 9999\n'
         "}"
     )
-    t0 = time.perf_counter()
-    session.execute(inserts)
-    inserts_s = time.perf_counter() - t0
-    # 1,000 queued transfers (as p3 inserts gradient slices: no launch call, no place in the stream's order, each
-    # bound with `let` and waited for by the next), then the prediction with a priority schedule
+    inserts_s = time_once(lambda: session.execute(inserts))
+    # 1,000 queued transfers (as p3 inserts gradient slices: no launch call, no place in the stream's order; each
+    # push bound with `let` and its pull anchored on it), then the prediction with a priority schedule
     queued = (
         'for k in first(select kernel where class == "gemm", 500) {\n'
         '    let push = insert comm "push" after k duration 20us on 9998 launch none queued with prio = k.start[0]\n'
@@ -107,12 +107,8 @@ def main() -> None:
         "}\n"
         "schedule priority prio"
     )
-    t0 = time.perf_counter()
-    session.execute(queued)
-    queued_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    session.predict()
-    predict_priority_s = time.perf_counter() - t0
+    queued_s = time_once(lambda: session.execute(queued))
+    predict_priority_s = time_once(session.predict)
     print(json.dumps({
         "cpus": os.cpu_count(),
         "script_lines": text.count("\n"),

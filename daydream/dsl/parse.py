@@ -366,7 +366,7 @@ class _ToAst(Transformer):
                 last = value[-1][1]
                 continue
             if key in clauses:
-                raise _BadLiteral(f"insert has two '{key}' clauses", self._pos(value) if key == "queued" else value.pos)
+                raise _BadLiteral(f"insert has two '{key}' clauses", self._pos(value))
             clauses[key] = value
             last = value
         return ast.Insert(

@@ -9,7 +9,7 @@ from typing import Any
 
 import networkx as nx
 
-from daydream.graph.build import CPU_KINDS, GPU_KINDS, build_graph
+from daydream.graph.build import CPU_KINDS, EDGE_KINDS, GPU_KINDS, build_graph
 from daydream.simulate import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals
 from daydream.trace import load_trace
 
@@ -69,8 +69,18 @@ class Replay:
             "gpu_time_by_layer": _top(totals(self.timeline, "layer"), 20),
             "critical_path": self.critical_path_summary(),
             "delays": g.graph.get("delays"),
+            "edges_by_kind": edges_by_kind(g),
+            "causality": g.graph.get("causality"),
             "warnings": self.warnings,
         }
+
+
+def edges_by_kind(graph: nx.DiGraph) -> dict[str, int]:
+    """How many dependencies of each kind (thread, stream, launch, sync, comm) the graph holds."""
+    counts = dict.fromkeys(EDGE_KINDS, 0)
+    for _, _, kind in graph.edges(data="kind"):
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 def _top(d: dict[str, float], n: int) -> dict[str, float]:
@@ -80,7 +90,7 @@ def _top(d: dict[str, float], n: int) -> dict[str, float]:
 def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
     """Simulate ``graph`` and compare with what its trace measured."""
     timeline = simulate(graph, policy)
-    predicted_steps = timeline.step_times()
+    predicted_steps = timeline.step_periods()
     steps = [
         {"name": s["name"], "measured_us": s["measured_us"], "predicted_us": predicted_steps.get(s["name"], math.nan)}
         for s in graph.graph.get("steps", [])

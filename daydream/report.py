@@ -41,6 +41,7 @@ def render_replay(result: Replay, console: Console) -> None:
     if len(d["steps"]) != 1:
         steps.add_row("[b]all[/]", ms(d["measured_us"]), ms(d["predicted_us"]), f"{d['error_pct']:+.2f}%")
     console.print(steps)
+    console.print(_causality_line(d), highlight=False)
 
     console.print(breakdown_shares(d["breakdown"], "Breakdown (predicted)"))
 
@@ -57,6 +58,22 @@ def render_replay(result: Replay, console: Console) -> None:
         la = layers[i] if i < len(layers) else ("", None)
         crit.add_row(n[0], ms(n[1]) if n[1] is not None else "", la[0], ms(la[1]) if la[1] is not None else "")
     console.print(crit)
+
+
+def _causality_line(d: dict) -> str:
+    """What explains the timeline: the dependencies by kind, and what nothing in the graph explains."""
+    edges = ", ".join(f"{k} {n:,}" for k, n in d["edges_by_kind"].items())
+    c = d.get("causality") or {}
+    weak = []
+    if c.get("pinned_tasks"):
+        weak.append(f"{c['pinned_tasks']:,} tasks pinned to a release time")
+    if c.get("unanchored_tasks"):
+        weak.append(f"{c['unanchored_tasks']:,} tasks start with no dependency that explains it "
+                    f"({ms(c['unanchored_lead_us'])} of traced lead time dropped)")  # fmt: skip
+    if c.get("held_back_us"):
+        weak.append(f"work before the step held it back up to {ms(c['held_back_us'])} in the trace "
+                    "(the step is simulated with nothing pending)")  # fmt: skip
+    return f"dependencies: {edges}\n" + ("explained: every start" if not weak else "not explained: " + "; ".join(weak))
 
 
 def _change(before: float, after: float) -> str:

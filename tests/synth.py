@@ -11,7 +11,7 @@ PID, MAIN, BWD = 100, 1, 2
 STREAM = 7
 
 
-def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = True) -> dict[str, Any]:
+def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = True, legacy: bool = False) -> dict[str, Any]:
     """A training loop of ``steps`` iterations, 1000 us apart. Per step (times from the step's base):
 
     forward  (main thread, module Linear_0): aten::linear > aten::addmm > cudaLaunchKernel [30, 40] -> sgemm [45, 245]
@@ -20,8 +20,18 @@ def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = Tr
     optimizer: Optimizer.step#SGD.step > cudaLaunchKernel [510, 515] -> multi_tensor_apply [517, 530]
     sync:    aten::item > cudaMemcpyAsync [705, 795] -> Memcpy DtoH (Device -> Pageable) [780, 790]
              cudaStreamSynchronize [800, 850]
+
+    ``legacy`` (with ``schema="2021"``): as PyTorch 1.8-1.10 recorded it. ProfilerStep#N and Optimizer.step#SGD.step are
+    ``Operator`` events, and so are a DataLoader range enumerate(DataLoader)#... [1, 9] (aten::stack inside) and
+    Optimizer.zero_grad#SGD.zero_grad [600, 650] (aten::zero_ inside); the autograd thread runs the nodes themselves,
+    no evaluate_function wrapper: AddmmBackward [300, 400] > aten::mm > cudaLaunchKernel [310, 318] -> sgemm [320, 420],
+    then torch::autograd::AccumulateGrad [410, 440] > aten::add_ > cudaLaunchKernel [415, 420] -> add kernel [422, 430].
+    The main thread is idle from 150 (after the forward) to 500 (the optimizer step): it waits in loss.backward().
     """
     old = schema == "2021"
+    if legacy and not old:
+        raise ValueError("legacy traces are 2021-schema: make_trace(schema='2021', legacy=True)")
+    cat_range = "Operator" if legacy else "user_annotation"
     cat_op, cat_rt, cat_k, cat_cp = (
         ("Operator", "Runtime", "Kernel", "Memcpy") if old else ("cpu_op", "cuda_runtime", "kernel", "gpu_memcpy")
     )
@@ -48,24 +58,38 @@ def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = Tr
     for k in range(1, steps + 1):
         b = 1000.0 * k
         seq = 10 * k
-        x("user_annotation", f"ProfilerStep#{k}", MAIN, b, 900)
+        x(cat_range, f"ProfilerStep#{k}", MAIN, b, 900)
+        if legacy:
+            x(cat_op, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", MAIN, b + 1, 8)
+            x(cat_op, "aten::stack", MAIN, b + 2, 6, **{dims: [[8], [8], [8], [8]]})
         x("python_function", "nn.Module: Linear_0", MAIN, b + 10, 95)
         x(cat_op, "aten::linear", MAIN, b + 12, 80, **{"Sequence number": seq, dims: [[4, 8], [8, 8], [8]]})
         x(cat_op, "aten::addmm", MAIN, b + 20, 62, **{dims: [[8], [4, 8], [8, 8]]})
         launch("cudaLaunchKernel", MAIN, b + 30, 10, "volta_sgemm_128x64_nn", b + 45, 200)
         x(cat_op, "aten::relu", MAIN, b + 110, 40, **{dims: [[4, 8]]})
         launch("cudaLaunchKernel", MAIN, b + 120, 8, "void at::native::vectorized_elementwise_kernel<relu>", b + 246, 20)
-        x(
-            cat_op,
-            "autograd::engine::evaluate_function: AddmmBackward0",
-            BWD,
-            b + 300,
-            100,
-            **{"Sequence number": seq, "Fwd thread id": 1},
-        )
+        if legacy:
+            x(cat_op, "AddmmBackward", BWD, b + 300, 100, **{"Sequence number": seq, "Fwd thread id": 1})
+            x(cat_op, "aten::mm", BWD, b + 305, 20, **{dims: [[4, 8], [8, 8]]})
+        else:
+            x(
+                cat_op,
+                "autograd::engine::evaluate_function: AddmmBackward0",
+                BWD,
+                b + 300,
+                100,
+                **{"Sequence number": seq, "Fwd thread id": 1},
+            )
         launch("cudaLaunchKernel", BWD, b + 310, 8, "volta_sgemm_64x64_nt", b + 320, 100)
-        x("user_annotation", "Optimizer.step#SGD.step", MAIN, b + 500, 100)
+        if legacy:
+            x(cat_op, "torch::autograd::AccumulateGrad", BWD, b + 410, 30)
+            x(cat_op, "aten::add_", BWD, b + 412, 20, **{dims: [[8, 8], [8, 8], []]})
+            launch("cudaLaunchKernel", BWD, b + 415, 5, "void at::native::vectorized_elementwise_kernel<add>", b + 422, 8)
+        x(cat_range, "Optimizer.step#SGD.step", MAIN, b + 500, 100)
         launch("cudaLaunchKernel", MAIN, b + 510, 5, "void at::native::multi_tensor_apply_kernel<sgd>", b + 517, 13)
+        if legacy:
+            x(cat_op, "Optimizer.zero_grad#SGD.zero_grad", MAIN, b + 600, 50)
+            x(cat_op, "aten::zero_", MAIN, b + 605, 10, **{dims: [[8, 8]]})
         x(cat_op, "aten::item", MAIN, b + 700, 98)
         launch("cudaMemcpyAsync", MAIN, b + 705, 90, "Memcpy DtoH (Device -> Pageable)", b + 780, 10, cat=cat_cp, bytes=4)
         corr += 1

@@ -37,7 +37,6 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import networkx as nx
@@ -48,6 +47,7 @@ from daydream.graph.context import op_shapes, range_role
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
 from daydream.perf.costs import traced_dtype_bytes
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
+from daydream.trace.runtime_calls import call_role, copy_waits
 from daydream.trace.schema import Event
 from daydream.trace.steps import Step, default_step, select_steps
 
@@ -56,22 +56,23 @@ ORDER_KINDS = frozenset({"thread", "stream"})
 CPU_KINDS = frozenset({"cpu", "dataloader"})
 GPU_KINDS = frozenset({"gpu", "memcpy", "memset", "comm"})
 
-_SYNC_DEVICE = re.compile(r"DeviceSynchronize|CtxSynchronize|^(cuda|hip)Free$|^cuMemFree")
-_SYNC_STREAM = re.compile(r"StreamSynchronize|EventSynchronize|StreamQuery_blocking")
-_SYNC_MEMCPY = re.compile(r"^(cuda|hip)Memcpy(2D|3D)?(WithStream)?$|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$")
-_WAIT_EVENT = re.compile(r"StreamWaitEvent")
-_EVENT_RECORD = re.compile(r"EventRecord")
-
 # Defaults where a trace has no sample of a mechanism (typical of CUDA 11/12 on current GPUs).
 DEFAULT_LAUNCH_LATENCY_US = 2.0
 DEFAULT_STREAM_GAP_US = 1.0
+# What a runtime call costs the CPU to issue work, where the trace has no call that only issued work.
+DEFAULT_ISSUE_US = 5.0
 # A GPU task that starts this long after everything known to hold it back waited on another stream.
 UNEXPLAINED_DELAY_US = 5.0
 CROSS_STREAM_WINDOW_US = 10.0
 
 
+# A task with no dependency in the graph that started this long after the window did has an unexplained start.
+UNANCHORED_TOLERANCE_US = 1.0
+
 # A thread idle this long across another thread's backward tasks is waiting in loss.backward().
 BACKWARD_WAIT_MIN_US = 20.0
+# A CPU thread whose tasks are at least this share backward tasks is the autograd engine's.
+ENGINE_THREAD_SHARE = 0.5
 
 
 @dataclass(slots=True)
@@ -112,6 +113,7 @@ class _Builder:
         # Execution-trace ops linked to Kineto ops: shapes and tensor ids that Kineto may lack.
         self.et_of = {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}
         self.top_op_calls = 0
+        self.copy_waits: list[tuple[int, int]] = []  # (the wait half of a blocking copy call, its copy)
 
     def add_task(self, attrs: dict[str, Any], ts: float, dur: float) -> int:
         tid = len(self.attrs)
@@ -189,7 +191,10 @@ class _Builder:
             else:
                 frame = _Frame(
                     end, family, parent.op, parent.op_ev, parent.top_op, layer_part.path(parent.layer),
-                    phase or parent.phase, name if phase is not None else parent.region, parent.bwd_seq, parent.comm_ev,
+                    phase or parent.phase,
+                    # an autograd node inside `evaluate_function: <node>` keeps the wrapper as its region
+                    name if phase is not None and not (phase == parent.phase == "backward") else parent.region,
+                    parent.bwd_seq, parent.comm_ev,
                     False, len(pending), ev,
                     parent.dataloader, None, parent.top_op_id,
                 )  # fmt: skip
@@ -206,7 +211,7 @@ class _Builder:
                 if args is not None:
                     seq = args.sequence_number
                     if seq is not None:
-                        if name.startswith("autograd::engine::evaluate_function"):
+                        if phase == "backward":  # `evaluate_function: <node>`, or the node itself in 2021-era traces
                             frame.bwd_seq = seq
                         elif frame.phase != "backward" and seq not in self.seq_layer:
                             self.seq_layer[seq] = frame.layer
@@ -282,6 +287,7 @@ class _Builder:
     def gpu_tasks(self) -> None:
         rank = self.trace.rank
         n_cpu = len(self.attrs)
+        blocking: list[tuple[int, int]] = []  # (call, copy) pairs where the call returned only when the copy ended
         for ev in self.trace.gpu:
             args = ev.args
             stream = args.stream if args is not None and isinstance(args.stream, int) else ev.tid
@@ -318,9 +324,12 @@ class _Builder:
                 self.add_edge(launcher, task, "launch")
                 self.launch_ts[task] = self.ts[launcher]
                 if kind == "memcpy" and self._blocking_copy(launcher, task):
-                    self.split_blocking_call(launcher, task)
+                    blocking.append((launcher, task))
             if corr is not None:
                 self.corr_task.setdefault(corr, task)
+        issue_us = self._typical_issue_us({call for call, _ in blocking})
+        for call, copy in blocking:
+            self.split_blocking_call(call, copy, issue_us)
 
     # ---- edges ----------------------------------------------------------------------------------------------
 
@@ -399,24 +408,50 @@ class _Builder:
                 self.add_edge(target, task, "sync")
 
     def _blocking_copy(self, call: int, copy: int) -> bool:
-        if _SYNC_MEMCPY.search(self.attrs[call]["name"]):
-            return True
-        name = self.attrs[copy]["name"]
-        if "DtoH" in name and "Pageable" in name:
-            return True
-        # An async copy call that returned only after its copy finished was synchronous in effect.
-        return self.ts[call] <= self.ts[copy] and self.end[copy] <= self.end[call]
+        return copy_waits(
+            self.attrs[call]["name"], self.attrs[copy]["name"], self.ts[call], self.end[call], self.ts[copy], self.end[copy]
+        )
 
-    def split_blocking_call(self, call: int, copy: int) -> None:
-        """A call that issues a copy and waits for it becomes two CPU tasks: the issue, and the wait
-        (released by the copy's end), so that a faster copy returns the call sooner."""
-        issue_end = min(max(self.ts[copy], self.ts[call]), self.end[call])
+    def _typical_issue_us(self, blocking: set[int]) -> float:
+        """How long a call takes to issue GPU work: the median duration of the calls that launched work and did not
+        wait for it (cudaLaunchKernel, cudaMemcpyAsync...)."""
+        durations = [
+            self.end[u] - self.ts[u]
+            for edges in self.in_edges
+            for u, kind, _ in edges
+            if kind == "launch" and u not in blocking and call_role(self.attrs[u]["name"]) is None
+        ]
+        return statistics.median(durations) if durations else DEFAULT_ISSUE_US
+
+    def split_blocking_call(self, call: int, copy: int, issue_us: float) -> None:
+        """A call that issues a copy and waits for it becomes two CPU tasks: the issue (the call's own cost of
+        issuing work, typical of the trace's launch calls), and the wait, released by the copy's end. The copy itself
+        waits in its stream behind the work queued before it, so faster GPU work starts the copy, and returns the
+        call, sooner; the time the call spent waiting is nobody's CPU time."""
+        issue_end = min(self.ts[call] + issue_us, self.ts[copy], self.end[call])
+        issue_end = max(issue_end, self.ts[call])
         call_end = self.end[call]
         self.end[call] = issue_end
         wait_attrs = dict(self.attrs[call])
         wait_attrs["name"] = self.attrs[call]["name"] + " [wait]"
         wait = self.add_task(wait_attrs, issue_end, call_end - issue_end)
-        self.add_edge(copy, wait, "sync")
+        self.copy_waits.append((wait, copy))
+
+    def copy_wait_edges(self, threads: dict[str, list[int]]) -> None:
+        """What each blocking copy call waited for: the copy's end where the copy ended inside the call; else (a
+        copy from pageable host memory, which CUDA starts by draining the stream and returns from once the data is
+        staged, before the last transfer ends) the end of the work queued before the copy on its stream."""
+        position = {}
+        for wait, copy in self.copy_waits:
+            if self.end[copy] <= self.end[wait]:
+                self.add_edge(copy, wait, "sync")
+                continue
+            stream = threads[self.attrs[copy]["thread"]]
+            if not position:
+                position = {x: i for tasks in threads.values() for i, x in enumerate(tasks)}
+            i = position[copy]
+            if i > 0 and self.end[stream[i - 1]] <= self.end[wait]:
+                self.add_edge(stream[i - 1], wait, "sync")
 
     def _explicit_wait(self, sync: Event, wait_task: int, streams: Any, by_stream_id: Any, issued: Any,
                        issued_ts: Any, runtime_by_corr: dict[int, int]) -> None:  # fmt: skip
@@ -473,8 +508,7 @@ class _Builder:
         for v, edges in enumerate(self.in_edges):
             s = ts[v]
             if not edges:
-                attrs[v]["release"] = s  # nothing known holds it: it arrives when it did
-                continue
+                continue  # nothing known holds it: it starts with the window (see _cut: the unanchored starts)
             a = attrs[v]
             if a["kind"] in CPU_KINDS:
                 waited = [u for u, kind, _ in edges if kind == "sync"]
@@ -513,15 +547,17 @@ class _Builder:
 
     def backward_waits(self, threads: dict[str, list[int]]) -> list[tuple[int, int, int, int]]:
         """`loss.backward()` blocks its thread while the autograd engine's thread runs the backward pass: where a CPU
-        thread is idle across a stretch of another thread's backward tasks, the task after the idle stretch waits for
-        the last of them (a `sync` edge). Returns (task before the stretch, task after, last backward task, first
+        thread is idle across a stretch of the engine thread's backward tasks, the task after the idle stretch waits
+        for the last of them (a `sync` edge), and the first of them waits for the task before the stretch (the call). Returns (task before the stretch, task after, last backward task, first
         backward start) for :meth:`split_backward_gaps`."""
         attrs, ts, end = self.attrs, self.ts, self.end
         backward: dict[str, list[int]] = {}
         for t, tasks in threads.items():
             if not t.startswith("gpu:"):
                 bwd = [x for x in tasks if attrs[x]["phase"] == "backward" and attrs[x]["kind"] in CPU_KINDS]
-                if bwd:
+                # The engine's thread runs the backward pass and little else; a thread that merely holds a
+                # `## backward ##` range around its loss computation is the caller, not the engine.
+                if bwd and len(bwd) >= ENGINE_THREAD_SHARE * len(tasks):
                     backward[t] = bwd
         found = []
         for t, tasks in threads.items():
@@ -538,7 +574,7 @@ class _Builder:
                     lo = bisect.bisect_right(starts, end[p])
                     hi = bisect.bisect_left(starts, ts[n])
                     inside = [x for x in xs[lo:hi] if end[x] <= ts[n]]
-                    if len(inside) >= 2:
+                    if inside:
                         last = max(inside, key=end.__getitem__)
                         self.in_edges[n].append([last, "sync", 0.0])
                         self.in_edges[inside[0]].append([p, "sync", 0.0])  # and the backward began when called
@@ -609,16 +645,6 @@ def _has_dims(shapes: Any) -> bool:
     return isinstance(shapes, list) and any(isinstance(d, list) and d for d in shapes)
 
 
-@lru_cache(maxsize=4096)
-def call_role(name: str) -> str | None:
-    """What a runtime call waits for: "device" (all streams), "stream" (one stream or event), or None."""
-    if _SYNC_DEVICE.search(name):
-        return "device"
-    if _SYNC_STREAM.search(name):
-        return "stream"
-    return None
-
-
 def message_bytes(args: Any) -> int | None:
     """A collective's message size from its op's args: the element counts PyTorch records, else (an older
     `nccl:<name>` range) its first tensor's dims and type."""
@@ -655,9 +681,10 @@ def build_graph(trace: Trace, step: str | int | None = None) -> nx.DiGraph:
     for a, t0, t1 in zip(b.attrs, b.ts, b.end):
         a["duration"] = t1 - t0
     threads = b.order_edges()
+    b.copy_wait_edges(threads)
     b.sync_edges(threads)
     infer_waits = not any((e.args is not None and "Wait Event" in (e.args.cuda_sync_kind or "")) for e in trace.syncs) and any(
-        _WAIT_EVENT.search(e.name) for e in trace.runtime
+        call_role(e.name) == "wait_event" for e in trace.runtime
     )
     backward_waits = b.backward_waits(threads)
     l0, g0 = b.measure_delays(threads, infer_waits)
@@ -699,7 +726,13 @@ def _assign_steps(b: _Builder, steps: list[Step]) -> list[str | None]:
 
 
 def _cut(b: _Builder, steps: list[Step], step_of: list[str | None], delays: dict[str, Any]) -> nx.DiGraph:
-    """The graph of the selected steps' tasks; dependencies on work outside become release times."""
+    """The graph of the selected steps' tasks, with the work outside them finished before they start.
+
+    Dependencies on tasks outside the window are dropped rather than turned into absolute release times: a task's
+    start is explained by the graph alone (its parents, its thread, the delays measured on them), so a change to the
+    step moves all of it. What held the window back in the trace (the previous step's kernels still queued, a
+    thread idle since the step before) is reported in ``graph.graph["causality"]``, with the tasks whose start nothing
+    in the graph explains."""
     chosen = {s.name for s in steps}
     selected = sorted((t for t in range(len(b.attrs)) if step_of[t] in chosen), key=b.ts.__getitem__)
     if not selected:
@@ -722,19 +755,28 @@ def _cut(b: _Builder, steps: list[Step], step_of: list[str | None], delays: dict
         succ[v] = {}
         pred[v] = {}
     attrs, end = b.attrs, b.end
+    cut_edges: dict[str, int] = {}
+    held_back_us = 0.0  # how long the work outside the window held tasks back, in the trace
+    unanchored, lead_us = 0, 0.0
+    # a thread that runs no op only polls (NCCL's watchdog querying events): when it starts holds nothing back
+    working = {attrs[t]["thread"] for t in selected if attrs[t]["op"] is not None or attrs[t]["kind"] not in CPU_KINDS}
     for t in selected:
         v = index[t]
-        a = attrs[t]
+        inside = 0
         for u, kind, lag in b.in_edges[t]:
             iu = index.get(u)
             if iu is not None:
                 d = {"kind": kind} if kind in ORDER_KINDS else {"kind": kind, "lag": lag}
                 succ[iu][v] = d
                 pred[v][iu] = d
+                inside += 1
             else:
-                ready = end[u] - origin + (attrs[u]["gap"] if kind in ORDER_KINDS else lag)
-                if a["release"] is None or ready > a["release"]:
-                    a["release"] = ready
+                cut_edges[kind] = cut_edges.get(kind, 0) + 1
+                ready = end[u] + (attrs[u]["gap"] if kind in ORDER_KINDS else lag)
+                held_back_us = max(held_back_us, ready - origin)
+        if not inside and b.ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:
+            unanchored += 1
+            lead_us += b.ts[t] - origin
     first: dict[str | None, float] = {}
     last: dict[str | None, float] = {}
     for t in selected:
@@ -743,11 +785,38 @@ def _cut(b: _Builder, steps: list[Step], step_of: list[str | None], delays: dict
             first[key] = b.ts[t]
         if key not in last or end[t] > last[key]:
             last[key] = end[t]
-    step_info = [{"name": s.name, "measured_us": last[s.name] - first[s.name]} for s in steps if s.name in first]
+    step_info = _step_periods(b, steps, step_of, first, last)
     g.graph.update(
         trace=b.trace.path, rank=b.trace.rank, world_size=b.trace.world_size, device=b.trace.device_name,
         device_properties=_device_properties(b.trace),
         origin_us=origin, steps=step_info, delays=delays, warnings=list(b.trace.warnings),
-        measured_us=max(b.end[t] for t in selected) - origin, recording=b.trace.recording,
+        measured_us=sum(s["measured_us"] for s in step_info), recording=b.trace.recording,
+        causality={
+            "pinned_tasks": sum(1 for t in selected if attrs[t]["release"] is not None),
+            "unanchored_tasks": unanchored, "unanchored_lead_us": lead_us,
+            "cut_edges": cut_edges, "held_back_us": held_back_us,
+        },
     )  # fmt: skip
     return g
+
+
+def _step_periods(
+    b: _Builder, steps: list[Step], step_of: list[str | None], first: dict[Any, float], last: dict[Any, float]
+) -> list[dict[str, Any]]:
+    """Each selected step's measured time as a period: from the end of the work issued before it (the step before)
+    to its own end, or from its first start where that work had ended by then. Where the CPU runs ahead of the GPU a
+    step's span (its first CPU task to its last kernel) holds several periods; the period is what a training run
+    pays per step."""
+    chosen = [s for s in steps if s.name in first]
+    chosen.sort(key=lambda s: last[s.name])
+    window = min(s.start for s in chosen)
+    before = -math.inf
+    for t in range(len(b.attrs)):
+        if step_of[t] not in last and b.launch_ts[t] < window and b.end[t] > before:
+            before = b.end[t]
+    out = []
+    begin = max(before, first[chosen[0].name])
+    for s in chosen:
+        out.append({"name": s.name, "measured_us": last[s.name] - begin, "span_us": last[s.name] - first[s.name]})
+        begin = last[s.name]  # the next step's period counts the idle time between the two: the graph holds it
+    return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from daydream.trace.model import RECORDER_RANGE_PREFIX
+from daydream.trace.model import CPU_OP_CATS, RECORDER_RANGE_PREFIX
 from daydream.trace.schema import Event
 
 PHASES = ("forward", "backward", "optimizer", "dataloader", "other")
@@ -21,6 +21,10 @@ _OPTIMIZER_RE = re.compile(r"^Optimizer\.|optimizer|^## optimizer ##", re.IGNORE
 _DATALOADER_RE = re.compile(r"DataLoader|dataloader|data_loader|## data ##", re.IGNORECASE)
 _FORWARD_RE = re.compile(r"^## forward ##$|^forward$", re.IGNORECASE)
 _BACKWARD_RE = re.compile(r"^## backward ##$|^backward$|^autograd::engine::evaluate_function", re.IGNORECASE)
+# The autograd engine's nodes, by name (`AddmmBackward0`, `CudnnConvolutionBackward`, `torch::autograd::AccumulateGrad`):
+# 2021-era traces (PyTorch 1.8-1.10) record them as the engine thread's top-level ops, without the
+# `evaluate_function:` wrapper of later versions. Case matters: `aten::convolution_backward` is a forward-named op.
+_AUTOGRAD_NODE_RE = re.compile(r"Backward\d*$|^(?:torch::autograd::)?(?:AccumulateGrad|CopySlices)$")
 # Annotations that mark steps, phases or library internals rather than a module of the model.
 _NOT_A_LAYER_RE = re.compile(
     r"^ProfilerStep#|^Optimizer\.|^##.*##$|^enumerate\(DataLoader\)|^nccl:|^gloo:|^c10d::|^record_param_comms"
@@ -30,10 +34,14 @@ _MODULE_PREFIX = "nn.Module: "
 
 
 def range_phase(name: str, cat: str | None) -> str | None:
-    """The phase a CPU range declares, or None when it inherits its parent's."""
-    if _BACKWARD_RE.search(name):
+    """The phase a CPU range declares, or None when it inherits its parent's.
+
+    Ops declare only the backward pass (autograd nodes and their wrappers); step, optimizer and DataLoader ranges that
+    a trace files as ops arrive here as annotations (the loader recategorizes them: daydream.trace.model.is_annotation).
+    """
+    if _BACKWARD_RE.search(name) or _AUTOGRAD_NODE_RE.search(name):
         return "backward"
-    if cat != "cpu_op" and cat != "Operator":
+    if cat not in CPU_OP_CATS:
         if _OPTIMIZER_RE.search(name):
             return "optimizer"
         if _DATALOADER_RE.search(name):
@@ -64,7 +72,7 @@ _KEEP = LayerPart()
 def layer_part(name: str, cat: str | None) -> LayerPart:
     """How a range changes the layer path: ``nn.Module`` ranges and plain record_function ranges nest, the
     recorder's ``daydream.module:`` ranges carry the whole path, ops and framework annotations keep it."""
-    if cat in ("cpu_op", "Operator", "operator"):
+    if cat in CPU_OP_CATS:
         return _KEEP
     if name.startswith(RECORDER_RANGE_PREFIX):  # the recorder's range carries the whole dotted module path
         return LayerPart(name[len(RECORDER_RANGE_PREFIX) :], replace=True)

@@ -19,10 +19,10 @@ from daydream.trace.model import (
     GPU_ANNOTATION_CATS,
     GPU_CATS,
     LAUNCH_FLOW_CATS,
-    RECORDER_RANGE_PREFIX,
     RUNTIME_CATS,
     SYNC_CATS,
     Trace,
+    is_annotation,
 )
 from daydream.trace.schema import EVENTS_DECODER, TRACE_DECODER, Event, EventArgs, TraceFile
 
@@ -126,7 +126,9 @@ def _sort_events(trace: Trace, events: list[Event]) -> None:
                 skipped += 1
                 continue
             ev.name = names.setdefault(ev.name, ev.name)
-            if family is trace.cpu_ops and ev.name.startswith(RECORDER_RANGE_PREFIX):
+            if family is trace.cpu_ops and is_annotation(ev.name, ev.cat):
+                # a range filed as an op (2021-era ProfilerStep#N, Optimizer.step#..., the recorder's module ranges):
+                # an annotation from here on, for the step finder and the graph builder alike
                 family, ev.cat = trace.annotations, "user_annotation"
             family.append(ev)
         elif ph in ("s", "f", "t"):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from daydream.trace.schema import DeviceProperties, Event
@@ -22,6 +24,24 @@ GPU_CATS = KERNEL_CATS | MEMCPY_CATS | MEMSET_CATS
 GPU_ANNOTATION_CATS = frozenset({"gpu_user_annotation"})
 SYNC_CATS = frozenset({"cuda_sync"})
 LAUNCH_FLOW_CATS = frozenset({"ac2g", "async"})
+
+# Ranges that some traces record as ops: the 2021-era profiler (PyTorch 1.8-1.10) files ProfilerStep#N, the DataLoader
+# and optimizer ranges and record_function markers under `Operator` (no `user_annotation` yet), and the recorder's
+# module ranges come out as `cpu_op`. Whatever their category, they are annotations: steps, phases and layers.
+_RANGE_NAME_RE = re.compile(
+    r"^(?:ProfilerStep#|enumerate\(DataLoader\)#|Optimizer\.(?:step|zero_grad)#|nn\.Module: |"
+    + re.escape(RECORDER_RANGE_PREFIX)
+    + r")|^##.*##$"
+)
+
+
+@lru_cache(maxsize=1 << 16)
+def is_annotation(name: str, cat: str | None) -> bool:
+    """Whether an event is a range (step, phase, layer marker) rather than an op: by its category, or, for an event
+    filed as an op, by its name (see ``_RANGE_NAME_RE``). The loader files these as annotations."""
+    if cat in ANNOTATION_CATS:
+        return True
+    return cat in CPU_OP_CATS and _RANGE_NAME_RE.match(name) is not None
 
 
 @dataclass

@@ -1,0 +1,175 @@
+"""The graph explains every start: halving all work halves the prediction, a change anywhere in the step moves it,
+calls that wait on the GPU are dependencies on that GPU work, and every dependency kind is needed on real traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from daydream import build_graph, load_trace, simulate
+from daydream.dsl import Session
+from daydream.graph import GPU_KINDS
+from daydream.replay import edges_by_kind, replay
+
+GPU_TRACES = [
+    "hta/nccl_parser_config_nccl_data.json.gz",
+    "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
+    "hta/critical_path_simple_add_benchmark_result_493459_1694039959_trace.json.gz",
+    "hta/execution_trace_benchmark_simple_add_trace.json.gz",
+    "hta/triton_example_triton_example.json.gz",
+    "param/linear_kineto.json.gz",
+    "param/resnet_kineto.json.gz",
+    *[f"param/dlrm8/rank{r}.json.gz" for r in range(8)],
+]
+# Traces whose steps wait on the GPU through synchronize calls or blocking copies.
+SYNCING_TRACES = [n for n in GPU_TRACES if "triton" not in n and "execution_trace" not in n and "simple_add" not in n]
+
+
+def halved_ratio(graph: nx.DiGraph) -> float:
+    """The prediction after halving every task's duration and gap and every dependency's delay, over the one
+    before (../shared/tools/half_test.py): 0.5 for a graph whose timing comes from its own work and delays."""
+    base = simulate(graph).makespan()
+    for _, a in graph.nodes(data=True):
+        a["duration"] *= 0.5
+        a["gap"] = a.get("gap", 0.0) * 0.5
+    for _, _, e in graph.edges(data=True):
+        if e.get("lag"):
+            e["lag"] *= 0.5
+    return simulate(graph).makespan() / base
+
+
+@pytest.mark.parametrize("step", [None, "all"])
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_half_test(shared_traces: Path, name: str, step: str | None) -> None:
+    graph = build_graph(load_trace(shared_traces / name), step)
+    assert halved_ratio(graph) == pytest.approx(0.5, rel=0.01)
+    assert graph.graph["causality"]["pinned_tasks"] == 0
+
+
+def test_forward_pass_moves_the_prediction(shared_traces: Path) -> None:
+    """The forward pass of the default step was pinned behind a 103 ms release time: removing it changed nothing."""
+    graph = build_graph(load_trace(shared_traces / "hta/nccl_parser_config_nccl_data.json.gz"))
+    session = Session(graph)
+    baseline = session.baseline_us
+    forward_cpu = sum(a["duration"] for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] not in GPU_KINDS)
+    session.execute('scale (select where phase == "forward") by 0')
+    predicted = session.predict().makespan()
+    assert baseline == pytest.approx(218406.56, abs=1.0)
+    # The step is CPU-bound (Python time between the calls): the forward's calls, 28 ms, leave the critical path.
+    assert forward_cpu == pytest.approx(28000, rel=0.01)
+    assert baseline - predicted > 0.95 * forward_cpu
+
+
+def _event(cat: str, name: str, tid: Any, ts: float, dur: float, pid: Any = 1, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _blocking_trace(tmp_path: Path, call: str, copy: str | None, sync: bool = False) -> Path:
+    """A 1000 us kernel, then a call that waits behind it, then a last kernel. Times in us:
+
+    launch K1 [0, 10] -> K1 [12, 1012]
+    CALL [20, 1040]: a copy [1013, 1033] queued behind K1 (``copy``), or a stream synchronize (``sync``)
+    launch K2 [1045, 1055] -> K2 [1057, 1157]
+    """
+    events = []
+    corr = 0
+
+    def launch(name: str, ts: float, dur: float, gpu_name: str, gts: float, gdur: float, cat: str = "kernel") -> None:
+        nonlocal corr
+        corr += 1
+        events.append(_event("cuda_runtime", name, 1, ts, dur, correlation=corr))
+        events.append(_event(cat, gpu_name, 7, gts, gdur, pid=0, device=0, stream=7, correlation=corr))
+
+    launch("cudaLaunchKernel", 0, 10, "volta_sgemm_128x64_nn", 12, 1000)
+    if copy is not None:
+        launch(call, 20, 1020, copy, 1013, 20, cat="gpu_memcpy")
+    else:
+        corr += 1
+        events.append(_event("cuda_runtime", call, 1, 20, 1020, correlation=corr))
+        if sync:
+            events.append(_event("cuda_sync", "Stream Sync", 7, 1012, 28, pid=0, correlation=corr, stream=7, device=0))
+    launch("cudaLaunchKernel", 1045, 10, "void at::native::vectorized_elementwise_kernel<relu>", 1057, 100)
+    path = tmp_path / "blocking.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("call", "copy", "sync"),
+    [
+        ("cudaMemcpy", "Memcpy DtoH (Device -> Pinned)", False),  # a synchronous copy
+        ("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", False),  # .item(): a copy to pageable memory
+        ("hipMemcpyWithStream", "Memcpy DtoH (Device -> Pinned)", False),  # its HIP form
+        ("cudaStreamSynchronize", None, True),  # with the cuda_sync event naming the stream
+        ("cudaStreamSynchronize", None, False),  # an older trace: the stream is inferred
+        ("cudaDeviceSynchronize", None, False),
+        ("hipDeviceSynchronize", None, False),
+    ],
+)
+def test_a_call_that_waits_returns_when_the_gpu_work_ends(tmp_path: Path, call: str, copy: str | None, sync: bool) -> None:
+    graph = build_graph(load_trace(_blocking_trace(tmp_path, call, copy, sync)))
+    tl = simulate(graph)
+    names = [graph.nodes[n]["name"] for n in tl.nodes]
+    returns = max(i for i, name in enumerate(names) if name.startswith(call))  # the call, or its wait half
+    assert tl.end[returns] == pytest.approx(1040.0)
+    assert tl.makespan() == pytest.approx(1157.0)
+    session = Session(graph)
+    session.execute('scale (select gpu where name ~ "sgemm") by 0.5')
+    after = session.predict()
+    # K1 ends 500 us sooner; so do the copy queued behind it, the call that waited for it, and everything after.
+    assert after.end[returns] == pytest.approx(1040.0 - 500.0)
+    assert after.makespan() == pytest.approx(1157.0 - 500.0)
+
+
+def _launched(graph: nx.DiGraph) -> set[int]:
+    """The GPU tasks launched by a call of the trace (dlrm8's first kernels were launched before it began)."""
+    return {v for _, v, kind in graph.edges(data="kind") if kind == "launch"}
+
+
+def _gpu_starts_off(graph: nx.DiGraph, tasks: set[int]) -> float:
+    """The share of ``tasks`` whose simulated start differs from the traced one."""
+    tl = simulate(graph)
+    traced = np.array([graph.nodes[n]["start"] for n in tl.nodes])
+    chosen = np.array([n in tasks for n in tl.nodes])
+    return float((np.abs(tl.start - traced) > 0.01)[chosen].mean())
+
+
+@pytest.mark.parametrize("name", GPU_TRACES)
+def test_every_gpu_task_starts_when_it_did(shared_traces: Path, name: str) -> None:
+    """All steps in one graph: nothing is pending before the first, and every kernel, copy and collective starts
+    exactly when it did, held back only by its launch, its stream and the waits the graph holds."""
+    trace = load_trace(shared_traces / name)
+    graph = build_graph(trace, "all")
+    calls = {e.args.correlation for e in trace.runtime if e.args is not None}
+    in_trace = sum(1 for e in trace.gpu if e.args is not None and e.args.correlation in calls)
+    assert edges_by_kind(graph)["launch"] >= 0.999 * in_trace > 0  # (resnet's last launch is after its last step)
+    assert _gpu_starts_off(graph, _launched(graph)) == 0.0
+
+
+@pytest.mark.parametrize("kind", ["launch", "sync"])
+@pytest.mark.parametrize("name", SYNCING_TRACES)
+def test_each_dependency_kind_is_needed(shared_traces: Path, name: str, kind: str) -> None:
+    graph = build_graph(load_trace(shared_traces / name), "all")
+    assert edges_by_kind(graph)[kind] > 0
+    launched = _launched(graph)
+    graph.remove_edges_from([(u, v) for u, v, k in graph.edges(data="kind") if k == kind])
+    assert _gpu_starts_off(graph, launched) > 0.5
+
+
+def test_simulate_reports_what_is_not_explained(shared_traces: Path) -> None:
+    # resnet_kineto's CPU runs ahead of the GPU: its step's first copy waited 99 ms behind the previous step's
+    # kernels, which the step's graph starts without.
+    d = replay(shared_traces / "param/resnet_kineto.json.gz").to_dict()
+    assert d["causality"]["held_back_us"] == pytest.approx(116996.0)
+    assert d["causality"]["pinned_tasks"] == 0
+    assert d["edges_by_kind"]["sync"] >= 1
+    # the measured figure is the step's period, not its span from first CPU task to last kernel
+    (step,) = d["steps"]
+    assert step["measured_us"] == pytest.approx(157979.0)
+    assert d["measured_us"] == step["measured_us"]

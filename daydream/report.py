@@ -66,14 +66,18 @@ def _causality_line(d: dict) -> str:
     c = d.get("causality") or {}
     weak = []
     if c.get("pinned_tasks"):
-        weak.append(f"{c['pinned_tasks']:,} tasks pinned to a release time")
+        weak.append(f"{_count(c['pinned_tasks'], 'task')} pinned to a release time")
     if c.get("unanchored_tasks"):
-        weak.append(f"{c['unanchored_tasks']:,} tasks start with no dependency that explains it "
+        weak.append(f"{_count(c['unanchored_tasks'], 'task')} with no dependency that explains its start "
                     f"({ms(c['unanchored_lead_us'])} of traced lead time dropped)")  # fmt: skip
     if c.get("held_back_us"):
         weak.append(f"work before the step held it back up to {ms(c['held_back_us'])} in the trace "
                     "(the step is simulated with nothing pending)")  # fmt: skip
     return f"dependencies: {edges}\n" + ("explained: every start" if not weak else "not explained: " + "; ".join(weak))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _change(before: float, after: float) -> str:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from synth import make_trace, write_trace
 
 from daydream.errors import DaydreamError
-from daydream.graph import build_graph
+from daydream.graph import GPU_KINDS, build_graph
+from daydream.perf.models import trace_files
 from daydream.perf.overheads import (
     DEFAULT_LAUNCH_US,
     Item,
@@ -31,6 +33,7 @@ from daydream.perf.overheads import (
     whole_iterations,
 )
 from daydream.trace import Trace, load_trace
+from daydream.trace.runtime_calls import copy_waits, host_waits
 from daydream.trace.schema import Event, EventArgs
 from daydream.trace.steps import Step, profiler_steps
 
@@ -300,6 +303,124 @@ def test_graph_splits_back_to_back_ops() -> None:
     e = predict_e2e(g, _table())
     assert (e.ops, e.kernels) == (2, 4)
     assert [len(it.launches) for it in graph_items(g)] == [4]  # without overheads to tell, the run stays one op
+    # A graph from the builder numbers each top-level op call (top_op_id): its runs are the ops, nothing to guess
+    for i, op_id in enumerate([0, 0, 0, 1]):
+        g.nodes[i]["top_op_id"] = op_id
+    assert [len(it.launches) for it in graph_items(g)] == [3, 1]
+    assert [len(it.launches) for it in graph_items(g, _table())] == [3, 1]
+
+
+def test_graph_input_matches_trace_input_on_a_real_trace(shared_traces: Path) -> None:
+    """The graph of one step gives the ops, launches and waits of the trace sweep: the same estimate. (loss.backward()
+    waiting for the autograd thread, a `sync` edge between CPU threads in the graph, is no wait for the device.)"""
+    trace = load_trace(shared_traces / "hta/nccl_parser_config_nccl_data.json.gz")
+    ov = extract_overheads(trace, profiler_correction=False)
+    for step in profiler_steps(trace):
+        from_trace = predict_e2e(trace, ov, step=step)
+        from_graph = predict_e2e(build_graph(trace, step.name), ov)
+        assert (from_graph.ops, from_graph.kernels) == (from_trace.ops, from_trace.kernels)
+        assert from_graph.period_us == pytest.approx(from_trace.period_us)
+
+
+# (call, copy it issues or None, copy start, copy end, whether the call waits). The call runs [30, 120), after a
+# kernel [20, 100) on the same stream: a synchronize has pending work to wait for.
+WAIT_CASES = [
+    ("cudaLaunchKernel", None, 0, 0, False),
+    ("cudaMemsetAsync", None, 0, 0, False),
+    ("cudaEventQuery", None, 0, 0, False),
+    ("cudaStreamWaitEvent", None, 0, 0, False),  # the stream waits, not the host
+    ("cudaEventRecord", None, 0, 0, False),
+    ("cudaStreamSynchronize", None, 0, 0, True),
+    ("cudaStreamQuery_blocking", None, 0, 0, True),  # spins until the stream drains
+    ("cudaEventSynchronize", None, 0, 0, True),
+    ("cudaDeviceSynchronize", None, 0, 0, True),
+    ("hipDeviceSynchronize", None, 0, 0, True),
+    ("cudaFree", None, 0, 0, True),
+    ("cudaMemcpy", "Memcpy HtoD (Pinned -> Device)", 100, 110, True),
+    ("hipMemcpyWithStream", "Memcpy DtoH (Device -> Pinned)", 100, 110, True),
+    ("cuMemcpyDtoH_v2", "Memcpy DtoH (Device -> Pinned)", 100, 110, True),
+    # pageable host memory makes an async copy synchronous, in both directions, even where the call returns first
+    ("cudaMemcpyAsync", "Memcpy HtoD (Pageable -> Device)", 150, 160, True),
+    ("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pageable)", 100, 110, True),
+    ("hipMemcpyAsync", "Memcpy HtoD (Pageable -> Device)", 150, 160, True),
+    ("cudaMemcpyAsync", "Memcpy HtoD (Pinned -> Device)", 150, 160, False),  # pinned, returned before it ran
+    ("cudaMemcpyAsync", "Memcpy DtoH (Device -> Pinned)", 100, 110, True),  # returned only once it had ended
+]
+
+
+def _split_calls(graph: Any) -> set[Any]:
+    """The CPU calls the builder split into the issue and a `NAME [wait]` task (which starts where the issue ends)."""
+    waits = {(a["thread"], a["name"], round(a["start"], 3)) for _, a in graph.nodes(data=True) if a["name"].endswith(" [wait]")}
+    return {
+        n
+        for n, a in graph.nodes(data=True)
+        if a["kind"] == "cpu" and (a["thread"], a["name"] + " [wait]", round(a["start"] + a["duration"], 3)) in waits
+    }
+
+
+def _graph_waits(graph: Any, task: Any) -> bool:
+    """Whether the graph makes a CPU call wait for the device: the builder split it into the issue and a
+    `NAME [wait]` task, or it waits for GPU work (a `sync` edge)."""
+    synced = any(e["kind"] == "sync" and graph.nodes[u]["kind"] in GPU_KINDS for u, _, e in graph.in_edges(task, data=True))
+    return task in _split_calls(graph) or synced
+
+
+@pytest.mark.parametrize(("call", "copy", "copy_ts", "copy_end", "waits"), WAIT_CASES)
+def test_waits_as_in_the_graph(call: str, copy: str | None, copy_ts: float, copy_end: float, waits: bool) -> None:
+    """A runtime call waits in the overhead model exactly when it waits in the graph: both read
+    daydream.trace.runtime_calls."""
+    rt = "cuda_runtime"
+    events = [
+        _ev("cpu_op", "aten::op", 0, 300),
+        _ev(rt, "cudaLaunchKernel", 10, 5, corr=1),
+        _gpu("K", 20, 80, 1),
+        _ev(rt, call, 30, 90, corr=2),
+        _ev(rt, "cudaLaunchKernel", 200, 5, corr=3),
+        _gpu("K2", 210, 10, 3),
+    ]
+    if copy is not None:
+        events.append(_gpu(copy, copy_ts, copy_end - copy_ts, 2, cat="gpu_memcpy"))
+    trace = _trace(events)
+    table = host_waits(call) or (copy is not None and copy_waits(call, copy, 30, 120, copy_ts, copy_end))
+    assert table == waits
+    (op,) = top_level_items(trace)[0]
+    swept = {ln.name: ln.waits for ln in op.launches}
+    assert swept.get(call, False) == waits  # a call that neither waits nor issues work is no launch
+    g = build_graph(trace)
+    (task,) = [n for n, a in g.nodes(data=True) if a["name"] == call and a["start"] + g.graph["origin_us"] == 30]
+    assert _graph_waits(g, task) == waits
+    (item,) = graph_items(g)
+    assert {ln.name: ln.waits for ln in item.launches}.get(call, False) == waits
+
+
+def test_waits_as_in_the_graph_on_real_traces(shared_traces: Path) -> None:
+    """Every runtime call of every shared trace that the trace sweep and the graph both see waits in both or in
+    neither, as the table says (a synchronous call, or a copy call the builder split into the issue and its wait)."""
+    seen: set[str] = set()
+    for path in trace_files([shared_traces]):
+        trace = load_trace(path)
+        if not trace.runtime or not trace.cpu_ops:
+            continue
+        g = build_graph(trace, "all")
+        origin = g.graph["origin_us"]
+        swept = {(ln.name, round(ln.ts - origin, 3)): ln.waits for it in top_level_items(trace)[0] for ln in it.launches}
+        from_graph = {(ln.name, round(ln.ts, 3)): ln.waits for it in graph_items(g) for ln in it.launches}
+        split = _split_calls(g)
+        for n, a in g.nodes(data=True):
+            if a["kind"] != "cpu" or a["name"].endswith(" [wait]") or a["name"] == a.get("op"):
+                continue
+            key = (a["name"], round(a["start"], 3))
+            table = host_waits(a["name"]) or n in split
+            if key in swept:
+                assert swept[key] == table, (path.name, key)
+                assert from_graph.get(key, False) == table, (path.name, key)
+                if table:
+                    seen.add(a["name"])
+            elif table:  # a call that waited is always a launch, wherever the sweep looked
+                assert key in from_graph and from_graph[key], (path.name, key)
+    # what the shared traces exercise: synchronizes, synchronous copies, and async copies that blocked
+    waiting = {"cudaStreamSynchronize", "cudaEventSynchronize", "cudaDeviceSynchronize", "cudaFree", "cudaMemcpy"}
+    assert waiting | {"cudaMemcpyAsync", "hipMemcpyWithStream"} <= seen
 
 
 def test_iterations_between_optimizer_steps(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ Nodes are tasks, numbered in order of their traced start; each carries plain att
 ``gap``        microseconds its thread stays busy after it before the next task may start
                (CPU: the non-CUDA CPU time until the next task; GPU: the stream's
                inter-kernel latency)
-``release``    earliest start, for work that waited on something outside the graph
+``release``    earliest start: none from a trace (a step starts with the work before it finished); scripts may set one
 ``start``      traced start, microseconds from the graph's origin (read-only reference)
 ``op``         innermost CPU op around the launching call (``aten::addmm``), ``shapes``
 ``layer``      module path, ``phase`` forward/backward/optimizer/dataloader/other
@@ -773,7 +773,8 @@ def _cut(b: _Builder, steps: list[Step], step_of: list[str | None], delays: dict
             else:
                 cut_edges[kind] = cut_edges.get(kind, 0) + 1
                 ready = end[u] + (attrs[u]["gap"] if kind in ORDER_KINDS else lag)
-                held_back_us = max(held_back_us, ready - origin)
+                if attrs[t]["thread"] in working:
+                    held_back_us = max(held_back_us, ready - origin)
         if not inside and b.ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:
             unanchored += 1
             lead_us += b.ts[t] - origin

@@ -17,9 +17,15 @@ and the two times differ by an order of magnitude.
 Ops are the trace's CPU ops with no enclosing CPU op on their thread; annotations (``ProfilerStep#N``,
 ``Optimizer.step#...``, ``## forward ##``, module ranges) are not ops, and data-loading ranges and everything in
 them are data loading, not op overhead. A *launch* is an outermost runtime call that issued GPU work (kernel, copy,
-fill) or waited for the device (stream/device/event synchronize, a copy that returned only after it finished); calls
-that do neither (``cudaStreamIsCapturing``, ``cudaOccupancy...``) are simply CPU time inside T2/T3/T5. A call that
-waited is a boundary between T2/T3/T5 intervals but gives no T4 sample: its duration is mostly the wait.
+fill) or waited for the device (stream/device/event synchronize, a synchronous copy, a copy to or from pageable
+memory, a copy that returned only after it finished: what waits is :mod:`daydream.trace.runtime_calls`'s to say, the
+table the graph builder reads too); calls that do neither (``cudaStreamIsCapturing``, ``cudaOccupancy...``) are
+simply CPU time inside T2/T3/T5. A call that waited is a boundary between T2/T3/T5 intervals but gives no T4 sample:
+its duration is mostly the wait.
+
+The ops are swept from the trace, not from a dependency graph (:func:`graph_items`), although the graph builder
+sweeps the same nesting: the graph keeps no op's start and end, so T2 and T3 cannot be measured on it (they would
+fall into T1, one value for every op), nor can the profiler correction count the CPU events inside an interval.
 
 Profiler-overhead correction (paper, section III-C): the profiler's own cost is inside every measured interval, so
 ``cpu_event_us`` (2 us) is subtracted per CPU event (op or runtime call) that starts inside the interval and
@@ -51,11 +57,13 @@ import networkx as nx
 import numpy as np
 
 from daydream.errors import DaydreamError
+from daydream.graph.build import GPU_KINDS
 from daydream.graph.context import range_phase
 from daydream.graph.kernel_class import classify_kernel
 from daydream.perf.accuracy import Accuracy, gmae
 from daydream.trace.load import load_trace
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
+from daydream.trace.runtime_calls import copy_waits, host_waits
 from daydream.trace.schema import Event
 from daydream.trace.steps import Step, iteration_steps, profiler_steps
 
@@ -70,10 +78,6 @@ KERNEL_GAP_US = 1.0
 _LABEL_RE = re.compile(
     r"^ProfilerStep#|^Optimizer\.|^##.*##$|^enumerate\(DataLoader\)|^DistributedDataParallel\.|^nn\.Module: |^daydream\."
     r"|^\[pytorch\|profiler|^PyTorch Profiler"
-)
-# Runtime calls that return only after device work finished.
-_WAIT_RE = re.compile(
-    r"Synchronize|^(cuda|hip)Free$|^cuMemFree|^(cuda|hip)Memcpy(2D|3D)?(WithStream)?$|^cuMemcpy(DtoH|HtoD|DtoD)?(_v2)?$"
 )
 
 
@@ -276,14 +280,12 @@ def _launch(call: _OpenCall, gpu_of: dict[int, list[Event]]) -> Launch | None:
     ev = call.ev
     gpu = [g for c in call.corrs for g in gpu_of.get(c, ())]
     end = ev.ts + ev.dur  # type: ignore[operator]
-    waits = bool(_WAIT_RE.search(ev.name))
+    waits = host_waits(ev.name)
     kernels = []
     for g in gpu:
         kind = "memcpy" if g.cat in MEMCPY_CATS else "memset" if g.cat in MEMSET_CATS else "gpu"
-        if kind == "memcpy" and ("Pageable" in g.name or (ev.ts <= g.ts and g.ts + g.dur <= end)):  # type: ignore[operator]
-            # A copy the call waited for: one that ended inside the call, or one to or from pageable memory, which
-            # CUDA makes synchronous (an HtoD call drains the stream first and returns once the data is staged).
-            waits = True
+        if kind == "memcpy" and copy_waits(ev.name, g.name, ev.ts, end, g.ts, g.ts + g.dur):  # type: ignore[arg-type, operator]
+            waits = True  # the graph builder splits this call into the issue and a `NAME [wait]` task
         args = g.args
         stream = args.stream if args is not None and args.stream is not None else g.tid
         op = call.op
@@ -550,7 +552,7 @@ def predict_e2e(
     waits: ``model_waits=False``); a data-loading range adds its traced CPU time (it is not an op); a runtime call
     made outside any op is an op with one launch and no T2/T3/T5; and ``period_us`` (see :class:`E2E`).
 
-    On a graph, op boundaries are inferred (:func:`graph_items`)."""
+    On a graph, ops are the runs of runtime calls under one top-level op call (:func:`graph_items`)."""
     if isinstance(trace_or_graph, nx.DiGraph):
         items = graph_items(trace_or_graph, overheads)
         measured, name = None, None
@@ -654,19 +656,21 @@ def run_algorithm(
 def graph_items(graph: nx.DiGraph, overheads: Overheads | None = None) -> list[Item]:
     """The top-level units of a dependency graph, in start order.
 
-    The graph keeps no op boundaries: one op is a run of consecutive runtime calls of a thread under the same
-    ``top_op``, so back-to-back ops of one name (a row of ``AccumulateGrad``) come as one run. Given ``overheads``,
-    a run is cut between two launches whose traced CPU gap is nearer to what separates two ops of that name
-    (T3 + T1 + T2) than to what separates two launches of one op (T5)."""
+    The graph keeps no op boundaries, only each runtime call's ``top_op`` and, where the builder made the graph, the
+    ``top_op_id`` that tells two calls of one name apart: one op is a run of consecutive runtime calls of a thread
+    under the same top-level op. Without ``top_op_id`` (a graph built by hand) back-to-back ops of one name (a row of
+    ``AccumulateGrad``) come as one run; given ``overheads``, such a run is cut between two launches whose traced CPU
+    gap is nearer to what separates two ops of that name (T3 + T1 + T2) than to what separates two launches of one
+    op (T5)."""
     per_thread: dict[str, list[int]] = {}
     for n, a in graph.nodes(data=True):
         if a["kind"] in ("cpu", "dataloader"):
             per_thread.setdefault(a["thread"], []).append(n)
     items: list[Item] = []
     for tasks in per_thread.values():
-        tasks.sort(key=lambda n: graph.nodes[n]["start"])
-        for it in _graph_thread_items(graph, tasks):
-            items += _split_run(it, overheads) if overheads is not None and it.kind == "op" and len(it.launches) > 1 else [it]
+        # the wait half of a split call right after its issue, before a call that starts when it does (a wait of 0 us)
+        tasks.sort(key=lambda n: (graph.nodes[n]["start"], not graph.nodes[n]["name"].endswith(" [wait]")))
+        items += _graph_thread_items(graph, tasks, overheads)
     items.sort(key=lambda it: it.ts)
     return _extend_data_loading(items)
 
@@ -687,22 +691,26 @@ def _split_run(run: Item, overheads: Overheads) -> list[Item]:
 
 @dataclass
 class _OpRun:
-    """Consecutive runtime calls of one thread under one top-level op."""
+    """Consecutive runtime calls of one thread under one top-level op (``op_id``: its ``top_op_id``, None where
+    the graph has none)."""
 
     name: str
+    op_id: Any
     ts: float
     end: float
     launches: list[Launch] = field(default_factory=list)
 
 
-def _graph_thread_items(graph: nx.DiGraph, tasks: list[int]) -> list[Item]:
+def _graph_thread_items(graph: nx.DiGraph, tasks: list[int], overheads: Overheads | None = None) -> list[Item]:
     items: list[Item] = []
     run: _OpRun | None = None
 
     def close() -> None:
         nonlocal run
         if run is not None:
-            items.append(Item("op", run.name, run.ts, run.end, tuple(run.launches)))
+            it = Item("op", run.name, run.ts, run.end, tuple(run.launches))
+            exact = run.op_id is not None  # the run is one op call: nothing to guess
+            items.extend(_split_run(it, overheads) if overheads is not None and not exact and len(it.launches) > 1 else [it])
             run = None
 
     for n in tasks:
@@ -715,6 +723,7 @@ def _graph_thread_items(graph: nx.DiGraph, tasks: list[int]) -> list[Item]:
         if a["name"].endswith(" [wait]"):  # the builder splits a blocking call in two: the issue, then the wait
             if run is not None and run.launches and a["name"] == run.launches[-1].name + " [wait]":
                 run.launches[-1] = _waited(run.launches[-1], end)
+                run.end = max(run.end, end)
             elif run is None and items and items[-1].kind == "call" and a["name"] == items[-1].name + " [wait]":
                 last = items[-1]
                 items[-1] = Item("call", last.name, last.ts, end, (_waited(last.launches[0], end),))
@@ -728,9 +737,10 @@ def _graph_thread_items(graph: nx.DiGraph, tasks: list[int]) -> list[Item]:
                 close()
                 items.append(Item("op", a["name"], start, end))
             continue
-        if run is None or run.name != a["top_op"]:
+        op_id = a.get("top_op_id")
+        if run is None or run.name != a["top_op"] or run.op_id != op_id:
             close()
-            run = _OpRun(a["top_op"], start, end)
+            run = _OpRun(a["top_op"], op_id, start, end)
         run.end = end
         if launch is not None:
             run.launches.append(launch)
@@ -761,16 +771,24 @@ def _graph_launch(graph: nx.DiGraph, n: int) -> Launch | None:
                 k.get("shapes"),
             )
         )
+    start = float(a["start"])
+    end = start + float(a["duration"])
+    name = a["name"]
+    # As in the trace sweep (_launch), by the one table (daydream.trace.runtime_calls); a copy call the builder split
+    # waits again in its `NAME [wait]` task (_graph_thread_items). Beyond the table: a wait a transform added (a
+    # `sync` edge from GPU work); a `sync` edge from another CPU thread (loss.backward() waiting for the autograd
+    # engine) is no wait for the device.
     waits = (
-        bool(_WAIT_RE.search(a["name"]))
-        or any(e.get("kind") == "sync" for _, _, e in graph.in_edges(n, data=True))
-        or any(k.kind == "memcpy" and "Pageable" in k.name for k in kernels)  # as in the trace sweep (_launch)
+        host_waits(name)
+        or any(
+            k.kind == "memcpy" and copy_waits(name, k.name, start, end, k.start_us, k.start_us + k.duration_us) for k in kernels
+        )
+        or any(e.get("kind") == "sync" and graph.nodes[u].get("kind") in GPU_KINDS for u, _, e in graph.in_edges(n, data=True))
     )
     if not kernels and not waits:
         return None
     kernels.sort(key=lambda k: k.start_us)
-    start = float(a["start"])
-    return Launch(a["name"], start, start + float(a["duration"]), tuple(kernels), waits, len(kernels))
+    return Launch(name, start, end, tuple(kernels), waits, len(kernels))
 
 
 # ---- iterations and accuracy ------------------------------------------------------------------------------------

@@ -114,6 +114,10 @@ def test_autograd_nodes_set_the_backward_phase(legacy_graph: nx.DiGraph) -> None
         "volta_sgemm_64x64_nt",
         "void at::native::vectorized_elementwise_kernel<add>",
     }
+    # a backward node takes the layer of the forward op with its sequence number
+    assert {legacy_graph.nodes[v]["layer"] for v in engine if legacy_graph.nodes[v]["region"] == "AddmmBackward"} == {
+        "Linear_0"
+    }
     # nothing else is backward: the forward's tasks and kernels keep their phase
     assert len(_tasks(legacy_graph, phase="backward")) == 12
     assert {legacy_graph.nodes[v]["phase"] for v in _tasks(legacy_graph, name="volta_sgemm_128x64_nn")} == {"forward"}

@@ -10,23 +10,13 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pytest
+from test_real_traces import GPU_TRACES
 
 from daydream import build_graph, load_trace, simulate
 from daydream.dsl import Session
 from daydream.graph import GPU_KINDS
 from daydream.replay import edges_by_kind, replay
 
-GPU_TRACES = [
-    "hta/nccl_parser_config_nccl_data.json.gz",
-    "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-    "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
-    "hta/critical_path_simple_add_benchmark_result_493459_1694039959_trace.json.gz",
-    "hta/execution_trace_benchmark_simple_add_trace.json.gz",
-    "hta/triton_example_triton_example.json.gz",
-    "param/linear_kineto.json.gz",
-    "param/resnet_kineto.json.gz",
-    *[f"param/dlrm8/rank{r}.json.gz" for r in range(8)],
-]
 # Traces whose steps wait on the GPU through synchronize calls or blocking copies.
 SYNCING_TRACES = [n for n in GPU_TRACES if "triton" not in n and "execution_trace" not in n and "simple_add" not in n]
 

@@ -64,10 +64,9 @@ DEFAULT_ISSUE_US = 5.0
 # A GPU task that starts this long after everything known to hold it back waited on another stream.
 UNEXPLAINED_DELAY_US = 5.0
 CROSS_STREAM_WINDOW_US = 10.0
-
-
 # A task with no dependency in the graph that started this long after the window did has an unexplained start.
 UNANCHORED_TOLERANCE_US = 1.0
+
 
 # A thread idle this long across another thread's backward tasks is waiting in loss.backward().
 BACKWARD_WAIT_MIN_US = 20.0
@@ -327,9 +326,10 @@ class _Builder:
                     blocking.append((launcher, task))
             if corr is not None:
                 self.corr_task.setdefault(corr, task)
-        issue_us = self._typical_issue_us({call for call, _ in blocking})
-        for call, copy in blocking:
-            self.split_blocking_call(call, copy, issue_us)
+        if blocking:
+            issue_us = self._typical_issue_us({call for call, _ in blocking})
+            for call, copy in blocking:
+                self.split_blocking_call(call, copy, issue_us)
 
     # ---- edges ----------------------------------------------------------------------------------------------
 
@@ -548,8 +548,9 @@ class _Builder:
     def backward_waits(self, threads: dict[str, list[int]]) -> list[tuple[int, int, int, int]]:
         """`loss.backward()` blocks its thread while the autograd engine's thread runs the backward pass: where a CPU
         thread is idle across a stretch of the engine thread's backward tasks, the task after the idle stretch waits
-        for the last of them (a `sync` edge), and the first of them waits for the task before the stretch (the call). Returns (task before the stretch, task after, last backward task, first
-        backward start) for :meth:`split_backward_gaps`."""
+        for the last of them (a `sync` edge), and the first of them waits for the task before the stretch (the call).
+        Returns (task before the stretch, task after, last backward task, first backward start) for
+        :meth:`split_backward_gaps`."""
         attrs, ts, end = self.attrs, self.ts, self.end
         backward: dict[str, list[int]] = {}
         for t, tasks in threads.items():

@@ -16,6 +16,7 @@ from daydream import build_graph, load_trace, simulate
 from daydream.dsl import Session
 from daydream.graph import GPU_KINDS
 from daydream.replay import edges_by_kind, replay
+from daydream.whatif import run_whatif
 
 # Traces whose steps wait on the GPU through synchronize calls or blocking copies.
 SYNCING_TRACES = [n for n in GPU_TRACES if "triton" not in n and "execution_trace" not in n and "simple_add" not in n]
@@ -163,3 +164,46 @@ def test_simulate_reports_what_is_not_explained(shared_traces: Path) -> None:
     (step,) = d["steps"]
     assert step["measured_us"] == pytest.approx(157979.0)
     assert d["measured_us"] == step["measured_us"]
+
+
+
+LOADER = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+
+
+def _loader_bound_trace(tmp_path: Path) -> Path:
+    """A CPU training loop fed by DataLoader workers that make a batch every 1000 us; training takes 600 us. Step 1
+    finds its batch ready (the call costs 50 us); from step 2 on each call waits for the workers, the batch arriving
+    at 2000, 3000, 4000, 5000 and the call returning 50 us later."""
+    events = []
+    t = 1000.0
+    for k in range(1, 6):
+        get = 50.0 if k == 1 else 1000.0 * k + 50.0 - t
+        events.append(_event("user_annotation", f"ProfilerStep#{k}", 1, t, get + 600))
+        events.append(_event("user_annotation", LOADER, 1, t, get))
+        events.append(_event("cpu_op", "aten::mm", 1, t + get, 600, **{"Input Dims": [[64, 64], [64, 64]]}))
+        t += get + 600
+    path = tmp_path / "loader.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def _steps(session: Session) -> list[float]:
+    return list(session.predict().step_periods().values())
+
+
+def test_a_step_waits_for_the_dataloader_workers(tmp_path: Path) -> None:
+    """The workers' throughput holds the step, not the calling thread's own time: faster training leaves a
+    loader-bound step as it was, a faster loader makes it training-bound."""
+    graph = build_graph(load_trace(_loader_bound_trace(tmp_path)), "all")
+    workers = [a for _, a in graph.nodes(data=True) if a["thread"].endswith("/DataLoader workers")]
+    # from each call (1650, 2650, ...) to its batch (2000, 3000, ...); between two, the workers' time while training
+    assert [a["duration"] for a in workers] == pytest.approx([350.0, 350.0, 350.0, 350.0])
+    assert [a["gap"] for a in workers] == pytest.approx([650.0, 650.0, 650.0, 0.0])
+    assert halved_ratio(graph.copy()) == pytest.approx(0.5)
+    session = Session(graph)
+    assert _steps(session) == pytest.approx([650.0, 1000.0, 1000.0, 1000.0, 1000.0])  # replay
+    session.execute('scale (select where name == "aten::mm") by 0.5')
+    assert _steps(session)[2:] == pytest.approx([1000.0, 1000.0, 1000.0])  # still one batch every 1000 us
+    faster = run_whatif(build_graph(load_trace(_loader_bound_trace(tmp_path)), "all"), ["dataloader"], {"speedup": 4})
+    # a batch every 250 us of the workers' time: the step is the call's own 50 us / 4 and the 600 us of training
+    assert list(faster.timeline.step_periods().values())[2:] == pytest.approx([612.5, 612.5, 612.5])

@@ -5,7 +5,8 @@ Nodes are tasks, numbered in order of their traced start; each carries plain att
 =============  ==========================================================================
 ``kind``       cpu, dataloader, gpu, memcpy, memset or comm
 ``name``       runtime call, op or kernel name
-``thread``     execution thread: ``cpu:<pid>/<tid>`` or ``gpu:<device>/<stream>``
+``thread``     execution thread: ``cpu:<pid>/<tid>`` or ``gpu:<device>/<stream>``; ``cpu:<pid>/DataLoader workers``
+               stands for the worker processes a DataLoader's calls wait for
 ``duration``   microseconds the task occupies its thread
 ``gap``        microseconds its thread stays busy after it before the next task may start
                (CPU: the non-CUDA CPU time until the next task; GPU: the stream's
@@ -43,7 +44,7 @@ import networkx as nx
 
 from daydream._gc import paused_gc
 from daydream.errors import TraceError
-from daydream.graph.context import op_shapes, range_role
+from daydream.graph.context import fed_by_workers, op_shapes, range_role
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
 from daydream.perf.costs import traced_dtype_bytes
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
@@ -70,6 +71,13 @@ UNANCHORED_TOLERANCE_US = 1.0
 
 # A thread idle this long across another thread's backward tasks is waiting in loss.backward().
 BACKWARD_WAIT_MIN_US = 20.0
+# A thread idle this long inside a DataLoader's `__next__` (worker processes) waited for a batch.
+LOADER_WAIT_MIN_US = 20.0
+# ... and this share of the time since its previous call: a shorter wait is within the call's jitter and changes the
+# step by less than that.
+LOADER_WAIT_SHARE = 0.01
+# The thread that stands for a DataLoader's worker processes (the trace holds none of their work).
+LOADER_WORKERS_THREAD = "DataLoader workers"
 # A CPU thread whose tasks are at least this share backward tasks is the autograd engine's.
 ENGINE_THREAD_SHARE = 0.5
 
@@ -113,6 +121,9 @@ class _Builder:
         self.et_of = {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}
         self.top_op_calls = 0
         self.copy_waits: list[tuple[int, int]] = []  # (the wait half of a blocking copy call, its copy)
+        self.loader_ranges: list[tuple[str, float, float, str]] = []  # outermost data-loading ranges: thread, ts, end, name
+        # per task, an edge that holds it only where the window cut all its other parents
+        self.fallback_edges: dict[int, list[Any]] = {}
 
     def add_task(self, attrs: dict[str, Any], ts: float, dur: float) -> int:
         tid = len(self.attrs)
@@ -236,9 +247,12 @@ class _Builder:
             parent.inner_shapes = (self._shapes(ev) if frame.family == 1 else None) or frame.inner_shapes
         if parent is not None and parent.inner_layer is None:
             parent.inner_layer = frame.inner_layer or (frame.layer if frame.family == 0 and frame.layer != parent.layer else None)
+        outermost_loader = frame.dataloader and frame.family == 0 and (parent is None or not parent.dataloader)
+        if outermost_loader:
+            self.loader_ranges.append((thread, ev.ts, ev.ts + ev.dur, ev.name))  # type: ignore[operator]
         if frame.has_runtime:
             return
-        if frame.dataloader and frame.family == 0 and (parent is None or not parent.dataloader):
+        if outermost_loader:
             # Data loading without CUDA work is one task, whatever ops it ran inside.
             del pending[frame.mark :]
             attrs = self._cpu_attrs("dataloader", ev.name, thread, rank, parent)
@@ -583,6 +597,90 @@ class _Builder:
                         break
         return found
 
+    def loader_waits(self, threads: dict[str, list[int]]) -> list[tuple[int, int, int | None, float]]:
+        """A DataLoader with worker processes hands out batches the workers made; where `__next__` idles waiting for
+        one, the wait is a dependency on the workers, not the thread's own CPU time.
+
+        The workers are one task per waited batch on a thread of their own (``cpu:<pid>/DataLoader workers``, kind
+        ``dataloader``), from the call's start to the end of its wait; the task after the wait depends on it
+        (``sync``). A wait means the workers' prefetched batches had run out: they make batches no faster than the
+        step takes them. So where two calls in a row waited, the second batch follows the first on the workers'
+        thread, the time between the two waits being the workers' gap: the thread carries the loader's throughput,
+        and a step cannot come sooner than its batch, whatever else gets faster, while a faster loader
+        (``dataloader``) shortens both. Otherwise, or where the workers' previous task is outside the window, the
+        batch is asked for by the call: an edge from the thread's task before it, with the measured delay
+        (``fallback_edges``: used by :func:`_cut` only where the task has no other parent in the window).
+
+        A call's own cost is its shortest idle stretch among the trace's calls of the same range (a batch that was
+        ready; where nothing traced runs inside the range, the range is one task and the stretch is all of it); a call
+        waited where it idled longer than that by at least as much again, by LOADER_WAIT_SHARE of the time since the
+        previous call, and by LOADER_WAIT_MIN_US (a shorter wait is within the call's jitter). Returns (workers' task, the task that waited, the task before the wait, the own cost)
+        for :meth:`split_loader_gaps`."""
+        attrs, ts, end = self.attrs, self.ts, self.end
+        ranges = sorted((r for r in self.loader_ranges if fed_by_workers(r[3])), key=lambda r: r[1])
+        starts = {t: [ts[x] for x in threads[t]] for t in {r[0] for r in ranges}}
+        ends = {t: [end[x] for x in threads[t]] for t in starts}  # a thread's tasks do not overlap: ends sorted too
+        calls = []  # (thread, range start, name, whole, idle, task after the idle, task before it)
+        for thread, t0, t1, name in ranges:
+            tasks = threads[thread]
+            i = bisect.bisect_left(starts[thread], t0)
+            whole = next((x for x in tasks[i : i + 2] if ts[x] == t0 and end[x] == t1 and attrs[x]["kind"] == "dataloader"), None)
+            if whole is not None:
+                calls.append((thread, t0, name, True, t1 - t0, whole, None))
+                continue
+            best = None
+            for j in range(max(i, 1), len(tasks)):
+                n = tasks[j]
+                if ts[n] > t1:
+                    break
+                idle = ts[n] - max(end[tasks[j - 1]], t0)
+                if best is None or idle > best[4]:
+                    best = (thread, t0, name, False, idle, n, tasks[j - 1])
+            if best is not None:
+                calls.append(best)
+        ready_cost: dict[tuple[str, str, bool], float] = {}
+        for thread, _, name, whole, idle, _, _ in calls:
+            key = (thread, name, whole)
+            ready_cost[key] = min(ready_cost.get(key, math.inf), idle)
+        waits: list[tuple[int, int, int | None, float]] = []
+        previous_waited: dict[str, int] = {}  # per calling thread, the workers' task of its last call if it waited
+        previous_call: dict[str, float] = {}
+        for thread, t0, name, whole, idle, consumer, before in calls:
+            own = ready_cost[(thread, name, whole)]
+            since = t0 - previous_call.get(thread, t0)
+            previous_call[thread] = t0
+            if idle - own < max(LOADER_WAIT_MIN_US, own, LOADER_WAIT_SHARE * since):
+                previous_waited.pop(thread, None)
+                continue
+            ready_at = (end[consumer] if whole else ts[consumer]) - own
+            pid = thread.split("/")[0]
+            a = {"kind": "dataloader", "name": "DataLoader workers: batch", "thread": f"{pid}/{LOADER_WORKERS_THREAD}",
+                 "rank": self.trace.rank, "op": None, "shapes": None, "top_op": None, "top_op_id": None, "layer": None,
+                 "phase": "dataloader", "region": name, "duration": ready_at - t0}  # fmt: skip
+            worker = self.add_task(a, t0, ready_at - t0)
+            threads.setdefault(a["thread"], []).append(worker)
+            self.add_edge(worker, consumer, "sync")
+            if thread in previous_waited:
+                self.add_edge(previous_waited[thread], worker, "thread")
+            k = bisect.bisect_right(ends[thread], t0) - 1
+            if k >= 0:
+                self.fallback_edges[worker] = [threads[thread][k], "sync", t0 - ends[thread][k]]
+            previous_waited[thread] = worker
+            waits.append((worker, consumer, before, 0.0 if whole else own))
+        return waits
+
+    def split_loader_gaps(self, waits: list[tuple[int, int, int | None, float]]) -> None:
+        """Of the idle stretch before the task that waited for a batch, the part a ready batch also takes (taking it
+        from the workers' queue) stays the thread's, and follows the batch too (the edge's delay); the rest was the
+        wait. A one-task range keeps that part as its duration (measure_delays cut it at the batch's arrival)."""
+        attrs = self.attrs
+        for worker, consumer, before, own in waits:
+            if before is not None:
+                attrs[before]["gap"] = own
+            for e in self.in_edges[consumer]:
+                if e[0] == worker:
+                    e[2] = own
+
     def split_backward_gaps(self, waits: list[tuple[int, int, int, int]]) -> None:
         """The idle stretches were waits: the calling thread's from the call to the backward's start, then until the
         backward ended; the autograd thread's before it, for the call. Each becomes the delay of its edge (the call
@@ -688,8 +786,10 @@ def build_graph(trace: Trace, step: str | int | None = None) -> nx.DiGraph:
         call_role(e.name) == "wait_event" for e in trace.runtime
     )
     backward_waits = b.backward_waits(threads)
+    loader_waits = b.loader_waits(threads)
     l0, g0 = b.measure_delays(threads, infer_waits)
     b.split_backward_gaps(backward_waits)
+    b.split_loader_gaps(loader_waits)
     step_of = _assign_steps(b, steps)
     b.finish_phases(steps, step_of)
     if step is None:
@@ -776,6 +876,12 @@ def _cut(b: _Builder, steps: list[Step], step_of: list[str | None], delays: dict
                 ready = end[u] + (attrs[u]["gap"] if kind in ORDER_KINDS else lag)
                 if attrs[t]["thread"] in working:
                     held_back_us = max(held_back_us, ready - origin)
+        fallback = b.fallback_edges.get(t)
+        if not inside and fallback is not None and (iu := index.get(fallback[0])) is not None:
+            d = {"kind": fallback[1], "lag": fallback[2]}
+            succ[iu][v] = d
+            pred[v][iu] = d
+            inside = 1
         if not inside and b.ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:
             unanchored += 1
             lead_us += b.ts[t] - origin

@@ -31,6 +31,9 @@ _NOT_A_LAYER_RE = re.compile(
     r"|^\[pytorch\|profiler|^\[param\||^PyTorch Profiler|^daydream\.step"
 )
 _MODULE_PREFIX = "nn.Module: "
+# The iterator of a DataLoader with worker processes: its `__next__` waits for a batch that the workers (processes
+# the trace does not hold) made; without workers (`_SingleProcessDataLoaderIter`) the calling thread makes it itself.
+_WORKER_FED_RE = re.compile(r"_MultiProcessingDataLoaderIter")
 
 
 def range_phase(name: str, cat: str | None) -> str | None:
@@ -49,6 +52,11 @@ def range_phase(name: str, cat: str | None) -> str | None:
         if _FORWARD_RE.search(name):
             return "forward"
     return None
+
+
+def fed_by_workers(name: str) -> bool:
+    """Whether a data-loading range waits for batches made by DataLoader worker processes."""
+    return bool(_WORKER_FED_RE.search(name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     dev = msub.add_parser("devices", help="the device catalog (kernels/devices.toml)")
     dev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     dev.set_defaults(func=_cmd_models_devices)
+    val = sub.add_parser("validate", help="predict measured changes and compare: the accuracy ledger")
+    val.add_argument("cases", metavar="CASES.toml", nargs="?", default=None,
+                     help="cases file (default: validation/cases.toml); see daydream.validate for its format")  # fmt: skip
+    val.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    val.set_defaults(func=_cmd_validate)
     cal = sub.add_parser("calibrate", help="measure kernel tables with torch on this machine and fit the MLP kernel models")
     cal.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N) (default: cpu)")
     cal.add_argument("--kernels", default="gemm,elementwise", help="comma-separated tables to measure (default: gemm,elementwise)")
@@ -163,6 +168,18 @@ def _cmd_record(args: argparse.Namespace) -> int:
         print(f"  {path}")
     if report.trace:
         print(f"next: daydream simulate {report.trace}")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from daydream.report import render_ledger
+    from daydream.validate import DEFAULT_CASES, validate
+
+    ledger = validate(args.cases or DEFAULT_CASES)
+    if args.json:
+        _print_json(ledger.to_dict())
+    else:
+        render_ledger(ledger, Console())
     return 0
 
 

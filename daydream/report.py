@@ -13,6 +13,7 @@ from daydream.dsl.library import ScriptInfo
 from daydream.perf.accuracy import Accuracy
 from daydream.perf.devices import Device
 from daydream.replay import Replay
+from daydream.validate import Ledger
 from daydream.whatif import WhatIf
 
 
@@ -202,6 +203,42 @@ def render_accuracy(rows: list[Accuracy], console: Console) -> None:
     for r in rows:
         table.add_row(r.name, f"{r.gmae_pct:.2f}%", str(r.n), r.data)
     console.print(table)
+
+
+def render_ledger(ledger: Ledger, console: Console) -> None:
+    """``daydream validate``: each case's prediction next to its measured runs and the naive predictions."""
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:+.1f}%"
+
+    def short(us: float, spread: float) -> str:
+        return f"{us / 1e3:.2f} ms ±{spread:.0f}%"
+
+    table = Table(title=f"Predictions of measured changes ({ledger.path})", title_justify="left")
+    table.add_column("case")
+    for name in ("before", "after (measured)", "predicted", "error", "no change", "ratio"):
+        table.add_column(name, justify="right")
+    for c in ledger.cases:
+        after = short(c.measured_us, c.spread_pct) + ("" if c.moved else " (noise)")
+        predicted = "stopped" if c.predicted_us is None else f"{c.predicted_us / 1e3:.2f} ms"
+        table.add_row(c.name, short(c.before_us, c.before_spread_pct), after, predicted, pct(c.error_pct),
+                      pct(c.no_change_error_pct), pct(c.ratio_error_pct))  # fmt: skip
+    geo = ledger.geomean_error_pct
+    if geo is not None:
+        ratio = ledger.ratio_geomean_error_pct
+        stopped = len(ledger.cases) - len(ledger.predicted)
+        label = f"geomean |error|, {len(ledger.cases)} cases" + (f" ({stopped} stopped: as no change)" if stopped else "")
+        table.add_row(label, "", "", "", f"{geo:.1f}%",
+                      f"{ledger.no_change_geomean_error_pct:.1f}%", "-" if ratio is None else f"{ratio:.1f}%",
+                      style="bold")  # fmt: skip
+    console.print(table)
+    console.print("±: spread of the runs (half their range); (noise): the change moved the time less than the two "
+                  "settings' spreads; ratio: the BEFORE times the case's whole-step ratio", highlight=False)  # fmt: skip
+    for c in ledger.cases:
+        if c.predicted_us is None:
+            console.print(f"{c.name}: no prediction: {c.message}", highlight=False)
+        elif c.moved and not c.beats_no_change:
+            console.print(f"{c.name}: the prediction is no closer than \"no change\"", highlight=False)
 
 
 def render_devices(devices: list[Device], console: Console) -> None:

@@ -12,6 +12,8 @@ options below and the loop that trains on the data are implemented once here:
     --checkpoint         activation checkpointing of the model's repeated blocks (torch.utils.checkpoint)
     --workers N          DataLoader worker processes
     --transform-us U     CPU time each sample's __getitem__ burns, in microseconds
+    --accumulate K       gradient accumulation: K micro-batches of B samples per optimizer step
+    --threads T          intra-op CPU threads (torch.set_num_threads)
     --cuda-graphs        capture the whole training step in one CUDA graph and replay it
     --seed S             seed of the model's initialization and of the data
     --log                print step times (and the last loss) at the end
@@ -94,6 +96,21 @@ def make_parser(doc: str | None, *, batch: int, optimizer: str = "adam") -> argp
         help="microseconds of CPU work per sample in the Dataset's __getitem__ (default: %(default)s)",
     )
     group.add_argument(
+        "--accumulate",
+        type=int,
+        default=1,
+        metavar="K",
+        help="gradient accumulation: K micro-batches of --batch samples, each a forward and backward pass, per "
+        "optimizer step (default: %(default)s)",
+    )
+    group.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="T",
+        help="intra-op CPU threads, torch.set_num_threads(T) (default: torch's, one per core)",
+    )
+    group.add_argument(
         "--cuda-graphs",
         action="store_true",
         help="capture the whole training step in a CUDA graph and replay it (CUDA only)",
@@ -119,11 +136,19 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
         parser.error("--workers must be >= 0")
     if args.transform_us < 0:
         parser.error("--transform-us must be >= 0")
+    if args.accumulate < 1:
+        parser.error("--accumulate must be at least 1")
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error("--threads must be at least 1")
+        torch.set_num_threads(args.threads)
     cuda = torch.cuda.is_available()
     if args.device == "cuda" and not cuda:
         parser.error("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
     args.device = torch.device("cuda" if args.device == "cuda" or (args.device == "auto" and cuda) else "cpu")
     if args.cuda_graphs:
+        if args.accumulate > 1:
+            parser.error("--cuda-graphs and --accumulate: the captured step is one forward and backward pass")
         if args.device.type != "cuda":
             parser.error("--cuda-graphs needs a CUDA device, and this run is on the CPU (--device cpu, or no GPU)")
         if args.compile:
@@ -371,9 +396,10 @@ def train(
     """
     place = place or (lambda batch: to_device(batch, args.device))
     extra = 1 if args.cuda_graphs else 0  # the batch the graph is captured on
-    dataset = RandomDataset(inputs, target, (args.steps + extra) * args.batch, args.transform_us, args.seed)
+    count = args.steps * args.accumulate + extra
+    dataset = RandomDataset(inputs, target, count * args.batch, args.transform_us, args.seed)
     # Under --cuda-graphs the batches stay on the host and are copied into the graph's static inputs.
-    data = batches(args, dataset, args.steps + extra, (lambda batch: batch) if args.cuda_graphs else place)
+    data = batches(args, dataset, count, (lambda batch: batch) if args.cuda_graphs else place)
     opt = make_optimizer(args, model.parameters(), momentum)
     step_model: Callable[..., Any] = torch.compile(model) if args.compile else model
     cuda = args.device.type == "cuda"
@@ -427,12 +453,16 @@ def train(
                 recorder.step()
         else:
             opt.zero_grad(set_to_none=True)
-            loss = compute_loss(batch)
+            for micro in range(args.accumulate):  # gradients add up over the micro-batches
+                if micro:
+                    batch = next(data)
+                loss = compute_loss(batch)
+                if args.accumulate > 1:
+                    loss = loss / args.accumulate
+                (loss if scaler is None else scaler.scale(loss)).backward()
             if scaler is None:
-                loss.backward()
                 opt.step()
             else:
-                scaler.scale(loss).backward()
                 scaler.step(opt)
                 scaler.update()
         if on_step is not None:

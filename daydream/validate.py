@@ -1,0 +1,235 @@
+"""The accuracy ledger: predictions of measured changes, compared with the measured runs (``daydream validate``).
+
+A case is a BEFORE trace (one or more runs of one setting), the scripts and params a user would choose without seeing
+the AFTER, and the AFTER runs: the same program with the change made, measured. Per case the ledger reports the
+measured AFTER step time (median over its runs, with their spread), the prediction, and two naive predictions to beat:
+"no change" (the measured BEFORE) and, where the case states one, a whole-step ratio (the BEFORE times the factor a
+back-of-envelope estimate would use, such as 2 for twice the batch). Errors are relative, signed per case; over cases
+the geometric mean of their sizes, as the papers state accuracy. A case whose scripts stop (an assertion, a param the
+library lacks) has no prediction and counts in the mean with its "no change" error: what the user is left with.
+
+A trace's step time is the median of its steps' periods (``--step all``; each step from the end of the one before to
+its own end), over every recorded step of every run; the prediction is the same median of the predicted steps,
+``daydream run --step all`` on every BEFORE run (so an unchanged script predicts the BEFORE exactly). The noise of a setting is the spread of its runs' step times: half
+their range, relative to the median. A change "moved" the time where the AFTER and BEFORE medians differ by more
+than the two spreads together.
+
+Cases file (TOML; paths relative to the file)::
+
+    [[case]]
+    name = "batch size x2"
+    before = ["traces/base/run1/rank0.json.gz", ...]
+    after = ["traces/batch256/run1/rank0.json.gz", ...]
+    scripts = ["batch_size"]          # library names or .whatif paths
+    params = { factor = 2 }           # optional
+    ratio = 2.0                       # optional: the whole-step ratio baseline
+    note = "..."                      # optional
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from daydream.errors import DaydreamError
+from daydream.graph import build_graph
+from daydream.trace import load_trace
+from daydream.whatif import whatif
+
+DEFAULT_CASES = Path("validation") / "cases.toml"
+# Geometric means of error sizes: an exact prediction counts as this error (%), so that one case does not zero it.
+ERROR_FLOOR_PCT = 0.01
+
+
+class Case(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    before: list[str]
+    after: list[str]
+    scripts: list[str]
+    params: dict[str, Any] = {}
+    ratio: float | None = None
+    note: str = ""
+
+
+class _CasesFile(msgspec.Struct, forbid_unknown_fields=True):
+    case: list[Case]
+
+
+@dataclass
+class CaseResult:
+    name: str
+    before_us: float  # measured BEFORE: the "no change" prediction
+    before_spread_pct: float
+    measured_us: float  # measured AFTER (median)
+    spread_pct: float  # AFTER runs' spread
+    runs: int  # AFTER runs
+    predicted_us: float | None  # None where the scripts stopped on this case
+    ratio_us: float | None
+    message: str = ""  # why there is no prediction
+    note: str = ""
+
+    @property
+    def error_pct(self) -> float | None:
+        return None if self.predicted_us is None else _error(self.predicted_us, self.measured_us)
+
+    @property
+    def no_change_error_pct(self) -> float:
+        return _error(self.before_us, self.measured_us)
+
+    @property
+    def ratio_error_pct(self) -> float | None:
+        return None if self.ratio_us is None else _error(self.ratio_us, self.measured_us)
+
+    @property
+    def moved(self) -> bool:
+        """Whether the change moved the measured time by more than the noise of the two settings."""
+        change = abs(self.measured_us - self.before_us) / self.before_us * 100
+        return change > self.spread_pct + self.before_spread_pct
+
+    @property
+    def beats_no_change(self) -> bool | None:
+        error = self.error_pct
+        return None if error is None else abs(error) < abs(self.no_change_error_pct)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "measured_us": self.measured_us, "predicted_us": self.predicted_us,
+            "error_pct": self.error_pct, "no_change_error_pct": self.no_change_error_pct,
+            "ratio_us": self.ratio_us, "ratio_error_pct": self.ratio_error_pct, "spread_pct": self.spread_pct,
+            "runs": self.runs, "before_us": self.before_us, "before_spread_pct": self.before_spread_pct,
+            "moved": self.moved, "beats_no_change": self.beats_no_change, "message": self.message, "note": self.note,
+        }  # fmt: skip
+
+
+@dataclass
+class Ledger:
+    path: str
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def predicted(self) -> list[CaseResult]:
+        return [c for c in self.cases if c.predicted_us is not None]
+
+    @property
+    def geomean_error_pct(self) -> float | None:
+        """Over every case; where the scripts stopped, the user is left with the BEFORE: its "no change" error."""
+        return geomean_pct([c.no_change_error_pct if c.error_pct is None else c.error_pct for c in self.cases])
+
+    @property
+    def no_change_geomean_error_pct(self) -> float | None:
+        return geomean_pct([c.no_change_error_pct for c in self.cases])
+
+    @property
+    def ratio_geomean_error_pct(self) -> float | None:
+        """Over the cases that state a ratio (None where none does)."""
+        return geomean_pct([c.ratio_error_pct for c in self.cases if c.ratio_error_pct is not None])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cases_file": self.path, "cases": [c.to_dict() for c in self.cases],
+            "geomean_error_pct": self.geomean_error_pct,
+            "no_change_geomean_error_pct": self.no_change_geomean_error_pct,
+            "ratio_geomean_error_pct": self.ratio_geomean_error_pct,
+            "predicted_cases": len(self.predicted), "failed_cases": len(self.cases) - len(self.predicted),
+        }  # fmt: skip
+
+
+def _error(predicted: float, measured: float) -> float:
+    return (predicted - measured) / measured * 100
+
+
+def geomean_pct(errors: list[float]) -> float | None:
+    """Geometric mean of the errors' sizes (%), each at least ERROR_FLOOR_PCT; None for no errors."""
+    if not errors:
+        return None
+    return math.exp(statistics.fmean(math.log(max(abs(e), ERROR_FLOOR_PCT)) for e in errors))
+
+
+def load_cases(path: str | os.PathLike[str]) -> list[Case]:
+    """The cases of a cases file, with their trace paths made absolute (relative to the file)."""
+    p = Path(path)
+    if not p.is_file():
+        hint = " (run it in the project's folder, or name a cases file)" if Path(path) == DEFAULT_CASES else ""
+        raise DaydreamError(f"{p}: no such cases file{hint}")
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DaydreamError(f"{p}: not a TOML cases file: {exc}") from None
+    try:
+        cases = msgspec.convert(doc, _CasesFile).case
+    except msgspec.ValidationError as exc:
+        raise DaydreamError(f"{p}: {exc} (each [[case]] has name, before, after, scripts; see daydream.validate)") from None
+    names = set()
+    for c in cases:
+        where = f"{p}: case {c.name!r}"
+        if c.name in names:
+            raise DaydreamError(f"{where}: a second case of that name")
+        names.add(c.name)
+        if not c.before or not c.after or not c.scripts:
+            raise DaydreamError(f"{where}: before, after and scripts each need at least one entry")
+        if c.ratio is not None and not (math.isfinite(c.ratio) and c.ratio > 0):
+            raise DaydreamError(f"{where}: ratio must be a positive number, not {c.ratio}")
+        c.before = [_resolve(p.parent, x, where) for x in c.before]
+        c.after = [_resolve(p.parent, x, where) for x in c.after]
+        c.scripts = [x if "/" not in x and not x.endswith(".whatif") else str(p.parent / x) for x in c.scripts]
+    return cases
+
+
+def _resolve(base: Path, path: str, where: str) -> str:
+    full = base / path
+    if not full.is_file():
+        raise DaydreamError(f"{where}: trace {full} does not exist (record the corpus: python validation/record.py)")
+    return str(full)
+
+
+def step_times_us(path: str) -> list[float]:
+    """The periods of every step of a trace (``--step all``)."""
+    graph = build_graph(load_trace(path), "all")
+    return [float(s["measured_us"]) for s in graph.graph["steps"]]
+
+
+def setting_us(paths: list[str]) -> tuple[float, float]:
+    """(median step time over all steps of all runs, spread of the runs' medians: half their range over the median,
+    in %)."""
+    runs = [statistics.median(step_times_us(p)) for p in paths]
+    steps = [t for p in paths for t in step_times_us(p)]
+    median = statistics.median(steps)
+    spread = (max(runs) - min(runs)) / 2 / median * 100 if len(runs) > 1 else 0.0
+    return median, spread
+
+
+def validate_case(case: Case) -> CaseResult:
+    before_us, before_spread = setting_us(case.before)
+    measured_us, spread = setting_us(case.after)
+    predictions, message = [], ""
+    for path in case.before:
+        try:
+            result = whatif(path, case.scripts, dict(case.params), step="all", on_print=lambda _line: None)
+            predictions.extend(result.timeline.step_periods().values())
+        except DaydreamError as exc:
+            message = str(exc).splitlines()[0]
+            break
+    predicted = statistics.median(predictions) if predictions and not message else None
+    return CaseResult(
+        name=case.name, before_us=before_us, before_spread_pct=before_spread, measured_us=measured_us,
+        spread_pct=spread, runs=len(case.after), predicted_us=predicted,
+        ratio_us=None if case.ratio is None else before_us * case.ratio, message=message, note=case.note,
+    )  # fmt: skip
+
+
+def validate(path: str | os.PathLike[str] = DEFAULT_CASES) -> Ledger:
+    """Predict every case of the cases file and compare with its measured runs."""
+    cases = load_cases(path)
+    return Ledger(str(path), [validate_case(c) for c in cases])

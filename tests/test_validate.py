@@ -1,0 +1,105 @@
+"""`daydream validate`: the accuracy ledger over measured before/after pairs (validation/cases.toml)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from daydream.errors import DaydreamError
+from daydream.validate import geomean_pct, load_cases, step_times_us, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "validation" / "cases.toml"
+EXAMPLE = ROOT / "daydream" / "examples" / "mlp_cpu.json.gz"
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "daydream", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def _cases(tmp_path: Path, text: str) -> Path:
+    shutil.copy(EXAMPLE, tmp_path / "a.json.gz")
+    shutil.copy(EXAMPLE, tmp_path / "b.json.gz")
+    path = tmp_path / "cases.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_corpus_ledger() -> None:
+    """The measured pairs of validation/: predictions beat "no change" where the change stands out of the noise and
+    the library has a model for it."""
+    ledger = validate(CORPUS).to_dict()
+    cases = {c["name"]: c for c in ledger["cases"]}
+    assert len(cases) == 6
+    for name in ("batch size x2", "DataLoader workers 0 -> 2", "gradient accumulation x2"):
+        c = cases[name]
+        assert c["moved"] and c["beats_no_change"]
+        assert abs(c["error_pct"]) < 10.0
+    assert ledger["geomean_error_pct"] < ledger["no_change_geomean_error_pct"]
+    for c in ledger["cases"]:
+        assert c["spread_pct"] >= 0 and c["runs"] == 5
+        assert (c["predicted_us"] is None) == bool(c["message"])
+
+
+def test_a_case_of_no_change_is_exact_and_a_ratio_is_priced(tmp_path: Path) -> None:
+    path = _cases(tmp_path, '[[case]]\nname = "same"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\n'
+                            'scripts = ["batch_size"]\nparams = { factor = 1 }\nratio = 2.0\n')  # fmt: skip
+    (c,) = validate(path).cases
+    measured = sorted(step_times_us(str(tmp_path / "b.json.gz")))
+    assert c.measured_us == pytest.approx(measured[len(measured) // 2])
+    assert c.no_change_error_pct == 0.0
+    assert c.ratio_error_pct == pytest.approx(100.0)
+    assert c.error_pct == pytest.approx(0.0, abs=1e-9)  # every step replayed: the "no change" of the BEFORE
+    assert not c.moved
+
+
+def test_a_case_whose_script_stops_counts_as_no_change(tmp_path: Path) -> None:
+    path = _cases(tmp_path, '[[case]]\nname = "fused on a CPU trace"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\n'
+                            'scripts = ["fused_optimizer"]\n')  # fmt: skip
+    ledger = validate(path)
+    (c,) = ledger.cases
+    assert c.predicted_us is None and "count(gpu) > 0" in c.message
+    assert ledger.geomean_error_pct == geomean_pct([c.no_change_error_pct])
+    out = run("validate", str(path))
+    assert out.returncode == 0 and "stopped" in out.stdout and "no prediction" in out.stdout
+
+
+def test_geomean_of_error_sizes() -> None:
+    assert geomean_pct([2.0, -8.0]) == pytest.approx(4.0)
+    assert geomean_pct([]) is None
+    assert geomean_pct([0.0, 1.0]) == pytest.approx(0.1)  # an exact case counts as 0.01%
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[[case]\nname = 1", "not a TOML cases file"),
+        ('[[case]]\nname = "x"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\n', "scripts"),
+        ('[[case]]\nname = "x"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["amp"]\nspeed = 2\n', "speed"),
+        ('[[case]]\nname = "x"\nbefore = ["nope.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["amp"]\n', "nope.json.gz does not exist"),
+        ('[[case]]\nname = "x"\nbefore = []\nafter = ["b.json.gz"]\nscripts = ["amp"]\n', "at least one entry"),
+        ('[[case]]\nname = "x"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["amp"]\nratio = -1.0\n', "ratio"),
+        ('[[case]]\nname = "x"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["amp"]\n' * 2, "a second case"),
+    ],
+)
+def test_bad_cases_files_say_what_and_where(tmp_path: Path, text: str, message: str) -> None:
+    path = _cases(tmp_path, text)
+    with pytest.raises(DaydreamError, match=message):
+        load_cases(path)
+    out = run("validate", str(path), "--json")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert str(path) in out.stderr and out.stdout == ""
+
+
+def test_cli_json_and_the_default_cases_file(tmp_path: Path) -> None:
+    out = run("validate", cwd=tmp_path)
+    assert out.returncode != 0 and "validation/cases.toml: no such cases file" in out.stderr
+    path = _cases(tmp_path, '[[case]]\nname = "same"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["dataloader"]\n')
+    d = json.loads(run("validate", str(path), "--json").stdout)
+    assert set(d) >= {"cases", "geomean_error_pct", "no_change_geomean_error_pct"}
+    assert set(d["cases"][0]) >= {"name", "measured_us", "predicted_us", "error_pct", "no_change_error_pct", "spread_pct"}

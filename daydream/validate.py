@@ -203,9 +203,9 @@ def step_times_us(path: str) -> list[float]:
 def setting_us(paths: list[str]) -> tuple[float, float]:
     """(median step time over all steps of all runs, spread of the runs' medians: half their range over the median,
     in %)."""
-    runs = [statistics.median(step_times_us(p)) for p in paths]
-    steps = [t for p in paths for t in step_times_us(p)]
-    median = statistics.median(steps)
+    per_run = [step_times_us(p) for p in paths]
+    runs = [statistics.median(times) for times in per_run]
+    median = statistics.median([t for times in per_run for t in times])
     spread = (max(runs) - min(runs)) / 2 / median * 100 if len(runs) > 1 else 0.0
     return median, spread
 

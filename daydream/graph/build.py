@@ -614,8 +614,8 @@ class _Builder:
         A call's own cost is its shortest idle stretch among the trace's calls of the same range (a batch that was
         ready; where nothing traced runs inside the range, the range is one task and the stretch is all of it); a call
         waited where it idled longer than that by at least as much again, by LOADER_WAIT_SHARE of the time since the
-        previous call, and by LOADER_WAIT_MIN_US (a shorter wait is within the call's jitter). Returns (workers' task, the task that waited, the task before the wait, the own cost)
-        for :meth:`split_loader_gaps`."""
+        previous call, and by LOADER_WAIT_MIN_US (a shorter wait is within the call's jitter). Returns (workers' task,
+        the task that waited, the task before the wait, the own cost) for :meth:`split_loader_gaps`."""
         attrs, ts, end = self.attrs, self.ts, self.end
         ranges = sorted((r for r in self.loader_ranges if fed_by_workers(r[3])), key=lambda r: r[1])
         starts = {t: [ts[x] for x in threads[t]] for t in {r[0] for r in ranges}}
@@ -653,10 +653,9 @@ class _Builder:
                 previous_waited.pop(thread, None)
                 continue
             ready_at = (end[consumer] if whole else ts[consumer]) - own
-            pid = thread.split("/")[0]
-            a = {"kind": "dataloader", "name": "DataLoader workers: batch", "thread": f"{pid}/{LOADER_WORKERS_THREAD}",
-                 "rank": self.trace.rank, "op": None, "shapes": None, "top_op": None, "top_op_id": None, "layer": None,
-                 "phase": "dataloader", "region": name, "duration": ready_at - t0}  # fmt: skip
+            workers = f"{thread.split('/')[0]}/{LOADER_WORKERS_THREAD}"
+            a = self._cpu_attrs("dataloader", "DataLoader workers: batch", workers, self.trace.rank, None)
+            a.update(phase="dataloader", region=name, duration=ready_at - t0)
             worker = self.add_task(a, t0, ready_at - t0)
             threads.setdefault(a["thread"], []).append(worker)
             self.add_edge(worker, consumer, "sync")

@@ -69,6 +69,8 @@ def test_recorded_example_simulates_with_layers(recorded: dict[str, Path], name:
     trace = recorded[name] / "rank0.json.gz"
     meta = json.loads((recorded[name] / "rank0.daydream.json").read_text())
     assert meta["steps"]["complete"] and meta["steps"]["recorded"] == 3 and meta["device"]["type"] == "cpu"
+    # the host's intra-op threads and usable cores, which the threads model reads
+    assert meta["host"]["threads"] >= 1 and meta["host"]["cores"] >= 1
     graph = build_graph(load_trace(trace))
     assert graph.graph["recording"]["format"] == "daydream.recording/1"
     assert [s["name"] for s in graph.graph["steps"]] == ["ProfilerStep#3"]  # the steady step of the three

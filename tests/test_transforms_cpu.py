@@ -29,9 +29,36 @@ def test_checkpointing_reruns_the_forward_ops_on_a_cpu_recording(graph) -> None:
                if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] is not None and a["layer"] is not None]  # fmt: skip
     rerun = sum(a["duration"] + a["gap"] for a in forward)
     assert forward and rerun > 0
-    result = run_whatif(graph, ["activation_checkpointing"])
+    result = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0})
     added = [a for _, a in result.graph.nodes(data=True) if a.get("recomputed")]
     assert len(added) == len(forward)
     assert all(a["thread"] != forward[0]["thread"] or a["phase"] == "backward" for a in added)
     # the step is one CPU thread's work: it grows by exactly the re-run ops and their framework time
     assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(rerun, rel=1e-6)
+
+
+def test_checkpointing_costs_its_machinery_per_checkpoint_call(graph) -> None:  # type: ignore[no-untyped-def]
+    bare = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0}).predicted.makespan_us
+    layers = {a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["layer"]}
+    # one call per checkpointed layer by default; `segments` calls per step when the program wraps several layers
+    per_layer = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100})
+    assert per_layer.predicted.makespan_us - bare == pytest.approx(100 * len(layers))
+    fewer = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "segments": 3})
+    assert fewer.predicted.makespan_us - bare == pytest.approx(300)
+    machinery = [a for _, a in fewer.graph.nodes(data=True) if a.get("checkpoint_machinery")]
+    assert len(machinery) == len(layers) and all(a["phase"] == "backward" for a in machinery)
+
+
+def test_checkpointing_recomputes_in_every_step_of_a_multi_step_graph() -> None:
+    """Each step's backward pass recomputes that step's own forward: a graph of four steps gets four re-runs."""
+    trace = Path(__file__).resolve().parents[1] / "validation" / "traces" / "base" / "run1" / "rank0.json.gz"
+    graph = build_graph(load_trace(trace), "all")
+    result = run_whatif(graph, ["activation_checkpointing"], {"layers": "^MLP\\.body\\."})
+    added = [a for _, a in result.graph.nodes(data=True) if a.get("recomputed")]
+    per_step: dict[str, int] = {}
+    for a in added:
+        per_step[a["step"]] = per_step.get(a["step"], 0) + 1
+    assert len(per_step) == 4 and set(per_step.values()) == {len(added) // 4}
+    after = list(result.timeline.step_periods().values())
+    before = list(result.session.baseline.step_periods().values())
+    assert len(after) == 4 and all(a > b + 1000 for a, b in zip(after, before))  # every step pays its re-run

@@ -47,6 +47,7 @@ from daydream.errors import TraceError
 from daydream.graph.context import fed_by_workers, op_shapes, range_role
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
 from daydream.perf.costs import traced_dtype_bytes
+from daydream.trace.intra_op import runs_across_threads, threading_kind
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.runtime_calls import call_role, copy_waits
 from daydream.trace.schema import Event
@@ -101,6 +102,8 @@ class _Frame:
     inner_shapes: Any = None  # the first nested op's input dims (an autograd wrapper's are its op's)
     top_op_id: int | None = None  # which call of top_op: numbered per graph build
     inner_layer: str | None = None  # a recorder module range inside an op (AccumulateGrad of a module's parameter)
+    nested_op_us: float = 0.0  # time of the ops called inside this frame (outermost ones), for an op's own time
+    parallel_us: float = 0.0  # own time of the ops in this frame that ran across the intra-op threads
 
 
 class _Builder:
@@ -242,6 +245,12 @@ class _Builder:
         frame = stack.pop()
         ev = frame.ev
         parent = stack[-1] if stack else None
+        if frame.family == 1 and threading_kind(ev.name) and runs_across_threads(ev.name, self._shapes(ev)):
+            frame.parallel_us += max(0.0, ev.dur - frame.nested_op_us)  # type: ignore[operator]
+        if parent is not None:
+            # an annotation between two ops passes its ops' time through: the outer op's own time excludes it
+            parent.nested_op_us += ev.dur if frame.family == 1 else frame.nested_op_us  # type: ignore[operator]
+            parent.parallel_us += frame.parallel_us
         if parent is not None and parent.inner_shapes is None:
             # through annotations too: the recorder's range sits between evaluate_function and AccumulateGrad
             parent.inner_shapes = (self._shapes(ev) if frame.family == 1 else None) or frame.inner_shapes
@@ -258,6 +267,7 @@ class _Builder:
             attrs = self._cpu_attrs("dataloader", ev.name, thread, rank, parent)
             attrs["phase"] = "dataloader"
             attrs["region"] = ev.name
+            attrs["parallel_us"] = frame.parallel_us
             pending.append((ev.ts, attrs, ev.dur, None))
         elif frame.family == 1 and (parent is None or parent.top_op is None) and not frame.dataloader:
             # A CPU op called from Python that launches nothing: its CPU time is a task of its own.
@@ -267,6 +277,7 @@ class _Builder:
             own = self._shapes(ev)
             attrs["shapes"] = own if _has_dims(own) or not frame.inner_shapes else frame.inner_shapes
             attrs["top_op_id"] = frame.top_op_id
+            attrs["parallel_us"] = frame.parallel_us
             # The op's own phase: `evaluate_function: ...` declares the backward pass itself.
             attrs["phase"], attrs["region"] = frame.phase, frame.region
             if attrs["layer"] is None:
@@ -276,11 +287,12 @@ class _Builder:
     def _cpu_attrs(self, kind: str, name: str, thread: str, rank: int, parent: _Frame | None) -> dict[str, Any]:
         if parent is None:
             return {"kind": kind, "name": name, "thread": thread, "rank": rank, "op": None, "shapes": None,
-                    "top_op": None, "top_op_id": None, "layer": None, "phase": None, "region": None}  # fmt: skip
+                    "top_op": None, "top_op_id": None, "layer": None, "phase": None, "region": None,
+                    "parallel_us": 0.0}  # fmt: skip
         attrs = {
             "kind": kind, "name": name, "thread": thread, "rank": rank, "op": parent.op,
             "shapes": self._shapes(parent.op_ev), "top_op": parent.top_op, "layer": parent.layer, "phase": parent.phase,
-            "region": parent.region, "top_op_id": parent.top_op_id,
+            "region": parent.region, "top_op_id": parent.top_op_id, "parallel_us": 0.0,
         }  # fmt: skip
         if self.et_of and parent.op_ev is not None and (et := self.et_of.get(id(parent.op_ev))) is not None:
             attrs["tensors_in"] = et.input_tensors

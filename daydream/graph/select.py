@@ -31,6 +31,7 @@ KIND_SELECTORS: dict[str, frozenset[str]] = {
 TASK_ATTRIBUTES: tuple[str, ...] = (
     "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "region",
     "layer", "op", "top_op", "top_op_id", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
+    "parallel_us",
 )  # fmt: skip
 # Attributes matched as regular expressions by the keyword filters of `select` (others compare equal).
 _REGEX_ATTRIBUTES = frozenset({"name", "layer", "op", "top_op", "thread", "phase", "region", "step", "collective"})

@@ -184,7 +184,48 @@ def _trace_ranks(graph: nx.DiGraph) -> int:
     return n if isinstance(n, int) and n >= 1 else 1
 
 
+def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None) -> float:
+    from daydream.perf.host import parallel_time_factor, recorded_host
+
+    fn = "intra_op_factor"
+    traced_threads, traced_cores = recorded_host(graph.graph.get("recording"))
+    if recorded is None:
+        if traced_threads is None:
+            raise DaydreamError(
+                f"{fn}(): the trace does not say how many intra-op threads it ran with (no daydream record sidecar "
+                "next to it): give them, e.g. recorded = 8"
+            )
+        recorded = traced_threads
+    if cores is None:
+        cores = traced_cores
+    return parallel_time_factor(
+        number_argument(threads, fn, "threads"), number_argument(recorded, fn, "recorded"),
+        None if cores is None else number_argument(cores, fn, "cores"),
+    )  # fmt: skip
+
+
+def _recorded_threads(graph: nx.DiGraph) -> int | None:
+    from daydream.perf.host import recorded_host
+
+    return recorded_host(graph.graph.get("recording"))[0]
+
+
+def _recorded_cores(graph: nx.DiGraph) -> int | None:
+    from daydream.perf.host import recorded_host
+
+    threads, cores = recorded_host(graph.graph.get("recording"))
+    return cores if cores is not None else threads
+
+
 for _name, _impl, _lo, _hi, _doc, _keys in [
+    ("recorded_threads", _recorded_threads, 0, 0, "recorded_threads(): the intra-op threads the trace ran with (the "
+     "daydream record sidecar), none if unknown", ()),
+    ("recorded_cores", _recorded_cores, 0, 0, "recorded_cores(): the cores the recorded process could run on (the "
+     "sidecar; else one per recorded thread), none if unknown", ()),
+    ("intra_op_factor", _intra_op_factor, 1, 3, "intra_op_factor(THREADS, cores = none, recorded = none): how much "
+     "longer the CPU ops' threaded work (parallel_us) takes on THREADS intra-op threads than on the recording's "
+     "(`recorded`, none: the sidecar's), on `cores` cores (none: the sidecar's, else one per recorded thread)",
+     ("cores", "recorded")),
     ("roofline", _roofline, 2, 4, "roofline(FLOPS, BYTES, device = none, dtype = \"fp32\"): microseconds at the device's "
      "peak: max(FLOPS / peak FLOP/s, BYTES / memory bandwidth); device none = the trace's GPU", ("device", "dtype")),
     ("gemm", _gemm, 3, 6, "gemm(M, N, K, dtype = \"fp32\", device = none, batch = 1): microseconds for a GEMM: the "

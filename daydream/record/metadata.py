@@ -6,6 +6,7 @@ the trace; :func:`daydream.trace.load.read_recording` reads it back.
 from __future__ import annotations
 
 import math
+import os
 import platform
 import sys
 import weakref
@@ -44,6 +45,15 @@ def device_info() -> dict[str, Any]:
                 "memory_bytes": props.total_memory, "sms": props.multi_processor_count,
                 "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None)}  # fmt: skip
     return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
+
+
+def host_info() -> dict[str, Any]:
+    """The host's intra-op threads and the cores this process may run on (the threads model reads both)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    return {"threads": torch.get_num_threads(), "cores": cores}
 
 
 def distributed_info() -> dict[str, Any]:

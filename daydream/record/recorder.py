@@ -228,6 +228,7 @@ class Recorder:
             "command": self.options.command,
             "environment": metadata.environment(),
             "device": metadata.device_info(),
+            "host": metadata.host_info(),
             **metadata.distributed_info(),
             "steps": {
                 "counted_from": self.counted_from, "warmup": warmup, "requested": steps, "seen": self.steps_seen,

@@ -1,0 +1,157 @@
+"""The host CPU as a resource: which ops run across PyTorch's intra-op threads (trace/intra_op.py), the threaded
+time the graph keeps per task (`parallel_us`), the `threads` transform, and DataLoader workers sharing the cores
+with training (`dataloader -p workers=N`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daydream import build_graph, load_trace
+from daydream.errors import DaydreamError
+from daydream.perf.host import parallel_time_factor, recorded_host
+from daydream.trace.intra_op import GRAIN_SIZE, runs_across_threads
+from daydream.whatif import run_whatif
+
+VALIDATION = Path(__file__).resolve().parents[1] / "validation" / "traces"
+
+
+def _event(name: str, ts: float, dur: float, dims: Any = None, cat: str = "cpu_op") -> dict[str, Any]:
+    args = {} if dims is None else {"Input Dims": dims}
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+
+def test_which_ops_run_across_the_intra_op_threads() -> None:
+    assert runs_across_threads("aten::mm", [[4, 4], [4, 4]])  # the BLAS library threads every call
+    assert runs_across_threads("aten::addmm", None)
+    assert not runs_across_threads("aten::relu", [[128, 256]])  # 32768 elements: at the grain size, one thread
+    assert runs_across_threads("aten::relu", [[256, 256]])
+    assert runs_across_threads("aten::add_", [[256, 256], [256, 256], []])
+    assert not runs_across_threads("aten::add_", [[256], [], []])
+    assert not runs_across_threads("aten::t", [[4096, 4096]])  # a view: dispatch only
+    assert not runs_across_threads("aten::linear", [[512, 512], [512, 512], [512]])  # composite: its addmm counts
+    assert not runs_across_threads("AddmmBackward0", [[512, 512]])  # an autograd node, not an ATen kernel
+    assert not runs_across_threads("aten::sqrt", None)  # recorded without shapes: the element count is unknown
+    assert not runs_across_threads("aten::sqrt", [["not", "dims"]])
+    assert GRAIN_SIZE == 32768
+
+
+def _linear_trace(tmp_path: Path, sidecar: dict[str, Any] | None) -> Path:
+    """One step of `aten::linear` (100 us: t 10 us holding as_strided 4 us, addmm 80 us holding expand 5 us) then a
+    relu below the grain size (30 us) and one above it (50 us), each op 10 us apart."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 220, "args": {}},
+        _event("aten::linear", 0, 100, [[128, 256], [256, 256], [256]]),
+        _event("aten::t", 2, 10, [[256, 256]]),
+        _event("aten::as_strided", 4, 4, [[256, 256], [], [], []]),
+        _event("aten::addmm", 15, 80, [[256], [128, 256], [256, 256], [], []]),
+        _event("aten::expand", 16, 5, [[256], [], []]),
+        _event("aten::relu", 110, 30, [[128, 256]]),
+        _event("aten::relu", 150, 50, [[256, 256]]),
+    ]
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    if sidecar is not None:
+        (tmp_path / "rank0.daydream.json").write_text(json.dumps({"format": "daydream.recording/1", **sidecar}))
+    return path
+
+
+def test_the_graph_keeps_each_ops_threaded_time(tmp_path: Path) -> None:
+    graph = build_graph(load_trace(_linear_trace(tmp_path, None)))
+    by_name = {a["name"]: a for _, a in graph.nodes(data=True)}
+    assert by_name["aten::linear"]["parallel_us"] == pytest.approx(75.0)  # addmm's own time, not t's, expand's, linear's
+    relus = sorted(a["parallel_us"] for _, a in graph.nodes(data=True) if a["name"] == "aten::relu")
+    assert relus == pytest.approx([0.0, 50.0])
+
+
+def test_fewer_threads_stretch_only_the_threaded_work(tmp_path: Path) -> None:
+    graph = build_graph(load_trace(_linear_trace(tmp_path, {"host": {"threads": 4, "cores": 4}})))
+    assert recorded_host(graph.graph["recording"]) == (4, 4)
+    base = run_whatif(graph, ["threads"], {"threads": 4}).predicted.makespan_us
+    # 4 -> 1 thread: the 125 us of threaded work takes 4x, the other 95 us stays
+    one = run_whatif(graph, ["threads"], {"threads": 1}).predicted.makespan_us
+    assert one - base == pytest.approx(125.0 * 3)
+    # more threads than cores gain nothing past the cores; another host's cores are a parameter
+    assert run_whatif(graph, ["threads"], {"threads": 8}).predicted.makespan_us == pytest.approx(base)
+    eight = run_whatif(graph, ["threads"], {"threads": 8, "cores": 8}).predicted.makespan_us
+    assert base - eight == pytest.approx(125.0 / 2)
+
+
+def test_threads_need_the_recorded_thread_count(tmp_path: Path) -> None:
+    graph = build_graph(load_trace(_linear_trace(tmp_path, None)))
+    with pytest.raises(DaydreamError, match="does not say how many intra-op threads"):
+        run_whatif(graph, ["threads"], {"threads": 1})
+    given = run_whatif(graph, ["threads"], {"threads": 1, "recorded": 2})
+    assert given.predicted.makespan_us - given.baseline.makespan_us == pytest.approx(125.0)
+
+
+def test_the_thread_model() -> None:
+    assert parallel_time_factor(1, 2) == 2.0
+    assert parallel_time_factor(4, 2) == 1.0  # cores unknown: one per recorded thread
+    assert parallel_time_factor(4, 2, cores=4) == 0.5
+    assert parallel_time_factor(2, 8, cores=4) == 2.0  # the recording had more threads than cores
+    with pytest.raises(DaydreamError, match="whole number"):
+        parallel_time_factor(1.5, 2)
+    with pytest.raises(DaydreamError, match="cores"):
+        parallel_time_factor(1, 2, cores=0)
+    # recordings before the sidecar's `host` name a CPU device's threads
+    assert recorded_host({"device": {"type": "cpu", "threads": 2}}) == (2, None)
+    assert recorded_host({"host": {"threads": 2, "cores": True}}) == (2, None)
+    assert recorded_host(None) == (None, None)
+
+
+LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def _loading_trace(tmp_path: Path, threads: int, cores: int) -> Path:
+    """Four steps of 1000 us: the training thread makes its batch (300 us, one thread), then one threaded mm (400 us)
+    and 300 us of single-threaded ops."""
+    events = []
+    for k in range(4):
+        t = 1000.0 * k
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k + 1}", "pid": 1, "tid": 1,
+                       "ts": t, "dur": 1000, "args": {}})  # fmt: skip
+        events.append(_event(LOADER, t, 300, cat="user_annotation"))
+        events.append(_event("aten::mm", t + 300, 400, [[512, 512], [512, 512]]))
+        events.append(_event("aten::relu", t + 700, 300, [[64, 64]]))
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    sidecar = {"format": "daydream.recording/1", "host": {"threads": threads, "cores": cores}}
+    (tmp_path / "rank0.daydream.json").write_text(json.dumps(sidecar))
+    return path
+
+
+def test_workers_take_the_batches_and_share_the_cores(tmp_path: Path) -> None:
+    graph = build_graph(load_trace(_loading_trace(tmp_path, threads=2, cores=2)), "all")
+    result = run_whatif(graph, ["dataloader"], {"workers": 2, "speedup": 1, "handoff": 20})
+    made = [a for _, a in result.graph.nodes(data=True) if a["thread"].endswith("/DataLoader workers")]
+    assert [a["duration"] for a in made] == pytest.approx([150.0] * 4)  # two workers side by side
+    # the workers take 300 us of a core per 700 us of training (u = 3/7), one at a time; with 2 threads on 2 cores
+    # the threaded mm loses u (2 + 1 - 2) / (2 x 1) of its time, the single-threaded ops nothing (a core is free)
+    u = 300 / 700
+    periods = list(result.timeline.step_periods().values())
+    assert periods[1:] == pytest.approx([20 + 400 * (1 + u / 2) + 300] * 3)
+    # one intra-op thread leaves a core to the workers: only the batch making leaves the step
+    graph = build_graph(load_trace(_loading_trace(tmp_path, threads=1, cores=2)), "all")
+    result = run_whatif(graph, ["dataloader"], {"workers": 2, "speedup": 1, "handoff": 20})
+    assert list(result.timeline.step_periods().values())[1:] == pytest.approx([720.0] * 3)
+
+
+def test_workers_that_fall_behind_hold_the_step(tmp_path: Path) -> None:
+    graph = build_graph(load_trace(_loading_trace(tmp_path, threads=1, cores=2)), "all")
+    slow = run_whatif(graph, ["dataloader"], {"workers": 1, "speedup": 0.25, "handoff": 20})
+    # a batch takes one worker 1200 us: a step every 1200 us, whatever training takes
+    assert list(slow.timeline.step_periods().values())[2:] == pytest.approx([1200.0] * 2)
+
+
+def test_the_threads_case_of_the_corpus() -> None:
+    """On the corpus' recording (2 threads, 2 cores), one thread stretches the threaded ops and nothing else."""
+    trace = VALIDATION / "base" / "run1" / "rank0.json.gz"
+    graph = build_graph(load_trace(trace))
+    threaded = sum(a["parallel_us"] for _, a in graph.nodes(data=True))
+    assert 0.5 < threaded / graph.graph["measured_us"] < 0.8  # GEMMs and Adam's weight-sized element-wise ops
+    result = run_whatif(graph, ["threads"], {"threads": 1})
+    assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(threaded, rel=1e-6)

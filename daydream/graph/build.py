@@ -245,6 +245,7 @@ class _Builder:
         frame = stack.pop()
         ev = frame.ev
         parent = stack[-1] if stack else None
+        # threading_kind first (cached): most ops are never threaded, and their shapes need not be read
         if frame.family == 1 and threading_kind(ev.name) and runs_across_threads(ev.name, self._shapes(ev)):
             frame.parallel_us += max(0.0, ev.dur - frame.nested_op_us)  # type: ignore[operator]
         if parent is not None:

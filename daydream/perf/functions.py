@@ -210,11 +210,11 @@ def _recorded_threads(graph: nx.DiGraph) -> int | None:
     return recorded_host(graph.graph.get("recording"))[0]
 
 
-def _recorded_cores(graph: nx.DiGraph) -> int | None:
-    from daydream.perf.host import recorded_host
+def _recorded_cores(graph: nx.DiGraph) -> float | None:
+    from daydream.perf.host import recorded_host, usable_cores
 
     threads, cores = recorded_host(graph.graph.get("recording"))
-    return cores if cores is not None else threads
+    return cores if threads is None else usable_cores(threads, cores)
 
 
 for _name, _impl, _lo, _hi, _doc, _keys in [

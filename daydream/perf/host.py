@@ -3,8 +3,8 @@
 An op's work that ran across the intra-op threads (a task's ``parallel_us``, daydream.trace.intra_op) takes
 ``parallel_us x speedup(recorded threads) / speedup(new threads)``, where ``speedup(T) = min(T, cores)``: threads past
 the host's cores add no speed, and each thread up to them runs its share of the elements. Where neither the user nor
-the recording says how many cores there are, the recorded threads are taken to be one per core (PyTorch's default). The rest of an op (dispatch,
-views, kernels at or below the grain size) runs on the calling thread whatever the count.
+the recording says how many cores there are, the recorded threads are taken to be one per core (PyTorch's default).
+The rest of an op (dispatch, views, kernels at or below the grain size) runs on the calling thread whatever the count.
 
 Uncertainty: ideal scaling of the threaded part. Measured on a 2-core host (validation/, threads 2 -> 1), the
 threaded ops ran 1.6-1.9x slower on one thread, not 2x (memory bandwidth and caches are shared), so the model
@@ -38,6 +38,11 @@ def recorded_host(recording: Any) -> tuple[int | None, int | None]:
     return whole(threads), whole(cores)
 
 
+def usable_cores(recorded: float, cores: float | None) -> float:
+    """The cores the threads run on: ``cores`` where known, else one per recorded thread."""
+    return recorded if cores is None else cores
+
+
 def thread_speedup(threads: float, cores: float) -> float:
     """How much faster threaded work runs on ``threads`` intra-op threads than on one (ideal up to the cores)."""
     return float(min(threads, cores))
@@ -50,5 +55,5 @@ def parallel_time_factor(threads: float, recorded: float, cores: float | None = 
         raise DaydreamError(f"intra-op threads are a whole number >= 1 (got {threads:g} and {recorded:g})")
     if cores is not None and cores < 1:
         raise DaydreamError(f"cores must be >= 1 (got {cores:g})")
-    usable = recorded if cores is None else cores
+    usable = usable_cores(recorded, cores)
     return thread_speedup(recorded, usable) / thread_speedup(threads, usable)

@@ -112,7 +112,7 @@ def _params(pairs: list[str]) -> dict[str, str]:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from daydream.report import render_whatif
-    from daydream.simulate import parse_policy
+    from daydream.simulation import parse_policy
     from daydream.whatif import whatif
 
     # print statements show as they run (so they are there when an assert fails); --json keeps stdout to one object
@@ -221,13 +221,13 @@ def _print_json(obj: object) -> None:
 
 def _cmd_repl(args: argparse.Namespace) -> int:
     from daydream.repl import run_repl
-    from daydream.simulate import parse_policy
+    from daydream.simulation import parse_policy
 
     return run_repl(args.trace, params=_params(args.param), step=args.step, et=args.et, policy=parse_policy(args.policy))
 
 
 def _version() -> str:
-    from daydream import __version__
+    from daydream._version import __version__
 
     return __version__
 
@@ -242,7 +242,7 @@ def _json_value(obj: object) -> object:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from daydream.replay import replay
     from daydream.report import render_replay
-    from daydream.simulate import parse_policy
+    from daydream.simulation import parse_policy
 
     result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
     _emit(args, result, render_replay, "simulated")
@@ -251,7 +251,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console], None], what: str) -> None:
     """The shared tail of simulate and run: the timeline exported if asked, then one JSON object or the tables."""
-    from daydream.simulate.export import export_chrome_trace
+    from daydream.simulation.export import export_chrome_trace
 
     if args.export_trace:
         export_chrome_trace(result.timeline, args.export_trace)

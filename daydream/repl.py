@@ -23,10 +23,10 @@ from daydream.dsl.evaluate import compile_expression, format_value
 from daydream.dsl.functions import FUNCTIONS
 from daydream.dsl.parse import KEYWORDS, parse_expression, parse_script
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
+from daydream.files import write_atomically
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order
 from daydream.report import ms
-from daydream.simulate import EARLIEST, Policy
-from daydream.simulate.export import write_atomically
+from daydream.simulation import EARLIEST, Policy
 
 COMMANDS = {
     ":predict": "the predicted iteration now, against the baseline, with the breakdown",
@@ -166,7 +166,7 @@ class Repl:
             highlight=False,
         )
         from daydream.report import breakdown_table
-        from daydream.simulate import breakdown
+        from daydream.simulation import breakdown
 
         self.console.print(breakdown_table(breakdown(s.baseline), breakdown(s.predict())))
 
@@ -194,7 +194,7 @@ class Repl:
         self.console.print(table)
 
     def diff(self) -> None:
-        from daydream.simulate import totals
+        from daydream.simulation import totals
 
         if not self.session.effects:
             self.console.print("no changes", highlight=False)

@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 
 from daydream.graph.build import CPU_KINDS, EDGE_KINDS, GPU_KINDS, build_graph
-from daydream.simulate import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals
+from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals
 from daydream.trace import load_trace
 
 

@@ -14,7 +14,7 @@ from daydream.dsl import Session, ast
 from daydream.dsl.evaluate import format_value
 from daydream.errors import ScriptError
 from daydream.graph.build import build_graph
-from daydream.simulate import EARLIEST, Policy, Timeline, breakdown, totals
+from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals
 from daydream.trace import load_trace
 
 

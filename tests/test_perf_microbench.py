@@ -67,7 +67,7 @@ def test_bad_inputs_are_daydream_errors() -> None:
 
 def test_missing_torch_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
-    with pytest.raises(DaydreamError, match=r"daydream calibrate needs torch: pip install 'daydream\[record\]'"):
+    with pytest.raises(DaydreamError, match=r"daydream calibrate needs torch: pip install 'daydream-whatif\[calibrate\]'"):
         mb.run_microbenchmarks("/nonexistent", device="cpu")
 
 

@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 
 from daydream.errors import DaydreamError
-from daydream.perf.costs import Cost, elementwise_cost, gemm_cost, normalize_dtype, op_cost
+from daydream.perf.costs import Cost, elementwise_cost, gemm_cost, op_cost
 from daydream.perf.devices import get_device
 from daydream.perf.roofline import (
     Calibration,
@@ -24,6 +24,7 @@ from daydream.perf.roofline import (
     roofline_us,
     timing_resolution_us,
 )
+from daydream.trace.sizes import normalize_dtype
 
 A100 = get_device("a100-40gb")
 

@@ -185,7 +185,7 @@ def test_no_torch_in_the_program_environment(tmp_path: Path) -> None:
     python = env_dir / "bin" / "python"
     proc = daydream("record", "--", str(python), str(EXAMPLES / "mlp.py"))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert f"torch is not installed for {python}" in proc.stderr and "daydream[record]" in proc.stderr
+    assert f"torch is not installed for {python}" in proc.stderr and "daydream-whatif[record]" in proc.stderr
 
 
 def test_bad_commands(tmp_path: Path) -> None:

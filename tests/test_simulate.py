@@ -9,7 +9,7 @@ import pytest
 
 from daydream import DaydreamError, breakdown, critical_path, simulate
 from daydream.graph import add_dependency, add_task
-from daydream.simulate import FIFO, Policy, parse_policy
+from daydream.simulation import FIFO, Policy, parse_policy
 
 CPU, GPU, GPU2 = "cpu:1/1", "gpu:0/7", "gpu:0/20"
 
@@ -193,7 +193,7 @@ def test_add_dependency_rejects_unknown_kind_and_task() -> None:
 def test_written_files_get_the_usual_permissions(tmp_path: Path) -> None:
     import os
 
-    from daydream.simulate.export import write_atomically
+    from daydream.files import write_atomically
 
     mask = os.umask(0o022)
     try:

@@ -12,7 +12,7 @@ from whatif_graph import CPU, iteration
 
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
-from daydream.simulate import simulate
+from daydream.simulation import simulate
 from daydream.trace import load_trace
 from daydream.whatif import WhatIf, run_whatif
 

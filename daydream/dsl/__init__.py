@@ -1,9 +1,9 @@
 """The .whatif language: parse scripts, check them, run them on a graph (``Session``)."""
 
+from daydream.dsl import model_functions as _model_functions  # noqa: F401 - registers the performance models as functions
 from daydream.dsl.ast import Script
 from daydream.dsl.functions import FUNCTIONS, register_function
 from daydream.dsl.interpret import Effect, Session, copy_graph
 from daydream.dsl.parse import parse_expression, parse_script
-from daydream.perf import functions as _perf_functions  # noqa: F401 - registers the performance models' functions
 
 __all__ = ["FUNCTIONS", "Effect", "Script", "Session", "copy_graph", "parse_expression", "parse_script", "register_function"]

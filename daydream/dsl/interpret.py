@@ -23,7 +23,7 @@ from daydream.dsl.parse import parse_expression, parse_script, script_error
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
 from daydream.graph import edit
 from daydream.graph.select import KIND_SELECTORS, TASK_ATTRIBUTES, Selection, group_by, in_time_order, select
-from daydream.simulate import EARLIEST, FIFO, Policy, Timeline, simulate
+from daydream.simulation import EARLIEST, FIFO, Policy, Timeline, simulate
 
 PRIORITY_ATTRIBUTE = "schedule_priority"
 

@@ -213,7 +213,7 @@ def _parse_error(exc: UnexpectedInput, text: str, file: str) -> ScriptError:
 
 def _join(words: list[str], limit: int | None = 12) -> str:
     if limit is not None and len(words) > limit:
-        words = words[:12] + ["..."]
+        words = words[:limit] + ["..."]
     return ", ".join(words) if len(words) < 2 else ", ".join(words[:-1]) + " or " + words[-1]
 
 

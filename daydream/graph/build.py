@@ -46,11 +46,11 @@ from daydream._gc import paused_gc
 from daydream.errors import TraceError
 from daydream.graph.context import fed_by_workers, op_shapes, range_role
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
-from daydream.perf.costs import traced_dtype_bytes
 from daydream.trace.intra_op import runs_across_threads, threading_kind
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.runtime_calls import call_role, copy_waits
 from daydream.trace.schema import Event
+from daydream.trace.sizes import message_bytes
 from daydream.trace.steps import Step, default_step, select_steps
 
 EDGE_KINDS = ("thread", "stream", "launch", "sync", "comm")
@@ -754,26 +754,6 @@ def _device_properties(trace: Trace) -> dict[str, Any]:
 def _has_dims(shapes: Any) -> bool:
     """Whether recorded input dims name any tensor dimension (``[[]]``, a lone scalar, does not)."""
     return isinstance(shapes, list) and any(isinstance(d, list) and d for d in shapes)
-
-
-def message_bytes(args: Any) -> int | None:
-    """A collective's message size from its op's args: the element counts PyTorch records, else (an older
-    `nccl:<name>` range) its first tensor's dims and type."""
-    if args is None:
-        return None
-    n = args.in_msg_nelems if isinstance(args.in_msg_nelems, (int, float)) else None
-    out = args.out_msg_nelems if isinstance(args.out_msg_nelems, (int, float)) else None
-    if n is None and out is None:
-        # A `nccl:<name>` range: the message is its first tensor (dims and type recorded with shapes).
-        dims = args.input_dims if args.input_dims is not None else args.input_dims_2021
-        types = args.input_type or []
-        if dims and isinstance(dims[0], list) and dims[0] and all(isinstance(d, int) for d in dims[0]) and types:
-            size = traced_dtype_bytes(types[0])
-            return int(math.prod(dims[0]) * size) if size else None
-        return None
-    nelems = max(n or 0, out or 0)
-    size = traced_dtype_bytes(args.dtype) or 4
-    return int(nelems * size)
 
 
 @paused_gc()

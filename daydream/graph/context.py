@@ -15,8 +15,6 @@ from typing import Any
 from daydream.trace.model import CPU_OP_CATS, RECORDER_RANGE_PREFIX
 from daydream.trace.schema import Event
 
-PHASES = ("forward", "backward", "optimizer", "dataloader", "other")
-
 _OPTIMIZER_RE = re.compile(r"^Optimizer\.|optimizer|^## optimizer ##", re.IGNORECASE)
 _DATALOADER_RE = re.compile(r"DataLoader|dataloader|data_loader|## data ##", re.IGNORECASE)
 _FORWARD_RE = re.compile(r"^## forward ##$|^forward$", re.IGNORECASE)

@@ -21,7 +21,7 @@ from daydream.graph.select import Selection, in_time_order
 # Attributes that place a task (its thread order, its kind of work): changing them would break the
 # thread chains the simulator relies on. A task moves by removing it and inserting a new one.
 STRUCTURAL_ATTRIBUTES = frozenset({"kind", "thread", "stream", "rank", "start", "end", "queued"})
-# Seconds-scale costs of a launch call where the trace has none to measure.
+# Microseconds a launch call costs where the trace has none to measure (a typical cudaLaunchKernel).
 DEFAULT_LAUNCH_CALL_US = 5.0
 _LAUNCH_CALLS = {"gpu": "cudaLaunchKernel", "comm": "cudaLaunchKernel", "memcpy": "cudaMemcpyAsync", "memset": "cudaMemsetAsync"}
 

@@ -52,7 +52,7 @@ def edited(graph: nx.DiGraph, order: dict[Any, float], removed: Iterable[Any] = 
 
 def place_new(graph: nx.DiGraph, order: dict[Any, float], nodes: list[Any]) -> None:
     """Give new tasks a number between their parents and children where there is room, else after their parents
-    (the edges that then point backwards are repaired by :func:`add_edges`)."""
+    (the edges that then point backwards are repaired by :func:`find_back_edge_cycle`)."""
     for node in nodes:
         before = [order[u] for u in graph._pred[node] if u in order]
         after = [order[v] for v in graph._succ[node] if v in order]

@@ -29,13 +29,13 @@ import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit, nnls
 
 from daydream.errors import DaydreamError
-from daydream.graph.build import message_bytes
 from daydream.graph.kernel_class import is_comm_kernel
 from daydream.perf.accuracy import Accuracy, gmae
 from daydream.perf.nccl_tests import Sweep, load_sweep, normalize_collective
 from daydream.perf.paths import DATA_DIR, KERNELS_DIR
 from daydream.trace import load_trace
 from daydream.trace.model import Trace
+from daydream.trace.sizes import message_bytes
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -23,56 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Bytes per element. Keys are the normalized names of ``normalize_dtype``.
-DTYPE_BYTES: dict[str, int] = {
-    "fp64": 8,
-    "fp32": 4,
-    "tf32": 4,  # stored as fp32; only the tensor-core arithmetic is reduced
-    "fp16": 2,
-    "bf16": 2,
-    "fp8": 1,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
-
-_DTYPE_ALIASES: dict[str, str] = {
-    "float64": "fp64", "double": "fp64", "f64": "fp64",
-    "float32": "fp32", "float": "fp32", "single": "fp32", "f32": "fp32",
-    "float16": "fp16", "half": "fp16", "c10::half": "fp16", "f16": "fp16",
-    "bfloat16": "bf16", "c10::bfloat16": "bf16",
-    "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8",
-    "e4m3": "fp8", "e5m2": "fp8",
-    "long": "int64", "long int": "int64", "int": "int32", "short": "int16", "char": "int8",
-    "signed char": "int8", "unsigned char": "uint8", "byte": "uint8", "unsigned int": "int32", "long long": "int64",
-}  # fmt: skip
-
-INDEX_BYTES = 8  # index and offset tensors (embedding lookups) are int64
-
-
-def normalize_dtype(dtype: str) -> str:
-    """The catalog name of a dtype: ``torch.float16``, ``half``, ``c10::Half`` -> ``fp16``. Raises ``ValueError``
-    for a name it does not know (callers turn that into their own user-facing error)."""
-    name = str(dtype).strip().lower().removeprefix("torch.")
-    name = _DTYPE_ALIASES.get(name, name)
-    if name not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(sorted(DTYPE_BYTES))})")
-    return name
-
-
-def dtype_bytes(dtype: str) -> int:
-    return DTYPE_BYTES[normalize_dtype(dtype)]
-
-
-def traced_dtype_bytes(name: object) -> int | None:
-    """Bytes per element of a dtype as a trace spells it (``float``, ``long int``, ``c10::Half``), None if unknown."""
-    try:
-        return dtype_bytes(str(name).strip().lower().removeprefix("c10::"))
-    except ValueError:
-        return None
+from daydream.trace.sizes import INDEX_BYTES, dtype_bytes
 
 
 @dataclass(frozen=True)

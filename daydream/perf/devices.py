@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from daydream.errors import DaydreamError
-from daydream.perf.costs import normalize_dtype
 from daydream.perf.paths import KERNELS_DIR
+from daydream.trace.sizes import normalize_dtype
 
 if sys.version_info >= (3, 11):
     import tomllib

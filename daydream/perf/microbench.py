@@ -36,9 +36,10 @@ from typing import Any
 
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
+from daydream.files import write_atomically
 from daydream.perf.accuracy import Accuracy, gmae
-from daydream.perf.costs import dtype_bytes, elementwise_cost, gemm_cost
-from daydream.simulate.export import write_atomically
+from daydream.perf.costs import elementwise_cost, gemm_cost
+from daydream.trace.sizes import dtype_bytes
 
 KERNELS = ("gemm", "elementwise")
 ELEMENTWISE_OPS = ("add", "mul", "relu", "gelu", "sigmoid", "tanh")
@@ -178,7 +179,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise DaydreamError("daydream calibrate needs torch: pip install 'daydream[record]'") from None
+        raise DaydreamError("daydream calibrate needs torch: pip install 'daydream-whatif[calibrate]'") from None
     return torch
 
 

@@ -221,8 +221,11 @@ def _fit_network(x: np.ndarray, y: np.ndarray, hp: HyperParams, seed: int, ensem
     rows, training to convergence only memorizes the measurement noise and takes 10x longer."""
     import warnings
 
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.neural_network import MLPRegressor
+    try:
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.neural_network import MLPRegressor
+    except ImportError:
+        raise DaydreamError("fitting kernel models needs scikit-learn: pip install 'daydream-whatif[calibrate]'") from None
 
     x_mean, x_scale = x.mean(axis=0), x.std(axis=0)
     x_scale[x_scale == 0] = 1.0  # a constant column (one dtype only) carries no information; avoid 0/0

@@ -40,8 +40,9 @@ from scipy.optimize import least_squares
 
 from daydream.errors import DaydreamError
 from daydream.perf.accuracy import Accuracy, gmae
-from daydream.perf.costs import Cost, dtype_bytes, normalize_dtype, op_cost
+from daydream.perf.costs import Cost, op_cost
 from daydream.perf.devices import Device, device_of_graph, device_of_trace, get_device, peak_flops
+from daydream.trace.sizes import dtype_bytes, normalize_dtype
 
 # Kernels whose inner loop runs on tensor/matrix cores: bounded by the dtype's tensor peak.
 MATMUL_CLASSES = frozenset({"gemm", "conv", "attention"})

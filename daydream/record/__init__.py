@@ -1,6 +1,6 @@
 """Recording traces: ``daydream record -- python train.py`` or, inside a program, :func:`record` and :func:`step`.
 
-Importing this package does not import torch; the recorder itself needs it (``pip install 'daydream[record]'``).
+Importing this package does not import torch; the recorder itself needs it (``pip install 'daydream-whatif[record]'``).
 """
 
 from __future__ import annotations

@@ -157,10 +157,10 @@ def _report(status: dict[str, Any] | None, code: int, python: str) -> RecordResu
                            "replaced the process); nothing recorded can be vouched for")  # fmt: skip
     if status.get("missing") == "torch":
         raise RecordError(f"torch is not installed for {status.get('python') or python}: the recorder needs it "
-                           "(pip install 'daydream[record]' in the environment that runs the program)")  # fmt: skip
+                           "(pip install 'daydream-whatif[record]' in the environment that runs the program)")  # fmt: skip
     if status.get("missing") == "daydream":
         raise RecordError(f"{status.get('python') or python} cannot import daydream ({status.get('error')}): install "
-                           "daydream[record] in the environment that runs the program")  # fmt: skip
+                           "daydream-whatif[record] in the environment that runs the program")  # fmt: skip
     if status.get("recorder_error"):
         raise RecordError(f"the recorder could not start: {status['recorder_error']}")
     report = RecordResult(

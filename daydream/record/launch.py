@@ -17,9 +17,9 @@ from types import TracebackType
 from typing import Any
 
 from daydream.errors import DaydreamError
+from daydream.files import write_atomically
 from daydream.record.command import ENV, RecordResult
 from daydream.record.recorder import Recorder, RecordingDone, RecordOptions
-from daydream.simulate.export import write_atomically
 
 
 def _run_program(argv: list[str]) -> None:

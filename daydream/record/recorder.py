@@ -23,10 +23,10 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from daydream.errors import DaydreamError
+from daydream.files import write_atomically
 from daydream.record import metadata
 from daydream.record.command import RecordError, RecordResult, check_counts
 from daydream.record.modules import ModuleNames, ModuleRanges
-from daydream.simulate.export import write_atomically
 from daydream.trace.load import recording_path
 
 _active: Recorder | None = None

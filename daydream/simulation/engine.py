@@ -18,8 +18,8 @@ import numpy as np
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
 from daydream.graph.build import ORDER_KINDS
-from daydream.simulate.policies import EARLIEST, Policy
-from daydream.simulate.timeline import Timeline
+from daydream.simulation.policies import EARLIEST, Policy
+from daydream.simulation.timeline import Timeline
 
 
 @paused_gc()

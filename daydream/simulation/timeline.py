@@ -43,10 +43,6 @@ class Timeline:
             return 0.0
         return float(self.end[indices].max() - self.start[indices].min())
 
-    @property
-    def iteration_us(self) -> float:
-        return self.makespan()
-
     def step_indices(self) -> dict[str, np.ndarray]:
         steps: dict[str, list[int]] = {}
         for i, a in enumerate(self.task_attrs):

@@ -1,0 +1,141 @@
+"""The package reads in one direction: a module imports only from its own layer or the layers below it.
+
+trace -> graph -> simulation -> perf -> dsl -> whatif/replay -> validate/demo -> report -> repl -> cli; errors, files
+and _gc sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed), so a
+lazy import inside a function counts like one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "daydream"
+
+# Rank of each top-level unit of the package (a subpackage or a module): imports may only point to a lower or
+# equal rank, and units of equal rank may not import each other in a loop.
+LAYERS: dict[str, int] = {
+    "errors": 0, "_gc": 0, "_version": 0, "files": 1,
+    "trace": 2, "record": 3,
+    "graph": 4,
+    "simulation": 5,
+    "perf": 6,
+    "dsl": 7,
+    "whatif": 8, "replay": 8,
+    "validate": 9, "demo": 9,
+    "report": 10,
+    "repl": 11,
+    "cli": 12,
+    "__init__": 13, "__main__": 14,
+}  # fmt: skip
+
+
+def _unit(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    return rel.parts[0]
+
+
+def _module_name(path: Path) -> list[str]:
+    parts = ["daydream", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _is_unit(name: str) -> bool:
+    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
+
+
+def _imported_units(path: Path) -> set[str]:
+    """The package units ``path`` imports, absolute or relative, at any depth of the module."""
+    units: set[str] = set()
+    here = _module_name(path)
+    package = here if path.name == "__init__.py" else here[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                names = [".".join([*base, node.module] if node.module else base)]
+            else:
+                names = [node.module or ""]
+            # `from daydream import dsl` names the unit in the imported names; `__version__` is the package itself
+            if names == ["daydream"]:
+                names = [f"daydream.{alias.name}" if _is_unit(alias.name) else "daydream" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "daydream":
+                units.add(parts[1] if len(parts) > 1 else "__init__")
+    return units
+
+
+def _import_graph() -> nx.DiGraph:
+    graph = nx.DiGraph()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        unit = _unit(path)
+        graph.add_node(unit)
+        for target in _imported_units(path) - {unit}:
+            graph.add_edge(unit, target, where=str(path.relative_to(PACKAGE.parent)))
+    return graph
+
+
+def test_every_unit_has_a_layer() -> None:
+    unknown = sorted(set(_import_graph()) - set(LAYERS))
+    assert not unknown, f"give these package units a rank in LAYERS: {unknown}"
+
+
+def test_no_lower_layer_imports_a_higher_one() -> None:
+    graph = _import_graph()
+    upward = [f"{data['where']} imports daydream.{b} ({a} is rank {LAYERS[a]}, {b} is rank {LAYERS[b]})"
+              for a, b, data in graph.edges(data=True) if LAYERS.get(a, 99) < LAYERS.get(b, 99)]  # fmt: skip
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycle_between_units() -> None:
+    cycles = list(nx.simple_cycles(_import_graph()))
+    assert not cycles, f"import cycles between package units: {cycles}"
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from daydream.perf.costs import x", {"perf"}),
+    ("import daydream.dsl.parse", {"dsl"}),
+    ("from daydream import dsl, errors", {"dsl", "errors"}),
+    ("from daydream import __version__", {"__init__"}),
+    ("def f():\n    from daydream.report import x", {"report"}),
+    ("from ..perf import costs", {"perf"}),
+])  # fmt: skip
+def test_imports_are_read_at_any_depth_and_relative(tmp_path: Path, source: str, expected: set[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    fake = tmp_path / "daydream" / "graph" / "x.py"
+    fake.parent.mkdir(parents=True)
+    for unit in ("perf", "dsl", "report"):
+        (tmp_path / "daydream" / unit).mkdir()
+    (tmp_path / "daydream" / "errors.py").write_text("")
+    fake.write_text(source)
+    monkeypatch.setattr(f"{__name__}.PACKAGE", tmp_path / "daydream")
+    assert _imported_units(fake) == expected
+
+
+def test_no_name_shadows_a_module() -> None:
+    """``import daydream.x.y`` must give the module: a package that re-exports a function named like one of its
+    submodules (``daydream.simulate`` once did) hides that submodule behind the function."""
+    import importlib
+    import pkgutil
+    import types
+
+    shadowed = []
+    for info in pkgutil.walk_packages([str(PACKAGE)], "daydream."):
+        if not info.ispkg:
+            continue
+        package = importlib.import_module(info.name)
+        for sub in pkgutil.iter_modules(package.__path__):
+            value = getattr(package, sub.name, None)
+            if value is not None and not isinstance(value, types.ModuleType):
+                shadowed.append(f"{info.name}.{sub.name} is {type(value).__name__}")
+    top = importlib.import_module("daydream")
+    shadowed += [f"daydream.{s.name} is {type(getattr(top, s.name)).__name__}" for s in pkgutil.iter_modules(top.__path__)
+                 if not isinstance(getattr(top, s.name, types), (types.ModuleType, type(None))) and s.name != "__main__"]  # fmt: skip
+    assert not shadowed, shadowed

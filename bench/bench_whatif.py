@@ -71,6 +71,7 @@ def main() -> None:
 
     from daydream import build_graph, load_trace
     from daydream.dsl import Session, parse_script
+    from daydream.graph.adjacency import attrs_of
 
     text = long_script()
     first_parse = time_once(lambda: parse_script(text, "long.whatif"))  # includes building the LALR tables once
@@ -120,7 +121,7 @@ def main() -> None:
         "scale_all_gpu_s": kind_only_s,
         "simulate_after_s": predict_s,
         "insert_100_in_a_loop_s": inserts_s,
-        "queued_inserted": sum(1 for a in graph._node.values() if a.get("queued")),
+        "queued_inserted": sum(1 for a in attrs_of(graph).values() if a.get("queued")),
         "insert_1000_queued_s": queued_s,
         "simulate_after_queued_priority_s": predict_priority_s,
     }, indent=2))  # fmt: skip

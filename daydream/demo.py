@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
 
+import msgspec
 import networkx as nx
 
 from daydream.dsl.library import describe_scripts
 from daydream.errors import DaydreamError
-from daydream.graph.build import GPU_KINDS, build_graph
+from daydream.graph.adjacency import attrs_of
+from daydream.graph.build import build_graph
+from daydream.graph.schema import GPU_KINDS
 from daydream.replay import Replay, replay_graph
 from daydream.trace import load_trace
 from daydream.whatif import WhatIf, run_whatif
@@ -33,9 +36,9 @@ class Scenario:
 
     def missing(self, graph: nx.DiGraph) -> str | None:
         """Why the scenario does not apply to ``graph``, or None."""
-        if self.needs == "gpu" and not any(a["kind"] in GPU_KINDS for a in graph._node.values()):
+        if self.needs == "gpu" and not any(a["kind"] in GPU_KINDS for a in attrs_of(graph).values()):
             return "the trace has no GPU kernels (a CPU recording)"
-        if self.needs == "dataloader" and not any(a.get("phase") == "dataloader" for a in graph._node.values()):
+        if self.needs == "dataloader" and not any(a.get("phase") == "dataloader" for a in attrs_of(graph).values()):
             return "the step loads no data through a DataLoader"
         return None
 
@@ -53,6 +56,38 @@ SCENARIOS: tuple[Scenario, ...] = (
 )
 
 
+class DemoWhatIf(msgspec.Struct):
+    """One scenario's prediction; ``throughput``: samples per second after, relative to before."""
+
+    script: str
+    params: dict[str, str]
+    summary: str
+    baseline_us: float
+    predicted_us: float
+    speedup: float
+    throughput: float
+
+
+class DemoSkipped(msgspec.Struct):
+    script: str
+    params: dict[str, str]
+    reason: str
+
+
+class DemoReport(msgspec.Struct):
+    """What ``daydream demo --json`` prints (:meth:`Demo.to_dict`), in this order."""
+
+    trace: str
+    device: str | None
+    device_type: str | None
+    measured_us: float
+    simulated_us: float
+    breakdown: dict[str, float]
+    whatifs: list[DemoWhatIf]
+    skipped: list[DemoSkipped]
+    warnings: list[str]
+
+
 @dataclass
 class Demo:
     trace: str
@@ -61,25 +96,29 @@ class Demo:
     skipped: list[tuple[Scenario, str]] = field(default_factory=list)
     summaries: dict[str, str] = field(default_factory=dict)  # script -> first docstring line
 
-    def to_dict(self) -> dict[str, Any]:
+    def report(self) -> DemoReport:
         g = self.baseline.graph
-        rec = g.graph.get("recording") or {}
-        return {
-            "trace": self.trace,
-            "device": g.graph.get("device") or (rec.get("device") or {}).get("name"),
-            "device_type": (rec.get("device") or {}).get("type") or ("cuda" if g.graph.get("device") else None),
-            "measured_us": self.baseline.measured_us,
-            "simulated_us": self.baseline.predicted_us,
-            "breakdown": self.baseline.breakdown,
-            "whatifs": [
-                {"script": s.script, "params": dict(s.params), "summary": self.summaries.get(s.script, ""),
-                 "baseline_us": r.baseline_us, "predicted_us": r.predicted_us, "speedup": r.speedup,
-                 "throughput": r.speedup * s.samples}
+        # the recording's device where the trace names none (a CPU recording); the sidecar, or a dict like it
+        device = (g.graph.get("recording") or {}).get("device") or {}
+        return DemoReport(
+            trace=self.trace,
+            device=g.graph.get("device") or device.get("name"),
+            device_type=device.get("type") or ("cuda" if g.graph.get("device") else None),
+            measured_us=self.baseline.measured_us,
+            simulated_us=self.baseline.predicted_us,
+            breakdown=self.baseline.breakdown,
+            whatifs=[
+                DemoWhatIf(s.script, dict(s.params), self.summaries.get(s.script, ""), r.baseline_us, r.predicted_us,
+                           r.speedup, r.speedup * s.samples)
                 for s, r in self.results
             ],  # fmt: skip
-            "skipped": [{"script": s.script, "params": dict(s.params), "reason": why} for s, why in self.skipped],
-            "warnings": self.baseline.warnings,
-        }
+            skipped=[DemoSkipped(s.script, dict(s.params), why) for s, why in self.skipped],
+            warnings=self.baseline.warnings,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`report` as JSON values."""
+        return msgspec.to_builtins(self.report())
 
 
 def bundled_traces() -> list[str]:

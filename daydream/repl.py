@@ -24,6 +24,7 @@ from daydream.dsl.functions import FUNCTIONS
 from daydream.dsl.parse import KEYWORDS, parse_expression, parse_script
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
 from daydream.files import write_atomically
+from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order
 from daydream.report import ms
 from daydream.simulation import EARLIEST, Policy
@@ -186,7 +187,7 @@ class Repl:
         for col in ("id", "kind", "name", "thread", "phase", "layer", "duration"):
             table.add_column(col, justify="right" if col in ("id", "duration") else "left", overflow="ellipsis", max_width=48)
         for n in ordered[:20]:
-            a = g._node[n]
+            a = attrs_of(g)[n]
             table.add_row(str(n), a["kind"], a["name"], a["thread"], str(a.get("phase") or ""), str(a.get("layer") or ""),
                           f"{a['duration']:,.1f} us")  # fmt: skip
         if len(ordered) > 20:

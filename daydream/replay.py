@@ -7,11 +7,50 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import networkx as nx
 
-from daydream.graph.build import CPU_KINDS, EDGE_KINDS, GPU_KINDS, build_graph
+from daydream.graph.build import build_graph
+from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals
 from daydream.trace import load_trace
+
+
+class CriticalPath(msgspec.Struct):
+    """Where the critical path's time goes: its tasks, GPU and CPU time on it, and the largest shares of it."""
+
+    tasks: int
+    gpu_us: float
+    cpu_us: float
+    by_kernel_class: dict[str, float]
+    by_phase: dict[str, float]
+    by_layer: dict[str, float]
+    by_name: dict[str, float]
+
+
+class ReplayReport(msgspec.Struct):
+    """What ``daydream simulate --json`` prints (:meth:`Replay.to_dict`), in this order."""
+
+    trace: str | None
+    device: str | None
+    rank: int | None
+    world_size: int | None
+    measured_us: float
+    predicted_us: float
+    error_pct: float
+    steps: list[dict[str, Any]]
+    breakdown: dict[str, float]
+    tasks: int
+    edges: int
+    tasks_by_kind: dict[str, int]
+    gpu_time_by_phase: dict[str, float]
+    gpu_time_by_class: dict[str, float]
+    gpu_time_by_layer: dict[str, float]
+    critical_path: CriticalPath
+    delays: Any
+    edges_by_kind: dict[str, int]
+    causality: Any
+    warnings: list[str]
 
 
 @dataclass
@@ -31,48 +70,52 @@ class Replay:
         """Relative error of the prediction against the measurement (signed)."""
         return (self.predicted_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
 
-    def critical_path_summary(self, top: int = 8) -> dict[str, Any]:
+    def critical_path_summary(self, top: int = 8) -> CriticalPath:
         tl = self.timeline
         path = critical_path(tl)
         seg = critical_path_segments(tl, path)
         every = GPU_KINDS | CPU_KINDS
-        return {
-            "tasks": len(path),
-            "gpu_us": sum(t for i, t in zip(path, seg) if tl.attrs(i)["kind"] in GPU_KINDS),
-            "cpu_us": sum(t for i, t in zip(path, seg) if tl.attrs(i)["kind"] in CPU_KINDS),
-            "by_kernel_class": _top(totals(tl, "class", path, GPU_KINDS, seg), top),
-            "by_phase": _top(totals(tl, "phase", path, every, seg), top),
-            "by_layer": _top(totals(tl, "layer", path, every, seg), top),
-            "by_name": _top(totals(tl, "name", path, every, seg), top),
-        }
+        return CriticalPath(
+            tasks=len(path),
+            gpu_us=sum(t for i, t in zip(path, seg) if tl.attrs(i)["kind"] in GPU_KINDS),
+            cpu_us=sum(t for i, t in zip(path, seg) if tl.attrs(i)["kind"] in CPU_KINDS),
+            by_kernel_class=_top(totals(tl, "class", path, GPU_KINDS, seg), top),
+            by_phase=_top(totals(tl, "phase", path, every, seg), top),
+            by_layer=_top(totals(tl, "layer", path, every, seg), top),
+            by_name=_top(totals(tl, "name", path, every, seg), top),
+        )
 
-    def to_dict(self) -> dict[str, Any]:
+    def report(self) -> ReplayReport:
         g = self.graph
         kinds: dict[str, int] = {}
         for a in self.timeline.task_attrs:
             kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
-        return {
-            "trace": g.graph.get("trace"),
-            "device": g.graph.get("device"),
-            "rank": g.graph.get("rank"),
-            "world_size": g.graph.get("world_size"),
-            "measured_us": self.measured_us,
-            "predicted_us": self.predicted_us,
-            "error_pct": 100.0 * self.error,
-            "steps": self.steps,
-            "breakdown": self.breakdown,
-            "tasks": g.number_of_nodes(),
-            "edges": g.number_of_edges(),
-            "tasks_by_kind": kinds,
-            "gpu_time_by_phase": totals(self.timeline, "phase"),
-            "gpu_time_by_class": totals(self.timeline, "class"),
-            "gpu_time_by_layer": _top(totals(self.timeline, "layer"), 20),
-            "critical_path": self.critical_path_summary(),
-            "delays": g.graph.get("delays"),
-            "edges_by_kind": edges_by_kind(g),
-            "causality": g.graph.get("causality"),
-            "warnings": self.warnings,
-        }
+        return ReplayReport(
+            trace=g.graph.get("trace"),
+            device=g.graph.get("device"),
+            rank=g.graph.get("rank"),
+            world_size=g.graph.get("world_size"),
+            measured_us=self.measured_us,
+            predicted_us=self.predicted_us,
+            error_pct=100.0 * self.error,
+            steps=self.steps,
+            breakdown=self.breakdown,
+            tasks=g.number_of_nodes(),
+            edges=g.number_of_edges(),
+            tasks_by_kind=kinds,
+            gpu_time_by_phase=totals(self.timeline, "phase"),
+            gpu_time_by_class=totals(self.timeline, "class"),
+            gpu_time_by_layer=_top(totals(self.timeline, "layer"), 20),
+            critical_path=self.critical_path_summary(),
+            delays=g.graph.get("delays"),
+            edges_by_kind=edges_by_kind(g),
+            causality=g.graph.get("causality"),
+            warnings=self.warnings,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`report` as JSON values."""
+        return msgspec.to_builtins(self.report())
 
 
 def edges_by_kind(graph: nx.DiGraph) -> dict[str, int]:

@@ -103,14 +103,17 @@ class CaseResult:
         error = self.error_pct
         return None if error is None else abs(error) < abs(self.no_change_error_pct)
 
+    def report(self) -> CaseReport:
+        return CaseReport(
+            name=self.name, measured_us=self.measured_us, predicted_us=self.predicted_us, error_pct=self.error_pct,
+            no_change_error_pct=self.no_change_error_pct, ratio_us=self.ratio_us, ratio_error_pct=self.ratio_error_pct,
+            spread_pct=self.spread_pct, runs=self.runs, before_us=self.before_us, before_spread_pct=self.before_spread_pct,
+            moved=self.moved, beats_no_change=self.beats_no_change, message=self.message, note=self.note,
+        )  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name, "measured_us": self.measured_us, "predicted_us": self.predicted_us,
-            "error_pct": self.error_pct, "no_change_error_pct": self.no_change_error_pct,
-            "ratio_us": self.ratio_us, "ratio_error_pct": self.ratio_error_pct, "spread_pct": self.spread_pct,
-            "runs": self.runs, "before_us": self.before_us, "before_spread_pct": self.before_spread_pct,
-            "moved": self.moved, "beats_no_change": self.beats_no_change, "message": self.message, "note": self.note,
-        }  # fmt: skip
+        """:meth:`report` as JSON values."""
+        return msgspec.to_builtins(self.report())
 
 
 @dataclass
@@ -136,14 +139,49 @@ class Ledger:
         """Over the cases that state a ratio (None where none does)."""
         return geomean_pct([c.ratio_error_pct for c in self.cases if c.ratio_error_pct is not None])
 
+    def report(self) -> LedgerReport:
+        return LedgerReport(
+            cases_file=self.path, cases=[c.report() for c in self.cases], geomean_error_pct=self.geomean_error_pct,
+            no_change_geomean_error_pct=self.no_change_geomean_error_pct,
+            ratio_geomean_error_pct=self.ratio_geomean_error_pct,
+            predicted_cases=len(self.predicted), failed_cases=len(self.cases) - len(self.predicted),
+        )  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "cases_file": self.path, "cases": [c.to_dict() for c in self.cases],
-            "geomean_error_pct": self.geomean_error_pct,
-            "no_change_geomean_error_pct": self.no_change_geomean_error_pct,
-            "ratio_geomean_error_pct": self.ratio_geomean_error_pct,
-            "predicted_cases": len(self.predicted), "failed_cases": len(self.cases) - len(self.predicted),
-        }  # fmt: skip
+        """:meth:`report` as JSON values: what ``daydream validate --json`` prints."""
+        return msgspec.to_builtins(self.report())
+
+
+class CaseReport(msgspec.Struct):
+    """One case as the ledger's JSON has it, in this order (see :class:`CaseResult`)."""
+
+    name: str
+    measured_us: float
+    predicted_us: float | None
+    error_pct: float | None
+    no_change_error_pct: float
+    ratio_us: float | None
+    ratio_error_pct: float | None
+    spread_pct: float
+    runs: int
+    before_us: float
+    before_spread_pct: float
+    moved: bool
+    beats_no_change: bool | None
+    message: str
+    note: str
+
+
+class LedgerReport(msgspec.Struct):
+    """What ``daydream validate --json`` prints (:meth:`Ledger.to_dict`), in this order."""
+
+    cases_file: str
+    cases: list[CaseReport]
+    geomean_error_pct: float | None
+    no_change_geomean_error_pct: float | None
+    ratio_geomean_error_pct: float | None
+    predicted_cases: int
+    failed_cases: int
 
 
 def _error(predicted: float, measured: float) -> float:

@@ -6,8 +6,9 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+import msgspec
 import networkx as nx
 
 from daydream.dsl import Session, ast
@@ -18,8 +19,7 @@ from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals
 from daydream.trace import load_trace
 
 
-@dataclass
-class Summary:
+class Summary(msgspec.Struct):
     """Where the time goes in one timeline (taken before the graph changes further)."""
 
     makespan_us: float
@@ -39,6 +39,41 @@ class Summary:
             tasks=len(timeline.nodes),
             step_us=timeline.step_periods(),
         )
+
+
+T = TypeVar("T")
+
+
+class Change(msgspec.Struct, Generic[T]):
+    """One quantity before the scripts (the baseline) and after them."""
+
+    baseline: T
+    predicted: T
+
+
+class WhatIfReport(msgspec.Struct):
+    """What ``daydream run --json`` prints (:meth:`WhatIf.to_dict`), in this order."""
+
+    trace: str | None
+    device: str | None
+    rank: int | None
+    steps: list[str]
+    scripts: list[str]
+    params: dict[str, Any]
+    policy: str
+    measured_us: float
+    baseline_us: float
+    predicted_us: float
+    speedup: float
+    baseline_error_pct: float | None
+    tasks: Change[int]
+    step_us: Change[dict[str, float]]
+    breakdown: Change[dict[str, float]]
+    gpu_time_by_class: Change[dict[str, float]]
+    gpu_time_by_phase: Change[dict[str, float]]
+    statements: list[dict[str, Any]]
+    printed: list[str]
+    warnings: list[str]
 
 
 @dataclass
@@ -69,31 +104,36 @@ class WhatIf:
     def speedup(self) -> float:
         return self.baseline_us / self.predicted_us if self.predicted_us else math.inf
 
-    def to_dict(self) -> dict[str, Any]:
+    def report(self) -> WhatIfReport:
         g = self.graph
         measured = self.measured_us
-        return {
-            "trace": g.graph.get("trace"),
-            "device": g.graph.get("device"),
-            "rank": g.graph.get("rank"),
-            "steps": [s["name"] for s in g.graph.get("steps", [])],
-            "scripts": self.scripts,
-            "params": {k: _json_param(v) for k, v in self.session.param_values.items()},
-            "policy": self.session.policy_text,
-            "measured_us": measured,
-            "baseline_us": self.baseline_us,
-            "predicted_us": self.predicted_us,
-            "speedup": self.speedup,
-            "baseline_error_pct": 100.0 * (self.baseline_us - measured) / measured if measured else None,
-            "tasks": {"baseline": self.baseline.tasks, "predicted": self.predicted.tasks},
-            "step_us": {"baseline": self.baseline.step_us, "predicted": self.predicted.step_us},
-            "breakdown": {"baseline": self.baseline.breakdown, "predicted": self.predicted.breakdown},
-            "gpu_time_by_class": {"baseline": self.baseline.gpu_time_by_class, "predicted": self.predicted.gpu_time_by_class},
-            "gpu_time_by_phase": {"baseline": self.baseline.gpu_time_by_phase, "predicted": self.predicted.gpu_time_by_phase},
-            "statements": [e.to_dict() for e in self.session.effects.values()],
-            "printed": self.session.printed,
-            "warnings": self.warnings,
-        }
+        before, after = self.baseline, self.predicted
+        return WhatIfReport(
+            trace=g.graph.get("trace"),
+            device=g.graph.get("device"),
+            rank=g.graph.get("rank"),
+            steps=[s["name"] for s in g.graph.get("steps", [])],
+            scripts=self.scripts,
+            params={k: _json_param(v) for k, v in self.session.param_values.items()},
+            policy=self.session.policy_text,
+            measured_us=measured,
+            baseline_us=self.baseline_us,
+            predicted_us=self.predicted_us,
+            speedup=self.speedup,
+            baseline_error_pct=100.0 * (self.baseline_us - measured) / measured if measured else None,
+            tasks=Change(before.tasks, after.tasks),
+            step_us=Change(before.step_us, after.step_us),
+            breakdown=Change(before.breakdown, after.breakdown),
+            gpu_time_by_class=Change(before.gpu_time_by_class, after.gpu_time_by_class),
+            gpu_time_by_phase=Change(before.gpu_time_by_phase, after.gpu_time_by_phase),
+            statements=[e.to_dict() for e in self.session.effects.values()],
+            printed=self.session.printed,
+            warnings=self.warnings,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`report` as JSON values."""
+        return msgspec.to_builtins(self.report())
 
 
 def _json_param(value: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 from daydream.dsl import ast
 from daydream.dsl.functions import call_problem, suggest
 from daydream.dsl.parse import script_error
+from daydream.dsl.visitor import Visitor
 from daydream.graph.edit import STRUCTURAL_ATTRIBUTES
 from daydream.graph.select import KIND_SELECTORS, TASK_ATTRIBUTES
 
@@ -24,30 +25,51 @@ INSERT_KINDS = ("cpu", "dataloader", "gpu", "memcpy", "memset", "comm")
 
 def user_attributes(script: ast.Script, load: Callable[[str, ast.Script, ast.Include], ast.Script] | None = None) -> set[str]:
     """Attributes a script (and what it includes) creates with ``set SEL.attr = ...`` or ``insert ... with attr = ...``."""
-    out: set[str] = set()
-    seen: set[str] = set()
+    walker = _UserAttributes(load)
+    walker.walk(script.statements, script)
+    return walker.out
 
-    def walk(statements: tuple[Any, ...], current: ast.Script) -> None:
+
+class _UserAttributes(Visitor[None]):
+    """The statements that create attributes; the others, and every expression, add none."""
+
+    def __init__(self, load: Callable[[str, ast.Script, ast.Include], ast.Script] | None) -> None:
+        self.load = load
+        self.out: set[str] = set()
+        self.seen: set[str] = set()
+
+    def walk(self, statements: tuple[Any, ...], current: ast.Script) -> None:
         for s in statements:
-            if isinstance(s, ast.SetAttr):
-                out.add(s.target.attr)
-            elif isinstance(s, ast.Insert) or (isinstance(s, ast.Let) and isinstance(s.value, ast.Insert)):
-                out.update(k for k, _ in (s if isinstance(s, ast.Insert) else s.value).attrs)
-            elif isinstance(s, ast.For):
-                walk(s.body, current)
-            elif isinstance(s, ast.If):
-                walk(s.body + s.orelse, current)
-            elif isinstance(s, ast.Include) and load is not None:
-                try:
-                    inc = load(s.path, current, s)
-                except Exception:
-                    continue  # reported by check_script with its position
-                if inc.file not in seen:
-                    seen.add(inc.file)
-                    walk(inc.statements, inc)
+            self.visit(s, current)
 
-    walk(script.statements, script)
-    return out
+    def generic_visit(self, node: Any, current: ast.Script) -> None:
+        pass
+
+    def visit_SetAttr(self, s: ast.SetAttr, current: ast.Script) -> None:
+        self.out.add(s.target.attr)
+
+    def visit_Insert(self, s: ast.Insert, current: ast.Script) -> None:
+        self.out.update(k for k, _ in s.attrs)
+
+    def visit_Let(self, s: ast.Let, current: ast.Script) -> None:
+        self.visit(s.value, current)  # `let x = insert ... with a = 1` creates `a`; an expression creates nothing
+
+    def visit_For(self, s: ast.For, current: ast.Script) -> None:
+        self.walk(s.body, current)
+
+    def visit_If(self, s: ast.If, current: ast.Script) -> None:
+        self.walk(s.body + s.orelse, current)
+
+    def visit_Include(self, s: ast.Include, current: ast.Script) -> None:
+        if self.load is None:
+            return
+        try:
+            inc = self.load(s.path, current, s)
+        except Exception:
+            return  # reported by check_script with its position
+        if inc.file not in self.seen:
+            self.seen.add(inc.file)
+            self.walk(inc.statements, inc)
 
 
 def ambiguous(name: str) -> str:
@@ -57,8 +79,12 @@ def ambiguous(name: str) -> str:
     )
 
 
-class Checker:
-    """Walks statements in order with the names bound so far; raises the first ScriptError."""
+class Checker(Visitor[None]):
+    """Walks statements in order with the names bound so far; raises the first ScriptError.
+
+    A statement is visited as ``visit(s, script)``, an expression as ``visit(e, script, task)``: ``task`` says
+    whether the expression runs per task (a where-clause, a scale factor, a set value, a priority), where a
+    bare task attribute is a name."""
 
     def __init__(
         self,
@@ -77,7 +103,7 @@ class Checker:
         self.stack.append(script.file)
         try:
             for s in script.statements:
-                self.statement(s, script)
+                self.visit(s, script)
         finally:
             self.stack.pop()
 
@@ -89,145 +115,172 @@ class Checker:
             raise self.error(f"{what} {name!r}: {name} is a built-in name; choose another name", node, script)
         self.known.add(name)
 
-    def statement(self, s: Any, script: ast.Script) -> None:
-        if isinstance(s, ast.Param):
-            if s.name in self.params:
-                first = self.params[s.name].pos
-                raise self.error(f"param {s.name!r} is declared twice (first at {first.file}:{first.line})", s, script)
-            self.expr(s.default, script, False)
-            self.bind(s.name, s, script, "param")
-            self.params[s.name] = s
-        elif isinstance(s, ast.Let):
-            if isinstance(s.value, ast.Insert):
-                self.statement(s.value, script)
-            else:
-                self.expr(s.value, script, False)
-            self.bind(s.name, s, script, "let")
-        elif isinstance(s, ast.Scale):
-            self.expr(s.target, script, False)
-            self.expr(s.factor, script, True)
-        elif isinstance(s, ast.SetAttr):
-            self.expr(s.target.obj, script, False)
-            if s.target.attr in STRUCTURAL_ATTRIBUTES:
-                raise self.error(
-                    f"cannot set {s.target.attr!r}: it places the task in its thread's order; remove the task and insert a new one instead",
-                    s.target, script, pos=s.target.attr_pos,
-                )  # fmt: skip
-            self.expr(s.value, script, True)
-        elif isinstance(s, ast.Remove):
-            self.expr(s.target, script, False)
-        elif isinstance(s, ast.Insert):
-            if s.kind not in INSERT_KINDS:
-                hint = "a compute kernel is 'gpu'" if s.kind == "kernel" else suggest(s.kind, INSERT_KINDS)
-                raise self.error(f"unknown task kind {s.kind!r}: insert one of {', '.join(INSERT_KINDS)}", s, script, hint, s.kind_pos)
-            self.expr(s.name, script, False)
-            self.expr(s.anchor, script, False)
-            if s.duration is None:
-                raise self.error(f"insert {s.kind} {_label(s.name)} needs a duration: add 'duration 10us' (or an expression)", s, script)
-            for e in (s.duration, s.on, s.launch):
-                if e is not None:
-                    self.expr(e, script, False)
-            for key, value in s.attrs:
-                if key in STRUCTURAL_ATTRIBUTES | {"name", "duration"}:
-                    raise self.error(f"insert sets {key!r} itself; it cannot be given with 'with'", value, script)
-                self.expr(value, script, False)
-        elif isinstance(s, ast.Wait):
-            self.expr(s.waiters, script, False)
-            self.expr(s.sources, script, False)
-        elif isinstance(s, ast.Schedule):
-            if s.policy not in POLICIES:
-                raise self.error(
-                    f"unknown schedule policy {s.policy!r}: use earliest, fifo or priority EXPRESSION", s, script,
-                    suggest(s.policy, POLICIES), s.policy_pos,
-                )  # fmt: skip
-            if s.policy == "priority" and s.priority is None:
-                raise self.error("schedule priority needs an expression over task attributes (smallest runs first), e.g. 'schedule priority -bytes'", s, script)  # fmt: skip
-            if s.policy != "priority" and s.priority is not None:
-                raise self.error(f"schedule {s.policy} takes no expression", s.priority, script)
-            if s.priority is not None:
-                self.expr(s.priority, script, True)
-        elif isinstance(s, ast.For):
-            self.expr(s.iterable, script, False)
-            if s.by is not None and s.by not in self.attributes:
-                raise self.error(f"unknown task attribute {s.by!r} to group by", s, script, suggest(s.by, self.attributes), s.by_pos)
-            if s.var in self.known:
-                raise self.error(f"loop variable {s.var!r} is already bound; choose another name", s, script)
-            self.bind(s.var, s, script, "loop variable")
-            try:
-                for inner in s.body:
-                    if isinstance(inner, ast.Param):
-                        raise self.error("param belongs at the top of a script, not inside a loop", inner, script)
-                    self.statement(inner, script)
-            finally:
-                self.known.discard(s.var)
-        elif isinstance(s, ast.If):
-            self.expr(s.test, script, False)
-            for inner in s.body + s.orelse:
-                if isinstance(inner, ast.Param):
-                    raise self.error("param belongs at the top of a script, not inside an if", inner, script)
-                self.statement(inner, script)
-        elif isinstance(s, ast.Include):
-            included = self.load_include(s.path, script, s)
-            if included.file in self.stack:
-                chain = " -> ".join(os.path.basename(f) for f in [*self.stack, included.file])
-                raise self.error(f"include cycle: {chain}", s, script)
-            self.check(included)
-        elif isinstance(s, ast.Assert):
-            self.expr(s.test, script, False)
-            if s.message is not None:
-                self.expr(s.message, script, False)
-        elif isinstance(s, ast.Print):
-            for v in s.values:
-                self.expr(v, script, False)
+    def _block(self, statements: tuple[Any, ...], script: ast.Script, where: str) -> None:
+        for inner in statements:
+            if isinstance(inner, ast.Param):
+                raise self.error(f"param belongs at the top of a script, not inside {where}", inner, script)
+            self.visit(inner, script)
 
-    def expr(self, e: Any, script: ast.Script, task: bool) -> None:
-        if isinstance(e, ast.Name):
-            if task and e.id in self.attributes:
-                if e.id in self.known:
-                    raise self.error(ambiguous(e.id), e, script)
-                return
-            if e.id in self.known or e.id in KIND_SELECTORS or e.id in BUILTIN_VALUES:
-                return
-            if e.id in self.attributes:
-                raise self.error(
-                    f"{e.id!r} is a task attribute: it has a value per task, in a where-clause, a scale factor, "
-                    f"a set value or a schedule priority; a selection's values are SEL.{e.id}",
-                    e, script,
-                )  # fmt: skip
-            options = self.known | set(KIND_SELECTORS) | set(BUILTIN_VALUES) | (self.attributes if task else set())
-            raise self.error(f"unknown name {e.id!r}", e, script, suggest(e.id, options))
-        if isinstance(e, ast.Select):
-            if e.kind is not None and e.kind not in KIND_SELECTORS:
-                raise self.error(
-                    f"unknown task kind {e.kind!r}: select one of {', '.join(KIND_SELECTORS)}", e, script,
-                    suggest(e.kind, KIND_SELECTORS), e.kind_pos,
-                )  # fmt: skip
-            if e.where is not None:
-                self.expr(e.where, script, True)
-        elif isinstance(e, ast.Unary):
-            self.expr(e.operand, script, task)
-        elif isinstance(e, ast.Binary):
-            self.expr(e.left, script, task)
-            self.expr(e.right, script, task)
-        elif isinstance(e, ast.ListExpr):
-            for x in e.items:
-                self.expr(x, script, task)
-        elif isinstance(e, ast.Project):
-            self.expr(e.obj, script, task)
-            if e.attr not in self.attributes:
-                raise self.error(f"unknown task attribute {e.attr!r}", e, script, suggest(e.attr, self.attributes), e.attr_pos)
-        elif isinstance(e, ast.Index):
-            self.expr(e.obj, script, task)
-            self.expr(e.index, script, task)
-        elif isinstance(e, ast.Call):
-            problem = call_problem(e.func, len(e.args), [k for k, _ in e.kwargs])
-            if problem is not None:
-                message, hint, bad = problem
-                raise self.error(message, e if bad is None else e.kwargs[bad][1], script, hint)
-            for _, value in e.kwargs:
-                self.expr(value, script, task)
-            for a in e.args:
-                self.expr(a, script, task)
+    # ---- statements ---------------------------------------------------------------------------------------
+
+    def visit_Docstring(self, s: ast.Docstring, script: ast.Script) -> None:
+        pass
+
+    def visit_Param(self, s: ast.Param, script: ast.Script) -> None:
+        if s.name in self.params:
+            first = self.params[s.name].pos
+            raise self.error(f"param {s.name!r} is declared twice (first at {first.file}:{first.line})", s, script)
+        self.visit(s.default, script, False)
+        self.bind(s.name, s, script, "param")
+        self.params[s.name] = s
+
+    def visit_Let(self, s: ast.Let, script: ast.Script) -> None:
+        if isinstance(s.value, ast.Insert):
+            self.visit(s.value, script)
+        else:
+            self.visit(s.value, script, False)
+        self.bind(s.name, s, script, "let")
+
+    def visit_Scale(self, s: ast.Scale, script: ast.Script) -> None:
+        self.visit(s.target, script, False)
+        self.visit(s.factor, script, True)
+
+    def visit_SetAttr(self, s: ast.SetAttr, script: ast.Script) -> None:
+        self.visit(s.target.obj, script, False)
+        if s.target.attr in STRUCTURAL_ATTRIBUTES:
+            raise self.error(
+                f"cannot set {s.target.attr!r}: it places the task in its thread's order; remove the task and insert a new one instead",
+                s.target, script, pos=s.target.attr_pos,
+            )  # fmt: skip
+        self.visit(s.value, script, True)
+
+    def visit_Remove(self, s: ast.Remove, script: ast.Script) -> None:
+        self.visit(s.target, script, False)
+
+    def visit_Insert(self, s: ast.Insert, script: ast.Script) -> None:
+        if s.kind not in INSERT_KINDS:
+            hint = "a compute kernel is 'gpu'" if s.kind == "kernel" else suggest(s.kind, INSERT_KINDS)
+            raise self.error(f"unknown task kind {s.kind!r}: insert one of {', '.join(INSERT_KINDS)}", s, script, hint, s.kind_pos)
+        self.visit(s.name, script, False)
+        self.visit(s.anchor, script, False)
+        if s.duration is None:
+            raise self.error(f"insert {s.kind} {_label(s.name)} needs a duration: add 'duration 10us' (or an expression)", s, script)
+        for e in (s.duration, s.on, s.launch):
+            if e is not None:
+                self.visit(e, script, False)
+        for key, value in s.attrs:
+            if key in STRUCTURAL_ATTRIBUTES | {"name", "duration"}:
+                raise self.error(f"insert sets {key!r} itself; it cannot be given with 'with'", value, script)
+            self.visit(value, script, False)
+
+    def visit_Wait(self, s: ast.Wait, script: ast.Script) -> None:
+        self.visit(s.waiters, script, False)
+        self.visit(s.sources, script, False)
+
+    def visit_Schedule(self, s: ast.Schedule, script: ast.Script) -> None:
+        if s.policy not in POLICIES:
+            raise self.error(
+                f"unknown schedule policy {s.policy!r}: use earliest, fifo or priority EXPRESSION", s, script,
+                suggest(s.policy, POLICIES), s.policy_pos,
+            )  # fmt: skip
+        if s.policy == "priority" and s.priority is None:
+            raise self.error("schedule priority needs an expression over task attributes (smallest runs first), e.g. 'schedule priority -bytes'", s, script)  # fmt: skip
+        if s.policy != "priority" and s.priority is not None:
+            raise self.error(f"schedule {s.policy} takes no expression", s.priority, script)
+        if s.priority is not None:
+            self.visit(s.priority, script, True)
+
+    def visit_For(self, s: ast.For, script: ast.Script) -> None:
+        self.visit(s.iterable, script, False)
+        if s.by is not None and s.by not in self.attributes:
+            raise self.error(f"unknown task attribute {s.by!r} to group by", s, script, suggest(s.by, self.attributes), s.by_pos)
+        if s.var in self.known:
+            raise self.error(f"loop variable {s.var!r} is already bound; choose another name", s, script)
+        self.bind(s.var, s, script, "loop variable")
+        try:
+            self._block(s.body, script, "a loop")
+        finally:
+            self.known.discard(s.var)
+
+    def visit_If(self, s: ast.If, script: ast.Script) -> None:
+        self.visit(s.test, script, False)
+        self._block(s.body + s.orelse, script, "an if")
+
+    def visit_Include(self, s: ast.Include, script: ast.Script) -> None:
+        included = self.load_include(s.path, script, s)
+        if included.file in self.stack:
+            chain = " -> ".join(os.path.basename(f) for f in [*self.stack, included.file])
+            raise self.error(f"include cycle: {chain}", s, script)
+        self.check(included)
+
+    def visit_Assert(self, s: ast.Assert, script: ast.Script) -> None:
+        self.visit(s.test, script, False)
+        if s.message is not None:
+            self.visit(s.message, script, False)
+
+    def visit_Print(self, s: ast.Print, script: ast.Script) -> None:
+        for v in s.values:
+            self.visit(v, script, False)
+
+    # ---- expressions --------------------------------------------------------------------------------------
+
+    def visit_Literal(self, e: ast.Literal, script: ast.Script, task: bool) -> None:
+        pass
+
+    def visit_Name(self, e: ast.Name, script: ast.Script, task: bool) -> None:
+        if task and e.id in self.attributes:
+            if e.id in self.known:
+                raise self.error(ambiguous(e.id), e, script)
+            return
+        if e.id in self.known or e.id in KIND_SELECTORS or e.id in BUILTIN_VALUES:
+            return
+        if e.id in self.attributes:
+            raise self.error(
+                f"{e.id!r} is a task attribute: it has a value per task, in a where-clause, a scale factor, "
+                f"a set value or a schedule priority; a selection's values are SEL.{e.id}",
+                e, script,
+            )  # fmt: skip
+        options = self.known | set(KIND_SELECTORS) | set(BUILTIN_VALUES) | (self.attributes if task else set())
+        raise self.error(f"unknown name {e.id!r}", e, script, suggest(e.id, options))
+
+    def visit_Select(self, e: ast.Select, script: ast.Script, task: bool) -> None:
+        if e.kind is not None and e.kind not in KIND_SELECTORS:
+            raise self.error(
+                f"unknown task kind {e.kind!r}: select one of {', '.join(KIND_SELECTORS)}", e, script,
+                suggest(e.kind, KIND_SELECTORS), e.kind_pos,
+            )  # fmt: skip
+        if e.where is not None:
+            self.visit(e.where, script, True)
+
+    def visit_Unary(self, e: ast.Unary, script: ast.Script, task: bool) -> None:
+        self.visit(e.operand, script, task)
+
+    def visit_Binary(self, e: ast.Binary, script: ast.Script, task: bool) -> None:
+        self.visit(e.left, script, task)
+        self.visit(e.right, script, task)
+
+    def visit_ListExpr(self, e: ast.ListExpr, script: ast.Script, task: bool) -> None:
+        for x in e.items:
+            self.visit(x, script, task)
+
+    def visit_Project(self, e: ast.Project, script: ast.Script, task: bool) -> None:
+        self.visit(e.obj, script, task)
+        if e.attr not in self.attributes:
+            raise self.error(f"unknown task attribute {e.attr!r}", e, script, suggest(e.attr, self.attributes), e.attr_pos)
+
+    def visit_Index(self, e: ast.Index, script: ast.Script, task: bool) -> None:
+        self.visit(e.obj, script, task)
+        self.visit(e.index, script, task)
+
+    def visit_Call(self, e: ast.Call, script: ast.Script, task: bool) -> None:
+        problem = call_problem(e.func, len(e.args), [k for k, _ in e.kwargs])
+        if problem is not None:
+            message, hint, bad = problem
+            raise self.error(message, e if bad is None else e.kwargs[bad][1], script, hint)
+        for _, value in e.kwargs:
+            self.visit(value, script, task)
+        for a in e.args:
+            self.visit(a, script, task)
 
 
 def _label(name: ast.Expr) -> str:

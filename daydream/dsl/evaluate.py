@@ -18,7 +18,9 @@ import networkx as nx
 
 from daydream.dsl import ast
 from daydream.dsl.functions import FUNCTIONS, call_problem, suggest, type_name
+from daydream.dsl.visitor import Visitor
 from daydream.errors import DaydreamError
+from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order, kind_set, select, task_value
 
 Compiled = Callable[[Any], Any]  # task attributes (or None outside a task context) -> value
@@ -69,25 +71,26 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {"<": operator.lt, "<=": operato
 _VERBS = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "take the remainder of", "**": "raise"}
 
 
-class _Compiler:
+class _Compiler(Visitor[tuple[Compiled, bool]]):
+    """Each ``visit_<Node>`` returns the node's closure and whether it reads the task; ``compile`` folds constants."""
+
     def __init__(self, env: Env, task_context: bool) -> None:
         self.env = env
         self.task_context = task_context
 
     def compile(self, node: Any) -> tuple[Compiled, bool]:
-        method = getattr(self, "c_" + type(node).__name__)
-        fn, per_task = method(node)
+        fn, per_task = self.visit(node)
         if not per_task:
             value = fn(None)  # fold: evaluated once, here, with its errors raised at this statement
             return (lambda t: value), False
         return fn, per_task
 
     # leaves
-    def c_Literal(self, node: ast.Literal) -> tuple[Compiled, bool]:
+    def visit_Literal(self, node: ast.Literal) -> tuple[Compiled, bool]:
         v = node.value
         return (lambda t: v), False
 
-    def c_Name(self, node: ast.Name) -> tuple[Compiled, bool]:
+    def visit_Name(self, node: ast.Name) -> tuple[Compiled, bool]:
         name = node.id
         if self.task_context and name in self.env.attributes:
             if self.env.is_bound(name):
@@ -100,12 +103,12 @@ class _Compiler:
         value = self.env.lookup(node)
         return (lambda t: value), False
 
-    def c_ListExpr(self, node: ast.ListExpr) -> tuple[Compiled, bool]:
+    def visit_ListExpr(self, node: ast.ListExpr) -> tuple[Compiled, bool]:
         items = [self.compile(x) for x in node.items]
         fns = [f for f, _ in items]
         return (lambda t: [f(t) for f in fns]), any(p for _, p in items)
 
-    def c_Select(self, node: ast.Select) -> tuple[Compiled, bool]:
+    def visit_Select(self, node: ast.Select) -> tuple[Compiled, bool]:
         env = self.env
         try:
             kind_set(node.kind)  # an unknown word fails here, with the statement's position
@@ -126,7 +129,7 @@ class _Compiler:
         return run, False
 
     # operators
-    def c_Unary(self, node: ast.Unary) -> tuple[Compiled, bool]:
+    def visit_Unary(self, node: ast.Unary) -> tuple[Compiled, bool]:
         f, per_task = self.compile(node.operand)
         env = self.env
         if node.op == "not":
@@ -143,7 +146,7 @@ class _Compiler:
 
         return signed, per_task
 
-    def c_Binary(self, node: ast.Binary) -> tuple[Compiled, bool]:
+    def visit_Binary(self, node: ast.Binary) -> tuple[Compiled, bool]:
         op = node.op
         lf, lp = self.compile(node.left)
         rf, rp = self.compile(node.right)
@@ -258,7 +261,7 @@ class _Compiler:
         return arithmetic, per_task
 
     # postfix
-    def c_Project(self, node: ast.Project) -> tuple[Compiled, bool]:
+    def visit_Project(self, node: ast.Project) -> tuple[Compiled, bool]:
         f, per_task = self.compile(node.obj)
         env, attr = self.env, node.attr
         if attr not in env.attributes:
@@ -269,12 +272,12 @@ class _Compiler:
             if not isinstance(s, Selection):
                 raise _fail(env, f"'.{attr}' reads an attribute of a selection's tasks, not of {type_name(s)}", node, t)
             graph = env.graph
-            nodes = graph._node
+            nodes = attrs_of(graph)
             return [task_value(nodes[n], attr) for n in in_time_order(graph, (n for n in s if n in nodes))]
 
         return project, per_task
 
-    def c_Index(self, node: ast.Index) -> tuple[Compiled, bool]:
+    def visit_Index(self, node: ast.Index) -> tuple[Compiled, bool]:
         of, op_ = self.compile(node.obj)
         xf, xp = self.compile(node.index)
         env = self.env
@@ -299,7 +302,7 @@ class _Compiler:
 
         return index, op_ or xp
 
-    def c_Call(self, node: ast.Call) -> tuple[Compiled, bool]:
+    def visit_Call(self, node: ast.Call) -> tuple[Compiled, bool]:
         env = self.env
         problem = call_problem(node.func, len(node.args), [k for k, _ in node.kwargs])
         if problem is not None:

@@ -14,6 +14,7 @@ import networkx as nx
 from daydream.errors import DaydreamError
 from daydream.graph import gradients as grad
 from daydream.graph import select as sel
+from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import Selection
 
 
@@ -149,7 +150,7 @@ def _input_bytes(graph: nx.DiGraph, value: Any, element_bytes: Any = 4) -> float
     tasks = sel.in_time_order(graph, _selection(value, "input_bytes"))
     size = number_argument(element_bytes, "input_bytes", "element_bytes")
     for node in tasks:
-        elements = grad.tensor_elements(graph._node[node].get("shapes"))
+        elements = grad.tensor_elements(attrs_of(graph)[node].get("shapes"))
         if elements is not None:
             return elements * size
     return None

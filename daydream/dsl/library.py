@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.check import Checker
@@ -76,6 +77,16 @@ class Loader:
         raise script_error(
             f"include {path!r}: no such script (looked for {', '.join(str(c) for c in candidates)})", node.pos, current.text
         )
+
+    def source(self, node: Any) -> str:
+        """A node's text, on one line: for warnings, messages and the statement of an Effect."""
+        text = self.texts.get(node.pos.file, "")
+        return " ".join(text[node.pos.start : node.pos.end].split())
+
+    def error(self, message: str, node: Any, hint: str | None = None) -> ScriptError:
+        """A ScriptError at a node, with its line from the text it was parsed from."""
+        pos = getattr(node, "pos", None)
+        return script_error(message, pos, self.texts.get(pos.file) if pos else None, hint)
 
 
 @dataclass

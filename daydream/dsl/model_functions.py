@@ -12,6 +12,7 @@ import networkx as nx
 
 from daydream.dsl.functions import number_argument, register_function, type_name
 from daydream.errors import DaydreamError
+from daydream.graph import derived
 
 _DEFAULT_LINK = "nvlink4"
 
@@ -96,10 +97,11 @@ def _device(graph: nx.DiGraph, value: Any, fn: str) -> Any:
 
 
 def _calibration(graph: nx.DiGraph, dtype: str) -> Any:
-    """The graph's per-class roofline calibration (cached on the graph), or None where it cannot be had."""
+    """The graph's per-class roofline calibration (kept with the graph's derived indexes, once per dtype: it reads the
+    kernels as first met, not as edited since), or None where it cannot be had."""
     from daydream.perf.roofline import calibrate
 
-    cache = graph.graph.setdefault("_calibration", {})
+    cache = derived.cached(graph, "roofline_calibration", ()) or derived.keep(graph, "roofline_calibration", {}, ())
     if dtype not in cache:
         try:
             cache[dtype] = calibrate(graph, dtype)

@@ -1,4 +1,5 @@
-"""Parsing .whatif text into a Script: lark's LALR parser over grammar/whatif.lark, a Transformer to the AST,
+"""Parsing .whatif text into a Script: lark's LALR parser over grammar/whatif.lark, Transformers to the AST (one
+for the statement rules, one for the expression rules, each method taking its rule's children as parameters),
 and parse errors that show the line, a caret, what was expected and the likely fix."""
 
 from __future__ import annotations
@@ -7,11 +8,12 @@ import difflib
 import functools
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from importlib.resources import files
 from typing import Any
 
-from lark import Lark, Token, Transformer
+from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from daydream.dsl import ast
@@ -24,8 +26,6 @@ KEYWORDS = frozenset(STATEMENT_KEYWORDS) | {
     "select", "where", "by", "in", "and", "or", "not", "true", "false", "none", "with", "launches", "launch", "queued", "on", "duration",
 }  # fmt: skip
 _QUANTITY = re.compile(r"(.*?)([A-Za-z]+)$")
-# Tokens that carry a value; the others (keywords, punctuation) only delimit.
-_VALUE_TOKENS = frozenset({"NAME", "STRING", "LONG_STRING", "NUMBER", "QUANTITY", "ANCHOR"})
 _TOKEN_WORDS = {
     "NAME": "a name",
     "STRING": "a string",
@@ -61,7 +61,7 @@ def parse_script(text: str, file: str = "<script>") -> ast.Script:
             statements = parser.parse(text if text.endswith("\n") else text + "\n", start="start")
         except UnexpectedInput as exc:
             raise _parse_error(exc, text, file) from None
-        except _BadLiteral as exc:
+        except _BadSyntax as exc:
             raise script_error(str(exc), exc.pos, text) from None
     docstring = None
     for i, s in enumerate(statements):
@@ -82,7 +82,7 @@ def parse_expression(text: str, file: str = "<expression>") -> ast.Expr:
             return parser.parse(text, start="expr")  # type: ignore[no-any-return]
         except UnexpectedInput as exc:
             raise _parse_error(exc, text, file) from None
-        except _BadLiteral as exc:
+        except _BadSyntax as exc:
             raise script_error(str(exc), exc.pos, text) from None
 
 
@@ -232,7 +232,7 @@ def _offset(text: str, line: int, column: int) -> int:
 # ---- tree to AST ------------------------------------------------------------------------------------------
 
 
-class _BadLiteral(Exception):
+class _BadSyntax(Exception):
     def __init__(self, message: str, pos: ast.Pos) -> None:
         super().__init__(message)
         self.pos = pos
@@ -269,14 +269,13 @@ def quantity_value(text: str) -> float:
     return float(number) * BYTE_UNITS[unit]
 
 
-class _ToAst(Transformer):
-    """lark tree -> ast nodes. Each node's Pos spans its first to its last token."""
+class _Positions(Transformer):
+    """Positions for the AST: a node's Pos spans its first to its last token, in the file being parsed."""
 
     def __init__(self, file: str) -> None:
         super().__init__()
         self.file = file
 
-    # positions
     def _pos(self, first: Any, last: Any | None = None) -> ast.Pos:
         last = first if last is None else last
         if isinstance(first, Token):
@@ -287,140 +286,43 @@ class _ToAst(Transformer):
         end = last.end_pos if isinstance(last, Token) else last.pos.end
         return ast.Pos(self.file, line, column, start, end)
 
-    def _span(self, children: list[Any]) -> ast.Pos:
-        present = [c for c in children if c is not None and (isinstance(c, Token) or hasattr(c, "pos"))]
-        return self._pos(present[0], present[-1])
 
-    @staticmethod
-    def _values(children: list[Any]) -> list[Any]:
-        return [c for c in children if c is not None and not (isinstance(c, Token) and c.type not in _VALUE_TOKENS)]
+def _binary(op: str) -> Callable[..., ast.Binary]:
+    """``left OP right``: an operator written with symbols, which the tree leaves out."""
 
-    # script
-    def start(self, children: list[Any]) -> list[Any]:
-        return [c for c in children if c is not None]
+    def make(self: _Positions, left: Any, right: Any) -> ast.Binary:
+        return ast.Binary(op, left, right, self._pos(left, right))
 
-    def block(self, children: list[Any]) -> tuple[list[Any], Token]:
-        body = [c for c in children if c is not None and not isinstance(c, Token)]
-        for s in body:
-            if isinstance(s, ast.Docstring):
-                raise _BadLiteral("a string on its own does nothing; only the first statement may be a docstring", s.pos)
-        return body, children[-1]
+    return make
 
-    def docstring(self, children: list[Any]) -> ast.Docstring:
-        tok = children[0]
-        body = tok[3:-3] if tok.type == "LONG_STRING" else unescape(tok[1:-1])
-        return ast.Docstring(_dedent(body), self._pos(tok))
 
-    # statements
-    def param(self, c: list[Any]) -> ast.Param:
-        name, value = self._values(c)
-        return ast.Param(str(name), value, self._span(c))
+def _keyword_binary(op: str) -> Callable[..., ast.Binary]:
+    """``left or right``, ``left in right``: an operator written as keywords, which the tree keeps."""
 
-    def let(self, c: list[Any]) -> ast.Let:
-        name, value = self._values(c)
-        return ast.Let(str(name), value, self._span(c))
+    def make(self: _Positions, left: Any, *keywords_and_right: Any) -> ast.Binary:
+        right = keywords_and_right[-1]
+        return ast.Binary(op, left, right, self._pos(left, right))
 
-    def scale(self, c: list[Any]) -> ast.Scale:
-        target, factor = self._values(c)
-        return ast.Scale(target, factor, self._span(c))
+    return make
 
-    def set(self, c: list[Any]) -> ast.SetAttr:
-        target, value = self._values(c)
-        if not isinstance(target, ast.Project):
-            raise _BadLiteral("set needs a selection's attribute on the left: set SELECTION.ATTRIBUTE = VALUE", target.pos)
-        return ast.SetAttr(target, value, self._span(c))
 
-    def with_launches(self, c: list[Any]) -> Token:
-        return c[-1]
+def _expressions(children: tuple[Any, ...]) -> list[Any]:
+    """The expressions among a rule's children: no punctuation, no placeholder of a missing optional part."""
+    return [c for c in children if c is not None and not isinstance(c, Token)]
 
-    def remove(self, c: list[Any]) -> ast.Remove:
-        target = self._values(c)[0]
-        return ast.Remove(target, c[-1] is not None, self._span(c))
 
-    def duration_clause(self, c: list[Any]) -> tuple[str, Any]:
-        return ("duration", c[-1])
+@v_args(inline=True)
+class _Expressions(_Positions):
+    """The expression rules to ast expressions; each method takes the rule's children as parameters."""
 
-    def on_clause(self, c: list[Any]) -> tuple[str, Any]:
-        return ("on", c[-1])
+    def select(self, keyword: Token, kind: Token | None, where_keyword: Token | None, where: Any) -> ast.Select:
+        last = where if where is not None else kind if kind is not None else keyword
+        return ast.Select(str(kind) if kind is not None else None, where, self._pos(keyword, last), self._pos(kind) if kind else None)
 
-    def launch_clause(self, c: list[Any]) -> tuple[str, Any]:
-        return ("launch", c[-1])
-
-    def queued_clause(self, c: list[Any]) -> tuple[str, Any]:
-        return ("queued", c[-1])
-
-    def attribute(self, c: list[Any]) -> tuple[str, Any, ast.Pos]:
-        return (str(c[0]), c[-1], self._pos(c[0]))
-
-    def with_clause(self, c: list[Any]) -> tuple[str, Any]:
-        return ("with", [x for x in c if isinstance(x, tuple)])
-
-    def insert(self, c: list[Any]) -> ast.Insert:
-        kind, name, side, anchor = c[1], c[2], c[3], c[4]
-        clauses: dict[str, Any] = {}
-        attrs: list[tuple[str, Any]] = []
-        last: Any = anchor
-        for key, value in c[5:]:
-            if key == "with":
-                attrs += [(n, v) for n, v, _ in value]
-                last = value[-1][1]
-                continue
-            if key in clauses:
-                raise _BadLiteral(f"insert has two '{key}' clauses", self._pos(value))
-            clauses[key] = value
-            last = value
-        return ast.Insert(
-            str(kind), name, str(side), anchor, clauses.get("duration"), clauses.get("on"),
-            clauses.get("launch"), tuple(attrs), self._pos(c[0], last), self._pos(kind), "queued" in clauses,
-        )  # fmt: skip
-
-    def schedule(self, c: list[Any]) -> ast.Schedule:
-        return ast.Schedule(str(c[1]), c[2], self._span(c), self._pos(c[1]))
-
-    def wait(self, c: list[Any]) -> ast.Wait:
-        waiters, sources = self._values(c)
-        return ast.Wait(waiters, sources, self._span(c))
-
-    def if_stmt(self, c: list[Any]) -> ast.If:
-        body, closing = c[2]
-        orelse: list[Any] = []
-        if c[4] is not None:
-            orelse, closing = c[4]
-        return ast.If(c[1], tuple(body), tuple(orelse), self._pos(c[0], closing))
-
-    def for_loop(self, c: list[Any]) -> ast.For:
-        var = c[1]
-        iterable = c[3]
-        by = c[5]
-        body, closing = c[-1]
-        pos = self._pos(c[0], closing)
-        return ast.For(str(var), iterable, str(by) if by is not None else None, tuple(body), pos, self._pos(by) if by is not None else None)
-
-    def include(self, c: list[Any]) -> ast.Include:
-        return ast.Include(unescape(c[1][1:-1]), self._span(c))
-
-    def assert_(self, c: list[Any]) -> ast.Assert:
-        values = self._values(c)
-        return ast.Assert(values[0], values[1] if len(values) > 1 else None, self._span(c))
-
-    def print_(self, c: list[Any]) -> ast.Print:
-        return ast.Print(tuple(self._values(c)), self._span(c))
-
-    # expressions
-    def select(self, c: list[Any]) -> ast.Select:
-        kind = next((x for x in c if isinstance(x, Token) and x.type == "NAME"), None)
-        where = next((x for x in c if x is not None and not isinstance(x, Token)), None)
-        return ast.Select(str(kind) if kind is not None else None, where, self._span(c), self._pos(kind) if kind else None)
-
-    def _binary(op: str) -> Any:  # type: ignore[misc]
-        def make(self: _ToAst, c: list[Any]) -> ast.Binary:
-            left, right = c[0], c[-1]
-            return ast.Binary(op, left, right, self._pos(left, right))
-
-        return make
-
-    or_ = _binary("or")
-    and_ = _binary("and")
+    or_ = _keyword_binary("or")
+    and_ = _keyword_binary("and")
+    in_ = _keyword_binary("in")
+    not_in = _keyword_binary("not in")
     union = _binary("|")
     intersection = _binary("&")
     add = _binary("+")
@@ -437,70 +339,177 @@ class _ToAst(Transformer):
     ge = _binary(">=")
     match = _binary("~")
     not_match = _binary("!~")
-    in_ = _binary("in")
-    not_in = _binary("not in")
 
-    def not_(self, c: list[Any]) -> ast.Unary:
-        return ast.Unary("not", c[-1], self._span(c))
+    def not_(self, keyword: Token, operand: Any) -> ast.Unary:
+        return ast.Unary("not", operand, self._pos(keyword, operand))
 
-    def neg(self, c: list[Any]) -> ast.Unary:
-        return ast.Unary("-", c[-1], self._span(c))
+    def neg(self, sign: Token, operand: Any) -> ast.Unary:
+        return ast.Unary("-", operand, self._pos(sign, operand))
 
-    def pos(self, c: list[Any]) -> ast.Unary:
-        return ast.Unary("+", c[-1], self._span(c))
+    def pos(self, sign: Token, operand: Any) -> ast.Unary:
+        return ast.Unary("+", operand, self._pos(sign, operand))
 
-    def project(self, c: list[Any]) -> ast.Project:
-        return ast.Project(c[0], str(c[2]), self._span(c), self._pos(c[2]))
+    def project(self, obj: Any, dot: Token, attr: Token) -> ast.Project:
+        return ast.Project(obj, str(attr), self._pos(obj, attr), self._pos(attr))
 
-    def index(self, c: list[Any]) -> ast.Index:
-        return ast.Index(c[0], c[2], self._span(c))
+    def index(self, obj: Any, open_bracket: Token, index: Any, close_bracket: Token) -> ast.Index:
+        return ast.Index(obj, index, self._pos(obj, close_bracket))
 
-    def keyword_argument(self, c: list[Any]) -> tuple[str, Any]:
-        return (str(c[0]), c[-1])
+    def keyword_argument(self, name: Token, value: Any) -> tuple[str, Any]:
+        return (str(name), value)
 
-    def call(self, c: list[Any]) -> ast.Call:
-        args = [x for x in c[2:-1] if x is not None and not isinstance(x, Token)]
+    def call(self, func: Token, open_paren: Token, *arguments_and_close: Any) -> ast.Call:
+        pos = self._pos(func, arguments_and_close[-1])
+        args = _expressions(arguments_and_close)  # keyword arguments are (name, value) tuples
         positional = tuple(a for a in args if not isinstance(a, tuple))
         keywords = tuple(a for a in args if isinstance(a, tuple))
         seen = [k for k, _ in keywords]
         if len(seen) != len(set(seen)):
-            raise _BadLiteral(f"{c[0]}() has a keyword argument twice", self._span(c))
+            raise _BadSyntax(f"{func}() has a keyword argument twice", pos)
         if keywords and any(not isinstance(a, tuple) for a in args[args.index(keywords[0]) :]):
-            raise _BadLiteral(f"{c[0]}(): a positional argument follows a keyword argument", self._span(c))
-        return ast.Call(str(c[0]), positional, keywords, self._span(c))
+            raise _BadSyntax(f"{func}(): a positional argument follows a keyword argument", pos)
+        return ast.Call(str(func), positional, keywords, pos)
 
-    def atom(self, c: list[Any]) -> Any:  # "(" expr ")"
-        inner = c[1]
-        return replace(inner, pos=self._span(c))
+    def atom(self, open_paren: Token, inner: Any, close_paren: Token) -> Any:  # "(" expr ")"
+        return replace(inner, pos=self._pos(open_paren, close_paren))
 
-    def number(self, c: list[Any]) -> ast.Literal:
-        tok = c[0]
+    def number(self, tok: Token) -> ast.Literal:
         text = str(tok)
         value: float | int = int(text) if text.isdigit() else float(text)
         return ast.Literal(value, self._pos(tok), text)
 
-    def quantity(self, c: list[Any]) -> ast.Literal:
-        return ast.Literal(quantity_value(str(c[0])), self._pos(c[0]), str(c[0]))
+    def quantity(self, tok: Token) -> ast.Literal:
+        return ast.Literal(quantity_value(str(tok)), self._pos(tok), str(tok))
 
-    def string(self, c: list[Any]) -> ast.Literal:
-        tok = c[0]
+    def string(self, tok: Token) -> ast.Literal:
         body = tok[3:-3] if tok.type == "LONG_STRING" else unescape(tok[1:-1])
         return ast.Literal(body, self._pos(tok), str(tok))
 
-    def true(self, c: list[Any]) -> ast.Literal:
-        return ast.Literal(True, self._pos(c[0]), "true")
+    def true(self, tok: Token) -> ast.Literal:
+        return ast.Literal(True, self._pos(tok), "true")
 
-    def false(self, c: list[Any]) -> ast.Literal:
-        return ast.Literal(False, self._pos(c[0]), "false")
+    def false(self, tok: Token) -> ast.Literal:
+        return ast.Literal(False, self._pos(tok), "false")
 
-    def none(self, c: list[Any]) -> ast.Literal:
-        return ast.Literal(None, self._pos(c[0]), "none")
+    def none(self, tok: Token) -> ast.Literal:
+        return ast.Literal(None, self._pos(tok), "none")
 
-    def name(self, c: list[Any]) -> ast.Name:
-        return ast.Name(str(c[0]), self._pos(c[0]))
+    def name(self, tok: Token) -> ast.Name:
+        return ast.Name(str(tok), self._pos(tok))
 
-    def list(self, c: list[Any]) -> ast.ListExpr:
-        return ast.ListExpr(tuple(x for x in c if x is not None and not isinstance(x, Token)), self._span(c))
+    def list(self, open_bracket: Token, *items_and_close: Any) -> ast.ListExpr:
+        return ast.ListExpr(tuple(_expressions(items_and_close)), self._pos(open_bracket, items_and_close[-1]))
+
+
+@v_args(inline=True)
+class _Statements(_Positions):
+    """The statement rules to ast statements; each method takes the rule's children as parameters."""
+
+    def start(self, *statements: Any) -> list[Any]:
+        return [s for s in statements if s is not None]
+
+    def block(self, open_brace: Token, *statements_and_close: Any) -> tuple[list[Any], Token]:
+        body = _expressions(statements_and_close)
+        for s in body:
+            if isinstance(s, ast.Docstring):
+                raise _BadSyntax("a string on its own does nothing; only the first statement may be a docstring", s.pos)
+        return body, statements_and_close[-1]
+
+    def docstring(self, tok: Token) -> ast.Docstring:
+        body = tok[3:-3] if tok.type == "LONG_STRING" else unescape(tok[1:-1])
+        return ast.Docstring(_dedent(body), self._pos(tok))
+
+    def param(self, keyword: Token, name: Token, equals: Token, value: Any) -> ast.Param:
+        return ast.Param(str(name), value, self._pos(keyword, value))
+
+    def let(self, keyword: Token, name: Token, equals: Token, value: Any) -> ast.Let:
+        return ast.Let(str(name), value, self._pos(keyword, value))
+
+    def scale(self, keyword: Token, target: Any, by: Token, factor: Any) -> ast.Scale:
+        return ast.Scale(target, factor, self._pos(keyword, factor))
+
+    def set(self, keyword: Token, target: Any, equals: Token, value: Any) -> ast.SetAttr:
+        if not isinstance(target, ast.Project):
+            raise _BadSyntax("set needs a selection's attribute on the left: set SELECTION.ATTRIBUTE = VALUE", target.pos)
+        return ast.SetAttr(target, value, self._pos(keyword, value))
+
+    def with_launches(self, with_: Token, launches: Token) -> Token:
+        return launches
+
+    def remove(self, keyword: Token, target: Any, with_launches: Token | None) -> ast.Remove:
+        last = with_launches if with_launches is not None else target
+        return ast.Remove(target, with_launches is not None, self._pos(keyword, last))
+
+    def duration_clause(self, keyword: Token, value: Any) -> tuple[str, Any]:
+        return ("duration", value)
+
+    def on_clause(self, keyword: Token, value: Any) -> tuple[str, Any]:
+        return ("on", value)
+
+    def launch_clause(self, keyword: Token, value: Any) -> tuple[str, Any]:
+        return ("launch", value)
+
+    def queued_clause(self, keyword: Token) -> tuple[str, Any]:
+        return ("queued", keyword)
+
+    def attribute(self, name: Token, value: Any) -> tuple[str, Any]:
+        return (str(name), value)
+
+    def with_clause(self, keyword: Token, *attributes: tuple[str, Any]) -> tuple[str, Any]:
+        return ("with", attributes)
+
+    def insert(self, keyword: Token, kind: Token, name: Any, side: Token, anchor: Any, *clauses: tuple[str, Any]) -> ast.Insert:
+        given: dict[str, Any] = {}
+        attrs: list[tuple[str, Any]] = []
+        last: Any = anchor
+        for key, value in clauses:
+            if key == "with":
+                attrs += value
+                last = value[-1][1]
+                continue
+            if key in given:
+                raise _BadSyntax(f"insert has two '{key}' clauses", self._pos(value))
+            given[key] = value
+            last = value
+        return ast.Insert(
+            str(kind), name, str(side), anchor, given.get("duration"), given.get("on"),
+            given.get("launch"), tuple(attrs), self._pos(keyword, last), self._pos(kind), "queued" in given,
+        )  # fmt: skip
+
+    def schedule(self, keyword: Token, policy: Token, priority: Any) -> ast.Schedule:
+        last = priority if priority is not None else policy
+        return ast.Schedule(str(policy), priority, self._pos(keyword, last), self._pos(policy))
+
+    def wait(self, keyword: Token, waiters: Any, for_: Token, sources: Any) -> ast.Wait:
+        return ast.Wait(waiters, sources, self._pos(keyword, sources))
+
+    def if_stmt(self, keyword: Token, test: Any, body: tuple[list[Any], Token], else_: Token | None,
+                orelse: tuple[list[Any], Token] | None) -> ast.If:  # fmt: skip
+        statements, closing = body
+        other: list[Any] = []
+        if orelse is not None:
+            other, closing = orelse
+        return ast.If(test, tuple(statements), tuple(other), self._pos(keyword, closing))
+
+    def for_loop(self, keyword: Token, var: Token, in_: Token, iterable: Any, by_: Token | None, by: Token | None,
+                 block: tuple[list[Any], Token]) -> ast.For:  # fmt: skip
+        body, closing = block
+        return ast.For(str(var), iterable, str(by) if by is not None else None, tuple(body), self._pos(keyword, closing),
+                       self._pos(by) if by is not None else None)  # fmt: skip
+
+    def include(self, keyword: Token, path: Token) -> ast.Include:
+        return ast.Include(unescape(path[1:-1]), self._pos(keyword, path))
+
+    def assert_(self, keyword: Token, test: Any, comma: Token | None, message: Any) -> ast.Assert:
+        return ast.Assert(test, message, self._pos(keyword, message if message is not None else test))
+
+    def print_(self, keyword: Token, *values_and_commas: Any) -> ast.Print:
+        values = values_and_commas[::2]
+        return ast.Print(values, self._pos(keyword, values[-1]))
+
+
+class _ToAst(_Statements, _Expressions):
+    """lark tree -> ast nodes, run inside the parser (no tree is built): the statement and expression rules."""
 
 
 def _dedent(text: str) -> str:

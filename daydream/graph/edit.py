@@ -8,14 +8,17 @@ without its launch or a thread out of order; ``insert`` also refuses one that wo
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
 from daydream.errors import DaydreamError
-from daydream.graph.build import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS
+from daydream.graph import derived
+from daydream.graph.adjacency import attrs_of, predecessors_of, successors_of
 from daydream.graph.order import edited, find_back_edge_cycle, forget, place_new, topological_order
+from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS, Task
 from daydream.graph.select import Selection, in_time_order
 
 # Attributes that place a task (its thread order, its kind of work): changing them would break the
@@ -44,6 +47,7 @@ def add_task(
             "rank": 0, "parallel_us": 0.0}  # fmt: skip
     base.update(attrs)
     graph.add_node(node, **base)
+    derived.changed(graph, derived.TASKS)
     return node
 
 
@@ -55,12 +59,12 @@ def add_dependency(graph: nx.DiGraph, parent: Any, child: Any, kind: str, lag: f
     for n in (parent, child):
         if n not in graph:
             raise DaydreamError(f"no task {n!r} in the graph")
-    forget(graph)  # the cached topological order does not know this edge
+    derived.changed(graph, derived.EDGES)  # the cached topological order does not know this edge
     graph.add_edge(parent, child, **({"kind": kind} if kind in ORDER_KINDS else {"kind": kind, "lag": float(lag)}))
 
 
 def _label(graph: nx.DiGraph, node: Any) -> str:
-    a = graph._node[node]
+    a = attrs_of(graph)[node]
     return f"task {node} ({a['kind']} {a['name']!r} on {a['thread']})"
 
 
@@ -68,22 +72,55 @@ def scale(graph: nx.DiGraph, selection: Iterable[Any], factor: float) -> float:
     """Multiply the duration of every selected task by ``factor``; returns the change in total duration (us)."""
     if not factor >= 0:
         raise DaydreamError(f"a scale factor must be a number >= 0 (got {factor})")
-    nodes = graph._node
+    nodes = attrs_of(graph)
     delta = 0.0
     for n in selection:
         a = nodes[n]
         d = a["duration"]
         a["duration"] = d * factor
         delta += d * factor - d
+    derived.changed(graph, derived.DURATIONS)
+    return delta
+
+
+def scale_each(graph: nx.DiGraph, selection: Iterable[Any], factor_of: Callable[[Task], float]) -> float:
+    """Multiply the duration of every selected task by ``factor_of(its attributes)``, which checks the factor (it may
+    raise: the tasks before keep their new durations); returns the change in total duration (us)."""
+    nodes = attrs_of(graph)
+    delta = 0.0
+    try:
+        for n in selection:
+            a = nodes[n]
+            f = factor_of(a)
+            d = a["duration"]
+            a["duration"] = d * f
+            delta += d * f - d
+    finally:
+        derived.changed(graph, derived.DURATIONS)
     return delta
 
 
 def set_attribute(graph: nx.DiGraph, selection: Iterable[Any], attribute: str, value: Any) -> None:
     """Set ``attribute`` of every selected task to ``value`` (durations and gaps: microseconds, >= 0)."""
     check_settable(attribute, value)
-    nodes = graph._node
+    nodes = attrs_of(graph)
     for n in selection:
         nodes[n][attribute] = value
+    derived.changed(graph, derived.DURATIONS if attribute == "duration" else derived.ATTRIBUTES)
+
+
+def set_each(graph: nx.DiGraph, selection: Iterable[Any], attribute: str, value_of: Callable[[Task], Any]) -> None:
+    """Set ``attribute`` of every selected task to ``value_of(its attributes)``, checked as ``set_attribute`` checks
+    a value (an error leaves the tasks before with their new value)."""
+    nodes = attrs_of(graph)
+    try:
+        for n in selection:
+            a = nodes[n]
+            value = value_of(a)
+            check_settable(attribute, value)
+            a[attribute] = value
+    finally:
+        derived.changed(graph, derived.DURATIONS if attribute == "duration" else derived.ATTRIBUTES)
 
 
 def check_settable(attribute: str, value: Any) -> None:
@@ -103,14 +140,14 @@ def _shown(value: Any) -> str:
 
 
 def _order_pred(graph: nx.DiGraph, node: Any) -> Any:
-    for u, e in graph._pred[node].items():
+    for u, e in predecessors_of(graph)[node].items():
         if e.get("kind") in ORDER_KINDS:
             return u
     return None
 
 
 def _order_succ(graph: nx.DiGraph, node: Any) -> Any:
-    for v, e in graph._succ[node].items():
+    for v, e in successors_of(graph)[node].items():
         if e.get("kind") in ORDER_KINDS:
             return v
     return None
@@ -121,12 +158,12 @@ def removal_set(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool
     tasks (when they launched nothing else) with the ``[wait]`` half of a blocking copy call."""
     out = set(selection)
     if with_launches:
-        nodes = graph._node
+        nodes, pred, succ = attrs_of(graph), predecessors_of(graph), successors_of(graph)
         for v in list(out):
-            for u, e in graph._pred[v].items():
+            for u, e in pred[v].items():
                 if e.get("kind") != "launch" or u in out:
                     continue
-                launched = [w for w, e2 in graph._succ[u].items() if e2.get("kind") == "launch"]
+                launched = [w for w, e2 in succ[u].items() if e2.get("kind") == "launch"]
                 if all(w in out for w in launched):
                     out.add(u)
                     nxt = _order_succ(graph, u)
@@ -146,8 +183,9 @@ def remove(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = Fa
     for u in doomed:
         if u not in graph:
             raise DaydreamError(f"no task {u!r} in the graph")
+    succ = successors_of(graph)
     for u in doomed:
-        for v, e in graph._succ[u].items():
+        for v, e in succ[u].items():
             if e.get("kind") == "launch" and v not in doomed:
                 raise DaydreamError(
                     f"removing {_label(graph, u)} would leave {_label(graph, v)} without its launch; "
@@ -156,13 +194,14 @@ def remove(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = Fa
     order = topological_order(graph)
     for x in in_time_order(graph, doomed):
         _remove_one(graph, x)
+    derived.changed(graph, derived.TASKS, derived.EDGES)
     if order is not None:
         edited(graph, order, doomed)  # the edges a removal joins follow paths that existed: the order still holds
     return Selection(doomed)
 
 
 def _remove_one(graph: nx.DiGraph, x: Any) -> None:
-    pred, succ = graph._pred[x], graph._succ[x]
+    pred, succ = predecessors_of(graph)[x], successors_of(graph)[x]
     p = _order_pred(graph, x)
     n = _order_succ(graph, x)
     ins = [(a, e) for a, e in pred.items() if a != p and e.get("kind") != "launch"]
@@ -183,27 +222,53 @@ def _join(graph: nx.DiGraph, u: Any, v: Any, edge: dict[str, Any]) -> None:
     """Add u -> v unless it is there already (then the longer delay stands)."""
     if u == v:
         return
-    old = graph._succ[u].get(v)
+    old = successors_of(graph)[u].get(v)
     if old is None:
         graph.add_edge(u, v, **edge)
     elif old.get("kind") not in ORDER_KINDS and edge.get("lag", 0.0) > old.get("lag", 0.0):
         old["lag"] = edge["lag"]
 
 
+_LAUNCH_CALL_US = "launch_call_us"
+
+
 def typical_launch_call_us(graph: nx.DiGraph, kind: str) -> float:
-    """Median duration of the calls that launched ``kind`` tasks in the graph (cached on the graph)."""
-    cache = graph.graph.setdefault("launch_call_us", {})
-    if kind not in cache:
-        nodes = graph._node
+    """Median duration of the calls that launched ``kind`` tasks in the graph: what a launch call costs on this CPU.
+
+    Kept among the graph's derived indexes until task durations change (``scale``, ``set duration``): a faster CPU
+    makes faster calls. Tasks inserted or removed leave it as it was: an inserted call costs the median itself."""
+    costs = derived.cached(graph, _LAUNCH_CALL_US, (derived.DURATIONS,))
+    if costs is None:
+        costs = derived.keep(graph, _LAUNCH_CALL_US, {}, (derived.DURATIONS,))
+    if kind not in costs:
+        nodes, pred = attrs_of(graph), predecessors_of(graph)
         durations = [
             nodes[u]["duration"]
             for v, a in nodes.items()
             if a["kind"] == kind
-            for u, e in graph._pred[v].items()
+            for u, e in pred[v].items()
             if e.get("kind") == "launch"
         ]
-        cache[kind] = statistics.median(durations) if durations else DEFAULT_LAUNCH_CALL_US
-    return float(cache[kind])
+        costs[kind] = statistics.median(durations) if durations else DEFAULT_LAUNCH_CALL_US
+    return float(costs[kind])
+
+
+@dataclass
+class _Undo:
+    """What an insert changed besides adding its tasks, put back if the insert is refused: the order edges it split
+    (parent, child, edge attributes) and the gaps it moved (task, old gap)."""
+
+    split: list[tuple[Any, Any, dict[str, Any]]] = field(default_factory=list)
+    gaps: list[tuple[Any, float]] = field(default_factory=list)
+
+    def roll_back(self, graph: nx.DiGraph, new_nodes: list[Any]) -> None:
+        graph.remove_nodes_from(new_nodes)
+        for u, v, e in self.split:
+            graph.add_edge(u, v, **e)
+        nodes = attrs_of(graph)
+        for u, gap in self.gaps:
+            nodes[u]["gap"] = gap
+        derived.changed(graph, derived.TASKS, derived.EDGES)
 
 
 def insert_task(
@@ -236,11 +301,50 @@ def insert_task(
     ``queued``): it depends on the anchor (or the anchor on it, ``before``) and runs when its thread is free and
     the schedule policy picks it among the tasks waiting there (earliest ready first, or by priority).
     """
+    anchor, side = _anchor_and_side(graph, after, before)
+    _check_new_task(kind, name, duration, attrs)
+    a = attrs_of(graph)[anchor]
+    on_gpu = kind in GPU_KINDS
+    order = topological_order(graph)  # as it is before the edit; the cycle check brings it up to date
+    thread = _thread_for(graph, anchor, kind, thread)
+    key = _start(a) + a["duration"] if side == "after" else _start(a)  # the new task's place in time
+    gap = _new_task_gap(graph, on_gpu, attrs)  # takes a given gap out of attrs
+    inherit = {k: a.get(k) for k in ("step", "phase", "region", "layer", "rank")}
+    inherit.update(attrs)
+    undo = _Undo()
+    new_nodes: list[Any] = []
+    launcher = None
+    if on_gpu and launched:
+        launcher = _insert_launch_call(graph, kind, anchor, side, key, launch_us, inherit, undo)
+        new_nodes.append(launcher)
+    if queued:
+        inherit["queued"] = True  # the task's, not its launch call's
+    task = add_task(graph, name, kind, thread, float(duration), gap=gap, start=key, **inherit)
+    if on_gpu:
+        attrs_of(graph)[task].setdefault("stream", _stream_of(thread))
+    new_nodes.append(task)
+    if not queued:
+        _place(graph, task, thread, anchor, side, key, undo)
+    if launcher is not None:
+        graph.add_edge(launcher, task, kind="launch", lag=float(graph.graph.get("delays", {}).get("launch_latency_us", 0.0)))
+    _wait_for_anchor(graph, anchor, task, side, queued, launcher is not None)
+    derived.changed(graph, derived.EDGES)
+    cycle = _rolled_back_cycle(graph, order, new_nodes, undo)
+    if cycle is not None:
+        raise DaydreamError(f"inserting {name!r} {side} {_label(graph, anchor)} would close a dependency cycle: {cycle} ...")
+    return new_nodes
+
+
+def _anchor_and_side(graph: nx.DiGraph, after: Any, before: Any) -> tuple[Any, str]:
     if (after is None) == (before is None):
         raise DaydreamError("insert needs exactly one anchor: after=TASK or before=TASK")
     anchor = after if after is not None else before
     if anchor not in graph:
         raise DaydreamError(f"no task {anchor!r} in the graph")
+    return anchor, "after" if after is not None else "before"
+
+
+def _check_new_task(kind: str, name: str, duration: float, attrs: dict[str, Any]) -> None:
     if kind not in CPU_KINDS | GPU_KINDS:
         raise DaydreamError(f"unknown task kind {kind!r}: use one of {sorted(CPU_KINDS | GPU_KINDS)}")
     if not duration >= 0:
@@ -248,69 +352,71 @@ def insert_task(
     for key in attrs:
         if key in STRUCTURAL_ATTRIBUTES | {"name", "duration"}:
             raise DaydreamError(f"insert sets {key!r} itself; it cannot be given as an attribute")
-    nodes = graph._node
-    a = nodes[anchor]
+
+
+def _thread_for(graph: nx.DiGraph, anchor: Any, kind: str, thread: str | None) -> str:
+    """The thread given, else the default for a ``kind`` task next to ``anchor``; it must be on the task's side."""
     on_gpu = kind in GPU_KINDS
-    order = topological_order(graph)
     if thread is None:
         thread = _default_thread(graph, anchor, on_gpu)
     if thread.startswith("gpu:") != on_gpu:
         side = "a GPU stream (gpu:DEVICE/STREAM)" if on_gpu else "a CPU thread (cpu:PID/TID)"
         raise DaydreamError(f"a {kind} task runs on {side}, not on {thread!r}")
-    side = "after" if after is not None else "before"
-    key = _start(a) + a["duration"] if side == "after" else _start(a)
-    base_gap = float(graph.graph.get("delays", {}).get("stream_gap_us", 0.0)) if on_gpu else 0.0
-    if "gap" in attrs:  # given: the task's own (a network queue has no kernel-to-kernel gap)
+    return thread
+
+
+def _new_task_gap(graph: nx.DiGraph, on_gpu: bool, attrs: dict[str, Any]) -> float:
+    """The new task's gap: the one given (a network queue has no kernel-to-kernel gap), else the stream's typical
+    gap for a GPU task, none for a CPU task (``_place`` gives it its share of the gap it splits)."""
+    gap = float(graph.graph.get("delays", {}).get("stream_gap_us", 0.0)) if on_gpu else 0.0
+    if "gap" in attrs:
         check_settable("gap", attrs["gap"])
-        base_gap = float(attrs.pop("gap"))
-    inherit = {k: a.get(k) for k in ("step", "phase", "region", "layer", "rank")}
-    inherit.update(attrs)
-    new_nodes: list[Any] = []
-    undo: list[tuple[Any, Any, dict[str, Any]]] = []  # thread edges split by the insert, restored if it fails
-    gaps: list[tuple[Any, float]] = []  # and the gaps it moved
-    launcher = None
-    if on_gpu and launched:
-        call_anchor, call_side = _launch_anchor(graph, anchor, side)
-        call_thread = nodes[call_anchor]["thread"]
-        call_us = typical_launch_call_us(graph, kind) if launch_us is None else float(launch_us)
-        if not call_us >= 0:
-            raise DaydreamError(f"a launch call takes >= 0 us (got {launch_us})")
-        launcher = add_task(graph, _LAUNCH_CALLS[kind], "cpu", call_thread, call_us, start=key, **inherit)
-        new_nodes.append(launcher)
-        c = nodes[call_anchor]
-        call_key = _start(c) + c["duration"] if call_side == "after" else _start(c)
-        undo += _place(graph, launcher, call_thread, call_anchor, call_side, call_key, gaps)
-    if queued:
-        inherit["queued"] = True
-    task = add_task(graph, name, kind, thread, float(duration), gap=base_gap, start=key, **inherit)
-    if on_gpu:
-        nodes[task].setdefault("stream", _stream_of(thread))
-    new_nodes.append(task)
-    if not queued:
-        undo += _place(graph, task, thread, anchor, side, key, gaps)
-    if launcher is not None:
-        lag = float(graph.graph.get("delays", {}).get("launch_latency_us", 0.0))
-        graph.add_edge(launcher, task, kind="launch", lag=lag)
-    # Across threads "after" is a wait: a stream waits for another stream's kernel, a CPU call for a kernel
-    # (a sync). A GPU task next to a CPU call needs no wait: its launch call orders it. A queued task has no
-    # place next to its anchor, so it waits for it (or holds it back) on any thread.
-    if queued or a.get("queued") or (a["thread"] != thread and not (on_gpu and launcher is not None and a["kind"] in CPU_KINDS)):
+        gap = float(attrs.pop("gap"))
+    return gap
+
+
+def _insert_launch_call(
+    graph: nx.DiGraph, kind: str, anchor: Any, side: str, key: float, launch_us: float | None, inherit: dict[str, Any], undo: _Undo
+) -> Any:
+    """Add the launch call of a GPU-side task inserted next to ``anchor``, in its CPU thread's order; returns it."""
+    call_anchor, call_side = _launch_anchor(graph, anchor, side)
+    nodes = attrs_of(graph)
+    call_thread = nodes[call_anchor]["thread"]
+    call_us = typical_launch_call_us(graph, kind) if launch_us is None else float(launch_us)
+    if not call_us >= 0:
+        raise DaydreamError(f"a launch call takes >= 0 us (got {launch_us})")
+    launcher = add_task(graph, _LAUNCH_CALLS[kind], "cpu", call_thread, call_us, start=key, **inherit)
+    c = nodes[call_anchor]
+    call_key = _start(c) + c["duration"] if call_side == "after" else _start(c)
+    _place(graph, launcher, call_thread, call_anchor, call_side, call_key, undo)
+    return launcher
+
+
+def _wait_for_anchor(graph: nx.DiGraph, anchor: Any, task: Any, side: str, queued: bool, has_launch_call: bool) -> None:
+    """Across threads "after" is a wait: a stream waits for another stream's kernel, a CPU call for a kernel (a
+    sync). A GPU task next to a CPU call needs no wait: its launch call orders it. A queued task has no place next to
+    its anchor, so it waits for it (or holds it back) on any thread."""
+    nodes = attrs_of(graph)
+    a, t = nodes[anchor], nodes[task]
+    launched_by_anchor = t["kind"] in GPU_KINDS and has_launch_call and a["kind"] in CPU_KINDS
+    if queued or a.get("queued") or (a["thread"] != t["thread"] and not launched_by_anchor):
         if side == "after":
             graph.add_edge(anchor, task, kind="sync", lag=0.0)
         else:
             graph.add_edge(task, anchor, kind="sync", lag=0.0)
-    if not _closes_cycle(graph, order, new_nodes, [e for n in new_nodes for e in (*graph.in_edges(n), *graph.out_edges(n))]):
-        return new_nodes
+
+
+def _rolled_back_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], undo: _Undo) -> str | None:
+    """If the inserted tasks and their edges close a dependency cycle: the start of the cycle, after rolling the
+    insert back; else None (and the cached topological order is up to date)."""
+    pred, succ = predecessors_of(graph), successors_of(graph)
+    new_edges = [e for n in new_nodes for e in (*((u, n) for u in pred[n]), *((n, v) for v in succ[n]))]
+    if not _closes_cycle(graph, order, new_nodes, new_edges):
+        return None
     cycle = nx.find_cycle(graph, new_nodes)
-    if cycle:
-        path = " -> ".join(_label(graph, u) for u, _ in cycle[:4])
-        graph.remove_nodes_from(new_nodes)
-        for u, v, e in undo:
-            graph.add_edge(u, v, **e)
-        for u, gap in gaps:
-            nodes[u]["gap"] = gap
-        raise DaydreamError(f"inserting {name!r} {side} {_label(graph, anchor)} would close a dependency cycle: {path} ...")
-    return new_nodes
+    path = " -> ".join(_label(graph, u) for u, _ in cycle[:4])
+    undo.roll_back(graph, new_nodes)
+    return path
 
 
 def _closes_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], new_edges: list[tuple[Any, Any]]) -> bool:
@@ -337,12 +443,15 @@ def add_waits(graph: nx.DiGraph, waiters: Iterable[Any], sources: Iterable[Any])
     for u in (*waiters, *sources):
         if u not in graph:
             raise DaydreamError(f"no task {u!r} in the graph")
-    added = [(u, v) for v in waiters for u in sources if v not in graph._succ[u]]
+    succ = successors_of(graph)
+    added = [(u, v) for v in waiters for u in sources if v not in succ[u]]
     for u, v in added:
         if u == v:
             raise DaydreamError(f"{_label(graph, v)} cannot wait for itself")
     order = topological_order(graph)
     graph.add_edges_from(added, kind="sync", lag=0.0)
+    if added:
+        derived.changed(graph, derived.EDGES)
     if added and _closes_cycle(graph, order, [], added):
         cycle = nx.find_cycle(graph, [v for _, v in added])
         path = " -> ".join(_label(graph, a) for a, _ in cycle[:4])
@@ -357,57 +466,57 @@ def _stream_of(thread: str) -> Any:
 
 
 def _default_thread(graph: nx.DiGraph, anchor: Any, on_gpu: bool) -> str:
-    a = graph._node[anchor]
+    nodes, pred, succ = attrs_of(graph), predecessors_of(graph), successors_of(graph)
+    a = nodes[anchor]
     if a["thread"].startswith("gpu:") == on_gpu:
         return a["thread"]
     if on_gpu:
-        launched = [v for v, e in graph._succ[anchor].items() if e.get("kind") == "launch"]
+        launched = [v for v, e in succ[anchor].items() if e.get("kind") == "launch"]
         if launched:
-            return graph._node[launched[0]]["thread"]
+            return nodes[launched[0]]["thread"]
         best = None
-        for u, b in graph._node.items():
+        for u, b in nodes.items():
             if b["thread"] == a["thread"] and _start(b) <= _start(a):
-                for v, e in graph._succ[u].items():
+                for v, e in succ[u].items():
                     if e.get("kind") == "launch" and (best is None or _start(b) > best[0]):
-                        best = (_start(b), graph._node[v]["thread"])
+                        best = (_start(b), nodes[v]["thread"])
         if best is None:
             raise DaydreamError(f"{_label(graph, anchor)} launched no GPU work before it: say which stream with 'on'")
         return best[1]
-    for u, e in graph._pred[anchor].items():
+    for u, e in pred[anchor].items():
         if e.get("kind") == "launch":
-            return graph._node[u]["thread"]
+            return nodes[u]["thread"]
     raise DaydreamError(f"{_label(graph, anchor)} has no launching CPU call: say which CPU thread with 'on'")
 
 
 def _launch_anchor(graph: nx.DiGraph, anchor: Any, side: str) -> tuple[Any, str]:
     """Where the launch call of a GPU task inserted next to ``anchor`` goes: next to the anchor's own launch
     (or the anchor itself, if it is a CPU call); a GPU anchor without a launch: its stream's nearest launch."""
-    a = graph._node[anchor]
+    a = attrs_of(graph)[anchor]
+    pred = predecessors_of(graph)
     if a["kind"] in CPU_KINDS:
         return anchor, side
-    for u, e in graph._pred[anchor].items():
+    for u, e in pred[anchor].items():
         if e.get("kind") == "launch":
             return u, side
     step = _order_pred if side == "after" else _order_succ
     other = step(graph, anchor)
     while other is not None:
-        for u, e in graph._pred[other].items():
+        for u, e in pred[other].items():
             if e.get("kind") == "launch":
                 return u, side  # the nearest launch on the anchor's side: after an earlier one, before a later one
         other = step(graph, other)
     raise DaydreamError(f"no CPU call launches work on {a['thread']} near {_label(graph, anchor)}: insert the task with a CPU anchor")
 
 
-def _place(
-    graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, key: float, gaps: list[tuple[Any, float]]
-) -> list[tuple[Any, Any, dict[str, Any]]]:
+def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, key: float, undo: _Undo) -> None:
     """Put ``node`` into ``thread``'s order: next to ``anchor`` if it is on that thread, else at time ``key``.
-    Returns the edge it split; ``gaps`` gets (task, old gap) for a gap it changed.
+    ``undo`` gets the edge it split and (task, old gap) for a gap it changed.
 
     On a CPU thread the gap after the predecessor (framework time before the next call) is split at ``key``: the
     part up to ``key`` stays before the new task, the rest follows it. So a task inserted after a call runs as
     soon as the call returns, and one inserted before a call runs right before it."""
-    nodes = graph._node
+    nodes = attrs_of(graph)
     members = _thread_members(graph, node)  # keeps the per-thread index up to date with the new task
     if nodes[anchor]["thread"] == thread and not nodes[anchor].get("queued"):
         prev = anchor if side == "after" else _order_pred(graph, anchor)
@@ -423,41 +532,41 @@ def _place(
             heads = [u for u in members if _order_pred(graph, u) is None and not nodes[u].get("queued")]
             nxt = heads[0] if heads else None
     order = "stream" if thread.startswith("gpu:") else "thread"
-    split = []
     if prev is not None and nxt is not None:
-        split.append((prev, nxt, graph._succ[prev][nxt]))
+        undo.split.append((prev, nxt, successors_of(graph)[prev][nxt]))
         graph.remove_edge(prev, nxt)
     if prev is not None:
         p = nodes[prev]
         if order == "thread" and p.get("gap"):
             keep = min(p["gap"], max(0.0, key - (_start(p) + p["duration"])))
-            gaps.append((prev, p["gap"]))
+            undo.gaps.append((prev, p["gap"]))
             nodes[node]["gap"] = nodes[node].get("gap", 0.0) + p["gap"] - keep
             p["gap"] = keep
     if prev is not None:
         graph.add_edge(prev, node, kind=order)
     if nxt is not None:
         graph.add_edge(node, nxt, kind=order)
-    return split
 
 
-_MEMBERS = "_thread_members"
+_THREAD_MEMBERS = "thread_members"
 
 
 def _thread_members(graph: nx.DiGraph, new: Any) -> list[Any]:
-    """The tasks on the thread of ``new``, a task just added (cached per graph, kept up to date by inserts; rebuilt
-    when tasks were added or removed some other way). May hold tasks removed since: callers check membership."""
-    cached = graph.graph.get(_MEMBERS)
-    thread = graph._node[new]["thread"]
-    if cached is not None and cached[0] == id(graph) and cached[1] + 1 == len(graph._node):
-        cached[2].setdefault(thread, []).append(new)  # the one task added since
-        cached[1] += 1
-    elif cached is None or cached[0] != id(graph) or cached[1] != len(graph._node):
+    """The tasks on the thread of ``new``, a task just added (kept among the graph's derived indexes as [task count,
+    thread -> tasks], brought up to date by inserts one task at a time; rebuilt when tasks were added or removed
+    some other way, which the task count tells). May hold tasks removed since: callers check membership."""
+    nodes = attrs_of(graph)
+    kept = derived.cached(graph, _THREAD_MEMBERS, ())
+    thread = nodes[new]["thread"]
+    if kept is not None and kept[0] + 1 == len(nodes):
+        kept[1].setdefault(thread, []).append(new)  # the one task added since
+        kept[0] += 1
+    elif kept is None or kept[0] != len(nodes):
         by_thread: dict[str, list[Any]] = {}
-        for u, a in graph._node.items():
+        for u, a in nodes.items():
             by_thread.setdefault(a["thread"], []).append(u)
-        cached = graph.graph[_MEMBERS] = [id(graph), len(graph._node), by_thread]
-    return cached[2].setdefault(thread, [])
+        kept = derived.keep(graph, _THREAD_MEMBERS, [len(nodes), by_thread], ())
+    return kept[1].setdefault(thread, [])
 
 
 def _start(attrs: dict[str, Any]) -> float:
@@ -475,7 +584,7 @@ def check_threads(graph: nx.DiGraph, threads: Iterable[str] | None = None) -> No
     queued tasks, which have no order edges."""
     wanted = None if threads is None else set(threads)
     heads: dict[str, int] = {}
-    for node, a in graph._node.items():
+    for node, a in attrs_of(graph).items():
         t = a["thread"]
         if wanted is not None and t not in wanted:
             continue
@@ -489,9 +598,10 @@ def check_threads(graph: nx.DiGraph, threads: Iterable[str] | None = None) -> No
 def check_links(graph: nx.DiGraph, nodes: Iterable[Any]) -> None:
     """The tasks ``nodes`` and their thread neighbours each have one thread neighbour per side at most, on their own
     thread: what an edit must keep, checked where it edited (``check_threads`` checks whole threads)."""
+    pred, succ = predecessors_of(graph), successors_of(graph)
     seen: set[Any] = set()
     for node in nodes:
-        for x in (node, *graph._pred[node], *graph._succ[node]):
+        for x in (node, *pred[node], *succ[node]):
             if x not in seen:
                 seen.add(x)
                 _check_links(graph, x)
@@ -499,14 +609,15 @@ def check_links(graph: nx.DiGraph, nodes: Iterable[Any]) -> None:
 
 def _check_links(graph: nx.DiGraph, node: Any) -> int:
     """Raise unless ``node`` has at most one order neighbour per side, on its thread; returns its order parents."""
-    t = graph._node[node]["thread"]
-    order_in = [u for u, e in graph._pred[node].items() if e.get("kind") in ORDER_KINDS]
-    order_out = [v for v, e in graph._succ[node].items() if e.get("kind") in ORDER_KINDS]
+    nodes = attrs_of(graph)
+    t = nodes[node]["thread"]
+    order_in = [u for u, e in predecessors_of(graph)[node].items() if e.get("kind") in ORDER_KINDS]
+    order_out = [v for v, e in successors_of(graph)[node].items() if e.get("kind") in ORDER_KINDS]
     if len(order_in) > 1 or len(order_out) > 1:
         raise DaydreamError(f"{_label(graph, node)} has more than one thread neighbour on a side")
-    if (order_in or order_out) and graph._node[node].get("queued"):
+    if (order_in or order_out) and nodes[node].get("queued"):
         raise DaydreamError(f"{_label(graph, node)} is queued but has a place in its thread's order")
     for u in order_in:
-        if graph._node[u]["thread"] != t:
+        if nodes[u]["thread"] != t:
             raise DaydreamError(f"an order edge joins {_label(graph, u)} to {_label(graph, node)} on another thread")
     return len(order_in)

@@ -15,7 +15,8 @@ from typing import Any
 import networkx as nx
 
 from daydream.errors import DaydreamError
-from daydream.graph.build import CPU_KINDS
+from daydream.graph.adjacency import attrs_of, successors_of
+from daydream.graph.schema import CPU_KINDS
 from daydream.graph.select import in_time_order
 
 _ACCUMULATE_GRAD = re.compile(r"AccumulateGrad")
@@ -58,7 +59,7 @@ def gradients(graph: nx.DiGraph, element_bytes: int = 4) -> list[Gradient]:
     ``element_bytes``: bytes per gradient element (4 for fp32 parameters; traces record dims, not dtypes here).
     Raises DaydreamError when the graph has no AccumulateGrad calls, or calls without recorded shapes.
     """
-    nodes = graph._node
+    nodes, succ = attrs_of(graph), successors_of(graph)
     calls: dict[Any, list[Any]] = {}
     for v, a in nodes.items():
         if a["kind"] in CPU_KINDS and _is_accumulate(a):
@@ -74,7 +75,7 @@ def gradients(graph: nx.DiGraph, element_bytes: int = 4) -> list[Gradient]:
     for thread in {nodes[v]["thread"] for v in wanted}:
         launched = None
         for u in in_time_order(graph, [x for x, b in nodes.items() if b["thread"] == thread]):
-            for w, e in graph._succ[u].items():
+            for w, e in succ[u].items():
                 if e.get("kind") == "launch":
                     launched = w
             if u in wanted:
@@ -124,4 +125,5 @@ def ddp_buckets(grads: list[Gradient], cap: float = DDP_BUCKET_CAP, first_cap: f
 
 def bucket_ready(graph: nx.DiGraph, bucket: list[Gradient]) -> Any:
     """The task after which every gradient of ``bucket`` is ready: the latest of their ready tasks (traced order)."""
-    return max((g.ready for g in bucket), key=lambda v: (graph._node[v]["start"] + graph._node[v]["duration"], str(v)))
+    nodes = attrs_of(graph)
+    return max((g.ready for g in bucket), key=lambda v: (nodes[v]["start"] + nodes[v]["duration"], str(v)))

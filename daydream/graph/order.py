@@ -2,10 +2,11 @@
 touches, not a search of the whole graph (Pearce and Kelly, "A dynamic topological sort algorithm for directed
 acyclic graphs", JEA 2006).
 
-The order is a number per task, cached on the graph with the graph's identity and task count (networkx counts
-edges in time proportional to the graph, too slow to check per edit): a task added or removed without this module
-makes the order stale and it is computed afresh on next use; ``add_dependency`` drops it. An edge added behind
-the module's back can at worst hide a cycle from the check (a stale order never invents one), and the simulator
+The order is a number per task, kept among the graph's derived indexes (:mod:`daydream.graph.derived`), valid while
+no task or edge is added or removed (networkx counts edges in time proportional to the graph, too slow to check per
+edit: the task count and the edit functions' change counters say it). A task added or removed some other way makes
+the order stale and it is computed afresh on next use; ``add_dependency`` drops it. An edge added behind the edit
+functions' back can at worst hide a cycle from the check (a stale order never invents one), and the simulator
 reports every cycle anyway; this is what lets an edit be refused and rolled back where it happens.
 """
 
@@ -16,46 +17,46 @@ from typing import Any
 
 import networkx as nx
 
-_KEY = "_topological_order"
+from daydream.graph import derived
+from daydream.graph.adjacency import predecessors_of, successors_of
 
-
-def _counts(graph: nx.DiGraph) -> int:
-    return len(graph._node)
+_ORDER = "topological_order"
+_DEPENDS_ON = (derived.TASKS, derived.EDGES)
 
 
 def topological_order(graph: nx.DiGraph) -> dict[Any, float] | None:
     """The cached order (task -> number, parents before children), computed if missing or stale; None if the
     graph already has a cycle."""
-    cached = graph.graph.get(_KEY)
-    if cached is not None and cached[0] == id(graph) and cached[1] == _counts(graph):
-        return cached[2]
+    order = derived.cached(graph, _ORDER, _DEPENDS_ON)
+    if order is not None:
+        return order
     try:
         order = {node: float(i) for i, node in enumerate(nx.topological_sort(graph))}
     except nx.NetworkXUnfeasible:
-        graph.graph.pop(_KEY, None)
+        derived.drop(graph, _ORDER)
         return None
-    graph.graph[_KEY] = [id(graph), _counts(graph), order]
-    return order
+    return derived.keep(graph, _ORDER, order, _DEPENDS_ON)
 
 
 def forget(graph: nx.DiGraph) -> None:
     """Drop the cached order (after an edit was rolled back)."""
-    graph.graph.pop(_KEY, None)
+    derived.drop(graph, _ORDER)
 
 
 def edited(graph: nx.DiGraph, order: dict[Any, float], removed: Iterable[Any] = ()) -> None:
     """Record that ``order`` is valid for the graph as it is now (after removals that kept it valid)."""
     for node in removed:
         order.pop(node, None)
-    graph.graph[_KEY] = [id(graph), _counts(graph), order]
+    derived.keep(graph, _ORDER, order, _DEPENDS_ON)
 
 
 def place_new(graph: nx.DiGraph, order: dict[Any, float], nodes: list[Any]) -> None:
     """Give new tasks a number between their parents and children where there is room, else after their parents
     (the edges that then point backwards are repaired by :func:`find_back_edge_cycle`)."""
+    pred, succ = predecessors_of(graph), successors_of(graph)
     for node in nodes:
-        before = [order[u] for u in graph._pred[node] if u in order]
-        after = [order[v] for v in graph._succ[node] if v in order]
+        before = [order[u] for u in pred[node] if u in order]
+        after = [order[v] for v in succ[node] if v in order]
         low = max(before) if before else (min(after) - 1.0 if after else max(order.values(), default=0.0) + 1.0)
         high = min(after) if after else low + 1.0
         mid = (low + high) / 2 if high > low else low + 0.5
@@ -65,7 +66,7 @@ def place_new(graph: nx.DiGraph, order: dict[Any, float], nodes: list[Any]) -> N
 def find_back_edge_cycle(graph: nx.DiGraph, order: dict[Any, float], edges: Iterable[tuple[Any, Any]]) -> bool:
     """Repair ``order`` for newly added ``edges``; True if one of them closes a cycle (``order`` is then invalid:
     call :func:`forget` after rolling the edit back)."""
-    succ, pred = graph._succ, graph._pred
+    succ, pred = successors_of(graph), predecessors_of(graph)
     for u, v in edges:
         if order[u] < order[v]:
             continue

@@ -12,7 +12,9 @@ from typing import Any
 import networkx as nx
 
 from daydream.errors import DaydreamError
-from daydream.graph.build import CPU_KINDS, GPU_KINDS
+from daydream.graph.adjacency import attrs_of, predecessors_of, successors_of
+from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS
+from daydream.graph.schema import TASK_ATTRIBUTES as TASK_ATTRIBUTES  # the attributes scripts know, read from here by dsl
 
 # Selector words of `select KIND`: `gpu` is everything that runs on a GPU, `kernel` the compute kernels
 # only (task kind "gpu"), `cpu` everything on a CPU thread.
@@ -27,12 +29,6 @@ KIND_SELECTORS: dict[str, frozenset[str]] = {
     "comm": frozenset({"comm"}),
 }
 
-# Task attributes the graph builder writes (docs/graph.md), plus `end` (start + duration).
-TASK_ATTRIBUTES: tuple[str, ...] = (
-    "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "region",
-    "layer", "op", "top_op", "top_op_id", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
-    "parallel_us",
-)  # fmt: skip
 # Attributes matched as regular expressions by the keyword filters of `select` (others compare equal).
 _REGEX_ATTRIBUTES = frozenset({"name", "layer", "op", "top_op", "thread", "phase", "region", "step", "collective"})
 
@@ -115,7 +111,7 @@ def select(
     tests = [_filter(name.rstrip("_"), value) for name, value in filters.items()]
     return Selection(
         node
-        for node, attrs in graph._node.items()
+        for node, attrs in attrs_of(graph).items()
         if (kinds is None or attrs["kind"] in kinds) and (where is None or where(attrs)) and (not tests or all(t(attrs) for t in tests))
     )
 
@@ -140,7 +136,7 @@ def _filter(name: str, value: Any) -> Callable[[dict[str, Any]], bool]:
 
 def in_time_order(graph: nx.DiGraph, selection: Iterable[Any]) -> list[Any]:
     """The tasks by traced start (inserted tasks carry their anchor's time), ties by id."""
-    nodes = graph._node
+    nodes = attrs_of(graph)
     return sorted(selection, key=lambda n: (_start_key(nodes[n]), _id_key(n)))
 
 
@@ -166,32 +162,32 @@ def last(graph: nx.DiGraph, selection: Selection, n: int = 1) -> Selection:
 
 def launches(graph: nx.DiGraph, selection: Selection) -> Selection:
     """The CPU calls that launched the GPU tasks of ``selection``."""
-    pred = graph._pred
+    pred = predecessors_of(graph)
     return Selection(u for v in selection for u, e in pred[v].items() if e.get("kind") == "launch")
 
 
 def kernels(graph: nx.DiGraph, selection: Selection) -> Selection:
     """The GPU tasks launched by the CPU calls of ``selection`` (or by calls made inside its CPU ops)."""
-    succ = graph._succ
+    succ = successors_of(graph)
     return Selection(v for u in selection for v, e in succ[u].items() if e.get("kind") == "launch")
 
 
 def parents(graph: nx.DiGraph, selection: Selection) -> Selection:
     """Tasks with a dependency edge into ``selection`` (any kind: thread/stream order, launch, sync, comm)."""
-    pred = graph._pred
+    pred = predecessors_of(graph)
     return Selection(u for v in selection for u in pred[v])
 
 
 def children(graph: nx.DiGraph, selection: Selection) -> Selection:
     """Tasks with a dependency edge from ``selection``."""
-    succ = graph._succ
+    succ = successors_of(graph)
     return Selection(v for u in selection for v in succ[u])
 
 
 def group_by(graph: nx.DiGraph, selection: Selection, attribute: str) -> list[tuple[Any, Selection]]:
     """``selection`` split by the value of ``attribute``, groups in the order of their first task."""
     groups: dict[Any, list[Any]] = {}
-    nodes = graph._node
+    nodes = attrs_of(graph)
     for node in in_time_order(graph, selection):
         value = task_value(nodes[node], attribute)
         key = tuple(map(_hashable, value)) if isinstance(value, list) else value
@@ -202,11 +198,11 @@ def group_by(graph: nx.DiGraph, selection: Selection, attribute: str) -> list[tu
 def runs(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
     """``selection`` split into maximal runs of tasks that follow each other directly on their thread or stream
     (each task's order predecessor is the previous one), in time order: chains of back-to-back kernels."""
-    nodes = graph._node
+    nodes, pred = attrs_of(graph), predecessors_of(graph)
     out: list[list[Any]] = []
     where: dict[Any, int] = {}
     for node in in_time_order(graph, selection):
-        prev = next((u for u, e in graph._pred[node].items() if e.get("kind") in ("thread", "stream")), None)
+        prev = next((u for u, e in pred[node].items() if e.get("kind") in ORDER_KINDS), None)
         if prev is not None and prev in where and nodes[prev]["thread"] == nodes[node]["thread"]:
             out[where[prev]].append(node)
             where[node] = where[prev]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import Any
+
+import msgspec
 
 
-@dataclass(frozen=True)
-class Accuracy:
-    """One model's error on data it was not fitted on.
+class Accuracy(msgspec.Struct, frozen=True):
+    """One model's error on data it was not fitted on (JSON: to_dict, in field order).
 
     ``name``: the model (e.g. ``gemm-mlp/cpu``); ``data``: what it was checked against, in words (a file, a trace).
     """
@@ -19,8 +20,8 @@ class Accuracy:
     n: int
     data: str
 
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "gmae_pct": self.gmae_pct, "n": self.n, "data": self.data}
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
 
 
 def gmae(predicted: Iterable[float], observed: Iterable[float]) -> float:

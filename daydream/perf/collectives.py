@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import networkx as nx
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit, nnls
@@ -140,9 +141,9 @@ def _check_ranks(collective: str, ranks: int) -> str:
     return name
 
 
-@dataclass(frozen=True)
-class AlphaBeta:
-    """t = latency + factor x nbytes / bus bandwidth, fitted: the nccl-tests formula with measured constants."""
+class AlphaBeta(msgspec.Struct, frozen=True, tag_field="kind", tag="alpha-beta"):
+    """t = latency + factor x nbytes / bus bandwidth, fitted: the nccl-tests formula with measured constants. JSON
+    (to_dict, :func:`model_from_dict`): ``kind`` first, then the fields."""
 
     collective: str
     ranks: int
@@ -172,8 +173,7 @@ class AlphaBeta:
         return cls(name, ranks, float(latency), float(factor / (per_byte * 1e3)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "alpha-beta", "collective": self.collective, "ranks": self.ranks,
-                "latency_us": self.latency_us, "bus_bw_gbs": self.bus_bw_gbs}  # fmt: skip
+        return msgspec.to_builtins(self)
 
 
 def _sigmoid(x: np.ndarray | float, big_l: float, x0: float, k: float, b: float) -> Any:
@@ -223,9 +223,8 @@ def _fit_sigmoid(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, flo
     return polished
 
 
-@dataclass(frozen=True)
-class PiecewiseModel:
-    """Seed 002's collective model (section IV-A): three regions of message size.
+class PiecewiseModel(msgspec.Struct, frozen=True, tag_field="kind", tag="piecewise"):
+    """Seed 002's collective model (section IV-A): three regions of message size. JSON as :class:`AlphaBeta`'s.
 
     - ``nbytes <= m1``: constant latency ``latency_us`` (launch and handshake dominate);
     - ``m1 < nbytes < m2``: bus bandwidth follows a sigmoid, log10(busbw) = L / (1 + e^(-k (log2 m - x0))) + b,
@@ -294,40 +293,32 @@ class PiecewiseModel:
         return best[1]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "piecewise", "collective": self.collective, "ranks": self.ranks, "m1": self.m1,
-                "m2": self.m2, "latency_us": self.latency_us, "max_bus_bw_gbs": self.max_bus_bw_gbs,
-                "sigmoid": list(self.sigmoid)}  # fmt: skip
+        return msgspec.to_builtins(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PiecewiseModel:
-        try:
-            sig = tuple(float(v) for v in d["sigmoid"])
-            if len(sig) != 4:
-                raise ValueError("sigmoid needs 4 parameters")
-            return cls(
-                normalize_collective(str(d["collective"])), int(d["ranks"]), float(d["m1"]),
-                None if d.get("m2") is None else float(d["m2"]), float(d["latency_us"]), float(d["max_bus_bw_gbs"]),
-                (sig[0], sig[1], sig[2], sig[3]),
-            )  # fmt: skip
-        except (KeyError, TypeError, ValueError) as e:
-            raise DaydreamError(f"not a piecewise collective model: {e}") from None
+        return _model_from_dict(d, *_KINDS["piecewise"])
 
 
 CollectiveModel = AlphaBeta | PiecewiseModel
+_KINDS: dict[str, tuple[type[CollectiveModel], str]] = {"piecewise": (PiecewiseModel, "a piecewise"),
+                                                          "alpha-beta": (AlphaBeta, "an alpha-beta")}  # fmt: skip
 
 
 def model_from_dict(d: dict[str, Any]) -> CollectiveModel:
     """A model saved with ``to_dict`` (JSON-able)."""
-    kind = d.get("kind")
-    if kind == "piecewise":
-        return PiecewiseModel.from_dict(d)
-    if kind == "alpha-beta":
-        try:
-            return AlphaBeta(normalize_collective(str(d["collective"])), int(d["ranks"]), float(d["latency_us"]),
-                             float(d["bus_bw_gbs"]))  # fmt: skip
-        except (KeyError, TypeError, ValueError) as e:
-            raise DaydreamError(f"not an alpha-beta collective model: {e}") from None
-    raise DaydreamError(f"unknown collective model kind {kind!r}: piecewise or alpha-beta")
+    kind = d.get("kind") if isinstance(d, dict) else None
+    if kind not in _KINDS:
+        raise DaydreamError(f"unknown collective model kind {kind!r}: piecewise or alpha-beta")
+    return _model_from_dict(d, *_KINDS[kind])
+
+
+def _model_from_dict(d: dict[str, Any], cls: type[CollectiveModel], what: str) -> CollectiveModel:
+    try:
+        model = msgspec.convert(d, cls)
+    except msgspec.ValidationError as e:
+        raise DaydreamError(f"not {what} collective model: {e}") from None
+    return msgspec.structs.replace(model, collective=normalize_collective(model.collective))
 
 
 def fit_collective_model(sizes: Sequence[float], times_us: Sequence[float], collective: str, ranks: int) -> CollectiveModel:
@@ -519,9 +510,9 @@ def trace_accuracy(traces: Sequence[Trace], label: str, key: str = "trace") -> l
     return result
 
 
-@dataclass(frozen=True)
-class TraceCollectiveCosts:
-    """Collective models fitted to one trace's NCCL kernels, by collective: prices collectives like the trace's."""
+class TraceCollectiveCosts(msgspec.Struct, frozen=True):
+    """Collective models fitted to one trace's NCCL kernels, by collective: prices collectives like the trace's. JSON
+    (to_dict): each model's, by collective name in order."""
 
     models: dict[str, CollectiveModel]
 
@@ -533,7 +524,7 @@ class TraceCollectiveCosts:
         return self.models[name].predict_us(nbytes, ranks)
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: model.to_dict() for name, model in sorted(self.models.items())}
+        return msgspec.to_builtins(self.models, order="deterministic")
 
 
 def fit_from_trace(graph: nx.DiGraph, ranks: int | None = None) -> TraceCollectiveCosts:

@@ -14,22 +14,26 @@ overstates the gain of more threads more.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from daydream.errors import DaydreamError
+from daydream.trace.recording import Recording, SidecarPart
 
 
-def recorded_host(recording: Any) -> tuple[int | None, int | None]:
-    """(intra-op threads, usable cores) of the recording's sidecar; None for what it does not say. Recordings before
-    the sidecar had a ``host`` entry name the threads of a CPU device only."""
-    if not isinstance(recording, dict):
+def recorded_host(recording: Recording | Mapping[str, Any] | None) -> tuple[int | None, int | None]:
+    """(intra-op threads, usable cores) of the recording's sidecar (the struct a trace loads, or the JSON object it
+    decodes from); None for what it does not say. Recordings before the sidecar had a ``host`` entry name the threads
+    of a CPU device only."""
+    parts = (SidecarPart, Mapping)
+    if not isinstance(recording, parts):
         return None, None
     host = recording.get("host")
     device = recording.get("device")
     threads = cores = None
-    if isinstance(host, dict):
+    if isinstance(host, parts):
         threads, cores = host.get("threads"), host.get("cores")
-    if threads is None and isinstance(device, dict):
+    if threads is None and isinstance(device, parts):
         threads = device.get("threads")
 
     def whole(x: Any) -> int | None:

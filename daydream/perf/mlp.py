@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from daydream.errors import DaydreamError
@@ -45,6 +46,7 @@ from daydream.perf.accuracy import Accuracy, gmae
 from daydream.perf.microbench import FEATURE_COLUMNS, read_table, table_kernel, write_atomic
 from daydream.perf.paths import DATA_DIR
 
+MODEL_FORMAT = "daydream-kernel-mlp"
 FORMAT_VERSION = 1
 TEST_FRACTION = 0.2
 SPLIT_SEED = 0
@@ -83,23 +85,22 @@ ENSEMBLE = 5
 # ---- features ----
 
 
-@dataclass(frozen=True)
-class FeatureSpec:
+class FeatureSpec(msgspec.Struct, frozen=True):
     """How a row becomes a feature vector: log of ``numeric`` columns, then one-hot of each ``categorical`` column."""
 
     kernel: str
     numeric: tuple[str, ...]
-    categorical: tuple[tuple[str, tuple[str, ...]], ...]  # (column, vocabulary in one-hot order)
+    categorical: dict[str, tuple[str, ...]]  # column -> vocabulary in one-hot order, columns in feature order
 
     @classmethod
     def from_rows(cls, kernel: str, rows: Sequence[Mapping[str, Any]]) -> FeatureSpec:
         if kernel not in NUMERIC_FEATURES:
             raise DaydreamError(f"no ML model for kernel {kernel!r}; known: {', '.join(NUMERIC_FEATURES)}")
-        vocab = tuple((c, tuple(sorted({str(r[c]) for r in rows}))) for c in CATEGORICAL_FEATURES[kernel])
+        vocab = {c: tuple(sorted({str(r[c]) for r in rows})) for c in CATEGORICAL_FEATURES[kernel]}
         return cls(kernel, NUMERIC_FEATURES[kernel], vocab)
 
     def names(self) -> list[str]:
-        return [f"log({c})" for c in self.numeric] + [f"{c}={v}" for c, vocab in self.categorical for v in vocab]
+        return [f"log({c})" for c in self.numeric] + [f"{c}={v}" for c, vocab in self.categorical.items() for v in vocab]
 
     def vector(self, row: Mapping[str, Any]) -> list[float]:
         out = []
@@ -108,7 +109,7 @@ class FeatureSpec:
             if not isinstance(value, numbers.Real) or isinstance(value, bool) or not value > 0:
                 raise DaydreamError(f"{self.kernel} feature {c} must be a positive number, got {value!r}")
             out.append(math.log(value))
-        for c, vocab in self.categorical:
+        for c, vocab in self.categorical.items():
             value = str(_get(row, c, self.kernel))
             if value not in vocab:
                 raise DaydreamError(f"{self.kernel} model was not trained on {c}={value}; it knows {', '.join(vocab)}")
@@ -119,11 +120,11 @@ class FeatureSpec:
         return np.array([self.vector(r) for r in rows], dtype=np.float64).reshape(-1, len(self.names()))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "numeric": list(self.numeric), "categorical": {c: list(v) for c, v in self.categorical}}
+        return msgspec.to_builtins(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FeatureSpec:
-        return cls(d["kernel"], tuple(d["numeric"]), tuple((c, tuple(v)) for c, v in d["categorical"].items()))
+        return msgspec.convert(d, cls)
 
 
 def _get(row: Mapping[str, Any], column: str, kernel: str) -> Any:
@@ -166,8 +167,7 @@ def train_test_split(rows: Sequence[Mapping[str, Any]], kernel: str | None = Non
 SIGNIFICANT_DIGITS = 6  # weights are rounded when fitted (half the file; the model's own scores include the rounding)
 
 
-@dataclass(frozen=True)
-class Layers:
+class Layers(msgspec.Struct, frozen=True, dict=True):
     """One fitted MLP: per layer ``weights[i]`` is [inputs][outputs], ``biases[i]`` [outputs]; ReLU between layers."""
 
     weights: list[list[list[float]]]
@@ -187,8 +187,7 @@ class Layers:
         return h[:, 0]
 
 
-@dataclass(frozen=True)
-class Network:
+class Network(msgspec.Struct, frozen=True):
     """Fitted MLPs in plain numbers: standardize x, run each member, average, un-standardize (a log time)."""
 
     x_mean: list[float]
@@ -202,12 +201,11 @@ class Network:
         return np.mean([m.forward(h) for m in self.members], axis=0) * self.y_scale + self.y_mean
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return msgspec.to_builtins(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Network:
-        members = [Layers(m["weights"], m["biases"]) for m in d["members"]]
-        return cls(d["x_mean"], d["x_scale"], d["y_mean"], d["y_scale"], members)
+        return msgspec.convert(d, cls)
 
 
 def _rounded(a: np.ndarray) -> list[Any]:
@@ -310,11 +308,11 @@ class KernelModel:
 
     def to_dict(self) -> dict[str, Any]:
         spec, net = self._fitted()
-        return {"format": "daydream-kernel-mlp", "version": FORMAT_VERSION, "kernel": self.kernel, "device": self.device,
-                "features": spec.to_dict(), "network": net.to_dict(), "info": self.info}  # fmt: skip
+        return msgspec.to_builtins(KernelModelFile(MODEL_FORMAT, FORMAT_VERSION, self.kernel, self.device, spec, net, self.info))
 
     def save(self, path: str | Path) -> Path:
-        """Write the model as JSON; a ``.gz`` path is gzip-compressed (the bundled models: 1.3 MB instead of 3.4)."""
+        """Write the model as JSON; a ``.gz`` path is gzip-compressed (the bundled models: 1.3 MB instead of 3.4).
+        The text is json's, whose floats (``1e-06``) the bundled files were written with (msgspec writes ``1e-6``)."""
         path = Path(path)
         text = json.dumps(self.to_dict(), separators=(",", ":")) + "\n"
         write_atomic(path, gzip.compress(text.encode("utf-8"), mtime=0) if path.suffix == ".gz" else text)
@@ -322,19 +320,35 @@ class KernelModel:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> KernelModel:
-        if d.get("format") != "daydream-kernel-mlp" or d.get("version") != FORMAT_VERSION:
-            raise DaydreamError(f"not a daydream kernel model (version {FORMAT_VERSION})")
-        return cls(d["kernel"], d["device"], spec=FeatureSpec.from_dict(d["features"]), network=Network.from_dict(d["network"]),
-                   info=dict(d.get("info", {})))  # fmt: skip
+        not_one = f"not a daydream kernel model (version {FORMAT_VERSION})"
+        if not isinstance(d, Mapping) or d.get("format") != MODEL_FORMAT or d.get("version") != FORMAT_VERSION:
+            raise DaydreamError(not_one)
+        try:
+            f = msgspec.convert(d, KernelModelFile)
+        except msgspec.ValidationError as e:
+            raise DaydreamError(f"{not_one}: {e}") from None
+        return cls(f.kernel, f.device, spec=f.features, network=f.network, info=f.info)
 
     @classmethod
     def load(cls, path: str | Path) -> KernelModel:
         path = Path(path)
         try:
             data = path.read_bytes()
-            return cls.from_dict(json.loads(gzip.decompress(data) if path.suffix == ".gz" else data))
-        except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+            return cls.from_dict(msgspec.json.decode(gzip.decompress(data) if path.suffix == ".gz" else data))
+        except (OSError, EOFError, msgspec.DecodeError) as e:
             raise DaydreamError(f"cannot load kernel model {path}: {e}") from None
+
+
+class KernelModelFile(msgspec.Struct):
+    """A fitted :class:`KernelModel` as saved (``<kernel>.mlp.json.gz``): what it is, then the model."""
+
+    format: str
+    version: int
+    kernel: str
+    device: str
+    features: FeatureSpec
+    network: Network
+    info: dict[str, Any] = {}
 
 
 # ---- roofline baseline ----
@@ -434,7 +448,7 @@ def fit_table(csv_path: str | Path, grid: Sequence[HyperParams] = DEFAULT_GRID, 
 def _held_out(model: KernelModel, test: Sequence[Mapping[str, Any]], csv_path: Path) -> Accuracy:
     spec, _ = model._fitted()
     # A held-out row whose op or dtype never occurred in training has no one-hot column: only tiny tables have one.
-    scored = _scoreable(test, lambda r: all(str(r[c]) in vocab for c, vocab in spec.categorical), csv_path)
+    scored = _scoreable(test, lambda r: all(str(r[c]) in vocab for c, vocab in spec.categorical.items()), csv_path)
     observed = [float(r["median_us"]) for r in scored]
     return Accuracy(f"{model.kernel}-mlp/{model.device}", gmae(model.predict_many(scored), observed), len(scored),
                     f"{csv_path.name}: held-out {TEST_FRACTION:.0%} of shapes")  # fmt: skip

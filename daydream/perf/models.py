@@ -35,14 +35,14 @@ def model_accuracy(trace_paths: Sequence[str | os.PathLike[str]] = ()) -> list[A
     tables, the collective models on the bundled nccl-tests sweeps (always); with traces, the roofline-calibrated
     cross-check on their kernels, the collective model on their NCCL kernels and the T1..T5 E2E estimate on their
     iterations (traces with three or more)."""
-    from daydream.perf import collectives, mlp, overheads, roofline
+    from daydream.perf import collectives, e2e_check, mlp, roofline
 
     traces = trace_files(trace_paths)
     kinds = {p: _what_it_holds(p) for p in traces}
     result = list(mlp.accuracy())
     result += roofline.accuracy(traces)
     result += collectives.accuracy([p for p in traces if kinds[p][0]])
-    result += overheads.accuracy([p for p in traces if kinds[p][1]])
+    result += e2e_check.accuracy([p for p in traces if kinds[p][1]])
     return result
 
 

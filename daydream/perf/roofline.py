@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import networkx as nx
 import numpy as np
 from scipy.optimize import least_squares
@@ -95,15 +96,15 @@ class Observation:
         return self.roofline_us / self.observed_us
 
 
-@dataclass(frozen=True)
-class ClassEfficiency:
+class ClassEfficiency(msgspec.Struct, frozen=True):
     """How close one kernel class came to its roofline over ``count`` op instances: t = latency_us + roofline /
-    efficiency; ``median_ratio`` (quartiles ``q1``, ``q3``): the median of roofline / observed."""
+    efficiency; ``median_ratio`` (quartiles ``q1``, ``q3``): the median of roofline / observed. JSON: ``count`` is
+    ``n``."""
 
     efficiency: float
     latency_us: float
     median_ratio: float
-    count: int
+    count: int = msgspec.field(name="n")
     q1: float
     q3: float
 
@@ -127,17 +128,13 @@ class Calibration:
         return self.classes.get(kernel_class)
 
     def to_dict(self) -> dict[str, Any]:
+        """The device by its catalog key; each op's entry with its class and name first."""
         return {
             "device": self.device.key,
             "dtype": self.dtype,
-            "classes": {k: _entry_dict(v) for k, v in self.classes.items()},
-            "ops": [{"class": cls, "op": op, **_entry_dict(v)} for (cls, op), v in self.ops.items()],
+            "classes": msgspec.to_builtins(dict(self.classes)),
+            "ops": [{"class": cls, "op": op, **msgspec.to_builtins(v)} for (cls, op), v in self.ops.items()],
         }
-
-
-def _entry_dict(e: ClassEfficiency) -> dict[str, float]:
-    return {"efficiency": e.efficiency, "latency_us": e.latency_us, "median_ratio": e.median_ratio, "n": e.count, "q1": e.q1,
-            "q3": e.q3}  # fmt: skip
 
 
 def task_dtype(attrs: Mapping[str, Any], default: str = "fp32") -> str:

@@ -1,6 +1,7 @@
 """What a recording knows beyond the Kineto trace: modules and their parameters, optimizers, DDP's gradient buckets,
 world size and rank, the device, and (when asked) embedding-bag index statistics. Written as a JSON sidecar next to
-the trace; :func:`daydream.trace.load.read_recording` reads it back.
+the trace, as a :class:`daydream.trace.recording.Recording` (the schema both sides share); :func:`read_recording`
+(same module) reads it back.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from torch import nn
 
 from daydream.record.modules import WRAPPER_TYPES, ModuleNames
 
-FORMAT = "daydream.recording/1"
 # Fractions of an embedding table's rows (the hottest first) at which the share of lookups they take is reported.
 HOT_FRACTIONS = (0.0001, 0.001, 0.01, 0.05, 0.1, 0.2, 0.5)
 
@@ -64,7 +64,8 @@ def distributed_info() -> dict[str, Any]:
 
 
 def environment() -> dict[str, Any]:
-    return {"torch": torch.__version__, "python": sys.version.split()[0], "platform": platform.platform()}
+    # str(): torch.__version__ is a TorchVersion, a str subclass that msgspec does not encode
+    return {"torch": str(torch.__version__), "python": sys.version.split()[0], "platform": platform.platform()}
 
 
 def modules(names: ModuleNames) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ schedule over those steps, so the trace holds ``ProfilerStep#k`` ranges that the
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import tempfile
 import time
@@ -27,7 +26,7 @@ from daydream.files import write_atomically
 from daydream.record import metadata
 from daydream.record.command import RecordError, RecordResult, check_counts
 from daydream.record.modules import ModuleNames, ModuleRanges
-from daydream.trace.load import recording_path
+from daydream.trace.recording import FORMAT, as_recording, encode_recording, recording_path
 
 _active: Recorder | None = None
 
@@ -223,8 +222,8 @@ class Recorder:
     def _write_sidecar(self, error: BaseException | None) -> None:
         warmup, steps = self.options.warmup, self.options.steps
         times = self.step_times
-        doc = {
-            "format": metadata.FORMAT,
+        doc = {  # a Recording (daydream.trace.recording), checked as the loader will check it
+            "format": FORMAT,
             "command": self.options.command,
             "environment": metadata.environment(),
             "device": metadata.device_info(),
@@ -243,7 +242,7 @@ class Recorder:
             target = recording_path(self._trace_file)
         else:
             target = str(Path(self.options.out) / f"{self._stem()}.daydream.json")
-        write_atomically(target, (json.dumps(doc, indent=1) + "\n").encode())
+        write_atomically(target, encode_recording(as_recording(doc, target)))
 
     def _result(self, error: BaseException | None) -> RecordResult:
         warmup, steps = self.options.warmup, self.options.steps

@@ -17,7 +17,8 @@ import numpy as np
 
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
-from daydream.graph.build import ORDER_KINDS
+from daydream.graph.adjacency import attrs_of, successors_of
+from daydream.graph.schema import ORDER_KINDS
 from daydream.simulation.policies import EARLIEST, Policy
 from daydream.simulation.timeline import Timeline
 
@@ -28,7 +29,8 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
     nodes = list(graph.nodes)
     n = len(nodes)
     index = {node: i for i, node in enumerate(nodes)}
-    attrs: list[dict[str, Any]] = [graph._node[node] for node in nodes]
+    task_attrs, succ_of = attrs_of(graph), successors_of(graph)
+    attrs: list[dict[str, Any]] = [task_attrs[node] for node in nodes]
     duration = [float(a["duration"]) for a in attrs]
     gap = [float(a.get("gap", 0.0)) for a in attrs]
     thread_ids: dict[str, int] = {}
@@ -38,7 +40,7 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
     indegree = [0] * n
     for node in nodes:
         out = []
-        for child, e in graph._succ[node].items():
+        for child, e in succ_of[node].items():
             c = index[child]
             indegree[c] += 1
             kind = e.get("kind")

@@ -8,7 +8,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from daydream.graph.build import CPU_KINDS, GPU_KINDS
+from daydream.graph.adjacency import attrs_of, predecessors_of
+from daydream.graph.schema import CPU_KINDS, GPU_KINDS
 
 
 @dataclass
@@ -29,7 +30,8 @@ class Timeline:
 
     def __post_init__(self) -> None:
         if not self.task_attrs:
-            self.task_attrs = [self.graph._node[n] for n in self.nodes]
+            nodes = attrs_of(self.graph)
+            self.task_attrs = [nodes[n] for n in self.nodes]
 
     def attrs(self, i: int) -> dict[str, Any]:
         """The attributes of task ``i`` (the graph's own dict for that node)."""
@@ -101,9 +103,9 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     attrs = timeline.task_attrs
     gpu_ix = [i for i, a in enumerate(attrs) if a["kind"] in GPU_KINDS]
     working = {a["thread"] for a in attrs if a["kind"] == "dataloader" or (a["kind"] == "cpu" and a.get("op") == a["name"])}
-    node_attrs = g._node
+    node_attrs, pred = attrs_of(g), predecessors_of(g)
     for i in gpu_ix:
-        for parent, e in g._pred[timeline.nodes[i]].items():
+        for parent, e in pred[timeline.nodes[i]].items():
             if e.get("kind") == "launch":
                 working.add(node_attrs[parent]["thread"])
     cpu_ix = [i for i, a in enumerate(attrs) if a["kind"] in CPU_KINDS and a["thread"] in working]

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import zlib
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -24,6 +22,7 @@ from daydream.trace.model import (
     Trace,
     is_annotation,
 )
+from daydream.trace.recording import read_recording, recording_path
 from daydream.trace.schema import EVENTS_DECODER, TRACE_DECODER, Event, EventArgs, TraceFile
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -165,27 +164,6 @@ def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:
 
 def _start_then_longest(ev: Event) -> tuple[float, float]:
     return (ev.ts, -ev.dur)  # type: ignore[operator]
-
-
-def recording_path(path: str) -> str:
-    """The metadata sidecar ``daydream record`` writes next to a trace: ``out/rank0.json.gz`` -> ``out/rank0.daydream.json``."""
-    name = Path(path).name
-    for suffix in (".json.gz", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    return str(Path(path).with_name(name + ".daydream.json"))
-
-
-def read_recording(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A recording's metadata (see daydream.record.metadata); TraceError when it is not one."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TraceError(f"{path}: cannot read recording metadata: {exc}") from None
-    if not isinstance(doc, dict) or not str(doc.get("format", "")).startswith("daydream.recording/"):
-        raise TraceError(f"{path}: not a daydream recording sidecar (no 'format': 'daydream.recording/1')")
-    return doc
 
 
 def find_execution_trace(path: str) -> str | None:

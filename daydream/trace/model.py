@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from daydream.trace.recording import Recording
 from daydream.trace.schema import DeviceProperties, Event
 
 # The recorder's module ranges (daydream.record.modules): its fast ranges come out as `cpu_op` events, but they are
@@ -63,7 +64,7 @@ class Trace:
     skipped: int = 0
     et_ops: dict[int, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    recording: dict[str, Any] | None = None  # the recorder's sidecar (modules, optimizers, buckets...), when present
+    recording: Recording | None = None  # the recorder's sidecar (modules, optimizers, buckets...), when present
 
     @property
     def rank(self) -> int:

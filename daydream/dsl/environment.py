@@ -1,0 +1,56 @@
+"""What a session's expressions see (``evaluate.Env``): the graph, the task attributes, the names the scripts
+bound, the kind words and the built-in values ``baseline``, ``measured`` and ``predicted``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from daydream.dsl import ast
+from daydream.dsl.check import BUILTIN_VALUES
+from daydream.dsl.effects import Recorder
+from daydream.dsl.functions import suggest
+from daydream.dsl.graph_state import GraphState
+from daydream.dsl.library import Loader
+from daydream.errors import ScriptError
+from daydream.graph.select import KIND_SELECTORS, TASK_ATTRIBUTES, Selection, select
+
+
+class Environment:
+    """``scope`` holds the bindings of the script running (a new dict per script unless the session keeps one);
+    ``attributes`` the task attributes, the trace's and those the scripts create."""
+
+    def __init__(self, state: GraphState, recorder: Recorder, loader: Loader) -> None:
+        self.state = state
+        self.graph: nx.DiGraph = state.graph
+        self.recorder = recorder
+        self.loader = loader
+        self.attributes: set[str] = set(TASK_ATTRIBUTES)
+        self.scope: dict[str, Any] = {}
+
+    def is_bound(self, name: str) -> bool:
+        return name in self.scope
+
+    def lookup(self, name: ast.Name) -> Any:
+        n = name.id
+        if n in self.scope:
+            return self.scope[n]
+        if n in KIND_SELECTORS:
+            return select(self.graph, n)
+        if n == "baseline":
+            return self.state.baseline_us
+        if n == "measured":
+            return self.state.measured_us
+        if n == "predicted":
+            return self.state.predicted_us
+        if n in self.attributes:
+            raise self.error(f"{n!r} is a task attribute: it has a value per task; a selection's values are SEL.{n}", name)
+        raise self.error(f"unknown name {n!r}", name, suggest(n, [*self.scope, *KIND_SELECTORS, *BUILTIN_VALUES]))
+
+    def error(self, message: str, node: Any, hint: str | None = None) -> ScriptError:
+        return self.loader.error(message, node, hint)
+
+    def selected(self, node: ast.Select, selection: Selection) -> None:
+        if not selection:
+            self.recorder.warn(node.pos, f"`{self.loader.source(node)}` matches no task")

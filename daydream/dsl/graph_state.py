@@ -1,0 +1,87 @@
+"""The graph a session changes: the copy it works on, the baseline it is compared with, the schedule policy, and
+the prediction, simulated again only after a change."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import networkx as nx
+
+from daydream.dsl.evaluate import Expression, format_value
+from daydream.graph.adjacency import attrs_of, copy_graph
+from daydream.simulation import Policy, Timeline, simulate
+
+PRIORITY_ATTRIBUTE = "schedule_priority"
+
+
+class GraphState:
+    """``graph`` is a copy of the graph given (``copy=False``: that graph itself, its baseline simulated first);
+    ``version`` counts the changes, so ``predict`` simulates once per version. ``error`` makes the ScriptError
+    for a priority that is not a number."""
+
+    def __init__(self, graph: nx.DiGraph, policy: Policy, copy: bool, error: Callable[[str, Any], Exception]) -> None:
+        self.baseline_graph: nx.DiGraph | None = graph if copy else None
+        self.base_policy = policy
+        self._baseline: Timeline | None = None
+        if not copy:
+            self._baseline = simulate(graph, policy)
+            self._baseline_us = self._baseline.makespan()
+        self.graph = copy_graph(graph) if copy else graph
+        self.policy = policy
+        self.policy_text = policy.kind if policy.kind != "priority" else f"priority {'-' if policy.descending else ''}{policy.attribute}"
+        self.priority: Expression | None = None
+        self.version = 0
+        self._timeline: tuple[int, Timeline] | None = None
+        self._error = error
+
+    def changed(self) -> None:
+        """The graph or the policy changed: the next prediction simulates again."""
+        self.version += 1
+
+    def schedule(self, policy: Policy, text: str, priority: Expression | None = None) -> None:
+        """Predict with ``policy`` from now on; ``priority`` gives each task its ``PRIORITY_ATTRIBUTE`` at prediction."""
+        self.policy = policy
+        self.policy_text = text
+        self.priority = priority
+        self.changed()
+
+    @property
+    def baseline(self) -> Timeline:
+        if self._baseline is None:
+            assert self.baseline_graph is not None
+            self._baseline = simulate(self.baseline_graph, self.base_policy)
+            self._baseline_us = self._baseline.makespan()
+        return self._baseline
+
+    @property
+    def baseline_us(self) -> float:
+        self.baseline  # noqa: B018 - computes it
+        return self._baseline_us
+
+    @property
+    def measured_us(self) -> float:
+        return float(self.graph.graph.get("measured_us", math.nan))
+
+    def predict(self) -> Timeline:
+        """Simulate the graph as changed so far (cached until the next change)."""
+        if self._timeline is not None and self._timeline[0] == self.version:
+            return self._timeline[1]
+        if self.priority is not None:
+            fn = self.priority.value
+            for node, a in attrs_of(self.graph).items():
+                value = fn(a)
+                if isinstance(value, bool):
+                    value = int(value)
+                if value is not None and not isinstance(value, (int, float)):
+                    raise self._error(f"a schedule priority must be a number; task {node} ({a['name']!r}) gets {format_value(value)}",
+                                      self.priority.node)  # fmt: skip
+                a[PRIORITY_ATTRIBUTE] = value
+        timeline = simulate(self.graph, self.policy)
+        self._timeline = (self.version, timeline)
+        return timeline
+
+    @property
+    def predicted_us(self) -> float:
+        return self.predict().makespan()

@@ -1,0 +1,314 @@
+"""Builder stage 1: the CPU tasks, from one sweep per CPU thread over its ranges and runtime calls.
+
+A runtime call is a task; so is a CPU op called from Python that launches nothing (its whole time), and a data-loading
+range that issues no GPU work. Each task takes the context of the ranges open around it: the op, the layer, the
+phase (:mod:`daydream.graph.context` says what each range declares). Kernels take their launch call's context later
+(:mod:`daydream.graph.build_gpu`): the paper's synchronization-free mapping (section 4.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, NamedTuple
+
+from daydream.graph.build_table import TaskTable
+from daydream.graph.context import op_shapes, range_role
+from daydream.trace.intra_op import runs_across_threads, threading_kind
+from daydream.trace.model import Trace
+from daydream.trace.schema import Event
+
+
+class Family(IntEnum):
+    """Which of the trace's CPU event families an event comes from. The value breaks ties in the sweep's order:
+    of two events with the same start and length, an annotation encloses an op, and an op a runtime call."""
+
+    ANNOTATION = 0  # a range: record_function, nn.Module, ProfilerStep, Optimizer.step, a DataLoader's __next__
+    OP = 1  # a CPU op (aten::..., autograd nodes)
+    RUNTIME = 2  # a CUDA/HIP runtime or driver call
+
+
+ANNOTATION, OP, RUNTIME = Family.ANNOTATION, Family.OP, Family.RUNTIME
+
+
+class Frame:
+    """A range open on the sweep's stack, with the context it gives what runs inside it. A frame starts with the
+    context of the frame it opened in (its parent); what the range itself declares is set on it after."""
+
+    __slots__ = ("end", "family", "ev", "mark", "op", "op_ev", "top_op", "top_op_id", "layer", "phase", "region",
+                 "bwd_seq", "comm_ev", "dataloader", "has_runtime", "inner_shapes", "inner_layer", "nested_op_us",
+                 "parallel_us")  # fmt: skip
+
+    end: float  # where the range ends: events starting from here on are outside it
+    family: Family
+    ev: Event  # the range's own event
+    mark: int  # how many CPU-only tasks were pending when it opened: a data-loading range drops the ones inside it
+    # The context, inherited from the parent frame:
+    op: str | None  # innermost op (this range, if an op, else the enclosing one)
+    op_ev: Event | None  # its event
+    top_op: str | None  # outermost op
+    top_op_id: int | None  # which call of top_op: numbered per graph build
+    layer: str | None  # module path
+    phase: str | None
+    region: str | None  # the range that set ``phase``
+    bwd_seq: int | None  # autograd sequence number of the backward node being evaluated
+    comm_ev: Event | None  # the op or ``nccl:`` range that names a collective
+    dataloader: bool  # inside a data-loading range
+    # What the sweep learns of what ran inside:
+    has_runtime: bool  # a runtime call ran inside it: it is no task of its own
+    inner_shapes: Any  # the first nested op's input dims (an autograd wrapper's are its op's)
+    inner_layer: str | None  # a recorder module range inside an op (AccumulateGrad of a module's parameter)
+    nested_op_us: float  # time of the ops called inside this frame (outermost ones), for an op's own time
+    parallel_us: float  # own time of the ops in this frame that ran across the intra-op threads
+
+    def __init__(self, end: float, family: Family, ev: Event, mark: int, parent: Frame | None) -> None:
+        self.end, self.family, self.ev, self.mark = end, family, ev, mark
+        if parent is None:
+            self.op = self.op_ev = self.top_op = self.top_op_id = self.layer = self.phase = self.region = None
+            self.bwd_seq = self.comm_ev = None
+            self.dataloader = False
+        else:
+            self.op, self.op_ev, self.top_op, self.top_op_id = parent.op, parent.op_ev, parent.top_op, parent.top_op_id
+            self.layer, self.phase, self.region = parent.layer, parent.phase, parent.region
+            self.bwd_seq, self.comm_ev, self.dataloader = parent.bwd_seq, parent.comm_ev, parent.dataloader
+        self.has_runtime = False
+        self.inner_shapes = self.inner_layer = None
+        self.nested_op_us = self.parallel_us = 0.0
+
+
+class LoaderRange(NamedTuple):
+    """An outermost data-loading range: the stage that finds waits for DataLoader workers reads these."""
+
+    thread: str
+    ts: float
+    end: float
+    name: str
+
+
+@dataclass(slots=True)
+class CpuCalls:
+    """What the sweep found besides the tasks, for the stages after it."""
+
+    corr_task: dict[int, int] = field(default_factory=dict)  # correlation id -> task of the runtime call carrying it
+    comm_ev: dict[int, Event] = field(default_factory=dict)  # runtime-call task -> the collective's op or range
+    loader_ranges: list[LoaderRange] = field(default_factory=list)
+
+
+class _PendingTask(NamedTuple):
+    """A CPU-only task, added once its thread's sweep ends (a data-loading range around it may still drop it)."""
+
+    ts: float
+    attrs: dict[str, Any]
+    dur: float
+    bwd_seq: int | None
+
+
+@dataclass(slots=True)
+class _Sweep:
+    """What the sweeps of a trace's threads share."""
+
+    table: TaskTable
+    rank: int
+    et_of: dict[int, Any]  # id of a Kineto op -> its execution-trace op: shapes and tensor ids Kineto may lack
+    found: CpuCalls = field(default_factory=CpuCalls)
+    bwd_seq: dict[int, int] = field(default_factory=dict)  # task -> sequence number of the backward node it ran in
+    seq_layer: dict[int, str | None] = field(default_factory=dict)  # forward op's sequence number -> its layer
+    top_op_calls: int = 0
+
+
+def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
+    """Add the trace's CPU tasks to ``table``; a backward task takes the layer of the forward op with its autograd
+    sequence number (what the ``fwdbwd`` flows link)."""
+    per_thread: dict[tuple[Any, Any], list[tuple[Event, Family]]] = {}
+    for family, events in ((ANNOTATION, trace.annotations), (OP, trace.cpu_ops), (RUNTIME, trace.runtime)):
+        for ev in events:
+            per_thread.setdefault((ev.pid, ev.tid), []).append((ev, family))
+    sweep = _Sweep(table, trace.rank, {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()})
+    for (pid, tid), items in per_thread.items():
+        items.sort(key=lambda it: (it[0].ts, -it[0].dur, it[1]))  # type: ignore[operator]
+        _sweep_thread(sweep, f"cpu:{pid}/{tid}", items)
+    for task, seq in sweep.bwd_seq.items():
+        layer = sweep.seq_layer.get(seq)
+        if layer is not None:
+            table.attrs[task]["layer"] = layer
+    return sweep.found
+
+
+def _sweep_thread(sweep: _Sweep, thread: str, items: list[tuple[Event, Family]]) -> None:
+    stack: list[Frame] = []
+    pending: list[_PendingTask] = []  # CPU-only tasks, in the order their ranges closed
+    call_end, call_task = -math.inf, -1  # the last runtime call: calls starting inside it are nested in it
+    corr_task = sweep.found.corr_task
+    for ev, family in items:
+        ts: float = ev.ts  # type: ignore[assignment]
+        end = ts + ev.dur  # type: ignore[operator]
+        while stack and stack[-1].end <= ts:
+            _close(sweep, stack, pending, thread)
+        parent = stack[-1] if stack else None
+        if parent is not None and family is ANNOTATION and end > parent.end:
+            # An annotation that outlives the range it starts in is not part of it: the recorder's ProfilerStep
+            # starts inside the Optimizer.step range (in its post-hook) and holds the whole next step.
+            parent = None
+        if family is RUNTIME:
+            corr = ev.args.correlation if ev.args is not None else None
+            if ts < call_end:
+                # A driver call inside a runtime call (cuLaunchKernel in cudaLaunchKernel): one CPU task.
+                if corr is not None:
+                    corr_task[corr] = call_task
+                continue
+            call_task = _runtime_call(sweep, ev, corr, thread, parent, stack)
+            call_end = end
+            continue
+        stack.append(_open(sweep, ev, family, end, parent, len(pending)))
+    while stack:
+        _close(sweep, stack, pending, thread)
+    table = sweep.table
+    for p in pending:
+        task = table.add_task(p.attrs, p.ts, p.dur)
+        if p.bwd_seq is not None:
+            sweep.bwd_seq[task] = p.bwd_seq
+
+
+def _runtime_call(sweep: _Sweep, ev: Event, corr: int | None, thread: str, parent: Frame | None, stack: list[Frame]) -> int:
+    """The task of a runtime call; the ranges open around it hold CUDA work, so none of them is a task itself."""
+    task = sweep.table.add_task(_cpu_attrs(sweep, "cpu", ev.name, thread, parent), ev.ts, ev.dur)  # type: ignore[arg-type]
+    if corr is not None:
+        sweep.found.corr_task[corr] = task
+    if parent is not None:
+        if parent.bwd_seq is not None:
+            sweep.bwd_seq[task] = parent.bwd_seq
+        if parent.comm_ev is not None:
+            sweep.found.comm_ev[task] = parent.comm_ev
+    for frame in reversed(stack):
+        if frame.has_runtime:
+            break
+        frame.has_runtime = True
+    return task
+
+
+def _open(sweep: _Sweep, ev: Event, family: Family, end: float, parent: Frame | None, mark: int) -> Frame:
+    """The frame of a range (an annotation or an op) that starts inside ``parent``: the parent's context, changed by
+    what the range declares."""
+    frame = Frame(end, family, ev, mark, parent)
+    name = ev.name
+    phase, layer_part = range_role(name, ev.cat)
+    frame.layer = layer_part.path(frame.layer)
+    if phase is not None and not (phase == frame.phase == "backward"):
+        # a range that declares a phase is its region, but an autograd node inside `evaluate_function: <node>`
+        # keeps the wrapper as its region
+        frame.region = name
+    if phase is not None:
+        frame.phase = phase
+    if phase == "dataloader" and family is ANNOTATION:
+        frame.dataloader = True
+    if family is OP:
+        # the innermost op of what runs inside it; the outermost, a new call of it, if none encloses it
+        frame.op = name
+        frame.op_ev = ev
+        if frame.top_op is None:
+            frame.top_op = name
+            frame.top_op_id = sweep.top_op_calls
+            sweep.top_op_calls += 1
+        args = ev.args
+        if args is not None:
+            seq = args.sequence_number  # ties a backward node to its forward op
+            if seq is not None:
+                if phase == "backward":  # `evaluate_function: <node>`, or the node itself in 2021-era traces
+                    frame.bwd_seq = seq
+                elif frame.phase != "backward" and seq not in sweep.seq_layer:
+                    sweep.seq_layer[seq] = frame.layer
+            if args.collective_name is not None:
+                frame.comm_ev = ev
+    if name.startswith("nccl:"):
+        # Older PyTorch names the collective in a `nccl:<name>` range holding its tensor's dims.
+        frame.comm_ev = ev
+    return frame
+
+
+def _close(sweep: _Sweep, stack: list[Frame], pending: list[_PendingTask], thread: str) -> None:
+    """Pop the innermost frame: pass what it learned to its parent, and make it a task if it is one."""
+    frame = stack.pop()
+    ev = frame.ev
+    parent = stack[-1] if stack else None
+    is_op = frame.family is OP
+    # threading_kind first (cached): most ops are never threaded, and their shapes need not be read
+    if is_op and threading_kind(ev.name) and runs_across_threads(ev.name, _shapes(sweep, ev)):
+        frame.parallel_us += max(0.0, ev.dur - frame.nested_op_us)  # type: ignore[operator]
+    if parent is not None:
+        # an annotation between two ops passes its ops' time through: the outer op's own time excludes it
+        parent.nested_op_us += ev.dur if is_op else frame.nested_op_us  # type: ignore[operator]
+        parent.parallel_us += frame.parallel_us
+        if parent.inner_shapes is None:
+            # through annotations too: the recorder's range sits between evaluate_function and AccumulateGrad
+            parent.inner_shapes = (_shapes(sweep, ev) if is_op else None) or frame.inner_shapes
+        if parent.inner_layer is None:
+            parent.inner_layer = frame.inner_layer or (frame.layer if frame.family is ANNOTATION and frame.layer != parent.layer else None)
+    outermost_loader = frame.dataloader and frame.family is ANNOTATION and (parent is None or not parent.dataloader)
+    if outermost_loader:
+        sweep.found.loader_ranges.append(LoaderRange(thread, ev.ts, ev.ts + ev.dur, ev.name))  # type: ignore[arg-type,operator]
+    if frame.has_runtime:
+        return
+    if outermost_loader:
+        # Data loading without CUDA work is one task, whatever ops it ran inside.
+        del pending[frame.mark :]
+        attrs = _cpu_attrs(sweep, "dataloader", ev.name, thread, parent)
+        attrs["phase"] = "dataloader"
+        attrs["region"] = ev.name
+        attrs["parallel_us"] = frame.parallel_us
+        pending.append(_PendingTask(ev.ts, attrs, ev.dur, None))  # type: ignore[arg-type]
+    elif is_op and (parent is None or parent.top_op is None) and not frame.dataloader:
+        pending.append(_cpu_op_task(sweep, frame, parent, thread))
+
+
+def _cpu_op_task(sweep: _Sweep, frame: Frame, parent: Frame | None, thread: str) -> _PendingTask:
+    """A CPU op called from Python that launches nothing: its CPU time is a task of its own."""
+    ev = frame.ev
+    attrs = _cpu_attrs(sweep, "cpu", ev.name, thread, parent)
+    attrs["op"] = ev.name
+    # `evaluate_function: AccumulateGrad` records no dims; the AccumulateGrad op inside it holds the gradient's.
+    own = _shapes(sweep, ev)
+    attrs["shapes"] = own if _has_dims(own) or not frame.inner_shapes else frame.inner_shapes
+    attrs["top_op_id"] = frame.top_op_id
+    attrs["parallel_us"] = frame.parallel_us
+    # The op's own phase: `evaluate_function: ...` declares the backward pass itself.
+    attrs["phase"], attrs["region"] = frame.phase, frame.region
+    if attrs["layer"] is None:
+        attrs["layer"] = frame.inner_layer
+    return _PendingTask(ev.ts, attrs, ev.dur, frame.bwd_seq)  # type: ignore[arg-type]
+
+
+def root_cpu_attrs(kind: str, name: str, thread: str, rank: int) -> dict[str, Any]:
+    """The attributes of a CPU task no range encloses."""
+    return {"kind": kind, "name": name, "thread": thread, "rank": rank, "op": None, "shapes": None,
+            "top_op": None, "top_op_id": None, "layer": None, "phase": None, "region": None,
+            "parallel_us": 0.0}  # fmt: skip
+
+
+def _cpu_attrs(sweep: _Sweep, kind: str, name: str, thread: str, parent: Frame | None) -> dict[str, Any]:
+    """The attributes of a CPU task inside ``parent``: its context."""
+    if parent is None:
+        return root_cpu_attrs(kind, name, thread, sweep.rank)
+    attrs = {
+        "kind": kind, "name": name, "thread": thread, "rank": sweep.rank, "op": parent.op,
+        "shapes": _shapes(sweep, parent.op_ev), "top_op": parent.top_op, "layer": parent.layer, "phase": parent.phase,
+        "region": parent.region, "top_op_id": parent.top_op_id, "parallel_us": 0.0,
+    }  # fmt: skip
+    if sweep.et_of and parent.op_ev is not None and (et := sweep.et_of.get(id(parent.op_ev))) is not None:
+        attrs["tensors_in"] = et.input_tensors
+        attrs["tensors_out"] = et.output_tensors
+    return attrs
+
+
+def _shapes(sweep: _Sweep, ev: Event | None) -> Any:
+    if ev is None:
+        return None
+    shapes = op_shapes(ev)
+    if shapes is None and sweep.et_of and (et := sweep.et_of.get(id(ev))) is not None:
+        return [list(x) if isinstance(x, tuple) else x for x in et.input_shapes]
+    return shapes
+
+
+def _has_dims(shapes: Any) -> bool:
+    """Whether recorded input dims name any tensor dimension (``[[]]``, a lone scalar, does not)."""
+    return isinstance(shapes, list) and any(isinstance(d, list) and d for d in shapes)

@@ -1,0 +1,118 @@
+"""Builder stage 2: the GPU tasks (kernels, copies, fills, collectives), each launched by the runtime call with its
+correlation id and taking that call's context; a call that issued a copy and returned only when it ended becomes two
+tasks, the issue and the wait.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Any, NamedTuple
+
+from daydream.graph.build_cpu import CpuCalls
+from daydream.graph.build_table import TaskTable
+from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
+from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
+from daydream.trace.runtime_calls import call_role, copy_waits
+from daydream.trace.schema import Event
+from daydream.trace.sizes import message_bytes
+
+# What a runtime call costs the CPU to issue work, where the trace has no call that only issued work.
+DEFAULT_ISSUE_US = 5.0
+
+
+class CopyWait(NamedTuple):
+    """The wait half of a blocking copy call, and the copy it waits for (the dependency comes with the edges)."""
+
+    wait: int
+    copy: int
+
+
+def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]:
+    """Add the trace's GPU tasks to ``table``, each with its ``launch`` edge; returns the blocking copy calls' waits."""
+    rank = trace.rank
+    n_cpu = len(table.attrs)
+    blocking: list[tuple[int, int]] = []  # (call, copy) pairs where the call returned only when the copy ended
+    corr_task = calls.corr_task
+    for ev in trace.gpu:
+        args = ev.args
+        corr = args.correlation if args is not None else None
+        launcher = corr_task.get(corr) if corr is not None else None
+        if launcher is not None and launcher >= n_cpu:
+            launcher = None  # the id names another GPU task, not a call
+        attrs = _gpu_attrs(ev, rank, table.attrs[launcher] if launcher is not None else None, calls.comm_ev, launcher)
+        task = table.add_task(attrs, ev.ts, ev.dur)  # type: ignore[arg-type]
+        if launcher is not None:
+            table.add_edge(launcher, task, "launch")
+            table.launch_ts[task] = table.ts[launcher]
+            if attrs["kind"] == "memcpy" and _blocking_copy(table, launcher, task):
+                blocking.append((launcher, task))
+        if corr is not None:
+            corr_task.setdefault(corr, task)
+    if not blocking:
+        return []
+    issue_us = _typical_issue_us(table, {call for call, _ in blocking})
+    return [_split_blocking_call(table, call, copy, issue_us) for call, copy in blocking]
+
+
+def _gpu_attrs(ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[int, Event], launcher: int | None) -> dict[str, Any]:
+    """A GPU task's attributes: where it ran, what it is, and the context of the call that launched it (``src``);
+    a collective's size and name may come from the op or range the call was made in (``comm_ev``)."""
+    args = ev.args
+    stream = args.stream if args is not None and isinstance(args.stream, int) else ev.tid
+    device = args.device if args is not None and args.device is not None else ev.pid
+    cat = ev.cat
+    kind = "memcpy" if cat in MEMCPY_CATS else "memset" if cat in MEMSET_CATS else "gpu"
+    if kind == "gpu" and is_comm_kernel(ev.name):
+        kind = "comm"
+    attrs = {
+        "kind": kind, "name": ev.name, "thread": f"gpu:{device}/{stream}", "rank": rank,
+        "op": src["op"] if src else None, "shapes": src["shapes"] if src else None,
+        "top_op": src["top_op"] if src else None, "layer": src["layer"] if src else None,
+        "phase": src["phase"] if src else None, "region": src["region"] if src else None,
+        "top_op_id": src["top_op_id"] if src else None, "class": classify_kernel(ev.name, kind),
+        "device": device, "stream": stream,
+    }  # fmt: skip
+    if args is not None and kind in ("memcpy", "memset") and isinstance(args.bytes, (int, float)):
+        attrs["bytes"] = int(args.bytes)
+    if kind == "comm":
+        around = comm_ev.get(launcher) if launcher is not None else None
+        named = collective_of(re.sub(r"[^0-9A-Za-z]", "", around.name[5:])) if around and around.name.startswith("nccl:") else None
+        # all-to-all runs as SendRecv kernels: the range that launched them says what it was
+        attrs["collective"] = named or collective_of(ev.name)
+        nbytes = message_bytes(args) or (message_bytes(around.args) if around is not None else None)
+        if nbytes is not None:
+            attrs["bytes"] = nbytes
+    return attrs
+
+
+def _blocking_copy(table: TaskTable, call: int, copy: int) -> bool:
+    attrs, ts, end = table.attrs, table.ts, table.end
+    return copy_waits(attrs[call]["name"], attrs[copy]["name"], ts[call], end[call], ts[copy], end[copy])
+
+
+def _typical_issue_us(table: TaskTable, blocking: set[int]) -> float:
+    """How long a call takes to issue GPU work: the median duration of the calls that launched work and did not
+    wait for it (cudaLaunchKernel, cudaMemcpyAsync...)."""
+    durations = [
+        table.end[e.parent] - table.ts[e.parent]
+        for edges in table.in_edges
+        for e in edges
+        if e.kind == "launch" and e.parent not in blocking and call_role(table.attrs[e.parent]["name"]) is None
+    ]
+    return statistics.median(durations) if durations else DEFAULT_ISSUE_US
+
+
+def _split_blocking_call(table: TaskTable, call: int, copy: int, issue_us: float) -> CopyWait:
+    """A call that issues a copy and waits for it becomes two CPU tasks: the issue (the call's own cost of
+    issuing work, typical of the trace's launch calls), and the wait, released by the copy's end. The copy itself
+    waits in its stream behind the work queued before it, so faster GPU work starts the copy, and returns the
+    call, sooner; the time the call spent waiting is nobody's CPU time."""
+    issue_end = min(table.ts[call] + issue_us, table.ts[copy], table.end[call])
+    issue_end = max(issue_end, table.ts[call])
+    call_end = table.end[call]
+    table.end[call] = issue_end
+    wait_attrs = dict(table.attrs[call])
+    wait_attrs["name"] = table.attrs[call]["name"] + " [wait]"
+    wait = table.add_task(wait_attrs, issue_end, call_end - issue_end)
+    return CopyWait(wait, copy)

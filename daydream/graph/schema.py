@@ -1,0 +1,114 @@
+"""The task graph's vocabulary, in one place: task kinds, what a task and an edge carry, edge kinds, phases, and
+what the graph as a whole carries (``graph.graph``).
+
+A graph is a ``networkx.DiGraph`` whose nodes are tasks (integer ids in order of traced start; an inserted task gets
+the next free id) with a :class:`Task` attribute dict, and whose edges are dependencies with an :class:`Edge` dict.
+The builder (:mod:`daydream.graph.build`) writes these attributes, the edit functions (:mod:`daydream.graph.edit`)
+keep them, the simulator reads them; docs/graph.md explains each one at length (tests/test_graph_schema.py keeps
+its tables and this module in step). Scripts and notebooks may add attributes of their own (``with prio = 2``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict, get_args
+
+TaskKind = Literal["cpu", "dataloader", "gpu", "memcpy", "memset", "comm"]
+EdgeKind = Literal["thread", "stream", "launch", "sync", "comm"]
+Phase = Literal["forward", "backward", "optimizer", "dataloader", "other"]
+
+# Work on a CPU thread (``cpu:<pid>/<tid>``) and work on a GPU stream (``gpu:<device>/<stream>``).
+CPU_KINDS: frozenset[str] = frozenset({"cpu", "dataloader"})
+GPU_KINDS: frozenset[str] = frozenset({"gpu", "memcpy", "memset", "comm"})
+TASK_KINDS: tuple[str, ...] = get_args(TaskKind)
+EDGE_KINDS: tuple[str, ...] = get_args(EdgeKind)
+# The edges that chain a thread's (a stream's) tasks in order: their delay is the parent's ``gap``, not a ``lag``.
+ORDER_KINDS: frozenset[str] = frozenset({"thread", "stream"})
+PHASES: tuple[str, ...] = get_args(Phase)
+
+
+class _TaskBase(TypedDict):
+    """What every task carries (the builder writes all of it; :func:`daydream.graph.edit.add_task` too)."""
+
+    kind: TaskKind  # the kind of work: CPU_KINDS run on a CPU thread, GPU_KINDS on a stream
+    name: str  # the runtime call, CPU op or kernel name (``NAME [wait]``: the waiting half of a blocking copy call)
+    thread: str  # where it runs: ``cpu:<pid>/<tid>``, ``gpu:<device>/<stream>``, ``cpu:<pid>/DataLoader workers``
+    rank: int  # the trace's distributed rank
+    duration: float  # microseconds the task occupies its thread
+    gap: float  # microseconds its thread stays busy after it: CPU framework time, a stream's kernel-to-kernel gap
+    release: float | None  # earliest start (microseconds from the origin); none from a trace, scripts may set one
+    op: str | None  # innermost CPU op around the launching call (``aten::addmm``)
+    shapes: Any  # that op's input dims (a list per input, from Kineto or the linked execution trace), or None
+    top_op_id: int | None  # which call of the outermost op the task belongs to: the tasks of one call share it
+    layer: str | None  # module path (``model.fc1``) of the enclosing module ranges
+    phase: Phase | None  # forward, backward, optimizer, dataloader or other
+    region: str | None  # the range that set the phase (``Optimizer.step#SGD.step``, a backward op, a loader range)
+    step: str | None  # the ProfilerStep (or ``iteration#k``) the task belongs to; None for one inserted by hand
+
+
+# Attributes only some tasks carry (the functional form: ``class`` is a Python keyword).
+_TaskOptional = TypedDict(
+    "_TaskOptional",
+    {
+        "start": float,  # traced start, microseconds from the graph's origin (read-only reference; inserts: the anchor's)
+        "top_op": str | None,  # outermost CPU op around the task (built tasks)
+        "parallel_us": float,  # own time of the ATen kernels inside a CPU task that ran across the intra-op threads
+        "class": str,  # a GPU task's kernel class (gemm, conv, elementwise, ..., memcpy, memset, other: kernel_class)
+        "device": Any,  # a GPU task's device (the trace's device id)
+        "stream": Any,  # a GPU task's stream (an int where the trace numbers it)
+        "bytes": int,  # bytes a memcpy/memset moves, or a collective's message size
+        "collective": str | None,  # a comm task's collective, from its kernel or range name (allreduce, sendrecv, ...)
+        "tensors_in": Any,  # input tensor ids of the launching op (from a linked execution trace)
+        "tensors_out": Any,  # output tensor ids of the launching op (from a linked execution trace)
+        "queued": bool,  # inserted with no place in its thread's order: the schedule policy picks it when the thread is free
+    },
+    total=False,
+)
+
+
+class Task(_TaskBase, _TaskOptional):
+    """A task's attributes: the node attribute dict of the graph."""
+
+
+class _EdgeBase(TypedDict):
+    kind: EdgeKind  # the mechanism: thread/stream order, a launch, a sync or a communication dependency
+
+
+class Edge(_EdgeBase, total=False):
+    """A dependency's attributes: the child may start once the parent has ended, plus the parent's ``gap`` for the
+    order kinds (which carry no ``lag``) or plus ``lag`` for the others."""
+
+    lag: float  # microseconds after the parent's end (negative: a kernel may start before its launch call returns)
+
+
+class GraphInfo(TypedDict, total=False):
+    """What the graph as a whole carries (``graph.graph``), written by the builder."""
+
+    trace: str  # the trace file
+    rank: int  # its distributed rank
+    world_size: int  # ranks in the job
+    device: str | None  # the trace's GPU name
+    device_properties: dict[str, Any]  # numSms, totalGlobalMem of its first GPU, where the trace has them
+    origin_us: float  # the trace time every task's ``start`` counts from
+    steps: list[dict[str, Any]]  # the selected steps: name, measured_us (the period), span_us
+    delays: dict[str, Any]  # launch_latency_us and stream_gap_us (typical delays measured), inferred_stream_waits
+    warnings: list[str]  # what the loader noticed
+    measured_us: float  # the selected steps' measured time, summed
+    recording: Any  # the ``daydream record`` sidecar, or None
+    causality: dict[str, Any]  # what the graph does not explain: held_back_us, unanchored tasks, cut_edges, ...
+    next_task_id: int  # the id the next added task gets (ids of removed tasks are not reused)
+
+
+# Task attributes that are derived, not stored: ``end`` is the traced start plus the current duration.
+DERIVED_TASK_ATTRIBUTES: dict[str, str] = {"end": "start + duration"}
+# The task attributes .whatif scripts know by name (daydream.dsl: where-clauses, scale factors, ``SEL.attr``): the
+# stored ones a trace gives, and ``end``. ``device`` and ``queued`` are left out: a script's own names may use them.
+TASK_ATTRIBUTES: tuple[str, ...] = (
+    "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "region",
+    "layer", "op", "top_op", "top_op_id", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
+    "parallel_us",
+)  # fmt: skip
+
+
+def task_attribute_names() -> frozenset[str]:
+    """Every attribute a :class:`Task` may carry, stored or derived."""
+    return frozenset(Task.__annotations__) | frozenset(DERIVED_TASK_ATTRIBUTES)

@@ -79,6 +79,14 @@ def test_per_task_scale_and_set_keep_the_launch_call_cost_current() -> None:
         set_each(g, select(g, "cpu"), "duration", lambda a: -1.0)
 
 
+def test_a_scale_by_a_per_task_expression_in_a_script_keeps_the_launch_call_cost_current() -> None:
+    session = Session(iteration())
+    session.execute('insert gpu "first" after (select where name == "relu_kernel") duration 1us')
+    session.execute('scale cpu by 0.1 + 0 * duration')  # a factor per task (it reads an attribute)
+    session.execute('insert gpu "second" after (select where name == "relu_kernel") duration 1us')
+    assert _launch_call(session.graph, _kernel(session.graph, "second"))["duration"] == 1.0
+
+
 def test_an_edge_added_through_add_dependency_drops_the_cached_order() -> None:
     g = iteration()
     order = topological_order(g)

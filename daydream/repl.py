@@ -19,7 +19,7 @@ from rich.table import Table
 
 from daydream.dsl import Session, ast
 from daydream.dsl.check import BUILTIN_VALUES
-from daydream.dsl.evaluate import compile_expression, format_value
+from daydream.dsl.evaluate import format_value
 from daydream.dsl.functions import FUNCTIONS
 from daydream.dsl.parse import KEYWORDS, parse_expression, parse_script
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
@@ -174,7 +174,7 @@ class Repl:
     def show(self, text: str) -> None:
         expr = parse_expression(text, "<show>")
         self.session._texts["<show>"] = text
-        value = compile_expression(expr, self.session).constant()
+        value = self.session.env.value(expr)
         for w in self.session.warnings:
             self.console.print(f"[yellow]warning:[/] {w}", highlight=False)
         self.session.warnings.clear()

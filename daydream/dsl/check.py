@@ -15,7 +15,8 @@ from daydream.dsl.functions import call_problem, suggest
 from daydream.dsl.parse import script_error
 from daydream.dsl.visitor import Visitor
 from daydream.graph.edit import STRUCTURAL_ATTRIBUTES
-from daydream.graph.select import KIND_SELECTORS, TASK_ATTRIBUTES
+from daydream.graph.schema import TASK_ATTRIBUTES
+from daydream.graph.select import KIND_SELECTORS
 
 # Names with a value in every script: the predictions an assert compares.
 BUILTIN_VALUES = ("baseline", "measured", "predicted")

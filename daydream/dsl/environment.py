@@ -10,11 +10,13 @@ import networkx as nx
 from daydream.dsl import ast
 from daydream.dsl.check import BUILTIN_VALUES
 from daydream.dsl.effects import Recorder
+from daydream.dsl.evaluate import compile_expression
 from daydream.dsl.functions import suggest
 from daydream.dsl.graph_state import GraphState
 from daydream.dsl.library import Loader
 from daydream.errors import ScriptError
-from daydream.graph.select import KIND_SELECTORS, TASK_ATTRIBUTES, Selection, select
+from daydream.graph.schema import TASK_ATTRIBUTES
+from daydream.graph.select import KIND_SELECTORS, Selection, select
 
 
 class Environment:
@@ -23,11 +25,18 @@ class Environment:
 
     def __init__(self, state: GraphState, recorder: Recorder, loader: Loader) -> None:
         self.state = state
-        self.graph: nx.DiGraph = state.graph
         self.recorder = recorder
         self.loader = loader
         self.attributes: set[str] = set(TASK_ATTRIBUTES)
         self.scope: dict[str, Any] = {}
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        return self.state.graph
+
+    def value(self, expr: Any) -> Any:
+        """The value of an expression that has one value (not one per task)."""
+        return compile_expression(expr, self).constant()
 
     def is_bound(self, name: str) -> bool:
         return name in self.scope

@@ -56,11 +56,8 @@ class Executor(Visitor[None]):
 
     # ---- helpers ------------------------------------------------------------------------------------------
 
-    def _value(self, expr: Any) -> Any:
-        return compile_expression(expr, self.env).constant()
-
     def _selection(self, expr: Any, statement: str) -> Selection:
-        value = self._value(expr)
+        value = self.env.value(expr)
         if not isinstance(value, Selection):
             raise self.env.error(f"{statement} needs a selection of tasks, not {type_name(value)}", expr)
         live = Selection(n for n in value if n in self.env.graph)
@@ -80,7 +77,7 @@ class Executor(Visitor[None]):
         if isinstance(s.value, ast.Insert):
             self.env.scope[s.name] = Selection([self._insert(s.value)[-1]])
         else:
-            self.env.scope[s.name] = self._value(s.value)
+            self.env.scope[s.name] = self.env.value(s.value)
 
     # ---- changes to the graph -----------------------------------------------------------------------------
 
@@ -172,23 +169,23 @@ class Executor(Visitor[None]):
                 s.anchor,
             )
         (anchor,) = anchor_sel
-        name = self._value(s.name)
+        name = self.env.value(s.name)
         if not isinstance(name, str) or not name:
             raise error(f"a task's name is a non-empty string; got {format_value(name)}", s.name)
-        duration = self._value(s.duration)
+        duration = self.env.value(s.duration)
         if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 <= duration < math.inf:
             raise error(f"a duration is a number of microseconds >= 0 (e.g. 15us, 2ms); got {format_value(duration)}", s.duration)
         thread = self._thread(s, anchor) if s.on is not None else None
         launch = None
         launched = True
         if s.launch is not None:
-            launch = self._value(s.launch)
+            launch = self.env.value(s.launch)
             if launch is None:  # `launch none`: work no traced CPU call issues
                 launched = False
             elif isinstance(launch, bool) or not isinstance(launch, (int, float)) or not launch >= 0:
                 raise error(f"a launch call takes a number of microseconds >= 0 (or none: no launch call); got {format_value(launch)}",
                             s.launch)  # fmt: skip
-        attrs = {k: self._value(v) for k, v in s.attrs}
+        attrs = {k: self.env.value(v) for k, v in s.attrs}
         for k, v in attrs.items():
             try:
                 edit.check_settable(k, v)
@@ -212,7 +209,7 @@ class Executor(Visitor[None]):
     def _thread(self, s: ast.Insert, anchor: Any) -> str:
         assert s.on is not None
         error, graph = self.env.error, self.env.graph
-        on = self._value(s.on)
+        on = self.env.value(s.on)
         a = attrs_of(graph)[anchor]
         if isinstance(on, Selection):
             live = in_time_order(graph, (n for n in on if n in graph))
@@ -258,7 +255,7 @@ class Executor(Visitor[None]):
 
     def visit_For(self, s: ast.For, script: ast.Script) -> None:
         graph = self.env.graph
-        value = self._value(s.iterable)
+        value = self.env.value(s.iterable)
         if isinstance(value, Selection):
             live = Selection(n for n in value if n in graph)
             if s.by is not None:
@@ -282,7 +279,7 @@ class Executor(Visitor[None]):
 
     def visit_If(self, s: ast.If, script: ast.Script) -> None:
         # true as in assert: an empty selection or list, 0, none and false are false
-        self.run(s.body if bool(self._value(s.test)) else s.orelse, script)
+        self.run(s.body if bool(self.env.value(s.test)) else s.orelse, script)
 
     def visit_Include(self, s: ast.Include, script: ast.Script) -> None:
         included = self.loader.resolve_include(s.path, script, s)
@@ -294,22 +291,22 @@ class Executor(Visitor[None]):
     # ---- checks and output --------------------------------------------------------------------------------
 
     def visit_Assert(self, s: ast.Assert, script: ast.Script) -> None:
-        value = self._value(s.test)
+        value = self.env.value(s.test)
         if bool(value):  # an empty selection is false, as everywhere else
             return
         source = self.loader.source
         detail = ""
         if isinstance(s.test, ast.Binary) and s.test.op not in ("and", "or"):
-            left, right = self._value(s.test.left), self._value(s.test.right)
+            left, right = self.env.value(s.test.left), self.env.value(s.test.right)
             detail = f": {source(s.test.left)} is {format_value(left)}, {source(s.test.right)} is {format_value(right)}"
         message = f"assertion failed: {source(s.test)}{detail}"
         if s.message is not None:
-            m = self._value(s.message)
+            m = self.env.value(s.message)
             message += f" ({m if isinstance(m, str) else format_value(m)})"
         raise CheckFailed(f"{s.pos.file}:{s.pos.line}: {message}")
 
     def visit_Print(self, s: ast.Print, script: ast.Script) -> None:
-        values = [self._value(v) for v in s.values]
+        values = [self.env.value(v) for v in s.values]
         self.recorder.print(" ".join(v if isinstance(v, str) else format_value(v) for v in values))
 
 

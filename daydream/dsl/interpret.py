@@ -21,14 +21,12 @@ from daydream.dsl import ast
 from daydream.dsl.check import Checker, user_attributes
 from daydream.dsl.effects import Effect, Recorder
 from daydream.dsl.environment import Environment
-from daydream.dsl.evaluate import Expression
 from daydream.dsl.execute import Executor
-from daydream.dsl.graph_state import GraphState, copy_graph
+from daydream.dsl.graph_state import GraphState
 from daydream.dsl.library import Loader
 from daydream.dsl.params import ParamBinder
 from daydream.dsl.parse import parse_script
-from daydream.errors import ScriptError
-from daydream.graph.select import Selection
+from daydream.graph.adjacency import copy_graph
 from daydream.simulation import EARLIEST, Policy, Timeline
 
 __all__ = ["Effect", "Session", "copy_graph"]
@@ -72,18 +70,14 @@ class Session:
 
     # the graph, its baseline and the prediction
     graph: _Forward[nx.DiGraph] = _Forward("state")
-    baseline_graph: _Forward[nx.DiGraph | None] = _Forward("state")
-    base_policy: _Forward[Policy] = _Forward("state")
     policy: _Forward[Policy] = _Forward("state")
     policy_text: _Forward[str] = _Forward("state")
-    priority: _Forward[Expression | None] = _Forward("state")
     version: _Forward[int] = _Forward("state")
     # what expressions see
     scope: _Forward[dict[str, Any]] = _Forward("env")
     attributes: _Forward[set[str]] = _Forward("env")
     # params
     params: _Forward[dict[str, Any]] = _Forward("binder", "given")
-    used_params: _Forward[set[str]] = _Forward("binder", "used")
     param_values: _Forward[dict[str, Any]] = _Forward("binder", "values")
     # what the statements did and printed
     effects: _Forward[dict[tuple[str, int, int], Effect]] = _Forward("recorder")
@@ -128,20 +122,6 @@ class Session:
     @property
     def predicted_us(self) -> float:
         return self.state.predicted_us
-
-    # ---- the environment expressions see (evaluate.Env) ---------------------------------------------------
-
-    def is_bound(self, name: str) -> bool:
-        return self.env.is_bound(name)
-
-    def lookup(self, name: ast.Name) -> Any:
-        return self.env.lookup(name)
-
-    def error(self, message: str, node: Any, hint: str | None = None) -> ScriptError:
-        return self.env.error(message, node, hint)
-
-    def selected(self, node: ast.Select, selection: Selection) -> None:
-        self.env.selected(node, selection)
 
     # ---- loading scripts ----------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from daydream.dsl import ast
-from daydream.dsl.evaluate import Env, compile_expression
+from daydream.dsl.environment import Environment
 from daydream.dsl.parse import parse_expression
 from daydream.errors import ScriptError
 
@@ -15,7 +15,7 @@ class ParamBinder:
     """``given``: values by name (numbers, strings, lists, or strings parsed as .whatif expressions); ``used``:
     the given names a script declared; ``values``: every param's value, as bound."""
 
-    def __init__(self, given: dict[str, Any] | None, env: Env, texts: dict[str, str]) -> None:
+    def __init__(self, given: dict[str, Any] | None, env: Environment, texts: dict[str, str]) -> None:
         self.given: dict[str, Any] = dict(given or {})
         self.used: set[str] = set()
         self.values: dict[str, Any] = {}
@@ -26,7 +26,7 @@ class ParamBinder:
         """The value of ``param NAME = DEFAULT``, recorded in ``values``."""
         if s.name in self.given:
             value = self.given[s.name]
-            if isinstance(value, str) and not value.lstrip().startswith('"') and isinstance(self._value(s.default), str):
+            if isinstance(value, str) and not value.lstrip().startswith('"') and isinstance(self.env.value(s.default), str):
                 pass  # a string param: -p link=eth-10g means the text, quotes optional
             elif isinstance(value, str):
                 try:
@@ -34,10 +34,10 @@ class ParamBinder:
                 except ScriptError as exc:
                     raise ScriptError(f"-p {s.name}={value}: not a value: {str(exc).splitlines()[0]}") from None
                 self.texts[f"-p {s.name}"] = value
-                value = self._value(expr)
+                value = self.env.value(expr)
             self.used.add(s.name)
         else:
-            value = self._value(s.default)
+            value = self.env.value(s.default)
         self.values[s.name] = value
         return value
 
@@ -45,5 +45,3 @@ class ParamBinder:
         """Given names that no script run so far declared."""
         return sorted(set(self.given) - self.used)
 
-    def _value(self, expr: Any) -> Any:
-        return compile_expression(expr, self.env).constant()

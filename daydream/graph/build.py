@@ -24,12 +24,11 @@ from daydream.graph.build_delays import measure_delays, split_backward_gaps, spl
 from daydream.graph.build_edges import backward_waits, copy_wait_edges, infers_stream_waits, loader_waits, order_edges, sync_edges
 from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
-from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS, Edge, Task
+from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS, Edge, Task
 from daydream.trace.model import Trace
 from daydream.trace.steps import Step, default_step, select_steps
 
-# The kind constants, imported from here before daydream.graph.schema held them.
-__all__ = ["CPU_KINDS", "EDGE_KINDS", "GPU_KINDS", "ORDER_KINDS", "build_graph"]
+__all__ = ["build_graph"]
 
 # A task with no dependency in the graph that started this long after the window did has an unexplained start.
 UNANCHORED_TOLERANCE_US = 1.0

@@ -14,7 +14,6 @@ import networkx as nx
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of, predecessors_of, successors_of
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS
-from daydream.graph.schema import TASK_ATTRIBUTES as TASK_ATTRIBUTES  # the attributes scripts know, read from here by dsl
 
 # Selector words of `select KIND`: `gpu` is everything that runs on a GPU, `kernel` the compute kernels
 # only (task kind "gpu"), `cpu` everything on a CPU thread.

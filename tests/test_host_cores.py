@@ -12,7 +12,7 @@ import pytest
 
 from daydream import build_graph, load_trace
 from daydream.errors import DaydreamError
-from daydream.perf.host import parallel_time_factor, recorded_host
+from daydream.perf.host import parallel_time_factor, recorded_host, recorded_thread_speedup, thread_speedup
 from daydream.trace.intra_op import GRAIN_SIZE, runs_across_threads
 from daydream.whatif import run_whatif
 
@@ -103,6 +103,30 @@ def test_the_thread_model() -> None:
     assert recorded_host(None) == (None, None)
 
 
+def test_the_hosts_measured_speedup_prices_threads(tmp_path: Path) -> None:
+    measured = [[1, 1.0], [2, 1.8], [4, 3.0]]
+    host = {"host": {"threads": 4, "cores": 4, "thread_speedup": measured}}
+    graph = build_graph(load_trace(_linear_trace(tmp_path, host)))
+    curve = recorded_thread_speedup(graph.graph["recording"])
+    assert curve == [(1.0, 1.0), (2.0, 1.8), (4.0, 3.0)]
+    assert thread_speedup(3, 4, curve) == pytest.approx(2.4)  # linear between the measured counts
+    assert thread_speedup(8, 16, curve) == pytest.approx(3.0)  # flat past the measured counts
+    base = run_whatif(graph, ["threads"], {"threads": 4}).predicted.makespan_us
+    # 4 -> 1 thread: the 125 us of threaded work takes 3x (the host's 4 threads ran it 3x faster than one), not 4x
+    one = run_whatif(graph, ["threads"], {"threads": 1}).predicted.makespan_us
+    assert one - base == pytest.approx(125.0 * 2)
+    two = run_whatif(graph, ["threads"], {"threads": 2}).predicted.makespan_us
+    assert two - base == pytest.approx(125.0 * (3.0 / 1.8 - 1))
+    # another host (other cores): its speedups are not known, ideal scaling
+    eight = run_whatif(graph, ["threads"], {"threads": 8, "cores": 8}).predicted.makespan_us
+    assert base - eight == pytest.approx(125.0 / 2)
+
+
+@pytest.mark.parametrize("points", [None, [], [[2, 1.8]], [[1, 1.0], [2, "x"]], [[1, 1.0], [2, -1.0]], [[1, 1.0, 3]]])
+def test_a_missing_or_unusable_measurement_means_ideal_scaling(points: Any) -> None:
+    assert recorded_thread_speedup({"host": {"threads": 2, "thread_speedup": points}}) is None
+
+
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
@@ -148,10 +172,13 @@ def test_workers_that_fall_behind_hold_the_step(tmp_path: Path) -> None:
 
 
 def test_the_threads_case_of_the_corpus() -> None:
-    """On the corpus' recording (2 threads, 2 cores), one thread stretches the threaded ops and nothing else."""
+    """On the corpus' recording (2 threads, 2 cores), one thread stretches the threaded ops by the host's measured
+    speedup of two threads over one, and nothing else."""
     trace = VALIDATION / "base" / "run1" / "rank0.json.gz"
     graph = build_graph(load_trace(trace))
     threaded = sum(a["parallel_us"] for _, a in graph.nodes(data=True))
     assert 0.5 < threaded / graph.graph["measured_us"] < 0.8  # GEMMs and Adam's weight-sized element-wise ops
+    (one, _), (two, speedup) = graph.graph["recording"]["host"]["thread_speedup"]
+    assert (one, two) == (1, 2) and 1.3 < speedup < 2.0
     result = run_whatif(graph, ["threads"], {"threads": 1})
-    assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(threaded, rel=1e-6)
+    assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(threaded * (speedup - 1), rel=1e-6)

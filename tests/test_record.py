@@ -71,6 +71,9 @@ def test_recorded_example_simulates_with_layers(recorded: dict[str, Path], name:
     assert meta["steps"]["complete"] and meta["steps"]["recorded"] == 3 and meta["device"]["type"] == "cpu"
     # the host's intra-op threads and usable cores, which the threads model reads
     assert meta["host"]["threads"] >= 1 and meta["host"]["cores"] >= 1
+    # and the speedup of threaded work on 1, 2, 4, ... threads up to the cores, measured as the recording ended
+    speedup = meta["host"]["thread_speedup"]
+    assert speedup[0] == [1, 1.0] and speedup[-1][0] == meta["host"]["cores"] and all(s > 0 for _, s in speedup)
     graph = build_graph(load_trace(trace))
     assert graph.graph["recording"]["format"] == "daydream.recording/1"
     assert [s["name"] for s in graph.graph["steps"]] == ["ProfilerStep#3"]  # the steady step of the three

@@ -84,7 +84,7 @@ def test_dataloader_by_hand() -> None:
     assert predict(g, "dataloader", speedup=1) == (172.0, 172.0)
 
 
-GPU_ONLY = {"amp", "fused_optimizer", "cuda_graphs"}
+GPU_ONLY = {"amp", "cuda_graphs"}
 
 
 @pytest.mark.parametrize("script", sorted(p.stem for p in TRANSFORMS.glob("*.whatif")))
@@ -152,6 +152,41 @@ def test_fused_optimizer_on_a_real_trace_makes_one_kernel_per_step(shared_traces
     assert 1.0 < r.speedup < 1.5
     one = whatif(path, ["fused_optimizer"])  # the default: one steady-state iteration
     assert 1.0 < one.speedup < 1.5
+
+
+def test_fused_optimizer_on_a_cpu_recording_by_hand() -> None:
+    # Two parameters' for-loop Adam ops (mul_, sqrt) on one thread, each with framework time after it.
+    g = nx.DiGraph()
+    g.graph.update(measured_us=0.0, delays={})
+    step = {"region": "Optimizer.step#Adam.step", "step": "s", "phase": "optimizer"}
+    specs = [("aten::mul_", 10, 4), ("aten::sqrt", 20, 4), ("aten::mul_", 30, 4), ("aten::sqrt", 40, 4)]
+    prev = add_task(g, "aten::linear", "cpu", CPU, 100, gap=5, start=0.0, phase="forward", step="s")
+    for name, dur, gap in specs:
+        task = add_task(g, name, "cpu", CPU, dur, gap=gap, start=0.0, **step)
+        add_dependency(g, prev, task, "thread")
+        prev = task
+    # baseline: 100 + 5 + (10 + 20 + 30 + 40) + 3 * 4 = 217 (the last gap ends nothing).
+    # One op per name, at the place of the last: mul_ 40, sqrt 60; the two removed ops take their gaps along:
+    # 105 + 40 + 4 + 60 = 209.
+    result = run_whatif(g, [TRANSFORMS / "fused_optimizer.whatif"])
+    assert (result.baseline_us, result.predicted_us) == (217.0, 209.0)
+    ops = sorted((a["name"], a["duration"]) for _, a in result.graph.nodes(data=True) if a.get("phase") == "optimizer")
+    assert ops == [("aten::mul_", 40.0), ("aten::sqrt", 60.0)]
+
+
+def test_fused_optimizer_on_a_cpu_recording(tmp_path: Path) -> None:
+    # The bundled example was recorded on the CPU with a for-loop optimizer: every step keeps one op per name, the
+    # step's op time is kept and the framework time between the removed ops goes.
+    graph = build_graph(load_trace(bundled_example()), "all")
+    r = run_whatif(graph, ["fused_optimizer"])
+    def opt(g: nx.DiGraph) -> list[dict]:
+        return [a for _, a in g.nodes(data=True) if a["kind"] == "cpu" and (a["region"] or "").startswith("Optimizer.step")]
+    before, after = opt(graph), opt(r.graph)
+    assert len(after) < len(before)
+    assert len({(a["step"], a["name"]) for a in after}) == len(after) == len({(a["step"], a["name"]) for a in before})
+    assert sum(a["duration"] for a in after) == pytest.approx(sum(a["duration"] for a in before))
+    assert sum(a["gap"] for a in after) < sum(a["gap"] for a in before)
+    assert r.predicted_us < r.baseline_us
 
 
 def test_ddp_by_hand() -> None:

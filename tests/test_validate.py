@@ -36,13 +36,14 @@ def test_the_corpus_ledger() -> None:
     ledger = validate(CORPUS).to_dict()
     cases = {c["name"]: c for c in ledger["cases"]}
     assert len(cases) == 6
-    for name in ("batch size x2", "DataLoader workers 0 -> 2", "gradient accumulation x2"):
-        c = cases[name]
-        assert c["moved"] and c["beats_no_change"]
-        assert abs(c["error_pct"]) < 10.0
-    assert ledger["geomean_error_pct"] < ledger["no_change_geomean_error_pct"]
+    moved = [c for c in ledger["cases"] if c["moved"]]
+    assert {c["name"] for c in moved} >= {"batch size x2", "activation checkpointing", "gradient accumulation x2"}
+    for c in moved:
+        assert c["beats_no_change"] and abs(c["error_pct"]) < 10.0, c["name"]
+    assert all(c["predicted_us"] is not None for c in ledger["cases"])  # the library models every change on the CPU
+    assert ledger["geomean_error_pct"] < ledger["no_change_geomean_error_pct"] / 3
     for c in ledger["cases"]:
-        assert c["spread_pct"] >= 0 and c["runs"] == 5
+        assert c["spread_pct"] >= 0 and c["runs"] == 8
         assert (c["predicted_us"] is None) == bool(c["message"])
 
 
@@ -59,8 +60,8 @@ def test_a_case_of_no_change_is_exact_and_a_ratio_is_priced(tmp_path: Path) -> N
 
 
 def test_a_case_whose_script_stops_counts_as_no_change(tmp_path: Path) -> None:
-    path = _cases(tmp_path, '[[case]]\nname = "fused on a CPU trace"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\n'
-                            'scripts = ["fused_optimizer"]\n')  # fmt: skip
+    path = _cases(tmp_path, '[[case]]\nname = "amp on a CPU trace"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\n'
+                            'scripts = ["amp"]\n')  # fmt: skip
     ledger = validate(path)
     (c,) = ledger.cases
     assert c.predicted_us is None and "count(gpu) > 0" in c.message

@@ -44,12 +44,12 @@ def record(name: str, run: int, out: Path) -> None:
     cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(WARMUP), "--steps", str(STEPS),
            "--out", str(target), "--", *program]  # fmt: skip
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    print(f"recorded {name} run {run}: {target.relative_to(ROOT)}", flush=True)
+    print(f"recorded {name} run {run}: {target}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runs", type=int, default=5, help="runs of each setting (default: %(default)s)")
+    p.add_argument("--runs", type=int, default=8, help="runs of each setting (default: %(default)s)")
     p.add_argument("--only", nargs="+", choices=sorted(SETTINGS), help="record these settings only")
     p.add_argument("--out", type=Path, default=HERE / "traces", help="output folder (default: validation/traces)")
     args = p.parse_args(argv)

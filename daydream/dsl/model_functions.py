@@ -187,10 +187,11 @@ def _trace_ranks(graph: nx.DiGraph) -> int:
 
 
 def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None) -> float:
-    from daydream.perf.host import parallel_time_factor, recorded_host
+    from daydream.perf.host import parallel_time_factor, recorded_host, recorded_thread_speedup
 
     fn = "intra_op_factor"
-    traced_threads, traced_cores = recorded_host(graph.graph.get("recording"))
+    recording = graph.graph.get("recording")
+    traced_threads, traced_cores = recorded_host(recording)
     if recorded is None:
         if traced_threads is None:
             raise DaydreamError(
@@ -198,11 +199,14 @@ def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorde
                 "next to it): give them, e.g. recorded = 8"
             )
         recorded = traced_threads
+    # the host's measured scaling prices the recording's own host; another number of cores is another host
+    same_host = cores is None or cores == traced_cores
     if cores is None:
         cores = traced_cores
     return parallel_time_factor(
         number_argument(threads, fn, "threads"), number_argument(recorded, fn, "recorded"),
         None if cores is None else number_argument(cores, fn, "cores"),
+        recorded_thread_speedup(recording) if same_host else None,
     )  # fmt: skip
 
 

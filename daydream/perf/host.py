@@ -1,21 +1,29 @@
 """The host CPU as a resource: how PyTorch's intra-op threads share its cores.
 
 An op's work that ran across the intra-op threads (a task's ``parallel_us``, daydream.trace.intra_op) takes
-``parallel_us x speedup(recorded threads) / speedup(new threads)``, where ``speedup(T) = min(T, cores)``: threads past
-the host's cores add no speed, and each thread up to them runs its share of the elements. Where neither the user nor
-the recording says how many cores there are, the recorded threads are taken to be one per core (PyTorch's default).
-The rest of an op (dispatch, views, kernels at or below the grain size) runs on the calling thread whatever the count.
+``parallel_us x speedup(recorded threads) / speedup(new threads)``. ``speedup(T)`` is how much faster threaded work
+runs on T threads than on one: measured on the recording's host when ``daydream record`` wrote the sidecar
+(``host.thread_speedup``: 1, 2, 4, ... threads up to the cores; linear in between, flat past the cores), else ideal,
+``min(T, cores)``: threads past the host's cores add no speed, and each thread up to them runs its share of the
+elements. A host other than the recording's (``cores`` given and not the recorded count) is priced ideally. Where
+neither the user nor the recording says how many cores there are, the recorded threads are taken to be one per core
+(PyTorch's default). The rest of an op (dispatch, views, kernels at or below the grain size) runs on the calling
+thread whatever the count.
 
-Uncertainty: ideal scaling of the threaded part. Measured on a 2-core host (validation/, threads 2 -> 1), the
-threaded ops ran 1.6-1.9x slower on one thread, not 2x (memory bandwidth and caches are shared), so the model
-overstates that slowdown by about 5% of the step there; past the memory bandwidth of a many-core host it
-overstates the gain of more threads more.
+Uncertainty: the measured speedup is that of a fixed mix of GEMMs and element-wise ops
+(daydream.record.host_bench), not of the program's own ops. On the 2-core validation host (threads 2 -> 1) the mix
+ran 1.8-1.9x faster on two threads and the training step's threaded work 1.6-1.9x by phase; ideal scaling (2x)
+overstated the slowdown by about 7% of the step. Past the memory bandwidth of a many-core host, ideal scaling
+overstates the gain of more threads more; the measurement does not.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from daydream.errors import DaydreamError
 from daydream.trace.recording import Recording, SidecarPart
@@ -42,22 +50,47 @@ def recorded_host(recording: Recording | Mapping[str, Any] | None) -> tuple[int 
     return whole(threads), whole(cores)
 
 
+def recorded_thread_speedup(recording: Recording | Mapping[str, Any] | None) -> list[tuple[float, float]] | None:
+    """The sidecar's measured ``host.thread_speedup`` as sorted (threads, speedup) points starting at one thread, or
+    None where the recording has none (or a malformed one: then the ideal model is used)."""
+    parts = (SidecarPart, Mapping)
+    host = recording.get("host") if isinstance(recording, parts) else None
+    points = host.get("thread_speedup") if isinstance(host, parts) else None
+    if not isinstance(points, (list, tuple)):
+        return None
+    curve = []
+    for point in points:
+        if not (isinstance(point, (list, tuple)) and len(point) == 2):
+            return None
+        t, speedup = point
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in point):
+            return None
+        curve.append((float(t), float(speedup)))
+    curve.sort()
+    return curve if curve and curve[0] == (1.0, 1.0) else None
+
+
 def usable_cores(recorded: float, cores: float | None) -> float:
     """The cores the threads run on: ``cores`` where known, else one per recorded thread."""
     return recorded if cores is None else cores
 
 
-def thread_speedup(threads: float, cores: float) -> float:
-    """How much faster threaded work runs on ``threads`` intra-op threads than on one (ideal up to the cores)."""
-    return float(min(threads, cores))
+def thread_speedup(threads: float, cores: float, measured: list[tuple[float, float]] | None = None) -> float:
+    """How much faster threaded work runs on ``threads`` intra-op threads than on one: from the ``measured`` points
+    (linear between them, the last one's past them), else ideal up to the cores."""
+    if measured is None:
+        return float(min(threads, cores))
+    ts, speedups = zip(*measured)
+    return float(np.interp(min(threads, cores), ts, speedups))
 
 
-def parallel_time_factor(threads: float, recorded: float, cores: float | None = None) -> float:
+def parallel_time_factor(threads: float, recorded: float, cores: float | None = None,
+                         measured: list[tuple[float, float]] | None = None) -> float:
     """Multiplier for the threaded part of the ops' time when the recording's ``recorded`` threads become ``threads``
-    on a host of ``cores`` (None: as many as the recorded threads)."""
+    on a host of ``cores`` (None: as many as the recorded threads), with the host's ``measured`` speedups where known."""
     if threads < 1 or recorded < 1 or threads != int(threads) or recorded != int(recorded):
         raise DaydreamError(f"intra-op threads are a whole number >= 1 (got {threads:g} and {recorded:g})")
     if cores is not None and cores < 1:
         raise DaydreamError(f"cores must be >= 1 (got {cores:g})")
     usable = usable_cores(recorded, cores)
-    return thread_speedup(recorded, usable) / thread_speedup(threads, usable)
+    return thread_speedup(recorded, usable, measured) / thread_speedup(threads, usable, measured)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from daydream.record.host_bench import measure_thread_speedup
 from daydream.record.modules import WRAPPER_TYPES, ModuleNames
 
 # Fractions of an embedding table's rows (the hottest first) at which the share of lookups they take is reported.
@@ -48,12 +49,14 @@ def device_info() -> dict[str, Any]:
 
 
 def host_info() -> dict[str, Any]:
-    """The host's intra-op threads and the cores this process may run on (the threads model reads both)."""
+    """The host's intra-op threads, the cores this process may run on and the measured speedup of threaded work on
+    1, 2, 4, ... of them (the threads model reads all three; measuring takes a few tenths of a second)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         cores = os.cpu_count() or 1
-    return {"threads": torch.get_num_threads(), "cores": cores}
+    speedup = [list(point) for point in measure_thread_speedup(cores)]
+    return {"threads": torch.get_num_threads(), "cores": cores, "thread_speedup": speedup}
 
 
 def distributed_info() -> dict[str, Any]:

@@ -56,10 +56,13 @@ class DeviceInfo(SidecarPart, frozen=True, omit_defaults=True):
 
 
 class HostInfo(SidecarPart, frozen=True):
-    """The host's intra-op threads and the cores the process could run on (:mod:`daydream.perf.host` reads both)."""
+    """The host's intra-op threads, the cores the process could run on, and how much faster threaded work ran on
+    T threads than on one, measured when the recording ended (``[[threads, speedup], ...]``; daydream.record.host_bench).
+    :mod:`daydream.perf.host` reads all three."""
 
     threads: int | None = None
     cores: int | None = None
+    thread_speedup: list[tuple[int, float]] | None = None
 
 
 class Steps(SidecarPart, frozen=True):

@@ -18,6 +18,9 @@ from daydream.perf.roofline import (
     device_speedup,
     dtype_speedup,
     fit_latency,
+    kernel_dtype,
+    move_us,
+    native_dtype,
     observations,
     predict_us,
     resolved_gmae,
@@ -323,6 +326,61 @@ def test_predict_inserted_and_unpriced_tasks() -> None:
         predict_us({"op": "fbgemm::lookup", "class": "other", "name": "y"}, _calibration())
     with pytest.raises(DaydreamError, match="no calibrated efficiency for conv"):
         predict_us({"op": "aten::conv2d", "shapes": [[1, 3, 8, 8], [4, 3, 3, 3]], "class": "conv", "name": "c"}, _calibration())
+
+
+@pytest.mark.parametrize(
+    "name, dtype",
+    [
+        ("ampere_sgemm_128x64_nn", "fp32"),
+        ("volta_sgemm_64x64_nt", "fp32"),
+        ("cudnn_volta_scudnn_128x64_relu_small_nn_v1", "fp32"),
+        ("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16", "tf32"),
+        ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(...)", "tf32"),
+        ("volta_h884gemm_128x128_ldg8_nn", "fp16"),
+        ("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_nn", "fp16"),
+        ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_nn", "bf16"),
+        ("sm90_xmma_gemm_e4m3bf16_e4m3f32_f32_tn_n_tilesize128x128x128", "fp8"),
+        ("Cijk_Ailk_Bjlk_SB_Bias_AS_SAV_UserArgs_MT64x16x16_MI16x16x1", "fp32"),
+        ("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32", "fp16"),
+        ("Cijk_Ailk_Bljk_BBS_BH_MT128x128x32", "bf16"),
+        ("void splitKreduce_kernel<32, 16, int, float, float, float, float, true, false, false>", "fp32"),
+        ("void cublasLt::splitKreduce_kernel<32, 16, int, __half>", "fp16"),
+        ("cask_cudnn::computeWgradBOffsetsKernel(cask_cudnn::ComputeWgradBOffsetsParams)", None),
+    ],
+)
+def test_a_kernel_name_tells_its_precision(name: str, dtype: str | None) -> None:
+    assert kernel_dtype(name) == dtype
+
+
+def test_each_gpu_computes_in_a_precision_it_has() -> None:
+    v100, h100 = get_device("v100-sxm2-32gb"), get_device("h100")
+    assert native_dtype(h100, "tf32") == "tf32" and native_dtype(A100, "bf16") == "bf16"
+    assert native_dtype(v100, "tf32") == "fp32"  # no TF32: PyTorch's allow_tf32 does nothing there
+    assert native_dtype(v100, "bf16") == "fp32"  # no BF16 tensor cores
+    assert native_dtype(A100, "fp8") == "bf16" and native_dtype(v100, "fp8") == "fp16"
+
+
+def test_a_kernel_moves_by_its_own_roofline_in_its_own_precision() -> None:
+    h100, v100 = get_device("h100"), get_device("v100-sxm2-32gb")
+    empty = Calibration(A100, "fp32", {})
+    # a compute-bound FP32 GEMM moves by the FP32 peaks, a GEMV (one row) by the memory bandwidths
+    big = {"op": "aten::mm", "shapes": [[4096, 4096], [4096, 4096]], "class": "gemm", "duration": 8000.0, "name": "ampere_sgemm_128x64_nn"}
+    assert move_us(big, empty, h100) == pytest.approx(8000 * 19.5 / 67)
+    gemv = {**big, "shapes": [[1, 4096], [4096, 4096]], "duration": 80.0}
+    assert move_us(gemv, empty, h100) == pytest.approx(80 * 1555 / 3350)
+    # the same GEMM traced in TF32 (its kernel name says so): the TF32 peaks on an H100, FP32 on a V100 without TF32
+    tf32 = {**big, "name": "sm80_xmma_gemm_tf32f32_tf32f32_f32_nn_n_tilesize128x128x16"}
+    assert move_us(tf32, empty, h100) == pytest.approx(8000 * 156 / 494.5)
+    assert move_us(tf32, empty, v100) == pytest.approx(8000 * 156 / 15.7)
+    # the target's precision given: FP32 on the H100 (a program that turns TF32 off there)
+    assert move_us(tf32, empty, h100, "fp32") == pytest.approx(8000 * 156 / 67)
+    # no priced op (no shapes): the class's peaks in each side's precision; memory-bound classes by bandwidth
+    conv = {"op": "aten::cudnn_convolution", "shapes": None, "class": "conv", "duration": 300.0,
+            "name": "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc"}  # fmt: skip
+    assert move_us(conv, empty, v100) == pytest.approx(300 * 156 / 15.7)
+    relu = {"op": "aten::relu", "shapes": None, "class": "elementwise", "duration": 50.0, "name": "vectorized_elementwise_kernel<float>"}
+    assert move_us(relu, empty, v100) == pytest.approx(50 * 1555 / 900)
+    assert move_us({**relu, "duration": 0.0}, empty, v100) == 0.0
 
 
 def test_resolved_gmae_floors_errors_at_the_clock_step() -> None:

@@ -174,6 +174,23 @@ def _device_speedup(graph: nx.DiGraph, kernel_class: Any, target: Any, source: A
     return device_speedup(_device(graph, source, fn), _device(graph, target, fn), cls, _text(dtype, fn, "dtype"))
 
 
+def _device_time(graph: nx.DiGraph, target: Any, name: Any, kernel_class: Any, duration: Any, op: Any, shapes: Any,
+                 dtype: Any = None) -> float:
+    from daydream.perf.roofline import Calibration, move_us
+
+    fn = "device_time"
+    src = _device(graph, None, fn)
+    calibration = _calibration(graph, "fp32") or Calibration(device=src, dtype="fp32", classes={})
+    attrs = {
+        "name": _text(name, fn, "the kernel name") if name is not None else "",
+        "class": _text(kernel_class, fn, "the kernel class") if kernel_class is not None else "other",
+        "duration": number_argument(duration, fn, "duration"),
+        "op": _text(op, fn, "the op") if op is not None else None,
+        "shapes": shapes,
+    }
+    return move_us(attrs, calibration, _device(graph, target, fn), None if dtype is None else _text(dtype, fn, "dtype"))
+
+
 def _trace_device(graph: nx.DiGraph) -> str | None:
     from daydream.perf.devices import device_of_graph
 
@@ -245,6 +262,11 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
     ("device_speedup", _device_speedup, 2, 4, "device_speedup(CLASS, TARGET, source = none, dtype = \"fp32\"): how much "
      "faster a kernel class runs on TARGET than on the trace's GPU: compute peaks for GEMM-like classes, memory "
      "bandwidth for the rest, PCIe for copies", ("source", "dtype")),
+    ("device_time", _device_time, 6, 7, "device_time(TARGET, NAME, CLASS, DURATION, OP, SHAPES, dtype = none): "
+     "microseconds a traced kernel takes on TARGET: FLOPs and bytes from its op's shapes, the ratio of its rooflines "
+     "there and here above the fixed time the trace's kernels of its class showed, each GPU in its own precision "
+     "(the kernel name's, else fp32; TF32 becomes FP32 where the target has none; dtype: the target's); kernels "
+     "without a priced op by their class's ratio (device_speedup)", ("dtype",)),
     ("trace_device", _trace_device, 0, 0, "trace_device(): the catalog name of the trace's GPU, none if unknown", ()),
     ("trace_ranks", _trace_ranks, 0, 0, "trace_ranks(): the traced job's world size (1 without distributed info)", ()),
 ]:  # fmt: skip

@@ -27,6 +27,7 @@ same-shaped tensors, which the graph cannot tell apart, would be priced as one.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -323,8 +324,67 @@ def predict_us(
             raise DaydreamError(f"no calibrated efficiency for {cls} kernels on {src.key}: cannot price {op}")
         return entry.predict_us(there)
     if duration:
+        if cls in MATMUL_CLASSES:  # each side's own peak (the target may lack the source's dtype: TF32 on a V100)
+            return float(duration) * peak_flops(src, src_dt) / peak_flops(dst, dst_dt)
         return float(duration) / (device_speedup(src, dst, cls, src_dt) * dtype_speedup(dst, src_dt, dst_dt, cls))
     raise DaydreamError(f"cannot price task '{task_attrs.get('name')}': no duration and no cost for op {op!r}")
+
+
+# What a GEMM-like kernel's name says about the precision it computes in (cuBLAS, cuBLASLt, CUTLASS, cuDNN, rocBLAS /
+# Tensile); first match wins. Names that say nothing (a split-K reduction, a Winograd transform) are left to the caller.
+_KERNEL_DTYPES = (
+    (re.compile(r"e4m3|e5m2|fp8", re.I), "fp8"),
+    (re.compile(r"bf16|Cijk_\w*?_B[BS]S?_", re.I), "bf16"),
+    (re.compile(r"tf32|xf32|_80_tensorop_s1688"), "tf32"),  # on sm80 a 16x8x8 fp32-accumulating MMA is TF32
+    (re.compile(r"fp16|f16|h884|h1688|h16816|hgemm|half|Cijk_\w*?_H[BHS]S?_"), "fp16"),
+    (re.compile(r"sgemm|scudnn|f32f32_f32|Cijk_\w*?_S[BS]?_|[<,] ?float\b"), "fp32"),
+)
+
+
+def kernel_dtype(name: str) -> str | None:
+    """The precision a kernel computes in, as its name tells (``ampere_sgemm_128x64_nn`` fp32,
+    ``sm80_xmma_fprop_implicit_gemm_tf32f32_...`` tf32, ``volta_h884gemm_...`` fp16), or None where it does not."""
+    for pattern, dtype in _KERNEL_DTYPES:
+        if pattern.search(name):
+            return dtype
+    return None
+
+
+def native_dtype(device: Device, dtype: str) -> str:
+    """The precision ``device`` runs a GEMM of ``dtype`` in: the dtype itself where the device has a peak for it;
+    else what frameworks fall back to there (TF32 on a GPU without it is FP32, as PyTorch's allow_tf32 then does
+    nothing; BF16 and FP16 without tensor cores for them compute at the FP32 rate; FP8 without it runs in BF16 or
+    FP16)."""
+    dt = _dtype(dtype)
+    fallbacks = {"tf32": ("fp32",), "bf16": ("fp32",), "fp16": ("fp32",), "fp8": ("bf16", "fp16", "fp32")}
+    for candidate in (dt, *fallbacks.get(dt, ())):
+        if candidate in device.peak_tflops:
+            return candidate
+    return dt
+
+
+def move_us(task_attrs: Mapping[str, Any], calibration: Calibration, device: Device | str,
+            dtype: str | None = None) -> float:
+    """A traced GPU task's time on ``device``, each side in its own precision: the task's ``dtype`` (default: what
+    its kernel name says, else the calibration's) on the traced GPU; on ``device`` the same where it has it, else
+    its fallback (:func:`native_dtype`) for GEMM-like classes, or ``dtype`` where given. Priced ops (op and
+    shapes give FLOPs and bytes) keep their calibrated fixed time and scale the rest by the ratio of their own
+    rooflines (a memory-bound GEMM by the bandwidth ratio, a compute-bound one by the peak ratio); the rest by their
+    class's ratio (:func:`predict_us`)."""
+    dst = _resolve(device)
+    if task_attrs.get("duration") == 0:
+        return 0.0  # a traced task of no time (an empty copy) stays so
+    src_dt = task_dtype(task_attrs, kernel_dtype(str(task_attrs.get("name") or "")) or calibration.dtype)
+    cls = str(task_attrs.get("class") or "other")
+    if cls in MATMUL_CLASSES:
+        src_dt = native_dtype(calibration.device, src_dt)
+    if dtype is not None:
+        dst_dt = _dtype(dtype)
+    elif cls in MATMUL_CLASSES:
+        dst_dt = native_dtype(dst, src_dt)
+    else:
+        dst_dt = src_dt
+    return predict_us({**task_attrs, "dtype": src_dt}, calibration, dst, dst_dt)
 
 
 def dtype_speedup(device: Device | str, from_dtype: str, to_dtype: str, kernel_class: str) -> float:

@@ -212,20 +212,22 @@ def test_activation_checkpointing_by_hand() -> None:
     # backward kernel, so only K1 re-runs, before K3. Its launch call (the median forward launch 10 + median gap 0)
     # goes before K3's: L1 [0,10] L2 [10,20] L1' [20,30] L3 [30,40] L4 [40,50] L5 [50,60].
     # K1 [12,112], K2 [112,132], K1' [132,232], K3 [232,432], K4 [432,482], K5 [482,512], sync [512,515]
-    result = run(iteration(), "activation_checkpointing", segment_cpu=0)
+    result = run(iteration(), "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (415.0, pytest.approx(515.0))
     assert gpu_order(result) == ["sm80_gemm_fwd", "relu_kernel", "sm80_gemm_fwd", "sm80_gemm_bwd", "multi_tensor_apply_adam"]
     (copy,) = [a for _, a in result.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "gpu"]
     assert (copy["phase"], copy["layer"], copy["class"], copy["duration"]) == ("backward", "model.fc1", "gemm", 100)
-    assert predict(iteration(), "activation_checkpointing", segment_cpu=0, layers="act") == (415.0, 415.0)  # no backward: no re-run
+    assert predict(iteration(), "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="act") == (415.0, 415.0)  # no backward: no re-run
     # a 300 us re-run op on the CPU: L1' [20,320] delays L3 [320,330]: K1' [322,422], K3 [422,622], K4 [622,672],
     # K5 [672,702], sync [702,705]
-    assert predict(iteration(), "activation_checkpointing", segment_cpu=0, cpu_per_kernel=300) == (415.0, pytest.approx(705.0))
+    assert predict(iteration(), "activation_checkpointing", segment_cpu=0, op_cpu=0, cpu_per_kernel=300) == (415.0, pytest.approx(705.0))
     # the checkpoint's own machinery runs on the backward's thread before the re-run's launch: 50 us [20,70] hides
     # behind the GPU (L1' [70,80], K1' still at 132); 150 us [20,170] does not: L1' [170,180], K1' [182,282],
     # K3 [282,482], K4 [482,532], K5 [532,562], sync [562,565]
-    assert predict(iteration(), "activation_checkpointing", segment_cpu=50) == (415.0, pytest.approx(515.0))
-    assert predict(iteration(), "activation_checkpointing", segment_cpu=150) == (415.0, pytest.approx(565.0))
+    assert predict(iteration(), "activation_checkpointing", segment_cpu=50, op_cpu=0) == (415.0, pytest.approx(515.0))
+    assert predict(iteration(), "activation_checkpointing", segment_cpu=150, op_cpu=0) == (415.0, pytest.approx(565.0))
+    # per re-run op (one here): 100 + 50 = 150 us, as segment_cpu=150 alone
+    assert predict(iteration(), "activation_checkpointing", segment_cpu=100, op_cpu=50) == (415.0, pytest.approx(565.0))
 
 
 def test_activation_checkpointing_puts_each_segment_before_its_own_backward() -> None:
@@ -236,10 +238,10 @@ def test_activation_checkpointing_puts_each_segment_before_its_own_backward() ->
     # baseline: 12 + 100 + 50 + 80 + 120 = 362. Re-runs: fc2 (50) before fc2_bwd, fc1 (100) before fc1_bwd, their
     # calls (10 us) before L3 and L4: L1 [0,10] L2 [10,20] L2' [20,30] L3 [30,40] L1' [40,50] L4 [50,60];
     # fc1 [12,112], fc2 [112,162], fc2' [162,212], fc2_bwd [212,292], fc1' [292,392], fc1_bwd [392,512]
-    result = run(g, "activation_checkpointing", segment_cpu=0)
+    result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (362.0, pytest.approx(512.0))
     assert gpu_order(result) == ["fc1_fwd", "fc2_fwd", "fc2_fwd", "fc2_bwd", "fc1_fwd", "fc1_bwd"]
-    assert predict(g, "activation_checkpointing", segment_cpu=0, layers="fc2$") == (362.0, pytest.approx(412.0))  # fc2 only
+    assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc2$") == (362.0, pytest.approx(412.0))  # fc2 only
 
 
 def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward() -> None:
@@ -247,11 +249,11 @@ def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward()
     set_phase(g, "bwd", "backward")
     # baseline: fwd1 [12,112], fwd2 [112,132], bwd [132,332]. Both forward kernels re-run before bwd, their calls
     # (10 us) before L3: L3 [40,50]; fwd1' [132,232], fwd2' [232,252], bwd [252,452]
-    result = run(g, "activation_checkpointing", segment_cpu=0)
+    result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (332.0, pytest.approx(452.0))
     assert result.session.printed == ["no layer names on the forward kernels: the whole forward pass is one checkpointed segment"]
     assert gpu_order(result) == ["fwd1", "fwd2", "fwd1", "fwd2", "bwd"]
-    assert predict(g, "activation_checkpointing", segment_cpu=0, layers="fc") == (332.0, 332.0)  # a regex needs layer names
+    assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc") == (332.0, 332.0)  # a regex needs layer names
 
 
 def test_activation_checkpointing_on_a_gpu_bound_trace(shared_traces: Path) -> None:

@@ -29,7 +29,7 @@ def test_checkpointing_reruns_the_forward_ops_on_a_cpu_recording(graph) -> None:
                if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] is not None and a["layer"] is not None]  # fmt: skip
     rerun = sum(a["duration"] + a["gap"] for a in forward)
     assert forward and rerun > 0
-    result = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0})
+    result = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0})
     added = [a for _, a in result.graph.nodes(data=True) if a.get("recomputed")]
     assert len(added) == len(forward)
     assert all(a["thread"] != forward[0]["thread"] or a["phase"] == "backward" for a in added)
@@ -38,15 +38,21 @@ def test_checkpointing_reruns_the_forward_ops_on_a_cpu_recording(graph) -> None:
 
 
 def test_checkpointing_costs_its_machinery_per_checkpoint_call(graph) -> None:  # type: ignore[no-untyped-def]
-    bare = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0}).predicted.makespan_us
+    bare = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0}).predicted.makespan_us
     layers = {a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["layer"]}
     # one call per checkpointed layer by default; `segments` calls per step when the program wraps several layers
-    per_layer = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100})
+    per_layer = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0})
     assert per_layer.predicted.makespan_us - bare == pytest.approx(100 * len(layers))
-    fewer = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "segments": 3})
+    fewer = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0, "segments": 3})
     assert fewer.predicted.makespan_us - bare == pytest.approx(300)
     machinery = [a for _, a in fewer.graph.nodes(data=True) if a.get("checkpoint_machinery")]
     assert len(machinery) == len(layers) and all(a["phase"] == "backward" for a in machinery)
+    # and per op each checkpointed layer re-runs (its saved-tensor hooks): a layer of many ops costs more
+    ops = [a for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] and a["layer"]]
+    per_op = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 40})
+    assert per_op.predicted.makespan_us - bare == pytest.approx(40 * len(ops))
+    costs = {a["checkpoint_machinery"]: a["duration"] for _, a in per_op.graph.nodes(data=True) if a.get("checkpoint_machinery")}
+    assert costs == {layer: 40 * sum(a["layer"] == layer for a in ops) for layer in layers}
 
 
 def test_checkpointing_recomputes_in_every_step_of_a_multi_step_graph() -> None:

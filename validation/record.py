@@ -1,9 +1,11 @@
 """Record the validation corpus: each setting of examples/mlp.py, several times, on this machine's CPU.
 
-    python validation/record.py [--runs 5] [--only NAME ...]
+    python validation/record.py [--runs 8] [--only NAME ...]
 
 Each run is `daydream record` of a fresh process (warm-up steps, then the recorded steps) into
-validation/traces/<setting>/run<k>/ (rank0.json.gz and its sidecar). The cases in validation/cases.toml pair a
+validation/traces/<setting>/run<k>/ (rank0.json.gz and its sidecar). Two programs: examples/mlp.py (the settings
+the models were developed on) and examples/transformer.py (`transformer/...`, recorded later as a check on a program
+the models had not seen). The cases in validation/cases.toml pair a
 BEFORE setting with the AFTER setting of one change; `daydream validate` predicts each AFTER from a BEFORE trace and
 compares with the AFTER runs. The runs are taken round-robin over the settings, so that a slow spell of the machine
 falls on every setting rather than on one.
@@ -21,27 +23,38 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # Many small layers: the step is a few hundred CPU ops, long enough to time (about 12 ms unprofiled on 2 cores) and
 # short enough to record quickly; the for-loop Adam runs a dozen ops per parameter.
-MODEL = ["examples/mlp.py", "--device", "cpu", "--width", "256", "--depth", "16", "--batch", "128", "--optimizer", "adam"]
-SETTINGS: dict[str, list[str]] = {
-    "base": [],
-    "batch256": ["--batch", "256"],
-    "foreach": ["--optimizer", "adam-foreach"],
-    "checkpoint": ["--checkpoint"],
-    "accumulate2": ["--accumulate", "2"],
-    "threads1": ["--threads", "1"],
+MLP = ["examples/mlp.py", "--device", "cpu", "--width", "256", "--depth", "16", "--batch", "128", "--optimizer", "adam"]
+# A second program, not the one the models were developed on: a 4-layer encoder (attention, LayerNorm, GELU, an
+# MLM head over the vocabulary), about 65 ms a step on 2 cores; two recorded steps keep its traces small.
+TRANSFORMER = ["examples/transformer.py", "--device", "cpu", "--batch", "16", "--layers", "4", "--optimizer", "adam"]
+# name -> (program, its arguments for the setting, recorded steps)
+SETTINGS: dict[str, tuple[list[str], list[str], int]] = {
+    "base": (MLP, [], 4),
+    "batch256": (MLP, ["--batch", "256"], 4),
+    "foreach": (MLP, ["--optimizer", "adam-foreach"], 4),
+    "checkpoint": (MLP, ["--checkpoint"], 4),
+    "accumulate2": (MLP, ["--accumulate", "2"], 4),
+    "threads1": (MLP, ["--threads", "1"], 4),
     # 40 us of CPU per sample: 5 ms of loading per step, on the training thread or in two worker processes
-    "loader0": ["--transform-us", "40"],
-    "loader2": ["--transform-us", "40", "--workers", "2"],
+    "loader0": (MLP, ["--transform-us", "40"], 4),
+    "loader2": (MLP, ["--transform-us", "40", "--workers", "2"], 4),
+    "transformer/base": (TRANSFORMER, [], 2),
+    "transformer/batch32": (TRANSFORMER, ["--batch", "32"], 2),
+    "transformer/foreach": (TRANSFORMER, ["--optimizer", "adam-foreach"], 2),
+    "transformer/checkpoint": (TRANSFORMER, ["--checkpoint"], 2),
+    "transformer/accumulate2": (TRANSFORMER, ["--accumulate", "2"], 2),
+    "transformer/threads1": (TRANSFORMER, ["--threads", "1"], 2),
 }
-WARMUP, STEPS = 3, 4
+WARMUP = 3
 
 
 def record(name: str, run: int, out: Path) -> None:
     target = out / name / f"run{run}"
     if target.exists():
         shutil.rmtree(target)
-    program = [sys.executable, *MODEL, *SETTINGS[name], "--steps", str(WARMUP + STEPS + 2)]
-    cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(WARMUP), "--steps", str(STEPS),
+    model, extra, steps = SETTINGS[name]
+    program = [sys.executable, *model, *extra, "--steps", str(WARMUP + steps + 2)]
+    cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(WARMUP), "--steps", str(steps),
            "--out", str(target), "--", *program]  # fmt: skip
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     print(f"recorded {name} run {run}: {target}", flush=True)

@@ -3,18 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import msgspec
 from rich.console import Console
 
 from daydream.errors import DaydreamError
+from daydream.files import clip
+
+EXIT_INTERNAL = 70  # EX_SOFTWARE: an exception daydream did not expect, a bug
+EXIT_INTERRUPTED = 130
+
+EPILOG = """exit status:
+  0    success
+  1    input error: a trace, file, flag or value that cannot be used (also an output path that cannot be written)
+  2    script error: a .whatif script that cannot be parsed or run (also: a command-line usage error; a failed
+       statement in a piped repl session)
+  3    an assert in a script did not hold
+  70   internal error: a bug in daydream; please report it (DAYDREAM_DEBUG=1 shows the traceback)
+  130  interrupted (Ctrl-C)"""
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="daydream", description="What-if simulation of deep-learning training from profiler traces.")
+    p = argparse.ArgumentParser(prog="daydream", description="What-if simulation of deep-learning training from profiler traces.",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sim = sub.add_parser("simulate", help="replay a trace through the simulator and compare with the measurement")
@@ -29,14 +46,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--policy", default="earliest", help="schedule policy: earliest, fifo, priority:ATTR (default: earliest)")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    sim.add_argument("--export-trace", metavar="OUT.json", help="write the simulated timeline as Chrome-trace JSON")
+    sim.add_argument("--export-trace", metavar="OUT.json",
+                     help="write the simulated timeline as Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
     sim.set_defaults(func=_cmd_simulate)
     run = sub.add_parser("run", help="apply .whatif scripts to a trace and predict the iteration before and after")
     run.add_argument("trace", metavar="TRACE", help="Kineto trace JSON (.json or .json.gz)")
     run.add_argument("scripts", metavar="SCRIPT", nargs="+", help=".whatif scripts, applied in order (a bare name: the bundled library)")
     _graph_options(run)
     run.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    run.add_argument("--export-trace", metavar="OUT.json", help="write the predicted timeline as Chrome-trace JSON")
+    run.add_argument("--export-trace", metavar="OUT.json",
+                     help="write the predicted timeline as Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
     run.set_defaults(func=_cmd_run)
     check = sub.add_parser("check", help="parse and check .whatif scripts without a trace")
     check.add_argument("scripts", metavar="SCRIPT", nargs="+")
@@ -119,10 +138,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def show(line: str) -> None:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
+    inputs = _run_inputs(args)
+    _check_export(args, inputs)  # before the work: a refused output path costs no simulation
     result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
                     policy=parse_policy(args.policy), on_print=show)  # fmt: skip
-    _emit(args, result, render_whatif, "predicted")
+    inputs += [f for f in result.session.loader.texts if not f.startswith("<")]  # included scripts too
+    _emit(args, result, render_whatif, "predicted", inputs)
     return 0
+
+
+def _run_inputs(args: argparse.Namespace) -> list[str]:
+    """The files ``run`` reads before it starts: the trace (and what it reads beside it) and the scripts."""
+    from daydream.dsl.library import Loader
+    from daydream.replay import trace_inputs
+
+    loader = Loader()
+    return trace_inputs(args.trace, args.et) + [str(loader.find(s)) for s in args.scripts]
+
+
+def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:
+    from daydream.files import check_output_path
+
+    if args.export_trace is not None:
+        check_output_path(args.export_trace, inputs, "--export-trace")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -137,7 +175,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     from daydream.dsl.library import describe_scripts
     from daydream.report import render_script_list
 
-    render_script_list(describe_scripts(args.paths), Console())
+    render_script_list(describe_scripts(args.paths), _console())
     return 0
 
 
@@ -145,13 +183,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from daydream.perf import mlp
     from daydream.report import render_accuracy
 
-    console = Console(stderr=True)
+    console = _console(stderr=True)
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
     fitted = mlp.calibrate(args.out, kernels, args.device, quick=args.quick, threads=args.threads,
-                           progress=lambda line: console.print(line, highlight=False))  # fmt: skip
+                           progress=lambda line: console.print(line, highlight=False, markup=False))  # fmt: skip
     for path, _ in fitted:
-        console.print(f"model written to {path}", highlight=False)
-    render_accuracy([acc for _, acc in fitted], Console())
+        console.print(f"model written to {path}", highlight=False, markup=False)
+    render_accuracy([acc for _, acc in fitted], _console())
     return 0
 
 
@@ -179,7 +217,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(ledger.to_dict())
     else:
-        render_ledger(ledger, Console())
+        render_ledger(ledger, _console())
     return 0
 
 
@@ -191,7 +229,7 @@ def _cmd_models_accuracy(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"models": [r.to_dict() for r in rows]})
     else:
-        render_accuracy(rows, Console())
+        render_accuracy(rows, _console())
     return 0
 
 
@@ -203,7 +241,7 @@ def _cmd_models_devices(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"devices": [_device_dict(d) for d in catalog.values()]})
     else:
-        render_devices(list(catalog.values()), Console())
+        render_devices(list(catalog.values()), _console())
     return 0
 
 
@@ -240,27 +278,37 @@ def _json_value(obj: object) -> object:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from daydream.replay import replay
+    from daydream.replay import replay, trace_inputs
     from daydream.report import render_replay
     from daydream.simulation import parse_policy
 
+    inputs = trace_inputs(args.trace, args.et)
+    _check_export(args, inputs)
     result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
-    _emit(args, result, render_replay, "simulated")
+    _emit(args, result, render_replay, "simulated", inputs)
     return 0
 
 
-def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console], None], what: str) -> None:
-    """The shared tail of simulate and run: the timeline exported if asked, then one JSON object or the tables."""
+def _console(stderr: bool = False) -> Console:
+    """A console for the tables; names from traces and scripts reach it as data (Text), never as markup or emoji codes."""
+    return Console(stderr=stderr, emoji=False)
+
+
+def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console], None], what: str, inputs: list[str]) -> None:
+    """The shared tail of simulate and run: the timeline exported if asked (never onto one of ``inputs``), then one
+    JSON object or the tables."""
     from daydream.simulation.export import export_chrome_trace
 
-    if args.export_trace:
+    if args.export_trace is not None:
+        _check_export(args, inputs)
         export_chrome_trace(result.timeline, args.export_trace)
     if args.json:
         _print_json(result.to_dict())
         return
-    render(result, Console())
-    if args.export_trace:
-        Console().print(f"{what} timeline written to {args.export_trace}", highlight=False)
+    console = _console()
+    render(result, console)
+    if args.export_trace is not None:
+        console.print(f"{what} timeline written to {args.export_trace}", highlight=False, markup=False)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -271,26 +319,111 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(demo.to_dict())
     else:
-        render_demo(demo, Console())
+        render_demo(demo, _console())
     return 0
 
 
+def _say(line: str) -> None:
+    """One line to stderr, cut to MAX_MESSAGE; never raises (an error about an error would hide the first)."""
+    with contextlib.suppress(Exception):  # stderr closed or unencodable: nothing left to tell the user with
+        print(clip(line), file=sys.stderr, flush=True)
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # an exception whose message cannot be made
+        return "(no message)"
+
+
+@contextlib.contextmanager
+def _clean_warnings() -> Iterator[None]:
+    """Python warnings as one line each (``daydream: warning: ...``, once per message, no file names); numpy's
+    floating-point errors (overflow, invalid value) silent: the results say inf or nan where they matter."""
+    import numpy as np
+
+    seen: set[str] = set()
+
+    def show(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
+    ) -> None:
+        text = " ".join(_describe(message).split()) if isinstance(message, Warning) else " ".join(str(message).split())
+        if text not in seen:
+            seen.add(text)
+            _say(f"daydream: warning: {clip(text, 300)}")
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.showwarning = show
+        yield
+
+
+def _tolerant_output() -> None:
+    """Output that cannot fail on a name: characters the terminal's encoding lacks (and undecodable bytes of file
+    names) print as escapes."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line. Never lets an exception out as a traceback: user input errors are one line and exit 1-3
+    (see EPILOG), anything else is a bug, reported in one line with exit 70 (the traceback with DAYDREAM_DEBUG=1)."""
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    _tolerant_output()
     try:
-        return int(args.func(args))
+        with _clean_warnings():
+            return int(args.func(args))
     except DaydreamError as exc:
-        print(f"daydream: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        _say(f"daydream: error: {_describe(exc)}")
+        return int(getattr(exc, "exit_code", 1))
     except KeyboardInterrupt:
-        print("daydream: interrupted", file=sys.stderr)
-        return 130
+        _say("daydream: interrupted")
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
+        # the reader went away (| head): no error, and none from flushing stdout at exit either
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except RecursionError:
+        _debug_traceback()
+        _say("daydream: error: input too deeply nested")
+        return 1
+    except MemoryError:
+        _debug_traceback()
+        _say("daydream: error: out of memory reading input")
+        return 1
+    except OSError as exc:
+        if exc.filename is None:
+            return _internal_error(exc)
+        _debug_traceback()
+        _say(f"daydream: error: {exc.filename}: {exc.strerror or _describe(exc)}")
+        return 1
+    except Exception as exc:  # the safety net: a bug, said in one line
+        return _internal_error(exc)
+
+
+def _debug() -> bool:
+    return os.environ.get("DAYDREAM_DEBUG", "") not in ("", "0")
+
+
+def _debug_traceback() -> None:
+    if _debug():
+        import traceback
+
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+
+
+def _internal_error(exc: BaseException) -> int:
+    _debug_traceback()
+    hint = "" if _debug() else "; DAYDREAM_DEBUG=1 shows the traceback"
+    _say(f"daydream: internal error: {type(exc).__name__}: {clip(_describe(exc), 500)} "
+         f"(a bug in daydream: please report it with the command that caused it{hint})")  # fmt: skip
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -23,10 +23,11 @@ from daydream.dsl.evaluate import format_value
 from daydream.dsl.functions import FUNCTIONS
 from daydream.dsl.parse import KEYWORDS, parse_expression, parse_script
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
-from daydream.files import write_atomically
+from daydream.files import check_output_path, write_atomically
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order
-from daydream.report import ms
+from daydream.replay import trace_inputs
+from daydream.report import ms, plain, styled, warning_line
 from daydream.simulation import EARLIEST, Policy
 
 COMMANDS = {
@@ -46,8 +47,17 @@ PROMPT, MORE = "whatif> ", "   ...> "
 class Repl:
     """The REPL's state: the baseline graph, the session replaying the accepted statements, and output."""
 
-    def __init__(self, graph: nx.DiGraph, params: dict[str, Any] | None, policy: Policy, console: Console, origin: str) -> None:
+    def __init__(
+        self,
+        graph: nx.DiGraph,
+        params: dict[str, Any] | None,
+        policy: Policy,
+        console: Console,
+        origin: str,
+        inputs: list[str] | None = None,
+    ) -> None:
         self.graph = graph
+        self.read: set[str] = set(inputs or [origin])  # every file the session read: :save never writes onto one
         self.params = dict(params or {})
         self.base_policy = policy
         self.console = console
@@ -63,8 +73,14 @@ class Repl:
     def _print(self, line: str) -> None:
         self.console.print(line, highlight=False, markup=False)
 
+    def inputs(self) -> set[str]:
+        """The files this session has read: the trace (and what came with it), every script included so far."""
+        self.read |= {f for f in self.session.loader.texts if not f.startswith("<")}
+        return self.read
+
     def _rebuild(self) -> None:
         """Replay the accepted statements on a fresh copy (undo, and repair after a statement failed midway)."""
+        self.inputs()  # the old session's includes stay inputs after an undo
         self.session = self._new_session()
         self.session.on_print = None
         for text in self.history:
@@ -85,7 +101,7 @@ class Repl:
                 self.statements(text)
         except (ScriptError, CheckFailed, DaydreamError) as exc:
             self.failed += 1
-            self.console.print(f"[red]error:[/] {exc}", highlight=False)
+            self.console.print(styled(("error:", "red"), " ", plain(exc, 2000)))
 
     def statements(self, text: str) -> None:
         version = self.session.version
@@ -101,20 +117,19 @@ class Repl:
             self.history.append(text.strip())  # what :save writes and :undo takes back; prints and asserts are not kept
         warnings = self.session.warnings
         for w in warnings:
-            self.console.print(f"[yellow]warning:[/] {w}", highlight=False)
+            self.console.print(warning_line("warning:", w))
         warnings.clear()
         if effects:
             touched = ", ".join(e.describe() for e in effects if e.describe())
             p = self.session.predicted_us
             self.console.print(
-                f"{touched}; predicted {ms(p)} (baseline {ms(self.baseline_us)}, speedup {self.baseline_us / p:.3f}x)"
-                if p else f"{touched}; predicted {ms(p)}",
-                highlight=False,
+                plain(f"{touched}; predicted {ms(p)} (baseline {ms(self.baseline_us)}, speedup {self.baseline_us / p:.3f}x)"
+                      if p else f"{touched}; predicted {ms(p)}", 2000),
             )  # fmt: skip
         else:
             bound = [s for s in statements if isinstance(s, (ast.Let, ast.Param))]
             for s in bound:
-                self.console.print(f"{s.name} = {format_value(self.session.scope.get(s.name))}", highlight=False)
+                self.console.print(plain(f"{s.name} = {format_value(self.session.scope.get(s.name))}", 2000))
 
     def command(self, text: str) -> None:
         name, _, arg = text.partition(" ")
@@ -141,7 +156,7 @@ class Repl:
                 return
             last = self.history.pop()
             self._rebuild()
-            self.console.print(f"undone: {last}; predicted {ms(self.session.predicted_us)}", highlight=False)
+            self.console.print(plain(f"undone: {last}; predicted {ms(self.session.predicted_us)}", 2000))
         elif name == ":reset":
             self.history.clear()
             self._rebuild()
@@ -149,9 +164,11 @@ class Repl:
         elif name == ":save":
             if not arg:
                 raise DaydreamError(":save needs a file name, e.g. :save my.whatif")
+            check_output_path(arg, self.inputs(), ":save")
             body = f"# saved by daydream repl from {self.origin}\n" + "\n".join(self.history) + "\n"
             write_atomically(arg, body.encode("utf-8"))
-            self.console.print(f"saved {len(self.history)} statement{'s' if len(self.history) != 1 else ''} to {arg}", highlight=False)
+            n = len(self.history)
+            self.console.print(plain(f"saved {n} statement{'s' if n != 1 else ''} to {arg}", 2000))
         elif name == ":history":
             for line in self.history:
                 self.console.print(line, highlight=False, markup=False)
@@ -176,7 +193,7 @@ class Repl:
         self.session._texts["<show>"] = text
         value = self.session.env.value(expr)
         for w in self.session.warnings:
-            self.console.print(f"[yellow]warning:[/] {w}", highlight=False)
+            self.console.print(warning_line("warning:", w))
         self.session.warnings.clear()
         if not isinstance(value, Selection):
             self.console.print(format_value(value, limit=20), highlight=False, markup=False)
@@ -188,8 +205,8 @@ class Repl:
             table.add_column(col, justify="right" if col in ("id", "duration") else "left", overflow="ellipsis", max_width=48)
         for n in ordered[:20]:
             a = attrs_of(g)[n]
-            table.add_row(str(n), a["kind"], a["name"], a["thread"], str(a.get("phase") or ""), str(a.get("layer") or ""),
-                          f"{a['duration']:,.1f} us")  # fmt: skip
+            table.add_row(plain(n), plain(a["kind"]), plain(a["name"]), plain(a["thread"]), plain(a.get("phase") or ""),
+                          plain(a.get("layer") or ""), f"{a['duration']:,.1f} us")  # fmt: skip
         if len(ordered) > 20:
             table.add_row("", "", f"... {len(ordered) - 20:,} more", "", "", "", "")
         self.console.print(table)
@@ -207,7 +224,7 @@ class Repl:
             table.add_column(col, justify="right" if col != "class" else "left")
         for k in sorted(set(before) | set(after), key=lambda k: -before.get(k, 0.0)):
             if before.get(k) != after.get(k):
-                table.add_row(k, ms(before.get(k, 0.0)), ms(after.get(k, 0.0)))
+                table.add_row(plain(k), ms(before.get(k, 0.0)), ms(after.get(k, 0.0)))
         self.console.print(table)
         self.show_prediction()
 
@@ -299,14 +316,13 @@ def run_repl(
 
     stdin = stdin or sys.stdin
     interactive = stdin.isatty()
-    console = console or Console(highlight=False, soft_wrap=not interactive)
+    console = console or Console(highlight=False, soft_wrap=not interactive, emoji=False)
     graph = build_graph(load_trace(trace, et=et), step)
-    repl = Repl(graph, params, policy, console, trace)
+    repl = Repl(graph, params, policy, console, trace, inputs=trace_inputs(trace, et))
     console.print(
-        f"daydream repl: {trace}: {graph.number_of_nodes():,} tasks; baseline {ms(repl.baseline_us)}"
-        + (" (:help for commands, Ctrl-D to leave)" if interactive else ""),
-        highlight=False,
-    )
+        plain(f"daydream repl: {trace}: {graph.number_of_nodes():,} tasks; baseline {ms(repl.baseline_us)}"
+              + (" (:help for commands, Ctrl-D to leave)" if interactive else ""), 2000),
+    )  # fmt: skip
     finish = _setup_readline(repl) if interactive else (lambda: None)
     pending: list[str] = []
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from daydream.graph.build import build_graph
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals
 from daydream.trace import load_trace
+from daydream.trace.load import find_execution_trace
+from daydream.trace.recording import recording_path
 
 
 class CriticalPath(msgspec.Struct):
@@ -159,3 +162,18 @@ def replay(
     if not trace.has_gpu_activity:
         result.warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
     return result
+
+
+def trace_inputs(trace: str | os.PathLike[str], et: str | os.PathLike[str] | None = None) -> list[str]:
+    """The files reading ``trace`` reads: the trace, its execution trace (given, or found next to it) and the
+    recording sidecar beside it, where they exist."""
+    found: list[str] = [os.fspath(trace)]
+    if et is not None:
+        found.append(os.fspath(et))
+    else:
+        with contextlib.suppress(Exception):  # a name that is not a trace path: nothing more to protect
+            if (x := find_execution_trace(os.fspath(trace))) is not None:
+                found.append(x)
+    with contextlib.suppress(Exception):
+        found.append(str(recording_path(os.fspath(trace))))
+    return [p for p in found if os.path.exists(p)]

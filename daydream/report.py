@@ -6,10 +6,12 @@ import os
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from daydream.demo import Demo
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import ScriptInfo
+from daydream.files import clip
 from daydream.perf.accuracy import Accuracy
 from daydream.perf.devices import Device
 from daydream.replay import Replay
@@ -21,13 +23,32 @@ def ms(us: float) -> str:
     return f"{us / 1e3:,.3f} ms"
 
 
+# Names, paths and messages come from traces and scripts: they reach rich as Text (never parsed as markup, so a
+# kernel named "[/k]" prints as it is), cut to this many characters (a table cell or line stays a line).
+MAX_TEXT = 500
+
+
+def plain(value: object, limit: int = MAX_TEXT, style: str = "") -> Text:
+    """Data for a table cell or a line: a Text of ``str(value)``, cut to ``limit`` characters."""
+    return Text(clip(str(value), limit), style=style)
+
+
+def styled(*parts: str | Text | tuple[str, str]) -> Text:
+    """A line of our own words (str, or (str, style)) and data (Text from :func:`plain`)."""
+    return Text.assemble(*parts)
+
+
+def warning_line(label: str, message: object) -> Text:
+    return styled((label, "yellow"), " ", plain(message, 2000))
+
+
 def render_replay(result: Replay, console: Console) -> None:
     d = result.to_dict()
     for w in result.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
-    console.print(f"[b]daydream simulate[/] {d['trace']}", highlight=False)
+        console.print(warning_line("warning:", w))
+    console.print(styled(("daydream simulate", "b"), " ", plain(d["trace"], 2000)))
     head = Table(show_header=False, box=None)
-    head.add_row("device", str(d["device"] or "-"), "rank", f"{d['rank']} of {d['world_size']}")
+    head.add_row("device", plain(d["device"] or "-"), "rank", f"{d['rank']} of {d['world_size']}")
     head.add_row("tasks", f"{d['tasks']:,}", "edges", f"{d['edges']:,}")
     console.print(head)
 
@@ -38,11 +59,11 @@ def render_replay(result: Replay, console: Console) -> None:
     steps.add_column("error", justify="right")
     for s in d["steps"]:
         err = (s["predicted_us"] - s["measured_us"]) / s["measured_us"] * 100 if s["measured_us"] else 0.0
-        steps.add_row(s["name"], ms(s["measured_us"]), ms(s["predicted_us"]), f"{err:+.2f}%")
+        steps.add_row(plain(s["name"]), ms(s["measured_us"]), ms(s["predicted_us"]), f"{err:+.2f}%")
     if len(d["steps"]) != 1:
         steps.add_row("[b]all[/]", ms(d["measured_us"]), ms(d["predicted_us"]), f"{d['error_pct']:+.2f}%")
     console.print(steps)
-    console.print(_causality_line(d), highlight=False)
+    console.print(_causality_line(d), highlight=False, markup=False)
 
     console.print(breakdown_shares(d["breakdown"], "Breakdown (predicted)"))
 
@@ -57,7 +78,7 @@ def render_replay(result: Replay, console: Console) -> None:
     for i in range(max(len(names), len(layers))):
         n = names[i] if i < len(names) else ("", None)
         la = layers[i] if i < len(layers) else ("", None)
-        crit.add_row(n[0], ms(n[1]) if n[1] is not None else "", la[0], ms(la[1]) if la[1] is not None else "")
+        crit.add_row(plain(n[0]), ms(n[1]) if n[1] is not None else "", plain(la[0]), ms(la[1]) if la[1] is not None else "")
     console.print(crit)
 
 
@@ -102,10 +123,10 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     """Baseline against prediction, where the time went, and what each statement did."""
     d = result.to_dict()
     for w in d["warnings"]:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
-    console.print(f"[b]daydream run[/] {d['trace']}  {' '.join(d['scripts'])}", highlight=False)
+        console.print(warning_line("warning:", w))
+    console.print(styled(("daydream run", "b"), " ", plain(f"{d['trace']}  {' '.join(d['scripts'])}", 2000)))
     if d["params"]:
-        console.print("params: " + ", ".join(f"{k} = {format_value(v)}" for k, v in d["params"].items()), highlight=False)
+        console.print(plain("params: " + ", ".join(f"{k} = {format_value(v)}" for k, v in d["params"].items()), 2000))
     head = Table(title="Iteration time", title_justify="left")
     for col in ("measured", "baseline (simulated)", "predicted", "speedup"):
         head.add_column(col, justify="right")
@@ -121,7 +142,7 @@ def render_whatif(result: WhatIf, console: Console) -> None:
             per.add_column(col, justify="right" if col != "step" else "left")
         for name, a in a_steps.items():
             b = b_steps.get(name)
-            per.add_row(name, ms(b) if b is not None else "-", ms(a), _change(b, a) if b is not None else "")
+            per.add_row(plain(name), ms(b) if b is not None else "-", ms(a), _change(b, a) if b is not None else "")
         console.print(per)
     console.print(breakdown_table(d["breakdown"]["baseline"], d["breakdown"]["predicted"]))
     cls = Table(title="GPU time by kernel class", title_justify="left")
@@ -130,14 +151,14 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     b_cls, a_cls = d["gpu_time_by_class"]["baseline"], d["gpu_time_by_class"]["predicted"]
     for name in sorted(set(b_cls) | set(a_cls), key=lambda n: -max(b_cls.get(n, 0.0), a_cls.get(n, 0.0)))[:12]:
         b, a = b_cls.get(name, 0.0), a_cls.get(name, 0.0)
-        cls.add_row(name, ms(b), ms(a), _change(b, a))
+        cls.add_row(plain(name), ms(b), ms(a), _change(b, a))
     console.print(cls)
     st = Table(title="Statements", title_justify="left")
     st.add_column("where", no_wrap=True)
     st.add_column("statement", overflow="ellipsis", max_width=60, no_wrap=True)
     st.add_column("effect", no_wrap=True)
     for e in result.session.effects.values():
-        st.add_row(f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe())
+        st.add_row(plain(f"{os.path.basename(e.file)}:{e.line}"), plain(" ".join(e.statement.split())), plain(e.describe()))
     console.print(st)
 
 
@@ -145,9 +166,9 @@ def render_demo(demo: Demo, console: Console) -> None:
     """``daydream demo``: the replayed step, where its time goes, and each what-if's prediction."""
     d = demo.to_dict()
     for w in d["warnings"]:
-        console.print(f"[yellow]note:[/] {w}", highlight=False)
-    console.print(f"[b]daydream demo[/] {d['trace']}", highlight=False)
-    console.print(f"device: {d['device'] or '-'} ({d['device_type'] or 'unknown'})", highlight=False)
+        console.print(warning_line("note:", w))
+    console.print(styled(("daydream demo", "b"), " ", plain(d["trace"], 2000)))
+    console.print(plain(f"device: {d['device'] or '-'} ({d['device_type'] or 'unknown'})"))
     head = Table(title="The recorded step, replayed", title_justify="left")
     for col in ("measured", "simulated", "error"):
         head.add_column(col, justify="right")
@@ -160,13 +181,13 @@ def render_demo(demo: Demo, console: Console) -> None:
         table.add_column(col, justify="left" if col == "optimization" else "right")
     for w in d["whatifs"]:
         label = w["script"] + "".join(f" {k}={v}" for k, v in w["params"].items())
-        table.add_row(label, ms(w["predicted_us"]), f"{1 / w['speedup']:.3f}x", f"[b]{w['throughput']:.3f}x[/]")
+        table.add_row(plain(label), ms(w["predicted_us"]), f"{1 / w['speedup']:.3f}x", f"[b]{w['throughput']:.3f}x[/]")
     console.print(table)
     for w in d["whatifs"]:
-        console.print(f"  [b]{w['script']}[/]: {w['summary']}", highlight=False)
+        console.print(styled("  ", plain(w["script"], style="b"), ": ", plain(w["summary"], 2000)))
     for sk in d["skipped"]:
-        console.print(f"  [dim]{sk['script']}: not applied: {sk['reason']}[/]", highlight=False)
-    console.print(f"one at a time, with every table: daydream run {d['trace']} SCRIPT [-p NAME=VALUE]", highlight=False)
+        console.print(styled("  ", plain(f"{sk['script']}: not applied: {sk['reason']}", 2000, style="dim")))
+    console.print(plain(f"one at a time, with every table: daydream run {d['trace']} SCRIPT [-p NAME=VALUE]", 2000))
 
 
 def breakdown_shares(bd: dict[str, float], title: str) -> Table:
@@ -189,7 +210,7 @@ def render_script_list(scripts: list[ScriptInfo], console: Console) -> None:
     table.add_column("what it models")
     table.add_column("params")
     for s in scripts:
-        table.add_row(s.name, s.summary, "\n".join(f"{n} = {v}" for n, v in s.params))
+        table.add_row(plain(s.name), plain(s.summary, 2000), plain("\n".join(f"{n} = {v}" for n, v in s.params), 2000))
     console.print(table)
 
 
@@ -201,7 +222,7 @@ def render_accuracy(rows: list[Accuracy], console: Console) -> None:
     table.add_column("n", justify="right")
     table.add_column("checked against")
     for r in rows:
-        table.add_row(r.name, f"{r.gmae_pct:.2f}%", str(r.n), r.data)
+        table.add_row(plain(r.name), f"{r.gmae_pct:.2f}%", str(r.n), plain(r.data))
     console.print(table)
 
 
@@ -214,14 +235,14 @@ def render_ledger(ledger: Ledger, console: Console) -> None:
     def short(us: float, spread: float) -> str:
         return f"{us / 1e3:.2f} ms ±{spread:.0f}%"
 
-    table = Table(title=f"Predictions of measured changes ({ledger.path})", title_justify="left")
+    table = Table(title=plain(f"Predictions of measured changes ({ledger.path})", 2000), title_justify="left")
     table.add_column("case")
     for name in ("before", "after (measured)", "predicted", "error", "no change", "ratio"):
         table.add_column(name, justify="right")
     for c in ledger.cases:
         after = short(c.measured_us, c.spread_pct) + ("" if c.moved else " (noise)")
         predicted = "stopped" if c.predicted_us is None else f"{c.predicted_us / 1e3:.2f} ms"
-        table.add_row(c.name, short(c.before_us, c.before_spread_pct), after, predicted, pct(c.error_pct),
+        table.add_row(plain(c.name), short(c.before_us, c.before_spread_pct), after, predicted, pct(c.error_pct),
                       pct(c.no_change_error_pct), pct(c.ratio_error_pct))  # fmt: skip
     geo = ledger.geomean_error_pct
     if geo is not None:
@@ -236,9 +257,9 @@ def render_ledger(ledger: Ledger, console: Console) -> None:
                   "settings' spreads; ratio: the BEFORE times the case's whole-step ratio", highlight=False)  # fmt: skip
     for c in ledger.cases:
         if c.predicted_us is None:
-            console.print(f"{c.name}: no prediction: {c.message}", highlight=False)
+            console.print(plain(f"{c.name}: no prediction: {c.message}", 2000))
         elif c.moved and not c.beats_no_change:
-            console.print(f"{c.name}: the prediction is no closer than \"no change\"", highlight=False)
+            console.print(plain(f'{c.name}: the prediction is no closer than "no change"', 2000))
 
 
 def render_devices(devices: list[Device], console: Console) -> None:
@@ -250,6 +271,6 @@ def render_devices(devices: list[Device], console: Console) -> None:
         table.add_column(col, justify="right")
     for d in devices:
         peaks = [f"{d.peak_tflops[k]:g}" if k in d.peak_tflops else "-" for k in ("fp32", "tf32", "fp16", "bf16", "fp8")]
-        table.add_row(d.key, d.full_name, *peaks, f"{d.hbm_gbps:g}", f"{d.l2_mb:g}", str(d.sms), f"gen{d.pcie_gen}")
+        table.add_row(plain(d.key), plain(d.full_name), *peaks, f"{d.hbm_gbps:g}", f"{d.l2_mb:g}", str(d.sms), f"gen{d.pcie_gen}")
     console.print(table)
     console.print("TFLOP/s per dtype; `-p device=NAME` / device = \"NAME\" in scripts take the first column.", highlight=False)

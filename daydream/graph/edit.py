@@ -63,9 +63,26 @@ def add_dependency(graph: nx.DiGraph, parent: Any, child: Any, kind: str, lag: f
     graph.add_edge(parent, child, **({"kind": kind} if kind in ORDER_KINDS else {"kind": kind, "lag": float(lag)}))
 
 
-def _label(graph: nx.DiGraph, node: Any) -> str:
-    a = attrs_of(graph)[node]
-    return f"task {node} ({a['kind']} {a['name']!r} on {a['thread']})"
+# a task's name in a message is cut to this many characters (kernel names run to hundreds)
+LABEL_NAME_CHARS = 80
+
+
+def task_label(graph: nx.DiGraph, node: Any) -> str:
+    """A task as a user knows it, for messages: its kind, name, thread and traced start (the trace's own ``ts``,
+    in microseconds), e.g. ``gpu 'volta_sgemm_128x64_nn' on gpu:0/7 at ts 1045.0 us``; never the graph's internal
+    task number. A task inserted by a script is at its anchor's start."""
+    a = attrs_of(graph).get(node)
+    if a is None:
+        return f"task {node!r}"
+    name = str(a.get("name", ""))
+    if len(name) > LABEL_NAME_CHARS:
+        name = name[: LABEL_NAME_CHARS - 3] + "..."
+    text = f"{a.get('kind')} {name!r} on {a.get('thread')}"
+    start, origin = a.get("start"), graph.graph.get("origin_us", 0.0)
+    if isinstance(start, (int, float)) and isinstance(origin, (int, float)):
+        text += f" at ts {start + origin:.1f} us"
+    return text
+
 
 
 def scale(graph: nx.DiGraph, selection: Iterable[Any], factor: float) -> float:
@@ -188,7 +205,7 @@ def remove(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = Fa
         for v, e in succ[u].items():
             if e.get("kind") == "launch" and v not in doomed:
                 raise DaydreamError(
-                    f"removing {_label(graph, u)} would leave {_label(graph, v)} without its launch; "
+                    f"removing {task_label(graph, u)} would leave {task_label(graph, v)} without its launch; "
                     "remove the kernel too, or remove kernels 'with launches'"
                 )
     order = topological_order(graph)
@@ -331,7 +348,7 @@ def insert_task(
     derived.changed(graph, derived.EDGES)
     cycle = _rolled_back_cycle(graph, order, new_nodes, undo)
     if cycle is not None:
-        raise DaydreamError(f"inserting {name!r} {side} {_label(graph, anchor)} would close a dependency cycle: {cycle} ...")
+        raise DaydreamError(f"inserting {name!r} {side} {task_label(graph, anchor)} would close a dependency cycle: {cycle} ...")
     return new_nodes
 
 
@@ -414,7 +431,7 @@ def _rolled_back_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_no
     if not _closes_cycle(graph, order, new_nodes, new_edges):
         return None
     cycle = nx.find_cycle(graph, new_nodes)
-    path = " -> ".join(_label(graph, u) for u, _ in cycle[:4])
+    path = " -> ".join(task_label(graph, u) for u, _ in cycle[:4])
     undo.roll_back(graph, new_nodes)
     return path
 
@@ -447,14 +464,14 @@ def add_waits(graph: nx.DiGraph, waiters: Iterable[Any], sources: Iterable[Any])
     added = [(u, v) for v in waiters for u in sources if v not in succ[u]]
     for u, v in added:
         if u == v:
-            raise DaydreamError(f"{_label(graph, v)} cannot wait for itself")
+            raise DaydreamError(f"{task_label(graph, v)} cannot wait for itself")
     order = topological_order(graph)
     graph.add_edges_from(added, kind="sync", lag=0.0)
     if added:
         derived.changed(graph, derived.EDGES)
     if added and _closes_cycle(graph, order, [], added):
         cycle = nx.find_cycle(graph, [v for _, v in added])
-        path = " -> ".join(_label(graph, a) for a, _ in cycle[:4])
+        path = " -> ".join(task_label(graph, a) for a, _ in cycle[:4])
         graph.remove_edges_from(added)
         raise DaydreamError(f"that wait would close a dependency cycle: {path} ...")
     return len(added)
@@ -481,12 +498,12 @@ def _default_thread(graph: nx.DiGraph, anchor: Any, on_gpu: bool) -> str:
                     if e.get("kind") == "launch" and (best is None or _start(b) > best[0]):
                         best = (_start(b), nodes[v]["thread"])
         if best is None:
-            raise DaydreamError(f"{_label(graph, anchor)} launched no GPU work before it: say which stream with 'on'")
+            raise DaydreamError(f"{task_label(graph, anchor)} launched no GPU work before it: say which stream with 'on'")
         return best[1]
     for u, e in pred[anchor].items():
         if e.get("kind") == "launch":
             return nodes[u]["thread"]
-    raise DaydreamError(f"{_label(graph, anchor)} has no launching CPU call: say which CPU thread with 'on'")
+    raise DaydreamError(f"{task_label(graph, anchor)} has no launching CPU call: say which CPU thread with 'on'")
 
 
 def _launch_anchor(graph: nx.DiGraph, anchor: Any, side: str) -> tuple[Any, str]:
@@ -506,7 +523,7 @@ def _launch_anchor(graph: nx.DiGraph, anchor: Any, side: str) -> tuple[Any, str]
             if e.get("kind") == "launch":
                 return u, side  # the nearest launch on the anchor's side: after an earlier one, before a later one
         other = step(graph, other)
-    raise DaydreamError(f"no CPU call launches work on {a['thread']} near {_label(graph, anchor)}: insert the task with a CPU anchor")
+    raise DaydreamError(f"no CPU call launches work on {a['thread']} near {task_label(graph, anchor)}: insert the task with a CPU anchor")
 
 
 def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, key: float, undo: _Undo) -> None:
@@ -614,10 +631,10 @@ def _check_links(graph: nx.DiGraph, node: Any) -> int:
     order_in = [u for u, e in predecessors_of(graph)[node].items() if e.get("kind") in ORDER_KINDS]
     order_out = [v for v, e in successors_of(graph)[node].items() if e.get("kind") in ORDER_KINDS]
     if len(order_in) > 1 or len(order_out) > 1:
-        raise DaydreamError(f"{_label(graph, node)} has more than one thread neighbour on a side")
+        raise DaydreamError(f"{task_label(graph, node)} has more than one thread neighbour on a side")
     if (order_in or order_out) and nodes[node].get("queued"):
-        raise DaydreamError(f"{_label(graph, node)} is queued but has a place in its thread's order")
+        raise DaydreamError(f"{task_label(graph, node)} is queued but has a place in its thread's order")
     for u in order_in:
         if nodes[u]["thread"] != t:
-            raise DaydreamError(f"an order edge joins {_label(graph, u)} to {_label(graph, node)} on another thread")
+            raise DaydreamError(f"an order edge joins {task_label(graph, u)} to {task_label(graph, node)} on another thread")
     return len(order_in)

@@ -18,6 +18,7 @@ import numpy as np
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of, successors_of
+from daydream.graph.edit import task_label
 from daydream.graph.schema import ORDER_KINDS
 from daydream.simulation.policies import EARLIEST, Policy
 from daydream.simulation.timeline import Timeline
@@ -117,6 +118,24 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
             if indegree[c] == 0:
                 push(c)
     if done != n:
-        stuck = [nodes[i] for i in range(n) if indegree[i] > 0][:5]
-        raise DaydreamError(f"the task graph has a dependency cycle; tasks that never became ready include {stuck}")
+        raise DaydreamError(_cycle_message(graph, [nodes[i] for i in range(n) if indegree[i] > 0]))
     return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), list(thread_ids), attrs)
+
+
+# tasks a dependency-cycle message names at most
+CYCLE_TASKS_SHOWN = 5
+
+
+def _cycle_message(graph: nx.DiGraph, stuck: list[Any]) -> str:
+    """What a user needs to find a cycle: the trace, and the tasks of one cycle (at most CYCLE_TASKS_SHOWN) as
+    they know them (kind, name, thread, traced start); never the graph's internal task numbers."""
+    where = f"{graph.graph['trace']}: " if isinstance(graph.graph.get("trace"), str) else ""
+    try:
+        cycle = [u for u, _ in nx.find_cycle(graph.subgraph(stuck))]
+    except nx.NetworkXNoCycle:  # not expected: every task left waiting waits, at some remove, on a cycle
+        cycle = []
+    shown = cycle[:CYCLE_TASKS_SHOWN] or stuck[:CYCLE_TASKS_SHOWN]
+    path = " -> ".join(task_label(graph, u) for u in shown)
+    if cycle:
+        path += f" -> {task_label(graph, cycle[0])}" if len(cycle) <= CYCLE_TASKS_SHOWN else f" -> ... ({len(cycle)} tasks)"
+    return f"{where}the task graph has a dependency cycle: {path}; {len(stuck)} tasks never became ready"

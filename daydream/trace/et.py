@@ -14,12 +14,16 @@ from typing import Any
 import msgspec
 
 from daydream.errors import TraceError
+from daydream.trace.load import MAX_NESTING, decode_json, nesting_exceeds, read_trace_bytes
 from daydream.trace.model import Trace
 
 
 class _EtFile(msgspec.Struct, gc=False):
     nodes: list[dict[str, Any]]
     schema: str | None = None
+
+
+_ET_DECODER = msgspec.json.Decoder(_EtFile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,23 +39,46 @@ class EtOp:
     output_tensors: tuple[int, ...]
 
 
+class _BadNode(Exception):
+    """A node field of the wrong type (the message names the field); load_execution_trace names the node."""
+
+
 def _field(node: dict[str, Any], key: str) -> Any:
     """A node field in either ET schema: top-level (1.0.x) or in ``attrs`` (1.1.x / Chakra)."""
     if key in node:
         return node[key]
-    for a in node.get("attrs") or ():
+    attrs = node.get("attrs")
+    if attrs is not None and not isinstance(attrs, list):
+        raise _BadNode(f"'attrs' must be a list, not {_json_type(attrs)}")
+    for a in attrs or ():
         if isinstance(a, dict) and a.get("name") == key:
             return a.get("value")
     return None
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    """A list field (absent or null: empty), its nesting checked (MAX_NESTING) so nothing downstream recurses without
+    bound."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _BadNode(f"{what} must be a list, not {_json_type(value)}")
+    if nesting_exceeds(value):
+        raise _BadNode(f"{what} nests more than {MAX_NESTING} levels")
+    return value
 
 
 def _io(node: dict[str, Any], side: str) -> tuple[list[Any], list[Any], list[Any]]:
     """(values, shapes, types) of a node's inputs or outputs, in either schema."""
     block = node.get(side)
     if isinstance(block, dict):  # 1.1.x: {"values": [...], "shapes": [...], "types": [...]}
-        return list(block.get("values", [])), list(block.get("shapes", [])), list(block.get("types", []))
+        return (_list(block.get("values"), f"'{side}.values'"), _list(block.get("shapes"), f"'{side}.shapes'"),
+                _list(block.get("types"), f"'{side}.types'"))  # fmt: skip
+    if block is not None and not isinstance(block, list):
+        raise _BadNode(f"'{side}' must be a list or an object, not {_json_type(block)}")
     singular = side[:-1]  # 1.0.x: "inputs", "input_shapes", "input_types"
-    return list(block or []), list(node.get(f"{singular}_shapes", [])), list(node.get(f"{singular}_types", []))
+    return (_list(block, f"'{side}'"), _list(node.get(f"{singular}_shapes"), f"'{singular}_shapes'"),
+            _list(node.get(f"{singular}_types"), f"'{singular}_types'"))  # fmt: skip
 
 
 def _tensor_ids(values: list[Any], types: list[Any]) -> tuple[int, ...]:
@@ -62,48 +89,84 @@ def _tensor_ids(values: list[Any], types: list[Any]) -> tuple[int, ...]:
     return tuple(ids)
 
 
-def _et_op(node: dict[str, Any]) -> EtOp:
+def _et_op(node: dict[str, Any], et_id: int, name: str) -> EtOp:
     in_values, in_shapes, in_types = _io(node, "inputs")
     out_values, out_shapes, out_types = _io(node, "outputs")
+    in_types = [str(t) for t in in_types]
+    out_types = [str(t) for t in out_types]
     return EtOp(
-        et_id=int(node.get("id", -1)),
-        name=str(node.get("name", "")),
+        et_id=et_id,
+        name=name,
         input_shapes=tuple(_freeze(x) for x in in_shapes),
-        input_types=tuple(str(t) for t in in_types),
-        input_tensors=_tensor_ids(in_values, [str(t) for t in in_types]),
+        input_types=tuple(in_types),
+        input_tensors=_tensor_ids(in_values, in_types),
         output_shapes=tuple(_freeze(x) for x in out_shapes),
-        output_tensors=_tensor_ids(out_values, [str(t) for t in out_types]),
+        output_tensors=_tensor_ids(out_values, out_types),
     )
 
 
 def _freeze(x: Any) -> Any:
+    """Lists as tuples, all the way down (the caller checked the nesting: the recursion is bounded)."""
     return tuple(_freeze(v) for v in x) if isinstance(x, list) else x
 
 
-def load_execution_trace(path: str | os.PathLike[str]) -> list[tuple[int | None, EtOp]]:
-    """The ops of an execution trace in execution order, each with its record-function id."""
-    from daydream.trace.load import read_trace_bytes
+_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
-    raw = read_trace_bytes(path)
+
+def _json_type(value: Any) -> str:
+    return "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _node_id(node: dict[str, Any]) -> int | None:
+    """A node's id: an integer, or None where it has none."""
+    value = node.get("id")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _BadNode(f"'id' must be an integer, not {_json_type(value)}")
+    return value
+
+
+def load_execution_trace(path: str | os.PathLike[str], warnings: list[str] | None = None) -> list[tuple[int | None, EtOp]]:
+    """The ops of an execution trace in execution order, each with its record-function id.
+
+    Read within the Kineto loader's limits (a regular file, its size, values and nesting: daydream.trace.load);
+    a node with a field of the wrong type (an ``id`` that is not an integer, ``inputs`` that are neither a list
+    nor an object...) is a :class:`TraceError` naming the file, the node and the field."""
+    spath = os.fspath(path)
+    raw = read_trace_bytes(spath)
     try:
-        et = msgspec.json.decode(raw, type=_EtFile)
+        et = decode_json(raw, spath, _ET_DECODER.decode, warnings)
     except msgspec.ValidationError as exc:
-        raise TraceError(f"{path}: not a PyTorch execution trace: {exc}") from None
+        raise TraceError(f"{spath}: not a PyTorch execution trace: {exc}") from None
     except msgspec.DecodeError as exc:
-        raise TraceError(f"{path}: not valid JSON: {exc}") from None
+        raise TraceError(f"{spath}: not valid JSON: {exc}") from None
+    nodes = []
+    for index, node in enumerate(et.nodes):
+        try:
+            nodes.append((_node_id(node), index, node))
+        except _BadNode as exc:
+            raise TraceError(f"{spath}: nodes[{index}]: {exc}") from None
+    nodes.sort(key=lambda n: 0 if n[0] is None else n[0])  # execution order (stable: a node without an id at 0)
     ops = []
-    for node in sorted(et.nodes, key=lambda n: n.get("id", 0) if isinstance(n.get("id"), int) else 0):
-        rf_id = _field(node, "rf_id")
-        name = str(node.get("name", ""))
-        if rf_id is None or name.startswith("[pytorch|"):
-            continue
-        ops.append((rf_id if isinstance(rf_id, int) else None, _et_op(node)))
+    for node_id, index, node in nodes:
+        et_id = -1 if node_id is None else node_id
+        try:
+            name = node.get("name", "")
+            if isinstance(name, (list, dict)):
+                raise _BadNode(f"'name' must be a string, not {_json_type(name)}")
+            name = str(name)
+            rf_id = _field(node, "rf_id")
+            if rf_id is None or name.startswith("[pytorch|"):
+                continue
+            op = _et_op(node, et_id, name)
+        except _BadNode as exc:
+            raise TraceError(f"{spath}: nodes[{index}] (id {et_id}): {exc}") from None
+        ops.append((rf_id if isinstance(rf_id, int) and not isinstance(rf_id, bool) else None, op))
     return ops
 
 
 def attach_execution_trace(trace: Trace, path: str | os.PathLike[str]) -> None:
     """Link the ET's ops to ``trace.cpu_ops``; results land in ``trace.et_ops`` (index -> EtOp)."""
-    rf_ops = load_execution_trace(path)
+    rf_ops = load_execution_trace(path, trace.warnings)
     if not rf_ops:
         trace.warnings.append(f"{path}: execution trace holds no ops; ignored")
         return

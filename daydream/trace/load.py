@@ -1,11 +1,47 @@
-"""Reading Kineto / Chrome-trace JSON files (plain or gzip) into a :class:`Trace`."""
+"""Reading Kineto / Chrome-trace JSON files (plain or gzip) into a :class:`Trace`.
+
+Whatever a file holds, loading it either succeeds or raises :class:`TraceError` with a one-line message naming the
+file (and the event, field or byte offset where known): never a traceback, a hang, or memory without bound. The
+limits that guarantee it (docs/graph.md, "Limits"):
+
+- ``MAX_TRACE_BYTES`` (4 GiB): the JSON text read, after decompression; four times the largest trace benchmarked
+  (1M events, about 300 MB of JSON), which takes about a GB of memory to simulate. Longer text is refused as it is
+  read ("is more than N bytes", "decompresses to more than N bytes").
+- ``MAX_LEADING_WHITESPACE`` (64 MiB): leading whitespace is dropped as it is read, so a file of whitespace costs no
+  memory, and after this much of it the file is refused ("empty file (no events)"), so it costs little time.
+- ``MAX_GZIP_RATIO`` (256) and ``GZIP_RATIO_FLOOR`` (64 MiB): a gzip file is decompressed as a stream and refused
+  once its text passes 256 times the file's size (or 64 MiB, whichever is more). Real traces compress 10-50 times;
+  a gzip bomb (9 MB that expand to 2 GB) is refused after a second or two, in bounded memory.
+- Only regular files are read: a FIFO, a device (``/dev/zero``), a socket or a directory is refused before it is
+  opened (and the file is opened non-blocking, so a FIFO swapped in cannot block); a symlink loop is named as one.
+- ``MAX_JSON_VALUES`` (2**27): the JSON values the text may hold, counted (conservatively, as its ``,``, ``{`` and
+  ``[`` bytes) as it is read: the decoded trace costs memory per value (50-100 bytes), so a file of tiny values
+  (``{},{},...``) cannot decode into tens of GB. The largest traces benchmarked (1M events) hold about 13M.
+- ``MAX_NESTING`` (64): how deeply the values the loader keeps may nest (an op's ``Input Dims``, ``Input type``,
+  ``distributedInfo``, an execution trace's shapes and types, the recording sidecar); real traces nest 3 or 4
+  levels. A value nested deeper is refused naming the event and field, so nothing downstream (printing, comparing,
+  exporting) can run out of recursion depth; text nested too deeply to decode at all (about 900 levels, anywhere)
+  is refused with the byte offset where it first nests deeper than the limit.
+- ``MAX_SIDECAR_BYTES`` (256 MiB): the recording sidecar next to a trace (a few hundred kB for a large model).
+- ``MAX_TIME_US`` (1e18 us, 31,700 years): a complete event whose ``ts`` or ``dur`` lies beyond it is skipped like
+  one without a valid ``ts``/``dur`` (with a warning), so that traced times and their sums stay finite.
+
+Invalid UTF-8 (a stray 0xFF in a name) is read as U+FFFD, with a warning naming the byte offset of the first: the
+trace is still usable, only that name is changed. An empty ``traceEvents`` (or a bare ``[]``) is "no events".
+"""
 
 from __future__ import annotations
 
+import codecs
+import errno
 import gzip
 import os
+import re
+import stat
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -22,42 +58,242 @@ from daydream.trace.model import (
     Trace,
     is_annotation,
 )
-from daydream.trace.recording import read_recording, recording_path
+from daydream.trace.recording import Recording, as_recording, recording_path
 from daydream.trace.schema import EVENTS_DECODER, TRACE_DECODER, Event, EventArgs, TraceFile
 
 GZIP_MAGIC = b"\x1f\x8b"
 
+# Limits on what a trace file can make the loader do (the module docstring says why each is what it is).
+MAX_TRACE_BYTES = 4 << 30  # bytes of JSON text read, after decompression
+MAX_JSON_VALUES = 1 << 27  # JSON values in that text (counted as its ',', '{' and '[' bytes)
+MAX_NESTING = 64  # levels of nesting of a value the loader keeps
+MAX_TIME_US = 1e18  # |ts| and dur of a complete event, in microseconds
+MAX_GZIP_RATIO = 256  # a gzip file may expand this many times its size (real traces: 10-20), ...
+GZIP_RATIO_FLOOR = 64 << 20  # ... or to this many bytes, whichever is more
+MAX_LEADING_WHITESPACE = 64 << 20  # whitespace before the JSON text starts: past it, the file holds no events
+MAX_SIDECAR_BYTES = 256 << 20  # the recording sidecar: a few hundred kB for a large model
 
-def read_trace_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The JSON text of a trace file, decompressed if it is gzip."""
-    p = Path(path)
-    if not p.exists():
-        raise TraceError(f"{p}: no such file")
-    if p.is_dir():
-        raise TraceError(f"{p}: is a directory, expected a trace file")
+_READ_CHUNK = 16 << 20  # bytes read (or decompressed) at a time
+_JSON_SPACE = b" \t\n\r"
+_FIRST_BYTE = re.compile(rb"[^ \t\n\r]")
+# a JSON string (skipped whole, so brackets inside it do not count) or a bracket: for the offset of deep nesting
+_NESTING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+_NESTING_SCAN_BYTES = 64 << 20  # the offset of too-deep nesting is searched for in this many bytes at most
+_FILE_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+               stat.S_IFSOCK: "a socket"}  # fmt: skip
+
+T = TypeVar("T")
+
+
+def read_trace_bytes(path: str | os.PathLike[str], limit: int | None = None) -> bytearray:
+    """The JSON text of a trace file, decompressed if it is gzip, without its leading whitespace.
+
+    Reads regular files only, at most ``limit`` bytes of text (default ``MAX_TRACE_BYTES``; a gzip file also at most
+    ``MAX_GZIP_RATIO`` times its size), and refuses text that cannot be JSON (its first byte is not ``{`` or ``[``)
+    as soon as it is read. :class:`TraceError` for anything else.
+    """
+    p = os.fspath(path)
+    cap = MAX_TRACE_BYTES if limit is None else limit
+    return _read_json_text(p, cap, b"{[", "empty file (no events), expected Kineto trace JSON")
+
+
+def _read_json_text(p: str, limit: int, starts: bytes, empty: str) -> bytearray:
+    _check_regular_file(p)
     try:
-        raw = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    if raw[:2] == GZIP_MAGIC:
+        raise TraceError(_os_message(p, exc)) from None
+    with os.fdopen(fd, "rb", buffering=0) as fh:
         try:
-            raw = gzip.decompress(raw)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # swapped for something else since it was looked at
+                raise TraceError(f"{p}: not a regular file; daydream reads trace files only")
+            gz = fh.read(2) == GZIP_MAGIC
+            fh.seek(0)
+            if not gz:
+                too_large = f"{p}: is more than {limit:,} bytes; daydream reads traces up to that size"
+                return _gather(p, iter(lambda: fh.read(_READ_CHUNK), b""), limit, too_large, starts, empty)
+            bomb = max(GZIP_RATIO_FLOOR, MAX_GZIP_RATIO * st.st_size)
+            if bomb < limit:
+                too_large = (f"{p}: decompresses to more than {bomb:,} bytes, over {MAX_GZIP_RATIO} times its "
+                             f"{st.st_size:,} bytes: not a trace (a gzip bomb?)")  # fmt: skip
+            else:
+                too_large = f"{p}: decompresses to more than {limit:,} bytes; daydream reads traces up to that size"
+            return _gather(p, _gunzip_chunks(fh), min(limit, bomb), too_large, starts, empty)
+        except OSError as exc:
+            raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise TraceError(f"{p}: corrupt or truncated gzip data ({exc})") from None
-    if not raw.strip():
-        raise TraceError(f"{p}: empty file, expected Kineto trace JSON")
-    return raw
 
 
-def decode_trace(raw: bytes, path: str) -> TraceFile:
-    """Decode JSON text into the typed schema, mapping decoder errors to one-line messages."""
-    first = raw.lstrip()[:1]
+def _check_regular_file(p: str) -> None:
+    """Refuse, before opening it, a path that is missing, a directory, or not a regular file (a FIFO would block
+    the open, a device like /dev/zero never ends)."""
+    try:
+        st = os.stat(p)
+    except OSError as exc:
+        raise TraceError(_os_message(p, exc)) from None
+    except ValueError:  # an embedded NUL byte
+        raise TraceError(f"{p!r}: not a valid file name") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceError(f"{p}: is a directory, expected a trace file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = _FILE_KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise TraceError(f"{p}: is {kind}, not a regular file; daydream reads trace files only")
+
+
+def _os_message(p: str, exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return f"{p}: no such file"
+    if exc.errno == errno.ELOOP:
+        return f"{p}: too many levels of symbolic links (a symlink loop?)"
+    if exc.errno == errno.ENOTDIR:
+        return f"{p}: no such file (a part of the path is not a directory)"
+    return f"{p}: cannot read: {exc.strerror or exc}"
+
+
+def _gunzip_chunks(fh: Any) -> Iterator[bytes]:
+    with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+        while chunk := gz.read(_READ_CHUNK):
+            yield chunk
+
+
+def _gather(p: str, chunks: Iterator[bytes], limit: int, too_large: str, starts: bytes, empty: str) -> bytearray:
+    """The chunks joined, leading whitespace dropped as it comes. Refused (:class:`TraceError`) as soon as the first
+    byte is not one of ``starts``, past ``limit`` bytes (whitespace included; ``too_large`` says so), or past
+    MAX_JSON_VALUES values; ``empty`` says what an empty text is."""
+    text = bytearray()
+    total = 0
+    values = -1  # counted once the text is long enough to hold too many: each value takes a byte
+    for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise TraceError(too_large)
+        if not text:
+            chunk = chunk.lstrip(_JSON_SPACE)
+            if not chunk:
+                if total > MAX_LEADING_WHITESPACE:
+                    raise TraceError(f"{p}: {empty} (its first {total:,} bytes are all whitespace)")
+                continue
+            if chunk[0] not in starts:
+                raise TraceError(f"{p}: not JSON (starts with {bytes(chunk[:16])!r})")
+        text += chunk
+        if values >= 0:
+            values += _values_in(chunk)
+        elif len(text) > MAX_JSON_VALUES:
+            values = _values_in(text)
+        if values > MAX_JSON_VALUES:
+            raise TraceError(f"{p}: holds more than {MAX_JSON_VALUES:,} JSON values; daydream reads traces of at most that many")
+    if not text:
+        raise TraceError(f"{p}: {empty}")
+    return text
+
+
+def _values_in(text: bytes | bytearray) -> int:
+    """An upper bound on the JSON values that begin in ``text``: its commas and opening brackets."""
+    return text.count(b",") + text.count(b"{") + text.count(b"[")
+
+
+def decode_json(raw: bytes | bytearray, path: str, decode: Callable[[Any], T], warnings: list[str] | None = None) -> T:
+    """``decode(raw)``, with what no JSON decoder error says plainly made a :class:`TraceError` naming ``path``:
+    nesting too deep to decode (with its byte offset). Invalid UTF-8 is read as U+FFFD, with a warning (appended to
+    ``warnings``) naming the byte offset of the first. msgspec's own DecodeError and ValidationError pass through:
+    the caller words them."""
+    try:
+        return decode(raw)
+    except UnicodeDecodeError:
+        pass
+    except RecursionError:
+        raise TraceError(_too_deep_message(raw, path)) from None
+    fixed, offset = _replace_invalid_utf8(raw)
+    if warnings is not None:
+        warnings.append(f"{path}: invalid UTF-8 (first at byte {offset:,}) read as U+FFFD")
+    try:
+        return decode(fixed)
+    except RecursionError:
+        raise TraceError(_too_deep_message(fixed, path)) from None
+    except UnicodeDecodeError as exc:  # not expected once replaced; still a message, not a traceback
+        raise TraceError(f"{path}: not valid UTF-8 text ({exc.reason})") from None
+
+
+def _too_deep_message(raw: bytes | bytearray, path: str) -> str:
+    """Where the text nests more than MAX_NESTING levels (searched for in its first _NESTING_SCAN_BYTES)."""
+    depth = 0
+    for m in _NESTING_TOKEN.finditer(raw, 0, _NESTING_SCAN_BYTES):
+        c = raw[m.start()]
+        if c in b"[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return f"{path}: JSON nested too deeply at byte {m.start():,} (more than {MAX_NESTING} levels)"
+        elif c in b"]}":
+            depth -= 1
+    return f"{path}: JSON nested too deeply to read (more than {MAX_NESTING} levels)"
+
+
+def _replace_invalid_utf8(raw: bytes | bytearray) -> tuple[bytearray, int]:
+    """The text with every invalid UTF-8 sequence replaced by U+FFFD, and the byte offset of the first (found and
+    fixed a chunk at a time: a large trace is not decoded into one string)."""
+    view = memoryview(raw)
+    step = 1 << 22
+    first = -1
+    pos = 0
+    while pos < len(raw):  # the first invalid byte
+        try:
+            _, used = codecs.utf_8_decode(view[pos : pos + step], "strict", pos + step >= len(raw))
+        except UnicodeDecodeError as exc:
+            first = pos + exc.start
+            break
+        pos += used if used else step
+    first = max(first, 0)
+    fixed = bytearray(view[:first])
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    for pos in range(first, len(raw), step):
+        fixed += decoder.decode(view[pos : pos + step], pos + step >= len(raw)).encode("utf-8")
+    return fixed, first
+
+
+def nesting_exceeds(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether a decoded JSON value (lists and dicts) nests more than ``limit`` levels (a scalar: 0; ``[1]``: 1).
+    Iterative: a value of any depth is measured without recursion."""
+    if type(value) is list and limit >= 2:  # the usual case, an op's Input Dims: a list of flat lists
+        for x in value:
+            if type(x) is list:
+                for y in x:
+                    if type(y) is list or type(y) is dict:
+                        return _nesting_exceeds(value, limit)
+            elif type(x) is dict:
+                return _nesting_exceeds(value, limit)
+        return False
+    return _nesting_exceeds(value, limit)
+
+
+def _nesting_exceeds(value: Any, limit: int) -> bool:
+    if type(value) is not list and type(value) is not dict:
+        return False
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > limit:
+            return True
+        for x in v.values() if type(v) is dict else v:
+            if type(x) is list or type(x) is dict:
+                stack.append((x, depth + 1))
+    return False
+
+
+def decode_trace(raw: bytes | bytearray, path: str, warnings: list[str] | None = None) -> TraceFile:
+    """Decode JSON text into the typed schema, mapping decoder errors to one-line messages (see
+    :func:`decode_json`; warnings about the text go to ``warnings``)."""
+    m = _FIRST_BYTE.search(raw)
+    if m is None:
+        raise TraceError(f"{path}: empty file (no events), expected Kineto trace JSON")
+    first = raw[m.start() : m.start() + 1]
     try:
         if first == b"[":  # Chrome trace "array format": a bare list of events
-            return TraceFile(traceEvents=EVENTS_DECODER.decode(raw))
+            return TraceFile(traceEvents=decode_json(raw, path, EVENTS_DECODER.decode, warnings))
         if first != b"{":
-            raise TraceError(f"{path}: not JSON (starts with {raw.lstrip()[:16]!r})")
-        return TRACE_DECODER.decode(raw)
+            raise TraceError(f"{path}: not JSON (starts with {bytes(raw[m.start() : m.start() + 16])!r})")
+        return decode_json(raw, path, TRACE_DECODER.decode, warnings)
     except msgspec.ValidationError as exc:
         msg = str(exc)
         if "missing required field `traceEvents`" in msg:
@@ -76,12 +312,23 @@ def _describe_validation(msg: str) -> str:
 def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None = None) -> Trace:
     """Load a Kineto trace (and, optionally, the PyTorch execution trace recorded beside it).
 
-    Raises :class:`TraceError` with a one-line message for any unreadable input.
+    Raises :class:`TraceError` with a one-line message for any unreadable input (see the module's limits). An
+    execution trace or recording sidecar found next to the trace by its name, not asked for, that cannot be used
+    is a warning: the trace stands without it.
     """
     spath = str(path)
-    decoded = decode_trace(read_trace_bytes(path), spath)
+    warnings: list[str] = []
+    try:
+        decoded = decode_trace(read_trace_bytes(path), spath, warnings)
+    except MemoryError:  # past every limit, still more than this machine holds
+        raise TraceError(f"{spath}: out of memory decoding the trace") from None
     trace = Trace(path=spath, event_count=len(decoded.traceEvents))
+    trace.warnings.extend(warnings)
+    if not decoded.traceEvents:
+        raise TraceError(f"{spath}: no events (the trace's 'traceEvents' list is empty)")
     trace.devices = list(decoded.deviceProperties or [])
+    if decoded.distributedInfo and nesting_exceeds(decoded.distributedInfo):
+        raise TraceError(f"{spath}: 'distributedInfo' nests more than {MAX_NESTING} levels")
     trace.distributed = dict(decoded.distributedInfo or {})
     trace.schema_version = decoded.schemaVersion
     _sort_events(trace, decoded.traceEvents)
@@ -90,7 +337,7 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
     sidecar = recording_path(spath)
     if Path(sidecar).is_file():
         try:
-            trace.recording = read_recording(sidecar)
+            trace.recording = read_sidecar(sidecar, trace.warnings)
         except TraceError as exc:  # found by its name, not asked for: the trace stands without it
             trace.warnings.append(f"recording metadata next to the trace not used: {exc}")
     if et is not None:
@@ -101,6 +348,19 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
         except TraceError as exc:  # found by its name, not asked for: the Kineto trace stands without it
             trace.warnings.append(f"execution trace next to the trace not used: {exc}")
     return trace
+
+
+def read_sidecar(path: str, warnings: list[str] | None = None) -> Recording:
+    """The recording sidecar next to a trace, read within the loader's limits (a regular file of at most
+    ``MAX_SIDECAR_BYTES``, nesting at most ``MAX_NESTING`` levels); :class:`TraceError` when it cannot be used."""
+    raw = _read_json_text(path, MAX_SIDECAR_BYTES, b"{", "empty file, expected recording metadata")
+    try:
+        doc = decode_json(raw, path, msgspec.json.decode, warnings)
+    except msgspec.DecodeError as exc:
+        raise TraceError(f"{path}: cannot read recording metadata: {exc}") from None
+    if nesting_exceeds(doc):
+        raise TraceError(f"{path}: recording metadata nests more than {MAX_NESTING} levels")
+    return as_recording(doc, path)
 
 
 def _sort_events(trace: Trace, events: list[Event]) -> None:
@@ -121,9 +381,12 @@ def _sort_events(trace: Trace, events: list[Event]) -> None:
             family = families.get(ev.cat)  # type: ignore[arg-type]
             if family is None:
                 continue
-            if ev.ts is None or ev.dur is None or ev.dur < 0:
+            ts, dur = ev.ts, ev.dur
+            if ts is None or dur is None or not (0 <= dur <= MAX_TIME_US and -MAX_TIME_US <= ts <= MAX_TIME_US):
                 skipped += 1
                 continue
+            if (args := ev.args) is not None and not (args.input_dims is args.input_dims_2021 is args.input_type is None):
+                _check_nesting(trace, events, ev)
             ev.name = names.setdefault(ev.name, ev.name)
             if family is trace.cpu_ops and is_annotation(ev.name, ev.cat):
                 # a range filed as an op (2021-era ProfilerStep#N, Optimizer.step#..., the recorder's module ranges):
@@ -131,7 +394,7 @@ def _sort_events(trace: Trace, events: list[Event]) -> None:
                 family, ev.cat = trace.annotations, "user_annotation"
             family.append(ev)
         elif ph in ("s", "f", "t"):
-            if ev.cat in LAUNCH_FLOW_CATS and ev.ts is not None:
+            if ev.cat in LAUNCH_FLOW_CATS and ev.ts is not None and -MAX_TIME_US <= ev.ts <= MAX_TIME_US:
                 launch_flows.append(ev)
         elif ph == "M" and ev.name == "thread_name" and ev.args is not None and isinstance(ev.args.name, str):
             trace.thread_names[(ev.pid, ev.tid)] = ev.args.name
@@ -140,9 +403,23 @@ def _sort_events(trace: Trace, events: list[Event]) -> None:
         family_list.sort(key=_start_then_longest)
     trace.skipped = skipped
     if skipped:
-        trace.warnings.append(f"{trace.path}: skipped {skipped} complete events without a valid ts/dur")
+        trace.warnings.append(
+            f"{trace.path}: skipped {skipped} complete events without a valid ts/dur (missing, negative, or beyond {MAX_TIME_US:g} us)"
+        )
     if trace.event_count and not (trace.cpu_ops or trace.runtime or trace.gpu or trace.annotations):
-        raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace")
+        why = f"; {skipped} complete events skipped without a valid ts/dur" if skipped else ""
+        raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}")
+
+
+def _check_nesting(trace: Trace, events: list[Event], ev: Event) -> None:
+    """Refuse an event whose shapes (``Input Dims``, ``Input type``) nest more than ``MAX_NESTING`` levels."""
+    args = ev.args
+    assert args is not None
+    for key, value in (("Input Dims", args.input_dims), ("Input dims", args.input_dims_2021), ("Input type", args.input_type)):
+        if value is not None and nesting_exceeds(value):
+            at = next((i for i, e in enumerate(events) if e is ev), None)
+            where = f"traceEvents[{at}] ({ev.name[:100]!r})"
+            raise TraceError(f"{trace.path}: {where}: args '{key}' nests more than {MAX_NESTING} levels")
 
 
 def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:

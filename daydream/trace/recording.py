@@ -182,12 +182,11 @@ def as_recording(doc: Any, where: str) -> Recording:
 
 
 def read_recording(path: str | os.PathLike[str]) -> Recording:
-    """A recording's metadata; :class:`TraceError` when it cannot be read or is not one."""
-    try:
-        doc = msgspec.json.decode(Path(path).read_bytes())
-    except (OSError, msgspec.DecodeError) as exc:
-        raise TraceError(f"{path}: cannot read recording metadata: {exc}") from None
-    return as_recording(doc, str(path))
+    """A recording's metadata, read within the loader's limits (size, nesting, a regular file); :class:`TraceError`
+    when it cannot be read or is not one."""
+    from daydream.trace.load import read_sidecar  # the loader imports this module
+
+    return read_sidecar(os.fspath(path))
 
 
 def encode_recording(recording: Recording) -> bytes:

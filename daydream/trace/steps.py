@@ -52,7 +52,10 @@ def iteration_steps(trace: Trace) -> list[Step]:
 
 
 def whole_trace(trace: Trace) -> Step:
+    """The whole trace as one window: from its first event's start to just after its last event's end."""
     starts = [fam[0].ts for fam in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu) if fam]
+    if not starts:
+        raise TraceError(f"{trace.path}: no events (no CPU ops, annotations, runtime calls or GPU activity) in the trace")
     ends = [max(e.ts + e.dur for e in fam) for fam in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu) if fam]  # type: ignore[operator]
     return Step("trace", min(starts), max(ends) + 1e-3)  # type: ignore[type-var]
 

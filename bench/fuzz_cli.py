@@ -270,7 +270,8 @@ def run_case(argv: list[str], inputs: list[Path], workdir: Path, timeout: float)
         problems.append(f"undocumented exit status {exitcode}")
     if _digest(inputs) != before:
         problems.append("an input changed")
-    new = set(os.listdir(workdir)) - listing
+    asked = {os.path.basename(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a == "--export-trace"}
+    new = set(os.listdir(workdir)) - listing - asked
     if new:
         problems.append(f"files written: {sorted(new)[:5]}")
     if len(out) + len(err) > OUTPUT_BOUND:

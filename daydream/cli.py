@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
     check = sub.add_parser("check", help="parse and check .whatif scripts without a trace")
     check.add_argument("scripts", metavar="SCRIPT", nargs="+")
+    _script_options(check)
     check.set_defaults(func=_cmd_check)
     lst = sub.add_parser("list", help="list .whatif scripts with their docstrings and params")
     lst.add_argument("paths", metavar="PATH", nargs="*", help="scripts or directories (default: the bundled library)")
@@ -116,6 +117,16 @@ def _graph_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
     p.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
     p.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
+    _script_options(p)
+
+
+def _script_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--budget", type=int, default=None, metavar="N",
+                   help="units of work a script run may do (default: 20,000 per task of the graph, at least 20,000,000; "
+                        "docs/language.md, Limits)")  # fmt: skip
+    p.add_argument("--include-dir", action="append", default=[], metavar="DIR",
+                   help="a folder `include` may read .whatif scripts from, besides the script's own folder tree and "
+                        "the bundled library; repeatable")  # fmt: skip
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -141,7 +152,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     inputs = _run_inputs(args)
     _check_export(args, inputs)  # before the work: a refused output path costs no simulation
     result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
-                    policy=parse_policy(args.policy), on_print=show)  # fmt: skip
+                    policy=parse_policy(args.policy), on_print=show, budget=args.budget,
+                    include_dirs=args.include_dir)  # fmt: skip
     inputs += [f for f in result.session.loader.texts if not f.startswith("<")]  # included scripts too
     _emit(args, result, render_whatif, "predicted", inputs)
     return 0
@@ -166,7 +178,7 @@ def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:
 def _cmd_check(args: argparse.Namespace) -> int:
     from daydream.dsl.library import check_files
 
-    for line in check_files(args.scripts):
+    for line in check_files(args.scripts, include_dirs=args.include_dir, budget=args.budget):
         print(line)
     return 0
 
@@ -261,7 +273,8 @@ def _cmd_repl(args: argparse.Namespace) -> int:
     from daydream.repl import run_repl
     from daydream.simulation import parse_policy
 
-    return run_repl(args.trace, params=_params(args.param), step=args.step, et=args.et, policy=parse_policy(args.policy))
+    return run_repl(args.trace, params=_params(args.param), step=args.step, et=args.et, policy=parse_policy(args.policy),
+                    budget=args.budget, include_dirs=args.include_dir)  # fmt: skip
 
 
 def _version() -> str:

@@ -55,8 +55,11 @@ class Repl:
         console: Console,
         origin: str,
         inputs: list[str] | None = None,
+        budget: int | None = None,
+        include_dirs: list[str] | None = None,
     ) -> None:
         self.graph = graph
+        self.budget, self.include_dirs = budget, list(include_dirs or [])
         self.read: set[str] = set(inputs or [origin])  # every file the session read: :save never writes onto one
         self.params = dict(params or {})
         self.base_policy = policy
@@ -68,7 +71,8 @@ class Repl:
         self.baseline_us = self.session.baseline_us
 
     def _new_session(self) -> Session:
-        return Session(self.graph, params=self.params, policy=self.base_policy, on_print=self._print)
+        return Session(self.graph, params=self.params, policy=self.base_policy, on_print=self._print,
+                       budget=self.budget, include_dirs=self.include_dirs)  # fmt: skip
 
     def _print(self, line: str) -> None:
         self.console.print(line, highlight=False, markup=False)
@@ -191,6 +195,7 @@ class Repl:
     def show(self, text: str) -> None:
         expr = parse_expression(text, "<show>")
         self.session._texts["<show>"] = text
+        self.session.budget.reset()  # each :show has the budget of a run, not what is left of earlier ones
         value = self.session.env.value(expr)
         for w in self.session.warnings:
             self.console.print(warning_line("warning:", w))
@@ -310,6 +315,8 @@ def run_repl(
     policy: Policy = EARLIEST,
     stdin: TextIO | None = None,
     console: Console | None = None,
+    budget: int | None = None,
+    include_dirs: list[str] | None = None,
 ) -> int:
     from daydream.graph.build import build_graph
     from daydream.trace import load_trace
@@ -318,7 +325,7 @@ def run_repl(
     interactive = stdin.isatty()
     console = console or Console(highlight=False, soft_wrap=not interactive, emoji=False)
     graph = build_graph(load_trace(trace, et=et), step)
-    repl = Repl(graph, params, policy, console, trace, inputs=trace_inputs(trace, et))
+    repl = Repl(graph, params, policy, console, trace, inputs=trace_inputs(trace, et), budget=budget, include_dirs=include_dirs)
     console.print(
         plain(f"daydream repl: {trace}: {graph.number_of_nodes():,} tasks; baseline {ms(repl.baseline_us)}"
               + (" (:help for commands, Ctrl-D to leave)" if interactive else ""), 2000),

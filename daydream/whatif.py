@@ -137,7 +137,10 @@ class WhatIf:
 
 
 def _json_param(value: Any) -> Any:
-    """Params as JSON values: numbers, strings, booleans, lists stay; a selection becomes its size."""
+    """Params as JSON values: numbers, strings, booleans, lists stay (a whole number past 64 bits as a float, or its
+    text past a float's range); a selection becomes its size."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+        return float(value) if value.bit_length() <= 1000 else format_value(value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
@@ -165,9 +168,15 @@ def run_whatif(
     policy: Policy = EARLIEST,
     copy: bool = True,
     on_print: Callable[[str], None] | None = None,
+    budget: int | None = None,
+    include_dirs: Sequence[str | os.PathLike[str]] | None = None,
 ) -> WhatIf:
-    """Apply ``scripts`` in order to (a copy of) ``graph`` and predict the iteration before and after."""
-    session = Session(graph, params=params, policy=policy, copy=copy, on_print=on_print)
+    """Apply ``scripts`` in order to (a copy of) ``graph`` and predict the iteration before and after.
+
+    ``budget``: the units of work each script's check and each script's run may do (None: the default,
+    ``daydream.dsl.limits.default_budget`` of the graph's size); ``include_dirs``: folders besides the scripts' own and the bundled
+    library whose .whatif files the scripts may include (docs/language.md#limits)."""
+    session = Session(graph, params=params, policy=policy, copy=copy, on_print=on_print, budget=budget, include_dirs=include_dirs)
     parsed = load_scripts(session, scripts)
     baseline = Summary.of(session.baseline)  # before any change: its timeline shares the task dicts
     for script in parsed:
@@ -192,11 +201,14 @@ def whatif(
     et: str | None = None,
     policy: Policy = EARLIEST,
     on_print: Callable[[str], None] | None = None,
+    budget: int | None = None,
+    include_dirs: Sequence[str | os.PathLike[str]] | None = None,
 ) -> WhatIf:
-    """Load ``trace``, build the graph of the step, run the scripts: what ``daydream run`` does."""
+    """Load ``trace``, build the graph of the step, run the scripts: what ``daydream run`` does (``budget`` and
+    ``include_dirs`` as for :func:`run_whatif`: the CLI's ``--budget`` and ``--include-dir``)."""
     t = load_trace(trace, et=et)
     graph = build_graph(t, step)
-    result = run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print)
+    result = run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print, budget=budget, include_dirs=include_dirs)
     if not t.has_gpu_activity:
         result.warnings.insert(0, f"{trace}: no GPU activity in the trace; the graph holds CPU tasks only")
     return result

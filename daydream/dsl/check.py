@@ -12,6 +12,7 @@ from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.functions import call_problem, suggest
+from daydream.dsl.limits import MAX_INCLUDE_DEPTH, STATEMENT_COST, Budget, OverBudget
 from daydream.dsl.parse import script_error
 from daydream.dsl.visitor import Visitor
 from daydream.graph.edit import STRUCTURAL_ATTRIBUTES
@@ -32,16 +33,31 @@ def user_attributes(script: ast.Script, load: Callable[[str, ast.Script, ast.Inc
 
 
 class _UserAttributes(Visitor[None]):
-    """The statements that create attributes; the others, and every expression, add none."""
+    """The statements that create attributes; the others, and every expression, add none. Each included script is
+    walked once, after the script that includes it (not inside it: a chain of includes does not recurse)."""
 
     def __init__(self, load: Callable[[str, ast.Script, ast.Include], ast.Script] | None) -> None:
         self.load = load
         self.out: set[str] = set()
         self.seen: set[str] = set()
+        self.pending: list[ast.Script] = []
+        self.walking = False
 
     def walk(self, statements: tuple[Any, ...], current: ast.Script) -> None:
-        for s in statements:
-            self.visit(s, current)
+        if self.walking:
+            for s in statements:
+                self.visit(s, current)
+            return
+        self.walking = True
+        try:
+            for s in statements:
+                self.visit(s, current)
+            while self.pending:
+                inc = self.pending.pop()
+                for s in inc.statements:
+                    self.visit(s, inc)
+        finally:
+            self.walking = False
 
     def generic_visit(self, node: Any, current: ast.Script) -> None:
         pass
@@ -70,7 +86,7 @@ class _UserAttributes(Visitor[None]):
             return  # reported by check_script with its position
         if inc.file not in self.seen:
             self.seen.add(inc.file)
-            self.walk(inc.statements, inc)
+            self.pending.append(inc)
 
 
 def ambiguous(name: str) -> str:
@@ -92,21 +108,34 @@ class Checker(Visitor[None]):
         load_include: Callable[[str, ast.Script, ast.Include], ast.Script],
         known: set[str] | None = None,
         attributes: set[str] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.load_include = load_include
         self.known: set[str] = set() if known is None else known
         self.attributes: set[str] = set(TASK_ATTRIBUTES) if attributes is None else attributes
         self.params: dict[str, ast.Param] = {}
         self.stack: list[str] = []
+        self.budget = budget if budget is not None else Budget()  # a statement checked costs STATEMENT_COST
 
     def check(self, script: ast.Script) -> None:
         self.attributes |= user_attributes(script, self.load_include)
         self.stack.append(script.file)
         try:
             for s in script.statements:
-                self.visit(s, script)
+                self.statement(s, script)
         finally:
             self.stack.pop()
+
+    def statement(self, s: Any, script: ast.Script) -> None:
+        """Check one statement, counted against the budget (a script that includes a script many times checks it
+        as many times); running out, or a recursion too deep, is an error at the statement."""
+        try:
+            self.budget.charge(STATEMENT_COST)
+            self.visit(s, script)
+        except OverBudget as exc:
+            raise script_error(str(exc), s.pos, script.text) from None
+        except RecursionError:
+            raise script_error("nested too deeply to check (includes in includes, blocks in blocks)", s.pos, script.text) from None
 
     def error(self, message: str, node: Any, script: ast.Script, hint: str | None = None, pos: ast.Pos | None = None) -> Exception:
         return script_error(message, pos or node.pos, script.text, hint)
@@ -120,7 +149,7 @@ class Checker(Visitor[None]):
         for inner in statements:
             if isinstance(inner, ast.Param):
                 raise self.error(f"param belongs at the top of a script, not inside {where}", inner, script)
-            self.visit(inner, script)
+            self.statement(inner, script)
 
     # ---- statements ---------------------------------------------------------------------------------------
 
@@ -208,6 +237,8 @@ class Checker(Visitor[None]):
         self._block(s.body + s.orelse, script, "an if")
 
     def visit_Include(self, s: ast.Include, script: ast.Script) -> None:
+        if len(self.stack) >= MAX_INCLUDE_DEPTH:
+            raise self.error(f"includes nested more than {MAX_INCLUDE_DEPTH} deep: {' -> '.join(os.path.basename(f) for f in self.stack)} ...", s, script)
         included = self.load_include(s.path, script, s)
         if included.file in self.stack:
             chain = " -> ".join(os.path.basename(f) for f in [*self.stack, included.file])

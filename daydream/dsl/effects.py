@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daydream.dsl import ast
+from daydream.dsl.limits import MAX_PRINTED, TooLarge
 
 
 @dataclass
@@ -64,6 +65,7 @@ class Recorder:
         self.on_print = on_print
         self.run = 0  # scripts run so far: the run a statement's effect and warnings belong to
         self._warned: set[tuple[str, int, int]] = set()
+        self.printed_chars = 0  # what print statements printed, against MAX_PRINTED
 
     def start_run(self) -> set[tuple[str, int, int]]:
         """Begin the next run; returns the keys of the effects before it (see ``since``)."""
@@ -89,6 +91,9 @@ class Recorder:
             self.warnings.append(f"{pos.file}:{pos.line}: {message}")
 
     def print(self, line: str) -> None:
+        self.printed_chars += len(line) + 1
+        if self.printed_chars > MAX_PRINTED:
+            raise TooLarge(f"the scripts printed more than {MAX_PRINTED:,} characters")
         self.printed.append(line)
         if self.on_print is not None:
             self.on_print(line)

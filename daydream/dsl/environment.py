@@ -14,7 +14,9 @@ from daydream.dsl.evaluate import compile_expression
 from daydream.dsl.functions import suggest
 from daydream.dsl.graph_state import GraphState
 from daydream.dsl.library import Loader
+from daydream.dsl.limits import SIMULATION_COST, Budget
 from daydream.errors import ScriptError
+from daydream.files import clip
 from daydream.graph.schema import TASK_ATTRIBUTES
 from daydream.graph.select import KIND_SELECTORS, Selection, select
 
@@ -23,12 +25,13 @@ class Environment:
     """``scope`` holds the bindings of the script running (a new dict per script unless the session keeps one);
     ``attributes`` the task attributes, the trace's and those the scripts create."""
 
-    def __init__(self, state: GraphState, recorder: Recorder, loader: Loader) -> None:
+    def __init__(self, state: GraphState, recorder: Recorder, loader: Loader, budget: Budget | None = None) -> None:
         self.state = state
         self.recorder = recorder
         self.loader = loader
         self.attributes: set[str] = set(TASK_ATTRIBUTES)
         self.scope: dict[str, Any] = {}
+        self.budget = budget if budget is not None else Budget()  # the work the expressions may do
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -46,12 +49,15 @@ class Environment:
         if n in self.scope:
             return self.scope[n]
         if n in KIND_SELECTORS:
+            self.budget.charge(len(self.graph))
             return select(self.graph, n)
         if n == "baseline":
             return self.state.baseline_us
         if n == "measured":
             return self.state.measured_us
         if n == "predicted":
+            if self.state.stale():
+                self.budget.charge(len(self.graph) * SIMULATION_COST)  # the graph changed: simulated again
             return self.state.predicted_us
         if n in self.attributes:
             raise self.error(f"{n!r} is a task attribute: it has a value per task; a selection's values are SEL.{n}", name)
@@ -62,4 +68,4 @@ class Environment:
 
     def selected(self, node: ast.Select, selection: Selection) -> None:
         if not selection:
-            self.recorder.warn(node.pos, f"`{self.loader.source(node)}` matches no task")
+            self.recorder.warn(node.pos, f"`{clip(self.loader.source(node), 200)}` matches no task")

@@ -8,9 +8,8 @@ none and an ordering comparison with none is false, so ``bytes > 1MB`` is simply
 
 from __future__ import annotations
 
-import functools
+import math
 import operator
-import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -18,8 +17,23 @@ import networkx as nx
 
 from daydream.dsl import ast
 from daydream.dsl.functions import FUNCTIONS, call_problem, suggest, type_name
+from daydream.dsl.limits import (
+    BULK,
+    MAX_INT_BITS,
+    MAX_NESTING,
+    Budget,
+    OverBudget,
+    TooLarge,
+    check_int,
+    check_list_size,
+    check_string_length,
+    finite,
+    value_size,
+)
+from daydream.dsl.regex import BadPattern, compile_pattern, matcher
 from daydream.dsl.visitor import Visitor
 from daydream.errors import DaydreamError
+from daydream.files import clip
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order, kind_set, select, task_value
 
@@ -29,6 +43,7 @@ Compiled = Callable[[Any], Any]  # task attributes (or None outside a task conte
 class Env(Protocol):
     graph: nx.DiGraph
     attributes: set[str]
+    budget: Budget
 
     def lookup(self, name: ast.Name) -> Any: ...
 
@@ -57,11 +72,6 @@ def compile_expression(node: Any, env: Env, task_context: bool = False) -> Expre
     """Compile ``node``. In a task context bare attribute names (``duration``, ``name``...) read the task."""
     fn, per_task = _Compiler(env, task_context).compile(node)
     return Expression(node, fn, per_task)
-
-
-@functools.lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {
@@ -106,7 +116,18 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
     def visit_ListExpr(self, node: ast.ListExpr) -> tuple[Compiled, bool]:
         items = [self.compile(x) for x in node.items]
         fns = [f for f, _ in items]
-        return (lambda t: [f(t) for f in fns]), any(p for _, p in items)
+        env = self.env
+
+        def make(t: Any) -> list[Any]:
+            out = [f(t) for f in fns]
+            try:
+                size = value_size(out)
+            except TooLarge as exc:
+                raise _fail(env, str(exc), node, t) from None
+            env.budget.charge(size)
+            return out
+
+        return make, any(p for _, p in items)
 
     def visit_Select(self, node: ast.Select) -> tuple[Compiled, bool]:
         env = self.env
@@ -117,6 +138,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         where = compile_expression(node.where, env, task_context=True) if node.where is not None else None
 
         def run(t: Any) -> Selection:
+            env.budget.charge(len(env.graph))  # a where-clause (or the kind test) runs on every task
             if where is None:
                 out = select(env.graph, node.kind)
             elif not where.per_task:
@@ -162,6 +184,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             def setop(t: Any) -> Any:
                 a, b = lf(t), rf(t)
                 if isinstance(a, Selection) and isinstance(b, Selection):
+                    env.budget.charge((len(a) + len(b)) // BULK)
                     return combine(a, b)
                 word = "union" if op == "|" else "intersection"
                 hint = "for booleans use 'or' / 'and'" if isinstance(a, bool) or isinstance(b, bool) else None
@@ -175,16 +198,18 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
                 if not isinstance(pattern, str):
                     raise env.error(f"'{op}' matches a regular expression, a string, not {type_name(pattern)}", node.right)
                 try:
-                    rx = _regex(pattern)
-                except re.error as exc:
-                    raise env.error(f"bad regular expression {pattern!r}: {exc}", node.right) from None
-                search = rx.search
+                    search = matcher(pattern)
+                except BadPattern as exc:
+                    raise env.error(f"bad regular expression {clip(pattern, 100)!r}: {exc}", node.right) from None
 
                 def match_const(t: Any) -> bool:
                     a = lf(t)
                     if a is None:
                         return negate
-                    return (search(a if isinstance(a, str) else str(a)) is None) == negate
+                    try:
+                        return (not search(a if isinstance(a, str) else _match_text(a, op))) == negate
+                    except DaydreamError as exc:
+                        raise _fail(env, str(exc), node, t) from None
 
                 return match_const, per_task
 
@@ -194,7 +219,14 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
                     raise _fail(env, f"'{op}' matches a regular expression, a string, not {type_name(p)}", node, t)
                 if a is None:
                     return negate
-                return (_regex(p).search(a if isinstance(a, str) else str(a)) is None) == negate
+                try:
+                    search = compile_pattern(p)
+                except BadPattern as exc:
+                    raise _fail(env, f"bad regular expression {clip(p, 100)!r}: {exc}", node.right, t) from None
+                try:
+                    return (not search(a if isinstance(a, str) else _match_text(a, op))) == negate
+                except DaydreamError as exc:
+                    raise _fail(env, str(exc), node, t) from None
 
             return match, per_task
         if op in ("in", "not in"):
@@ -208,17 +240,22 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
                     try:
                         return (a in members) != negate
                     except TypeError:
+                        env.budget.charge(value_size(a))
                         return (_hashable(a) in members) != negate
 
                 return in_const, per_task
 
             def in_any(t: Any) -> bool:
-                return (_hashable(lf(t)) in _members(rf(t), env, node)) != negate
+                a = lf(t)
+                if isinstance(a, list):
+                    env.budget.charge(value_size(a))
+                return (_hashable(a) in _members(rf(t), env, node)) != negate
 
             return in_any, per_task
         if op in ("==", "!="):
             eq = op == "=="
-            return (lambda t: (_equal(lf(t), rf(t))) == eq), per_task
+            budget = env.budget
+            return (lambda t: (_equal(lf(t), rf(t), budget)) == eq), per_task
         if op in _ORDER:
             compare = _ORDER[op]
             if not rp:
@@ -226,6 +263,8 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
 
                 def order_const(t: Any) -> bool:
                     a = lf(t)
+                    if isinstance(a, list) or isinstance(right, list):
+                        env.budget.charge(value_size(a) + value_size(right))
                     try:
                         return compare(a, right)
                     except TypeError:
@@ -235,28 +274,34 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
 
             def order(t: Any) -> bool:
                 a, b = lf(t), rf(t)
+                if isinstance(a, list) or isinstance(b, list):
+                    env.budget.charge(value_size(a) + value_size(b))
                 try:
                     return compare(a, b)
                 except TypeError:
                     return _order_fail(env, node, op, a, b, t)
 
             return order, per_task
-        arith = _ARITH[op]
 
         def arithmetic(t: Any) -> Any:
             a, b = lf(t), rf(t)
             if a is None or b is None:
                 return None
             if op == "-" and isinstance(a, Selection) and isinstance(b, Selection):
+                env.budget.charge((len(a) + len(b)) // BULK)
                 return a - b
             if isinstance(a, (Selection, bool)) or isinstance(b, (Selection, bool)):
                 raise _fail(env, f"cannot {_VERBS[op]} {type_name(a)} and {type_name(b)}", node, t, _set_hint(op, a, b))
             try:
-                return arith(a, b)
+                return arith(op, a, b, env.budget)
             except ZeroDivisionError:
                 raise _fail(env, "division by zero", node, t) from None
-            except (TypeError, OverflowError):
+            except TypeError:
                 raise _fail(env, f"cannot {_VERBS[op]} {type_name(a)} and {type_name(b)}", node, t) from None
+            except OverflowError:
+                raise _fail(env, f"cannot {_VERBS[op]} these numbers: {_TOO_LARGE}", node, t) from None
+            except (TooLarge, NotReal) as exc:
+                raise _fail(env, str(exc), node, t) from None
 
         return arithmetic, per_task
 
@@ -273,6 +318,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
                 raise _fail(env, f"'.{attr}' reads an attribute of a selection's tasks, not of {type_name(s)}", node, t)
             graph = env.graph
             nodes = attrs_of(graph)
+            env.budget.charge(len(s))
             return [task_value(nodes[n], attr) for n in in_time_order(graph, (n for n in s if n in nodes))]
 
         return project, per_task
@@ -286,10 +332,12 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             obj, i = of(t), xf(t)
             if obj is None:
                 return None
-            if isinstance(i, bool) or not isinstance(i, (int, float)) or i != int(i):
-                raise _fail(env, f"an index is a whole number, not {type_name(i)}", node.index, t)
+            if isinstance(i, bool) or not isinstance(i, (int, float)) or not finite(i) or i != int(i):
+                shown = type_name(i) if isinstance(i, bool) or not isinstance(i, (int, float)) else format_value(i)
+                raise _fail(env, f"an index is a whole number, not {shown}", node.index, t)
             i = int(i)
             if isinstance(obj, Selection):
+                env.budget.charge(len(obj))
                 ordered = in_time_order(env.graph, (n for n in obj if n in env.graph))
                 if not -len(ordered) <= i < len(ordered):
                     raise _fail(env, f"index {i} is out of range: the selection holds {len(ordered)} tasks", node, t)
@@ -316,13 +364,29 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         def call(t: Any) -> Any:
             values = [f(t) for f, _ in args]
             named = {k: f(t) for k, (f, _) in kwargs}
+            env.budget.charge(1 + sum(len(v) for v in (*values, *named.values()) if isinstance(v, (Selection, list, str))))
             for i, v in enumerate(values):
                 if isinstance(v, Selection):
                     values[i] = Selection(x for x in v if x in env.graph)
             try:
-                return impl(env.graph, *values, **named)
+                result = impl(env.graph, *values, **named)
+            except OverBudget:
+                raise
             except DaydreamError as exc:
                 raise _fail(env, str(exc), node, t, fn.doc) from None
+            except RecursionError:
+                raise _fail(env, f"{node.func}(): the value is nested too deeply", node, t) from None
+            except (ArithmeticError, ValueError, TypeError) as exc:  # a function that let Python's own error out
+                raise _fail(env, f"{node.func}(): {clip(str(exc), 200)}", node, t, fn.doc) from None
+            if isinstance(result, (list, Selection)):
+                env.budget.charge(len(result))
+            elif isinstance(result, complex):
+                raise _fail(env, f"{node.func}() gave {_NOT_REAL}", node, t)
+            elif isinstance(result, int) and not isinstance(result, bool) and result.bit_length() > MAX_INT_BITS:
+                raise _fail(env, f"{node.func}() gave a whole number of more than {MAX_INT_BITS:,} bits: too large", node, t)
+            elif isinstance(result, float) and not math.isfinite(result) and all(map(finite, (*values, *named.values()))):
+                raise _fail(env, f"{node.func}() gave {format_value(result)}: {_TOO_LARGE}", node, t, fn.doc)
+            return result
 
         return call, per_task
 
@@ -348,8 +412,97 @@ def _set_hint(op: str, a: Any, b: Any) -> str | None:
     return None
 
 
+_TOO_LARGE = "the result is past the largest number, about 1.8e308"
+_NOT_REAL = "a complex number: not a real number"
+
+
+class NotReal(DaydreamError):
+    """``(-8) ** 0.5``: Python's answer is a complex number, which a script has no use for."""
+
+
+def arith(op: str, a: Any, b: Any, budget: Budget | None = None) -> Any:
+    """``a OP b`` for arithmetic (not none, a selection or a boolean), each result bounded before it is made:
+    strings and lists by length (``+`` joins, ``*`` repeats), whole numbers by bits (``**`` estimated first),
+    floats finite (an overflow to infinity is an error; a nan or infinity given stays one). Raises TypeError for
+    operands the operator does not take, TooLarge past a limit, NotReal for a complex result, ZeroDivisionError and
+    OverflowError as Python does."""
+    if op in ("+", "*"):
+        seq = _sequence_result(op, a, b, budget)
+        if seq is not None:
+            return seq
+    if not _is_number(a) or not _is_number(b):
+        raise TypeError(op)
+    if op == "**":
+        if type(a) is int and type(b) is int and b > 0 and abs(a) > 1 and (abs(a).bit_length() - 1) * b > MAX_INT_BITS:
+            raise TooLarge(f"{_shown_number(a)} ** {_shown_number(b)} has more than {MAX_INT_BITS:,} bits: too large")
+        result = a**b
+        if isinstance(result, complex):
+            raise NotReal(f"{_shown_number(a)} ** {_shown_number(b)} is {_NOT_REAL}")
+    else:
+        result = _ARITH[op](a, b)
+    if type(result) is int:
+        return check_int(result)
+    if isinstance(result, float) and not math.isfinite(result) and finite(a) and finite(b):
+        raise TooLarge(_TOO_LARGE)
+    return result
+
+
+def _sequence_result(op: str, a: Any, b: Any, budget: Budget | None) -> Any:
+    """``"a" + "b"``, ``[1] + [2]``, ``"ab" * 3``, ``3 * [1]``: the result, its size checked first; None if the
+    operands are not a sequence operation."""
+    if op == "+":
+        if isinstance(a, str) and isinstance(b, str):
+            check_string_length(len(a) + len(b))
+            if budget is not None:
+                budget.charge((len(a) + len(b)) // BULK)
+            return a + b
+        if isinstance(a, list) and isinstance(b, list):
+            size = value_size(a) + value_size(b)
+            check_list_size(size)
+            if budget is not None:
+                budget.charge(size)
+            return a + b
+        return None
+    seq, n = (a, b) if isinstance(a, (str, list)) else (b, a)
+    if not isinstance(seq, (str, list)):
+        return None
+    if type(n) is not int:
+        raise TypeError(op)
+    if n <= 0:
+        return seq[:0]
+    if isinstance(seq, str):
+        check_string_length(len(seq) * n)
+        if budget is not None:
+            budget.charge(len(seq) * n // BULK)
+    else:
+        size = value_size(seq) * n
+        check_list_size(size)
+        if budget is not None:
+            budget.charge(size)
+    return seq * n
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _shown_number(x: Any) -> str:
+    text = clip(format_value(x), 40)
+    return f"({text})" if text.startswith("-") else text
+
+
+def _match_text(value: Any, op: str) -> str:
+    """A non-string value matched by ``~``: a number or a boolean as its text (``stream ~ "^7$"``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _format_int(value)
+    if isinstance(value, (bool, float)):
+        return str(value)
+    raise DaydreamError(f"'{op}' matches a string (or a number as its text), not {type_name(value)}")
+
+
 def _members(container: Any, env: Env, node: ast.Binary) -> Any:
     if isinstance(container, list):
+        env.budget.charge(value_size(container))
         try:
             return frozenset(_hashable(x) for x in container)
         except TypeError:
@@ -365,14 +518,25 @@ def _hashable(value: Any) -> Any:
     return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
-def _equal(a: Any, b: Any) -> bool:
-    if isinstance(a, list) or isinstance(b, list):
-        return _hashable(a) == _hashable(b)
+def _equal(a: Any, b: Any, budget: Budget | None = None) -> bool:
+    if isinstance(a, list) and isinstance(b, list):
+        if budget is not None:
+            budget.charge(value_size(a))  # Python compares item by item, at most a's items
+        return bool(a == b)
     return bool(a == b)
 
 
+_SHOWN_ITEMS = 200  # items format_value shows in all, nested lists included (a list of lists of lists...)
+_INT_DIGITS_BITS = 10_000  # whole numbers with more bits show as 1.23457e+3010 (str() stops at 4,300 digits)
+
+
 def format_value(value: Any, limit: int = 8) -> str:
-    """A value as a person reads it in a print or an assertion message."""
+    """A value as a person reads it in a print or an assertion message: at most ``limit`` items of a list, and
+    _SHOWN_ITEMS items in all however deep the lists nest."""
+    return _format(value, limit, [_SHOWN_ITEMS], 0)
+
+
+def _format(value: Any, limit: int, left: list[int], depth: int) -> str:
     if isinstance(value, Selection):
         return f"{len(value)} task{'s' if len(value) != 1 else ''}"
     if value is None:
@@ -381,9 +545,28 @@ def format_value(value: Any, limit: int = 8) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.6g}"
+    if isinstance(value, int):
+        return _format_int(value)
     if isinstance(value, str):
         return repr(value)
     if isinstance(value, list):
-        shown = ", ".join(format_value(v) for v in value[:limit])
+        if depth >= MAX_NESTING:
+            return "[...]"
+        parts = []
+        for v in value[:limit]:
+            if left[0] <= 0:
+                parts.append("...")
+                break
+            left[0] -= 1
+            parts.append(_format(v, 8, left, depth + 1))
+        shown = ", ".join(parts)
         return f"[{shown}{', ...' if len(value) > limit else ''}]" + (f" ({len(value)} items)" if len(value) > limit else "")
     return str(value)
+
+
+def _format_int(value: int) -> str:
+    if value.bit_length() <= _INT_DIGITS_BITS:
+        return str(value)
+    log = math.log10(abs(value))  # exact enough for 6 digits, for any size
+    exponent = math.floor(log)
+    return f"{'-' if value < 0 else ''}{10 ** (log - exponent):.6g}e+{exponent}"

@@ -14,10 +14,12 @@ from daydream.dsl.evaluate import compile_expression, format_value
 from daydream.dsl.functions import type_name
 from daydream.dsl.graph_state import PRIORITY_ATTRIBUTE, GraphState
 from daydream.dsl.library import Loader
+from daydream.dsl.limits import BULK, MAX_INCLUDE_DEPTH, MAX_TIME_US, STATEMENT_COST, finite, value_size
 from daydream.dsl.params import ParamBinder
 from daydream.dsl.parse import script_error
 from daydream.dsl.visitor import Visitor
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
+from daydream.files import clip
 from daydream.graph import edit
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import Selection, group_by, in_time_order
@@ -33,7 +35,11 @@ class Executor(Visitor[None]):
         self.params = params
         self.recorder = recorder
         self.loader = loader
+        self.budget = env.budget
         self._stack: list[str] = []  # the files running, the outermost first: an include cycle is an error
+        # bound names whose value came from params given with -p: name -> those params (for error messages)
+        self.origins: dict[str, frozenset[str]] = {}
+        self._names: dict[int, tuple[Any, frozenset[str]]] = {}
 
     def run(self, statements: tuple[Any, ...], script: ast.Script) -> None:
         self._stack.append(script.file)
@@ -44,15 +50,74 @@ class Executor(Visitor[None]):
             self._stack.pop()
 
     def statement(self, s: Any, script: ast.Script) -> None:
-        """Run one statement; an error from below gets the statement's position."""
+        """Run one statement (it costs STATEMENT_COST units of the budget); an error from below gets the
+        statement's position, and the -p values it depends on."""
         try:
+            self.budget.charge(STATEMENT_COST)
             self.visit(s, script)
-        except (ScriptError, CheckFailed):
-            raise
+        except (ScriptError, CheckFailed) as exc:
+            raise self._from_params(exc, s) from None
         except DaydreamError as exc:
-            raise script_error(f"{exc} (in `{_first_line(self.loader.source(s))}`)", s.pos, script.text) from None
+            error = script_error(f"{exc} (in `{_first_line(self.loader.source(s))}`)", s.pos, script.text)
+            raise self._from_params(error, s) from None
         except RecursionError:
             raise script_error("expression nested too deeply", s.pos, script.text) from None
+
+    # ---- which -p values a statement depends on ------------------------------------------------------------
+
+    def _from_params(self, exc: ScriptError | CheckFailed, s: Any) -> ScriptError | CheckFailed:
+        """``exc`` with ``(from -p NAME=VALUE)`` added to its first line, for the params given with -p whose value
+        statement ``s`` reads (directly, or through lets and loop variables bound from them)."""
+        text = str(exc)
+        given = self.params.given
+        names = sorted(p for p in self._depends_on(s) if p in given and p in self.params.used)
+        if not names or "(from -p " in text or text.startswith("-p "):
+            return exc
+        shown = ", ".join(f"-p {n}={clip(_given_text(given[n]), 100)}" for n in names)
+        first, _, rest = text.partition("\n")
+        return type(exc)(f"{first} (from {shown})" + (f"\n{rest}" if rest else ""))
+
+    def _depends_on(self, s: Any) -> set[str]:
+        if isinstance(s, ast.Param):
+            return {s.name} if s.name in self.params.used else set()
+        out: set[str] = set()
+        for name in self._statement_names(s):
+            out |= self.origins.get(name, frozenset())
+        return out
+
+    def _statement_names(self, s: Any) -> frozenset[str]:
+        """The names a statement's own expressions read (not those of the statements in its blocks)."""
+        kept = self._names.get(id(s))
+        if kept is not None and kept[0] is s:
+            return kept[1]
+        names: set[str] = set()
+        stack = [s]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+                continue
+            for field in node.__dataclass_fields__:
+                if node is s and field in ("body", "orelse"):
+                    continue
+                value = getattr(node, field)
+                for x in value if isinstance(value, tuple) else (value,):
+                    for y in x if isinstance(x, tuple) else (x,):
+                        if hasattr(y, "__dataclass_fields__") and not isinstance(y, ast.Pos):
+                            stack.append(y)
+        out = frozenset(names)
+        self._names[id(s)] = (s, out)
+        return out
+
+    def _bound_from(self, name: str, expr: Any) -> None:
+        """``name`` was bound from ``expr``: it depends on the -p params ``expr`` reads."""
+        origins: frozenset[str] = frozenset()
+        for n in self._statement_names(expr):
+            origins |= self.origins.get(n, frozenset())
+        if origins:
+            self.origins[name] = origins
+        else:
+            self.origins.pop(name, None)
 
     # ---- helpers ------------------------------------------------------------------------------------------
 
@@ -62,7 +127,7 @@ class Executor(Visitor[None]):
             raise self.env.error(f"{statement} needs a selection of tasks, not {type_name(value)}", expr)
         live = Selection(n for n in value if n in self.env.graph)
         if not live and not isinstance(expr, ast.Select):
-            self.recorder.warn(expr.pos, f"`{self.loader.source(expr)}` holds no task: {statement} does nothing")
+            self.recorder.warn(expr.pos, f"`{clip(self.loader.source(expr), 200)}` holds no task: {statement} does nothing")
         return live
 
     # ---- bindings -----------------------------------------------------------------------------------------
@@ -72,12 +137,17 @@ class Executor(Visitor[None]):
 
     def visit_Param(self, s: ast.Param, script: ast.Script) -> None:
         self.env.scope[s.name] = self.params.bind(s)
+        if s.name in self.params.used:
+            self.origins[s.name] = frozenset({s.name})
+        else:
+            self._bound_from(s.name, s.default)
 
     def visit_Let(self, s: ast.Let, script: ast.Script) -> None:
         if isinstance(s.value, ast.Insert):
             self.env.scope[s.name] = Selection([self._insert(s.value)[-1]])
         else:
             self.env.scope[s.name] = self.env.value(s.value)
+        self._bound_from(s.name, s.value)
 
     # ---- changes to the graph -----------------------------------------------------------------------------
 
@@ -86,9 +156,14 @@ class Executor(Visitor[None]):
         factor = compile_expression(s.factor, self.env, task_context=True)
         effect = self.recorder.effect(s, "scale")
         graph = self.env.graph
+        self.budget.charge(len(target))
         if not factor.per_task:
             f = factor.constant()
             self._check_factor(f, s.factor, None)
+            if f > 1 and target:
+                nodes = attrs_of(graph)
+                longest = max(target, key=lambda n: nodes[n]["duration"])
+                self._check_factor(f, s.factor, nodes[longest])
             delta = edit.scale(graph, target, f)
         else:
             fn = factor.value
@@ -104,9 +179,19 @@ class Executor(Visitor[None]):
         self.state.changed()
 
     def _check_factor(self, f: Any, node: Any, task: dict[str, Any] | None) -> None:
+        where = f" for task {task['kind']} {task['name']!r}" if task is not None else ""
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not f >= 0 or f == math.inf:
-            where = f" for task {task['kind']} {task['name']!r}" if task is not None else ""
             raise self.env.error(f"a scale factor must be a finite number >= 0; got {format_value(f)}{where}", node)
+        if task is not None and f * task["duration"] > MAX_TIME_US:
+            raise self.env.error(f"scaling by {format_value(f)} makes a duration over {MAX_TIME_US:.0e} us (about 31 years){where}", node)
+
+    def _check_value(self, attr: str, value: Any) -> None:
+        """A value a task attribute is set to: numbers finite, durations and gaps at most MAX_TIME_US."""
+        if isinstance(value, float) and not finite(value):
+            raise DaydreamError(f"{attr} must be a finite number (got {format_value(value)})")
+        if attr in ("duration", "gap") and isinstance(value, (int, float)) and value > MAX_TIME_US:
+            raise DaydreamError(f"{attr} must be at most {MAX_TIME_US:.0e} us (about 31 years), got {format_value(value)}")
+        edit.check_settable(attr, value)
 
     def visit_SetAttr(self, s: ast.SetAttr, script: ast.Script) -> None:
         attr = s.target.attr
@@ -115,17 +200,22 @@ class Executor(Visitor[None]):
         effect = self.recorder.effect(s, "set")
         graph = self.env.graph
         nodes = attrs_of(graph)
+        self.budget.charge(len(target))
         before = sum(nodes[n]["duration"] for n in target) if attr == "duration" else 0.0
         try:
             if not value.per_task:
-                edit.set_attribute(graph, target, attr, value.constant())
+                v = value.constant()
+                self._check_value(attr, v)
+                self.budget.charge(len(target) * _stored_size(v))  # a list or string on each task (as exported)
+                edit.set_attribute(graph, target, attr, v)
             else:
                 fn = value.value
 
                 def value_of(a: dict[str, Any]) -> Any:
                     v = fn(a)
+                    self.budget.charge(_stored_size(v))
                     try:
-                        edit.check_settable(attr, v)
+                        self._check_value(attr, v)
                     except DaydreamError as exc:
                         raise self.env.error(f"{exc} for task {a['kind']} {a['name']!r}", s.value) from None
                     return v
@@ -145,7 +235,9 @@ class Executor(Visitor[None]):
         graph = self.env.graph
         target = self._selection(s.target, "remove")
         effect = self.recorder.effect(s, "remove")
+        self.budget.charge(len(target))
         doomed = edit.removal_set(graph, target, s.with_launches)  # once: it holds the launches too
+        self.budget.charge(len(doomed))
         lost = sum(attrs_of(graph)[n]["duration"] for n in doomed)
         try:
             removed = edit.remove(graph, doomed)
@@ -173,8 +265,9 @@ class Executor(Visitor[None]):
         if not isinstance(name, str) or not name:
             raise error(f"a task's name is a non-empty string; got {format_value(name)}", s.name)
         duration = self.env.value(s.duration)
-        if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 <= duration < math.inf:
-            raise error(f"a duration is a number of microseconds >= 0 (e.g. 15us, 2ms); got {format_value(duration)}", s.duration)
+        if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 <= duration <= MAX_TIME_US:
+            raise error(f"a duration is a number of microseconds >= 0 (e.g. 15us, 2ms; at most {MAX_TIME_US:.0e}); got "
+                        f"{format_value(duration)}", s.duration)  # fmt: skip
         thread = self._thread(s, anchor) if s.on is not None else None
         launch = None
         launched = True
@@ -182,15 +275,16 @@ class Executor(Visitor[None]):
             launch = self.env.value(s.launch)
             if launch is None:  # `launch none`: work no traced CPU call issues
                 launched = False
-            elif isinstance(launch, bool) or not isinstance(launch, (int, float)) or not launch >= 0:
-                raise error(f"a launch call takes a number of microseconds >= 0 (or none: no launch call); got {format_value(launch)}",
-                            s.launch)  # fmt: skip
+            elif isinstance(launch, bool) or not isinstance(launch, (int, float)) or not 0 <= launch <= MAX_TIME_US:
+                raise error(f"a launch call takes a number of microseconds >= 0 (at most {MAX_TIME_US:.0e}; or none: no launch "
+                            f"call); got {format_value(launch)}", s.launch)  # fmt: skip
         attrs = {k: self.env.value(v) for k, v in s.attrs}
         for k, v in attrs.items():
             try:
-                edit.check_settable(k, v)
+                self._check_value(k, v)
             except DaydreamError as exc:
                 raise error(str(exc), s) from None
+        self.budget.charge(len(graph) // BULK + _stored_size(name) + sum(map(_stored_size, attrs.values())))  # placing it
         kwargs = {"after": anchor} if s.side == "after" else {"before": anchor}
         try:
             new = edit.insert_task(graph, s.kind, name, float(duration), thread=thread, launch_us=launch, launched=launched,
@@ -218,7 +312,7 @@ class Executor(Visitor[None]):
             return str(attrs_of(graph)[live[0]]["thread"])
         if isinstance(on, str):
             return on
-        if isinstance(on, (int, float)) and not isinstance(on, bool) and on == int(on):
+        if isinstance(on, (int, float)) and not isinstance(on, bool) and finite(on) and on == int(on):
             if s.kind not in ("gpu", "comm", "memcpy", "memset"):
                 raise error(f"'on {int(on)}' names a GPU stream; a {s.kind} task runs on a CPU thread: give its name, 'cpu:PID/TID'", s.on)  # fmt: skip
             device = a["thread"].split("/")[0] if a["thread"].startswith("gpu:") else None
@@ -234,6 +328,7 @@ class Executor(Visitor[None]):
         waiters = self._selection(s.waiters, "wait")
         sources = self._selection(s.sources, "wait ... for")
         effect = self.recorder.effect(s, "wait")
+        self.budget.charge(len(waiters) * len(sources))  # an edge per pair: charged before they are made
         try:
             added = edit.add_waits(self.env.graph, waiters, sources)
         except DaydreamError as exc:
@@ -258,30 +353,36 @@ class Executor(Visitor[None]):
         value = self.env.value(s.iterable)
         if isinstance(value, Selection):
             live = Selection(n for n in value if n in graph)
+            self.budget.charge(len(live))
             if s.by is not None:
                 items: list[Any] = [group for _, group in group_by(graph, live, s.by)]
             else:
                 items = [Selection([n]) for n in in_time_order(graph, live)]
             if not items and not isinstance(s.iterable, ast.Select):
-                self.recorder.warn(s.iterable.pos, f"`{self.loader.source(s.iterable)}` holds no task: the loop does not run")
+                self.recorder.warn(s.iterable.pos, f"`{clip(self.loader.source(s.iterable), 200)}` holds no task: the loop does not run")
         elif isinstance(value, list):
             if s.by is not None:
                 raise self.env.error("'by' groups a selection's tasks; this loop runs over a list", s)
             items = value
         else:
             raise self.env.error(f"a loop runs over a selection or a list, not {type_name(value)}; for N times use range(N)", s.iterable)
+        self._bound_from(s.var, s.iterable)
         try:
             for item in items:
+                self.budget.charge(1)  # an iteration is an item gone over, even with no body
                 self.env.scope[s.var] = item
                 self.run(s.body, script)
         finally:
             self.env.scope.pop(s.var, None)
+            self.origins.pop(s.var, None)
 
     def visit_If(self, s: ast.If, script: ast.Script) -> None:
         # true as in assert: an empty selection or list, 0, none and false are false
         self.run(s.body if bool(self.env.value(s.test)) else s.orelse, script)
 
     def visit_Include(self, s: ast.Include, script: ast.Script) -> None:
+        if len(self._stack) >= MAX_INCLUDE_DEPTH:
+            raise self.env.error(f"includes nested more than {MAX_INCLUDE_DEPTH} deep", s)
         included = self.loader.resolve_include(s.path, script, s)
         if included.file in self._stack:
             raise self.env.error(f"include cycle: {' -> '.join([*self._stack, included.file])}", s)
@@ -294,20 +395,34 @@ class Executor(Visitor[None]):
         value = self.env.value(s.test)
         if bool(value):  # an empty selection is false, as everywhere else
             return
-        source = self.loader.source
+        def source(node: Any) -> str:
+            return clip(self.loader.source(node), 200)
+
         detail = ""
         if isinstance(s.test, ast.Binary) and s.test.op not in ("and", "or"):
             left, right = self.env.value(s.test.left), self.env.value(s.test.right)
-            detail = f": {source(s.test.left)} is {format_value(left)}, {source(s.test.right)} is {format_value(right)}"
+            detail = f": {source(s.test.left)} is {clip(format_value(left), 200)}, {source(s.test.right)} is {clip(format_value(right), 200)}"
         message = f"assertion failed: {source(s.test)}{detail}"
         if s.message is not None:
             m = self.env.value(s.message)
-            message += f" ({m if isinstance(m, str) else format_value(m)})"
+            message += f" ({clip(m if isinstance(m, str) else format_value(m), 500)})"
         raise CheckFailed(f"{s.pos.file}:{s.pos.line}: {message}")
 
     def visit_Print(self, s: ast.Print, script: ast.Script) -> None:
         values = [self.env.value(v) for v in s.values]
-        self.recorder.print(" ".join(v if isinstance(v, str) else format_value(v) for v in values))
+        line = " ".join(v if isinstance(v, str) else format_value(v) for v in values)
+        self.budget.charge(len(line) // BULK)
+        self.recorder.print(line)
+
+
+def _stored_size(value: Any) -> int:
+    """What a string or list set on a task adds to the graph's data (its size as limits.value_size counts it)."""
+    return value_size(value) if isinstance(value, (str, list)) else 0
+
+
+def _given_text(value: Any) -> str:
+    """A -p value as given: the text from the command line, or a value given through the Python API."""
+    return value if isinstance(value, str) else format_value(value)
 
 
 def _first_line(text: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import networkx as nx
 
+from daydream.dsl.limits import MAX_LIST
 from daydream.errors import DaydreamError
 from daydream.graph import gradients as grad
 from daydream.graph import select as sel
@@ -94,9 +95,24 @@ def _last(graph: nx.DiGraph, value: Any, n: int = 1) -> Selection:
 
 
 def _int(value: Any, fn: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
-        raise DaydreamError(f"{fn}(): a count must be a whole number >= 0 (got {value!r})")
+    if not is_whole(value) or value < 0:
+        raise DaydreamError(f"{fn}(): a count must be a whole number >= 0 (got {_shown(value)})")
     return int(value)
+
+
+def is_whole(value: Any) -> bool:
+    """A whole number: an int, or a finite float without a fraction (never a boolean, an infinity or a nan)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value[:40] + "..." if len(value) > 40 else value)
+    if isinstance(value, (list, Selection)):
+        return type_name(value)
+    return repr(value)
 
 
 def _aggregate(fn: str, reduce: Callable[[list[float]], float], empty: float | None) -> Callable[..., Any]:
@@ -106,7 +122,10 @@ def _aggregate(fn: str, reduce: Callable[[list[float]], float], empty: float | N
             if empty is None:
                 raise DaydreamError(f"{fn}() of no values")
             return empty
-        return reduce(numbers)
+        try:
+            return reduce(numbers)
+        except (OverflowError, ValueError) as exc:  # math.fsum: "intermediate overflow"
+            raise DaydreamError(f"{fn}(): {exc}") from None
 
     return impl
 
@@ -131,14 +150,29 @@ def _round(graph: nx.DiGraph, x: Any, digits: Any = 0) -> Any:
 
 def _range(graph: nx.DiGraph, a: Any, b: Any = None) -> list[int]:
     lo, hi = (0, _int(a, "range")) if b is None else (_int(a, "range"), _int(b, "range"))
+    if hi - lo > MAX_LIST:
+        raise DaydreamError(f"range(): {hi - lo:,} numbers; a list holds at most {MAX_LIST:,}")
     return list(range(lo, hi))
 
 
 def number_argument(value: Any, fn: str, what: str) -> float:
-    """``value`` as a float, or a DaydreamError naming the function and the argument."""
+    """``value`` as a finite float, or a DaydreamError naming the function and the argument."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DaydreamError(f"{fn}(): {what} must be a number, not {type_name(value)}")
-    return float(value)
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out):
+        raise DaydreamError(f"{fn}(): {what} must be a finite number, not {_shown(value)}")
+    return out
+
+
+def whole_argument(value: Any, fn: str, what: str, low: int = 0, high: int = 2**53) -> int:
+    """``value`` as an int in [low, high] (a float without a fraction counts), or a DaydreamError."""
+    if not is_whole(value) or not low <= value <= high:
+        raise DaydreamError(f"{fn}(): {what} must be a whole number from {low} to {high:,}, not {_shown(value)}")
+    return int(value)
 
 
 def _runs(graph: nx.DiGraph, value: Any) -> list[Selection]:
@@ -160,15 +194,15 @@ def _gradient_buckets(
     graph: nx.DiGraph, cap: Any = grad.DDP_BUCKET_CAP, first: Any = grad.DDP_FIRST_BUCKET, element_bytes: Any = 4
 ) -> list[list[Any]]:
     fn = "gradient_buckets"
-    size = number_argument(element_bytes, fn, "element_bytes")
-    grads = grad.gradients(graph, int(size))
+    size = whole_argument(element_bytes, fn, "element_bytes", 1, 1024)
+    grads = grad.gradients(graph, size)
     buckets = grad.ddp_buckets(grads, number_argument(cap, fn, "cap"), number_argument(first, fn, "first"))
     return [[Selection([grad.bucket_ready(graph, b)]), sum(g.nbytes for g in b)] for b in buckets]
 
 
 def _gradients(graph: nx.DiGraph, element_bytes: Any = 4) -> list[list[Any]]:
-    size = number_argument(element_bytes, "gradients", "element_bytes")
-    return [[Selection([g.ready]), g.nbytes, g.layer] for g in grad.gradients(graph, int(size))]
+    size = whole_argument(element_bytes, "gradients", "element_bytes", 1, 1024)
+    return [[Selection([g.ready]), g.nbytes, g.layer] for g in grad.gradients(graph, size)]
 
 
 def type_name(value: Any) -> str:

@@ -64,6 +64,10 @@ class GraphState:
     def measured_us(self) -> float:
         return float(self.graph.graph.get("measured_us", math.nan))
 
+    def stale(self) -> bool:
+        """Whether ``predict`` would simulate (the graph or the policy changed since the last prediction)."""
+        return self._timeline is None or self._timeline[0] != self.version
+
     def predict(self) -> Timeline:
         """Simulate the graph as changed so far (cached until the next change)."""
         if self._timeline is not None and self._timeline[0] == self.version:
@@ -74,7 +78,7 @@ class GraphState:
                 value = fn(a)
                 if isinstance(value, bool):
                     value = int(value)
-                if value is not None and not isinstance(value, (int, float)):
+                if value is not None and (not isinstance(value, (int, float)) or value != value):
                     raise self._error(f"a schedule priority must be a number; task {node} ({a['name']!r}) gets {format_value(value)}",
                                       self.priority.node)  # fmt: skip
                 a[PRIORITY_ATTRIBUTE] = value

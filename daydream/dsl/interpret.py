@@ -6,13 +6,14 @@ the policy, the cached prediction), ``Environment`` (environment.py: what expres
 (params.py: ``param`` values), ``Recorder`` (effects.py: effects, warnings, printed lines), ``Loader``
 (library.py: script files and texts) and ``Executor`` (execute.py: one method per kind of statement).
 
-A script is data: nothing here evaluates Python or opens a file other than the scripts it includes.
+A script is data: nothing here evaluates Python or opens a file other than the scripts it includes (.whatif files
+in allowed folders: library.py), and every run is bounded (limits.py): the size of what it makes, and its work.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 import networkx as nx
@@ -24,6 +25,7 @@ from daydream.dsl.environment import Environment
 from daydream.dsl.execute import Executor
 from daydream.dsl.graph_state import GraphState
 from daydream.dsl.library import Loader
+from daydream.dsl.limits import Budget
 from daydream.dsl.params import ParamBinder
 from daydream.dsl.parse import parse_script
 from daydream.graph.adjacency import copy_graph
@@ -65,7 +67,9 @@ class Session:
 
     ``graph`` is never changed: the session works on a copy (``copy=False`` changes it in place, for a caller
     that has no further use for it, after taking the baseline). ``params`` override script params by name
-    (values, or strings parsed as .whatif expressions, as ``-p name=value`` gives them).
+    (values, or strings parsed as .whatif expressions, as ``-p name=value`` gives them). ``budget``: the units of
+    work each run may do (None: ``limits.default_budget`` of the graph's size; see docs/language.md#limits); ``include_dirs``: more
+    folders whose .whatif files scripts may include.
     """
 
     # the graph, its baseline and the prediction
@@ -92,12 +96,15 @@ class Session:
         policy: Policy = EARLIEST,
         copy: bool = True,
         on_print: Callable[[str], None] | None = None,
+        budget: int | None = None,
+        include_dirs: Sequence[str | os.PathLike[str]] | None = None,
     ) -> None:
-        self.loader = Loader()
+        self.budget = Budget(budget, graph.number_of_nodes())  # spent afresh by each check and each run
+        self.loader = Loader(include_dirs)
         self._texts = self.loader.texts  # every script's text, for error messages and statement sources
         self.state = GraphState(graph, policy, copy, self.loader.error)
         self.recorder = Recorder(self.loader.source, on_print)
-        self.env = Environment(self.state, self.recorder, self.loader)
+        self.env = Environment(self.state, self.recorder, self.loader, self.budget)
         self.binder = ParamBinder(params, self.env, self._texts)
         self.executor = Executor(self.state, self.env, self.binder, self.recorder, self.loader)
 
@@ -133,7 +140,8 @@ class Session:
         """Static checks against what this session has bound (nothing, with ``fresh_scope``); raises ScriptError."""
         self._texts[script.file] = script.text
         known = set() if fresh_scope else set(self.env.scope)
-        checker = Checker(self.loader.resolve_include, known=known, attributes=set(self.env.attributes))
+        self.budget.reset()
+        checker = Checker(self.loader.resolve_include, known=known, attributes=set(self.env.attributes), budget=self.budget)
         checker.check(script)
         return checker
 
@@ -141,17 +149,21 @@ class Session:
 
     def run(self, script: ast.Script | str | os.PathLike[str], fresh_scope: bool = True, checked: bool = False) -> list[Effect]:
         """Check (unless ``checked`` already), then run a script (a parsed Script, or a path). Each script has its
-        own bindings unless ``fresh_scope`` is False (the REPL keeps one scope for the session)."""
+        own bindings unless ``fresh_scope`` is False (the REPL keeps one scope for the session). The check and the
+        run may each do ``budget`` units of work."""
         if not isinstance(script, ast.Script):
             script = self.load(script)
         self._texts[script.file] = script.text
         env = self.env
         saved = env.scope
+        saved_origins = self.executor.origins
         if fresh_scope:
             env.scope = {}
+            self.executor.origins = {}
         try:
             if not checked:
                 self.check(script)
+            self.budget.reset()
             env.attributes |= user_attributes(script, self.loader.resolve_include)
             before = self.recorder.start_run()
             self.executor.run(script.statements, script)
@@ -159,6 +171,7 @@ class Session:
         finally:
             if fresh_scope:
                 env.scope = saved
+                self.executor.origins = saved_origins
 
     def execute(self, text: str, file: str = "<repl>") -> list[Effect]:
         """Run statements typed at the REPL, in the session's one scope."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -10,8 +12,10 @@ from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.check import Checker
+from daydream.dsl.limits import MAX_SCRIPT_BYTES, Budget
 from daydream.dsl.parse import parse_script, script_error
 from daydream.errors import ScriptError
+from daydream.files import clip
 
 
 def library_dirs() -> list[Path]:
@@ -20,12 +24,68 @@ def library_dirs() -> list[Path]:
     return [Path(str(root))] if root.is_dir() else []
 
 
-class Loader:
-    """Reads scripts (each file once) and resolves includes; keeps every text for error messages."""
+class Unreadable(ScriptError):
+    """A script file that cannot be read: missing, not a regular file, too large, not UTF-8 text."""
 
-    def __init__(self) -> None:
+
+def read_script(path: str | os.PathLike[str], shown: str | os.PathLike[str] | None = None) -> str:
+    """The text of a script file: a regular file (a FIFO, a device or a directory is refused without blocking on
+    it) of at most MAX_SCRIPT_BYTES bytes, UTF-8. Errors name the file (``shown``), never its content."""
+    name = os.fspath(shown if shown is not None else path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise Unreadable(f"{name}: no such script") from None
+    except IsADirectoryError:
+        raise Unreadable(f"{name}: is a directory, not a script") from None
+    except OSError as exc:
+        raise Unreadable(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise Unreadable(f"{name}: is a directory, not a script")
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable(f"{name}: not a regular file (a pipe, a device or a socket); a script is a file")
+        if info.st_size > MAX_SCRIPT_BYTES:
+            raise Unreadable(f"{name}: {info.st_size:,} bytes: a script holds at most {MAX_SCRIPT_BYTES:,}")
+        chunks, size = [], 0
+        while size <= MAX_SCRIPT_BYTES:
+            chunk = os.read(fd, MAX_SCRIPT_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_SCRIPT_BYTES:
+            raise Unreadable(f"{name}: more than {MAX_SCRIPT_BYTES:,} bytes: a script holds at most {MAX_SCRIPT_BYTES:,}")
+    except OSError as exc:
+        raise Unreadable(f"{name}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unreadable(f"{name}: not a text file (UTF-8): {exc.reason} at byte {exc.start}") from None
+
+
+def _inside(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives
+        return False
+
+
+class Loader:
+    """Reads scripts (each file once) and resolves includes; keeps every text for error messages.
+
+    ``include`` reads only ``.whatif`` files (after symlinks) in the folder of the including script or below, in
+    the folders of the scripts loaded to run (``load``) or below, in the bundled library, or in ``include_dirs``."""
+
+    def __init__(self, include_dirs: Iterable[str | os.PathLike[str]] | None = None) -> None:
         self.texts: dict[str, str] = {}
         self._scripts: dict[str, ast.Script] = {}
+        self.include_dirs = [Path(d) for d in (include_dirs or ())]
+        self._roots: list[str] = []  # the folders of the scripts run
 
     def find(self, path: str | os.PathLike[str]) -> Path:
         """A script path as given, or a name from the bundled library (``amp`` -> transforms/amp.whatif)."""
@@ -39,29 +99,44 @@ class Loader:
         return p
 
     def load(self, path: str | os.PathLike[str]) -> ast.Script:
-        """Parse a script file (cached by its resolved path)."""
+        """Parse a script file to run (cached by its resolved path): a regular file of at most MAX_SCRIPT_BYTES.
+        Its folder becomes one the scripts may include from."""
         p = self.find(path)
+        script = self._load(p, path)
+        root = os.path.realpath(p.parent if str(p.parent) else ".")
+        if root not in self._roots:
+            self._roots.append(root)
+        return script
+
+    def _load(self, p: Path, shown: str | os.PathLike[str]) -> ast.Script:
         key = str(p.resolve()) if p.exists() else str(p)
         if key in self._scripts:
             return self._scripts[key]
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ScriptError(f"{path}: no such script") from None
-        except IsADirectoryError:
-            raise ScriptError(f"{path}: is a directory, not a script") from None
-        except UnicodeDecodeError as exc:
-            raise ScriptError(f"{path}: not a text file (UTF-8): {exc.reason} at byte {exc.start}") from None
-        except OSError as exc:
-            raise ScriptError(f"{path}: cannot read: {exc.strerror}") from None
+        text = read_script(p, shown)
         script = parse_script(text, str(p))
         self._scripts[key] = script
         self.texts[script.file] = text
         return script
 
+    def include_roots(self, current: ast.Script) -> list[str]:
+        """The folders (resolved) whose .whatif files ``current`` may include, its own first."""
+        own = Path(current.file).parent if not current.file.startswith("<") else Path.cwd()
+        roots = [os.path.realpath(own), *self._roots, *(os.path.realpath(d) for d in (*library_dirs(), *self.include_dirs))]
+        return list(dict.fromkeys(roots))
+
+    def _refusal(self, candidate: Path, current: ast.Script) -> str | None:
+        """Why ``candidate`` may not be included from ``current``, or None."""
+        real = os.path.realpath(candidate)
+        if not real.endswith(".whatif"):
+            return "only .whatif files can be included"
+        if not any(_inside(real, root) for root in self.include_roots(current)):
+            return "it is outside the folders a script may include from"
+        return None
+
     def resolve_include(self, path: str, current: ast.Script, node: ast.Include) -> ast.Script:
         """``include "x.whatif"``: next to the including script (or the working directory for typed input),
-        then, for a bare name, the bundled library."""
+        then, for a bare name, the bundled library. Only .whatif files inside the folders of ``include_roots``
+        (after symlinks) are read; anything else is refused without being opened."""
         candidates = []
         if os.path.isabs(path):
             candidates.append(Path(path))
@@ -71,12 +146,28 @@ class Loader:
             if os.sep not in path and "/" not in path:
                 for d in library_dirs():
                     candidates += [d / path, d / f"{path}.whatif"]
+        refused: str | None = None
         for c in candidates:
-            if c.is_file():
-                return self.load(c)
+            if not os.path.lexists(c) or c.is_dir():
+                continue
+            why = self._refusal(c, current)
+            if why is not None:
+                refused = refused or why
+                continue
+            try:
+                return self._load(c, c)
+            except Unreadable as exc:
+                raise script_error(f"include {clip(path, 200)!r}: {exc}", node.pos, current.text) from None
+        if refused is not None:
+            raise script_error(
+                f"include {clip(path, 200)!r}: refused: {refused}; a script includes .whatif files from its own folder "
+                "(and below), the folders of the scripts run, the bundled library (daydream list) and the folders "
+                "given with --include-dir (Python API: include_dirs=...)", node.pos, current.text,
+            )  # fmt: skip
         raise script_error(
-            f"include {path!r}: no such script (looked for {', '.join(str(c) for c in candidates)})", node.pos, current.text
-        )
+            f"include {clip(path, 200)!r}: no such script (looked for {', '.join(clip(str(c), 200) for c in candidates)})",
+            node.pos, current.text,
+        )  # fmt: skip
 
     def source(self, node: Any) -> str:
         """A node's text, on one line: for warnings, messages and the statement of an Effect."""
@@ -99,13 +190,16 @@ class ScriptInfo:
     statements: int
 
 
-def check_files(paths: list[str]) -> list[str]:
-    """Parse and check each script without a trace; one line per script. Raises the first ScriptError."""
-    loader = Loader()
+def check_files(
+    paths: list[str], include_dirs: Iterable[str | os.PathLike[str]] | None = None, budget: int | None = None
+) -> list[str]:
+    """Parse and check each script without a trace; one line per script. Raises the first ScriptError.
+    ``include_dirs``: more folders includes may read from; ``budget``: the work units each script's check may use."""
+    loader = Loader(include_dirs)
     out = []
     for path in paths:
         script = loader.load(path)
-        checker = Checker(loader.resolve_include)
+        checker = Checker(loader.resolve_include, budget=Budget(budget))
         checker.check(script)
         params = ", ".join(f"{name} = {script_source(p.default, checker.params[name], loader)}" for name, p in checker.params.items())
         n = len(script.statements)
@@ -120,7 +214,7 @@ def script_source(node: ast.Expr, param: ast.Param, loader: Loader) -> str:
 
 def describe_scripts(paths: list[str]) -> list[ScriptInfo]:
     """Each script's docstring (or leading comments) and params; directories are searched for *.whatif."""
-    loader = Loader()
+    loader = Loader()  # reads each script, includes none
     targets: list[Path] = []
     for p in [Path(x) for x in paths] or library_dirs():
         if p.is_dir():

@@ -10,7 +10,7 @@ from typing import Any
 
 import networkx as nx
 
-from daydream.dsl.functions import number_argument, register_function, type_name
+from daydream.dsl.functions import is_whole, number_argument, register_function, type_name
 from daydream.errors import DaydreamError
 from daydream.graph import derived
 
@@ -18,9 +18,18 @@ _DEFAULT_LINK = "nvlink4"
 
 
 def _ranks(value: Any, fn: str) -> int:
-    n = number_argument(value, fn, "ranks")
-    if n != int(n) or n < 1:
-        raise DaydreamError(f"{fn}(): ranks must be a whole number >= 1, got {value}")
+    n = number_argument(value, fn, "ranks")  # a number, finite
+    if not is_whole(n) or not 1 <= n <= 2**31:
+        raise DaydreamError(f"{fn}(): ranks must be a whole number from 1 to 2**31, got {value}")
+    return int(n)
+
+
+def _dimension(value: Any, fn: str, what: str) -> int:
+    """A size (a tensor dimension, a count) as a whole number: finite, a fraction cut as int() cuts it, at most 2**53
+    (sizes past it are no tensor, and their products would not stay exact or finite)."""
+    n = number_argument(value, fn, what)
+    if abs(n) > 2**53:
+        raise DaydreamError(f"{fn}(): {what} must be at most 2**53, got {value}")
     return int(n)
 
 
@@ -122,7 +131,7 @@ def _gemm(graph: nx.DiGraph, m: Any, n: Any, k: Any, dtype: Any = "fp32", device
     from daydream.perf.costs import gemm_cost
     from daydream.perf.roofline import roofline_us
 
-    dims = [int(number_argument(x, "gemm", what)) for x, what in ((m, "m"), (n, "n"), (k, "k"), (batch, "batch"))]
+    dims = [_dimension(x, "gemm", what) for x, what in ((m, "m"), (n, "n"), (k, "k"), (batch, "batch"))]
     if min(dims) < 1:
         raise DaydreamError(f"gemm(): m, n, k and batch must be >= 1, got {dims}")
     dt = _text(dtype, "gemm", "dtype")
@@ -153,7 +162,7 @@ def _embedding_bag(
 ) -> float:
     from daydream.perf.embedding import embedding_bag_us
 
-    args = [int(number_argument(x, "embedding_bag", w)) for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))]
+    args = [_dimension(x, "embedding_bag", w) for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))]
     dev = _device(graph, device, "embedding_bag")
     return embedding_bag_us(*args, dev, backward=bool(backward), l2_aware=dev.l2_bytes_per_clk is not None)
 

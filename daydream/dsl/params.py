@@ -9,6 +9,7 @@ from daydream.dsl import ast
 from daydream.dsl.environment import Environment
 from daydream.dsl.parse import parse_expression
 from daydream.errors import ScriptError
+from daydream.files import clip
 
 
 class ParamBinder:
@@ -32,7 +33,7 @@ class ParamBinder:
                 try:
                     expr = parse_expression(value, f"-p {s.name}")
                 except ScriptError as exc:
-                    raise ScriptError(f"-p {s.name}={value}: not a value: {str(exc).splitlines()[0]}") from None
+                    raise ScriptError(f"-p {s.name}={clip(value, 100)}: not a value: {str(exc).splitlines()[0]}") from None
                 self.texts[f"-p {s.name}"] = value
                 value = self.env.value(expr)
             self.used.add(s.name)

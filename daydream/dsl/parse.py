@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import re
 import threading
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from importlib.resources import files
 from typing import Any
@@ -17,7 +19,9 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from daydream.dsl import ast
+from daydream.dsl.limits import MAX_MESSAGE, MAX_NESTING, MAX_NUMBER_LITERAL, MAX_SCRIPT_BYTES, MAX_SHOWN_LINE, MAX_STRING_LITERAL
 from daydream.errors import ScriptError
+from daydream.files import clip
 
 TIME_UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "min": 6e7}
 BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -52,7 +56,9 @@ def _parser() -> Lark:
 
 
 def parse_script(text: str, file: str = "<script>") -> ast.Script:
-    """Parse a whole script. Raises ScriptError with the position and a caret on bad input."""
+    """Parse a whole script. Raises ScriptError with the position and a caret on bad input, or on input over the
+    limits (size, nesting, literal lengths: limits.py), which are checked before the parser sees the text."""
+    prescan(text, file)
     parser = _parser()
     assert _TRANSFORMER is not None
     with _LOCK:
@@ -63,6 +69,7 @@ def parse_script(text: str, file: str = "<script>") -> ast.Script:
             raise _parse_error(exc, text, file) from None
         except _BadSyntax as exc:
             raise script_error(str(exc), exc.pos, text) from None
+    check_depth(statements, text)
     docstring = None
     for i, s in enumerate(statements):
         if isinstance(s, ast.Docstring):
@@ -74,16 +81,98 @@ def parse_script(text: str, file: str = "<script>") -> ast.Script:
 
 def parse_expression(text: str, file: str = "<expression>") -> ast.Expr:
     """Parse one expression (a ``-p name=value`` value, a REPL ``:show`` argument)."""
+    prescan(text, file)
     parser = _parser()
     assert _TRANSFORMER is not None
     with _LOCK:
         _TRANSFORMER.file = file
         try:
-            return parser.parse(text, start="expr")  # type: ignore[no-any-return]
+            expr = parser.parse(text, start="expr")
         except UnexpectedInput as exc:
             raise _parse_error(exc, text, file) from None
         except _BadSyntax as exc:
             raise script_error(str(exc), exc.pos, text) from None
+    check_depth([expr], text)
+    return expr  # type: ignore[no-any-return]
+
+
+# ---- limits checked before parsing --------------------------------------------------------------------------
+
+# What the lexer will see, as far as the limits care: strings and comments (whose brackets do not count), names (whose
+# digits are no number), numbers and brackets. Every alternative matches in time linear in its length.
+_SCAN = re.compile(
+    r'(?P<long>"""[\s\S]*?(?:"""|\Z))'
+    r'|(?P<string>"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
+    r"|'[^'\\\n]*(?:\\.[^'\\\n]*)*')"
+    r"|(?P<comment>#[^\n]*)"
+    r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<number>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+    r"|(?P<open>[(\[{])"
+    r"|(?P<close>[)\]}])"
+)
+
+
+def prescan(text: str, file: str) -> None:
+    """Refuse text over the limits before the parser sees it, in time linear in its length: the text's size,
+    brackets open at once (a million nested parentheses fail in milliseconds), the length of each number and string
+    literal (a long number lexes in quadratic time, a long string in much memory)."""
+    if len(text) > MAX_SCRIPT_BYTES:
+        raise ScriptError(f"{file}: {len(text):,} characters: a script holds at most {MAX_SCRIPT_BYTES:,}")
+    depth = 0
+    for m in _SCAN.finditer(text):
+        kind = m.lastgroup
+        if kind == "open":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise _at(text, file, m.start(), f"more than {MAX_NESTING} brackets open at once: nested too deeply", 1)
+        elif kind == "close":
+            depth = max(0, depth - 1)
+        elif kind == "number":
+            if m.end() - m.start() > MAX_NUMBER_LITERAL:
+                raise _at(text, file, m.start(), f"a number of {m.end() - m.start():,} characters: a number literal has at most "
+                          f"{MAX_NUMBER_LITERAL}", MAX_NUMBER_LITERAL)  # fmt: skip
+        elif kind in ("string", "long"):
+            quote = 3 if kind == "long" else 1
+            n = max(0, m.end() - m.start() - 2 * quote)
+            if n > MAX_STRING_LITERAL:
+                raise _at(text, file, m.start(), f"a string literal of {n:,} characters: at most {MAX_STRING_LITERAL:,}", 1)
+
+
+def _at(text: str, file: str, offset: int, message: str, width: int) -> ScriptError:
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return script_error(message, ast.Pos(file, line, column, offset, offset + width), text)
+
+
+_NODE_TYPES = frozenset((*typing.get_args(ast.Expr), *typing.get_args(ast.Statement)))
+
+
+def _children(node: Any) -> Iterator[Any]:
+    """The nodes directly under a node: its expressions, its block's statements, its keyword arguments' values."""
+    for name in node.__dataclass_fields__:
+        value = getattr(node, name)
+        if type(value) in _NODE_TYPES:
+            yield value
+        elif type(value) is tuple:
+            for x in value:
+                if type(x) in _NODE_TYPES:
+                    yield x
+                elif type(x) is tuple:
+                    yield from (y for y in x if type(y) in _NODE_TYPES)
+
+
+def check_depth(roots: list[Any], text: str) -> None:
+    """Refuse a syntax tree deeper than MAX_NESTING (blocks in blocks, operators chained: ``1 + 1 + ... + 1``),
+    so that every pass over it (checker, compiler, evaluation) recurses a bounded number of times. Iterative."""
+    stack = [(node, 1) for node in roots]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise script_error(
+                f"nested more than {MAX_NESTING} levels deep (blocks in blocks, brackets, operators chained as in "
+                "`a + b + c ...`): split the expression over lets, or test membership with `in [...]`", node.pos, text,
+            )  # fmt: skip
+        stack.extend((child, depth + 1) for child in _children(node))
 
 
 def _comments(text: str) -> list[str]:
@@ -101,21 +190,45 @@ def _comments(text: str) -> list[str]:
 
 
 def script_error(message: str, pos: ast.Pos | None, text: str | None = None, hint: str | None = None, width: int | None = None) -> ScriptError:
-    """A ScriptError that reads ``file:line:col: message``, then the line with a caret under the spot."""
+    """A ScriptError that reads ``file:line:col: message``, then the line with a caret under the spot. The message
+    and hint are cut to MAX_MESSAGE characters, a long line to MAX_SHOWN_LINE characters around the column."""
+    message = clip(message, MAX_MESSAGE)
+    hint = clip(hint, MAX_MESSAGE) if hint else hint
     if pos is None:
         return ScriptError(message + (f"\n  {hint}" if hint else ""))
     out = [f"{pos}: {message}"]
     if text is not None:
-        lines = text.splitlines()
-        if 0 < pos.line <= len(lines):
-            line = lines[pos.line - 1].replace("\t", " ")
+        line = _line(text, pos.line)
+        if line is not None:
+            line = line.replace("\t", " ")
             n = width if width is not None else max(1, min(pos.end - pos.start, len(line) - pos.column + 1))
+            shown, column = _window(line, pos.column)
+            n = max(1, min(n, len(shown) - column + 1))
             gutter = f"{pos.line:>4} | "
-            out.append(gutter + line)
-            out.append(" " * (len(gutter) - 2) + "| " + " " * (pos.column - 1) + "^" * max(1, n))
+            out.append(gutter + shown)
+            out.append(" " * (len(gutter) - 2) + "| " + " " * (column - 1) + "^" * n)
     if hint:
         out.append(f"  {hint}")
     return ScriptError("\n".join(out))
+
+
+def _line(text: str, number: int) -> str | None:
+    """Line ``number`` (1-based) of ``text``, lines ending at "\\n" as the lexer counts them, or None."""
+    if number < 1:
+        return None
+    lines = text.split("\n")
+    return lines[number - 1].rstrip("\r") if number <= len(lines) else None
+
+
+def _window(line: str, column: int) -> tuple[str, int]:
+    """A line cut to MAX_SHOWN_LINE characters around ``column`` ("..." where cut), and the column within it."""
+    if len(line) <= MAX_SHOWN_LINE:
+        return line, column
+    start = max(0, min(column - 1 - MAX_SHOWN_LINE // 2, len(line) - MAX_SHOWN_LINE))
+    end = start + MAX_SHOWN_LINE
+    head = "..." if start > 0 else ""
+    tail = "..." if end < len(line) else ""
+    return head + line[start:end] + tail, column - start + len(head)
 
 
 _OPERATORS = frozenset({"==", "!=", "<", "<=", ">", ">=", "~", "!~", "+", "-", "*", "/", "%", "**", "&", "|", ".", "(", "["})
@@ -179,6 +292,7 @@ def _parse_error(exc: UnexpectedInput, text: str, file: str) -> ScriptError:
             return script_error(f"unexpected {what}; " + message.split(": ", 1)[1], pos, text, hint)
         shown = str(tok)
         pos = ast.Pos(file, line, column, offset, offset + len(shown))
+        shown = clip(shown, 60)
         kind = _TOKEN_WORDS.get(tok.type, "")
         what = f"{kind.split(' ', 1)[1]} {shown!r}" if kind.startswith("a ") else repr(shown)
         options = _keyword_options(expected)
@@ -376,10 +490,15 @@ class _Expressions(_Positions):
     def number(self, tok: Token) -> ast.Literal:
         text = str(tok)
         value: float | int = int(text) if text.isdigit() else float(text)
+        if not math.isfinite(value):
+            raise _BadSyntax(f"number too large: {clip(text, 40)} is past the largest number, about 1.8e308", self._pos(tok))
         return ast.Literal(value, self._pos(tok), text)
 
     def quantity(self, tok: Token) -> ast.Literal:
-        return ast.Literal(quantity_value(str(tok)), self._pos(tok), str(tok))
+        value = quantity_value(str(tok))
+        if not math.isfinite(value):
+            raise _BadSyntax(f"number too large: {clip(str(tok), 40)} is past the largest number, about 1.8e308", self._pos(tok))
+        return ast.Literal(value, self._pos(tok), str(tok))
 
     def string(self, tok: Token) -> ast.Literal:
         body = tok[3:-3] if tok.type == "LONG_STRING" else unescape(tok[1:-1])

@@ -1,0 +1,150 @@
+"""What a script may make the interpreter do: the size of what it reads and makes, and the work it may do.
+
+A script is data. Each limit below turns input that would otherwise take unbounded time or memory (or crash the
+interpreter: a recursion too deep, a number too long to print) into a ScriptError at the line that hit it. The
+values are documented in docs/language.md ("Limits"); each is checked where the thing it bounds is made, before the
+work is done.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from daydream.errors import DaydreamError
+
+# ---- reading scripts -----------------------------------------------------------------------------------------
+
+# A script file (the one run and each include; a REPL input, a -p value: as many characters). 20 times the largest
+# bundled script; lark parses the densest script of this size (`[1,1,1,...]`) in a few seconds.
+MAX_SCRIPT_BYTES = 256 * 1024
+MAX_NESTING = 100  # brackets ( [ { open at once; and the depth of the syntax tree: blocks, and operators chained
+MAX_NUMBER_LITERAL = 100  # characters of one number literal (10**100 has 101: whole numbers stay far below 2**1000)
+MAX_STRING_LITERAL = 100_000  # characters of one string literal ("..." or a """...""" block)
+MAX_INCLUDE_DEPTH = 16  # scripts including scripts including scripts...
+MAX_SHOWN_LINE = 200  # characters of a source line an error message shows (around the column it points at)
+MAX_MESSAGE = 1_000  # characters of an error message's text (a quoted name, a value), before the source line
+
+# ---- values a script makes -----------------------------------------------------------------------------------
+
+MAX_INT_BITS = 1_000  # a whole number: at most 1,000 bits (about 1e301), so every one converts to a float
+MAX_STRING = 1_000_000  # characters of a string made by + or *
+MAX_LIST = 10_000_000  # a list's size: its items, those of the lists in it, and the characters of its strings
+MAX_TIME_US = 1e15  # a duration, gap or launch time set or inserted (microseconds: about 31 years)
+MAX_PATTERN = 10_000  # characters of a regular expression
+MAX_PRINTED = 10_000_000  # characters printed by one session's print statements
+
+# ---- work ------------------------------------------------------------------------------------------------------
+
+# A run may do a budget of units of work; one unit is about half a microsecond of the interpreter's time. Each task or
+# list item a statement or an expression goes over costs 1 (a where-clause or a scale factor on a task, an item of a
+# list made, a task of a selection read, a loop iteration); each statement executed or checked costs STATEMENT_COST
+# (a few microseconds); simulating the changed graph for `predicted` SIMULATION_COST per task; an insert, which
+# places its task among its thread's, a unit per BULK tasks of the graph.
+#
+# The default budget grows with the graph: BUDGET_PASSES units per task (the scripts may go over the whole graph that
+# many times: a select in a loop over 20,000 layers, buckets or anchor kernels), and at least BUDGET_FLOOR (2 million
+# statements; about 10 seconds of the slowest work). Some bundled scripts are quadratic in the graph (a select or an
+# insert per anchor kernel): fitted on real traces of 1k-40k tasks, the heaviest (activation_checkpointing) would need
+# about 7,000 passes on a 1,000,000-task graph, and none more than 17,500 even if wholly quadratic; so every bundled
+# script runs on such a graph within the default, while a runaway loop on a small trace stops within seconds.
+# --budget N (Python API: budget=N) sets another.
+BUDGET_FLOOR = 20_000_000
+BUDGET_PASSES = 20_000
+STATEMENT_COST = 10
+SIMULATION_COST = 10
+BULK = 8  # work done in bulk by Python itself (set operations, joining strings, placing a task): 1 unit per BULK items
+
+
+def default_budget(tasks: int) -> int:
+    """The budget of a run on a graph of ``tasks`` tasks when none is given."""
+    return max(BUDGET_FLOOR, BUDGET_PASSES * tasks)
+
+
+class OverBudget(DaydreamError):
+    """The work budget ran out; the executor turns it into a ScriptError at the statement that was running."""
+
+
+class Budget:
+    """Units of work left to a run: ``charge(n)`` spends n units and raises OverBudget past ``limit``."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int | None = None, tasks: int = 0) -> None:
+        if limit is None:
+            limit = default_budget(tasks)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise DaydreamError(f"the work budget is a whole number of units >= 1, not {limit!r}")
+        self.limit = limit
+        self.used = 0
+
+    def reset(self) -> None:
+        self.used = 0
+
+    def charge(self, units: int) -> None:
+        self.used += units
+        if self.used > self.limit:
+            raise OverBudget(self.message())
+
+    def message(self) -> str:
+        return (
+            f"work budget exceeded: the run did more than {self.limit:,} units of work (a statement is {STATEMENT_COST} "
+            f"units, each task, list item or loop iteration 1; by default a run may do {BUDGET_PASSES:,} units per task "
+            f"of the graph, at least {BUDGET_FLOOR:,}); a script that needs more can be given a larger budget with "
+            "--budget N (Python API: budget=N)"
+        )
+
+
+# ---- checks on values --------------------------------------------------------------------------------------------
+
+
+class TooLarge(DaydreamError):
+    """A value over one of the limits above (the message says which)."""
+
+
+def check_int(value: int) -> int:
+    if value.bit_length() > MAX_INT_BITS:
+        raise TooLarge(f"a whole number of more than {MAX_INT_BITS:,} bits (about 1e301): too large")
+    return value
+
+
+def check_string_length(n: int) -> None:
+    if n > MAX_STRING:
+        raise TooLarge(f"a string of {n:,} characters: strings hold at most {MAX_STRING:,}")
+
+
+def check_list_size(n: int) -> None:
+    if n > MAX_LIST:
+        raise TooLarge(f"a list of size {n:,}: a list holds at most {MAX_LIST:,} (its items, those of the lists in it, "
+                       "and the characters of its strings)")  # fmt: skip
+
+
+def value_size(value: Any, cap: int = MAX_LIST) -> int:
+    """The size of a value as MAX_LIST counts it (1 for a number, boolean, none or selection, a string's length, a
+    list's items' sizes plus one per item); raises TooLarge past ``cap`` or for lists nested deeper than
+    MAX_NESTING. Iterative: a deep value cannot exhaust the stack."""
+    if isinstance(value, str):
+        return len(value)
+    if not isinstance(value, list):
+        return 1
+    size = 0
+    stack: list[tuple[list[Any], int]] = [(value, 1)]
+    while stack:
+        items, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise TooLarge(f"lists nested more than {MAX_NESTING} deep")
+        size += len(items)
+        for x in items:
+            if isinstance(x, list):
+                stack.append((x, depth + 1))
+            elif isinstance(x, str):
+                size += len(x)
+        if size > cap:
+            raise TooLarge(f"a list of size over {cap:,}: a list holds at most {cap:,} (its items, those of the lists in "
+                           "it, and the characters of its strings)")  # fmt: skip
+    return size
+
+
+def finite(value: Any) -> bool:
+    """Whether a number is finite (an int always is; None and non-numbers count as finite: nothing to refuse)."""
+    return not isinstance(value, float) or math.isfinite(value)

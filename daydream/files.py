@@ -23,14 +23,7 @@ def clip(text: str, limit: int = MAX_MESSAGE) -> str:
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part."""
-    if not os.fspath(path).strip():
-        raise DaydreamError("empty file name; name the file to write")
-    target = Path(path)
-    if target.is_dir():
-        raise DaydreamError(f"{target}: is a directory, expected a file path to write")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise DaydreamError(f"{target}: directory {parent} does not exist")
+    target, parent = _file_to_write(path)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
@@ -49,14 +42,7 @@ def check_output_path(out: str | os.PathLike[str], inputs: Iterable[str | os.Pat
     the same file as one of ``inputs`` (this run's trace, scripts, ...; compared as files, so through symlinks and
     hard links too). ``what`` names the option in messages (``--export-trace``). Returns the path."""
     text = os.fspath(out)
-    if not str(text).strip():
-        raise DaydreamError(f"{what}: empty file name; name the file to write")
-    target = Path(text)
-    if target.is_dir():
-        raise DaydreamError(f"{target}: is a directory, expected a file path to write ({what})")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise DaydreamError(f"{target}: directory {parent} does not exist ({what})")
+    target, _ = _file_to_write(out, what)
     if target.exists():
         for inp in inputs:
             if inp is None or not str(inp) or str(inp).startswith("<"):
@@ -69,6 +55,21 @@ def check_output_path(out: str | os.PathLike[str], inputs: Iterable[str | os.Pat
                 named = "" if os.fspath(inp) == text else f" (the same file as {inp})"
                 raise DaydreamError(f"{target}: is an input of this run{named}; refusing to overwrite it ({what})")
     return target
+
+
+def _file_to_write(path: str | os.PathLike[str], what: str | None = None) -> tuple[Path, Path]:
+    """The path and its folder, or DaydreamError when no file can be written there: an empty name, a directory, a
+    folder that does not exist. ``what`` names the option in messages."""
+    tail = f" ({what})" if what else ""
+    if not os.fspath(path).strip():
+        raise DaydreamError(f"{what + ': ' if what else ''}empty file name; name the file to write")
+    target = Path(path)
+    if target.is_dir():
+        raise DaydreamError(f"{target}: is a directory, expected a file path to write{tail}")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise DaydreamError(f"{target}: directory {parent} does not exist{tail}")
+    return target, parent
 
 
 def _umask() -> int:

@@ -129,6 +129,7 @@ def _key_form(name: str) -> str:
     return re.sub(r"[\s_]+", "-", name.strip().lower())
 
 
+@cache  # names are looked up once per kernel by scripts that price each task (device_time)
 def _by_key(name: str) -> Device | None:
     catalog = load_catalog()
     key = _key_form(name)
@@ -140,6 +141,7 @@ def _by_key(name: str) -> Device | None:
     return None
 
 
+@cache
 def match_device(name: str | None, sms: int | None = None, memory_bytes: float | None = None) -> Device | None:
     """The catalog entry for a trace's GPU: its deviceProperties ``name`` and, where known, its SM/CU count and
     memory (bytes). A name only one entry matches decides alone; a name several entries share (``AMD Instinct
@@ -168,6 +170,7 @@ def match_device(name: str | None, sms: int | None = None, memory_bytes: float |
     return candidates[0] if len(candidates) == 1 else None
 
 
+@cache  # an unknown name raises, and is not kept
 def get_device(name: str) -> Device:
     """A device by catalog key, alias (case-insensitive) or deviceProperties name; DaydreamError when unknown."""
     dev = _by_key(name)

@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sim = sub.add_parser("simulate", help="replay a trace through the simulator and compare with the measurement")
-    sim.add_argument("trace", metavar="TRACE", help="Kineto trace JSON (.json or .json.gz)")
+    sim.add_argument("trace", metavar="TRACE",
+                     help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
     sim.add_argument(
         "--step",
         default=None,
@@ -45,14 +46,18 @@ def _parser() -> argparse.ArgumentParser:
         "--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run (default: found next to TRACE)"
     )
     sim.add_argument("--policy", default="earliest", help="schedule policy: earliest, fifo, priority:ATTR (default: earliest)")
+    _job_options(sim)
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     sim.add_argument("--export-trace", metavar="OUT.json",
                      help="write the simulated timeline as Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
     sim.set_defaults(func=_cmd_simulate)
     run = sub.add_parser("run", help="apply .whatif scripts to a trace and predict the iteration before and after")
-    run.add_argument("trace", metavar="TRACE", help="Kineto trace JSON (.json or .json.gz)")
+    run.add_argument("trace", metavar="TRACE",
+                     help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
     run.add_argument("scripts", metavar="SCRIPT", nargs="+", help=".whatif scripts, applied in order (a bare name: the bundled library)")
     _graph_options(run)
+    run.add_argument("--link", default=None, metavar="LINK",
+                     help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
     run.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     run.add_argument("--export-trace", metavar="OUT.json",
                      help="write the predicted timeline as Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
@@ -77,6 +82,15 @@ def _parser() -> argparse.ArgumentParser:
     dev = msub.add_parser("devices", help="the device catalog (kernels/devices.toml)")
     dev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     dev.set_defaults(func=_cmd_models_devices)
+    sh = sub.add_parser("shard", help="embedding-table sharding plans of a DLRM-style model, by predicted time")
+    sh.add_argument("tables", metavar="TABLES.toml", help="[[table]] entries: name, rows, dim, pooling (mean lookups per sample)")
+    sh.add_argument("--ranks", type=int, required=True, help="GPUs the tables are sharded over")
+    sh.add_argument("--batch", type=int, required=True, help="global batch (samples per step, all ranks)")
+    sh.add_argument("--device", default="V100", help="GPU of the device catalog (default V100)")
+    sh.add_argument("--link", default="nvlink2", help="interconnect preset or bus GB/s for the all-to-alls (default nvlink2)")
+    sh.add_argument("--memory", type=float, default=None, metavar="BYTES", help="table bytes a rank may hold")
+    sh.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    sh.set_defaults(func=_cmd_shard)
     val = sub.add_parser("validate", help="predict measured changes and compare: the accuracy ledger")
     val.add_argument("cases", metavar="CASES.toml", nargs="?", default=None,
                      help="cases file (default: validation/cases.toml); see daydream.validate for its format")  # fmt: skip
@@ -109,6 +123,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     demo.set_defaults(func=_cmd_demo)
     return p
+
+
+def _job_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--link", default=None, metavar="LINK",
+                   help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that build a job's rank graphs (default 1)")
 
 
 def _graph_options(p: argparse.ArgumentParser) -> None:
@@ -153,7 +173,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _check_export(args, inputs)  # before the work: a refused output path costs no simulation
     result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
                     policy=parse_policy(args.policy), on_print=show, budget=args.budget,
-                    include_dirs=args.include_dir)  # fmt: skip
+                    include_dirs=args.include_dir, link=_link(args.link))  # fmt: skip
     inputs += [f for f in result.session.loader.texts if not f.startswith("<")]  # included scripts too
     _emit(args, result, render_whatif, "predicted", inputs)
     return 0
@@ -162,10 +182,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _run_inputs(args: argparse.Namespace) -> list[str]:
     """The files ``run`` reads before it starts: the trace (and what it reads beside it) and the scripts."""
     from daydream.dsl.library import Loader
+    from daydream.job import is_job, job_inputs
     from daydream.replay import trace_inputs
 
     loader = Loader()
-    return trace_inputs(args.trace, args.et) + [str(loader.find(s)) for s in args.scripts]
+    traces = job_inputs(args.trace) if is_job(args.trace) else trace_inputs(args.trace, args.et)
+    return traces + [str(loader.find(s)) for s in args.scripts]
 
 
 def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:
@@ -218,6 +240,25 @@ def _cmd_record(args: argparse.Namespace) -> int:
         print(f"  {path}")
     if report.trace:
         print(f"next: daydream simulate {report.trace}")
+    return 0
+
+
+def _cmd_shard(args: argparse.Namespace) -> int:
+    from daydream.perf.sharding import best_plan, compare_sharders, format_plans, load_tables
+
+    tables = load_tables(args.tables)
+    link = _link(args.link)
+    plans = compare_sharders(tables, args.ranks, args.batch, args.device, link, memory_bytes=args.memory)
+    best = best_plan(tables, args.ranks, args.batch, args.device, link, memory_bytes=args.memory)
+    if args.json:
+        _print_json({"sharders": [msgspec.to_builtins(p) for p in plans], "best": msgspec.to_builtins(best),
+                     "tables": [t.name for t in tables]})  # fmt: skip
+        return 0
+    print(f"{len(tables)} tables on {args.ranks} ranks, batch {args.batch}, {args.device}, {args.link}: the sharders' plans "
+          "by predicted time (embedding lookups and all-to-alls)")  # fmt: skip
+    print(format_plans(plans))
+    print("best plan found:")
+    print(format_plans([best]))
     return 0
 
 
@@ -291,15 +332,34 @@ def _json_value(obj: object) -> object:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from daydream.job import is_job, job_inputs, replay_job
     from daydream.replay import replay, trace_inputs
-    from daydream.report import render_replay
+    from daydream.report import render_job, render_replay
     from daydream.simulation import parse_policy
 
+    if is_job(args.trace):
+        if args.jobs < 1:
+            raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
+        inputs = job_inputs(args.trace)
+        _check_export(args, inputs)
+        job = replay_job(args.trace, step=args.step, link=_link(args.link), jobs=args.jobs, policy=parse_policy(args.policy))
+        _emit(args, job, render_job, "simulated", inputs)
+        return 0
     inputs = trace_inputs(args.trace, args.et)
     _check_export(args, inputs)
     result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
     _emit(args, result, render_replay, "simulated", inputs)
     return 0
+
+
+def _link(text: str | None) -> str | float | None:
+    """--link: a preset name, or a number (a bus bandwidth in GB/s)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _console(stderr: bool = False) -> Console:

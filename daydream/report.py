@@ -12,6 +12,7 @@ from daydream.demo import Demo
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import ScriptInfo
 from daydream.files import clip
+from daydream.job import JobReplay
 from daydream.perf.accuracy import Accuracy
 from daydream.perf.devices import Device
 from daydream.replay import Replay
@@ -82,6 +83,41 @@ def render_replay(result: Replay, console: Console) -> None:
     console.print(crit)
 
 
+def render_job(result: JobReplay, console: Console) -> None:
+    """A simulated multi-rank job: each rank measured against predicted, the waits, the straggler."""
+    d = result.to_dict()
+    for w in result.warnings:
+        console.print(warning_line("warning:", w))
+    console.print(styled(("daydream simulate", "b"), " ", plain(d["trace"], 2000)))
+    pricing = (d["collectives"] or {}).get("pricing") or {}
+    head = Table(show_header=False, box=None)
+    head.add_row("device", plain(d["device"] or "-"), "ranks", f"{d['world_size']} ({d['simulated_ranks']} simulated, the "
+                 "others share their tasks)" if d["simulated_ranks"] < d["world_size"] else str(d["world_size"]))  # fmt: skip
+    head.add_row("tasks", f"{d['tasks']:,}", "steps", plain(", ".join(d["steps"]) or "-"))
+    if pricing:
+        head.add_row("collectives", f"{pricing['collectives']:,}", "priced by",
+                     plain(f"{pricing['model']} ({pricing['modelled']} modelled, {pricing['as_traced']} as traced)"))  # fmt: skip
+    console.print(head)
+    table = Table(title="Iteration time per rank (each from its own step's start)", title_justify="left")
+    for col in ("rank", "measured", "predicted", "error", "waits in collectives", "starts after rank 0's first", "holds others"):
+        table.add_column(col, justify="right")
+    for r in d["ranks"]:
+        table.add_row(str(r["rank"]) + (f" (= {r['same_as']})" if r["same_as"] is not None else ""), ms(r["measured_us"]),
+                      ms(r["predicted_us"]), f"{r['error_pct']:+.2f}%", ms(r["wait_us"]), ms(r["offset_us"]),
+                      ms(r["held_us"]) if r["held_us"] else "-")  # fmt: skip
+    table.add_row("[b]slowest[/]", ms(d["measured_us"]), ms(d["predicted_us"]), f"{d['error_pct']:+.2f}%", "", "", "")
+    console.print(table)
+    s = d["straggler"]
+    if s:
+        console.print(f"straggler: rank {s['rank']} reached {_count(s['collectives'], 'collective')} last, holding the "
+                      f"others back {ms(s['held_us'])} in all; its step started {ms(s['late_start_us'])} after the median "
+                      "rank's", highlight=False, markup=False)  # fmt: skip
+        if s["tasks"]:
+            console.print(plain("  its critical path before those collectives: " + ", ".join(
+                f"{name} {ms(t)}" for name, t in s["tasks"].items()), 2000))  # fmt: skip
+    console.print(breakdown_shares(d["breakdown"], "Breakdown (predicted, all ranks)"))
+
+
 def _causality_line(d: dict) -> str:
     """What explains the timeline: the dependencies by kind, and what nothing in the graph explains."""
     edges = ", ".join(f"{k} {n:,}" for k, n in d["edges_by_kind"].items())
@@ -135,6 +171,14 @@ def render_whatif(result: WhatIf, console: Console) -> None:
         ms(measured) if measured == measured else "-", ms(d["baseline_us"]), ms(d["predicted_us"]), f"[b]{d['speedup']:.3f}x[/]"
     )
     console.print(head)
+    if d.get("ranks"):
+        ranks = Table(title="Per rank (each from its own step's start)", title_justify="left")
+        for col in ("rank", "measured", "baseline", "predicted", "change", "wait before", "wait after"):
+            ranks.add_column(col, justify="right")
+        for r in d["ranks"]:
+            ranks.add_row(str(r["rank"]), ms(r["measured_us"]), ms(r["baseline_us"]), ms(r["predicted_us"]),
+                          _change(r["baseline_us"], r["predicted_us"]), ms(r["baseline_wait_us"]), ms(r["wait_us"]))  # fmt: skip
+        console.print(ranks)
     b_steps, a_steps = d["step_us"]["baseline"], d["step_us"]["predicted"]
     if len(a_steps) > 1:
         per = Table(title="Per step (from the end of the step before to its end)", title_justify="left")

@@ -15,7 +15,10 @@ from daydream.dsl import Session, ast
 from daydream.dsl.evaluate import format_value
 from daydream.errors import ScriptError
 from daydream.graph.build import build_graph
+from daydream.job import is_job, load_job
+from daydream.perf.job_collectives import price_collectives
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals
+from daydream.simulation.ranks import RankResult, rank_results
 from daydream.trace import load_trace
 
 
@@ -74,6 +77,7 @@ class WhatIfReport(msgspec.Struct):
     statements: list[dict[str, Any]]
     printed: list[str]
     warnings: list[str]
+    ranks: list[dict[str, Any]] | None = None  # a multi-rank job: per rank measured, baseline and predicted step
 
 
 @dataclass
@@ -87,10 +91,19 @@ class WhatIf:
     predicted: Summary
     timeline: Timeline
     warnings: list[str] = field(default_factory=list)
+    baseline_ranks: list[RankResult] | None = None  # a multi-rank job's ranks before the scripts
 
     @property
     def measured_us(self) -> float:
         return self.session.measured_us
+
+    def rank_changes(self) -> list[dict[str, Any]] | None:
+        """A multi-rank job: each rank's measured step, and its predicted step before and after the scripts."""
+        if self.baseline_ranks is None:
+            return None
+        after, _ = rank_results(self.graph, self.timeline)
+        return [{"rank": b.rank, "measured_us": b.measured_us, "baseline_us": b.predicted_us, "predicted_us": a.predicted_us,
+                 "baseline_wait_us": b.wait_us, "wait_us": a.wait_us} for b, a in zip(self.baseline_ranks, after)]  # fmt: skip
 
     @property
     def baseline_us(self) -> float:
@@ -129,6 +142,7 @@ class WhatIf:
             statements=[e.to_dict() for e in self.session.effects.values()],
             printed=self.session.printed,
             warnings=self.warnings,
+            ranks=self.rank_changes(),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,6 +193,7 @@ def run_whatif(
     session = Session(graph, params=params, policy=policy, copy=copy, on_print=on_print, budget=budget, include_dirs=include_dirs)
     parsed = load_scripts(session, scripts)
     baseline = Summary.of(session.baseline)  # before any change: its timeline shares the task dicts
+    baseline_ranks = rank_results(session.graph, session.baseline)[0] if session.graph.graph.get("ranks") else None
     for script in parsed:
         session.run(script, checked=True)
     timeline = session.predict()
@@ -190,6 +205,7 @@ def run_whatif(
         predicted=Summary.of(timeline),
         timeline=timeline,
         warnings=list(graph.graph.get("warnings", [])) + session.warnings,
+        baseline_ranks=baseline_ranks,
     )
 
 
@@ -203,9 +219,16 @@ def whatif(
     on_print: Callable[[str], None] | None = None,
     budget: int | None = None,
     include_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    link: str | float | None = None,
 ) -> WhatIf:
     """Load ``trace``, build the graph of the step, run the scripts: what ``daydream run`` does (``budget`` and
-    ``include_dirs`` as for :func:`run_whatif`: the CLI's ``--budget`` and ``--include-dir``)."""
+    ``include_dirs`` as for :func:`run_whatif`: the CLI's ``--budget`` and ``--include-dir``). ``trace`` may be a
+    folder of rank traces: the job's ranks in one graph, its collectives priced (``link``, as for
+    :func:`daydream.job.replay_job`)."""
+    if is_job(trace):
+        graph = load_job(trace, step, share=False)
+        graph.graph["collectives"]["pricing"] = msgspec.to_builtins(price_collectives(graph, link))
+        return run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print, budget=budget, include_dirs=include_dirs)
     t = load_trace(trace, et=et)
     graph = build_graph(t, step)
     result = run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print, budget=budget, include_dirs=include_dirs)

@@ -1,6 +1,6 @@
 """The package reads in one direction: a module imports only from its own layer or the layers below it.
 
-trace -> graph -> simulation -> perf -> dsl -> whatif/replay -> validate/demo -> report -> repl -> cli; errors, files
+trace -> graph -> simulation -> perf -> dsl -> whatif/replay/job -> validate/demo -> report -> repl -> cli; errors, files
 and _gc sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed), so a
 lazy import inside a function counts like one at the top.
 """
@@ -24,7 +24,7 @@ LAYERS: dict[str, int] = {
     "simulation": 5,
     "perf": 6,
     "dsl": 7,
-    "whatif": 8, "replay": 8,
+    "whatif": 8, "replay": 8, "job": 8,
     "validate": 9, "demo": 9,
     "report": 10,
     "repl": 11,

@@ -86,6 +86,7 @@ def test_dataloader_by_hand() -> None:
 
 
 GPU_ONLY = {"amp", "cuda_graphs"}
+JOB_ONLY = {"straggler"}  # a folder of rank traces (tests/test_multirank.py)
 
 
 @pytest.mark.parametrize("script", sorted(p.stem for p in TRANSFORMS.glob("*.whatif")))
@@ -94,6 +95,9 @@ def test_every_script_runs_on_the_bundled_example_from_the_cli(script: str, caps
     if script in GPU_ONLY and bundled_example().endswith("_cpu.json.gz"):
         # a CPU recording: the scripts about GPU kernels say so instead of predicting "no change"
         assert code == 3 and "the trace has no GPU kernels (recorded on the CPU)" in capsys.readouterr().err
+        return
+    if script in JOB_ONLY:
+        assert code == 3 and "a multi-rank job only" in capsys.readouterr().err
         return
     assert code == 0
     d = json.loads(capsys.readouterr().out)

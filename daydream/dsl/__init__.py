@@ -1,5 +1,6 @@
 """The .whatif language: parse scripts, check them, run them on a graph (``Session``)."""
 
+from daydream.dsl import job_functions as _job_functions  # noqa: F401 - registers the multi-rank job's functions
 from daydream.dsl import model_functions as _model_functions  # noqa: F401 - registers the performance models as functions
 from daydream.dsl.ast import Script
 from daydream.dsl.functions import FUNCTIONS, register_function

@@ -365,6 +365,8 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             values = [f(t) for f, _ in args]
             named = {k: f(t) for k, (f, _) in kwargs}
             env.budget.charge(1 + sum(len(v) for v in (*values, *named.values()) if isinstance(v, (Selection, list, str))))
+            if fn.cost_per_task:
+                env.budget.charge(len(env.graph) * fn.cost_per_task)
             for i, v in enumerate(values):
                 if isinstance(v, Selection):
                     values[i] = Selection(x for x in v if x in env.graph)

@@ -29,17 +29,20 @@ class Function:
     max_args: int
     keywords: tuple[str, ...]
     doc: str
+    cost_per_task: int = 0  # budget units a call spends per task of the graph (one that simulates it: SIMULATION_COST)
 
 
 FUNCTIONS: dict[str, Function] = {}
 
 
 def register_function(
-    name: str, impl: Callable[..., Any], min_args: int, max_args: int, doc: str, keywords: tuple[str, ...] = ()
-) -> None:
+    name: str, impl: Callable[..., Any], min_args: int, max_args: int, doc: str, keywords: tuple[str, ...] = (),
+    cost_per_task: int = 0,
+) -> None:  # fmt: skip
     """Make ``name(...)`` callable from scripts. ``impl`` gets the graph first, then the script's arguments;
-    it raises DaydreamError for bad arguments (the interpreter adds the position)."""
-    FUNCTIONS[name] = Function(name, impl, min_args, max_args, keywords, doc)
+    it raises DaydreamError for bad arguments (the interpreter adds the position). ``cost_per_task``: budget units
+    a call spends per task of the graph, besides its arguments' size."""
+    FUNCTIONS[name] = Function(name, impl, min_args, max_args, keywords, doc, cost_per_task)
 
 
 def call_problem(name: str, n_args: int, keywords: list[str]) -> tuple[str, str | None, int | None] | None:

@@ -57,6 +57,10 @@ _TaskOptional = TypedDict(
         "stream": Any,  # a GPU task's stream (an int where the trace numbers it)
         "bytes": int,  # bytes a memcpy/memset moves, or a collective's message size
         "collective": str | None,  # a comm task's collective, from its kernel or range name (allreduce, sendrecv, ...)
+        "group": str,  # a comm task's process group (its name in the trace, or ``world``)
+        "group_size": int,  # ranks in that process group
+        "collective_id": str,  # one collective of a multi-rank job: its members (one task per rank) share it
+        "traced_us": float,  # a comm task's traced duration (its wait for the other ranks included), kept when priced
         "tensors_in": Any,  # input tensor ids of the launching op (from a linked execution trace)
         "tensors_out": Any,  # output tensor ids of the launching op (from a linked execution trace)
         "queued": bool,  # inserted with no place in its thread's order: the schedule policy picks it when the thread is free
@@ -96,6 +100,8 @@ class GraphInfo(TypedDict, total=False):
     recording: Any  # the ``daydream record`` sidecar, or None
     causality: dict[str, Any]  # what the graph does not explain: held_back_us, unanchored tasks, cut_edges, ...
     next_task_id: int  # the id the next added task gets (ids of removed tasks are not reused)
+    ranks: list[dict[str, Any]]  # a multi-rank job: per rank its trace, measured_us, offset_us, and same_as
+    collectives: dict[str, Any]  # a multi-rank job: how its collectives were matched and priced
 
 
 # Task attributes that are derived, not stored: ``end`` is the traced start plus the current duration.
@@ -105,7 +111,7 @@ DERIVED_TASK_ATTRIBUTES: dict[str, str] = {"end": "start + duration"}
 TASK_ATTRIBUTES: tuple[str, ...] = (
     "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "region",
     "layer", "op", "top_op", "top_op_id", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
-    "parallel_us",
+    "parallel_us", "group", "group_size", "collective_id", "traced_us",
 )  # fmt: skip
 
 

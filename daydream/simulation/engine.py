@@ -3,6 +3,12 @@
 Each task starts when its thread is free (the previous task's end plus its gap) and every parent
 has finished (plus the edge's delay), and never before its release time. Children enter the
 frontier when their last parent finishes; the policy picks the next task from the frontier.
+
+Collectives of a multi-rank job (tasks sharing a ``collective_id``, one per rank of its process group) start
+together: each member *arrives* when it could start on its own and then holds its stream (an NCCL kernel spins
+until its peers arrive); once the last member arrives all start, and all end after the longest member's duration
+(a collective ends at the same time on every rank). Threads are told apart by rank, so the ranks of a job share
+one graph without sharing streams.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of, successors_of
 from daydream.graph.edit import task_label
+from daydream.graph.job import format_ranks
 from daydream.graph.schema import ORDER_KINDS
 from daydream.simulation.policies import EARLIEST, Policy
 from daydream.simulation.timeline import Timeline
@@ -34,8 +41,8 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
     attrs: list[dict[str, Any]] = [task_attrs[node] for node in nodes]
     duration = [float(a["duration"]) for a in attrs]
     gap = [float(a.get("gap", 0.0)) for a in attrs]
-    thread_ids: dict[str, int] = {}
-    thread = [thread_ids.setdefault(a["thread"], len(thread_ids)) for a in attrs]
+    thread_ids: dict[tuple[Any, str], int] = {}
+    thread = [thread_ids.setdefault((a.get("rank"), a["thread"]), len(thread_ids)) for a in attrs]
     ready = [(r if (r := a.get("release")) is not None else -math.inf) for a in attrs]
     succ: list[list[tuple[int, bool, float]]] = []
     indegree = [0] * n
@@ -73,6 +80,16 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
             heapq.heappush(heap, (ready[i], ready[i], seq, i))
         seq += 1
 
+    gangs = _gangs(attrs)
+    gang_of = [-1] * n
+    for g, members in enumerate(gangs):
+        for m in members:
+            gang_of[m] = g
+    arrival = [math.nan] * n  # when a collective's member could have started alone
+    arrived = [0] * len(gangs)
+    holding = [False] * len(thread_ids)  # a member waits on this thread for its peers: nothing else runs there
+    parked: list[list[int]] = [[] for _ in thread_ids] if gangs else []
+
     for i in range(n):
         if indegree[i] == 0:
             push(i)
@@ -99,27 +116,85 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
                 seq += 1
                 continue
         t = thread[i]
+        if gangs and holding[t]:
+            parked[t].append(i)  # its thread is held by a collective waiting for its peers
+            continue
         s = ready[i]
         if progress[t] > s:
             s = progress[t]
             cause[i] = last_on_thread[t]
-        start[i] = s
-        e = s + duration[i]
-        end[i] = e
-        progress[t] = e + gap[i]
-        last_on_thread[t] = i
-        done += 1
-        for c, order, lag in succ[i]:
-            rc = e + (gap[i] if order else lag)
-            if rc > ready[c]:
-                ready[c] = rc
-                cause[c] = i
-            indegree[c] -= 1
-            if indegree[c] == 0:
-                push(c)
+        g = gang_of[i] if gangs else -1
+        if g >= 0:
+            arrival[i] = s
+            arrived[g] += 1
+            if arrived[g] < len(gangs[g]):
+                holding[t] = True
+                continue
+            members = gangs[g]
+            s = max(arrival[m] for m in members)
+            last = max(members, key=lambda m: arrival[m])
+            e = s + max(duration[m] for m in members)
+        else:
+            members = (i,)
+            e = s + duration[i]
+        for m in members:
+            if m != i:
+                tm = thread[m]
+                holding[tm] = False
+                if arrival[m] < s:
+                    cause[m] = last
+                for j in parked[tm]:
+                    push(j)
+                parked[tm].clear()
+            elif g >= 0 and arrival[m] < s:
+                cause[m] = last
+            tm = thread[m]
+            start[m] = s
+            end[m] = e
+            progress[tm] = e + gap[m]
+            last_on_thread[tm] = m
+            done += 1
+            for c, order, lag in succ[m]:
+                rc = e + (gap[m] if order else lag)
+                if rc > ready[c]:
+                    ready[c] = rc
+                    cause[c] = m
+                indegree[c] -= 1
+                if indegree[c] == 0:
+                    push(c)
     if done != n:
+        waiting = [g for g in range(len(gangs)) if 0 < arrived[g] < len(gangs[g])]
+        if waiting:
+            raise DaydreamError(_collective_message(graph, nodes, attrs, gangs[waiting[0]], arrival, len(waiting)))
         raise DaydreamError(_cycle_message(graph, [nodes[i] for i in range(n) if indegree[i] > 0]))
-    return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), list(thread_ids), attrs)
+    names = [f"rank {r} {t}" for r, t in thread_ids] if len({r for r, _ in thread_ids}) > 1 else [t for _, t in thread_ids]
+    return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), names, attrs,
+                    arrival=np.asarray(arrival) if gangs else None)  # fmt: skip
+
+
+def _gangs(attrs: list[dict[str, Any]]) -> list[list[int]]:
+    """The tasks of each collective (those sharing a ``collective_id``), in task order; one-member ones left out."""
+    by_id: dict[Any, list[int]] = {}
+    for i, a in enumerate(attrs):
+        cid = a.get("collective_id")
+        if cid is not None:
+            by_id.setdefault(cid, []).append(i)
+    return [members for members in by_id.values() if len(members) > 1]
+
+
+def _collective_message(graph: nx.DiGraph, nodes: list[Any], attrs: list[dict[str, Any]], members: list[int],
+                        arrival: list[float], stuck: int) -> str:  # fmt: skip
+    """A collective some ranks reached and others never did: which, where, and who is missing."""
+    where = f"{graph.graph['trace']}: " if isinstance(graph.graph.get("trace"), str) else ""
+    a = attrs[members[0]]
+    came = list({attrs[m].get("rank") for m in members if not math.isnan(arrival[m])})
+    missing = list({attrs[m].get("rank") for m in members if math.isnan(arrival[m])})
+    missed = next(m for m in members if math.isnan(arrival[m]))
+    more = f"; {stuck - 1} more collectives wait likewise" if stuck > 1 else ""
+    return (f"{where}collective {a['collective_id']} ({a.get('collective') or a['name']}) never starts: "
+            f"rank{'s' if len(came) > 1 else ''} {format_ranks(came)} reached it, rank{'s' if len(missing) > 1 else ''} "
+            f"{format_ranks(missing)} never did (rank {attrs[missed].get('rank')}'s {task_label(graph, nodes[missed])} never became "
+            f"ready: it waits on work that waits on a collective the other ranks issue later, or on a cycle){more}")  # fmt: skip
 
 
 # tasks a dependency-cycle message names at most

@@ -1,0 +1,84 @@
+"""Functions over a multi-rank job (a graph of several ranks, docs/multigpu.md): its ranks, each rank's pace in
+the prediction so far, and the straggler. Each call that reads the prediction simulates the graph as it is now.
+
+On a one-rank graph they answer for that rank (``job_ranks()`` is ``[its rank]``, ``straggler()`` is -1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from daydream.dsl.functions import is_whole, number_argument, register_function
+from daydream.dsl.limits import SIMULATION_COST
+from daydream.errors import DaydreamError
+from daydream.simulation import simulate
+from daydream.simulation.ranks import RankResult, Straggler, rank_results
+
+
+def _ranks_of(graph: nx.DiGraph) -> list[int]:
+    ranks = graph.graph.get("ranks")
+    if ranks:
+        return [int(r["rank"]) for r in ranks]
+    return [int(graph.graph.get("rank") or 0)]
+
+
+def _predicted(graph: nx.DiGraph) -> tuple[list[RankResult], Straggler | None]:
+    if not graph.graph.get("ranks"):
+        raise DaydreamError("the graph is one rank's, not a job's: give a folder of rank traces (docs/multigpu.md)")
+    return rank_results(graph, simulate(graph))
+
+
+def _rank(graph: nx.DiGraph, value: Any, fn: str) -> int:
+    n = number_argument(value, fn, "rank")
+    ranks = _ranks_of(graph)
+    if not is_whole(n) or int(n) not in ranks:
+        raise DaydreamError(f"{fn}(): no rank {value} in the job (ranks {min(ranks)} to {max(ranks)})")
+    return int(n)
+
+
+def _job_ranks(graph: nx.DiGraph) -> list[int]:
+    return _ranks_of(graph)
+
+
+def _straggler(graph: nx.DiGraph) -> int:
+    if not graph.graph.get("ranks"):
+        return -1
+    _, straggler = _predicted(graph)
+    return straggler.rank if straggler is not None else -1
+
+
+def _rank_work(graph: nx.DiGraph, rank: Any) -> float:
+    r = _rank(graph, rank, "rank_work")
+    results, _ = _predicted(graph)
+    own = next(x for x in results if x.rank == r)
+    return own.predicted_us - own.wait_us
+
+
+def _rank_works(graph: nx.DiGraph) -> list[float]:
+    results, _ = _predicted(graph)
+    return [x.predicted_us - x.wait_us for x in results]
+
+
+def _rank_offsets(graph: nx.DiGraph) -> list[float]:
+    ranks = graph.graph.get("ranks") or [{"offset_us": 0.0}]
+    return [float(r.get("offset_us", 0.0)) for r in ranks]
+
+
+def _rank_offset(graph: nx.DiGraph, rank: Any) -> float:
+    r = _rank(graph, rank, "rank_offset")
+    return next(float(x.get("offset_us", 0.0)) for x in graph.graph.get("ranks") or [{"rank": r}] if int(x["rank"]) == r)
+
+
+for _name, _impl, _lo, _hi, _doc, _cost in [
+    ("job_ranks", _job_ranks, 0, 0, "job_ranks(): the job's ranks, in order ([the trace's rank] for one trace)", 0),
+    ("straggler", _straggler, 0, 0, "straggler(): the rank whose late arrival at collectives held the others back most, "
+     "as predicted now; -1 when none did", SIMULATION_COST),
+    ("rank_work", _rank_work, 1, 1, "rank_work(rank): that rank's predicted step less its wait in collectives (us)",
+     SIMULATION_COST),
+    ("rank_works", _rank_works, 0, 0, "rank_works(): rank_work of every rank, in the order of job_ranks()", SIMULATION_COST),
+    ("rank_offset", _rank_offset, 1, 1, "rank_offset(rank): how long after the job's first rank that rank's step starts (us)", 0),
+    ("rank_offsets", _rank_offsets, 0, 0, "rank_offsets(): rank_offset of every rank, in the order of job_ranks()", 0),
+]:  # fmt: skip
+    register_function(_name, _impl, _lo, _hi, _doc, cost_per_task=_cost)

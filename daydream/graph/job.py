@@ -1,0 +1,202 @@
+"""The ranks of a multi-GPU job in one graph: each rank's tasks placed at its own start, and each collective's
+members, one comm task per rank, matched across ranks so that the simulator starts them together.
+
+A collective is matched by its process group (a comm task's ``group``; ``world`` where the trace names none) and
+the order in which each rank issued its group's collectives: the k-th collective a rank issues on a group is the
+k-th of every other rank of that group (NCCL's own rule: collectives on one communicator run in issue order).
+Members get ``collective_id`` = ``GROUP#k``. Ranks whose graphs are the same (``rank_fingerprint``: tasks, times,
+dependencies and the step's start, rank ids aside) share one set of tasks: a job of a thousand identical ranks is
+one rank's tasks, its collectives priced for a thousand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import networkx as nx
+
+from daydream.errors import DaydreamError
+from daydream.graph.adjacency import attrs_of, fill, predecessors_of
+from daydream.graph.schema import Edge, Task
+
+WORLD = "world"  # the process group of a collective whose trace names none: every rank of the job
+
+
+class RankInfo(msgspec.Struct):
+    """One rank of a job: where its trace is, what it measured, and which rank's tasks stand for it."""
+
+    rank: int
+    trace: str | None
+    measured_us: float
+    origin_us: float  # trace time its step started at
+    fingerprint: str = ""
+    same_as: int | None = None  # the rank whose graph is the same (None: its own tasks are in the job graph)
+    offset_us: float = 0.0  # its step's start after the first rank's
+
+
+def rank_fingerprint(graph: nx.DiGraph) -> str:
+    """A digest of what a simulation of ``graph`` depends on, rank ids aside: the tasks in order (kind, name, thread
+    by order of first use, duration, gap, release, step, collective, size, group), the dependencies, the step's
+    start and measured time. Equal digests: the ranks run the same tasks at the same times."""
+    h = hashlib.blake2b(digest_size=16)
+    threads: dict[str, int] = {}
+    index = {n: i for i, n in enumerate(graph)}
+    pred = predecessors_of(graph)
+    h.update(repr((graph.graph.get("origin_us"), graph.graph.get("measured_us"))).encode())
+    for n, a in attrs_of(graph).items():
+        t = threads.setdefault(a["thread"], len(threads))
+        row = (a["kind"], a["name"], t, a["duration"], a.get("gap", 0.0), a.get("release"), a.get("step"),
+               a.get("collective"), a.get("bytes"), a.get("group"),
+               tuple((index[p], e.get("kind"), e.get("lag", 0.0)) for p, e in pred[n].items()))  # fmt: skip
+        h.update(repr(row).encode())
+    return h.hexdigest()
+
+
+def join_ranks(graphs: Sequence[nx.DiGraph], ranks: Sequence[RankInfo], where: str | None = None) -> nx.DiGraph:
+    """One graph of a job's ranks: ``graphs`` are the graphs of the ranks of ``ranks`` whose ``same_as`` is None, in
+    that order (their attribute dicts are taken over, not copied); each rank's tasks start at its step's start
+    after the job's first (``offset_us``: the roots of its graph are released then), and its comm tasks carry their
+    ``collective_id``. ``where`` names the job in messages (its folder)."""
+    own = [r for r in ranks if r.same_as is None]
+    if len(own) != len(graphs):
+        raise ValueError(f"{len(graphs)} graphs for {len(own)} ranks with tasks of their own")
+    origin = min(r.origin_us for r in ranks)
+    for r in ranks:
+        r.offset_us = r.origin_us - origin
+    job = nx.DiGraph()
+    first = graphs[0].graph
+    nodes: list[int] = []
+    task_attrs: list[Task] = []
+    parents: list[dict[Any, Edge]] = []
+    warnings: list[str] = []
+    for info, g in zip(own, graphs):
+        offset = info.offset_us
+        base = len(nodes)
+        ids = {n: base + k for k, n in enumerate(g)}
+        pred = predecessors_of(g)
+        for n, a in attrs_of(g).items():
+            a["rank"] = info.rank
+            if "start" in a:
+                a["start"] += offset
+            if a.get("release") is not None:
+                a["release"] += offset
+            elif not pred[n] and offset:
+                a["release"] = offset  # the rank's step starts this late: what the job's previous step left
+            nodes.append(ids[n])
+            task_attrs.append(a)
+            parents.append({ids[p]: e for p, e in pred[n].items()})
+        warnings.extend(f"rank {info.rank}: {w}" for w in g.graph.get("warnings", []))
+    fill(job, nodes, task_attrs, parents)
+    job.graph.update(
+        trace=where, rank=None, world_size=max(len(ranks), int(first.get("world_size") or 0)),
+        device=first.get("device"), device_properties=first.get("device_properties", {}), origin_us=origin,
+        steps=[dict(s, measured_us=max(r.measured_us for r in ranks)) for s in first.get("steps", [])],
+        delays=first.get("delays"), warnings=warnings, measured_us=max(r.measured_us for r in ranks),
+        recording=first.get("recording"), causality=first.get("causality"), next_task_id=len(nodes),
+        ranks=[msgspec.to_builtins(r) for r in ranks],
+    )  # fmt: skip
+    job.graph["collectives"] = match_collectives(job, ranks)
+    return job
+
+
+def _issue_time(graph: nx.DiGraph, node: Any) -> float:
+    """When a comm task was issued: its launch call's traced start, or its own."""
+    attrs, pred = attrs_of(graph), predecessors_of(graph)
+    for p, e in pred[node].items():
+        if e.get("kind") == "launch":
+            return float(attrs[p].get("start", 0.0))
+    return float(attrs[node].get("start", 0.0))
+
+
+def _label(a: Task) -> str:
+    size = f", {a['bytes']:,} bytes" if isinstance(a.get("bytes"), int) else ""
+    return f"{a.get('collective') or a['name']}{size}"
+
+
+def match_collectives(graph: nx.DiGraph, ranks: Sequence[RankInfo]) -> dict[str, Any]:
+    """Give each comm task of a job graph its ``collective_id``, ``group`` and ``group_size``; check that every rank
+    of a group issues the same collectives in the same order. Returns what was matched: collectives per group."""
+    attrs = attrs_of(graph)
+    stands_for: dict[int, list[int]] = defaultdict(list)  # rank with tasks -> the ranks it stands for
+    for r in ranks:
+        stands_for[r.rank if r.same_as is None else r.same_as].append(r.rank)
+    all_ranks = sorted(r.rank for r in ranks)
+    rep_of = {r.rank: r.rank if r.same_as is None else r.same_as for r in ranks}
+    issued: dict[str, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for n, a in attrs.items():
+        if a["kind"] == "comm":
+            issued[a.get("group") or WORLD][a["rank"]].append(n)
+    out: dict[str, Any] = {}
+    for group, by_rank in sorted(issued.items()):
+        for nodes in by_rank.values():
+            nodes.sort(key=lambda n: (_issue_time(graph, n), n))
+        members = all_ranks if group == WORLD else sorted(r for rep in by_rank for r in stands_for[rep])
+        size = max((int(attrs[n].get("group_size") or 0) for nodes in by_rank.values() for n in nodes), default=0)
+        if group == WORLD:
+            size = len(all_ranks)
+        elif size > len(members):
+            raise DaydreamError(f"{graph.graph.get('trace') or 'job'}: process group {group!r} spans {size} ranks, but only "
+                                f"ranks {format_ranks(members)} issue collectives on it")  # fmt: skip
+        reps = sorted(by_rank)
+        missing = [r for r in members if rep_of[r] not in by_rank]
+        if missing:
+            _mismatch(graph, group, {r: [] for r in missing} | {r: by_rank[r] for r in reps}, 0)
+        counts = {len(by_rank[r]) for r in reps}
+        names = {tuple(attrs[n].get("collective") or attrs[n]["name"] for n in by_rank[r]) for r in reps}
+        if len(counts) > 1 or len(names) > 1:
+            seqs = {r: by_rank[r] for r in reps}
+            k = next(i for i in range(max(counts)) if len({_at(attrs, seqs[r], i) for r in reps}) > 1)
+            _mismatch(graph, group, seqs, k)
+        for k in range(counts.pop()):
+            cid = f"{group}#{k}"
+            for r in reps:
+                a = attrs[by_rank[r][k]]
+                a["collective_id"] = cid
+                a["group"] = group
+                a["group_size"] = size
+        out[group] = {"ranks": size, "collectives": len(by_rank[reps[0]])}
+    return out
+
+
+def _at(attrs: dict[Any, Task], nodes: list[Any], k: int) -> str | None:
+    return attrs[nodes[k]].get("collective") or attrs[nodes[k]]["name"] if k < len(nodes) else None
+
+
+def _mismatch(graph: nx.DiGraph, group: str, seqs: dict[int, list[Any]], k: int) -> None:
+    """Say which ranks disagree on the k-th collective of ``group``, and how."""
+    attrs = attrs_of(graph)
+    said: dict[str, list[int]] = defaultdict(list)
+    example: dict[str, str] = {}
+    for r, nodes in sorted(seqs.items()):
+        if k < len(nodes):
+            key = _at(attrs, nodes, k) or ""
+            example.setdefault(key, _label(attrs[nodes[k]]))
+        else:
+            key = ""
+            example.setdefault(key, f"no collective #{k + 1} (it issues {len(nodes)} on this group)")
+        said[key].append(r)
+    parts = [f"rank{'s' if len(rs) > 1 else ''} {format_ranks(rs)} issue{'' if len(rs) > 1 else 's'} {example[key]}"
+             for key, rs in sorted(said.items(), key=lambda kv: -len(kv[1]))]  # fmt: skip
+    where = graph.graph.get("trace") or "job"
+    raise DaydreamError(f"{where}: collective #{k + 1} of process group {group!r} does not match across ranks: "
+                        f"{'; '.join(parts)} (collectives are matched by group and order of issue)")  # fmt: skip
+
+
+def format_ranks(ranks: Sequence[Any]) -> str:
+    """``0, 1, 2`` or ``0-5, 7`` (ranks that are no numbers as they are)."""
+    if not all(isinstance(r, int) for r in ranks):
+        return ", ".join(sorted(str(r) for r in ranks))
+    out: list[str] = []
+    nums = sorted(ranks)
+    k = 0
+    while k < len(nums):
+        j = k
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(f"{nums[k]}-{nums[j]}" if j > k + 1 else ", ".join(str(x) for x in nums[k : j + 1]))
+        k = j + 1
+    return ", ".join(out)

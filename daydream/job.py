@@ -1,0 +1,192 @@
+"""A multi-GPU job, one trace per rank in a folder, simulated jointly: ``daydream simulate DIR``.
+
+Each rank's graph is built on its own (in worker processes with ``jobs`` > 1); ranks whose graphs are the same
+share one set of tasks (:mod:`daydream.graph.job`); the collectives are matched across ranks and priced by a model
+(:mod:`daydream.perf.job_collectives`); the simulator starts each collective when its last rank reaches it.
+Per rank: the measured step, the predicted one, the time spent waiting in collectives; for the job, the rank that
+holds the others back (the straggler), by how much and in which of its tasks.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import networkx as nx
+
+from daydream.errors import TraceError
+from daydream.graph.build import build_graph
+from daydream.graph.job import RankInfo, join_ranks, rank_fingerprint
+from daydream.perf.collectives import Link
+from daydream.perf.job_collectives import price_collectives
+from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, simulate
+from daydream.simulation.ranks import RankResult, Straggler, rank_results
+from daydream.trace import load_trace
+from daydream.trace.job import check_ranks, rank_trace_files
+
+
+@dataclass
+class _Built:
+    info: RankInfo
+    world_size: int | None
+    named_rank: int | None
+    steps: list[str]
+    graph: nx.DiGraph | None  # None: a graph with this fingerprint went back from this process already
+
+
+_SEEN: set[str] = set()  # fingerprints this worker process has sent back a graph for
+
+
+def _build_rank(path: str, step: str | int | None, seen: set[str] | None = None, share: bool = True) -> _Built:
+    trace = load_trace(path)
+    graph = build_graph(trace, step)
+    named = trace.distributed.get("rank")
+    named = named if isinstance(named, int) else None
+    size = trace.distributed.get("world_size")
+    fp = rank_fingerprint(graph)
+    seen = _SEEN if seen is None else seen
+    new = not share or fp not in seen
+    seen.add(fp)
+    info = RankInfo(rank=-1, trace=path, measured_us=float(graph.graph.get("measured_us", math.nan)),
+                    origin_us=float(graph.graph.get("origin_us", 0.0)), fingerprint=fp)  # fmt: skip
+    return _Built(info, size if isinstance(size, int) else None, named, [s["name"] for s in graph.graph.get("steps", [])],
+                  graph if new else None)  # fmt: skip
+
+
+def _build_in_worker(args: tuple[str, str | int | None, bool]) -> _Built:
+    path, step, share = args
+    return _build_rank(path, step, None, share)
+
+
+def load_job(
+    directory: str | os.PathLike[str], step: str | int | None = None, jobs: int = 1, share: bool = True
+) -> nx.DiGraph:
+    """The job graph of the rank traces in ``directory`` (collectives matched, not yet priced). ``step`` as for one
+    trace; every rank simulates the step the first rank's trace selects. ``jobs``: worker processes that build the
+    ranks' graphs; ``share``: ranks with the same graph share one set of tasks (False: every rank its own)."""
+    where = os.fspath(directory)
+    files = rank_trace_files(where)
+    first = _build_rank(files[0], step, set())
+    chosen: str | int | None = step
+    if step is None and len(first.steps) == 1:
+        chosen = first.steps[0]  # the step the first rank's trace picked, for every rank
+    rest = [(f, chosen, share) for f in files[1:]]
+    if jobs > 1 and len(rest) > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            built = [first, *pool.map(_build_in_worker, rest, chunksize=max(1, len(rest) // (4 * jobs)))]
+    else:
+        seen = {first.info.fingerprint}
+        built = [first, *(_build_rank(f, s, seen, sh) for f, s, sh in rest)]
+    ranks = check_ranks(where, [(b.info.trace or "", b.named_rank, b.world_size) for b in built])
+    file_rank = {path: r for r, path in ranks.items()}
+    for b in built:
+        b.info.rank = file_rank[b.info.trace or ""]
+        if b.steps != first.steps:
+            raise TraceError(f"{where}: rank {b.info.rank} ({b.info.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
+                             f"rank {built[0].info.rank} {', '.join(first.steps)}: give --step")  # fmt: skip
+    built.sort(key=lambda b: b.info.rank)
+    # the lowest rank of each fingerprint stands for its twins, with the graph of whichever came back (twins' graphs
+    # are the same, rank ids aside, and join_ranks writes the rank)
+    graph_of: dict[str, nx.DiGraph] = {}
+    rep: dict[str, int] = {}
+    for b in built:
+        if b.graph is not None:
+            graph_of.setdefault(b.info.fingerprint, b.graph)
+        rep.setdefault(b.info.fingerprint, b.info.rank)
+    graphs = []
+    for b in built:
+        if not share:
+            graphs.append(b.graph)
+        elif rep[b.info.fingerprint] == b.info.rank:
+            graphs.append(graph_of[b.info.fingerprint])
+        else:
+            b.info.same_as = rep[b.info.fingerprint]
+    return join_ranks(graphs, [b.info for b in built], where)
+
+
+@dataclass
+class JobReplay:
+    """A simulated multi-rank job."""
+
+    graph: nx.DiGraph
+    timeline: Timeline
+    ranks: list[RankResult]
+    straggler: Straggler | None
+    breakdown: dict[str, float]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def measured_us(self) -> float:
+        """The slowest rank's measured step."""
+        return max(r.measured_us for r in self.ranks)
+
+    @property
+    def predicted_us(self) -> float:
+        """The slowest rank's predicted step."""
+        return max(r.predicted_us for r in self.ranks)
+
+    @property
+    def error(self) -> float:
+        return (self.predicted_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        g = self.graph.graph
+        slowest = max(self.ranks, key=lambda r: r.predicted_us)
+        return {
+            "trace": g.get("trace"),
+            "device": g.get("device"),
+            "world_size": g.get("world_size"),
+            "measured_us": self.measured_us,
+            "predicted_us": self.predicted_us,
+            "error_pct": 100.0 * self.error,
+            "slowest_rank": slowest.rank,
+            "steps": [s["name"] for s in g.get("steps", [])],
+            "ranks": [msgspec.to_builtins(r) for r in self.ranks],
+            "straggler": msgspec.to_builtins(self.straggler) if self.straggler else None,
+            "collectives": g.get("collectives"),
+            "tasks": self.graph.number_of_nodes(),
+            "simulated_ranks": sum(1 for r in self.ranks if r.same_as is None),
+            "breakdown": self.breakdown,
+            "warnings": self.warnings,
+        }
+
+
+def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
+    """Simulate a job graph (collectives priced) and compare each rank with its measurement."""
+    timeline = simulate(graph, policy)
+    ranks, straggler = rank_results(graph, timeline)
+    return JobReplay(graph, timeline, ranks, straggler, breakdown(timeline), list(graph.graph.get("warnings", [])))
+
+
+def replay_job(
+    directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
+    jobs: int = 1, policy: Policy = EARLIEST, share: bool = True,
+) -> JobReplay:  # fmt: skip
+    """Load the job in ``directory``, price its collectives (``link``: a preset or GB/s; None: fitted to the job's
+    own transfers) and simulate all ranks together."""
+    graph = load_job(directory, step, jobs, share)
+    graph.graph["collectives"]["pricing"] = msgspec.to_builtins(price_collectives(graph, link))
+    return replay_job_graph(graph, policy)
+
+
+def is_job(path: str | os.PathLike[str]) -> bool:
+    """A folder of rank traces (as opposed to one trace file)."""
+    return os.path.isdir(path)
+
+
+def job_inputs(directory: str | os.PathLike[str]) -> list[str]:
+    """The files reading a job reads: its rank traces."""
+    try:
+        return rank_trace_files(directory)
+    except TraceError:
+        return []
+
+
+__all__ = ["JobReplay", "RankResult", "Straggler", "is_job", "job_inputs", "load_job", "rank_results", "replay_job",
+           "replay_job_graph"]  # fmt: skip

@@ -1,0 +1,103 @@
+"""Pricing the collectives of a multi-rank job: each collective's duration from a model of its message size and
+rank count, never its traced duration, which holds the time its earlier ranks spent waiting for the last.
+
+A collective's members (one comm task per rank, sharing a ``collective_id``: :mod:`daydream.graph.job`) take one
+duration: its message size is the largest member's (all-to-all: the most any rank sends or receives, seed 002),
+its ranks the process group's. Two ways to price it:
+
+- ``link`` given (a preset of kernels/links.toml or a bus bandwidth in GB/s): the nccl-tests formula,
+  :func:`daydream.perf.collectives.collective_us`.
+- otherwise, fitted to the job itself: per collective, the alpha-beta formula fitted to the transfers of the
+  job's collectives, each observed as the traced duration of its last-arriving member (NCCL kernels end together
+  on all ranks, so the last to start waited for nobody: its duration is the transfer). A collective whose kind
+  the job holds at fewer than two message sizes (no slope to fit) keeps its last member's duration, the
+  transfer as traced; so does one whose size the trace does not record. The result says how many of each.
+
+The traced duration stays in ``traced_us``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import msgspec
+import networkx as nx
+
+from daydream.errors import DaydreamError
+from daydream.graph.adjacency import attrs_of
+from daydream.perf.collectives import AlphaBeta, Link, collective_us, normalize_collective, resolve_link
+
+
+class CollectivePricing(msgspec.Struct):
+    """How a job's collectives were priced (``graph.graph["collectives"]["pricing"]``)."""
+
+    model: str  # "fitted to the job's transfers" or the link's name
+    collectives: int  # collectives of the job (each counted once, not once per rank)
+    modelled: int  # priced by the model
+    as_traced: int  # kept at their last member's traced duration (no size, or no model for their kind)
+    models: dict[str, Any]  # the fitted models, by collective
+
+
+def _gangs(graph: nx.DiGraph) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = defaultdict(list)
+    for n, a in attrs_of(graph).items():
+        cid = a.get("collective_id")
+        if cid is not None:
+            out[cid].append(n)
+    return out
+
+
+def _kind(a: dict[str, Any]) -> str | None:
+    try:
+        return normalize_collective(a.get("collective") or a["name"])
+    except DaydreamError:
+        return None
+
+
+def price_collectives(graph: nx.DiGraph, link: str | float | Link | None = None) -> CollectivePricing:
+    """Set every matched collective's members' ``duration`` to the modelled transfer (module docstring); the traced
+    duration moves to ``traced_us`` (kept from an earlier pricing). Returns how each was priced."""
+    attrs = attrs_of(graph)
+    gangs = _gangs(graph)
+    observed: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
+    facts: dict[str, tuple[str | None, int | None, int, float]] = {}
+    for cid, members in gangs.items():
+        for m in members:
+            attrs[m].setdefault("traced_us", float(attrs[m]["duration"]))
+        last = max(members, key=lambda m: (float(attrs[m].get("start", 0.0)), m))
+        sizes = [attrs[m]["bytes"] for m in members if isinstance(attrs[m].get("bytes"), (int, float))]
+        kind = _kind(attrs[last])
+        ranks = int(attrs[last].get("group_size") or len(members))
+        nbytes = int(max(sizes)) if sizes else None
+        transfer = float(attrs[last]["traced_us"])
+        facts[cid] = (kind, nbytes, ranks, transfer)
+        if kind is not None and nbytes and ranks > 1:
+            observed[kind].append((float(nbytes), transfer, ranks))
+    models: dict[str, AlphaBeta] = {}
+    lk = resolve_link(link) if link is not None else None
+    if lk is None:
+        for kind, obs in observed.items():
+            if len({m for m, _, _ in obs}) >= 2:
+                ranks = max(r for _, _, r in obs)
+                models[kind] = AlphaBeta.fit([m for m, _, _ in obs], [t for _, t, _ in obs], kind, ranks)
+    modelled = 0
+    for cid, members in gangs.items():
+        kind, nbytes, ranks, transfer = facts[cid]
+        us = transfer
+        if kind is not None and nbytes is not None and ranks > 1:
+            if lk is not None:
+                us = collective_us(kind, nbytes, ranks, lk)
+                modelled += 1
+            elif kind in models:
+                us = models[kind].predict_us(nbytes, ranks)
+                modelled += 1
+        for m in members:
+            attrs[m]["duration"] = us
+    return CollectivePricing(
+        model=lk.name if lk is not None else "fitted to the job's transfers",
+        collectives=len(gangs),
+        modelled=modelled,
+        as_traced=len(gangs) - modelled,
+        models={k: m.to_dict() for k, m in sorted(models.items())},
+    )

@@ -1,0 +1,61 @@
+"""Finding the rank traces of a multi-GPU job in a folder: one Kineto trace per rank, side by side.
+
+A file is a rank's trace when its name ends in ``.json`` or ``.json.gz`` and it is not an execution trace
+(``*.et.json``, ``*_et.json``) or a recording sidecar (``*.daydream.json``). Its rank is the trace's
+``distributedInfo.rank``, or else the last number in its file name (``rank3.json.gz``, ``worker_3.pt.trace.json``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from daydream.errors import TraceError
+
+_NOT_RANK_TRACES = (".et.json", ".et.json.gz", "_et.json", "_et.json.gz", ".daydream.json")
+
+
+def rank_trace_files(directory: str | os.PathLike[str]) -> list[str]:
+    """The trace files of the folder ``directory``, in the order of the numbers in their names; an error when it
+    holds none."""
+    d = Path(directory)
+    try:
+        entries = sorted(p for p in d.iterdir() if p.is_file())
+    except OSError as exc:
+        raise TraceError(f"{directory}: cannot list the folder ({exc.strerror or exc})") from None
+    files = [str(p) for p in entries if p.name.endswith((".json", ".json.gz")) and not p.name.endswith(_NOT_RANK_TRACES)]
+    files.sort(key=lambda f: (rank_from_name(f) is None, rank_from_name(f) or 0, f))  # rank2 before rank10
+    if not files:
+        raise TraceError(f"{directory}: the folder holds no rank traces (*.json or *.json.gz files, one per rank)")
+    return files
+
+
+def rank_from_name(path: str | os.PathLike[str]) -> int | None:
+    """The last number in a trace's file name, or None."""
+    numbers = re.findall(r"\d+", Path(path).name.split(".json")[0])
+    return int(numbers[-1]) if numbers else None
+
+
+def check_ranks(where: str, found: list[tuple[str, int | None, int | None]]) -> dict[int, str]:
+    """Rank -> trace file, from (file, rank the trace names or None, world size it names or None) per file; an
+    error naming the files when two claim a rank, a file has no rank, or a rank of the world is missing."""
+    by_rank: dict[int, str] = {}
+    for path, rank, _ in found:
+        r = rank if rank is not None else rank_from_name(path)
+        if r is None:
+            raise TraceError(f"{path}: neither the trace (distributedInfo.rank) nor the file name says which rank it is")
+        if r in by_rank:
+            raise TraceError(f"{where}: {by_rank[r]} and {path} are both rank {r}")
+        by_rank[r] = path
+    sizes = {w for _, _, w in found if w is not None}
+    if len(sizes) > 1:
+        named = ", ".join(f"{Path(p).name}: {w}" for p, _, w in found if w is not None)
+        raise TraceError(f"{where}: the traces name different world sizes ({named})")
+    world = max(sizes | {max(by_rank) + 1})
+    missing = [r for r in range(world) if r not in by_rank]
+    if missing:
+        shown = ", ".join(str(r) for r in missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise TraceError(f"{where}: no trace for rank{'s' if len(missing) > 1 else ''} {shown} of a world of {world} "
+                         f"(found {len(by_rank)} rank trace{'s' if len(by_rank) > 1 else ''})")  # fmt: skip
+    return dict(sorted(by_rank.items()))

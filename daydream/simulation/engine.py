@@ -4,11 +4,11 @@ Each task starts when its thread is free (the previous task's end plus its gap) 
 has finished (plus the edge's delay), and never before its release time. Children enter the
 frontier when their last parent finishes; the policy picks the next task from the frontier.
 
-Collectives of a multi-rank job (tasks sharing a ``collective_id``, one per rank of its process group) start
-together: each member *arrives* when it could start on its own and then holds its stream (an NCCL kernel spins
-until its peers arrive); once the last member arrives all start, and all end after the longest member's duration
-(a collective ends at the same time on every rank). Threads are told apart by rank, so the ranks of a job share
-one graph without sharing streams.
+Collectives of a multi-rank job's graph (``graph.graph["ranks"]``: tasks sharing a ``collective_id``, one per
+rank of its process group, :mod:`daydream.graph.job`) start together: each member *arrives* when it could start
+on its own and then holds its stream (an NCCL kernel spins until its peers arrive); once the last member arrives
+all start, and all end after the longest member's duration (a collective ends at the same time on every rank).
+Threads are told apart by rank, so the ranks of a job share one graph without sharing streams.
 """
 
 from __future__ import annotations
@@ -41,8 +41,13 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
     attrs: list[dict[str, Any]] = [task_attrs[node] for node in nodes]
     duration = [float(a["duration"]) for a in attrs]
     gap = [float(a.get("gap", 0.0)) for a in attrs]
-    thread_ids: dict[tuple[Any, str], int] = {}
-    thread = [thread_ids.setdefault((a.get("rank"), a["thread"]), len(thread_ids)) for a in attrs]
+    job = bool(graph.graph.get("ranks"))  # a multi-rank job's graph (daydream.graph.job): ranks and collectives
+    multi_rank = job and len({a.get("rank") for a in attrs}) > 1
+    thread_ids: dict[Any, int] = {}
+    if multi_rank:  # one graph holds several ranks: their threads are told apart by rank
+        thread = [thread_ids.setdefault((a.get("rank"), a["thread"]), len(thread_ids)) for a in attrs]
+    else:
+        thread = [thread_ids.setdefault(a["thread"], len(thread_ids)) for a in attrs]
     ready = [(r if (r := a.get("release")) is not None else -math.inf) for a in attrs]
     succ: list[list[tuple[int, bool, float]]] = []
     indegree = [0] * n
@@ -80,7 +85,7 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
             heapq.heappush(heap, (ready[i], ready[i], seq, i))
         seq += 1
 
-    gangs = _gangs(attrs)
+    gangs = _gangs(attrs) if job else []
     gang_of = [-1] * n
     for g, members in enumerate(gangs):
         for m in members:
@@ -116,58 +121,71 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
                 seq += 1
                 continue
         t = thread[i]
-        if gangs and holding[t]:
-            parked[t].append(i)  # its thread is held by a collective waiting for its peers
-            continue
         s = ready[i]
-        if progress[t] > s:
+        if gangs:
+            if holding[t]:
+                parked[t].append(i)  # its thread is held by a collective waiting for its peers
+                continue
+            if progress[t] > s:
+                s = progress[t]
+                cause[i] = last_on_thread[t]
+            g = gang_of[i]
+            if g >= 0:
+                arrival[i] = s
+                arrived[g] += 1
+                if arrived[g] < len(gangs[g]):
+                    holding[t] = True
+                    continue
+                members = gangs[g]
+                last = max(members, key=lambda m: arrival[m])
+                s = arrival[last]
+                e = s + max(duration[m] for m in members)
+                for m in members:
+                    tm = thread[m]
+                    if arrival[m] < s:
+                        cause[m] = last
+                    if m != i:
+                        holding[tm] = False
+                        for j in parked[tm]:
+                            push(j)
+                        parked[tm].clear()
+                    start[m] = s
+                    end[m] = e
+                    progress[tm] = e + gap[m]
+                    last_on_thread[tm] = m
+                    done += 1
+                    for c, order, lag in succ[m]:
+                        rc = e + (gap[m] if order else lag)
+                        if rc > ready[c]:
+                            ready[c] = rc
+                            cause[c] = m
+                        indegree[c] -= 1
+                        if indegree[c] == 0:
+                            push(c)
+                continue
+        elif progress[t] > s:
             s = progress[t]
             cause[i] = last_on_thread[t]
-        g = gang_of[i] if gangs else -1
-        if g >= 0:
-            arrival[i] = s
-            arrived[g] += 1
-            if arrived[g] < len(gangs[g]):
-                holding[t] = True
-                continue
-            members = gangs[g]
-            s = max(arrival[m] for m in members)
-            last = max(members, key=lambda m: arrival[m])
-            e = s + max(duration[m] for m in members)
-        else:
-            members = (i,)
-            e = s + duration[i]
-        for m in members:
-            if m != i:
-                tm = thread[m]
-                holding[tm] = False
-                if arrival[m] < s:
-                    cause[m] = last
-                for j in parked[tm]:
-                    push(j)
-                parked[tm].clear()
-            elif g >= 0 and arrival[m] < s:
-                cause[m] = last
-            tm = thread[m]
-            start[m] = s
-            end[m] = e
-            progress[tm] = e + gap[m]
-            last_on_thread[tm] = m
-            done += 1
-            for c, order, lag in succ[m]:
-                rc = e + (gap[m] if order else lag)
-                if rc > ready[c]:
-                    ready[c] = rc
-                    cause[c] = m
-                indegree[c] -= 1
-                if indegree[c] == 0:
-                    push(c)
+        start[i] = s
+        e = s + duration[i]
+        end[i] = e
+        progress[t] = e + gap[i]
+        last_on_thread[t] = i
+        done += 1
+        for c, order, lag in succ[i]:
+            rc = e + (gap[i] if order else lag)
+            if rc > ready[c]:
+                ready[c] = rc
+                cause[c] = i
+            indegree[c] -= 1
+            if indegree[c] == 0:
+                push(c)
     if done != n:
         waiting = [g for g in range(len(gangs)) if 0 < arrived[g] < len(gangs[g])]
         if waiting:
             raise DaydreamError(_collective_message(graph, nodes, attrs, gangs[waiting[0]], arrival, len(waiting)))
         raise DaydreamError(_cycle_message(graph, [nodes[i] for i in range(n) if indegree[i] > 0]))
-    names = [f"rank {r} {t}" for r, t in thread_ids] if len({r for r, _ in thread_ids}) > 1 else [t for _, t in thread_ids]
+    names = [f"rank {r} {t}" for r, t in thread_ids] if multi_rank else list(thread_ids)
     return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), names, attrs,
                     arrival=np.asarray(arrival) if gangs else None)  # fmt: skip
 

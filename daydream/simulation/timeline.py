@@ -40,22 +40,6 @@ class Timeline:
         """The attributes of task ``i`` (the graph's own dict for that node)."""
         return self.task_attrs[i]
 
-    def subset(self, indices: np.ndarray | list[int]) -> Timeline:
-        """The timeline of some of its tasks (one rank's, say), sharing the graph and the attribute dicts."""
-        ix = np.asarray(indices, dtype=int)
-        attrs = [self.task_attrs[i] for i in ix]
-        keep = {(a.get("rank"), a["thread"]) for a in attrs}
-        threads = [t for t, key in zip(self.threads, self._thread_keys()) if key in keep]
-        arrival = self.arrival[ix] if self.arrival is not None else None
-        return Timeline(self.graph, [self.nodes[i] for i in ix], self.start[ix], self.end[ix], _reindex(self.cause, ix),
-                        threads, attrs, arrival)  # fmt: skip
-
-    def _thread_keys(self) -> list[tuple[Any, str]]:
-        keys: dict[tuple[Any, str], None] = {}
-        for a in self.task_attrs:
-            keys.setdefault((a.get("rank"), a["thread"]), None)
-        return list(keys)
-
     def makespan(self, indices: np.ndarray | list[int] | None = None) -> float:
         """First start to last end, of all tasks or of ``indices``."""
         if indices is None:
@@ -86,14 +70,6 @@ class Timeline:
             out[name] = end - before
             before = end
         return out
-
-
-def _reindex(cause: np.ndarray, ix: np.ndarray) -> np.ndarray:
-    """``cause`` of the tasks ``ix``, as positions in ``ix`` (-1 where the cause is not among them)."""
-    position = np.full(len(cause) + 1, -1, dtype=int)
-    position[ix] = np.arange(len(ix))
-    c = cause[ix]
-    return np.where(c >= 0, position[c], -1)
 
 
 def _union_length(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -173,7 +173,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _check_export(args, inputs)  # before the work: a refused output path costs no simulation
     result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
                     policy=parse_policy(args.policy), on_print=show, budget=args.budget,
-                    include_dirs=args.include_dir, link=_link(args.link))  # fmt: skip
+                    include_dirs=args.include_dir, link=args.link)  # fmt: skip
     inputs += [f for f in result.session.loader.texts if not f.startswith("<")]  # included scripts too
     _emit(args, result, render_whatif, "predicted", inputs)
     return 0
@@ -247,7 +247,7 @@ def _cmd_shard(args: argparse.Namespace) -> int:
     from daydream.perf.sharding import best_plan, compare_sharders, format_plans, load_tables
 
     tables = load_tables(args.tables)
-    link = _link(args.link)
+    link = args.link
     plans = compare_sharders(tables, args.ranks, args.batch, args.device, link, memory_bytes=args.memory)
     best = best_plan(tables, args.ranks, args.batch, args.device, link, memory_bytes=args.memory)
     if args.json:
@@ -342,7 +342,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
         inputs = job_inputs(args.trace)
         _check_export(args, inputs)
-        job = replay_job(args.trace, step=args.step, link=_link(args.link), jobs=args.jobs, policy=parse_policy(args.policy))
+        job = replay_job(args.trace, step=args.step, link=args.link, jobs=args.jobs, policy=parse_policy(args.policy))
         _emit(args, job, render_job, "simulated", inputs)
         return 0
     inputs = trace_inputs(args.trace, args.et)
@@ -350,16 +350,6 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
     _emit(args, result, render_replay, "simulated", inputs)
     return 0
-
-
-def _link(text: str | None) -> str | float | None:
-    """--link: a preset name, or a number (a bus bandwidth in GB/s)."""
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return text
 
 
 def _console(stderr: bool = False) -> Console:

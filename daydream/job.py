@@ -164,15 +164,24 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
     return JobReplay(graph, timeline, ranks, straggler, breakdown(timeline), list(graph.graph.get("warnings", [])))
 
 
+def load_priced_job(
+    directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
+    jobs: int = 1, share: bool = True,
+) -> nx.DiGraph:  # fmt: skip
+    """:func:`load_job`, its collectives priced (``link``: a preset or GB/s; None: fitted to the job's own transfers;
+    how, in ``graph.graph["collectives"]["pricing"]``)."""
+    graph = load_job(directory, step, jobs, share)
+    graph.graph["collectives"]["pricing"] = msgspec.to_builtins(price_collectives(graph, link))
+    return graph
+
+
 def replay_job(
     directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
     jobs: int = 1, policy: Policy = EARLIEST, share: bool = True,
 ) -> JobReplay:  # fmt: skip
-    """Load the job in ``directory``, price its collectives (``link``: a preset or GB/s; None: fitted to the job's
-    own transfers) and simulate all ranks together."""
-    graph = load_job(directory, step, jobs, share)
-    graph.graph["collectives"]["pricing"] = msgspec.to_builtins(price_collectives(graph, link))
-    return replay_job_graph(graph, policy)
+    """Load the job in ``directory``, price its collectives (:func:`load_priced_job`) and simulate all ranks
+    together."""
+    return replay_job_graph(load_priced_job(directory, step, link, jobs, share), policy)
 
 
 def is_job(path: str | os.PathLike[str]) -> bool:
@@ -188,5 +197,5 @@ def job_inputs(directory: str | os.PathLike[str]) -> list[str]:
         return []
 
 
-__all__ = ["JobReplay", "RankResult", "Straggler", "is_job", "job_inputs", "load_job", "rank_results", "replay_job",
+__all__ = ["JobReplay", "RankResult", "Straggler", "is_job", "job_inputs", "load_job", "load_priced_job", "rank_results", "replay_job",
            "replay_job_graph"]  # fmt: skip

@@ -15,8 +15,7 @@ from daydream.dsl import Session, ast
 from daydream.dsl.evaluate import format_value
 from daydream.errors import ScriptError
 from daydream.graph.build import build_graph
-from daydream.job import is_job, load_job
-from daydream.perf.job_collectives import price_collectives
+from daydream.job import is_job, load_priced_job
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals
 from daydream.simulation.ranks import RankResult, rank_results
 from daydream.trace import load_trace
@@ -226,8 +225,7 @@ def whatif(
     folder of rank traces: the job's ranks in one graph, its collectives priced (``link``, as for
     :func:`daydream.job.replay_job`)."""
     if is_job(trace):
-        graph = load_job(trace, step, share=False)
-        graph.graph["collectives"]["pricing"] = msgspec.to_builtins(price_collectives(graph, link))
+        graph = load_priced_job(trace, step, link, share=False)  # every rank its own tasks: a script may change one
         return run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print, budget=budget, include_dirs=include_dirs)
     t = load_trace(trace, et=et)
     graph = build_graph(t, step)

@@ -38,10 +38,6 @@ def _rank(graph: nx.DiGraph, value: Any, fn: str) -> int:
     return int(n)
 
 
-def _job_ranks(graph: nx.DiGraph) -> list[int]:
-    return _ranks_of(graph)
-
-
 def _straggler(graph: nx.DiGraph) -> int:
     if not graph.graph.get("ranks"):
         return -1
@@ -72,7 +68,7 @@ def _rank_offset(graph: nx.DiGraph, rank: Any) -> float:
 
 
 for _name, _impl, _lo, _hi, _doc, _cost in [
-    ("job_ranks", _job_ranks, 0, 0, "job_ranks(): the job's ranks, in order ([the trace's rank] for one trace)", 0),
+    ("job_ranks", _ranks_of, 0, 0, "job_ranks(): the job's ranks, in order ([the trace's rank] for one trace)", 0),
     ("straggler", _straggler, 0, 0, "straggler(): the rank whose late arrival at collectives held the others back most, "
      "as predicted now; -1 when none did", SIMULATION_COST),
     ("rank_work", _rank_work, 1, 1, "rank_work(rank): that rank's predicted step less its wait in collectives (us)",

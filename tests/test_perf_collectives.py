@@ -352,3 +352,81 @@ def test_accuracy_covers_sweeps_and_given_traces(shared_traces: Path) -> None:
     assert [a.name for a in result] == [*names, "collective-alphabeta/allreduce/nccl_parser_config_nccl_data"]
     assert all(math.isfinite(a.gmae_pct) and a.n > 0 and a.data for a in result)
     assert "kernels/data/nccl/l40s_x2_all_reduce.txt" in result[1].data
+
+
+# ---- topology: nodes of GPUs joined by a network ----------------------------------------------------------------
+
+# intra-node 100 GB/s and one NIC of 10 GB/s per GPU, as numbers (no latency): a node sends 80 GB/s (8 NICs)
+NODES = C.Topology(C.resolve_link(100), C.resolve_link(10), gpus_per_node=8)
+
+
+@pytest.mark.parametrize(
+    ("collective", "ranks", "topology", "expected_us"),
+    [
+        # one node: the flat ring over the intra-node link, 1.75 x 1e9 / 1e5
+        ("allreduce", 8, NODES, 17500.0),
+        # 2 nodes: ring 1.875e9 / min(1e5, 8e4) = 23437.5; tree max(1.75e9 / 1e5, 1 x 1e9 / 8e4) = 17500: the tree
+        ("allreduce", 16, NODES, 17500.0),
+        # one NIC a node (1e4 B/us): ring 1.875e9 / 1e4 = 187500; tree max(17500, 1e9 / 1e4) = 100000
+        ("allreduce", 16, C.Topology(C.resolve_link(100), C.resolve_link(10), 8, 1), 100000.0),
+        # 64 ranks, 8 nodes: ring 2 x 63/64 x 1e9 / 8e4 = 24609.4; tree max(17500, 2 x 7/8 x 1e9 / 8e4 = 21875)
+        ("allreduce", 64, NODES, 21875.0),
+        # the ring only: (n-1)/n x 1e9 / 8e4
+        ("allgather", 16, NODES, 15 / 16 * 1e9 / 8e4),
+        ("reducescatter", 64, NODES, 63 / 64 * 1e9 / 8e4),
+        # all-to-all: max(7/16 x 1e9 / 1e5 within the node, 8 x 8/16 x 1e9 / 8e4 through its NICs)
+        ("alltoall", 16, NODES, 50000.0),
+        ("sendrecv", 16, NODES, 1e9 / 1e4),
+    ],
+)  # fmt: skip
+def test_topology_collective_by_hand(collective: str, ranks: int, topology: C.Topology, expected_us: float) -> None:
+    assert C.topology_collective_us(collective, 1e9, ranks, topology) == pytest.approx(expected_us)
+
+
+def test_topology_latency_and_errors() -> None:
+    lk = C.links()
+    topo = C.Topology(lk["nvlink4"], lk["ib-ndr"], 8)
+    # 4 nodes: the intra-node latency plus the network's twice (a tree of depth 2)
+    assert C.topology_collective_us("allreduce", 0, 32, topo) == pytest.approx(15.0 + 2 * 25.0)
+    assert C.topology_collective_us("allreduce", 0, 8, topo) == pytest.approx(15.0)
+    with pytest.raises(DaydreamError, match="name the network between them"):
+        C.topology_collective_us("allreduce", 1e6, 16, C.Topology(lk["nvlink4"]))
+    with pytest.raises(DaydreamError, match="at least one GPU"):
+        C.Topology(lk["nvlink4"], lk["ib-ndr"], 0)
+
+
+@pytest.mark.parametrize(
+    ("file", "topology", "largest_error_pct"),
+    [
+        # 2x p4de: A100s on NVSwitch, 4 x 100 Gb/s EFA a node: measured 78.3 GB/s busbw at 2 GB, modelled 79.5
+        ("p4de_2x8_a100-80gb_efa_all_reduce.txt", ("nvlink3", "eth-100g", 4), -1.4),
+        # 2x p5: H100s, 32 x 100 Gb/s EFA a node: measured 487 GB/s at 16 GB, modelled 386 (NVLink SHARP reduces
+        # within the NVSwitch, which the nvlink4 preset does not know)
+        ("p5_2x8_h100_efa_all_reduce.txt", ("nvlink4", "eth-100g", 32), 26.4),
+        # 2x a3-ultragpu: H200s, 8 x 400 Gb/s a node: measured 325 GB/s at 8 GB, modelled 340 (the ring)
+        ("a3-ultragpu_2x8_h200_all_gather.txt", ("nvlink4", "eth-400g", 8), -4.0),
+    ],
+)  # fmt: skip
+def test_topology_against_the_two_node_sweeps(file: str, topology: tuple[str, str, int], largest_error_pct: float) -> None:
+    entry = next(e for e in C.BUNDLED_SWEEPS if e.file == file)
+    sweep = C.bundled_sweep(entry)
+    intra, inter, nics = topology
+    topo = C.Topology(C.resolve_link(intra), C.resolve_link(inter), 8, nics)
+    last = sweep.points[-1]
+    error = C.topology_collective_us(sweep.collective, last.nbytes, 16, topo) / last.time_us - 1
+    assert 100 * error == pytest.approx(largest_error_pct, abs=0.1)
+    assert abs(error) < 0.3
+
+
+def test_intra_node_link_of_a_device() -> None:
+    from daydream.perf.devices import get_device
+
+    assert C.intra_node_link(get_device("v100-sxm2-32gb")).name == "nvlink2"
+    assert C.intra_node_link(get_device("h100-sxm")).name == "nvlink4"
+    # a PCIe card's NVLink bridge joins it to one other card: two per node use it, eight go over PCIe
+    assert C.intra_node_link(get_device("a100-pcie-40gb"), 2).name == "nvlink3"
+    assert C.intra_node_link(get_device("a100-pcie-40gb"), 8).name == "pcie4"
+    assert C.intra_node_link(get_device("t4")).name == "pcie3"
+    # AMD's Infinity Fabric is no NVLink: a link of its own bandwidth, 896 / 2 x 0.8 GB/s
+    mi300x = C.intra_node_link(get_device("mi300x"))
+    assert mi300x.name == "mi300x link" and mi300x.bus_bw_gbs == pytest.approx(358.4)

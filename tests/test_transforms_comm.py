@@ -13,6 +13,7 @@ import pytest
 from whatif_graph import CPU, S7, S20, iteration
 
 from daydream.demo import bundled_example
+from daydream.dsl.parse import parse_script
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
@@ -243,7 +244,9 @@ def test_blueconnect_against_the_flat_ring_on_a_real_trace(shared_traces: Path, 
     # 8-GPU nodes and eth-10g between them
     net = {"link": "eth-10g", "ranks": 16}
     flat = run(linear_step1, ["ddp", "network"], **net)
-    assert flat.predicted_us == pytest.approx(run(linear_step1, ["ddp"], **net).predicted_us)
+    # ddp prices a flat ring on one node of 16 (on two nodes of 8 it takes NCCL's hierarchical all-reduce)
+    assert flat.predicted_us == pytest.approx(run(linear_step1, ["ddp"], gpus_per_node=16, **net).predicted_us)
+    assert run(linear_step1, ["ddp"], **net).predicted_us < flat.predicted_us
     hier = {"inter": "eth-10g", "intra": "nvlink3"}
     times = [run(linear_step1, ["ddp", BLUECONNECT], gpus_per_node=g, **hier, **net).predicted_us for g in (1, 2, 4, 8)]
     assert times[0] == pytest.approx(flat.predicted_us)  # one GPU per node: the flat ring
@@ -269,3 +272,84 @@ def test_blueconnect_on_a_traced_ddp_job(shared_traces: Path, nccl_parser: nx.Di
     default = run(nccl_parser, [BLUECONNECT])
     assert default.session.printed == ["blueconnect: 5 all-reduces over 1 nodes of 2 GPUs"]
     assert default.predicted.gpu_time_by_class["comm"] < default.baseline.gpu_time_by_class["comm"]
+
+
+# ---- scale_out ------------------------------------------------------------------------------------------------
+
+SCALE_OUT = TRANSFORMS / "scale_out.whatif"
+NODES = {"gpus_per_node": 8, "intra": 100, "inter": 10}  # numbers: bus GB/s, no latency
+
+
+def test_scale_out_by_hand() -> None:
+    # 16 ranks on 2 nodes, 8 NICs each (80 GB/s a node): an 8 MB all-reduce as a ring, 1.875 x 8e6 / 8e4 = 187.5 us;
+    # hierarchically, max(1.75 x 8e6 / 1e5 = 140 within a node, 1 x 8e6 / 8e4 = 100 between nodes) = 140: the faster.
+    # AR1 [112,252], AR2 [252,392], KO [392,422], S [422,425]
+    r = run(two_buckets(), [SCALE_OUT], ranks=16, **NODES)
+    assert r.predicted_us == pytest.approx(425.0)
+    assert [a["duration"] for _, a in tasks(r, "AR1") + tasks(r, "AR2")] == pytest.approx([140.0, 140.0])
+    assert r.session.printed[-1] == "2 nodes of 8 GPUs joined by 100 ; between nodes 8 x 10"
+    # one NIC a node (10 GB/s): the tree's 8e6 / 1e4 = 800 us beats the ring's 1500; AR2 ends at 1712, S at 1745
+    assert run(two_buckets(), [SCALE_OUT], ranks=16, nics_per_node=1, **NODES).predicted_us == pytest.approx(1745.0)
+    # 4 ranks in one node: the ring over NVLink, 1.5 x 8e6 / 1e5 = 120 us each; S at 385
+    assert run(two_buckets(), [SCALE_OUT], ranks=4, **NODES).predicted_us == pytest.approx(385.0)
+    # one rank: nothing to exchange; AR1 and AR2 take no time, KO [212,242], S [242,245]
+    assert run(two_buckets(), [SCALE_OUT], ranks=1, **NODES).predicted_us == pytest.approx(245.0)
+
+
+def test_scale_out_keeps_a_smaller_process_group() -> None:
+    # a job of 16 where AR1 is a 4-rank group's (tensor parallel, within a node): it keeps 4 ranks (120 us), AR2 the
+    # world's goes to 64 ranks on 8 nodes: tree max(140, 2 x 7/8 x 8e6 / 8e4 = 175) = 175, ring 1.96875 x 100 = 196.9
+    # AR1 [112,232], AR2 [232,407], KO [407,437], S [437,440]
+    g = two_buckets()
+    g.graph["world_size"] = 16
+    ar1 = next(n for n, a in g.nodes(data=True) if a["name"] == "AR1")
+    g.nodes[ar1]["group_size"] = 4
+    r = run(g, [SCALE_OUT], ranks=64, **NODES)
+    assert [a["duration"] for _, a in tasks(r, "AR1") + tasks(r, "AR2")] == pytest.approx([120.0, 175.0])
+    assert r.predicted_us == pytest.approx(440.0)
+
+
+def test_scale_out_of_a_one_gpu_trace_is_ddp(shared_traces: Path, linear_step1: nx.DiGraph) -> None:
+    # no collective in the trace: the buckets ddp inserts, priced on the same topology
+    scaled = run(linear_step1, [SCALE_OUT], ranks=32, intra="nvlink3", inter="ib-hdr")
+    ddp = run(linear_step1, ["ddp"], ranks=32, link="nvlink3", inter="ib-hdr")
+    assert scaled.predicted_us == pytest.approx(ddp.predicted_us) and scaled.predicted_us > scaled.baseline_us
+    assert scaled.session.printed[0] == "from 1 to 32 ranks: DDP's gradient all-reduces inserted"
+    # the trace is an RTX 2080 Ti's, whose NVLink bridge joins two cards: "auto" is PCIe 3 in a node of 8, the
+    # bridge in a node of 2
+    auto = {"ranks": 32, "inter": "ib-hdr"}
+    assert run(linear_step1, [SCALE_OUT], **auto).predicted_us == pytest.approx(
+        run(linear_step1, [SCALE_OUT], intra="pcie3", **auto).predicted_us
+    )
+    pairs = run(linear_step1, [SCALE_OUT], gpus_per_node=2, **auto)
+    assert pairs.session.printed[-1] == "16 nodes of 2 GPUs joined by rtx-2080-ti link ; between nodes 2 x ib-hdr"
+
+
+def test_scale_out_of_a_traced_ddp_rank(shared_traces: Path, nccl_parser: nx.DiGraph) -> None:
+    # rank 0 of 2 (A100, NVLink3): its 5 all-reduces and 2 broadcasts re-priced; more nodes, longer collectives,
+    # a slower network longer still
+    comm = [run(nccl_parser, [SCALE_OUT], ranks=n).predicted.gpu_time_by_class["comm"] for n in (2, 8, 16, 256)]
+    assert comm == sorted(comm) and len(set(comm)) == 4
+    slow = run(nccl_parser, [SCALE_OUT], ranks=256, inter="eth-25g").predicted.gpu_time_by_class["comm"]
+    assert slow > 5 * comm[-1]
+    assert run(nccl_parser, [SCALE_OUT], ranks=16).session.printed == [
+        "from 2 to 16 ranks", "2 nodes of 8 GPUs joined by nvlink3 ; between nodes 8 x ib-ndr",
+    ]  # fmt: skip
+
+
+def inline(text: str) -> object:
+    return parse_script(text, "t.whatif")
+
+
+def test_collective_functions_on_a_topology_and_their_errors() -> None:
+    # the functions take the topology: 16 ranks in nodes of 8, one 10 GB/s NIC a node: the tree's 1e9 / 1e4 us
+    priced = run(two_buckets(), [inline("print allreduce(1e9, ranks = 16, link = 100, inter = 10, nics_per_node = 1)")])
+    assert priced.session.printed == ["100000"]
+    with pytest.raises(DaydreamError, match=r"allreduce\(\): link = \"auto\" is the link of the trace's GPU, and the trace names none"):
+        run(two_buckets(), [inline("print allreduce(1e9, ranks = 16, link = \"auto\")")])
+    with pytest.raises(DaydreamError, match="gpus_per_node is a whole number >= 1"):
+        run(two_buckets(), [inline("print allreduce(1e9, ranks = 16, link = 100, inter = 10, gpus_per_node = 0)")])
+    with pytest.raises(DaydreamError, match="unknown link 'ib-ndx'"):
+        run(two_buckets(), [inline("print allgather(1e9, ranks = 16, link = 100, inter = \"ib-ndx\")")])
+    # the trace's GPU names the link within its nodes
+    assert run(a100_iteration(), [inline("print device_link(), device_link(8)")]).session.printed == ["nvlink3 nvlink3"]

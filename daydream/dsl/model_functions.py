@@ -39,46 +39,95 @@ def _link(value: Any, fn: str) -> Any:
     return value
 
 
+def _topology(graph: nx.DiGraph, fn: str, link: Any, inter: Any, gpus_per_node: Any, nics_per_node: Any) -> Any:
+    """The link to price over: ``link`` as given, or with ``inter`` a topology of nodes; ``link = "auto"``: the
+    trace's device's own intra-node link."""
+    from daydream.perf.collectives import Topology, intra_node_link, resolve_link
+
+    g = number_argument(gpus_per_node, fn, "gpus_per_node")
+    nics = number_argument(nics_per_node, fn, "nics_per_node")
+    if not is_whole(g) or not 1 <= g <= 2**20 or not is_whole(nics) or not 0 <= nics <= 2**20:
+        raise DaydreamError(f"{fn}(): gpus_per_node is a whole number >= 1 and nics_per_node one >= 0 (0: one per GPU), got {gpus_per_node} and {nics_per_node}")
+    intra = _link(link, fn)
+    if isinstance(intra, str) and intra.strip().lower() == "auto":
+        from daydream.perf.devices import device_of_graph
+
+        device = device_of_graph(graph)
+        if device is None:
+            raise DaydreamError(
+                f"{fn}(): link = \"auto\" is the link of the trace's GPU, and the trace names none the device catalog "
+                "holds; name the link (\"nvlink4\", \"pcie4\", or a bus bandwidth in GB/s)"
+            )
+        intra = intra_node_link(device, int(g))
+    if inter is None:
+        return intra
+    return Topology(resolve_link(intra), resolve_link(_link(inter, fn)), int(g), int(nics))
+
+
 def _collective(name: str) -> Any:
-    def impl(graph: nx.DiGraph, nbytes: Any, ranks: Any = 8, link: Any = _DEFAULT_LINK, latency: Any = None) -> float:
-        from daydream.perf.collectives import collective_us
+    def impl(
+        graph: nx.DiGraph, nbytes: Any, ranks: Any = 8, link: Any = _DEFAULT_LINK, latency: Any = None,
+        inter: Any = None, gpus_per_node: Any = 8, nics_per_node: Any = 0,
+    ) -> float:  # fmt: skip
+        from daydream.perf.collectives import Topology, collective_us, topology_collective_us
 
         n = _ranks(ranks, name)
         size = number_argument(nbytes, name, "bytes")
+        over = _topology(graph, name, link, inter, gpus_per_node, nics_per_node)
         if n == 1:
             return 0.0  # one rank has nothing to exchange: NCCL returns at once
         lat = None if latency is None else number_argument(latency, name, "latency")
-        return collective_us(name, size, n, _link(link, name), lat)
+        if isinstance(over, Topology):
+            return topology_collective_us(name, size, n, over, lat)
+        return collective_us(name, size, n, over, lat)
 
     return impl
 
 
-def _collective_any(
-    graph: nx.DiGraph, name: Any, nbytes: Any, ranks: Any = 8, link: Any = _DEFAULT_LINK, latency: Any = None
-) -> float:
+def _collective_any(graph: nx.DiGraph, name: Any, nbytes: Any, *args: Any, **kwargs: Any) -> float:
     if not isinstance(name, str):
         raise DaydreamError(f"collective(): the first argument names the collective (\"allgather\"), not {type_name(name)}")
     from daydream.perf.nccl_tests import normalize_collective
 
-    return _collective(normalize_collective(name))(graph, nbytes, ranks, link, latency)
+    return _collective(normalize_collective(name))(graph, nbytes, *args, **kwargs)
 
 
+def _device_link(graph: nx.DiGraph, gpus_per_node: Any = 8) -> str:
+    from daydream.perf.collectives import intra_node_link
+
+    g = number_argument(gpus_per_node, "device_link", "gpus_per_node")
+    if not is_whole(g) or not 1 <= g <= 2**20:
+        raise DaydreamError(f"device_link(): gpus_per_node is a whole number >= 1, got {gpus_per_node}")
+    return intra_node_link(_device(graph, None, "device_link"), int(g)).name
+
+
+_TOPOLOGY_KEYWORDS = ("ranks", "link", "latency", "inter", "gpus_per_node", "nics_per_node")
 _COLLECTIVE_DOC = (
-    "{name}(BYTES, ranks = 8, link = \"nvlink4\", latency = none): microseconds for one {name} by the nccl-tests formula, "
-    "latency + {factor} x BYTES / bus bandwidth of the link (a preset: nvlink2..5, pcie3..5, ib-edr/hdr/ndr, "
-    "eth-10g/25g/100g/400g; or a bus bandwidth in GB/s); 0 on one rank"
+    "{name}(BYTES, ranks = 8, link = \"nvlink4\", latency = none, inter = none, gpus_per_node = 8, nics_per_node = 0): "
+    "microseconds for one {name} by the nccl-tests formula, latency + {factor} x BYTES / bus bandwidth of the link "
+    "(a preset: nvlink2..5, pcie3..5, ib-edr/hdr/ndr, eth-10g/25g/100g/400g; a bus bandwidth in GB/s; \"auto\": the "
+    "trace's GPU's own NVLink or PCIe); 0 on one rank. With inter (a preset, one NIC's), the ranks fill nodes of "
+    "gpus_per_node GPUs joined by link, nodes joined by nics_per_node NICs (0: one per GPU) of inter "
+    "(daydream.perf.collectives.topology_collective_us)"
 )
 for _name, _factor in [
     ("allreduce", "2(n-1)/n"), ("allgather", "(n-1)/n"), ("reducescatter", "(n-1)/n"), ("alltoall", "(n-1)/n"),
     ("broadcast", "1"),
 ]:  # fmt: skip
     register_function(
-        _name, _collective(_name), 1, 4, _COLLECTIVE_DOC.format(name=_name, factor=_factor), keywords=("ranks", "link", "latency")
+        _name, _collective(_name), 1, 7, _COLLECTIVE_DOC.format(name=_name, factor=_factor), keywords=_TOPOLOGY_KEYWORDS
     )
 register_function(
-    "collective", _collective_any, 2, 5,
-    "collective(NAME, BYTES, ranks = 8, link = \"nvlink4\", latency = none): any collective by name (sendrecv, reduce, ...)",
-    keywords=("ranks", "link", "latency"),
+    "collective", _collective_any, 2, 8,
+    "collective(NAME, BYTES, ranks = 8, link = \"nvlink4\", ...): any collective by name (sendrecv, reduce, ...), "
+    "the arguments of allreduce()",
+    keywords=_TOPOLOGY_KEYWORDS,
+)  # fmt: skip
+register_function(
+    "device_link", _device_link, 0, 1,
+    "device_link(gpus_per_node = 8): the name of the link between the GPUs of one node of the trace's GPU: its NVLink "
+    "(AMD: Infinity Fabric) where that joins them all, else its PCIe",
+    keywords=("gpus_per_node",),
 )  # fmt: skip
 
 

@@ -44,9 +44,10 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 __all__ = [
-    "AlphaBeta", "Link", "PiecewiseModel", "TraceCollectiveCosts", "TracedCollective", "accuracy", "bus_factor",
-    "collective_us", "fit_collective_model", "fit_from_trace", "links", "model_from_dict", "normalize_collective",
-    "resolve_link", "sweep_accuracy", "trace_accuracy", "traced_collectives",
+    "AlphaBeta", "Link", "PiecewiseModel", "Topology", "TraceCollectiveCosts", "TracedCollective", "accuracy",
+    "bus_factor", "collective_us", "fit_collective_model", "fit_from_trace", "intra_node_link", "links",
+    "model_from_dict", "normalize_collective", "resolve_link", "sweep_accuracy", "topology_collective_us",
+    "trace_accuracy", "traced_collectives",
 ]  # fmt: skip
 
 # ---- the nccl-tests formula -------------------------------------------------------------------------------------
@@ -118,6 +119,98 @@ def collective_us(collective: str, nbytes: float, ranks: int, link: str | float 
     lk = resolve_link(link)
     latency = lk.latency_us if latency_us is None else latency_us
     return latency + bus_factor(collective, ranks) * nbytes / (lk.bus_bw_gbs * 1e3)  # GB/s = 1e3 bytes/us
+
+
+# ---- a topology of nodes --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where a job's ranks sit: nodes of ``gpus_per_node`` GPUs joined by ``intra`` (NVLink, PCIe), nodes joined by
+    ``inter`` (the network, one NIC's bus bandwidth) through ``nics_per_node`` NICs each (0: one per GPU)."""
+
+    intra: Link
+    inter: Link | None = None
+    gpus_per_node: int = 8
+    nics_per_node: int = 0
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_node < 1 or self.nics_per_node < 0:
+            raise DaydreamError(
+                f"a node holds at least one GPU and no negative NIC count, got gpus_per_node = {self.gpus_per_node}, "
+                f"nics_per_node = {self.nics_per_node}"
+            )
+
+    def nodes(self, ranks: int) -> int:
+        return -(-ranks // self.gpus_per_node)
+
+    def node_bw_gbs(self) -> float:
+        """The network bus bandwidth out of one node: all its NICs together (GB/s)."""
+        if self.inter is None:
+            raise DaydreamError("the ranks span several nodes: name the network between them (a link preset)")
+        return (self.nics_per_node or self.gpus_per_node) * self.inter.bus_bw_gbs
+
+
+def topology_collective_us(
+    collective: str, nbytes: float, ranks: int, topology: Topology, latency_us: float | None = None
+) -> float:
+    """Time of one collective on ``ranks`` ranks placed on nodes of ``topology`` (in us).
+
+    Within one node: :func:`collective_us` over the intra-node link. Across M nodes of G GPUs (what NCCL does,
+    nccl-tests' conventions for ``nbytes``):
+
+    - all-reduce: the faster of a ring through every GPU, whose bus bandwidth is the slower of the intra-node link
+      and a node's NICs together (each node sends 2(n-1)/n x bytes through its NICs), and the hierarchical
+      (tree) algorithm: within each node reduce-scatter and all-gather (2(G-1)/G x bytes over the intra-node link),
+      across nodes an all-reduce of the node's data split over its NICs (2(M-1)/M x bytes), the two pipelined;
+    - all-gather, reduce-scatter, broadcast, reduce: the ring, as above (NCCL has no tree for them);
+    - all-to-all: each rank sends (G-1)/n of its buffer to its node's peers over the intra-node link and G(n-G)/n
+      of it through the node's NICs, at once;
+    - send/recv: one NIC.
+
+    Latency: the intra-node link's plus the network's once per doubling of the node count (a tree's depth): an
+    estimate. On the bundled 2-node sweeps (kernels/data/nccl) the large-message bus bandwidth it gives is within
+    25% of the measured (docs/multigpu.md lists each).
+    """
+    if nbytes < 0:
+        raise DaydreamError(f"message size must not be negative, got {nbytes}")
+    name = normalize_collective(collective)
+    nodes = topology.nodes(ranks)
+    if nodes <= 1:
+        return collective_us(name, nbytes, ranks, topology.intra, latency_us)
+    g = topology.gpus_per_node
+    intra = topology.intra.bus_bw_gbs * 1e3  # bytes/us
+    node = topology.node_bw_gbs() * 1e3
+    assert topology.inter is not None  # node_bw_gbs checked it
+    latency = latency_us
+    if latency is None:
+        latency = topology.intra.latency_us + topology.inter.latency_us * math.ceil(math.log2(nodes))
+    ring = bus_factor(name, ranks) * nbytes / min(intra, node)
+    if name == "allreduce":
+        tree = max(2.0 * (g - 1) / g * nbytes / intra, 2.0 * (nodes - 1) / nodes * nbytes / node)
+        return latency + min(ring, tree)
+    if name == "alltoall":
+        return latency + max((g - 1) / ranks * nbytes / intra, g * (ranks - g) / ranks * nbytes / node)
+    if name == "sendrecv":
+        return latency + nbytes / (topology.inter.bus_bw_gbs * 1e3)
+    return latency + ring
+
+
+def intra_node_link(device: Any, gpus_per_node: int = 8) -> Link:
+    """The link between the GPUs of one node of ``device`` (a catalog entry, daydream.perf.devices): its NVLink
+    (AMD: Infinity Fabric) where that joins every GPU of the node: the NVLink preset within 15% of its peer
+    bandwidth per direction, else (and on AMD) a link of that bandwidth with the presets' bus fraction (0.8) and latency; PCIe of
+    its generation where it has no NVLink for that many GPUs (a bridge joins a card to one other: ``nvlink_peers``)."""
+    per_direction = device.nvlink_gbps / 2.0
+    if per_direction > 0 and gpus_per_node - 1 <= device.nvlink_peers:
+        nvlinks = [lk for key, lk in links().items() if key.startswith("nvlink") and lk.peak_gbs]
+        near = min(nvlinks, key=lambda lk: abs(math.log(float(lk.peak_gbs) / per_direction)))
+        if device.vendor == "nvidia" and abs(math.log(float(near.peak_gbs) / per_direction)) <= math.log(1.15):
+            return near
+        note = f"{device.full_name}: {device.nvlink_gbps:g} GB/s to its peers (catalog), bus_bw = 0.8 x peak as the presets"
+        return Link(f"{device.key} link", 0.8 * per_direction, near.latency_us, per_direction, note)
+    key = f"pcie{device.pcie_gen}"
+    return links().get(key) or links()["pcie3"]
 
 
 # ---- fitted models ----------------------------------------------------------------------------------------------

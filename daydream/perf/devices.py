@@ -41,7 +41,8 @@ class Device:
     ``clock_mhz``: boost clock; ``memory_gb``; ``pcie_gen``; ``nvlink_gbps``: NVLink / Infinity Fabric bandwidth
     to peers, GB/s (0: none); ``source``: the vendor documents the figures come from; ``vector_tflops``: the FP32
     rate of the vector (non-tensor) units, what element-wise kernels compute at; ``l2_bytes_per_clk``: L2
-    bandwidth per clock where a vendor whitepaper states it (else None).
+    bandwidth per clock where a vendor whitepaper states it (else None); ``nvlink_peers``: how many other GPUs its
+    NVLink reaches (a bridge joins two cards: 1; else every GPU of a node, through a switch or a full mesh).
     """
 
     key: str
@@ -61,6 +62,7 @@ class Device:
     names: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     devices_per_package: int = 1
+    nvlink_peers: int = 1023
 
     @property
     def hbm_bytes_per_s(self) -> float:
@@ -106,6 +108,7 @@ def _device(key: str, raw: Mapping[str, Any]) -> Device:
         names=tuple(raw["names"]),
         aliases=tuple(str(a).lower() for a in raw.get("aliases", ())),
         devices_per_package=per,
+        nvlink_peers=int(raw.get("nvlink_peers", 1023)),
     )
 
 

@@ -70,8 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("paths", metavar="PATH", nargs="*", help="scripts or directories (default: the bundled library)")
     lst.set_defaults(func=_cmd_list)
     repl = sub.add_parser("repl", help="change a trace's graph interactively, one statement at a time")
-    repl.add_argument("trace", metavar="TRACE", help="Kineto trace JSON (.json or .json.gz)")
+    repl.add_argument("trace", metavar="TRACE",
+                      help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
     _graph_options(repl)
+    _job_options(repl)
     repl.set_defaults(func=_cmd_repl)
     models = sub.add_parser("models", help="the performance models: their accuracy, the device catalog")
     msub = models.add_subparsers(dest="models_command", metavar="WHAT", required=True)
@@ -315,7 +317,7 @@ def _cmd_repl(args: argparse.Namespace) -> int:
     from daydream.simulation import parse_policy
 
     return run_repl(args.trace, params=_params(args.param), step=args.step, et=args.et, policy=parse_policy(args.policy),
-                    budget=args.budget, include_dirs=args.include_dir)  # fmt: skip
+                    budget=args.budget, include_dirs=args.include_dir, link=args.link, jobs=args.jobs)  # fmt: skip
 
 
 def _version() -> str:

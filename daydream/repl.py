@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -109,7 +110,23 @@ class Repl:
 
     def statements(self, text: str) -> None:
         version = self.session.version
-        script = parse_script(text, "<repl>")
+        try:
+            script = parse_script(text, "<repl>")
+        except ScriptError as statement_error:
+            stripped = text.strip()
+            first = stripped.split(maxsplit=1)[0].split("(")[0]
+            if first in KEYWORDS and first != "select":
+                raise
+            # not a statement: a bare expression (`count(gpu)`, `select comm`), its value as :show gives it; a word
+            # with another after it (`scal x by 2`) was meant as a statement, and gets the statement's error
+            try:
+                parse_expression(stripped, "<repl>")
+            except ScriptError:
+                if re.match(r"[A-Za-z_]\w*\s+[\w\"(]", stripped):
+                    raise statement_error from None
+                raise
+            self.show(stripped)
+            return
         statements = script.statements
         try:
             effects = self.session.run(script, fresh_scope=False)
@@ -317,15 +334,25 @@ def run_repl(
     console: Console | None = None,
     budget: int | None = None,
     include_dirs: list[str] | None = None,
+    link: str | float | None = None,
+    jobs: int = 1,
 ) -> int:
+    """The REPL on ``trace``: a trace file, or a job's folder of rank traces (its collectives priced as ``daydream
+    run`` prices them: over ``link``, or fitted to the job's transfers; every rank its own tasks)."""
     from daydream.graph.build import build_graph
+    from daydream.job import is_job, job_inputs, load_priced_job
     from daydream.trace import load_trace
 
     stdin = stdin or sys.stdin
     interactive = stdin.isatty()
     console = console or Console(highlight=False, soft_wrap=not interactive, emoji=False)
-    graph = build_graph(load_trace(trace, et=et), step)
-    repl = Repl(graph, params, policy, console, trace, inputs=trace_inputs(trace, et), budget=budget, include_dirs=include_dirs)
+    if is_job(trace):
+        graph = load_priced_job(trace, step, link, jobs, share=False)
+        inputs = job_inputs(trace)
+    else:
+        graph = build_graph(load_trace(trace, et=et), step)
+        inputs = trace_inputs(trace, et)
+    repl = Repl(graph, params, policy, console, trace, inputs=inputs, budget=budget, include_dirs=include_dirs)
     console.print(
         plain(f"daydream repl: {trace}: {graph.number_of_nodes():,} tasks; baseline {ms(repl.baseline_us)}"
               + (" (:help for commands, Ctrl-D to leave)" if interactive else ""), 2000),

@@ -24,6 +24,11 @@ def ms(us: float) -> str:
     return f"{us / 1e3:,.3f} ms"
 
 
+def _ms(us: float) -> str:
+    """Microseconds as a number of milliseconds, for tables whose title gives the unit."""
+    return f"{us / 1e3:,.3f}"
+
+
 # Names, paths and messages come from traces and scripts: they reach rich as Text (never parsed as markup, so a
 # kernel named "[/k]" prints as it is), cut to this many characters (a table cell or line stays a line).
 MAX_TEXT = 500
@@ -98,15 +103,18 @@ def render_job(result: JobReplay, console: Console) -> None:
         head.add_row("collectives", f"{pricing['collectives']:,}", "priced by",
                      plain(f"{pricing['model']} ({pricing['modelled']} modelled, {pricing['as_traced']} as traced)"))  # fmt: skip
     console.print(head)
-    table = Table(title="Iteration time per rank (each from its own step's start)", title_justify="left")
-    for col in ("rank", "measured", "predicted", "error", "waits in collectives", "starts after rank 0's first", "holds others"):
+    # numbers in ms, the unit in the title: the table fits 80 columns
+    table = Table(title="Iteration time per rank, ms (each from its own step's start)", title_justify="left")
+    for col in ("rank", "measured", "predicted", "error", "waiting", "late start", "holds others"):
         table.add_column(col, justify="right")
     for r in d["ranks"]:
-        table.add_row(str(r["rank"]) + (f" (= {r['same_as']})" if r["same_as"] is not None else ""), ms(r["measured_us"]),
-                      ms(r["predicted_us"]), f"{r['error_pct']:+.2f}%", ms(r["wait_us"]), ms(r["offset_us"]),
-                      ms(r["held_us"]) if r["held_us"] else "-")  # fmt: skip
-    table.add_row("[b]slowest[/]", ms(d["measured_us"]), ms(d["predicted_us"]), f"{d['error_pct']:+.2f}%", "", "", "")
+        table.add_row(str(r["rank"]) + (f" (= {r['same_as']})" if r["same_as"] is not None else ""), _ms(r["measured_us"]),
+                      _ms(r["predicted_us"]), f"{r['error_pct']:+.2f}%", _ms(r["wait_us"]), _ms(r["offset_us"]),
+                      _ms(r["held_us"]) if r["held_us"] else "-")  # fmt: skip
+    table.add_row("[b]slowest[/]", _ms(d["measured_us"]), _ms(d["predicted_us"]), f"{d['error_pct']:+.2f}%", "", "", "")
     console.print(table)
+    console.print("waiting: in collectives, for the last rank; late start: after the job's first rank's step; holds "
+                  "others: how much earlier the collectives it reached last would have started without it", highlight=False)
     s = d["straggler"]
     if s:
         console.print(f"straggler: rank {s['rank']} reached {_count(s['collectives'], 'collective')} last, holding the "
@@ -172,12 +180,13 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     )
     console.print(head)
     if d.get("ranks"):
-        ranks = Table(title="Per rank (each from its own step's start)", title_justify="left")
-        for col in ("rank", "measured", "baseline", "predicted", "change", "wait before", "wait after"):
+        ranks = Table(title="Per rank, ms (each from its own step's start)", title_justify="left")
+        for col in ("rank", "measured", "baseline", "predicted", "change", "waiting before", "waiting after"):
             ranks.add_column(col, justify="right")
         for r in d["ranks"]:
-            ranks.add_row(str(r["rank"]), ms(r["measured_us"]), ms(r["baseline_us"]), ms(r["predicted_us"]),
-                          _change(r["baseline_us"], r["predicted_us"]), ms(r["baseline_wait_us"]), ms(r["wait_us"]))  # fmt: skip
+            change = f"{100 * (r['predicted_us'] / r['baseline_us'] - 1):+.1f}%" if r["baseline_us"] else "-"
+            ranks.add_row(str(r["rank"]), _ms(r["measured_us"]), _ms(r["baseline_us"]), _ms(r["predicted_us"]), change,
+                          _ms(r["baseline_wait_us"]), _ms(r["wait_us"]))  # fmt: skip
         console.print(ranks)
     b_steps, a_steps = d["step_us"]["baseline"], d["step_us"]["predicted"]
     if len(a_steps) > 1:

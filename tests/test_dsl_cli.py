@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_TRACES
 from synth import STEP_MEASURED_US, make_trace, write_trace
+
+DLRM8 = SHARED_TRACES / "param" / "dlrm8"
 
 # Per step of the synthetic trace: sgemm 200 us forward, relu 20, sgemm 100 backward, optimizer 13, copy 10.
 AMP = '''"""Mixed precision: GEMMs 2x faster."""
@@ -130,6 +133,27 @@ def test_repl_piped(tmp_path: Path, trace: Path) -> None:
     assert replay.returncode == 0, replay.stderr
     last = re.findall(r"predicted ([0-9.]+) ms", out.stdout)[-1]
     assert f"{json.loads(replay.stdout)['predicted_us'] / 1e3:.3f}" == last
+
+
+def test_repl_bare_expressions(trace: Path) -> None:
+    session = "\n".join(["count(gpu)", "let x = 3", "x * 2", "scal x by 2", "count(gpu))", "select gpu where name ~ \"sgemm\""])
+    out = run("repl", str(trace), stdin=session + "\n")
+    assert out.returncode == 2  # two inputs failed
+    lines = out.stdout.splitlines()
+    assert lines[1].isdigit() and int(lines[1]) > 0  # the GPU task count
+    assert lines[2:4] == ["x = 3", "6"]
+    # a word and another after it was a statement: the statement's error; else the expression's
+    assert "unknown statement 'scal'" in out.stdout and "did you mean 'scale'?" in out.stdout
+    assert "unexpected ')'; expected the end of the expression" in out.stdout
+    assert "volta_sgemm_128x64_nn" in out.stdout  # a selection lists its tasks
+
+
+@pytest.mark.skipif(not DLRM8.is_dir(), reason="shared traces absent")
+def test_repl_on_a_job_folder() -> None:
+    out = run("repl", str(DLRM8), "--link", "nvlink2", stdin="job_ranks()\nstraggler()\n")
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"daydream repl: {DLRM8}: 7,955 tasks; baseline 20.661 ms")
+    assert lines[1:3] == ["[0, 1, 2, 3, 4, 5, 6, 7]", "7"]
 
 
 def test_repl_at_a_terminal(tmp_path: Path, trace: Path) -> None:

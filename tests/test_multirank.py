@@ -112,6 +112,30 @@ def test_two_process_groups_synchronise_only_their_own_ranks() -> None:
     assert g.graph["collectives"]["a"] == {"ranks": 2, "collectives": 1}
 
 
+def _named_groups(groups: str, members: dict[str, list[int]], compute: list[float]) -> list[nx.DiGraph]:
+    gs = [rank_graph([c], groups=[grp]) for c, grp in zip(compute, groups)]
+    for g, grp in zip(gs, groups):
+        for a in g.nodes.values():
+            if a["kind"] == "comm":
+                a.update(group_size=len(members[grp]), group_ranks=members[grp])
+    return gs
+
+
+def test_a_process_group_whose_trace_names_its_ranks() -> None:
+    # the traces name the members (Process Group Ranks): the same times as above
+    ab = {"a": [0, 1], "b": [2, 3]}
+    t = ends(job(_named_groups("aabb", ab, [100, 200, 300, 400])))
+    assert t[(0, "ncclKernel_AllReduce_0")] == (210.0, 260.0) == t[(1, "ncclKernel_AllReduce_0")]
+    assert t[(3, "ncclKernel_AllReduce_0")] == (410.0, 460.0)
+    # a member that issues nothing on its group is named; so is a rank the job lacks, and one not in the group
+    with pytest.raises(DaydreamError, match=r"rank 2 issues no collective #1"):
+        job(_named_groups("aab", {"a": [0, 1, 2], "b": [2]}, [100, 200, 300]))
+    with pytest.raises(DaydreamError, match=r"process group 'a' holds ranks 0, 1, 5, and the job has no trace for rank 5"):
+        job(_named_groups("aa", {"a": [0, 1, 5]}, [100, 200]))
+    with pytest.raises(DaydreamError, match=r"rank 2 issues collectives on process group 'a', whose members are ranks 0, 1"):
+        job(_named_groups("aaa", {"a": [0, 1]}, [100, 200, 300]))
+
+
 def test_a_collective_missing_on_one_rank_is_named() -> None:
     with pytest.raises(DaydreamError) as err:
         job([rank_graph([100, 100]), rank_graph([100]), rank_graph([100, 100])])
@@ -242,6 +266,21 @@ def test_cli_simulate_a_job_folder(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 @needs_dlrm8
+@pytest.mark.parametrize("command", [["simulate", str(DLRM8)], ["run", str(DLRM8), "straggler"]])
+def test_per_rank_tables_fit_80_columns(command: list[str]) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "80"}
+    out = subprocess.run([sys.executable, "-m", "daydream", *command], capture_output=True, text=True, env=env, check=True).stdout
+    assert max(len(line) for line in out.splitlines()) <= 80
+    # one line per rank: its number first, then its times
+    rows = [line for line in out.splitlines() if line.startswith("│ ") and "12.311" in line]
+    assert rows and all(line.split("│")[1].strip() == "7" for line in rows)
+
+
+@needs_dlrm8
 def test_cli_a_missing_rank_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for r in (0, 1, 3):
         (tmp_path / f"rank{r}.json.gz").write_bytes((DLRM8 / f"rank{r}.json.gz").read_bytes())
@@ -267,3 +306,95 @@ def test_job_functions_on_one_rank() -> None:
     with pytest.raises(DaydreamError, match="one rank's, not a job's"):
         s.env.value(parse_expression("rank_works()"))
     assert not math.isnan(s.env.value(parse_expression("median(rank_offsets())")))
+
+
+def test_process_groups_read_from_the_args_kineto_records() -> None:
+    import msgspec
+
+    from daydream.trace.schema import EventArgs
+    from daydream.trace.sizes import process_group
+
+    def args(**kw: object) -> EventArgs:
+        return msgspec.convert(kw, EventArgs)
+
+    tp = {"Process Group Name": "3", "Process Group Description": "tp", "Process Group Ranks": "[4, 5, 6, 7]", "Group size": 4}
+    assert process_group(args(**tp)) == {"group_size": 4, "group": "3", "group_ranks": [4, 5, 6, 7]}
+    # the default group is the world: no name, as in traces that record none
+    default = {"Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1]", "Group size": 2}
+    assert process_group(args(**default)) == {"group_size": 2}
+    # ranks that are no list of distinct ranks, or disagree with the size, are not believed; the name is kept
+    for bad in ("[4, 4, 5, 6]", "[4, -5]", "4,5", "[4, 5]"):
+        assert process_group(args(**{**tp, "Process Group Ranks": bad})) == {"group_size": 4, "group": "3"}
+    assert process_group(args(**{**tp, "Group size": 0})) is None and process_group(args()) is None
+
+
+def test_a_traced_rank_carries_its_process_group(shared_traces: Path) -> None:
+    from daydream.graph import build_graph
+    from daydream.trace import load_trace
+
+    g = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"))
+    comms = [a for a in g.nodes.values() if a["kind"] == "comm"]
+    assert len(comms) == 7 and all(a["group_size"] == 2 and "group" not in a for a in comms)
+
+
+# ---- embedding-table sharding on a job (transforms/sharding.whatif) ------------------------------------------------
+
+
+def embedding_rank() -> nx.DiGraph:
+    """One rank of a DLRM-like step: launches [0,10] [10,20] [20,30]; the forward lookups EF 100 us on stream 7
+    [10,110], the all-to-all of their outputs (8 KiB) on stream 20 after them [110,160], the backward lookups EB
+    100 us after it [160,260]."""
+    g = nx.DiGraph()
+    g.graph.update(measured_us=0.0, origin_us=0.0, steps=[{"name": "s", "measured_us": 0.0}], device="Tesla V100-SXM2-32GB")
+    calls = [add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, step="s") for i in range(3)]
+    for a, b in zip(calls, calls[1:]):
+        add_dependency(g, a, b, "thread")
+    ef = add_task(g, "split_embedding_codegen_forward", "gpu", COMPUTE, 100, start=10, step="s", phase="forward", **{"class": "embedding"})
+    a2a = add_task(g, "ncclKernel_SendRecv", "comm", COMM, 50, start=110, step="s", phase="forward", collective="alltoall",
+                   bytes=8192, group="world")  # fmt: skip
+    eb = add_task(g, "split_embedding_backward_codegen", "gpu", COMPUTE, 100, start=160, step="s", phase="backward", **{"class": "embedding"})
+    for call, k in zip(calls, (ef, a2a, eb)):
+        add_dependency(g, call, k, "launch")
+    add_dependency(g, ef, a2a, "sync")
+    add_dependency(g, a2a, eb, "sync")
+    add_dependency(g, ef, eb, "stream")
+    return g
+
+
+def test_sharding_on_a_job_by_hand() -> None:
+    from daydream.perf.collectives import collective_us
+    from daydream.perf.sharding import Table, evaluate, shard
+    from daydream.whatif import run_whatif
+
+    rows, pooling, dim, batch = [4_000_000, 1_000_000, 10_000, 1_000], [20, 5, 1, 1], 64, 512
+    tables = [Table(f"t{i}", e, dim, p) for i, (e, p) in enumerate(zip(rows, pooling))]
+    # the sharding model's loads of the traced (naive: tables 0, 2 on rank 0) and the size_greedy plan
+    before = evaluate(tables, shard(tables, 2, "naive"), 2, batch, "v100-sxm2-32gb", "nvlink2")
+    after = evaluate(tables, shard(tables, 2, "size_greedy"), 2, batch, "v100-sxm2-32gb", "nvlink2")
+    assert after.assignment != before.assignment
+    f = [a.forward_us / b.forward_us for a, b in zip(after.ranks, before.ranks)]
+    b = [a.backward_us / b.backward_us for a, b in zip(after.ranks, before.ranks)]
+    ratio = after.alltoall_bytes / before.alltoall_bytes
+    # the all-to-all (50 us: one size only, the job keeps its traced time) grows by the formula's difference
+    a2a = 50 + collective_us("alltoall", round(8192 * ratio), 2, "nvlink2") - collective_us("alltoall", 8192, 2, "nvlink2")
+    # EF on each rank [10, 10 + 100 f]; the all-to-all starts when both are done; EB after it
+    start = max(10 + 100 * x for x in f)
+    expected = [start + a2a + 100 * y for y in b]
+    params = {"rows": rows, "pooling": pooling, "dims": dim, "batch": batch, "sharder": "size_greedy", "link": "nvlink2"}
+    result = run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params=params)
+    assert [c["predicted_us"] for c in result.rank_changes() or []] == pytest.approx(expected)
+    assert result.session.printed[-1].startswith("plan [0, 1, 1, 1] for naive [0, 1, 0, 1]")
+    # the plan the model calls best, found by the script: no slower than the sharders' by the model
+    best = run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params={**params, "sharder": "best"})
+    assert best.predicted_us <= result.predicted_us + 1e-6
+
+
+def test_sharding_needs_a_job_and_sound_tables() -> None:
+    from daydream.whatif import run_whatif
+
+    with pytest.raises(DaydreamError, match="a multi-rank job only"):
+        run_whatif(embedding_rank(), ["sharding"])
+    with pytest.raises(DaydreamError, match=r"4 tables, but 3 dims and 4 poolings"):
+        run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params={"dims": [64, 64, 64]})
+    with pytest.raises(DaydreamError, match=r"a plan is one rank \(0 to 1\) per table, 4 of them"):
+        run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params={"sharder": [0, 1, 2, 0]})

@@ -86,7 +86,7 @@ def test_dataloader_by_hand() -> None:
 
 
 GPU_ONLY = {"amp", "cuda_graphs"}
-JOB_ONLY = {"straggler"}  # a folder of rank traces (tests/test_multirank.py)
+JOB_ONLY = {"straggler", "sharding"}  # a folder of rank traces (tests/test_multirank.py)
 
 
 @pytest.mark.parametrize("script", sorted(p.stem for p in TRANSFORMS.glob("*.whatif")))

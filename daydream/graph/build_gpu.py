@@ -15,7 +15,7 @@ from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.runtime_calls import call_role, copy_waits
 from daydream.trace.schema import Event
-from daydream.trace.sizes import message_bytes
+from daydream.trace.sizes import message_bytes, process_group
 
 # What a runtime call costs the CPU to issue work, where the trace has no call that only issued work.
 DEFAULT_ISSUE_US = 5.0
@@ -83,6 +83,7 @@ def _gpu_attrs(ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[i
         nbytes = message_bytes(args) or (message_bytes(around.args) if around is not None else None)
         if nbytes is not None:
             attrs["bytes"] = nbytes
+        attrs.update(process_group(args) or (process_group(around.args) if around is not None else None) or {})
     return attrs
 
 

@@ -136,8 +136,26 @@ def match_collectives(graph: nx.DiGraph, ranks: Sequence[RankInfo]) -> dict[str,
             nodes.sort(key=lambda n: (_issue_time(graph, n), n))
         members = all_ranks if group == WORLD else sorted(r for rep in by_rank for r in stands_for[rep])
         size = max((int(attrs[n].get("group_size") or 0) for nodes in by_rank.values() for n in nodes), default=0)
+        named = {tuple(attrs[n]["group_ranks"]) for nodes in by_rank.values() for n in nodes if attrs[n].get("group_ranks")}
+        if len(named) > 1:
+            raise DaydreamError(f"{graph.graph.get('trace') or 'job'}: the ranks disagree on the members of process group "
+                                f"{group!r}: {'; '.join(format_ranks(sorted(m)) for m in sorted(named))}")  # fmt: skip
         if group == WORLD:
             size = len(all_ranks)
+        elif named:
+            # the trace names the group's members: each must be in the job, and each must issue its collectives
+            listed = sorted(named.pop())
+            absent = [r for r in listed if r not in rep_of]
+            if absent:
+                raise DaydreamError(f"{graph.graph.get('trace') or 'job'}: process group {group!r} holds ranks "
+                                    f"{format_ranks(listed)}, and the job has no trace for rank{'s' if len(absent) > 1 else ''} "
+                                    f"{format_ranks(absent)}")  # fmt: skip
+            strangers = sorted(r for rep in by_rank for r in stands_for[rep] if r not in listed)
+            if strangers:
+                raise DaydreamError(f"{graph.graph.get('trace') or 'job'}: rank{'s' if len(strangers) > 1 else ''} "
+                                    f"{format_ranks(strangers)} issue{'' if len(strangers) > 1 else 's'} collectives on process group {group!r}, whose members are ranks {format_ranks(listed)}")  # fmt: skip
+            members = listed
+            size = len(listed)
         elif size > len(members):
             raise DaydreamError(f"{graph.graph.get('trace') or 'job'}: process group {group!r} spans {size} ranks, but only "
                                 f"ranks {format_ranks(members)} issue collectives on it")  # fmt: skip

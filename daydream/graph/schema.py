@@ -59,6 +59,7 @@ _TaskOptional = TypedDict(
         "collective": str | None,  # a comm task's collective, from its kernel or range name (allreduce, sendrecv, ...)
         "group": str,  # a comm task's process group (its name in the trace, or ``world``)
         "group_size": int,  # ranks in that process group
+        "group_ranks": list[int],  # its members' ranks, where the trace names them (a group other than the world)
         "collective_id": str,  # one collective of a multi-rank job: its members (one task per rank) share it
         "traced_us": float,  # a comm task's traced duration (its wait for the other ranks included), kept when priced
         "tensors_in": Any,  # input tensor ids of the launching op (from a linked execution trace)
@@ -111,7 +112,7 @@ DERIVED_TASK_ATTRIBUTES: dict[str, str] = {"end": "start + duration"}
 TASK_ATTRIBUTES: tuple[str, ...] = (
     "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "region",
     "layer", "op", "top_op", "top_op_id", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
-    "parallel_us", "group", "group_size", "collective_id", "traced_us",
+    "parallel_us", "group", "group_size", "group_ranks", "collective_id", "traced_us",
 )  # fmt: skip
 
 

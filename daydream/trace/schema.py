@@ -38,6 +38,9 @@ class EventArgs(msgspec.Struct, gc=False):
     in_msg_nelems: Number = msgspec.field(name="In msg nelems", default=None)
     out_msg_nelems: Number = msgspec.field(name="Out msg nelems", default=None)
     group_size: Number = msgspec.field(name="Group size", default=None)
+    group_name: Id = msgspec.field(name="Process Group Name", default=None)
+    group_desc: Any = msgspec.field(name="Process Group Description", default=None)
+    group_ranks: Any = msgspec.field(name="Process Group Ranks", default=None)  # "[0, 1]": a string in Kineto
     dtype: str | None = None
     # metadata ('M') events: process_name / thread_name / thread_sort_index
     name: Any = None

@@ -7,6 +7,7 @@ need the same table.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 # Bytes per element. Keys are the normalized names of ``normalize_dtype``.
@@ -79,3 +80,34 @@ def message_bytes(args: Any) -> int | None:
     nelems = max(n or 0, out or 0)
     size = traced_dtype_bytes(args.dtype) or 4
     return int(nelems * size)
+
+
+_MAX_GROUP_RANKS = 1 << 20  # more ranks than any job has: a longer list is not believed
+
+
+def process_group(args: Any) -> dict[str, Any] | None:
+    """A collective's process group from its op's args (PyTorch >= 2.1 records them on ``record_param_comms`` and
+    NCCL kernels): ``group_size``, and for a group other than the default one its name (``group``) and member ranks
+    (``group_ranks``). The default group is the job's world: it gets no name, as in traces that record none."""
+    if args is None or not isinstance(args.group_size, (int, float)) or not 0 < args.group_size <= _MAX_GROUP_RANKS:
+        return None
+    out: dict[str, Any] = {"group_size": int(args.group_size)}
+    ranks = _rank_list(args.group_ranks)
+    default = args.group_desc == "default_pg" or (ranks is not None and ranks == list(range(len(ranks))) and args.group_desc is None
+                                                  and str(args.group_name) == "0")  # fmt: skip
+    if args.group_name is not None and not default:
+        out["group"] = str(args.group_name)
+        if ranks is not None and len(ranks) == out["group_size"]:
+            out["group_ranks"] = ranks
+    return out
+
+
+def _rank_list(value: Any) -> list[int] | None:
+    """Kineto writes the ranks as the text of a list ("[0, 1]"); a list is taken as it is."""
+    if isinstance(value, str):
+        if len(value) > 16 * _MAX_GROUP_RANKS or not re.fullmatch(r"\[\s*(\d+\s*(,\s*\d+\s*)*)?\]", value):
+            return None
+        value = [int(x) for x in re.findall(r"\d+", value)]
+    if not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value):
+        return None
+    return value if len(set(value)) == len(value) else None

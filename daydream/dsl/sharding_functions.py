@@ -1,0 +1,113 @@
+"""Embedding-table sharding as .whatif functions (daydream/perf/sharding.py): a plan by a sharder of seed 002 or
+the best one found, and a plan's per-rank load. transforms/sharding.whatif applies them to a job's graph.
+
+Tables are given as lists, one entry per table: ``rows`` (E), ``dims`` (D; one number for all tables), ``pooling``
+(L, mean lookups per sample). A plan is a list of ranks, one per table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+
+from daydream.dsl.functions import is_whole, number_argument, register_function, type_name
+from daydream.dsl.limits import MAX_LIST
+from daydream.errors import DaydreamError
+
+
+def _tables(fn: str, rows: Any, dims: Any, pooling: Any) -> list[Any]:
+    from daydream.perf.sharding import Table
+
+    if not isinstance(rows, list) or not rows:
+        raise DaydreamError(f"{fn}(): ROWS is a list of each table's row count, got {type_name(rows)}")
+    if len(rows) > min(MAX_LIST, 4096):
+        raise DaydreamError(f"{fn}(): at most 4096 tables, got {len(rows)}")
+    n = len(rows)
+    dims = dims if isinstance(dims, list) else [dims] * n
+    pooling = pooling if isinstance(pooling, list) else [pooling] * n
+    if len(dims) != n or len(pooling) != n:
+        raise DaydreamError(f"{fn}(): {n} tables, but {len(dims)} dims and {len(pooling)} poolings (one per table, or one number)")
+    out = []
+    for i, (e, d, p) in enumerate(zip(rows, dims, pooling, strict=True)):
+        e, d = number_argument(e, fn, f"rows of table {i}"), number_argument(d, fn, f"dim of table {i}")
+        p = number_argument(p, fn, f"pooling of table {i}")
+        if not (is_whole(e) and is_whole(d) and 1 <= e <= 2**40 and 1 <= d <= 2**16):
+            raise DaydreamError(f"{fn}(): table {i} needs whole rows (1 to 2**40) and dim (1 to 65536), got {e} and {d}")
+        out.append(Table(f"t{i}", int(e), int(d), float(p)))
+    return out
+
+
+def _problem_args(graph: nx.DiGraph, fn: str, batch: Any, ranks: Any) -> tuple[int, int, Any]:
+    from daydream.perf.devices import device_of_graph
+
+    b = number_argument(batch, fn, "batch")
+    n = number_argument(ranks, fn, "ranks") if ranks is not None else float(_world(graph))
+    if not (is_whole(b) and is_whole(n) and 1 <= n <= 2**20 and 1 <= b <= 2**40):
+        raise DaydreamError(f"{fn}(): batch and ranks are whole numbers >= 1, got {batch} and {ranks}")
+    device = device_of_graph(graph)
+    if device is None:
+        raise DaydreamError(f"{fn}(): the lookups are priced on the trace's GPU, and the trace names none the device catalog holds")
+    return int(b), int(n), device
+
+
+def _world(graph: nx.DiGraph) -> int:
+    ranks = graph.graph.get("ranks")
+    if ranks:
+        return len(ranks)
+    n = graph.graph.get("world_size")
+    return n if isinstance(n, int) and n >= 1 else 1
+
+
+def _plan(graph: nx.DiGraph, sharder: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None,
+          link: Any = "nvlink4") -> list[int]:  # fmt: skip
+    from daydream.perf.sharding import best_plan, shard
+
+    fn = "shard_plan"
+    tables = _tables(fn, rows, dims, pooling)
+    b, n, device = _problem_args(graph, fn, batch, ranks)
+    if isinstance(sharder, list):
+        return [int(x) for x in _checked_plan(fn, sharder, len(tables), n)]
+    if not isinstance(sharder, str):
+        raise DaydreamError(f"{fn}(): SHARDER is a sharder's name, \"best\", or a list of ranks, not {type_name(sharder)}")
+    if sharder == "best":
+        if n ** len(tables) > 100_000 and len(tables) * n > 4096:
+            raise DaydreamError(f"{fn}(): {len(tables)} tables on {n} ranks is past the search's bound in a script; "
+                                "use daydream shard, or a sharder")  # fmt: skip
+        return list(best_plan(tables, n, b, device, link).assignment)
+    return list(shard(tables, n, sharder))
+
+
+def _checked_plan(fn: str, plan: list[Any], tables: int, ranks: int) -> list[int]:
+    if len(plan) != tables or not all(is_whole(x) and 0 <= x < ranks for x in plan):
+        raise DaydreamError(f"{fn}(): a plan is one rank (0 to {ranks - 1}) per table, {tables} of them; got {plan[:20]}")
+    return [int(x) for x in plan]
+
+
+def _plan_loads(graph: nx.DiGraph, plan: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None) -> list[Any]:
+    from daydream.perf.sharding import evaluate
+
+    fn = "plan_loads"
+    tables = _tables(fn, rows, dims, pooling)
+    b, n, device = _problem_args(graph, fn, batch, ranks)
+    if not isinstance(plan, list):
+        raise DaydreamError(f"{fn}(): PLAN is a list of ranks, one per table (shard_plan gives one), not {type_name(plan)}")
+    cost = evaluate(tables, _checked_plan(fn, plan, len(tables), n), n, b, device, "nvlink4")
+    return [[r.forward_us, r.backward_us, r.sent_bytes, r.received_bytes] for r in cost.ranks]
+
+
+register_function(
+    "shard_plan", _plan, 5, 7,
+    "shard_plan(SHARDER, ROWS, DIMS, POOLING, BATCH, ranks = none, link = \"nvlink4\"): the rank of each embedding "
+    "table (a list) under SHARDER: naive, random, size_greedy, lookup_greedy, norm_lookup_greedy, size_lookup_greedy "
+    "(seed 002), \"best\" (the fastest plan the search finds: exhaustive on small cases), or a list of ranks (checked "
+    "and returned). ROWS, POOLING: one per table; DIMS: one per table or one for all; BATCH: the global batch; ranks: "
+    "the job's by default; lookups priced on the trace's GPU, all-to-alls over link",
+    keywords=("ranks", "link"),
+)  # fmt: skip
+register_function(
+    "plan_loads", _plan_loads, 5, 6,
+    "plan_loads(PLAN, ROWS, DIMS, POOLING, BATCH, ranks = none): per rank of a plan, [forward lookups us, backward "
+    "lookups us, all-to-all bytes sent, received] by the sharding model of seed 002",
+    keywords=("ranks",),
+)  # fmt: skip

@@ -56,8 +56,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
     run.add_argument("scripts", metavar="SCRIPT", nargs="+", help=".whatif scripts, applied in order (a bare name: the bundled library)")
     _graph_options(run)
-    run.add_argument("--link", default=None, metavar="LINK",
-                     help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
+    _job_options(run)
     run.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     run.add_argument("--export-trace", metavar="OUT.json",
                      help="write the predicted timeline as Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
@@ -131,6 +130,8 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link", default=None, metavar="LINK",
                    help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that build a job's rank graphs (default 1)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="build a job's rank graphs on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
 
 
 def _graph_options(p: argparse.ArgumentParser) -> None:
@@ -175,7 +176,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _check_export(args, inputs)  # before the work: a refused output path costs no simulation
     result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
                     policy=parse_policy(args.policy), on_print=show, budget=args.budget,
-                    include_dirs=args.include_dir, link=args.link)  # fmt: skip
+                    include_dirs=args.include_dir, link=args.link, jobs=args.jobs, ray=args.ray)  # fmt: skip
     inputs += [f for f in result.session.loader.texts if not f.startswith("<")]  # included scripts too
     _emit(args, result, render_whatif, "predicted", inputs)
     return 0
@@ -317,7 +318,7 @@ def _cmd_repl(args: argparse.Namespace) -> int:
     from daydream.simulation import parse_policy
 
     return run_repl(args.trace, params=_params(args.param), step=args.step, et=args.et, policy=parse_policy(args.policy),
-                    budget=args.budget, include_dirs=args.include_dir, link=args.link, jobs=args.jobs)  # fmt: skip
+                    budget=args.budget, include_dirs=args.include_dir, link=args.link, jobs=args.jobs, ray=args.ray)  # fmt: skip
 
 
 def _version() -> str:
@@ -344,7 +345,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
         inputs = job_inputs(args.trace)
         _check_export(args, inputs)
-        job = replay_job(args.trace, step=args.step, link=args.link, jobs=args.jobs, policy=parse_policy(args.policy))
+        job = replay_job(args.trace, step=args.step, link=args.link, jobs=args.jobs, policy=parse_policy(args.policy),
+                         ray=args.ray)  # fmt: skip
         _emit(args, job, render_job, "simulated", inputs)
         return 0
     inputs = trace_inputs(args.trace, args.et)

@@ -63,12 +63,37 @@ def _build_in_worker(args: tuple[str, str | int | None, bool]) -> _Built:
     return _build_rank(path, step, None, share)
 
 
+def _build_on_ray(address: str, rest: list[tuple[str, str | int | None, bool]], jobs: int) -> list[_Built]:
+    """The ranks' graphs built by Ray tasks on the cluster at ``address`` (``local``: a Ray started on this machine),
+    in chunks, in order. The workers read the traces at the same paths: the folder is on storage they share."""
+    try:
+        import ray
+    except ImportError:
+        raise TraceError("--ray needs Ray: pip install 'ray[default]' (local worker processes: --jobs N)") from None
+    if not ray.is_initialized():
+        try:
+            ray.init(address=None if address == "local" else address, ignore_reinit_error=True, log_to_driver=False,
+                     include_dashboard=False, num_cpus=jobs if address == "local" else None)  # fmt: skip
+        except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError... by what went wrong
+            raise TraceError(f"--ray {address}: no Ray cluster reached ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    build = ray.remote(_build_chunk)
+    size = max(1, len(rest) // (4 * max(1, jobs)))
+    refs = [build.remote(rest[i : i + size]) for i in range(0, len(rest), size)]
+    return [b for chunk in ray.get(refs) for b in chunk]
+
+
+def _build_chunk(chunk: list[tuple[str, str | int | None, bool]]) -> list[_Built]:
+    return [_build_in_worker(args) for args in chunk]
+
+
 def load_job(
-    directory: str | os.PathLike[str], step: str | int | None = None, jobs: int = 1, share: bool = True
-) -> nx.DiGraph:
+    directory: str | os.PathLike[str], step: str | int | None = None, jobs: int = 1, share: bool = True,
+    ray: str | None = None,
+) -> nx.DiGraph:  # fmt: skip
     """The job graph of the rank traces in ``directory`` (collectives matched, not yet priced). ``step`` as for one
     trace; every rank simulates the step the first rank's trace selects. ``jobs``: worker processes that build the
-    ranks' graphs; ``share``: ranks with the same graph share one set of tasks (False: every rank its own)."""
+    ranks' graphs; ``ray``: build them on the Ray cluster at this address instead (``local``: a Ray started here,
+    with ``jobs`` CPUs); ``share``: ranks with the same graph share one set of tasks (False: every rank its own)."""
     where = os.fspath(directory)
     files = rank_trace_files(where)
     first = _build_rank(files[0], step, set())
@@ -76,7 +101,9 @@ def load_job(
     if step is None and len(first.steps) == 1:
         chosen = first.steps[0]  # the step the first rank's trace picked, for every rank
     rest = [(f, chosen, share) for f in files[1:]]
-    if jobs > 1 and len(rest) > 1:
+    if ray is not None and rest:
+        built = [first, *_build_on_ray(ray, rest, jobs)]
+    elif jobs > 1 and len(rest) > 1:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             built = [first, *pool.map(_build_in_worker, rest, chunksize=max(1, len(rest) // (4 * jobs)))]
@@ -166,22 +193,22 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
 
 def load_priced_job(
     directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
-    jobs: int = 1, share: bool = True,
+    jobs: int = 1, share: bool = True, ray: str | None = None,
 ) -> nx.DiGraph:  # fmt: skip
     """:func:`load_job`, its collectives priced (``link``: a preset or GB/s; None: fitted to the job's own transfers;
     how, in ``graph.graph["collectives"]["pricing"]``)."""
-    graph = load_job(directory, step, jobs, share)
+    graph = load_job(directory, step, jobs, share, ray)
     graph.graph["collectives"]["pricing"] = msgspec.to_builtins(price_collectives(graph, link))
     return graph
 
 
 def replay_job(
     directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
-    jobs: int = 1, policy: Policy = EARLIEST, share: bool = True,
+    jobs: int = 1, policy: Policy = EARLIEST, share: bool = True, ray: str | None = None,
 ) -> JobReplay:  # fmt: skip
     """Load the job in ``directory``, price its collectives (:func:`load_priced_job`) and simulate all ranks
     together."""
-    return replay_job_graph(load_priced_job(directory, step, link, jobs, share), policy)
+    return replay_job_graph(load_priced_job(directory, step, link, jobs, share, ray), policy)
 
 
 def is_job(path: str | os.PathLike[str]) -> bool:

@@ -336,6 +336,7 @@ def run_repl(
     include_dirs: list[str] | None = None,
     link: str | float | None = None,
     jobs: int = 1,
+    ray: str | None = None,
 ) -> int:
     """The REPL on ``trace``: a trace file, or a job's folder of rank traces (its collectives priced as ``daydream
     run`` prices them: over ``link``, or fitted to the job's transfers; every rank its own tasks)."""
@@ -347,7 +348,7 @@ def run_repl(
     interactive = stdin.isatty()
     console = console or Console(highlight=False, soft_wrap=not interactive, emoji=False)
     if is_job(trace):
-        graph = load_priced_job(trace, step, link, jobs, share=False)
+        graph = load_priced_job(trace, step, link, jobs, share=False, ray=ray)
         inputs = job_inputs(trace)
     else:
         graph = build_graph(load_trace(trace, et=et), step)

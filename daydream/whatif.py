@@ -219,13 +219,15 @@ def whatif(
     budget: int | None = None,
     include_dirs: Sequence[str | os.PathLike[str]] | None = None,
     link: str | float | None = None,
+    jobs: int = 1,
+    ray: str | None = None,
 ) -> WhatIf:
     """Load ``trace``, build the graph of the step, run the scripts: what ``daydream run`` does (``budget`` and
     ``include_dirs`` as for :func:`run_whatif`: the CLI's ``--budget`` and ``--include-dir``). ``trace`` may be a
     folder of rank traces: the job's ranks in one graph, its collectives priced (``link``, as for
-    :func:`daydream.job.replay_job`)."""
+    :func:`daydream.job.replay_job`; ``jobs`` worker processes or the Ray cluster at ``ray`` build its ranks)."""
     if is_job(trace):
-        graph = load_priced_job(trace, step, link, share=False)  # every rank its own tasks: a script may change one
+        graph = load_priced_job(trace, step, link, jobs, share=False, ray=ray)  # every rank its own tasks: a script may change one
         return run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print, budget=budget, include_dirs=include_dirs)
     t = load_trace(trace, et=et)
     graph = build_graph(t, step)

@@ -4,6 +4,7 @@ together. Hand-built jobs with every time worked out by hand; the real 8-rank DL
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -12,7 +13,7 @@ import networkx as nx
 import pytest
 
 from daydream.cli import main
-from daydream.errors import DaydreamError
+from daydream.errors import DaydreamError, TraceError
 from daydream.graph import add_dependency, add_task
 from daydream.graph.job import RankInfo, join_ranks
 from daydream.job import load_job, replay_job, replay_job_graph
@@ -398,3 +399,27 @@ def test_sharding_needs_a_job_and_sound_tables() -> None:
         run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params={"dims": [64, 64, 64]})
     with pytest.raises(DaydreamError, match=r"a plan is one rank \(0 to 1\) per table, 4 of them"):
         run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params={"sharder": [0, 1, 2, 0]})
+
+
+@needs_dlrm8
+def test_ray_builds_the_same_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    # without Ray: a clear message; with it (a Ray started here), the same result as a serial load
+    if importlib.util.find_spec("ray") is None:
+        with pytest.raises(TraceError, match=r"--ray needs Ray: pip install"):
+            load_job(DLRM8, ray="local")
+        pytest.skip("Ray is not installed: the serial and Ray loads are not compared")
+    serial = replay_job(DLRM8)
+    on_ray = replay_job(DLRM8, ray="local", jobs=2)
+    assert [(r.rank, r.predicted_us, r.wait_us, r.same_as) for r in on_ray.ranks] == [
+        (r.rank, r.predicted_us, r.wait_us, r.same_as) for r in serial.ranks
+    ]
+
+
+def test_ray_absent_is_said(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without Ray gives an import
+    from daydream.job import _build_on_ray
+
+    with pytest.raises(TraceError, match=r"--ray needs Ray: pip install 'ray\[default\]' \(local worker processes: --jobs N\)"):
+        _build_on_ray("local", [(str(tmp_path / "rank1.json"), None, True)], 1)

@@ -256,7 +256,8 @@ def _trace_device(graph: nx.DiGraph) -> str | None:
     return found.key if found is not None else None
 
 
-def _trace_ranks(graph: nx.DiGraph) -> int:
+def trace_ranks(graph: nx.DiGraph) -> int:
+    """The traced job's world size (1 where the trace has no distributed info)."""
     n = graph.graph.get("world_size")
     return n if isinstance(n, int) and n >= 1 else 1
 
@@ -326,6 +327,6 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
      "(the kernel name's, else fp32; TF32 becomes FP32 where the target has none; dtype: the target's); kernels "
      "without a priced op by their class's ratio (device_speedup)", ("dtype",)),
     ("trace_device", _trace_device, 0, 0, "trace_device(): the catalog name of the trace's GPU, none if unknown", ()),
-    ("trace_ranks", _trace_ranks, 0, 0, "trace_ranks(): the traced job's world size (1 without distributed info)", ()),
+    ("trace_ranks", trace_ranks, 0, 0, "trace_ranks(): the traced job's world size (1 without distributed info)", ()),
 ]:  # fmt: skip
     register_function(_name, _impl, _lo, _hi, _doc, keywords=_keys)

@@ -13,6 +13,7 @@ import networkx as nx
 
 from daydream.dsl.functions import is_whole, number_argument, register_function, type_name
 from daydream.dsl.limits import MAX_LIST
+from daydream.dsl.model_functions import trace_ranks
 from daydream.errors import DaydreamError
 
 
@@ -42,21 +43,13 @@ def _problem_args(graph: nx.DiGraph, fn: str, batch: Any, ranks: Any) -> tuple[i
     from daydream.perf.devices import device_of_graph
 
     b = number_argument(batch, fn, "batch")
-    n = number_argument(ranks, fn, "ranks") if ranks is not None else float(_world(graph))
+    n = number_argument(ranks, fn, "ranks") if ranks is not None else float(trace_ranks(graph))
     if not (is_whole(b) and is_whole(n) and 1 <= n <= 2**20 and 1 <= b <= 2**40):
         raise DaydreamError(f"{fn}(): batch and ranks are whole numbers >= 1, got {batch} and {ranks}")
     device = device_of_graph(graph)
     if device is None:
         raise DaydreamError(f"{fn}(): the lookups are priced on the trace's GPU, and the trace names none the device catalog holds")
     return int(b), int(n), device
-
-
-def _world(graph: nx.DiGraph) -> int:
-    ranks = graph.graph.get("ranks")
-    if ranks:
-        return len(ranks)
-    n = graph.graph.get("world_size")
-    return n if isinstance(n, int) and n >= 1 else 1
 
 
 def _plan(graph: nx.DiGraph, sharder: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None,

@@ -137,9 +137,10 @@ def load_job(
     return join_ranks(graphs, [b.info for b in built], where)
 
 
-@dataclass
+@dataclass(repr=False)
 class JobReplay:
-    """A simulated multi-rank job."""
+    """A simulated multi-rank job. ``repr`` is one line; :meth:`rows` gives one row per rank
+    (``pandas.DataFrame(job.rows())``)."""
 
     graph: nx.DiGraph
     timeline: Timeline
@@ -147,6 +148,16 @@ class JobReplay:
     straggler: Straggler | None
     breakdown: dict[str, float]
     warnings: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per rank: measured and predicted step, error, waits, offset, held time (us), and ``same_as``."""
+        return [msgspec.to_builtins(r) for r in self.ranks]
+
+    def __repr__(self) -> str:
+        slowest = max(self.ranks, key=lambda r: r.predicted_us)
+        return (f"JobReplay(trace={self.graph.graph.get('trace')!r}, {len(self.ranks)} ranks, slowest rank {slowest.rank}: "
+                f"measured {slowest.measured_us / 1e3:,.3f} ms, predicted {slowest.predicted_us / 1e3:,.3f} ms, straggler "
+                f"{self.straggler.rank if self.straggler is not None else None})")
 
     @property
     def measured_us(self) -> float:

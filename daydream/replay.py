@@ -56,9 +56,10 @@ class ReplayReport(msgspec.Struct):
     warnings: list[str]
 
 
-@dataclass
+@dataclass(repr=False)
 class Replay:
-    """A simulated graph of one trace, with the measured and predicted iteration times."""
+    """A simulated graph of one trace, with the measured and predicted iteration times. ``repr`` is one line;
+    :meth:`rows` gives one row per step (``pandas.DataFrame(replay.rows())``)."""
 
     graph: nx.DiGraph
     timeline: Timeline
@@ -67,6 +68,14 @@ class Replay:
     steps: list[dict[str, Any]]
     breakdown: dict[str, float]
     warnings: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per simulated step: its name, measured and predicted time (us)."""
+        return [dict(s) for s in self.steps]
+
+    def __repr__(self) -> str:
+        return (f"Replay(trace={self.graph.graph.get('trace')!r}, measured {self.measured_us / 1e3:,.3f} ms, predicted "
+                f"{self.predicted_us / 1e3:,.3f} ms, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)")
 
     @property
     def error(self) -> float:

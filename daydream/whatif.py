@@ -79,9 +79,10 @@ class WhatIfReport(msgspec.Struct):
     ranks: list[dict[str, Any]] | None = None  # a multi-rank job: per rank measured, baseline and predicted step
 
 
-@dataclass
+@dataclass(repr=False)
 class WhatIf:
-    """The baseline (the unchanged graph, simulated) and the prediction after the scripts."""
+    """The baseline (the unchanged graph, simulated) and the prediction after the scripts. ``repr`` is one line;
+    :meth:`rows` gives a table a DataFrame takes (``pandas.DataFrame(result.rows())``)."""
 
     graph: nx.DiGraph
     session: Session
@@ -103,6 +104,22 @@ class WhatIf:
         after, _ = rank_results(self.graph, self.timeline)
         return [{"rank": b.rank, "measured_us": b.measured_us, "baseline_us": b.predicted_us, "predicted_us": a.predicted_us,
                  "baseline_wait_us": b.wait_us, "wait_us": a.wait_us} for b, a in zip(self.baseline_ranks, after)]  # fmt: skip
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per rank of a job (:meth:`rank_changes`), else one per simulated step: baseline and predicted
+        (us), and the speedup (baseline over predicted)."""
+        ranks = self.rank_changes()
+        if ranks is not None:
+            return [{**r, "speedup": r["baseline_us"] / r["predicted_us"] if r["predicted_us"] else math.inf} for r in ranks]
+        before, after = self.baseline.step_us, self.predicted.step_us
+        return [{"step": name, "baseline_us": before.get(name, math.nan), "predicted_us": a,
+                 "speedup": before.get(name, math.nan) / a if a else math.inf} for name, a in after.items()]  # fmt: skip
+
+    def __repr__(self) -> str:
+        names = [os.path.basename(s).removesuffix(".whatif") for s in self.scripts]
+        return (f"WhatIf(trace={self.graph.graph.get('trace')!r}, scripts={names}, baseline {self.baseline_us / 1e3:,.3f} ms, "
+                f"predicted {self.predicted_us / 1e3:,.3f} ms, speedup {self.speedup:.3f}x, "
+                f"{self.graph.number_of_nodes():,} tasks)")  # fmt: skip
 
     @property
     def baseline_us(self) -> float:

@@ -385,6 +385,10 @@ def test_sharding_on_a_job_by_hand() -> None:
     result = run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params=params)
     assert [c["predicted_us"] for c in result.rank_changes() or []] == pytest.approx(expected)
     assert result.session.printed[-1].startswith("plan [0, 1, 1, 1] for naive [0, 1, 0, 1]")
+    # every sharder's plan priced by the model; the best no slower than any
+    modelled = {line.split()[0]: float(line.split()[1]) for line in result.session.printed[:7]}
+    assert list(modelled) == ["naive", "random", "size_greedy", "lookup_greedy", "norm_lookup_greedy", "size_lookup_greedy", "best"]
+    assert modelled["best"] == min(modelled.values())
     # the plan the model calls best, found by the script: no slower than the sharders' by the model
     best = run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params={**params, "sharder": "best"})
     assert best.predicted_us <= result.predicted_us + 1e-6

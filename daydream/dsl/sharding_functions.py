@@ -89,6 +89,24 @@ def _plan_loads(graph: nx.DiGraph, plan: Any, rows: Any, dims: Any, pooling: Any
     return [[r.forward_us, r.backward_us, r.sent_bytes, r.received_bytes] for r in cost.ranks]
 
 
+def _plan_time(graph: nx.DiGraph, plan: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None,
+               link: Any = "nvlink4") -> float:  # fmt: skip
+    from daydream.perf.sharding import evaluate
+
+    fn = "plan_time"
+    tables = _tables(fn, rows, dims, pooling)
+    b, n, device = _problem_args(graph, fn, batch, ranks)
+    if not isinstance(plan, list):
+        raise DaydreamError(f"{fn}(): PLAN is a list of ranks, one per table (shard_plan gives one), not {type_name(plan)}")
+    return evaluate(tables, _checked_plan(fn, plan, len(tables), n), n, b, device, link).predicted_us
+
+
+register_function(
+    "plan_time", _plan_time, 5, 7,
+    "plan_time(PLAN, ROWS, DIMS, POOLING, BATCH, ranks = none, link = \"nvlink4\"): the sharding model's time of a plan's "
+    "embedding part (us): the slowest rank's forward and backward lookups and two all-to-alls over link",
+    keywords=("ranks", "link"),
+)  # fmt: skip
 register_function(
     "shard_plan", _plan, 5, 7,
     "shard_plan(SHARDER, ROWS, DIMS, POOLING, BATCH, ranks = none, link = \"nvlink4\"): the rank of each embedding "

@@ -39,15 +39,22 @@ def _link(value: Any, fn: str) -> Any:
     return value
 
 
+def _gpus_per_node(value: Any, fn: str) -> int:
+    g = number_argument(value, fn, "gpus_per_node")
+    if not is_whole(g) or not 1 <= g <= 2**20:
+        raise DaydreamError(f"{fn}(): gpus_per_node is a whole number >= 1, got {value}")
+    return int(g)
+
+
 def _topology(graph: nx.DiGraph, fn: str, link: Any, inter: Any, gpus_per_node: Any, nics_per_node: Any) -> Any:
     """The link to price over: ``link`` as given, or with ``inter`` a topology of nodes; ``link = "auto"``: the
     trace's device's own intra-node link."""
     from daydream.perf.collectives import Topology, intra_node_link, resolve_link
 
-    g = number_argument(gpus_per_node, fn, "gpus_per_node")
+    g = _gpus_per_node(gpus_per_node, fn)
     nics = number_argument(nics_per_node, fn, "nics_per_node")
-    if not is_whole(g) or not 1 <= g <= 2**20 or not is_whole(nics) or not 0 <= nics <= 2**20:
-        raise DaydreamError(f"{fn}(): gpus_per_node is a whole number >= 1 and nics_per_node one >= 0 (0: one per GPU), got {gpus_per_node} and {nics_per_node}")
+    if not is_whole(nics) or not 0 <= nics <= 2**20:
+        raise DaydreamError(f"{fn}(): nics_per_node is a whole number >= 0 (0: one per GPU), got {nics_per_node}")
     intra = _link(link, fn)
     if isinstance(intra, str) and intra.strip().lower() == "auto":
         from daydream.perf.devices import device_of_graph
@@ -58,10 +65,10 @@ def _topology(graph: nx.DiGraph, fn: str, link: Any, inter: Any, gpus_per_node: 
                 f"{fn}(): link = \"auto\" is the link of the trace's GPU, and the trace names none the device catalog "
                 "holds; name the link (\"nvlink4\", \"pcie4\", or a bus bandwidth in GB/s)"
             )
-        intra = intra_node_link(device, int(g))
+        intra = intra_node_link(device, g)
     if inter is None:
         return intra
-    return Topology(resolve_link(intra), resolve_link(_link(inter, fn)), int(g), int(nics))
+    return Topology(resolve_link(intra), resolve_link(_link(inter, fn)), g, int(nics))
 
 
 def _collective(name: str) -> Any:
@@ -95,10 +102,7 @@ def _collective_any(graph: nx.DiGraph, name: Any, nbytes: Any, *args: Any, **kwa
 def _device_link(graph: nx.DiGraph, gpus_per_node: Any = 8) -> str:
     from daydream.perf.collectives import intra_node_link
 
-    g = number_argument(gpus_per_node, "device_link", "gpus_per_node")
-    if not is_whole(g) or not 1 <= g <= 2**20:
-        raise DaydreamError(f"device_link(): gpus_per_node is a whole number >= 1, got {gpus_per_node}")
-    return intra_node_link(_device(graph, None, "device_link"), int(g)).name
+    return intra_node_link(_device(graph, None, "device_link"), _gpus_per_node(gpus_per_node, "device_link")).name
 
 
 _TOPOLOGY_KEYWORDS = ("ranks", "link", "latency", "inter", "gpus_per_node", "nics_per_node")

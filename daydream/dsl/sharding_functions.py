@@ -60,7 +60,7 @@ def _plan(graph: nx.DiGraph, sharder: Any, rows: Any, dims: Any, pooling: Any, b
     tables = _tables(fn, rows, dims, pooling)
     b, n, device = _problem_args(graph, fn, batch, ranks)
     if isinstance(sharder, list):
-        return [int(x) for x in _checked_plan(fn, sharder, len(tables), n)]
+        return _checked_plan(fn, sharder, len(tables), n)
     if not isinstance(sharder, str):
         raise DaydreamError(f"{fn}(): SHARDER is a sharder's name, \"best\", or a list of ranks, not {type_name(sharder)}")
     if sharder == "best":
@@ -77,28 +77,26 @@ def _checked_plan(fn: str, plan: list[Any], tables: int, ranks: int) -> list[int
     return [int(x) for x in plan]
 
 
-def _plan_loads(graph: nx.DiGraph, plan: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None) -> list[Any]:
+def _evaluate(graph: nx.DiGraph, fn: str, plan: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any,
+              link: Any) -> Any:  # fmt: skip
+    """The sharding model's cost of ``plan`` (daydream.perf.sharding.PlanCost), the arguments checked for ``fn``."""
     from daydream.perf.sharding import evaluate
 
-    fn = "plan_loads"
     tables = _tables(fn, rows, dims, pooling)
     b, n, device = _problem_args(graph, fn, batch, ranks)
     if not isinstance(plan, list):
         raise DaydreamError(f"{fn}(): PLAN is a list of ranks, one per table (shard_plan gives one), not {type_name(plan)}")
-    cost = evaluate(tables, _checked_plan(fn, plan, len(tables), n), n, b, device, "nvlink4")
+    return evaluate(tables, _checked_plan(fn, plan, len(tables), n), n, b, device, link)
+
+
+def _plan_loads(graph: nx.DiGraph, plan: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None) -> list[Any]:
+    cost = _evaluate(graph, "plan_loads", plan, rows, dims, pooling, batch, ranks, "nvlink4")  # the link prices no load
     return [[r.forward_us, r.backward_us, r.sent_bytes, r.received_bytes] for r in cost.ranks]
 
 
 def _plan_time(graph: nx.DiGraph, plan: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None,
                link: Any = "nvlink4") -> float:  # fmt: skip
-    from daydream.perf.sharding import evaluate
-
-    fn = "plan_time"
-    tables = _tables(fn, rows, dims, pooling)
-    b, n, device = _problem_args(graph, fn, batch, ranks)
-    if not isinstance(plan, list):
-        raise DaydreamError(f"{fn}(): PLAN is a list of ranks, one per table (shard_plan gives one), not {type_name(plan)}")
-    return evaluate(tables, _checked_plan(fn, plan, len(tables), n), n, b, device, link).predicted_us
+    return float(_evaluate(graph, "plan_time", plan, rows, dims, pooling, batch, ranks, link).predicted_us)
 
 
 register_function(

@@ -24,7 +24,9 @@ EPILOG = """exit status:
   1    input error: a trace, file, flag or value that cannot be used (also an output path that cannot be written)
   2    script error: a .whatif script that cannot be parsed or run (also: a command-line usage error; a failed
        statement in a piped repl session)
-  3    an assert in a script did not hold
+  3    an assert in a script did not hold (compare: a scenario was not predicted, 2 or 3 as its script stopped;
+       the others are still predicted and shown)
+  4    compare --against: a scenario's predicted step grew by more than --tolerance, or lost its prediction
   70   internal error: a bug in daydream; please report it (DAYDREAM_DEBUG=1 shows the traceback)
   130  interrupted (Ctrl-C)"""
 
@@ -61,6 +63,43 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--export-trace", metavar="OUT.json",
                      help="write the predicted timeline as Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
     run.set_defaults(func=_cmd_run)
+    cmp = sub.add_parser("compare", help="predict scenarios on one trace, ranked; save the results; catch regressions",
+                         description="Predict every scenario of SCENARIOS.toml on TRACE, each on its own copy of the "
+                         "graph, and rank them by predicted step time with the breakdown and what bounds each. "
+                         "The file's format: python -c 'import daydream.compare as c; print(c.__doc__)', or "
+                         "docs/compare.md.")  # fmt: skip
+    cmp.add_argument("trace", metavar="TRACE",
+                     help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
+    cmp.add_argument("scenarios", metavar="SCENARIOS.toml", help="[[scenario]] tables (name, scripts, params, grid) and a [grid]")
+    cmp.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
+    cmp.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
+    cmp.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
+    _script_options(cmp)
+    cmp.add_argument("--link", default=None, metavar="LINK",
+                     help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
+    cmp.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that predict scenarios (default 1)")
+    cmp.add_argument("--ray", default=None, metavar="ADDRESS",
+                     help="predict scenarios on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
+    cmp.add_argument("--json", action="store_true", help="print one JSON object (what --save writes) instead of tables")
+    cmp.add_argument("--save", metavar="RESULTS.json", help="write the results with their provenance (never onto an input)")
+    cmp.add_argument("--against", metavar="OLD.json", help="compare with saved results: exit 4 when a scenario regressed")
+    cmp.add_argument("--tolerance", default="5%", metavar="PCT",
+                     help="how much longer a predicted step may get before --against calls it a regression (default 5%%)")  # fmt: skip
+    cmp.set_defaults(func=_cmd_compare)
+    rep = sub.add_parser("report", help="a report to share: XSP's layer and kernel tables, plots, one HTML page",
+                         description="Simulate TRACE (and predict SCRIPTS, applied in order, if given), analyse the "
+                         "baseline and the prediction as XSP does (layers, kernels by name and by layer with their "
+                         "roofline class, streams' idle time, critical path, a verdict) and write --out: index.html "
+                         "(opens from disk), the figures as PNG and SVG, report.json.")  # fmt: skip
+    rep.add_argument("trace", metavar="TRACE",
+                     help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
+    rep.add_argument("scripts", metavar="SCRIPT", nargs="*", help=".whatif scripts to predict, applied in order (none: the baseline alone)")
+    _graph_options(rep)
+    rep.add_argument("--link", default=None, metavar="LINK",
+                     help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
+    rep.add_argument("--out", default="daydream-report", metavar="DIR", help="the folder to write (default: ./daydream-report)")
+    rep.add_argument("--json", action="store_true", help="print the analyses as one JSON object (report.json) instead of tables")
+    rep.set_defaults(func=_cmd_report)
     check = sub.add_parser("check", help="parse and check .whatif scripts without a trace")
     check.add_argument("scripts", metavar="SCRIPT", nargs="+")
     _script_options(check)
@@ -185,12 +224,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _run_inputs(args: argparse.Namespace) -> list[str]:
     """The files ``run`` reads before it starts: the trace (and what it reads beside it) and the scripts."""
     from daydream.dsl.library import Loader
-    from daydream.job import is_job, job_inputs
-    from daydream.replay import trace_inputs
 
     loader = Loader()
-    traces = job_inputs(args.trace) if is_job(args.trace) else trace_inputs(args.trace, args.et)
-    return traces + [str(loader.find(s)) for s in args.scripts]
+    return _trace_inputs(args) + [str(loader.find(s)) for s in args.scripts]
 
 
 def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:
@@ -198,6 +234,70 @@ def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:
 
     if args.export_trace is not None:
         check_output_path(args.export_trace, inputs, "--export-trace")
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from daydream.compare import EXIT_REGRESSED, check_against, compare, compare_inputs, load_saved, parse_tolerance, save
+    from daydream.files import check_output_path
+    from daydream.report import render_comparison
+    from daydream.simulation import parse_policy
+
+    # everything that can be refused is refused before the work
+    tolerance = parse_tolerance(args.tolerance)
+    policy = parse_policy(args.policy)
+    inputs = compare_inputs(args.trace, args.scenarios, args.et)
+    saved = load_saved(args.against) if args.against else None
+    if args.save is not None:
+        check_output_path(args.save, [*inputs, args.against], "--save")
+    progress = None if args.json or not sys.stderr.isatty() else lambda line: print(f"daydream: {line}", file=sys.stderr, flush=True)
+    result = compare(args.trace, args.scenarios, step=args.step, et=args.et, link=args.link, policy=policy,
+                     budget=args.budget, include_dirs=args.include_dir, jobs=args.jobs, ray=args.ray, progress=progress)  # fmt: skip
+    against = check_against(result, saved, args.against, tolerance) if saved is not None else None
+    if args.save is not None:
+        save(result, args.save)
+    if args.json:
+        out = result.to_dict()
+        if against is not None:
+            out["against"] = msgspec.to_builtins(against)
+        _print_json(out)
+    else:
+        console = _console()
+        render_comparison(result, console, against)
+        if args.save is not None:
+            console.print(f"results written to {args.save}", highlight=False, markup=False)
+    if against is not None and against.regressed:
+        for v in against.regressed:
+            _say(f"daydream: regressed: {v.name}: {v.message}")
+        return EXIT_REGRESSED
+    failed = [s for s in result.scenarios if s.error is not None]
+    if failed:
+        _say(f"daydream: {len(failed)} of {len(result.scenarios)} scenarios not predicted (first: {failed[0].name}: {failed[0].error})")
+        return failed[0].exit_code
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from daydream.report import render_report
+    from daydream.report_page import check_report_dir, write_report
+    from daydream.simulation import parse_policy
+
+    policy = parse_policy(args.policy)
+    inputs = _run_inputs(args) if args.scripts else _trace_inputs(args)
+    check_report_dir(args.out, inputs, bool(args.scripts))  # before the work
+    report = write_report(args.trace, args.scripts, _params(args.param), args.out, step=args.step, et=args.et,
+                          link=args.link, policy=policy, budget=args.budget, include_dirs=args.include_dir)  # fmt: skip
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        render_report(report, _console())
+    return 0
+
+
+def _trace_inputs(args: argparse.Namespace) -> list[str]:
+    from daydream.job import is_job, job_inputs
+    from daydream.replay import trace_inputs
+
+    return job_inputs(args.trace) if is_job(args.trace) else trace_inputs(args.trace, args.et)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -358,17 +458,20 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _console(stderr: bool = False) -> Console:
     """A console for the tables; names from traces and scripts reach it as data (Text), never as markup or emoji codes."""
-    return Console(stderr=stderr, emoji=False)
+    return Console(stderr=stderr, emoji=False, soft_wrap=True)
 
 
 def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console], None], what: str, inputs: list[str]) -> None:
     """The shared tail of simulate and run: the timeline exported if asked (never onto one of ``inputs``), then one
-    JSON object or the tables."""
+    JSON object or the tables. ``run`` exports two processes, the baseline and the prediction; ``simulate`` its one
+    timeline, as ``what``."""
     from daydream.simulation.export import export_chrome_trace
 
     if args.export_trace is not None:
         _check_export(args, inputs)
-        export_chrome_trace(result.timeline, args.export_trace)
+        session = getattr(result, "session", None)  # a WhatIf: its baseline is the graph before the scripts, simulated
+        timelines = [("baseline", session.baseline), (what, result.timeline)] if session is not None else result.timeline
+        export_chrome_trace(timelines, args.export_trace, label=what)
     if args.json:
         _print_json(result.to_dict())
         return

@@ -28,6 +28,7 @@ from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, simulate
 from daydream.simulation.ranks import RankResult, Straggler, rank_results
 from daydream.trace import load_trace
 from daydream.trace.job import check_ranks, rank_trace_files
+from daydream.workers import connect_ray
 
 
 @dataclass
@@ -66,16 +67,7 @@ def _build_in_worker(args: tuple[str, str | int | None, bool]) -> _Built:
 def _build_on_ray(address: str, rest: list[tuple[str, str | int | None, bool]], jobs: int) -> list[_Built]:
     """The ranks' graphs built by Ray tasks on the cluster at ``address`` (``local``: a Ray started on this machine),
     in chunks, in order. The workers read the traces at the same paths: the folder is on storage they share."""
-    try:
-        import ray
-    except ImportError:
-        raise TraceError("--ray needs Ray: pip install 'ray[default]' (local worker processes: --jobs N)") from None
-    if not ray.is_initialized():
-        try:
-            ray.init(address=None if address == "local" else address, ignore_reinit_error=True, log_to_driver=False,
-                     include_dashboard=False, num_cpus=jobs if address == "local" else None)  # fmt: skip
-        except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError... by what went wrong
-            raise TraceError(f"--ray {address}: no Ray cluster reached ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    ray = connect_ray(address, jobs)
     build = ray.remote(_build_chunk)
     size = max(1, len(rest) // (4 * max(1, jobs)))
     refs = [build.remote(rest[i : i + size]) for i in range(0, len(rest), size)]

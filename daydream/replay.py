@@ -83,19 +83,7 @@ class Replay:
         return (self.predicted_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
 
     def critical_path_summary(self, top: int = 8) -> CriticalPath:
-        tl = self.timeline
-        path = critical_path(tl)
-        seg = critical_path_segments(tl, path)
-        every = GPU_KINDS | CPU_KINDS
-        return CriticalPath(
-            tasks=len(path),
-            gpu_us=sum(t for i, t in zip(path, seg) if tl.attrs(i)["kind"] in GPU_KINDS),
-            cpu_us=sum(t for i, t in zip(path, seg) if tl.attrs(i)["kind"] in CPU_KINDS),
-            by_kernel_class=_top(totals(tl, "class", path, GPU_KINDS, seg), top),
-            by_phase=_top(totals(tl, "phase", path, every, seg), top),
-            by_layer=_top(totals(tl, "layer", path, every, seg), top),
-            by_name=_top(totals(tl, "name", path, every, seg), top),
-        )
+        return critical_path_summary(self.timeline, top)
 
     def report(self) -> ReplayReport:
         g = self.graph
@@ -128,6 +116,23 @@ class Replay:
     def to_dict(self) -> dict[str, Any]:
         """:meth:`report` as JSON values."""
         return msgspec.to_builtins(self.report())
+
+
+def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:
+    """The critical path of ``timeline``: its tasks, the GPU and CPU time on it, and the ``top`` largest shares of it
+    by kernel class, phase, layer and task name (each task counted for the time it holds the path)."""
+    path = critical_path(timeline)
+    seg = critical_path_segments(timeline, path)
+    every = GPU_KINDS | CPU_KINDS
+    return CriticalPath(
+        tasks=len(path),
+        gpu_us=sum(t for i, t in zip(path, seg) if timeline.attrs(i)["kind"] in GPU_KINDS),
+        cpu_us=sum(t for i, t in zip(path, seg) if timeline.attrs(i)["kind"] in CPU_KINDS),
+        by_kernel_class=_top(totals(timeline, "class", path, GPU_KINDS, seg), top),
+        by_phase=_top(totals(timeline, "phase", path, every, seg), top),
+        by_layer=_top(totals(timeline, "layer", path, every, seg), top),
+        by_name=_top(totals(timeline, "name", path, every, seg), top),
+    )
 
 
 def edges_by_kind(graph: nx.DiGraph) -> dict[str, int]:

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import os
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from daydream.compare import Against, Comparison
 from daydream.demo import Demo
-from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import ScriptInfo
 from daydream.files import clip
 from daydream.job import JobReplay
 from daydream.perf.accuracy import Accuracy
 from daydream.perf.devices import Device
 from daydream.replay import Replay
+from daydream.report_page import Report
 from daydream.validate import Ledger
 from daydream.whatif import WhatIf
 
@@ -169,8 +171,8 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     for w in d["warnings"]:
         console.print(warning_line("warning:", w))
     console.print(styled(("daydream run", "b"), " ", plain(f"{d['trace']}  {' '.join(d['scripts'])}", 2000)))
-    if d["params"]:
-        console.print(plain("params: " + ", ".join(f"{k} = {format_value(v)}" for k, v in d["params"].items()), 2000))
+    if d["params_text"]:
+        console.print(plain("params: " + ", ".join(f"{k} = {v}" for k, v in d["params_text"].items()), 2000))
     head = Table(title="Iteration time", title_justify="left")
     for col in ("measured", "baseline (simulated)", "predicted", "speedup"):
         head.add_column(col, justify="right")
@@ -198,14 +200,15 @@ def render_whatif(result: WhatIf, console: Console) -> None:
             per.add_row(plain(name), ms(b) if b is not None else "-", ms(a), _change(b, a) if b is not None else "")
         console.print(per)
     console.print(breakdown_table(d["breakdown"]["baseline"], d["breakdown"]["predicted"]))
-    cls = Table(title="GPU time by kernel class", title_justify="left")
-    for col in ("class", "baseline", "predicted", "change"):
-        cls.add_column(col, justify="right" if col != "class" else "left")
     b_cls, a_cls = d["gpu_time_by_class"]["baseline"], d["gpu_time_by_class"]["predicted"]
-    for name in sorted(set(b_cls) | set(a_cls), key=lambda n: -max(b_cls.get(n, 0.0), a_cls.get(n, 0.0)))[:12]:
-        b, a = b_cls.get(name, 0.0), a_cls.get(name, 0.0)
-        cls.add_row(plain(name), ms(b), ms(a), _change(b, a))
-    console.print(cls)
+    if b_cls or a_cls:  # a CPU recording has no GPU time to show
+        cls = Table(title="GPU time by kernel class", title_justify="left")
+        for col in ("class", "baseline", "predicted", "change"):
+            cls.add_column(col, justify="right" if col != "class" else "left")
+        for name in sorted(set(b_cls) | set(a_cls), key=lambda n: -max(b_cls.get(n, 0.0), a_cls.get(n, 0.0)))[:12]:
+            b, a = b_cls.get(name, 0.0), a_cls.get(name, 0.0)
+            cls.add_row(plain(name), ms(b), ms(a), _change(b, a))
+        console.print(cls)
     st = Table(title="Statements", title_justify="left")
     st.add_column("where", no_wrap=True)
     st.add_column("statement", overflow="ellipsis", max_width=60, no_wrap=True)
@@ -327,3 +330,105 @@ def render_devices(devices: list[Device], console: Console) -> None:
         table.add_row(plain(d.key), plain(d.full_name), *peaks, f"{d.hbm_gbps:g}", f"{d.l2_mb:g}", str(d.sms), f"gen{d.pcie_gen}")
     console.print(table)
     console.print("TFLOP/s per dtype; `-p device=NAME` / device = \"NAME\" in scripts take the first column.", highlight=False)
+
+
+_BREAKDOWN = (("cpu_only_us", "CPU"), ("gpu_only_us", "GPU"), ("cpu_gpu_overlap_us", "both"), ("idle_us", "idle"))
+
+
+def render_comparison(result: Comparison, console: Console, against: Against | None = None) -> None:
+    """``daydream compare``: the scenarios by predicted step time, where each one's time goes and what bounds it;
+    those the scripts stopped on; against saved results, each regression and what changed since."""
+    for w in result.warnings:
+        console.print(warning_line("warning:", w))
+    p, b = result.provenance, result.baseline
+    console.print(styled(("daydream compare", "b"), " ", plain(f"{p.trace}  {p.scenarios_file or ''}", 2000)))
+    measured = f"; measured {ms(b.measured_us)}" if b.measured_us == b.measured_us else ""
+    console.print(plain(f"baseline (the trace unchanged, simulated): {ms(b.simulated_us)}{measured}; bound by {b.bound.text()}", 2000))
+    # numbers in ms, shares in % of each scenario's step, the units in the title: the table fits 80 columns
+    table = Table(title="Scenarios by predicted step time (ms; breakdown in % of the step)", title_justify="left", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False, collapse_padding=True)
+    table.add_column("#", justify="right")
+    table.add_column("scenario", overflow="fold")
+    table.add_column("step", justify="right")
+    table.add_column("speedup", justify="right")
+    for _, label in _BREAKDOWN:
+        table.add_column(label, justify="right")
+    table.add_column("bound by", overflow="fold")
+    predicted = [s for s in result.scenarios if s.predicted_us is not None]
+    for i, s in enumerate(predicted, 1):
+        bd, total = s.breakdown or {}, (s.breakdown or {}).get("total_us") or 1.0
+        table.add_row(str(i), plain(s.name), _ms(s.predicted_us or 0.0), f"{s.speedup or 0.0:.3f}x",
+                      *(f"{100 * bd.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN), plain(s.bound.text() if s.bound else "-"))  # fmt: skip
+    total = b.breakdown.get("total_us") or 1.0
+    table.add_row("", "[i]baseline[/]", _ms(b.simulated_us), "1.000x", *(f"{100 * b.breakdown.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN),
+                  plain(b.bound.text()))  # fmt: skip
+    console.print(table)
+    console.print("speedup: baseline over predicted (above 1 is faster); CPU/GPU: only that one busy; both: the two "
+                  "at once; bound by: the critical path's largest shares", highlight=False, markup=False)  # fmt: skip
+    for s in result.scenarios:
+        if s.predicted_us is None:
+            console.print(styled(("not predicted:", "yellow"), " ", plain(f"{s.name}: {s.error}", 2000)))
+    if against is not None:
+        render_against(against, console)
+
+
+def render_against(against: Against, console: Console) -> None:
+    """Each scenario that moved against the saved results, and what changed since they were saved."""
+    moved = [v for v in against.verdicts if v.status != "same"]
+    console.print(plain(f"against {against.saved} (tolerance {against.tolerance_pct:g}%): {len(against.regressed)} regressed, "
+                        f"{sum(v.status == 'same' for v in against.verdicts)} within the tolerance, {len(moved) - len(against.regressed)} "
+                        "faster, new or gone", 2000))  # fmt: skip
+    if moved:
+        table = Table(title="Changed predictions (ms)", title_justify="left")
+        for col in ("scenario", "status", "saved", "now", "change"):
+            table.add_column(col, justify="right" if col in ("saved", "now", "change") else "left", overflow="fold")
+        for v in moved:
+            style = "red" if v.status == "regressed" else ""
+            table.add_row(plain(v.name), plain(v.status, style=style), _ms(v.saved_us) if v.saved_us is not None else "-",
+                          _ms(v.predicted_us) if v.predicted_us is not None else "-",
+                          f"{v.change_pct:+.2f}%" if v.change_pct is not None else plain(v.message, 200))  # fmt: skip
+        console.print(table)
+    for line in against.changed:
+        console.print(plain(f"since saved: {line}", 2000))
+
+
+def render_report(report: Report, console: Console) -> None:
+    """``daydream report``: the verdicts, the step, the layers and kernels that take longest, and where the page is."""
+    for w in report.warnings:
+        console.print(warning_line("warning:", w))
+    console.print(styled(("daydream report", "b"), " ", plain(f"{report.trace}  {' '.join(os.path.basename(s) for s in report.scripts)}", 2000)))
+    if report.params_text:
+        console.print(plain("params: " + ", ".join(f"{k} = {v}" for k, v in report.params_text.items()), 2000))
+    for a in report.analyses:
+        console.print(styled((f"{a.label}: ", "b"), plain(a.verdict, 2000)))
+    steps = f"baseline (simulated) {ms(report.analyses[0].step_us)}"
+    if report.speedup is not None:
+        steps += f", predicted {ms(report.analyses[1].step_us)}, speedup {report.speedup:.3f}x"
+    console.print(plain(steps))
+    last = report.analyses[-1]
+    layers = Table(title=f"Layers that take longest ({last.label}, ms)", title_justify="left")
+    for col in ("layer", "phase", "n", "latency", "GPU", "non-GPU"):
+        layers.add_column(col, justify="left" if col in ("layer", "phase") else "right", overflow="fold")
+    for r in last.layers[:8]:
+        layers.add_row(plain(r.name, 200), plain(r.phase), str(r.instances), _ms(r.latency_us), _ms(r.gpu_us), _ms(r.non_gpu_us))
+    console.print(layers)
+    kernels = Table(title=f"Kernels that take longest ({last.label}, ms)", title_justify="left")
+    kernels.add_column("kernel (its signature in the HTML)", overflow="ellipsis", no_wrap=True, max_width=50)
+    for col in ("class", "roofline", "n", "total", "%"):
+        kernels.add_column(col, justify="left" if col in ("class", "roofline") else "right")
+    for k in last.kernels[:8]:
+        kernels.add_row(plain(_kernel_label(k.name)), plain(k.kernel_class), k.bound or "-", str(k.count), _ms(k.total_us), f"{k.share_pct:.0f}")
+    console.print(kernels)
+    console.print(plain(f"report written to {report.index} (figures and report.json beside it)"))
+
+
+def _kernel_label(name: str) -> str:
+    """A kernel's name without its return type and parameter list (the signature is on the page)."""
+    text = name.removeprefix("void ")
+    depth = 0
+    for i, ch in enumerate(text):  # the parameter list: the first "(" outside template brackets
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "(" and depth == 0 and i > 0:
+            return text[:i]
+    return text

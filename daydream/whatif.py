@@ -62,6 +62,7 @@ class WhatIfReport(msgspec.Struct):
     steps: list[str]
     scripts: list[str]
     params: dict[str, Any]
+    params_text: dict[str, str]  # each param as a person reads it, in its default's unit (bucket_cap: "25 MiB")
     policy: str
     measured_us: float
     baseline_us: float
@@ -143,7 +144,8 @@ class WhatIf:
             rank=g.graph.get("rank"),
             steps=[s["name"] for s in g.graph.get("steps", [])],
             scripts=self.scripts,
-            params={k: _json_param(v) for k, v in self.session.param_values.items()},
+            params={k: json_param(v) for k, v in self.session.param_values.items()},
+            params_text=self.session.binder.shown(),
             policy=self.session.policy_text,
             measured_us=measured,
             baseline_us=self.baseline_us,
@@ -166,7 +168,7 @@ class WhatIf:
         return msgspec.to_builtins(self.report())
 
 
-def _json_param(value: Any) -> Any:
+def json_param(value: Any) -> Any:
     """Params as JSON values: numbers, strings, booleans, lists stay (a whole number past 64 bits as a float, or its
     text past a float's range); a selection becomes its size."""
     if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
@@ -174,7 +176,7 @@ def _json_param(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
-        return [_json_param(v) for v in value]
+        return [json_param(v) for v in value]
     return format_value(value)
 
 
@@ -243,12 +245,20 @@ def whatif(
     ``include_dirs`` as for :func:`run_whatif`: the CLI's ``--budget`` and ``--include-dir``). ``trace`` may be a
     folder of rank traces: the job's ranks in one graph, its collectives priced (``link``, as for
     :func:`daydream.job.replay_job`; ``jobs`` worker processes or the Ray cluster at ``ray`` build its ranks)."""
-    if is_job(trace):
-        graph = load_priced_job(trace, step, link, jobs, share=False, ray=ray)  # every rank its own tasks: a script may change one
-        return run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print, budget=budget, include_dirs=include_dirs)
-    t = load_trace(trace, et=et)
-    graph = build_graph(t, step)
+    graph, has_gpu = load_graph(trace, step, et, link, jobs, ray)
     result = run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print, budget=budget, include_dirs=include_dirs)
-    if not t.has_gpu_activity:
+    if not has_gpu:
         result.warnings.insert(0, f"{trace}: no GPU activity in the trace; the graph holds CPU tasks only")
     return result
+
+
+def load_graph(
+    trace: str | os.PathLike[str], step: str | int | None = None, et: str | None = None, link: str | float | None = None,
+    jobs: int = 1, ray: str | None = None,
+) -> tuple[nx.DiGraph, bool]:  # fmt: skip
+    """The graph scripts run on: one trace's step, or a job folder's ranks in one graph with its collectives priced
+    (every rank its own tasks: a script may change one). With whether the trace holds GPU activity."""
+    if is_job(trace):
+        return load_priced_job(trace, step, link, jobs, share=False, ray=ray), True
+    t = load_trace(trace, et=et)
+    return build_graph(t, step), t.has_gpu_activity

@@ -46,3 +46,17 @@ def test_a_job_in_a_notebook() -> None:
     rows = changed.rows()
     _flat_rows(rows)
     assert rows[7]["baseline_us"] == pytest.approx(12311.0) and rows[7]["speedup"] < 1
+
+
+def test_params_are_shown_in_their_units() -> None:
+    # bucket_cap's default is written 25MiB: shown "25 MiB", not 2.62144e+07; a value given with a unit keeps it
+    from daydream.demo import bundled_traces
+    from daydream.whatif import whatif
+
+    trace = next(t for t in bundled_traces() if t.endswith("_cpu.json.gz"))
+    shown = whatif(trace, ["ddp"], {"ranks": 2}).to_dict()["params_text"]
+    assert shown["bucket_cap"] == "25 MiB" and shown["first_bucket"] == "1 MiB"
+    assert shown["link"] == "nvlink3" and shown["ranks"] == "2"
+    given = whatif(trace, ["ddp"], {"ranks": 2, "bucket_cap": "10MB"}).to_dict()
+    assert given["params_text"]["bucket_cap"] == "10 MB" and given["params"]["bucket_cap"] == 10_000_000
+    assert whatif(trace, ["batch_size"], {"kernel_fixed": "1.5ms"}).to_dict()["params_text"]["kernel_fixed"] == "1.5 ms"

@@ -337,6 +337,17 @@ def test_scale_out_of_a_traced_ddp_rank(shared_traces: Path, nccl_parser: nx.DiG
     ]  # fmt: skip
 
 
+def test_ddp_on_a_trace_recorded_with_ddp_re_prices_its_collectives(shared_traces: Path, nccl_parser: nx.DiGraph) -> None:
+    # the trace holds DDP's all-reduces already: ddp re-prices them as scale_out does (inserting buckets on top of
+    # them would count the gradients twice)
+    for n in (8, 32):
+        ddp = run(nccl_parser, ["ddp"], ranks=n, link="nvlink3")
+        assert ddp.predicted_us == run(nccl_parser, [SCALE_OUT], ranks=n, intra="nvlink3").predicted_us
+        assert ddp.predicted.tasks == ddp.baseline.tasks  # nothing inserted
+        assert ddp.session.printed[0] == f"the trace holds collectives already: from 2 to {n} ranks, re-priced"
+    assert run(nccl_parser, ["ddp"], ranks=32).predicted.gpu_time_by_class["comm"] > run(nccl_parser, ["ddp"], ranks=8).predicted.gpu_time_by_class["comm"]
+
+
 def inline(text: str) -> object:
     return parse_script(text, "t.whatif")
 

@@ -532,6 +532,27 @@ _SHOWN_ITEMS = 200  # items format_value shows in all, nested lists included (a 
 _INT_DIGITS_BITS = 10_000  # whole numbers with more bits show as 1.23457e+3010 (str() stops at 4,300 digits)
 
 
+_TIME_SCALE = (("ns", 1e-3), ("us", 1.0), ("ms", 1e3), ("s", 1e6))
+_BINARY_SCALE = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
+_DECIMAL_SCALE = (("B", 1), ("KB", 10**3), ("MB", 10**6), ("GB", 10**9), ("TB", 10**12))
+
+
+def format_quantity(value: Any, unit: str | None) -> str:
+    """A param's value in the units its default was written in (``25MiB`` -> ``25 MiB``; a time in us, ms or s;
+    bytes in binary or decimal multiples as the default was); a string as it is; anything else as
+    :func:`format_value`."""
+    if isinstance(value, str):
+        return value
+    if unit is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return format_value(value)
+    scale = _TIME_SCALE if unit in ("ns", "us", "ms", "s", "min") else _BINARY_SCALE if unit.endswith("iB") else _DECIMAL_SCALE
+    name, size = scale[0]
+    for n, z in scale:
+        if abs(value) >= z:
+            name, size = n, z
+    return f"{value / size:.6g} {name}"
+
+
 def format_value(value: Any, limit: int = 8) -> str:
     """A value as a person reads it in a print or an assertion message: at most ``limit`` items of a list, and
     _SHOWN_ITEMS items in all however deep the lists nest."""

@@ -83,6 +83,7 @@ class Session:
     # params
     params: _Forward[dict[str, Any]] = _Forward("binder", "given")
     param_values: _Forward[dict[str, Any]] = _Forward("binder", "values")
+    param_units: _Forward[dict[str, str]] = _Forward("binder", "units")
     # what the statements did and printed
     effects: _Forward[dict[tuple[str, int, int], Effect]] = _Forward("recorder")
     warnings: _Forward[list[str]] = _Forward("recorder")

@@ -12,6 +12,7 @@ from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.check import Checker
+from daydream.dsl.functions import suggest
 from daydream.dsl.limits import MAX_SCRIPT_BYTES, Budget
 from daydream.dsl.parse import parse_script, script_error
 from daydream.errors import ScriptError
@@ -22,6 +23,18 @@ def library_dirs() -> list[Path]:
     """Where ``include "NAME"`` and ``daydream run TRACE NAME`` look when NAME is not a file: the bundled transforms."""
     root = files("daydream").joinpath("transforms")
     return [Path(str(root))] if root.is_dir() else []
+
+
+def library_names() -> list[str]:
+    """The bundled library's script names (``amp``, ``ddp``, ...)."""
+    return sorted(f.stem for d in library_dirs() for f in d.glob("*.whatif"))
+
+
+def library_hint(name: str) -> str:
+    """What to say about a script name that is neither a file nor in the library: the closest library name, and
+    where the list is."""
+    close = suggest(name.removesuffix(".whatif"), library_names())
+    return f"{close} (the library: daydream list)" if close else "not a file, nor in the library (daydream list shows it)"
 
 
 class Unreadable(ScriptError):
@@ -102,6 +115,8 @@ class Loader:
         """Parse a script file to run (cached by its resolved path): a regular file of at most MAX_SCRIPT_BYTES.
         Its folder becomes one the scripts may include from."""
         p = self.find(path)
+        if not p.exists() and os.sep not in str(path) and "/" not in str(path):
+            raise Unreadable(f"{path}: no such script; {library_hint(str(path))}")
         script = self._load(p, path)
         root = os.path.realpath(p.parent if str(p.parent) else ".")
         if root not in self._roots:

@@ -3,13 +3,17 @@ script's default."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.environment import Environment
+from daydream.dsl.evaluate import format_quantity
 from daydream.dsl.parse import parse_expression
 from daydream.errors import ScriptError
 from daydream.files import clip
+
+_UNIT = re.compile(r"\d(ns|us|ms|s|min|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 
 
 class ParamBinder:
@@ -20,6 +24,7 @@ class ParamBinder:
         self.given: dict[str, Any] = dict(given or {})
         self.used: set[str] = set()
         self.values: dict[str, Any] = {}
+        self.units: dict[str, str] = {}  # the unit a param's default was written in (``25MiB``: MiB), where it has one
         self.env = env
         self.texts = texts  # a parsed -p value's text joins the scripts', for its error messages
 
@@ -35,12 +40,20 @@ class ParamBinder:
                 except ScriptError as exc:
                     raise ScriptError(f"-p {s.name}={clip(value, 100)}: not a value: {str(exc).splitlines()[0]}") from None
                 self.texts[f"-p {s.name}"] = value
+                if isinstance(expr, ast.Literal) and (m := _UNIT.search(expr.text or "")):
+                    self.units[s.name] = m.group(1)  # shown as given: -p bucket_cap=10MB is 10 MB
                 value = self.env.value(expr)
             self.used.add(s.name)
         else:
             value = self.env.value(s.default)
         self.values[s.name] = value
+        if s.name not in self.units and isinstance(s.default, ast.Literal) and (m := _UNIT.search(s.default.text or "")):
+            self.units[s.name] = m.group(1)
         return value
+
+    def shown(self) -> dict[str, str]:
+        """Every param as bound, as a person reads it: in its default's unit (``bucket_cap = 25 MiB``)."""
+        return {name: format_quantity(v, self.units.get(name)) for name, v in self.values.items()}
 
     def unused(self) -> list[str]:
         """Given names that no script run so far declared."""

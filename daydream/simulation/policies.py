@@ -25,6 +25,11 @@ class Policy:
     attribute: str | None = None
     descending: bool = False
 
+    @property
+    def text(self) -> str:
+        """The policy as :func:`parse_policy` reads it."""
+        return self.kind if self.kind != "priority" else f"priority:{'-' if self.descending else ''}{self.attribute}"
+
     def priorities(self, attrs: list[dict[str, Any]]) -> list[float] | None:
         if self.kind != "priority":
             return None

@@ -72,7 +72,7 @@ class Timeline:
         return out
 
 
-def _union_length(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def union_intervals(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge [start, end) intervals (rows); return merged starts and ends."""
     if len(intervals) == 0:
         return np.empty(0), np.empty(0)
@@ -92,7 +92,7 @@ def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray])
     """Length of the intersection of two unions of disjoint intervals: |A| + |B| - |A u B|."""
     if not len(a[0]) or not len(b[0]):
         return 0.0
-    union = _union_length(np.concatenate([np.stack(a, axis=1), np.stack(b, axis=1)]))
+    union = union_intervals(np.concatenate([np.stack(a, axis=1), np.stack(b, axis=1)]))
     return float((a[1] - a[0]).sum() + (b[1] - b[0]).sum() - (union[1] - union[0]).sum())
 
 
@@ -118,8 +118,8 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     t1 = t0 + total
     cpu_rows = np.stack([timeline.start[cpu_ix], timeline.end[cpu_ix] + gaps], axis=1) if cpu_ix else np.empty((0, 2))
     gpu_rows = np.stack([timeline.start[gpu_ix], timeline.end[gpu_ix]], axis=1) if gpu_ix else np.empty((0, 2))
-    cpu = _union_length(np.clip(cpu_rows, t0, t1))
-    gpu = _union_length(gpu_rows)
+    cpu = union_intervals(np.clip(cpu_rows, t0, t1))
+    gpu = union_intervals(gpu_rows)
     cpu_busy = float((cpu[1] - cpu[0]).sum())
     gpu_busy = float((gpu[1] - gpu[0]).sum())
     both = float(_overlap(cpu, gpu))

@@ -1,0 +1,235 @@
+"""The across-stack analyses of XSP (seed 004) over a simulated timeline: what ``daydream report`` shows.
+
+- **Layers** are the framework's operators, XSP's layer level: each instance of a top-level op (``aten::conv2d``
+  with every op and kernel under it, ``top_op_id``) spans from its first task's start to its last task's end, GPU
+  kernels included. Its GPU time is its kernels' summed time, its non-GPU time the rest of its span (XSP's "layer
+  latency minus its kernels": framework and launch time, waits). The table aggregates instances by op and phase.
+  Where the trace records modules (``layer``), the same table by module.
+- **Kernels** aggregated by name and by layer: count, time, share of GPU time, kernel class, and the roofline class
+  where the op's shapes give its cost (FLOPs and bytes, summed over the kernels before the ratio, as XSP does): memory-
+  bound when bytes / bandwidth exceeds FLOPs / peak on the trace's GPU.
+- **Streams**: each GPU stream's busy and idle time over the step.
+- **Verdict**: one line, from the critical path and the breakdown (``CPU-bound: the GPU is busy 23% of the step``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from daydream.graph.schema import CPU_KINDS, GPU_KINDS
+from daydream.perf.devices import device_of_graph
+from daydream.perf.roofline import compute_peak, observations
+from daydream.replay import CriticalPath, critical_path_summary
+from daydream.simulation import Timeline, breakdown
+from daydream.simulation.timeline import union_intervals
+
+
+class LayerRow(msgspec.Struct):
+    """Instances of one layer (op or module) in one phase, summed."""
+
+    name: str
+    phase: str
+    instances: int
+    latency_us: float  # summed spans of its instances
+    gpu_us: float  # its kernels' summed time
+    non_gpu_us: float  # latency - GPU time (clipped at 0 per instance: kernels may overlap each other)
+    cpu_us: float  # its CPU tasks' summed time
+    kernels: int
+
+
+class KernelRow(msgspec.Struct):
+    """Kernels of one name (or of one layer), summed."""
+
+    name: str
+    kernel_class: str
+    count: int
+    total_us: float
+    mean_us: float
+    share_pct: float  # of the timeline's GPU time
+    flops: float | None  # where shapes give a cost (else None)
+    bytes: float | None
+    bound: str | None  # "memory" or "compute" on the trace's GPU, where the cost is known
+
+
+class StreamRow(msgspec.Struct):
+    stream: str
+    busy_us: float
+    idle_us: float
+    idle_pct: float
+    tasks: int
+
+
+class Analysis(msgspec.Struct):
+    """One timeline, analysed."""
+
+    label: str
+    step_us: float
+    breakdown: dict[str, float]
+    gpu_busy_pct: float
+    verdict: str
+    layers: list[LayerRow]
+    modules: list[LayerRow]
+    kernels: list[KernelRow]
+    kernels_by_layer: list[KernelRow]
+    streams: list[StreamRow]
+    critical_path: CriticalPath
+    roofline_device: str | None  # the catalog GPU the roofline classes are for (None: none known)
+
+
+def analyse(timeline: Timeline, label: str) -> Analysis:
+    """Every analysis of ``timeline`` (the graph's current attributes name its tasks)."""
+    bd = breakdown(timeline)
+    total = bd["total_us"] or 1.0
+    gpu_busy = 100 * (bd["gpu_only_us"] + bd["cpu_gpu_overlap_us"]) / total
+    path = critical_path_summary(timeline, top=8)
+    costs, device = _kernel_costs(timeline)
+    return Analysis(
+        label=label,
+        step_us=bd["total_us"],
+        breakdown=bd,
+        gpu_busy_pct=gpu_busy,
+        verdict=verdict(bd, path, timeline),
+        layers=layer_rows(timeline, "top_op", "top_op_id"),
+        modules=layer_rows(timeline, "layer", None),
+        kernels=kernel_rows(timeline, "name", costs, device),
+        kernels_by_layer=kernel_rows(timeline, "top_op", costs, device),
+        streams=stream_rows(timeline),
+        critical_path=path,
+        roofline_device=device.key if device is not None else None,
+    )
+
+
+def layer_rows(timeline: Timeline, by: str, instance: str | None) -> list[LayerRow]:
+    """Layers by ``by`` (``top_op``, ``layer``) and phase; an instance is one value of ``instance`` (``top_op_id``),
+    or, without one (modules), all of the name's tasks in the phase on one rank."""
+    attrs = timeline.task_attrs
+    start, end = timeline.start.tolist(), timeline.end.tolist()
+    groups: dict[Any, list[int]] = defaultdict(list)
+    for i, a in enumerate(attrs):
+        name = a.get(by)
+        if name is None or (a["kind"] not in GPU_KINDS and a["kind"] not in CPU_KINDS):
+            continue
+        phase = a.get("phase") or "-"
+        if instance is not None:
+            ident = a.get(instance)
+            if ident is None:
+                continue
+            key = (name, phase, a.get("rank"), ident)
+        else:
+            key = (name, phase, a.get("rank"))
+        groups[key].append(i)
+    rows: dict[tuple[str, str], LayerRow] = {}
+    for key, ix in groups.items():
+        name, phase = str(key[0]), str(key[1])
+        span = max(end[i] for i in ix) - min(start[i] for i in ix)
+        gpu = sum(end[i] - start[i] for i in ix if attrs[i]["kind"] in GPU_KINDS)
+        cpu = sum(end[i] - start[i] for i in ix if attrs[i]["kind"] in CPU_KINDS)
+        kernels = sum(1 for i in ix if attrs[i]["kind"] in GPU_KINDS)
+        row = rows.get((name, phase))
+        if row is None:
+            row = rows[(name, phase)] = LayerRow(name, phase, 0, 0.0, 0.0, 0.0, 0.0, 0)
+        row.instances += 1
+        row.latency_us += span
+        row.gpu_us += gpu
+        row.non_gpu_us += max(0.0, span - gpu)
+        row.cpu_us += cpu
+        row.kernels += kernels
+    return sorted(rows.values(), key=lambda r: (-r.latency_us, r.name, r.phase))
+
+
+def _kernel_costs(timeline: Timeline) -> tuple[dict[int, tuple[float, float]], Any]:
+    """FLOPs and bytes of each kernel task (index) whose op's shapes give a cost: the op instance's cost split over
+    its kernels by their time. Empty where the graph's GPU is not in the catalog."""
+    graph = timeline.graph
+    device = device_of_graph(graph)
+    if device is None:
+        return {}, None
+    index = {n: i for i, n in enumerate(timeline.nodes)}
+    out: dict[int, tuple[float, float]] = {}
+    for ob in observations(graph, device):
+        ix = [index[n] for n in ob.tasks if n in index]
+        times = [float(timeline.end[i] - timeline.start[i]) for i in ix]
+        total = sum(times) or 1.0
+        for i, t in zip(ix, times):
+            share = t / total
+            out[i] = (ob.cost.flops * share, ob.cost.bytes * share)
+    return out, device
+
+
+def kernel_rows(timeline: Timeline, by: str, costs: dict[int, tuple[float, float]], device: Any) -> list[KernelRow]:
+    """GPU tasks aggregated by ``by`` (``name``, ``top_op``), largest time first."""
+    attrs = timeline.task_attrs
+    dur = (timeline.end - timeline.start).tolist()
+    acc: dict[str, dict[str, Any]] = {}
+    gpu_total = 0.0
+    for i, a in enumerate(attrs):
+        if a["kind"] not in GPU_KINDS:
+            continue
+        gpu_total += dur[i]
+        key = str(a.get(by) if a.get(by) is not None else "-")
+        e = acc.get(key)
+        if e is None:
+            e = acc[key] = {"classes": defaultdict(float), "count": 0, "total": 0.0, "flops": 0.0, "bytes": 0.0,
+                            "costed": 0.0}  # fmt: skip
+        e["classes"][str(a.get("class") or a["kind"])] += dur[i]
+        e["count"] += 1
+        e["total"] += dur[i]
+        if i in costs:
+            e["flops"] += costs[i][0]
+            e["bytes"] += costs[i][1]
+            e["costed"] += dur[i]
+    rows = []
+    for key, e in acc.items():
+        cls = max(e["classes"].items(), key=lambda kv: kv[1])[0]
+        # a roofline class only where most of the row's time has a known cost
+        known = device is not None and e["total"] > 0 and e["costed"] >= 0.5 * e["total"] and e["bytes"] > 0
+        bound = None
+        if known:
+            compute_s = e["flops"] / compute_peak(device, "fp32", cls)
+            memory_s = e["bytes"] / device.hbm_bytes_per_s
+            bound = "memory" if memory_s >= compute_s else "compute"
+        rows.append(KernelRow(key, cls, e["count"], e["total"], e["total"] / e["count"],
+                              100 * e["total"] / gpu_total if gpu_total else 0.0,
+                              e["flops"] if known else None, e["bytes"] if known else None, bound))  # fmt: skip
+    return sorted(rows, key=lambda r: (-r.total_us, r.name))
+
+
+def stream_rows(timeline: Timeline) -> list[StreamRow]:
+    """Each GPU stream (thread of GPU tasks): busy (union of its tasks) and idle over the timeline's span."""
+    total = timeline.makespan()
+    lanes: dict[str, list[int]] = defaultdict(list)
+    for i, a in enumerate(timeline.task_attrs):
+        if a["kind"] in GPU_KINDS:
+            lanes[a["thread"]].append(i)
+    rows = []
+    for lane, ix in lanes.items():
+        arr = np.stack([timeline.start[ix], timeline.end[ix]], axis=1)
+        s, e = union_intervals(arr)
+        busy = float((e - s).sum())
+        rows.append(StreamRow(lane, busy, max(0.0, total - busy), 100 * max(0.0, total - busy) / total if total else 0.0, len(ix)))
+    return sorted(rows, key=lambda r: (-r.busy_us, r.stream))
+
+
+def verdict(bd: dict[str, float], path: CriticalPath, timeline: Timeline) -> str:
+    """One line: what bounds the step, by its critical path, and how busy the GPU is."""
+    total = bd["total_us"] or 1.0
+    gpu_busy = 100 * (bd["gpu_only_us"] + bd["cpu_gpu_overlap_us"]) / total
+    held = path.gpu_us + path.cpu_us or 1.0
+    has_gpu = any(a["kind"] in GPU_KINDS for a in timeline.task_attrs)
+    if not has_gpu:
+        top = next(iter(path.by_phase), None)
+        return f"CPU only: no GPU work; the step's critical path is {'mostly ' + top if top else 'on the CPU'}"
+    comm = path.by_kernel_class.get("comm", 0.0)
+    if comm > 0.5 * held:
+        return f"communication-bound: collectives hold {100 * comm / held:.0f}% of the critical path; the GPU is busy {gpu_busy:.0f}% of the step"
+    loader = path.by_phase.get("dataloader", 0.0)
+    if loader > 0.5 * held:
+        return f"input-bound: data loading holds {100 * loader / held:.0f}% of the critical path; the GPU is busy {gpu_busy:.0f}% of the step"
+    if path.gpu_us >= path.cpu_us:
+        top = next(iter(path.by_kernel_class), "-")
+        return f"GPU-bound: kernels hold {100 * path.gpu_us / held:.0f}% of the critical path ({top} the most); the GPU is busy {gpu_busy:.0f}% of the step"
+    return f"CPU-bound: the GPU is busy {gpu_busy:.0f}% of the step; the CPU holds {100 * path.cpu_us / held:.0f}% of the critical path"

@@ -1,0 +1,584 @@
+"""Ranking what-if scenarios on one trace, keeping the results, catching regressions: ``daydream compare``.
+
+A scenarios file (TOML; script paths relative to the file, or names of the bundled library)::
+
+    [[scenario]]
+    name = "mixed precision"
+    scripts = ["amp"]                       # applied in order
+    params = { speedup = 2 }                # optional: .whatif values (a string is read as a .whatif expression,
+                                            # "25MB", unless the param's default is a string)
+    grid = { bucket_cap = ["10MB", "25MB"] }  # optional: this scenario once per value (product over params)
+
+    [grid]                                  # optional: applies to every scenario whose scripts declare the param
+    ranks = [8, 16, 64]
+    inter = ["ib-hdr", "roce-100g"]
+
+Each point of a grid is a scenario of its own, named ``NAME param=value ...``. Every scenario runs on its own copy of
+the trace's graph; the baseline is the unchanged graph, simulated. A scenario whose scripts stop (an assert, a script
+error) is kept with the reason and no prediction.
+
+Saved results (``--save``) hold the results and their provenance: daydream's version, the trace's SHA-256, each
+script's SHA-256 (every file read, includes too), params, device, date. ``--against`` compares a run with saved
+results: a scenario regressed when its predicted step time grew by more than the tolerance, or when it had a
+prediction and has none now.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import itertools
+import math
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import networkx as nx
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from daydream._version import __version__
+from daydream.dsl.evaluate import format_value
+from daydream.dsl.library import Loader, describe_scripts, library_dirs
+from daydream.errors import DaydreamError
+from daydream.job import is_job, job_inputs
+from daydream.replay import CriticalPath, critical_path_summary, replay_graph, trace_inputs
+from daydream.simulation import EARLIEST, Policy
+from daydream.whatif import json_param, load_graph, run_whatif
+from daydream.workers import connect_ray
+
+MAX_SCENARIOS = 10_000  # a grid's product: bounded work
+EXIT_REGRESSED = 4  # --against: a scenario's prediction regressed beyond the tolerance
+
+
+class ScenarioSpec(msgspec.Struct, forbid_unknown_fields=True):
+    """One ``[[scenario]]`` table as written."""
+
+    name: str
+    scripts: list[str]
+    params: dict[str, Any] = {}
+    grid: dict[str, list[Any]] = {}
+
+
+class _ScenariosFile(msgspec.Struct, forbid_unknown_fields=True):
+    scenario: list[ScenarioSpec]
+    grid: dict[str, list[Any]] = {}
+
+
+class Scenario(msgspec.Struct, frozen=True):
+    """One point to predict: scripts (library names or paths) applied in order with these params."""
+
+    name: str
+    scripts: list[str]
+    params: dict[str, Any] = {}
+
+
+def value_text(value: Any) -> str:
+    """A param value as a person writes it in a scenario's name: strings bare, others as .whatif values."""
+    return value if isinstance(value, str) else format_value(value)
+
+
+def load_scenarios(path: str | os.PathLike[str]) -> list[Scenario]:
+    """The scenarios of a scenarios file, grids expanded, script paths made absolute (relative to the file)."""
+    p = Path(path)
+    if not p.is_file():
+        raise DaydreamError(f"{p}: no such scenarios file")
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DaydreamError(f"{p}: not a TOML scenarios file: {exc}") from None
+    try:
+        parsed = msgspec.convert(doc, _ScenariosFile)
+    except msgspec.ValidationError as exc:
+        raise DaydreamError(f"{p}: {exc} (each [[scenario]] has name and scripts, optional params and grid; an "
+                            "optional [grid] table of lists; see daydream.compare)") from None  # fmt: skip
+    return expand(parsed.scenario, parsed.grid, p.parent, str(p))
+
+
+def expand(specs: Sequence[ScenarioSpec], grid: dict[str, list[Any]] | None = None, base: Path | None = None,
+           where: str = "scenarios") -> list[Scenario]:  # fmt: skip
+    """Scenarios from their specs: each spec once per point of its own grid and of the shared ``grid``'s params its
+    scripts declare. Errors name ``where`` and the scenario."""
+    shared = dict(grid or {})
+    if not specs:
+        raise DaydreamError(f"{where}: no [[scenario]] tables")
+    for name, values in shared.items():
+        _check_axis(where, "[grid]", name, values)
+    out: list[Scenario] = []
+    names: set[str] = set()
+    used: set[str] = set()
+    for spec in specs:
+        at = f"{where}: scenario {spec.name!r}"
+        if not spec.name.strip():
+            raise DaydreamError(f"{where}: a scenario with an empty name")
+        if spec.name in names:
+            raise DaydreamError(f"{at}: a second scenario of that name")
+        names.add(spec.name)
+        if not spec.scripts:
+            raise DaydreamError(f"{at}: scripts needs at least one entry")
+        scripts = [script_path(base, s) for s in spec.scripts]
+        declared = _declared_params(scripts, at)
+        for name, values in spec.grid.items():
+            _check_axis(at, "grid", name, values)
+            if name not in declared:
+                raise DaydreamError(f"{at}: grid param {name!r}: its scripts declare {', '.join(sorted(declared)) or 'no params'}")
+        both = sorted(set(spec.params) & set(spec.grid))
+        if both:
+            raise DaydreamError(f"{at}: {', '.join(both)} given in params and in grid: give each once")
+        axes = dict(spec.grid)
+        for name, values in shared.items():
+            if name in declared and name not in spec.params and name not in axes:
+                axes[name] = values
+                used.add(name)
+        points = math.prod(len(v) for v in axes.values())
+        if len(out) + points > MAX_SCENARIOS:
+            raise DaydreamError(f"{at}: the grids make more than {MAX_SCENARIOS:,} scenarios")
+        for values in itertools.product(*axes.values()):
+            point = dict(zip(axes, values))
+            label = " ".join([spec.name, *(f"{k}={value_text(v)}" for k, v in point.items())])
+            if label in names and point:
+                raise DaydreamError(f"{at}: grid point {label!r} has the name of another scenario")
+            names.add(label)
+            out.append(Scenario(label, scripts, {**spec.params, **point}))
+    unused = sorted(set(shared) - used)
+    if unused:
+        raise DaydreamError(f"{where}: [grid] param {', '.join(unused)}: no scenario's scripts declare it "
+                            "(or each sets it in params)")  # fmt: skip
+    return out
+
+
+def _check_axis(where: str, table: str, name: str, values: list[Any]) -> None:
+    if not values:
+        raise DaydreamError(f"{where}: {table} {name} = []: give at least one value")
+    if len({repr(v) for v in values}) != len(values):
+        raise DaydreamError(f"{where}: {table} {name} repeats a value")
+
+
+def script_path(base: Path | None, script: str) -> str:
+    """A script as a scenarios or cases file names it: a library name as it is, a path relative to the file."""
+    if base is None or ("/" not in script and not script.endswith(".whatif")):
+        return script
+    return str(base / script)
+
+
+def _declared_params(scripts: list[str], where: str) -> set[str]:
+    try:
+        return {name for info in describe_scripts(scripts) for name, _ in info.params}
+    except DaydreamError as exc:
+        raise DaydreamError(f"{where}: {str(exc).splitlines()[0]}") from None
+
+
+class Bound(msgspec.Struct):
+    """What bounds a timeline: its critical path's time by resource, phase and kernel class (largest first)."""
+
+    gpu_pct: float
+    cpu_pct: float
+    by_phase: dict[str, float]  # % of the path
+    by_kernel_class: dict[str, float]
+
+    @classmethod
+    def of(cls, path: CriticalPath, total_us: float) -> Bound:
+        def pct(d: dict[str, float]) -> dict[str, float]:
+            return {k: 100 * v / total_us for k, v in list(d.items())[:3]} if total_us else {}
+
+        return cls(
+            gpu_pct=100 * path.gpu_us / total_us if total_us else 0.0,
+            cpu_pct=100 * path.cpu_us / total_us if total_us else 0.0,
+            by_phase=pct(path.by_phase),
+            by_kernel_class=pct(path.by_kernel_class),
+        )
+
+    def text(self) -> str:
+        """``GPU 82%: backward 45%, gemm 30%``: the resource holding most of the path, then its largest shares."""
+        gpu = self.gpu_pct >= self.cpu_pct
+        lead = f"GPU {self.gpu_pct:.0f}%" if gpu else f"CPU {self.cpu_pct:.0f}%"
+        # a GPU-bound path: its largest phase and kernel class; a CPU-bound one: its two largest phases
+        parts = list(self.by_phase.items())[:1] + list(self.by_kernel_class.items())[:1] if gpu else list(self.by_phase.items())[:2]
+        return lead + (": " + ", ".join(f"{k} {v:.0f}%" for k, v in parts) if parts else "")
+
+
+class ScenarioResult(msgspec.Struct):
+    """One scenario's prediction, or why there is none (``error``, with the exit status it would have in ``run``)."""
+
+    name: str
+    scripts: list[str]
+    params: dict[str, Any]  # every param as bound (defaults too), JSON values
+    predicted_us: float | None
+    speedup: float | None  # baseline / predicted: above 1 is faster
+    breakdown: dict[str, float] | None
+    bound: Bound | None
+    script_sha256: dict[str, str] = {}  # every script file read (includes too), by its key (:func:`script_key`)
+    printed: list[str] = []
+    warnings: list[str] = []
+    error: str | None = None
+    exit_code: int = 0
+
+
+class Baseline(msgspec.Struct):
+    """The unchanged graph, simulated."""
+
+    measured_us: float
+    simulated_us: float
+    breakdown: dict[str, float]
+    bound: Bound
+
+
+class Provenance(msgspec.Struct):
+    """Where saved results came from: enough to say what changed since."""
+
+    daydream: str
+    date: str  # UTC, ISO 8601
+    trace: str
+    trace_sha256: str
+    step: str | None
+    policy: str
+    link: str | None
+    device: str | None
+    scenarios_file: str | None
+    script_sha256: dict[str, str]
+
+
+class ComparisonReport(msgspec.Struct):
+    """What ``daydream compare --json`` prints and ``--save`` writes (:meth:`Comparison.to_dict`)."""
+
+    provenance: Provenance
+    baseline: Baseline
+    scenarios: list[ScenarioResult]  # by predicted step time, fastest first; those without a prediction last
+    warnings: list[str] = []
+
+
+@dataclass(repr=False)
+class Comparison:
+    """The baseline and every scenario's prediction, sorted by predicted step time. ``rows()`` gives a table a
+    DataFrame takes."""
+
+    provenance: Provenance
+    baseline: Baseline
+    scenarios: list[ScenarioResult]
+    warnings: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        best = self.scenarios[0] if self.scenarios and self.scenarios[0].predicted_us is not None else None
+        lead = f", best {best.name!r} {best.predicted_us / 1e3:,.3f} ms ({best.speedup:.3f}x)" if best and best.predicted_us else ""
+        return (f"Comparison(trace={self.provenance.trace!r}, baseline {self.baseline.simulated_us / 1e3:,.3f} ms, "
+                f"{len(self.scenarios)} scenarios{lead})")  # fmt: skip
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per scenario, fastest first: name, predicted (us), speedup, breakdown, bound, error."""
+        out = []
+        for s in self.scenarios:
+            row: dict[str, Any] = {"scenario": s.name, "predicted_us": s.predicted_us, "speedup": s.speedup}
+            row.update(s.breakdown or {})
+            row["bound"] = s.bound.text() if s.bound else None
+            row["error"] = s.error
+            out.append(row)
+        return out
+
+    def report(self) -> ComparisonReport:
+        return ComparisonReport(self.provenance, self.baseline, self.scenarios, self.warnings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self.report())
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def trace_sha256(trace: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a trace file; of a job folder, over its rank files' names and hashes."""
+    if not is_job(trace):
+        return sha256_file(trace)
+    h = hashlib.sha256()
+    for f in sorted(job_inputs(trace)):
+        h.update(f"{os.path.basename(f)}\0{sha256_file(f)}\n".encode())
+    return h.hexdigest()
+
+
+def script_key(path: str, base: Path | None) -> str:
+    """A script file named so that the same script has the same key on another machine: a library script by its
+    place in the library (``library/amp.whatif``), one beside the scenarios file relative to it, others as they are."""
+    real = os.path.realpath(path)
+    for root in library_dirs():
+        r = os.path.realpath(root)
+        if real.startswith(r + os.sep):
+            return "library/" + os.path.relpath(real, r)
+    if base is not None:
+        b = os.path.realpath(base)
+        if real.startswith(b + os.sep):
+            return os.path.relpath(real, b)
+    return path
+
+
+@dataclass
+class _Job:
+    """What a worker needs to load the graph and run scenarios, all plain data (it crosses processes)."""
+
+    trace: str
+    step: str | int | None
+    et: str | None
+    link: str | float | None
+    policy: Policy
+    budget: int | None
+    include_dirs: list[str]
+    base: str | None  # the scenarios file's folder: script keys relative to it
+
+
+def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> ScenarioResult:
+    """One scenario on its own copy of ``graph``; a script that stops gives a result with its reason."""
+    printed: list[str] = []
+    base = Path(job.base) if job.base else None
+    try:
+        result = run_whatif(graph, scenario.scripts, dict(scenario.params), job.policy, copy=True,
+                            on_print=printed.append, budget=job.budget, include_dirs=job.include_dirs)  # fmt: skip
+    except DaydreamError as exc:
+        loader = Loader()  # the scripts it names (those that stopped read no includes past the stop)
+        for script in scenario.scripts:
+            loader.load(script)
+        return ScenarioResult(scenario.name, scenario.scripts, {k: json_param(v) for k, v in scenario.params.items()},
+                              None, None, None, None, script_sha256=_hashes(loader.texts, base), printed=printed,
+                              error=str(exc).splitlines()[0], exit_code=int(getattr(exc, "exit_code", 1)))  # fmt: skip
+    hashes = _hashes(result.session.loader.texts, base)
+    total = result.predicted_us
+    return ScenarioResult(
+        name=scenario.name,
+        scripts=scenario.scripts,
+        params={k: json_param(v) for k, v in result.session.param_values.items()},
+        predicted_us=total,
+        speedup=result.speedup,
+        breakdown=result.predicted.breakdown,
+        bound=Bound.of(critical_path_summary(result.timeline, top=3), total),
+        script_sha256=hashes,
+        printed=printed,
+        warnings=result.session.warnings,
+    )
+
+
+def _hashes(texts: dict[str, str], base: Path | None) -> dict[str, str]:
+    """The SHA-256 of every script file read, by :func:`script_key`."""
+    return {script_key(f, base): hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items() if not f.startswith("<")}
+
+
+# one graph per worker process, loaded once by the initializer
+_WORKER: tuple[nx.DiGraph, _Job] | None = None
+
+
+def _init_worker(job: _Job) -> None:
+    global _WORKER
+    _WORKER = (load_graph(job.trace, job.step, job.et, job.link)[0], job)
+
+
+def _predict_in_worker(scenario: Scenario) -> ScenarioResult:
+    assert _WORKER is not None
+    return predict_scenario(_WORKER[0], scenario, _WORKER[1])
+
+
+def _predict_chunk(job: _Job, chunk: list[Scenario]) -> list[ScenarioResult]:
+    """A Ray task: load the graph once, predict a chunk of scenarios."""
+    graph = load_graph(job.trace, job.step, job.et, job.link)[0]
+    return [predict_scenario(graph, s, job) for s in chunk]
+
+
+def compare(
+    trace: str | os.PathLike[str],
+    scenarios: str | os.PathLike[str] | Sequence[Scenario],
+    step: str | int | None = None,
+    et: str | None = None,
+    link: str | float | None = None,
+    policy: Policy = EARLIEST,
+    budget: int | None = None,
+    include_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    jobs: int = 1,
+    ray: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Comparison:
+    """Predict every scenario (a scenarios file, or :class:`Scenario` values) on ``trace`` (a trace or a job
+    folder), each on its own copy of the graph, and sort them by predicted step time. ``jobs`` > 1: that many worker
+    processes, each loading the trace once; ``ray``: chunks of scenarios on the Ray cluster at that address. The
+    results are the same either way."""
+    if jobs < 1:
+        raise DaydreamError(f"--jobs {jobs}: give at least 1")
+    base = None
+    file = None
+    if isinstance(scenarios, (str, os.PathLike)):
+        file = os.fspath(scenarios)
+        base = str(Path(file).parent)
+        scenarios = load_scenarios(file)
+    scenarios = list(scenarios)
+    if not scenarios:
+        raise DaydreamError("no scenarios to compare")
+    for s in scenarios:  # every script readable before any work: a typo costs no simulation
+        for script in s.scripts:
+            Loader().load(script)
+    path = os.fspath(trace)
+    job = _Job(path, step, et, link, policy, budget,
+               [os.fspath(d) for d in include_dirs or []], base)  # fmt: skip
+    graph, has_gpu = load_graph(path, step, et, link)
+    base_run = replay_graph(graph, policy)
+    baseline = Baseline(base_run.measured_us, base_run.predicted_us, base_run.breakdown,
+                        Bound.of(critical_path_summary(base_run.timeline, top=3), base_run.predicted_us))  # fmt: skip
+    say = progress or (lambda _line: None)
+    n = len(scenarios)
+    if ray is not None:
+        rt = connect_ray(ray, jobs)
+        remote = rt.remote(_predict_chunk)
+        size = max(1, math.ceil(n / max(1, jobs)))
+        refs = [remote.remote(job, scenarios[i : i + size]) for i in range(0, n, size)]
+        results = [r for chunk in rt.get(refs) for r in chunk]
+    elif jobs > 1 and n > 1:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx, initializer=_init_worker, initargs=(job,)) as pool:
+            results = []
+            for i, r in enumerate(pool.map(_predict_in_worker, scenarios)):
+                say(f"scenario {i + 1}/{n}: {r.name}")
+                results.append(r)
+    else:
+        results = []
+        for i, s in enumerate(scenarios):
+            say(f"scenario {i + 1}/{n}: {s.name}")
+            results.append(predict_scenario(graph, s, job))
+    hashes: dict[str, str] = {}
+    for r in results:
+        hashes.update(r.script_sha256)
+    provenance = Provenance(
+        daydream=__version__,
+        date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        trace=path,
+        trace_sha256=trace_sha256(path),
+        step=None if step is None else str(step),
+        policy=policy.text,
+        link=None if link is None else str(link),
+        device=graph.graph.get("device"),
+        scenarios_file=file,
+        script_sha256=dict(sorted(hashes.items())),
+    )
+    warnings = list(graph.graph.get("warnings", []))
+    if not has_gpu:
+        warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
+    ranked = sorted(results, key=lambda r: (r.predicted_us is None, r.predicted_us or 0.0))
+    return Comparison(provenance, baseline, ranked, warnings)
+
+
+def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathLike[str], et: str | None = None) -> list[str]:
+    """The files ``compare`` reads before it starts: the trace (and what it reads beside it) and the scenarios file."""
+    traces = job_inputs(trace) if is_job(trace) else trace_inputs(trace, et)
+    return [*traces, os.fspath(scenarios_file)]
+
+
+# --- saved results and regressions ----------------------------------------------------------------------------------
+
+
+def load_saved(path: str | os.PathLike[str]) -> ComparisonReport:
+    """Results saved by ``daydream compare --save``."""
+    p = Path(path)
+    if not p.is_file():
+        raise DaydreamError(f"{p}: no such results file (write one with daydream compare ... --save {p})")
+    try:
+        return msgspec.json.decode(p.read_bytes(), type=ComparisonReport)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise DaydreamError(f"{p}: not results saved by daydream compare --save: {exc}") from None
+
+
+def save(comparison: Comparison, path: str | os.PathLike[str]) -> None:
+    from daydream.files import write_atomically
+
+    write_atomically(path, msgspec.json.format(msgspec.json.encode(comparison.report()), indent=2) + b"\n")
+
+
+class Verdict(msgspec.Struct):
+    """One scenario against its saved prediction."""
+
+    name: str
+    status: str  # "regressed", "faster", "same", "new", "gone"
+    saved_us: float | None
+    predicted_us: float | None
+    change_pct: float | None
+    message: str
+
+
+class Against(msgspec.Struct):
+    """A comparison checked against saved results: each scenario's verdict, and what changed since."""
+
+    saved: str
+    tolerance_pct: float
+    verdicts: list[Verdict]
+    changed: list[str]  # the trace, scripts, params, version that differ from the saved run's
+
+    @property
+    def regressed(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.status == "regressed"]
+
+
+def parse_tolerance(text: str) -> float:
+    """``5%`` or ``5`` (percent) as a number of percent."""
+    t = text.strip().removesuffix("%").strip()
+    try:
+        value = float(t)
+    except ValueError:
+        raise DaydreamError(f"--tolerance {text!r}: give a percentage, e.g. 5%") from None
+    if not math.isfinite(value) or value < 0:
+        raise DaydreamError(f"--tolerance {text!r}: give a percentage of at least 0, e.g. 5%")
+    return value
+
+
+def check_against(comparison: Comparison, saved: ComparisonReport, saved_path: str, tolerance_pct: float) -> Against:
+    """Each scenario's prediction against the saved one: regressed when it grew by more than ``tolerance_pct``
+    percent (or lost its prediction), faster when it shrank by more, else the same; scenarios new or gone."""
+    old = {s.name: s for s in saved.scenarios}
+    verdicts = []
+    for s in comparison.scenarios:
+        o = old.pop(s.name, None)
+        if o is None:
+            verdicts.append(Verdict(s.name, "new", None, s.predicted_us, None, "not in the saved results"))
+            continue
+        if s.predicted_us is None:
+            status = "regressed" if o.predicted_us is not None else "same"
+            why = f"no prediction now: {s.error}" if o.predicted_us is not None else f"no prediction then or now: {s.error}"
+            verdicts.append(Verdict(s.name, status, o.predicted_us, None, None, why))
+            continue
+        if o.predicted_us is None:
+            verdicts.append(Verdict(s.name, "faster", None, s.predicted_us, None, f"predicted now; then: {o.error}"))
+            continue
+        change = 100 * (s.predicted_us - o.predicted_us) / o.predicted_us if o.predicted_us else 0.0
+        status = "regressed" if change > tolerance_pct else "faster" if change < -tolerance_pct else "same"
+        verdicts.append(Verdict(s.name, status, o.predicted_us, s.predicted_us, change,
+                                f"{change:+.2f}% ({'beyond' if status != 'same' else 'within'} {tolerance_pct:g}%)"))  # fmt: skip
+    for name, o in old.items():
+        verdicts.append(Verdict(name, "gone", o.predicted_us, None, None, "in the saved results, not in this run"))
+    return Against(saved_path, tolerance_pct, verdicts, _changed(comparison.provenance, saved.provenance,
+                                                                 comparison.scenarios, saved.scenarios))  # fmt: skip
+
+
+def _changed(new: Provenance, old: Provenance, now: list[ScenarioResult], then: list[ScenarioResult]) -> list[str]:
+    out = []
+    if new.trace_sha256 != old.trace_sha256:
+        out.append(f"the trace changed ({old.trace} sha256 {old.trace_sha256[:12]} -> {new.trace} {new.trace_sha256[:12]})")
+    for key in sorted(set(new.script_sha256) | set(old.script_sha256)):
+        a, b = old.script_sha256.get(key), new.script_sha256.get(key)
+        if a != b:
+            out.append(f"script {key} " + ("is new" if a is None else "is no longer read" if b is None else "changed"))
+    if new.daydream != old.daydream:
+        out.append(f"daydream {old.daydream} -> {new.daydream}")
+    for label, a, b in (("step", old.step, new.step), ("policy", old.policy, new.policy), ("link", old.link, new.link)):
+        if a != b:
+            out.append(f"{label} {a} -> {b}")
+    then_params = {s.name: s.params for s in then}
+    for s in now:
+        p = then_params.get(s.name)
+        if p is not None and p != s.params:
+            diff = sorted(k for k in set(p) | set(s.params) if p.get(k) != s.params.get(k))
+            out.append(f"scenario {s.name!r}: params {', '.join(diff)} differ")
+    return out

@@ -1,0 +1,126 @@
+"""The report's figures (matplotlib, written as PNG and SVG): the breakdown before and after, time per layer, and
+each timeline. matplotlib is imported here only, with the Agg backend (no display needed)."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from daydream.analyses import Analysis
+from daydream.files import write_atomically
+from daydream.simulation import Timeline
+from daydream.simulation.timeline import union_intervals
+
+_PARTS = (("cpu_only_us", "CPU only", "#4c72b0"), ("gpu_only_us", "GPU only", "#55a868"),
+          ("cpu_gpu_overlap_us", "CPU+GPU overlap", "#8172b2"), ("idle_us", "idle", "#c8c8c8"))  # fmt: skip
+_KIND_COLOURS = {"cpu": "#4c72b0", "dataloader": "#dd8452", "gpu": "#55a868", "comm": "#c44e52", "memcpy": "#937860",
+                 "memset": "#da8bc3"}  # fmt: skip
+MAX_LANES = 40  # timeline rows drawn: the busiest threads and streams
+MAX_LABEL = 40
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, out_dir: str, stem: str) -> list[str]:
+    """``stem``.png and ``stem``.svg in ``out_dir``, each written atomically."""
+    plt = _pyplot()
+    paths = []
+    for ext in ("png", "svg"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=110, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
+        path = os.path.join(out_dir, f"{stem}.{ext}")
+        write_atomically(path, buf.getvalue())
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _short(text: str, limit: int = MAX_LABEL) -> str:
+    text = text.removeprefix("autograd::engine::evaluate_function: ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def breakdown_figure(analyses: Sequence[Analysis], out_dir: str) -> list[str]:
+    """Stacked bars, one per timeline (baseline, predicted): CPU only / GPU only / overlap / idle, in ms."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.6 * len(analyses)))
+    labels = [a.label for a in analyses]
+    left = np.zeros(len(analyses))
+    for key, name, colour in _PARTS:
+        values = np.array([a.breakdown[key] / 1e3 for a in analyses])
+        ax.barh(labels, values, left=left, label=name, color=colour)
+        left += values
+    ax.invert_yaxis()
+    ax.set_xlabel("ms")
+    ax.set_title("Where the step's time goes")
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(analyses) > 1 else -0.6), frameon=False, fontsize=8)
+    return _save(fig, out_dir, "breakdown")
+
+
+def layers_figure(analyses: Sequence[Analysis], out_dir: str, top: int = 15) -> list[str]:
+    """Per layer (op and phase), GPU and non-GPU time, the ``top`` layers of the first timeline by latency; each
+    timeline's bars side by side."""
+    plt = _pyplot()
+    first = analyses[0].layers[:top]
+    keys = [(r.name, r.phase) for r in first]
+    fig, ax = plt.subplots(figsize=(8, 1.0 + 0.38 * max(1, len(keys)) * len(analyses)))
+    height = 0.8 / len(analyses)
+    y = np.arange(len(keys))
+    for j, a in enumerate(analyses):
+        rows = {(r.name, r.phase): r for r in a.layers}
+        gpu = np.array([rows[k].gpu_us / 1e3 if k in rows else 0.0 for k in keys])
+        other = np.array([rows[k].non_gpu_us / 1e3 if k in rows else 0.0 for k in keys])
+        pos = y + j * height
+        ax.barh(pos, gpu, height, color="#55a868", alpha=1.0 - 0.45 * j, label=f"{a.label}: GPU")
+        ax.barh(pos, other, height, left=gpu, color="#4c72b0", alpha=1.0 - 0.45 * j, label=f"{a.label}: non-GPU")
+    ax.set_yticks(y + height * (len(analyses) - 1) / 2, [_short(f"{n} ({p})") for n, p in keys], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms (summed over the layer's instances)")
+    ax.set_title("Layers: GPU and non-GPU time")
+    ax.legend(fontsize=7, frameon=False, loc="lower right")
+    return _save(fig, out_dir, "layers")
+
+
+def timeline_figure(timeline: Timeline, label: str, out_dir: str, stem: str, span_us: float | None = None) -> list[str]:
+    """The timeline as rows of bars, one per CPU thread and GPU stream (the busiest MAX_LANES), coloured by kind.
+    Bars closer than a pixel merge, so the figure stays small on a million tasks. ``span_us``: a common x range
+    for figures drawn side by side."""
+    plt = _pyplot()
+    t0 = float(timeline.start.min()) if len(timeline.nodes) else 0.0
+    span = span_us or timeline.makespan() or 1.0
+    lanes: dict[str, dict[str, list[int]]] = {}
+    for i, a in enumerate(timeline.task_attrs):
+        lanes.setdefault(a["thread"], {}).setdefault(a["kind"], []).append(i)
+    busy = {lane: sum(len(ix) for ix in kinds.values()) for lane, kinds in lanes.items()}
+    shown = sorted(sorted(lanes, key=lambda lane: -busy[lane])[:MAX_LANES], key=lambda lane: (lane.startswith("gpu"), lane))
+    fig, ax = plt.subplots(figsize=(11, 1.0 + 0.32 * max(1, len(shown))))
+    pixel = span / 1500  # merge bars closer than this
+    for row, lane in enumerate(shown):
+        for kind, ix in lanes[lane].items():
+            arr = np.stack([timeline.start[ix] - t0, timeline.end[ix] - t0 + pixel], axis=1) / 1e3
+            s, e = union_intervals(arr)
+            ax.broken_barh(list(zip(s.tolist(), (e - s - pixel / 1e3).clip(min=pixel / 1e3).tolist())), (row - 0.4, 0.8),
+                           facecolors=_KIND_COLOURS.get(kind, "#999999"), linewidth=0)  # fmt: skip
+    ax.set_yticks(range(len(shown)), [_short(lane, 30) for lane in shown], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, span / 1e3)
+    ax.set_xlabel("ms from the step's start")
+    hidden = len(lanes) - len(shown)
+    ax.set_title(f"{label} timeline ({timeline.makespan() / 1e3:,.3f} ms)" + (f"; {hidden} quieter rows not drawn" if hidden else ""))
+    kinds = sorted({k for lane in shown for k in lanes[lane]})
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=_KIND_COLOURS.get(k, "#999999"), label=k) for k in kinds], fontsize=7, ncol=len(kinds),
+              loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.5 / max(1, len(shown))), frameon=False)  # fmt: skip
+    return _save(fig, out_dir, stem)

@@ -1,0 +1,251 @@
+"""``daydream report``: the XSP analyses (:mod:`daydream.analyses`) of the baseline and of the prediction after
+scripts, their figures (:mod:`daydream.plots`), and one static HTML page that holds them, in a folder: it opens
+from disk, no server, nothing fetched."""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from daydream.analyses import Analysis, KernelRow, LayerRow, analyse
+from daydream.errors import DaydreamError
+from daydream.files import check_output_path, write_atomically
+from daydream.replay import replay_graph
+from daydream.simulation import EARLIEST, Policy
+from daydream.whatif import WhatIf, json_param, load_graph, run_whatif
+
+TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
+
+
+@dataclass
+class Report:
+    """What ``daydream report`` wrote and found: the folder, its files, the analyses (baseline first)."""
+
+    trace: str
+    out_dir: str
+    index: str
+    files: list[str]
+    analyses: list[Analysis]
+    measured_us: float
+    device: str | None
+    scripts: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    params_text: dict[str, str] = field(default_factory=dict)  # in each default's unit: what a person reads
+    warnings: list[str] = field(default_factory=list)
+    printed: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float | None:
+        if len(self.analyses) < 2 or not self.analyses[1].step_us:
+            return None
+        return self.analyses[0].step_us / self.analyses[1].step_us
+
+    def __repr__(self) -> str:
+        steps = ", ".join(f"{a.label} {a.step_us / 1e3:,.3f} ms" for a in self.analyses)
+        return f"Report({self.index!r}: {steps})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trace": self.trace, "device": self.device, "scripts": self.scripts, "params": self.params, "params_text": self.params_text,
+                "measured_us": self.measured_us, "speedup": self.speedup, "out_dir": self.out_dir, "index": self.index,
+                "files": self.files, "analyses": msgspec.to_builtins(self.analyses), "warnings": self.warnings}  # fmt: skip
+
+
+def report_files(out_dir: str, predicted: bool) -> list[str]:
+    """The files a report writes into ``out_dir``."""
+    stems = ["breakdown", "layers", "timeline_baseline"] + (["timeline_predicted"] if predicted else [])
+    return [os.path.join(out_dir, f"{s}.{ext}") for s in stems for ext in ("png", "svg")] + [
+        os.path.join(out_dir, "report.json"), os.path.join(out_dir, "index.html")]  # fmt: skip
+
+
+def check_report_dir(out_dir: str, inputs: Sequence[str], predicted: bool) -> None:
+    """Refuse before any work: a path that is a file, a folder whose parent does not exist, or a report file that
+    would land on an input of the run."""
+    p = Path(out_dir)
+    if not out_dir.strip():
+        raise DaydreamError("--out: empty folder name; name the folder to write the report in")
+    if p.exists() and not p.is_dir():
+        raise DaydreamError(f"{p}: is a file, expected a folder to write the report in (--out)")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise DaydreamError(f"{p}: folder {parent} does not exist (--out)")
+    if p.is_dir():
+        for f in report_files(out_dir, predicted):
+            check_output_path(f, inputs, "--out")
+
+
+def write_report(
+    trace: str | os.PathLike[str],
+    scripts: Sequence[str] = (),
+    params: dict[str, Any] | None = None,
+    out_dir: str = "daydream-report",
+    step: str | int | None = None,
+    et: str | None = None,
+    link: str | float | None = None,
+    policy: Policy = EARLIEST,
+    budget: int | None = None,
+    include_dirs: Sequence[str | os.PathLike[str]] | None = None,
+) -> Report:
+    """Simulate ``trace`` (the baseline) and, with ``scripts``, predict the change; analyse both, draw them, and
+    write the folder ``out_dir``: index.html, the figures (PNG and SVG) and report.json."""
+    path = os.fspath(trace)
+    graph, has_gpu = load_graph(path, step, et, link)
+    base = replay_graph(graph, policy)
+    analyses = [analyse(base.timeline, "baseline")]  # before any script: the timeline shares the graph's task dicts
+    result: WhatIf | None = None
+    if scripts:
+        result = run_whatif(graph, scripts, params, policy, copy=True, on_print=lambda _line: None, budget=budget,
+                            include_dirs=include_dirs)  # fmt: skip
+        analyses.append(analyse(result.timeline, "predicted"))
+    warnings = list(graph.graph.get("warnings", [])) + (result.session.warnings if result else [])
+    if not has_gpu:
+        warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
+    os.makedirs(out_dir, exist_ok=True)
+    from daydream import plots
+
+    files = plots.breakdown_figure(analyses, out_dir) + plots.layers_figure(analyses, out_dir)
+    span = max(a.step_us for a in analyses)
+    files += plots.timeline_figure(base.timeline, "baseline", out_dir, "timeline_baseline", span)
+    if result is not None:
+        files += plots.timeline_figure(result.timeline, "predicted", out_dir, "timeline_predicted", span)
+    report = Report(
+        trace=path, out_dir=out_dir, index=os.path.join(out_dir, "index.html"), files=files, analyses=analyses,
+        measured_us=base.measured_us, device=graph.graph.get("device"),
+        scripts=result.scripts if result else [],
+        params={k: json_param(v) for k, v in result.session.param_values.items()} if result else {},
+        params_text=result.session.binder.shown() if result else {},
+        warnings=warnings, printed=result.session.printed if result else [],
+    )  # fmt: skip
+    data = os.path.join(out_dir, "report.json")
+    report.files += [data, report.index]
+    write_atomically(data, msgspec.json.format(msgspec.json.encode(report.to_dict()), indent=1) + b"\n")
+    write_atomically(report.index, page(report).encode("utf-8"))
+    return report
+
+
+# --- the page -------------------------------------------------------------------------------------------------------
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _ms(us: float | None) -> str:
+    return "-" if us is None or (isinstance(us, float) and math.isnan(us)) else f"{us / 1e3:,.3f}"
+
+
+def _img(stem: str, alt: str) -> str:
+    # onload/onerror mark each image, so a page moved without its figures says so (and a test can tell)
+    return (f'<figure><a href="{stem}.svg"><img src="{stem}.png" alt="{_e(alt)}" '
+            f'onload="this.dataset.loaded=this.naturalWidth" '
+            f"onerror=\"this.dataset.broken='1'; this.alt='figure missing: {stem}.png'\"></a>"
+            f"<figcaption>{_e(alt)} (<a href=\"{stem}.svg\">SVG</a>)</figcaption></figure>")  # fmt: skip
+
+
+def _table(title: str, head: list[str], rows: list[list[str]], ident: str, numeric_from: int = 1) -> str:
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"num" if i >= numeric_from else "name"}">{_e(c)}</td>' for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )  # fmt: skip
+    return f'<h3>{_e(title)}</h3><table id="{ident}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _layer_rows(rows: list[LayerRow]) -> list[list[str]]:
+    return [[r.name, r.phase, str(r.instances), _ms(r.latency_us), _ms(r.gpu_us), _ms(r.non_gpu_us), _ms(r.cpu_us),
+             str(r.kernels)] for r in rows[:TOP_ROWS]]  # fmt: skip
+
+
+def _kernel_rows(rows: list[KernelRow]) -> list[list[str]]:
+    return [[r.name, r.kernel_class, r.bound or "-", str(r.count), _ms(r.total_us), f"{r.mean_us:,.1f}", f"{r.share_pct:.1f}"]
+            for r in rows[:TOP_ROWS]]  # fmt: skip
+
+
+LAYER_HEAD = ["layer", "phase", "instances", "latency ms", "GPU ms", "non-GPU ms", "CPU ms", "kernels"]
+KERNEL_HEAD = ["kernel", "class", "roofline", "count", "total ms", "mean us", "% of GPU time"]
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: 13px; }
+th, td { padding: .2em .6em; border-bottom: 1px solid #eee; vertical-align: top; }
+th { text-align: left; background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.name { max-width: 560px; overflow-wrap: anywhere; }
+.verdict { font-size: 1.15em; padding: .6em 1em; background: #f3f6fb; border-left: 4px solid #4c72b0; margin: .4em 0; }
+figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #666; font-size: 12px; }
+.side { display: flex; gap: 2em; flex-wrap: wrap; } .side > div { flex: 1 1 520px; min-width: 0; }
+.meta td:first-child { color: #666; }
+"""
+
+
+def page(report: Report) -> str:
+    """The report as one static HTML page (the figures beside it in the folder)."""
+    a0 = report.analyses[0]
+    pred = report.analyses[1] if len(report.analyses) > 1 else None
+    meta = [["trace", report.trace], ["device", report.device or "-"]]
+    if report.scripts:
+        meta.append(["scripts", " ".join(os.path.basename(s) for s in report.scripts)])
+        meta.append(["params", ", ".join(f"{k} = {v}" for k, v in report.params_text.items()) or "-"])
+    meta_html = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in meta)
+    steps = [["measured (the trace)", _ms(report.measured_us)], ["baseline (simulated)", _ms(a0.step_us)]]
+    if pred is not None:
+        steps += [["predicted", _ms(pred.step_us)], ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"]]
+    parts = [
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>daydream report: {_e(os.path.basename(report.trace))}</title><style>{STYLE}</style></head><body>",
+        f"<h1>daydream report: {_e(os.path.basename(report.trace))}</h1>",
+        f'<table class="meta">{meta_html}</table>',
+        *(f'<p class="warning">warning: {_e(w)}</p>' for w in report.warnings[:20]),
+        "<h2>Verdict</h2>",
+        *(f'<p class="verdict" id="verdict-{a.label}"><b>{_e(a.label)}:</b> {_e(a.verdict)}</p>' for a in report.analyses),
+        _table("Step time (ms)", ["", "ms"], steps, "steps"),
+        "<h2>Breakdown</h2>", _img("breakdown", "Where the step's time goes: CPU only, GPU only, both, idle"),
+        _table("Breakdown (ms)", ["", *(a.label for a in report.analyses)],
+               [[label, *(_ms(a.breakdown[k]) for a in report.analyses)] for k, label in
+                (("cpu_only_us", "CPU only"), ("gpu_only_us", "GPU only"), ("cpu_gpu_overlap_us", "CPU+GPU overlap"),
+                 ("idle_us", "idle"), ("total_us", "total"))], "breakdown"),  # fmt: skip
+        "<h2>Timelines</h2>", _img("timeline_baseline", "The baseline: each CPU thread and GPU stream"),
+    ]
+    if pred is not None:
+        parts.append(_img("timeline_predicted", "The prediction, on the same scale"))
+    parts += ["<h2>Layers</h2>", "<p>A layer is a framework operator (each instance of a top-level op with every op and kernel "
+              "under it); latency spans its first task's start to its last task's end; non-GPU time is the latency "
+              "its kernels do not cover (framework, launches, waits), as XSP defines it.</p>",
+              _img("layers", "GPU and non-GPU time of the layers that take longest")]  # fmt: skip
+    parts.append(_side(report, lambda a: _table(f"Layers ({a.label})", LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2)))
+    if any(a.modules for a in report.analyses):
+        parts.append(_side(report, lambda a: _table(f"Modules ({a.label})", LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2)))
+    roof = a0.roofline_device
+    parts += ["<h2>Kernels</h2>", "<p>Roofline: memory- or compute-bound on " + _e(roof or "the trace's GPU")
+              + " where the op's shapes give its FLOPs and bytes (summed over the kernels before the ratio); '-' "
+              "where they do not.</p>"]  # fmt: skip
+    parts.append(_side(report, lambda a: _table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}")))
+    parts.append(_side(report, lambda a: _table(f"Kernels by layer ({a.label})", ["layer", *KERNEL_HEAD[1:]],
+                                                _kernel_rows(a.kernels_by_layer), f"kernels-by-layer-{a.label}")))  # fmt: skip
+    parts.append("<h2>GPU streams</h2>")
+    parts.append(_side(report, lambda a: _table(f"Idle time per stream ({a.label})", ["stream", "busy ms", "idle ms", "idle %", "tasks"],
+                                                [[s.stream, _ms(s.busy_us), _ms(s.idle_us), f"{s.idle_pct:.0f}", str(s.tasks)] for s in a.streams],
+                                                f"streams-{a.label}")))  # fmt: skip
+    parts.append("<h2>Critical path</h2>")
+    parts.append(_side(report, _critical_path))
+    parts.append("<p><small>Written by daydream; the data is in <a href=\"report.json\">report.json</a>.</small></p></body></html>")
+    return "\n".join(parts)
+
+
+def _side(report: Report, render: Any) -> str:
+    return '<div class="side">' + "".join(f"<div>{render(a)}</div>" for a in report.analyses) + "</div>"
+
+
+def _critical_path(a: Analysis) -> str:
+    cp = a.critical_path
+    rows = [["tasks", f"{cp.tasks:,}"], ["GPU ms", _ms(cp.gpu_us)], ["CPU ms", _ms(cp.cpu_us)]]
+    rows += [[f"phase: {k}", _ms(v)] for k, v in cp.by_phase.items()]
+    rows += [[f"kernel class: {k}", _ms(v)] for k, v in cp.by_kernel_class.items()]
+    rows += [[f"task: {k}", _ms(v)] for k, v in cp.by_name.items()]
+    return _table(f"Critical path ({a.label})", ["", "ms"], rows, f"critical-path-{a.label}")

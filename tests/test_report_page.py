@@ -1,0 +1,186 @@
+"""daydream report: the XSP analyses by hand, the report folder of a real trace, and the page in a headless browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from whatif_graph import iteration
+
+from daydream.analyses import analyse
+from daydream.cli import main
+from daydream.demo import bundled_traces
+from daydream.replay import replay_graph
+from daydream.report_page import write_report
+
+CPU_TRACE = next(t for t in bundled_traces() if t.endswith("_cpu.json.gz"))
+
+
+def test_analyses_by_hand() -> None:
+    # tests/whatif_graph.py: L1[0,10] K1[12,112] fc1 fwd; L2[10,20] K2[112,132] act fwd; L3[20,30] K3[132,332] fc1 bwd;
+    # K4 all-reduce [332,382] on stream 20; K5 adam [382,412]; makespan 415
+    a = analyse(replay_graph(iteration()).timeline, "baseline")
+    modules = {(r.name, r.phase): r for r in a.modules}
+    fc1 = modules[("model.fc1", "forward")]
+    assert (fc1.instances, fc1.latency_us, fc1.gpu_us, fc1.non_gpu_us, fc1.cpu_us, fc1.kernels) == (1, 112, 100, 12, 10, 1)
+    bwd = modules[("model.fc1", "backward")]
+    assert (bwd.latency_us, bwd.gpu_us, bwd.non_gpu_us) == (312, 200, 112)
+    act = modules[("model.act", "forward")]
+    assert (act.latency_us, act.gpu_us, act.non_gpu_us) == (122, 20, 102)
+    assert [r.name for r in a.modules][0] == "model.fc1"  # longest first
+    assert a.layers == []  # no top-level ops recorded on the hand-built graph
+    streams = {s.stream: s for s in a.streams}
+    assert (streams["gpu:0/7"].busy_us, streams["gpu:0/7"].idle_us, streams["gpu:0/7"].tasks) == (350, 65, 4)
+    assert (streams["gpu:0/20"].busy_us, streams["gpu:0/20"].idle_us) == (50, 365)
+    kernels = {k.name: k for k in a.kernels}
+    assert kernels["sm80_gemm_bwd"].total_us == 200 and kernels["sm80_gemm_bwd"].share_pct == pytest.approx(100 * 200 / 400)
+    assert kernels["ncclAllReduce"].kernel_class == "comm"
+    assert a.gpu_busy_pct == pytest.approx(100 * 400 / 415)
+    assert a.verdict.startswith("GPU-bound: kernels hold ") and "the GPU is busy 96% of the step" in a.verdict
+    assert a.step_us == 415
+
+
+def test_verdicts_of_other_bounds() -> None:
+    g = iteration()
+    for _, attrs in g.nodes(data=True):
+        if attrs["kind"] == "cpu":
+            attrs["duration"] *= 100  # the launches take 1 ms each: the CPU holds the path
+    a = analyse(replay_graph(g).timeline, "slow CPU")
+    assert a.verdict.startswith("CPU-bound: the GPU is busy ")
+    comm = iteration()
+    for _, attrs in comm.nodes(data=True):
+        if attrs["kind"] == "comm":
+            attrs["duration"] = 10_000.0
+    assert analyse(replay_graph(comm).timeline, "slow network").verdict.startswith("communication-bound: collectives hold 9")
+    cpu = analyse(replay_graph(_cpu_graph()).timeline, "cpu")
+    assert cpu.verdict.startswith("CPU only: no GPU work")
+
+
+def _cpu_graph():  # type: ignore[no-untyped-def]
+    from daydream.graph import build_graph
+    from daydream.trace import load_trace
+
+    return build_graph(load_trace(CPU_TRACE))
+
+
+@pytest.fixture(scope="module")
+def hta_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from conftest import SHARED_TRACES
+
+    trace = SHARED_TRACES / "hta" / "nccl_parser_config_nccl_data.json.gz"
+    if not trace.is_file():
+        pytest.skip(f"real traces not available: {trace} is absent")
+    out = tmp_path_factory.mktemp("report") / "r"
+    assert main(["report", str(trace), "amp", "ddp", "--out", str(out)]) == 0
+    return out
+
+
+def test_report_folder_of_a_real_trace(hta_report: Path) -> None:
+    names = sorted(p.name for p in hta_report.iterdir())
+    assert names == ["breakdown.png", "breakdown.svg", "index.html", "layers.png", "layers.svg", "report.json",
+                     "timeline_baseline.png", "timeline_baseline.svg", "timeline_predicted.png", "timeline_predicted.svg"]  # fmt: skip
+    for png in hta_report.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for svg in hta_report.glob("*.svg"):
+        assert ET.parse(svg).getroot().tag.endswith("svg")
+    doc = json.loads((hta_report / "report.json").read_text())
+    base, pred = doc["analyses"]
+    assert (base["label"], pred["label"]) == ("baseline", "predicted")
+    assert doc["scripts"][0].endswith("amp.whatif") and doc["scripts"][1].endswith("ddp.whatif")
+    assert doc["speedup"] == pytest.approx(base["step_us"] / pred["step_us"])
+    assert base["verdict"].startswith("CPU-bound: the GPU is busy 23% of the step")
+    for a in (base, pred):
+        gpu = a["breakdown"]["gpu_only_us"] + a["breakdown"]["cpu_gpu_overlap_us"]
+        assert a["gpu_busy_pct"] == pytest.approx(100 * gpu / a["step_us"])
+        assert sum(k["share_pct"] for k in a["kernels"]) == pytest.approx(100)
+        assert sum(k["total_us"] for k in a["kernels"]) == pytest.approx(sum(k["total_us"] for k in a["kernels_by_layer"]))
+        for r in a["layers"]:
+            assert r["latency_us"] >= r["gpu_us"] - 1e-6 or r["kernels"] > r["instances"]  # kernels of one op may overlap
+            assert r["non_gpu_us"] >= 0
+        for s in a["streams"]:
+            assert s["busy_us"] + s["idle_us"] == pytest.approx(a["step_us"])
+    layers = {(r["name"], r["phase"]) for r in base["layers"]}
+    assert ("aten::conv2d", "forward") in layers and ("aten::batch_norm", "forward") in layers
+    html = (hta_report / "index.html").read_text()
+    for ident in ("steps", "breakdown", "layers-baseline", "layers-predicted", "kernels-baseline", "kernels-by-layer-predicted",
+                  "streams-baseline", "critical-path-predicted", "verdict-baseline"):  # fmt: skip
+        assert f'id="{ident}"' in html
+    assert "http://" not in html.replace('href="http', "") and "<script" not in html  # nothing fetched, no code
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _dump_dom(browser: str, page: Path, tmp: Path) -> str:
+    done = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files", f"--user-data-dir={tmp}",
+         "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_report_page_in_headless_chromium(hta_report: Path, tmp_path: Path) -> None:
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no headless Chromium (Debian: apt-get install chromium)")
+    dom = _dump_dom(browser, hta_report / "index.html", tmp_path / "profile")
+    images = re.findall(r"<img [^>]*>", dom)
+    assert len(images) == 4
+    for img in images:
+        loaded = re.search(r'data-loaded="(\d+)"', img)
+        assert loaded and int(loaded.group(1)) > 100, img  # decoded, with its width
+        assert "data-broken" not in img
+    for ident in ("layers-baseline", "kernels-predicted", "streams-baseline"):
+        table = re.search(rf'<table id="{ident}">.*?</table>', dom, re.S)
+        assert table and table.group(0).count("<tr>") > 2
+    # a page moved without its figures says so
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(hta_report / "index.html", moved / "index.html")
+    dom = _dump_dom(browser, moved / "index.html", tmp_path / "profile2")
+    assert dom.count('data-broken="1"') == 4
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile3'}",
+                    f"--screenshot={shot}", "--window-size=1280,2000", (hta_report / "index.html").as_uri()],
+                   capture_output=True, timeout=120, check=True)  # fmt: skip
+    assert shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_of_a_cpu_recording_and_its_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cpu"
+    assert main(["report", CPU_TRACE, "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["analyses"]) == 1 and doc["analyses"][0]["verdict"].startswith("CPU only")
+    assert doc["analyses"][0]["streams"] == [] and doc["analyses"][0]["kernels"] == []
+    assert not (out / "timeline_predicted.png").exists()
+    assert main(["report", CPU_TRACE, "batch_size", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "report written to" in text and "speedup" in text
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    assert main(["report", CPU_TRACE, "--out", str(afile)]) == 1
+    assert "is a file" in capsys.readouterr().err
+    assert main(["report", CPU_TRACE, "--out", str(tmp_path / "no" / "such")]) == 1
+    assert main(["report", CPU_TRACE, "ampp", "--out", str(out)]) == 2
+    assert "did you mean 'amp'?" in capsys.readouterr().err
+
+
+def test_report_from_python(tmp_path: Path) -> None:
+    r = write_report(CPU_TRACE, ["batch_size"], {"factor": 2}, str(tmp_path / "py"))
+    assert r.speedup is not None and r.speedup < 1
+    assert r.params["factor"] == 2 and len(repr(r)) < 300
+    assert Path(r.index).is_file() and all(Path(f).is_file() for f in r.files)
+
+
+def test_a_cpu_recording_gets_no_empty_gpu_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", CPU_TRACE, "batch_size"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU time by kernel class" not in out and "Breakdown" in out

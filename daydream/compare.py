@@ -48,7 +48,7 @@ else:  # pragma: no cover
 
 from daydream._version import __version__
 from daydream.dsl.evaluate import format_value
-from daydream.dsl.library import Loader, describe_scripts, library_dirs
+from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
 from daydream.errors import DaydreamError
 from daydream.job import is_job, job_inputs
 from daydream.replay import CriticalPath, critical_path_summary, replay_graph, trace_inputs
@@ -161,13 +161,6 @@ def _check_axis(where: str, table: str, name: str, values: list[Any]) -> None:
         raise DaydreamError(f"{where}: {table} {name} = []: give at least one value")
     if len({repr(v) for v in values}) != len(values):
         raise DaydreamError(f"{where}: {table} {name} repeats a value")
-
-
-def script_path(base: Path | None, script: str) -> str:
-    """A script as a scenarios or cases file names it: a library name as it is, a path relative to the file."""
-    if base is None or ("/" not in script and not script.endswith(".whatif")):
-        return script
-    return str(base / script)
 
 
 def _declared_params(scripts: list[str], where: str) -> set[str]:

@@ -13,10 +13,9 @@ import numpy as np
 from daydream.analyses import Analysis
 from daydream.files import write_atomically
 from daydream.simulation import Timeline
-from daydream.simulation.timeline import union_intervals
+from daydream.simulation.timeline import BREAKDOWN_PARTS, union_intervals
 
-_PARTS = (("cpu_only_us", "CPU only", "#4c72b0"), ("gpu_only_us", "GPU only", "#55a868"),
-          ("cpu_gpu_overlap_us", "CPU+GPU overlap", "#8172b2"), ("idle_us", "idle", "#c8c8c8"))  # fmt: skip
+_PART_COLOURS = {"cpu_only_us": "#4c72b0", "gpu_only_us": "#55a868", "cpu_gpu_overlap_us": "#8172b2", "idle_us": "#c8c8c8"}
 _KIND_COLOURS = {"cpu": "#4c72b0", "dataloader": "#dd8452", "gpu": "#55a868", "comm": "#c44e52", "memcpy": "#937860",
                  "memset": "#da8bc3"}  # fmt: skip
 MAX_LANES = 40  # timeline rows drawn: the busiest threads and streams
@@ -57,9 +56,9 @@ def breakdown_figure(analyses: Sequence[Analysis], out_dir: str) -> list[str]:
     fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.6 * len(analyses)))
     labels = [a.label for a in analyses]
     left = np.zeros(len(analyses))
-    for key, name, colour in _PARTS:
+    for key, name in BREAKDOWN_PARTS.items():
         values = np.array([a.breakdown[key] / 1e3 for a in analyses])
-        ax.barh(labels, values, left=left, label=name, color=colour)
+        ax.barh(labels, values, left=left, label=name, color=_PART_COLOURS[key])
         left += values
     ax.invert_yaxis()
     ax.set_xlabel("ms")

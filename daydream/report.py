@@ -18,6 +18,7 @@ from daydream.perf.accuracy import Accuracy
 from daydream.perf.devices import Device
 from daydream.replay import Replay
 from daydream.report_page import Report
+from daydream.simulation.timeline import BREAKDOWN_PARTS
 from daydream.validate import Ledger
 from daydream.whatif import WhatIf
 
@@ -159,8 +160,7 @@ def breakdown_table(before: dict[str, float], after: dict[str, float]) -> Table:
     table = Table(title="Breakdown", title_justify="left")
     for col in ("", "baseline", "predicted", "change"):
         table.add_column(col, justify="right" if col else "left")
-    for key, label in (("cpu_only_us", "CPU only"), ("gpu_only_us", "GPU only"), ("cpu_gpu_overlap_us", "CPU+GPU overlap"),
-                       ("idle_us", "idle"), ("total_us", "total")):  # fmt: skip
+    for key, label in [*BREAKDOWN_PARTS.items(), ("total_us", "total")]:
         table.add_row(label, ms(before[key]), ms(after[key]), _change(before[key], after[key]))
     return table
 
@@ -249,10 +249,10 @@ def render_demo(demo: Demo, console: Console) -> None:
 def breakdown_shares(bd: dict[str, float], title: str) -> Table:
     """One timeline's breakdown: each part's time and share."""
     brk = Table(title=title, title_justify="left")
-    for col in ("CPU only", "GPU only", "CPU+GPU overlap", "idle"):
+    for col in BREAKDOWN_PARTS.values():
         brk.add_column(col, justify="right")
     total = bd["total_us"] or 1.0
-    brk.add_row(*(f"{ms(bd[k])} ({bd[k] / total:.0%})" for k in ("cpu_only_us", "gpu_only_us", "cpu_gpu_overlap_us", "idle_us")))
+    brk.add_row(*(f"{ms(bd[k])} ({bd[k] / total:.0%})" for k in BREAKDOWN_PARTS))
     return brk
 
 
@@ -332,7 +332,8 @@ def render_devices(devices: list[Device], console: Console) -> None:
     console.print("TFLOP/s per dtype; `-p device=NAME` / device = \"NAME\" in scripts take the first column.", highlight=False)
 
 
-_BREAKDOWN = (("cpu_only_us", "CPU"), ("gpu_only_us", "GPU"), ("cpu_gpu_overlap_us", "both"), ("idle_us", "idle"))
+# short column names: the comparison table fits 80 columns
+_BREAKDOWN = tuple(zip(BREAKDOWN_PARTS, ("CPU", "GPU", "both", "idle")))
 
 
 def render_comparison(result: Comparison, console: Console, against: Against | None = None) -> None:

@@ -19,6 +19,7 @@ from daydream.errors import DaydreamError
 from daydream.files import check_output_path, write_atomically
 from daydream.replay import replay_graph
 from daydream.simulation import EARLIEST, Policy
+from daydream.simulation.timeline import BREAKDOWN_PARTS
 from daydream.whatif import WhatIf, json_param, load_graph, run_whatif
 
 TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
@@ -208,8 +209,7 @@ def page(report: Report) -> str:
         "<h2>Breakdown</h2>", _img("breakdown", "Where the step's time goes: CPU only, GPU only, both, idle"),
         _table("Breakdown (ms)", ["", *(a.label for a in report.analyses)],
                [[label, *(_ms(a.breakdown[k]) for a in report.analyses)] for k, label in
-                (("cpu_only_us", "CPU only"), ("gpu_only_us", "GPU only"), ("cpu_gpu_overlap_us", "CPU+GPU overlap"),
-                 ("idle_us", "idle"), ("total_us", "total"))], "breakdown"),  # fmt: skip
+                [*BREAKDOWN_PARTS.items(), ("total_us", "total")]], "breakdown"),  # fmt: skip
         "<h2>Timelines</h2>", _img("timeline_baseline", "The baseline: each CPU thread and GPU stream"),
     ]
     if pred is not None:

@@ -43,6 +43,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from daydream.dsl.library import script_path
 from daydream.errors import DaydreamError
 from daydream.graph import build_graph
 from daydream.trace import load_trace
@@ -221,7 +222,7 @@ def load_cases(path: str | os.PathLike[str]) -> list[Case]:
             raise DaydreamError(f"{where}: ratio must be a positive number, not {c.ratio}")
         c.before = [_resolve(p.parent, x, where) for x in c.before]
         c.after = [_resolve(p.parent, x, where) for x in c.after]
-        c.scripts = [x if "/" not in x and not x.endswith(".whatif") else str(p.parent / x) for x in c.scripts]
+        c.scripts = [script_path(p.parent, x) for x in c.scripts]
     return cases
 
 

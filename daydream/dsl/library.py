@@ -30,6 +30,14 @@ def library_names() -> list[str]:
     return sorted(f.stem for d in library_dirs() for f in d.glob("*.whatif"))
 
 
+def script_path(base: Path | None, script: str) -> str:
+    """A script as a scenarios or cases file names it: a library name as it is, a path relative to the file's
+    folder ``base``."""
+    if base is None or ("/" not in script and not script.endswith(".whatif")):
+        return script
+    return str(base / script)
+
+
 def library_hint(name: str) -> str:
     """What to say about a script name that is neither a file nor in the library: the closest library name, and
     where the list is."""

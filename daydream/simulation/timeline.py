@@ -96,6 +96,11 @@ def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray])
     return float((a[1] - a[0]).sum() + (b[1] - b[0]).sum() - (union[1] - union[0]).sum())
 
 
+# the parts of a breakdown and what a table calls them, in the order tables show them
+BREAKDOWN_PARTS: dict[str, str] = {"cpu_only_us": "CPU only", "gpu_only_us": "GPU only", "cpu_gpu_overlap_us": "CPU+GPU overlap",
+                                   "idle_us": "idle"}  # fmt: skip
+
+
 def breakdown(timeline: Timeline) -> dict[str, float]:
     """The paper's runtime breakdown (section 6): time when only the CPU, only the GPU, or both are busy.
 

@@ -413,6 +413,9 @@ def render_report(report: Report, console: Console) -> None:
     for r in last.layers[:8]:
         layers.add_row(plain(r.name, 200), plain(r.phase), str(r.instances), _ms(r.latency_us), _ms(r.gpu_us), _ms(r.non_gpu_us))
     console.print(layers)
+    if not last.kernels:  # a CPU recording: no GPU table
+        console.print(plain(f"report written to {report.index} (figures and report.json beside it)"))
+        return
     kernels = Table(title=f"Kernels that take longest ({last.label}, ms)", title_justify="left")
     kernels.add_column("kernel (its signature in the HTML)", overflow="ellipsis", no_wrap=True, max_width=50)
     for col in ("class", "roofline", "n", "total", "%"):

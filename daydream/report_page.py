@@ -221,17 +221,20 @@ def page(report: Report) -> str:
     parts.append(_side(report, lambda a: _table(f"Layers ({a.label})", LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2)))
     if any(a.modules for a in report.analyses):
         parts.append(_side(report, lambda a: _table(f"Modules ({a.label})", LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2)))
-    roof = a0.roofline_device
-    parts += ["<h2>Kernels</h2>", "<p>Roofline: memory- or compute-bound on " + _e(roof or "the trace's GPU")
-              + " where the op's shapes give its FLOPs and bytes (summed over the kernels before the ratio); '-' "
-              "where they do not.</p>"]  # fmt: skip
-    parts.append(_side(report, lambda a: _table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}")))
-    parts.append(_side(report, lambda a: _table(f"Kernels by layer ({a.label})", ["layer", *KERNEL_HEAD[1:]],
-                                                _kernel_rows(a.kernels_by_layer), f"kernels-by-layer-{a.label}")))  # fmt: skip
-    parts.append("<h2>GPU streams</h2>")
-    parts.append(_side(report, lambda a: _table(f"Idle time per stream ({a.label})", ["stream", "busy ms", "idle ms", "idle %", "tasks"],
-                                                [[s.stream, _ms(s.busy_us), _ms(s.idle_us), f"{s.idle_pct:.0f}", str(s.tasks)] for s in a.streams],
-                                                f"streams-{a.label}")))  # fmt: skip
+    if not any(a.kernels for a in report.analyses):  # a CPU recording: no GPU tables
+        parts.append("<h2>Kernels</h2><p>The trace holds no GPU work (a CPU recording).</p>")
+    else:
+        roof = a0.roofline_device
+        parts += ["<h2>Kernels</h2>", "<p>Roofline: memory- or compute-bound on " + _e(roof or "the trace's GPU")
+                  + " where the op's shapes give its FLOPs and bytes (summed over the kernels before the ratio); '-' "
+                  "where they do not.</p>"]  # fmt: skip
+        parts.append(_side(report, lambda a: _table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}")))
+        parts.append(_side(report, lambda a: _table(f"Kernels by layer ({a.label})", ["layer", *KERNEL_HEAD[1:]],
+                                                    _kernel_rows(a.kernels_by_layer), f"kernels-by-layer-{a.label}")))  # fmt: skip
+        parts.append("<h2>GPU streams</h2>")
+        parts.append(_side(report, lambda a: _table(f"Idle time per stream ({a.label})", ["stream", "busy ms", "idle ms", "idle %", "tasks"],
+                                                    [[s.stream, _ms(s.busy_us), _ms(s.idle_us), f"{s.idle_pct:.0f}", str(s.tasks)] for s in a.streams],
+                                                    f"streams-{a.label}")))  # fmt: skip
     parts.append("<h2>Critical path</h2>")
     parts.append(_side(report, _critical_path))
     parts.append("<p><small>Written by daydream; the data is in <a href=\"report.json\">report.json</a>.</small></p></body></html>")

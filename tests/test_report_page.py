@@ -161,9 +161,11 @@ def test_report_of_a_cpu_recording_and_its_refusals(tmp_path: Path, capsys: pyte
     assert len(doc["analyses"]) == 1 and doc["analyses"][0]["verdict"].startswith("CPU only")
     assert doc["analyses"][0]["streams"] == [] and doc["analyses"][0]["kernels"] == []
     assert not (out / "timeline_predicted.png").exists()
+    page = (out / "index.html").read_text()
+    assert "The trace holds no GPU work" in page and 'id="kernels-baseline"' not in page
     assert main(["report", CPU_TRACE, "batch_size", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "report written to" in text and "speedup" in text
+    assert "report written to" in text and "speedup" in text and "Kernels that take longest" not in text
     afile = tmp_path / "file"
     afile.write_text("x")
     assert main(["report", CPU_TRACE, "--out", str(afile)]) == 1

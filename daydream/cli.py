@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     _job_options(run)
     run.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     run.add_argument("--export-trace", metavar="OUT.json",
-                     help="write the predicted timeline as Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
+                     help="write the baseline and the predicted timelines as two processes of one Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
     run.set_defaults(func=_cmd_run)
     cmp = sub.add_parser("compare", help="predict scenarios on one trace, ranked; save the results; catch regressions",
                          description="Predict every scenario of SCENARIOS.toml on TRACE, each on its own copy of the "

@@ -75,8 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
     cmp.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
     _script_options(cmp)
-    cmp.add_argument("--link", default=None, metavar="LINK",
-                     help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
+    _link_option(cmp)
     cmp.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that predict scenarios (default 1)")
     cmp.add_argument("--ray", default=None, metavar="ADDRESS",
                      help="predict scenarios on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
@@ -95,8 +94,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
     rep.add_argument("scripts", metavar="SCRIPT", nargs="*", help=".whatif scripts to predict, applied in order (none: the baseline alone)")
     _graph_options(rep)
-    rep.add_argument("--link", default=None, metavar="LINK",
-                     help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
+    _link_option(rep)
     rep.add_argument("--out", default="daydream-report", metavar="DIR", help="the folder to write (default: ./daydream-report)")
     rep.add_argument("--json", action="store_true", help="print the analyses as one JSON object (report.json) instead of tables")
     rep.set_defaults(func=_cmd_report)
@@ -166,11 +164,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _job_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--link", default=None, metavar="LINK",
-                   help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
+    _link_option(p)
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that build a job's rank graphs (default 1)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="build a job's rank graphs on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
+
+
+def _link_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--link", default=None, metavar="LINK",
+                   help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
 
 
 def _graph_options(p: argparse.ArgumentParser) -> None:

@@ -31,7 +31,6 @@ import itertools
 import math
 import multiprocessing
 import os
-import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -41,15 +40,11 @@ from typing import Any
 import msgspec
 import networkx as nx
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from daydream._version import __version__
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
 from daydream.errors import DaydreamError
+from daydream.files import read_toml
 from daydream.job import is_job, job_inputs
 from daydream.replay import CriticalPath, critical_path_summary, replay_graph, trace_inputs
 from daydream.simulation import EARLIEST, Policy
@@ -90,12 +85,7 @@ def value_text(value: Any) -> str:
 def load_scenarios(path: str | os.PathLike[str]) -> list[Scenario]:
     """The scenarios of a scenarios file, grids expanded, script paths made absolute (relative to the file)."""
     p = Path(path)
-    if not p.is_file():
-        raise DaydreamError(f"{p}: no such scenarios file")
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise DaydreamError(f"{p}: not a TOML scenarios file: {exc}") from None
+    doc = read_toml(p, "scenarios file")
     try:
         parsed = msgspec.convert(doc, _ScenariosFile)
     except msgspec.ValidationError as exc:

@@ -4,9 +4,11 @@ input of the run; and messages quoting user input are cut to a readable length (
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from daydream.errors import DaydreamError
 
@@ -19,6 +21,22 @@ def clip(text: str, limit: int = MAX_MESSAGE) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
+def read_toml(path: str | os.PathLike[str], what: str, hint: str = "") -> dict[str, Any]:
+    """A TOML input file (a cases or scenarios file): its tables, or DaydreamError naming the file as ``what``."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    p = Path(path)
+    if not p.is_file():
+        raise DaydreamError(f"{p}: no such {what}{hint}")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DaydreamError(f"{p}: not a TOML {what}: {exc}") from None
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:

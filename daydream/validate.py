@@ -31,20 +31,15 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 from daydream.dsl.library import script_path
 from daydream.errors import DaydreamError
+from daydream.files import read_toml
 from daydream.graph import build_graph
 from daydream.trace import load_trace
 from daydream.whatif import whatif
@@ -199,13 +194,8 @@ def geomean_pct(errors: list[float]) -> float | None:
 def load_cases(path: str | os.PathLike[str]) -> list[Case]:
     """The cases of a cases file, with their trace paths made absolute (relative to the file)."""
     p = Path(path)
-    if not p.is_file():
-        hint = " (run it in the project's folder, or name a cases file)" if Path(path) == DEFAULT_CASES else ""
-        raise DaydreamError(f"{p}: no such cases file{hint}")
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise DaydreamError(f"{p}: not a TOML cases file: {exc}") from None
+    hint = " (run it in the project's folder, or name a cases file)" if p == DEFAULT_CASES else ""
+    doc = read_toml(p, "cases file", hint)
     try:
         cases = msgspec.convert(doc, _CasesFile).case
     except msgspec.ValidationError as exc:

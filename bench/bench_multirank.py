@@ -71,7 +71,7 @@ def main() -> int:
           f"{t3 - t2:.2f} s, total {t3 - t0:.1f} s")  # fmt: skip
     print(f"peak memory: main process {peak_mb(resource.RUSAGE_SELF):,.0f} MB, largest worker "
           f"{peak_mb(resource.RUSAGE_CHILDREN):,.0f} MB")  # fmt: skip
-    print(f"slowest rank: measured {d['measured_us'] / 1e3:.3f} ms, predicted {d['predicted_us'] / 1e3:.3f} ms; "
+    print(f"slowest rank: measured {d['measured_us'] / 1e3:.3f} ms, baseline {d['baseline_us'] / 1e3:.3f} ms; "
           f"straggler: rank {d['straggler']['rank'] if d['straggler'] else '-'}")  # fmt: skip
     return 0
 

@@ -23,9 +23,11 @@ EPILOG = """exit status:
   0    success
   1    input error: a trace, file, flag or value that cannot be used (also an output path that cannot be written)
   2    script error: a .whatif script that cannot be parsed or run (also: a command-line usage error; a failed
-       statement in a piped repl session)
-  3    an assert in a script did not hold (compare: a scenario was not predicted, 2 or 3 as its script stopped;
-       the others are still predicted and shown)
+       statement in a piped repl session; list: a script that cannot be parsed or checked, the others listed)
+  3    a script does not apply to the trace ("SCRIPT does not apply to this trace: WHY": a require in it did not
+       hold), or an assert in a script did not hold; the same in run, report, compare (a scenario was not
+       predicted, 2 or 3 as its script stopped; the others are still predicted and shown) and a piped repl
+       session (its first failed input)
   4    compare --against: a scenario's predicted step grew by more than --tolerance, or lost its prediction
   70   internal error: a bug in daydream; please report it (DAYDREAM_DEBUG=1 shows the traceback)
   130  interrupted (Ctrl-C)"""
@@ -129,6 +131,30 @@ def _parser() -> argparse.ArgumentParser:
     sh.add_argument("--memory", type=float, default=None, metavar="BYTES", help="table bytes a rank may hold")
     sh.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     sh.set_defaults(func=_cmd_shard)
+    emb = sub.add_parser("embeddings", help="embedding-table access profiles: hot rows under a GPU budget (FAE)")
+    esub = emb.add_subparsers(dest="embeddings_command", metavar="WHAT", required=True)
+    prof = esub.add_parser("profile", help="the hot rows that fit a GPU budget, hot inputs and all-hot mini-batches",
+                           description="Estimate, from a sample of the inputs, the embedding rows that are hot under "
+                           "--budget (FAE's sampling, chunked confidence-interval estimator and threshold search), "
+                           "and how many inputs and mini-batches touch only hot rows. The formats: python -c "
+                           "'import daydream.embeddings as e; print(e.__doc__)', or docs/fae.md.")  # fmt: skip
+    prof.add_argument("indices", metavar="INDICES", nargs="+", help="index data: .npy, .npz or .pt files (one row per input)")
+    prof.add_argument("--budget", required=True, metavar="SIZE", help="GPU memory for hot rows, e.g. 512MB or 256MiB")
+    prof.add_argument("--dim", required=True, metavar="D", help="embedding dimension: one for all tables, or one per table (64,32,...)")
+    prof.add_argument("--dtype", default="fp32", help="element type of the rows: fp32, fp16, bf16, fp8, int8 (default fp32)")
+    prof.add_argument("--rows", default=None, metavar="N", help="rows of every table, or one per table: indices are checked "
+                      "against it (default: each table's largest index + 1)")  # fmt: skip
+    prof.add_argument("--sample", default="5%", metavar="PCT", help="share of the inputs read (default 5%%, the paper's)")
+    prof.add_argument("--batch", type=int, default=None, metavar="B", help="mini-batch size: how many batches are all hot")
+    prof.add_argument("--layout", choices=("columns", "bags"), default="columns",
+                      help="an (N, K) .npy: K tables, one per column (default), or one table of K lookups per input")  # fmt: skip
+    prof.add_argument("--exact", action="store_true", help="read every input and count every row: a check on small data")
+    prof.add_argument("--classify-all", action="store_true",
+                      help="find the hot inputs among all inputs (FAE's classifier's pass) instead of a held-out sample")  # fmt: skip
+    prof.add_argument("--confidence", type=float, default=0.999, help="confidence of the estimator's interval (default 0.999)")
+    prof.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
+    prof.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    prof.set_defaults(func=_cmd_embeddings_profile)
     val = sub.add_parser("validate", help="predict measured changes and compare: the accuracy ledger")
     val.add_argument("cases", metavar="CASES.toml", nargs="?", default=None,
                      help="cases file (default: validation/cases.toml); see daydream.validate for its format")  # fmt: skip
@@ -251,9 +277,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     saved = load_saved(args.against) if args.against else None
     if args.save is not None:
         check_output_path(args.save, [*inputs, args.against], "--save")
-    progress = None if args.json or not sys.stderr.isatty() else lambda line: print(f"daydream: {line}", file=sys.stderr, flush=True)
     result = compare(args.trace, args.scenarios, step=args.step, et=args.et, link=args.link, policy=policy,
-                     budget=args.budget, include_dirs=args.include_dir, jobs=args.jobs, ray=args.ray, progress=progress)  # fmt: skip
+                     budget=args.budget, include_dirs=args.include_dir, jobs=args.jobs, ray=args.ray)  # fmt: skip
     against = check_against(result, saved, args.against, tolerance) if saved is not None else None
     if args.save is not None:
         save(result, args.save)
@@ -312,9 +337,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from daydream.dsl.library import describe_scripts
+    from daydream.errors import ScriptError
     from daydream.report import render_script_list
 
-    render_script_list(describe_scripts(args.paths), _console())
+    scripts = describe_scripts(args.paths, keep_going=True)
+    render_script_list(scripts, _console())
+    # every broken script in full, after the others are listed; then the status a script error has
+    broken = [s for s in scripts if s.error is not None]
+    for s in broken:
+        _say(f"daydream: error: {s.error}")
+    if broken:
+        _say(f"daydream: {len(broken)} of {len(scripts)} scripts cannot be used (above); the others are listed")
+        return ScriptError.exit_code
     return 0
 
 
@@ -364,6 +398,22 @@ def _cmd_shard(args: argparse.Namespace) -> int:
     print(format_plans(plans))
     print("best plan found:")
     print(format_plans([best]))
+    return 0
+
+
+def _cmd_embeddings_profile(args: argparse.Namespace) -> int:
+    from daydream.embeddings import parse_counts, parse_fraction, parse_size, profile
+
+    result = profile(args.indices, parse_size(args.budget), parse_counts(args.dim, "--dim"), dtype=args.dtype,
+                     sample=parse_fraction(args.sample), batch=args.batch,
+                     rows=parse_counts(args.rows, "--rows") if args.rows else None, layout=args.layout,
+                     exact=args.exact, confidence=args.confidence, seed=args.seed, classify_all=args.classify_all)  # fmt: skip
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        from daydream.report import render_embedding_profile
+
+        render_embedding_profile(result, _console())
     return 0
 
 
@@ -547,7 +597,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     _tolerant_output()
     try:
-        with _clean_warnings():
+        with _clean_warnings(), _progress_shown(args):
             return int(args.func(args))
     except DaydreamError as exc:
         _say(f"daydream: error: {_describe(exc)}")
@@ -576,6 +626,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as exc:  # the safety net: a bug, said in one line
         return _internal_error(exc)
+
+
+def _progress_shown(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
+    """Long steps show progress on stderr when it is a terminal, unless stdout carries --json (daydream.progress)."""
+    from daydream import progress
+
+    show = sys.stderr.isatty() and not getattr(args, "json", False)
+    return progress.shown(Console(stderr=True, emoji=False) if show else None)
 
 
 def _debug() -> bool:

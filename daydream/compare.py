@@ -31,7 +31,7 @@ import itertools
 import math
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,7 @@ from typing import Any
 import msgspec
 import networkx as nx
 
+from daydream import progress
 from daydream._version import __version__
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
@@ -197,6 +198,7 @@ class ScenarioResult(msgspec.Struct):
     params: dict[str, Any]  # every param as bound (defaults too), JSON values
     predicted_us: float | None
     speedup: float | None  # baseline / predicted: above 1 is faster
+    throughput: float | None  # samples/s after / before: the speedup times the samples a step processes (batch_size)
     breakdown: dict[str, float] | None
     bound: Bound | None
     script_sha256: dict[str, str] = {}  # every script file read (includes too), by its key (:func:`script_key`)
@@ -207,10 +209,10 @@ class ScenarioResult(msgspec.Struct):
 
 
 class Baseline(msgspec.Struct):
-    """The unchanged graph, simulated."""
+    """The unchanged graph, simulated: the baseline (``baseline_us``, as in ``daydream run``)."""
 
     measured_us: float
-    simulated_us: float
+    baseline_us: float
     breakdown: dict[str, float]
     bound: Bound
 
@@ -252,14 +254,14 @@ class Comparison:
     def __repr__(self) -> str:
         best = self.scenarios[0] if self.scenarios and self.scenarios[0].predicted_us is not None else None
         lead = f", best {best.name!r} {best.predicted_us / 1e3:,.3f} ms ({best.speedup:.3f}x)" if best and best.predicted_us else ""
-        return (f"Comparison(trace={self.provenance.trace!r}, baseline {self.baseline.simulated_us / 1e3:,.3f} ms, "
+        return (f"Comparison(trace={self.provenance.trace!r}, baseline {self.baseline.baseline_us / 1e3:,.3f} ms, "
                 f"{len(self.scenarios)} scenarios{lead})")  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per scenario, fastest first: name, predicted (us), speedup, breakdown, bound, error."""
+        """One row per scenario, fastest first: name, predicted (us), speedup, throughput, breakdown, bound, error."""
         out = []
         for s in self.scenarios:
-            row: dict[str, Any] = {"scenario": s.name, "predicted_us": s.predicted_us, "speedup": s.speedup}
+            row: dict[str, Any] = {"scenario": s.name, "predicted_us": s.predicted_us, "speedup": s.speedup, "throughput": s.throughput}
             row.update(s.breakdown or {})
             row["bound"] = s.bound.text() if s.bound else None
             row["error"] = s.error
@@ -332,7 +334,7 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
         for script in scenario.scripts:
             loader.load(script)
         return ScenarioResult(scenario.name, scenario.scripts, {k: json_param(v) for k, v in scenario.params.items()},
-                              None, None, None, None, script_sha256=_hashes(loader.texts, base), printed=printed,
+                              None, None, None, None, None, script_sha256=_hashes(loader.texts, base), printed=printed,
                               error=str(exc).splitlines()[0], exit_code=int(getattr(exc, "exit_code", 1)))  # fmt: skip
     hashes = _hashes(result.session.loader.texts, base)
     total = result.predicted_us
@@ -342,6 +344,7 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
         params={k: json_param(v) for k, v in result.session.param_values.items()},
         predicted_us=total,
         speedup=result.speedup,
+        throughput=result.throughput,
         breakdown=result.predicted.breakdown,
         bound=Bound.of(critical_path_summary(result.timeline, top=3), total),
         script_sha256=hashes,
@@ -386,12 +389,11 @@ def compare(
     include_dirs: Sequence[str | os.PathLike[str]] | None = None,
     jobs: int = 1,
     ray: str | None = None,
-    progress: Callable[[str], None] | None = None,
 ) -> Comparison:
     """Predict every scenario (a scenarios file, or :class:`Scenario` values) on ``trace`` (a trace or a job
     folder), each on its own copy of the graph, and sort them by predicted step time. ``jobs`` > 1: that many worker
     processes, each loading the trace once; ``ray``: chunks of scenarios on the Ray cluster at that address. The
-    results are the same either way."""
+    results are the same either way. At a terminal the scenarios predicted so far show on stderr (daydream.progress)."""
     if jobs < 1:
         raise DaydreamError(f"--jobs {jobs}: give at least 1")
     base = None
@@ -411,28 +413,28 @@ def compare(
                [os.fspath(d) for d in include_dirs or []], base)  # fmt: skip
     graph, has_gpu = load_graph(path, step, et, link)
     base_run = replay_graph(graph, policy)
-    baseline = Baseline(base_run.measured_us, base_run.predicted_us, base_run.breakdown,
-                        Bound.of(critical_path_summary(base_run.timeline, top=3), base_run.predicted_us))  # fmt: skip
-    say = progress or (lambda _line: None)
+    baseline = Baseline(base_run.measured_us, base_run.baseline_us, base_run.breakdown,
+                        Bound.of(critical_path_summary(base_run.timeline, top=3), base_run.baseline_us))  # fmt: skip
     n = len(scenarios)
-    if ray is not None:
-        rt = connect_ray(ray, jobs)
-        remote = rt.remote(_predict_chunk)
-        size = max(1, math.ceil(n / max(1, jobs)))
-        refs = [remote.remote(job, scenarios[i : i + size]) for i in range(0, n, size)]
-        results = [r for chunk in rt.get(refs) for r in chunk]
-    elif jobs > 1 and n > 1:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx, initializer=_init_worker, initargs=(job,)) as pool:
+    with progress.task(f"predicting {n:,} scenario{'s' if n != 1 else ''}", total=n) as advance:
+        if ray is not None:
+            rt = connect_ray(ray, jobs)
+            remote = rt.remote(_predict_chunk)
+            size = max(1, math.ceil(n / max(1, jobs)))
+            refs = [remote.remote(job, scenarios[i : i + size]) for i in range(0, n, size)]
+            results = [r for chunk in rt.get(refs) for r in chunk]
+        elif jobs > 1 and n > 1:
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx, initializer=_init_worker, initargs=(job,)) as pool:
+                results = []
+                for r in pool.map(_predict_in_worker, scenarios):
+                    advance(1)
+                    results.append(r)
+        else:
             results = []
-            for i, r in enumerate(pool.map(_predict_in_worker, scenarios)):
-                say(f"scenario {i + 1}/{n}: {r.name}")
-                results.append(r)
-    else:
-        results = []
-        for i, s in enumerate(scenarios):
-            say(f"scenario {i + 1}/{n}: {s.name}")
-            results.append(predict_scenario(graph, s, job))
+            for s in scenarios:
+                results.append(predict_scenario(graph, s, job))
+                advance(1)
     hashes: dict[str, str] = {}
     for r in results:
         hashes.update(r.script_sha256)
@@ -470,9 +472,24 @@ def load_saved(path: str | os.PathLike[str]) -> ComparisonReport:
     if not p.is_file():
         raise DaydreamError(f"{p}: no such results file (write one with daydream compare ... --save {p})")
     try:
-        return msgspec.json.decode(p.read_bytes(), type=ComparisonReport)
+        return msgspec.convert(_from_before_one_vocabulary(msgspec.json.decode(p.read_bytes())), ComparisonReport)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise DaydreamError(f"{p}: not results saved by daydream compare --save: {exc}") from None
+
+
+def _from_before_one_vocabulary(doc: Any) -> Any:
+    """Results saved before the baseline had one name everywhere: ``baseline.simulated_us`` is ``baseline_us``, and a
+    scenario without ``throughput`` had the samples per step of the trace (its throughput is its speedup). CI keeps
+    saved results across versions; they still load."""
+    if not isinstance(doc, dict):
+        return doc
+    base = doc.get("baseline")
+    if isinstance(base, dict) and "simulated_us" in base and "baseline_us" not in base:
+        base["baseline_us"] = base.pop("simulated_us")
+    for s in doc.get("scenarios") or []:
+        if isinstance(s, dict) and "throughput" not in s:
+            s["throughput"] = s.get("speedup")
+    return doc
 
 
 def save(comparison: Comparison, path: str | os.PathLike[str]) -> None:

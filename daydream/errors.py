@@ -1,6 +1,10 @@
-"""User-facing errors: these carry a message fit to print, never a traceback."""
+"""User-facing errors: these carry a message fit to print, never a traceback; and the one "did you mean" every
+message that names an unknown thing (a script, a step, a device, a file, a keyword) uses."""
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
 
 
 class DaydreamError(Exception):
@@ -26,3 +30,44 @@ class CheckFailed(DaydreamError):
     """An ``assert`` in a script did not hold: the prediction is not what the script expects."""
 
     exit_code = 3
+
+
+class NotApplicable(CheckFailed):
+    """A script does not apply to the trace: a ``require`` in it did not hold (the trace lacks what the script
+    changes: GPU kernels, a data loader, an optimizer step). The same exit status as a failed assert, and one message
+    everywhere: ``SCRIPT does not apply to this trace: WHY (FILE:LINE: CONDITION)``; ``script`` and ``reason`` hold
+    its parts for callers that say it their own way (``daydream demo`` lists the script as skipped)."""
+
+    def __init__(self, script: str, reason: str, where: str = "") -> None:
+        self.script = script
+        self.reason = reason
+        self.where = where
+        super().__init__(f"{script} does not apply to this trace: {reason}" + (f" ({where})" if where else ""))
+
+    def __reduce__(self) -> tuple[type[NotApplicable], tuple[str, str, str]]:
+        # crosses process boundaries (compare --jobs) with its parts, not just its message
+        return (NotApplicable, (self.script, self.reason, self.where))
+
+
+def close_matches(word: str, options: Iterable[str], n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """The ``n`` options closest to ``word`` by difflib's similarity, best first, compared ignoring case (a name
+    typed in the wrong case, ``profilerstep#5``, is the closest of all); each returned as the option is spelled.
+    Only ever an option: a suggestion names something that exists."""
+    spelled: dict[str, str] = {}
+    for option in options:
+        spelled.setdefault(str(option).casefold(), str(option))
+    return [spelled[c] for c in difflib.get_close_matches(word.casefold(), list(spelled), n=n, cutoff=cutoff)]
+
+
+def did_you_mean(word: str, options: Iterable[str], n: int = 1, cutoff: float = 0.6) -> str | None:
+    """``did you mean 'X'?`` (``'X' or 'Y'`` for ``n`` > 1) for the options closest to ``word``, or None when none
+    is close: the one hint for every unknown name."""
+    close = close_matches(word, options, n, cutoff)
+    return "did you mean " + " or ".join(f"'{c}'" for c in close) + "?" if close else None
+
+
+def listed(names: Iterable[str], limit: int = 12) -> str:
+    """Names for a message: the first ``limit`` joined with commas, then how many more."""
+    items = list(names)
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit:,} more" if len(items) > limit else "") if items else "none"

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import networkx as nx
 
+from daydream import progress
 from daydream.errors import TraceError
 from daydream.graph.build import build_graph
 from daydream.graph.job import RankInfo, join_ranks, rank_fingerprint
@@ -88,20 +89,28 @@ def load_job(
     with ``jobs`` CPUs); ``share``: ranks with the same graph share one set of tasks (False: every rank its own)."""
     where = os.fspath(directory)
     files = rank_trace_files(where)
-    first = _build_rank(files[0], step, set())
-    chosen: str | int | None = step
-    if step is None and len(first.steps) == 1:
-        chosen = first.steps[0]  # the step the first rank's trace picked, for every rank
-    rest = [(f, chosen, share) for f in files[1:]]
-    if ray is not None and rest:
-        built = [first, *_build_on_ray(ray, rest, jobs)]
-    elif jobs > 1 and len(rest) > 1:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            built = [first, *pool.map(_build_in_worker, rest, chunksize=max(1, len(rest) // (4 * jobs)))]
-    else:
-        seen = {first.info.fingerprint}
-        built = [first, *(_build_rank(f, s, seen, sh) for f, s, sh in rest)]
+    with progress.task(f"building the graphs of {len(files):,} ranks", total=len(files)) as advance:
+        first = _build_rank(files[0], step, set())
+        advance(1)
+        chosen: str | int | None = step
+        if step is None and len(first.steps) == 1:
+            chosen = first.steps[0]  # the step the first rank's trace picked, for every rank
+        rest = [(f, chosen, share) for f in files[1:]]
+        if ray is not None and rest:
+            built = [first, *_build_on_ray(ray, rest, jobs)]
+        elif jobs > 1 and len(rest) > 1:
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                built = [first]
+                for b in pool.map(_build_in_worker, rest, chunksize=max(1, len(rest) // (4 * jobs))):
+                    built.append(b)
+                    advance(1)
+        else:
+            seen = {first.info.fingerprint}
+            built = [first]
+            for f, s, sh in rest:
+                built.append(_build_rank(f, s, seen, sh))
+                advance(1)
     ranks = check_ranks(where, [(b.info.trace or "", b.named_rank, b.world_size) for b in built])
     file_rank = {path: r for r, path in ranks.items()}
     for b in built:
@@ -142,13 +151,13 @@ class JobReplay:
     warnings: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per rank: measured and predicted step, error, waits, offset, held time (us), and ``same_as``."""
-        return [msgspec.to_builtins(r) for r in self.ranks]
+        """One row per rank: measured and baseline step, error, waits, offset, held time (us), and ``same_as``."""
+        return [_rank_row(r) for r in self.ranks]
 
     def __repr__(self) -> str:
-        slowest = max(self.ranks, key=lambda r: r.predicted_us)
+        slowest = max(self.ranks, key=lambda r: r.step_us)
         return (f"JobReplay(trace={self.graph.graph.get('trace')!r}, {len(self.ranks)} ranks, slowest rank {slowest.rank}: "
-                f"measured {slowest.measured_us / 1e3:,.3f} ms, predicted {slowest.predicted_us / 1e3:,.3f} ms, straggler "
+                f"measured {slowest.measured_us / 1e3:,.3f} ms, baseline {slowest.step_us / 1e3:,.3f} ms, straggler "
                 f"{self.straggler.rank if self.straggler is not None else None})")
 
     @property
@@ -157,27 +166,30 @@ class JobReplay:
         return max(r.measured_us for r in self.ranks)
 
     @property
-    def predicted_us(self) -> float:
-        """The slowest rank's predicted step."""
-        return max(r.predicted_us for r in self.ranks)
+    def baseline_us(self) -> float:
+        """The slowest rank's step, the unchanged job replayed."""
+        return max(r.step_us for r in self.ranks)
 
     @property
     def error(self) -> float:
-        return (self.predicted_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
+        return (self.baseline_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """What ``daydream simulate DIR --json`` prints; ``predicted_us`` (top level and per rank) repeats the baseline
+        under the name docs/multigpu.md gave it first."""
         g = self.graph.graph
-        slowest = max(self.ranks, key=lambda r: r.predicted_us)
+        slowest = max(self.ranks, key=lambda r: r.step_us)
         return {
             "trace": g.get("trace"),
             "device": g.get("device"),
             "world_size": g.get("world_size"),
             "measured_us": self.measured_us,
-            "predicted_us": self.predicted_us,
+            "baseline_us": self.baseline_us,
+            "predicted_us": self.baseline_us,
             "error_pct": 100.0 * self.error,
             "slowest_rank": slowest.rank,
             "steps": [s["name"] for s in g.get("steps", [])],
-            "ranks": [msgspec.to_builtins(r) for r in self.ranks],
+            "ranks": [{**_rank_row(r), "predicted_us": r.step_us} for r in self.ranks],
             "straggler": msgspec.to_builtins(self.straggler) if self.straggler else None,
             "collectives": g.get("collectives"),
             "tasks": self.graph.number_of_nodes(),
@@ -185,6 +197,11 @@ class JobReplay:
             "breakdown": self.breakdown,
             "warnings": self.warnings,
         }
+
+
+def _rank_row(r: RankResult) -> dict[str, Any]:
+    """A rank of the unchanged job as a row: its step under the one name a replay's step has, ``baseline_us``."""
+    return {("baseline_us" if k == "step_us" else k): v for k, v in msgspec.to_builtins(r).items()}
 
 
 def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:

@@ -2,7 +2,8 @@
 
 At a terminal it has a prompt, line editing, history (``~/.daydream_history``, or ``$DAYDREAM_HISTORY``)
 and completion of keywords, attributes, names and commands. With stdin from a pipe it reads statements
-without prompts, so a session can be scripted; it exits 2 if any statement failed.
+without prompts, so a session can be scripted; it exits non-zero if any input failed: 3 where the first failure was
+a script that does not apply to the trace or a failed assert (as ``daydream run`` exits), else 2.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from daydream.dsl import Session, ast
 from daydream.dsl.check import BUILTIN_VALUES
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.functions import FUNCTIONS
-from daydream.dsl.parse import KEYWORDS, parse_expression, parse_script
-from daydream.errors import CheckFailed, DaydreamError, ScriptError
+from daydream.dsl.parse import KEYWORDS, STATEMENT_KEYWORDS, parse_expression, parse_script
+from daydream.errors import CheckFailed, DaydreamError, ScriptError, did_you_mean
 from daydream.files import check_output_path, write_atomically
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order
@@ -68,6 +69,7 @@ class Repl:
         self.origin = origin
         self.history: list[str] = []
         self.failed = 0
+        self.status = 0  # a piped session's exit status: its first failure's (see run_repl)
         self.session = self._new_session()
         self.baseline_us = self.session.baseline_us
 
@@ -106,6 +108,8 @@ class Repl:
                 self.statements(text)
         except (ScriptError, CheckFailed, DaydreamError) as exc:
             self.failed += 1
+            # a script that does not apply (NotApplicable) or an assert: 3, as run exits; any other failed input: 2
+            self.status = self.status or (CheckFailed.exit_code if isinstance(exc, CheckFailed) else ScriptError.exit_code)
             self.console.print(styled(("error:", "red"), " ", plain(exc, 2000)))
 
     def statements(self, text: str) -> None:
@@ -143,10 +147,7 @@ class Repl:
         if effects:
             touched = ", ".join(e.describe() for e in effects if e.describe())
             p = self.session.predicted_us
-            self.console.print(
-                plain(f"{touched}; predicted {ms(p)} (baseline {ms(self.baseline_us)}, speedup {self.baseline_us / p:.3f}x)"
-                      if p else f"{touched}; predicted {ms(p)}", 2000),
-            )  # fmt: skip
+            self.console.print(plain(f"{touched}; predicted {ms(p)} ({self._against(p)})" if p else f"{touched}; predicted {ms(p)}", 2000))
         else:
             bound = [s for s in statements if isinstance(s, (ast.Let, ast.Param))]
             for s in bound:
@@ -162,7 +163,7 @@ class Repl:
             for k, v in COMMANDS.items():
                 table.add_row(k, v)
             self.console.print(table)
-            self.console.print("statements: param let scale set remove insert schedule for include assert print", highlight=False)
+            self.console.print("statements: " + " ".join(STATEMENT_KEYWORDS), highlight=False)
         elif name == ":predict":
             self.show_prediction()
         elif name == ":show":
@@ -194,16 +195,21 @@ class Repl:
             for line in self.history:
                 self.console.print(line, highlight=False, markup=False)
         else:
-            close = [c.split()[0] for c in COMMANDS if c.split()[0].startswith(name[:3])]
-            raise DaydreamError(f"unknown command {name}" + (f"; did you mean {close[0]}?" if close else "; :help lists them"))
+            hint = did_you_mean(name, [c.split()[0] for c in COMMANDS] + [":exit", ":q"])
+            raise DaydreamError(f"unknown command {name}; " + (hint or ":help lists them"))
+
+    def _against(self, predicted: float) -> str:
+        """The prediction against the baseline, in run's words: speedup, and throughput where the samples per step
+        changed (``scale samples by F``; elsewhere it is the speedup)."""
+        speedup = self.baseline_us / predicted
+        samples = self.session.samples
+        return f"baseline {ms(self.baseline_us)}, speedup {speedup:.3f}x" + (f", throughput {speedup * samples:.3f}x" if samples != 1 else "")
 
     def show_prediction(self) -> None:
         s = self.session
         p = s.predicted_us
-        self.console.print(
-            f"measured {ms(s.measured_us)}, baseline {ms(self.baseline_us)}, predicted {ms(p)}, speedup {self.baseline_us / p:.3f}x",
-            highlight=False,
-        )
+        self.console.print(f"measured {ms(s.measured_us)}, predicted {ms(p)}, {self._against(p)}" if p else f"predicted {ms(p)}",
+                           highlight=False)  # fmt: skip
         from daydream.report import breakdown_table
         from daydream.simulation import breakdown
 
@@ -390,4 +396,4 @@ def run_repl(
         finish()
     if interactive:
         console.print("", highlight=False)
-    return 2 if repl.failed and not interactive else 0
+    return repl.status if not interactive else 0

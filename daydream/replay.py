@@ -32,13 +32,16 @@ class CriticalPath(msgspec.Struct):
 
 
 class ReplayReport(msgspec.Struct):
-    """What ``daydream simulate --json`` prints (:meth:`Replay.to_dict`), in this order."""
+    """What ``daydream simulate --json`` prints (:meth:`Replay.to_dict`), in this order. ``baseline_us`` is the
+    unchanged trace's step as replayed (the baseline of ``daydream run``); ``predicted_us`` repeats it, under the
+    name the README gave it before the vocabulary was one (each step's ``predicted_us`` too)."""
 
     trace: str | None
     device: str | None
     rank: int | None
     world_size: int | None
     measured_us: float
+    baseline_us: float
     predicted_us: float
     error_pct: float
     steps: list[dict[str, Any]]
@@ -58,29 +61,30 @@ class ReplayReport(msgspec.Struct):
 
 @dataclass(repr=False)
 class Replay:
-    """A simulated graph of one trace, with the measured and predicted iteration times. ``repr`` is one line;
-    :meth:`rows` gives one row per step (``pandas.DataFrame(replay.rows())``)."""
+    """A simulated graph of one trace: the measured iteration and the baseline, the unchanged graph replayed (what
+    ``daydream run`` calls the baseline). ``repr`` is one line; :meth:`rows` gives one row per step
+    (``pandas.DataFrame(replay.rows())``)."""
 
     graph: nx.DiGraph
     timeline: Timeline
     measured_us: float
-    predicted_us: float
+    baseline_us: float
     steps: list[dict[str, Any]]
     breakdown: dict[str, float]
     warnings: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per simulated step: its name, measured and predicted time (us)."""
-        return [dict(s) for s in self.steps]
+        """One row per simulated step: its name, measured and baseline time (us)."""
+        return [{"name": s["name"], "measured_us": s["measured_us"], "baseline_us": s["baseline_us"]} for s in self.steps]
 
     def __repr__(self) -> str:
-        return (f"Replay(trace={self.graph.graph.get('trace')!r}, measured {self.measured_us / 1e3:,.3f} ms, predicted "
-                f"{self.predicted_us / 1e3:,.3f} ms, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)")
+        return (f"Replay(trace={self.graph.graph.get('trace')!r}, measured {self.measured_us / 1e3:,.3f} ms, baseline "
+                f"{self.baseline_us / 1e3:,.3f} ms, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)")
 
     @property
     def error(self) -> float:
-        """Relative error of the prediction against the measurement (signed)."""
-        return (self.predicted_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
+        """Relative error of the baseline against the measurement (signed)."""
+        return (self.baseline_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
 
     def critical_path_summary(self, top: int = 8) -> CriticalPath:
         return critical_path_summary(self.timeline, top)
@@ -96,7 +100,8 @@ class Replay:
             rank=g.graph.get("rank"),
             world_size=g.graph.get("world_size"),
             measured_us=self.measured_us,
-            predicted_us=self.predicted_us,
+            baseline_us=self.baseline_us,
+            predicted_us=self.baseline_us,
             error_pct=100.0 * self.error,
             steps=self.steps,
             breakdown=self.breakdown,
@@ -150,16 +155,17 @@ def _top(d: dict[str, float], n: int) -> dict[str, float]:
 def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
     """Simulate ``graph`` and compare with what its trace measured."""
     timeline = simulate(graph, policy)
-    predicted_steps = timeline.step_periods()
+    periods = timeline.step_periods()
+    # each step's "predicted_us" repeats its baseline under the name the README gave it first
     steps = [
-        {"name": s["name"], "measured_us": s["measured_us"], "predicted_us": predicted_steps.get(s["name"], math.nan)}
+        {"name": s["name"], "measured_us": s["measured_us"], "baseline_us": (b := periods.get(s["name"], math.nan)), "predicted_us": b}
         for s in graph.graph.get("steps", [])
     ]
     return Replay(
         graph=graph,
         timeline=timeline,
         measured_us=float(graph.graph.get("measured_us", math.nan)),
-        predicted_us=timeline.makespan(),
+        baseline_us=timeline.makespan(),
         steps=steps,
         breakdown=breakdown(timeline),
         warnings=list(graph.graph.get("warnings", [])),

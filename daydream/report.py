@@ -12,6 +12,7 @@ from rich.text import Text
 from daydream.compare import Against, Comparison
 from daydream.demo import Demo
 from daydream.dsl.library import ScriptInfo
+from daydream.embeddings import EmbeddingProfile
 from daydream.files import clip
 from daydream.job import JobReplay
 from daydream.perf.accuracy import Accuracy
@@ -64,17 +65,17 @@ def render_replay(result: Replay, console: Console) -> None:
     steps = Table(title="Iteration time", title_justify="left")
     steps.add_column("step")
     steps.add_column("measured", justify="right")
-    steps.add_column("predicted", justify="right")
+    steps.add_column("baseline (simulated)", justify="right")
     steps.add_column("error", justify="right")
     for s in d["steps"]:
-        err = (s["predicted_us"] - s["measured_us"]) / s["measured_us"] * 100 if s["measured_us"] else 0.0
-        steps.add_row(plain(s["name"]), ms(s["measured_us"]), ms(s["predicted_us"]), f"{err:+.2f}%")
+        err = (s["baseline_us"] - s["measured_us"]) / s["measured_us"] * 100 if s["measured_us"] else 0.0
+        steps.add_row(plain(s["name"]), ms(s["measured_us"]), ms(s["baseline_us"]), f"{err:+.2f}%")
     if len(d["steps"]) != 1:
-        steps.add_row("[b]all[/]", ms(d["measured_us"]), ms(d["predicted_us"]), f"{d['error_pct']:+.2f}%")
+        steps.add_row("[b]all[/]", ms(d["measured_us"]), ms(d["baseline_us"]), f"{d['error_pct']:+.2f}%")
     console.print(steps)
     console.print(_causality_line(d), highlight=False, markup=False)
 
-    console.print(breakdown_shares(d["breakdown"], "Breakdown (predicted)"))
+    console.print(breakdown_shares(d["breakdown"], "Breakdown (baseline)"))
 
     cp = d["critical_path"]
     title = f"Critical path: {cp['tasks']:,} tasks; GPU holds it {ms(cp['gpu_us'])}, CPU {ms(cp['cpu_us'])}"
@@ -92,7 +93,7 @@ def render_replay(result: Replay, console: Console) -> None:
 
 
 def render_job(result: JobReplay, console: Console) -> None:
-    """A simulated multi-rank job: each rank measured against predicted, the waits, the straggler."""
+    """A simulated multi-rank job: each rank measured against its baseline (simulated), the waits, the straggler."""
     d = result.to_dict()
     for w in result.warnings:
         console.print(warning_line("warning:", w))
@@ -108,13 +109,13 @@ def render_job(result: JobReplay, console: Console) -> None:
     console.print(head)
     # numbers in ms, the unit in the title: the table fits 80 columns
     table = Table(title="Iteration time per rank, ms (each from its own step's start)", title_justify="left")
-    for col in ("rank", "measured", "predicted", "error", "waiting", "late start", "holds others"):
+    for col in ("rank", "measured", "baseline", "error", "waiting", "late start", "holds others"):
         table.add_column(col, justify="right")
     for r in d["ranks"]:
         table.add_row(str(r["rank"]) + (f" (= {r['same_as']})" if r["same_as"] is not None else ""), _ms(r["measured_us"]),
-                      _ms(r["predicted_us"]), f"{r['error_pct']:+.2f}%", _ms(r["wait_us"]), _ms(r["offset_us"]),
+                      _ms(r["baseline_us"]), f"{r['error_pct']:+.2f}%", _ms(r["wait_us"]), _ms(r["offset_us"]),
                       _ms(r["held_us"]) if r["held_us"] else "-")  # fmt: skip
-    table.add_row("[b]slowest[/]", _ms(d["measured_us"]), _ms(d["predicted_us"]), f"{d['error_pct']:+.2f}%", "", "", "")
+    table.add_row("[b]slowest[/]", _ms(d["measured_us"]), _ms(d["baseline_us"]), f"{d['error_pct']:+.2f}%", "", "", "")
     console.print(table)
     console.print("waiting: in collectives, for the last rank; late start: after the job's first rank's step; holds "
                   "others: how much earlier the collectives it reached last would have started without it", highlight=False)
@@ -126,7 +127,7 @@ def render_job(result: JobReplay, console: Console) -> None:
         if s["tasks"]:
             console.print(plain("  its critical path before those collectives: " + ", ".join(
                 f"{name} {ms(t)}" for name, t in s["tasks"].items()), 2000))  # fmt: skip
-    console.print(breakdown_shares(d["breakdown"], "Breakdown (predicted, all ranks)"))
+    console.print(breakdown_shares(d["breakdown"], "Breakdown (baseline, all ranks)"))
 
 
 def _causality_line(d: dict) -> str:
@@ -174,13 +175,13 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     if d["params_text"]:
         console.print(plain("params: " + ", ".join(f"{k} = {v}" for k, v in d["params_text"].items()), 2000))
     head = Table(title="Iteration time", title_justify="left")
-    for col in ("measured", "baseline (simulated)", "predicted", "speedup"):
+    for col in ("measured", "baseline (simulated)", "predicted", "speedup", "throughput"):
         head.add_column(col, justify="right")
     measured = d["measured_us"]
-    head.add_row(
-        ms(measured) if measured == measured else "-", ms(d["baseline_us"]), ms(d["predicted_us"]), f"[b]{d['speedup']:.3f}x[/]"
-    )
+    head.add_row(ms(measured) if measured == measured else "-", ms(d["baseline_us"]), ms(d["predicted_us"]),
+                 f"[b]{d['speedup']:.3f}x[/]", f"[b]{d['throughput']:.3f}x[/]")  # fmt: skip
     console.print(head)
+    console.print(speedup_note(d["samples"]), highlight=False, markup=False)
     if d.get("ranks"):
         ranks = Table(title="Per rank, ms (each from its own step's start)", title_justify="left")
         for col in ("rank", "measured", "baseline", "predicted", "change", "waiting before", "waiting after"):
@@ -218,6 +219,13 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     console.print(st)
 
 
+def speedup_note(samples: float | None = None) -> str:
+    """What the speedup and throughput columns mean, and the samples per step a script left (None: several rows,
+    each its own)."""
+    per_step = "" if samples is None else " (the same samples per step)" if samples == 1 else f" ({samples:g}x the samples per step)"
+    return f"speedup: baseline / predicted step time (above 1 is faster); throughput: samples/s after / before{per_step}"
+
+
 def render_demo(demo: Demo, console: Console) -> None:
     """``daydream demo``: the replayed step, where its time goes, and each what-if's prediction."""
     d = demo.to_dict()
@@ -226,19 +234,20 @@ def render_demo(demo: Demo, console: Console) -> None:
     console.print(styled(("daydream demo", "b"), " ", plain(d["trace"], 2000)))
     console.print(plain(f"device: {d['device'] or '-'} ({d['device_type'] or 'unknown'})"))
     head = Table(title="The recorded step, replayed", title_justify="left")
-    for col in ("measured", "simulated", "error"):
+    for col in ("measured", "baseline (simulated)", "error"):
         head.add_column(col, justify="right")
-    err = (d["simulated_us"] - d["measured_us"]) / d["measured_us"] * 100 if d["measured_us"] else 0.0
-    head.add_row(ms(d["measured_us"]), ms(d["simulated_us"]), f"{err:+.2f}%")
+    err = (d["baseline_us"] - d["measured_us"]) / d["measured_us"] * 100 if d["measured_us"] else 0.0
+    head.add_row(ms(d["measured_us"]), ms(d["baseline_us"]), f"{err:+.2f}%")
     console.print(head)
     console.print(breakdown_shares(d["breakdown"], "Where the time goes"))
-    table = Table(title=f"What if (before: {ms(d['simulated_us'])} per step)", title_justify="left")
-    for col in ("optimization", "after", "step time", "throughput"):
+    table = Table(title=f"What if (baseline: {ms(d['baseline_us'])} per step)", title_justify="left")
+    for col in ("optimization", "predicted", "speedup", "throughput"):
         table.add_column(col, justify="left" if col == "optimization" else "right")
     for w in d["whatifs"]:
         label = w["script"] + "".join(f" {k}={v}" for k, v in w["params"].items())
-        table.add_row(plain(label), ms(w["predicted_us"]), f"{1 / w['speedup']:.3f}x", f"[b]{w['throughput']:.3f}x[/]")
+        table.add_row(plain(label), ms(w["predicted_us"]), f"{w['speedup']:.3f}x", f"[b]{w['throughput']:.3f}x[/]")
     console.print(table)
+    console.print(speedup_note(), highlight=False, markup=False)
     for w in d["whatifs"]:
         console.print(styled("  ", plain(w["script"], style="b"), ": ", plain(w["summary"], 2000)))
     for sk in d["skipped"]:
@@ -266,6 +275,9 @@ def render_script_list(scripts: list[ScriptInfo], console: Console) -> None:
     table.add_column("what it models")
     table.add_column("params")
     for s in scripts:
+        if s.error is not None:  # said in full on stderr (the command line); here its first line
+            table.add_row(plain(s.name, style="red"), plain(f"cannot be used: {s.error.splitlines()[0]}", 2000, style="red"), "")
+            continue
         table.add_row(plain(s.name), plain(s.summary, 2000), plain("\n".join(f"{n} = {v}" for n, v in s.params), 2000))
     console.print(table)
 
@@ -344,7 +356,7 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
     p, b = result.provenance, result.baseline
     console.print(styled(("daydream compare", "b"), " ", plain(f"{p.trace}  {p.scenarios_file or ''}", 2000)))
     measured = f"; measured {ms(b.measured_us)}" if b.measured_us == b.measured_us else ""
-    console.print(plain(f"baseline (the trace unchanged, simulated): {ms(b.simulated_us)}{measured}; bound by {b.bound.text()}", 2000))
+    console.print(plain(f"baseline (the trace unchanged, simulated): {ms(b.baseline_us)}{measured}; bound by {b.bound.text()}", 2000))
     # numbers in ms, shares in % of each scenario's step, the units in the title: the table fits 80 columns
     table = Table(title="Scenarios by predicted step time (ms; breakdown in % of the step)", title_justify="left", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False, collapse_padding=True)
@@ -352,20 +364,26 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
     table.add_column("scenario", overflow="fold")
     table.add_column("step", justify="right")
     table.add_column("speedup", justify="right")
+    predicted = [s for s in result.scenarios if s.predicted_us is not None]
     for _, label in _BREAKDOWN:
         table.add_column(label, justify="right")
     table.add_column("bound by", overflow="fold")
-    predicted = [s for s in result.scenarios if s.predicted_us is not None]
     for i, s in enumerate(predicted, 1):
         bd, total = s.breakdown or {}, (s.breakdown or {}).get("total_us") or 1.0
         table.add_row(str(i), plain(s.name), _ms(s.predicted_us or 0.0), f"{s.speedup or 0.0:.3f}x",
                       *(f"{100 * bd.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN), plain(s.bound.text() if s.bound else "-"))  # fmt: skip
     total = b.breakdown.get("total_us") or 1.0
-    table.add_row("", "[i]baseline[/]", _ms(b.simulated_us), "1.000x", *(f"{100 * b.breakdown.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN),
+    table.add_row("", "[i]baseline[/]", _ms(b.baseline_us), "1.000x", *(f"{100 * b.breakdown.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN),
                   plain(b.bound.text()))  # fmt: skip
     console.print(table)
     console.print("speedup: baseline over predicted (above 1 is faster); CPU/GPU: only that one busy; both: the two "
                   "at once; bound by: the critical path's largest shares", highlight=False, markup=False)  # fmt: skip
+    # throughput where a scenario changes the samples a step processes (batch_size); elsewhere it is the speedup. A
+    # line of its own: the table keeps to 80 columns
+    more = [s for s in predicted if s.throughput is not None and s.speedup and abs(s.throughput - s.speedup) > 1e-9 * s.speedup]
+    if more:
+        console.print(plain("throughput (samples/s after over before; these scenarios change the samples a step processes): "
+                            + "; ".join(f"{s.name} {s.throughput:.3f}x" for s in more), 4000))  # fmt: skip
     for s in result.scenarios:
         if s.predicted_us is None:
             console.print(styled(("not predicted:", "yellow"), " ", plain(f"{s.name}: {s.error}", 2000)))
@@ -404,7 +422,7 @@ def render_report(report: Report, console: Console) -> None:
         console.print(styled((f"{a.label}: ", "b"), plain(a.verdict, 2000)))
     steps = f"baseline (simulated) {ms(report.analyses[0].step_us)}"
     if report.speedup is not None:
-        steps += f", predicted {ms(report.analyses[1].step_us)}, speedup {report.speedup:.3f}x"
+        steps += f", predicted {ms(report.analyses[1].step_us)}, speedup {report.speedup:.3f}x, throughput {report.throughput or 0.0:.3f}x"
     console.print(plain(steps))
     last = report.analyses[-1]
     layers = Table(title=f"Layers that take longest ({last.label}, ms)", title_justify="left")
@@ -436,3 +454,40 @@ def _kernel_label(name: str) -> str:
         if ch == "(" and depth == 0 and i > 0:
             return text[:i]
     return text
+
+
+def _size(nbytes: float) -> str:
+    """Bytes in decimal multiples, three digits (``1.21 MB``)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def render_embedding_profile(result: EmbeddingProfile, console: Console) -> None:
+    """The hot rows per table and what they make of inputs and mini-batches."""
+    how = ("exact: every input read, every row counted" if result.method == "exact" else
+           f"FAE's estimator on {result.sample_fraction:.1%} of the inputs, {result.confidence:.1%} upper bound held to the budget")  # fmt: skip
+    console.print(plain(f"{result.inputs:,} inputs in {len(result.tables)} tables; budget {_size(result.budget_bytes)}; {how}"))
+    table = Table(title=f"Hot rows: at least {result.threshold:.3g} of their table's lookups", title_justify="left",
+                  box=box.SIMPLE_HEAD)  # fmt: skip
+    for col in ("table", "rows", "per input", "hot rows", "upper", "hot bytes", "hot lookups"):
+        table.add_column(col, justify="left" if col == "table" else "right")
+    for t in result.tables:
+        table.add_row(plain(t.name, 60), f"{t.rows:,}", f"{t.pooling:.3g}", f"{t.hot_rows:,.0f}" + (" (<1 MB)" if t.small else ""),
+                      f"{t.hot_rows_high:,.0f}", _size(t.hot_bytes), f"{100 * t.hot_access_fraction:.1f}%")  # fmt: skip
+    console.print(table)
+    console.print(plain(f"hot set {_size(result.hot_bytes)} (upper bound {_size(result.hot_bytes_high)}); "
+                        f"{100 * result.hot_input_fraction:.1f}% of inputs hit only hot rows"))  # fmt: skip
+    if result.batch is None:
+        console.print(plain("mini-batches: give --batch B to see how many are all hot"))
+    else:
+        console.print(plain(
+            f"mini-batches of {result.batch:,}: with FAE's input classification {result.hot_batches:,} hot and "
+            f"{result.cold_batches:,} cold per epoch ({100 * (result.hot_batch_fraction or 0):.1f}% hot); "
+            f"drawn at random, {100 * (result.random_hot_batch_fraction or 0):.3g}% would be all hot"))  # fmt: skip
+        batches = (result.hot_batches or 0) + (result.cold_batches or 0)
+        console.print(plain(f"the epoch with FAE, from a hybrid trace: daydream run TRACE fae -p hot_bytes={round(result.hot_bytes_high)} "
+                            f"-p hot_fraction={result.hot_batch_fraction:.4g} -p batches={batches}"))  # fmt: skip
+    for w in result.warnings:
+        console.print(plain(f"warning: {w}", style="yellow"))

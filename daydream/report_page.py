@@ -41,12 +41,27 @@ class Report:
     params_text: dict[str, str] = field(default_factory=dict)  # in each default's unit: what a person reads
     warnings: list[str] = field(default_factory=list)
     printed: list[str] = field(default_factory=list)
+    samples: float = 1.0  # the samples a step processes after the scripts, relative to the trace (scale samples)
+
+    @property
+    def baseline_us(self) -> float:
+        return self.analyses[0].step_us
+
+    @property
+    def predicted_us(self) -> float | None:
+        return self.analyses[1].step_us if len(self.analyses) > 1 else None
 
     @property
     def speedup(self) -> float | None:
+        """Baseline over predicted step time (above 1 is faster); None without scripts."""
         if len(self.analyses) < 2 or not self.analyses[1].step_us:
             return None
         return self.analyses[0].step_us / self.analyses[1].step_us
+
+    @property
+    def throughput(self) -> float | None:
+        """Samples per second after over before: the speedup times :attr:`samples`."""
+        return None if self.speedup is None else self.speedup * self.samples
 
     def __repr__(self) -> str:
         steps = ", ".join(f"{a.label} {a.step_us / 1e3:,.3f} ms" for a in self.analyses)
@@ -54,7 +69,8 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {"trace": self.trace, "device": self.device, "scripts": self.scripts, "params": self.params, "params_text": self.params_text,
-                "measured_us": self.measured_us, "speedup": self.speedup, "out_dir": self.out_dir, "index": self.index,
+                "measured_us": self.measured_us, "baseline_us": self.baseline_us, "predicted_us": self.predicted_us,
+                "speedup": self.speedup, "samples": self.samples, "throughput": self.throughput, "out_dir": self.out_dir, "index": self.index,
                 "files": self.files, "analyses": msgspec.to_builtins(self.analyses), "warnings": self.warnings}  # fmt: skip
 
 
@@ -121,7 +137,7 @@ def write_report(
         scripts=result.scripts if result else [],
         params={k: json_param(v) for k, v in result.session.param_values.items()} if result else {},
         params_text=result.session.binder.shown() if result else {},
-        warnings=warnings, printed=result.session.printed if result else [],
+        warnings=warnings, printed=result.session.printed if result else [], samples=result.samples if result else 1.0,
     )  # fmt: skip
     data = os.path.join(out_dir, "report.json")
     report.files += [data, report.index]
@@ -196,7 +212,8 @@ def page(report: Report) -> str:
     meta_html = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in meta)
     steps = [["measured (the trace)", _ms(report.measured_us)], ["baseline (simulated)", _ms(a0.step_us)]]
     if pred is not None:
-        steps += [["predicted", _ms(pred.step_us)], ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"]]
+        steps += [["predicted", _ms(pred.step_us)], ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"],
+                  ["throughput (samples/s after / before)", f"{report.throughput:.3f}x"]]
     parts = [
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>daydream report: {_e(os.path.basename(report.trace))}</title><style>{STYLE}</style></head><body>",

@@ -13,7 +13,7 @@ import networkx as nx
 
 from daydream.dsl import Session, ast
 from daydream.dsl.evaluate import format_value
-from daydream.errors import ScriptError
+from daydream.errors import ScriptError, did_you_mean
 from daydream.graph.build import build_graph
 from daydream.job import is_job, load_priced_job
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals
@@ -68,6 +68,8 @@ class WhatIfReport(msgspec.Struct):
     baseline_us: float
     predicted_us: float
     speedup: float
+    samples: float  # samples a step processes after the scripts, relative to the trace (`scale samples by F`)
+    throughput: float  # samples per second after over before: samples x speedup
     baseline_error_pct: float | None
     tasks: Change[int]
     step_us: Change[dict[str, float]]
@@ -103,23 +105,25 @@ class WhatIf:
         if self.baseline_ranks is None:
             return None
         after, _ = rank_results(self.graph, self.timeline)
-        return [{"rank": b.rank, "measured_us": b.measured_us, "baseline_us": b.predicted_us, "predicted_us": a.predicted_us,
+        return [{"rank": b.rank, "measured_us": b.measured_us, "baseline_us": b.step_us, "predicted_us": a.step_us,
                  "baseline_wait_us": b.wait_us, "wait_us": a.wait_us} for b, a in zip(self.baseline_ranks, after)]  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per rank of a job (:meth:`rank_changes`), else one per simulated step: baseline and predicted
-        (us), and the speedup (baseline over predicted)."""
+        (us), the speedup (baseline over predicted) and the throughput (samples per second after over before)."""
         ranks = self.rank_changes()
         if ranks is not None:
-            return [{**r, "speedup": r["baseline_us"] / r["predicted_us"] if r["predicted_us"] else math.inf} for r in ranks]
-        before, after = self.baseline.step_us, self.predicted.step_us
-        return [{"step": name, "baseline_us": before.get(name, math.nan), "predicted_us": a,
-                 "speedup": before.get(name, math.nan) / a if a else math.inf} for name, a in after.items()]  # fmt: skip
+            rows = [{**r, "speedup": r["baseline_us"] / r["predicted_us"] if r["predicted_us"] else math.inf} for r in ranks]
+        else:
+            before, after = self.baseline.step_us, self.predicted.step_us
+            rows = [{"step": name, "baseline_us": before.get(name, math.nan), "predicted_us": a,
+                     "speedup": before.get(name, math.nan) / a if a else math.inf} for name, a in after.items()]  # fmt: skip
+        return [{**r, "throughput": r["speedup"] * self.samples} for r in rows]
 
     def __repr__(self) -> str:
         names = [os.path.basename(s).removesuffix(".whatif") for s in self.scripts]
         return (f"WhatIf(trace={self.graph.graph.get('trace')!r}, scripts={names}, baseline {self.baseline_us / 1e3:,.3f} ms, "
-                f"predicted {self.predicted_us / 1e3:,.3f} ms, speedup {self.speedup:.3f}x, "
+                f"predicted {self.predicted_us / 1e3:,.3f} ms, speedup {self.speedup:.3f}x, throughput {self.throughput:.3f}x, "
                 f"{self.graph.number_of_nodes():,} tasks)")  # fmt: skip
 
     @property
@@ -132,7 +136,20 @@ class WhatIf:
 
     @property
     def speedup(self) -> float:
+        """Baseline over predicted step time: above 1 is faster."""
         return self.baseline_us / self.predicted_us if self.predicted_us else math.inf
+
+    @property
+    def samples(self) -> float:
+        """The samples a step processes after the scripts, relative to the trace's (1 unless a script says
+        ``scale samples by F``: a larger batch, gradient accumulation)."""
+        return self.session.samples
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second after over before: the speedup times :attr:`samples` (the speedup itself where the
+        scripts leave the samples per step as they were)."""
+        return self.speedup * self.samples
 
     def report(self) -> WhatIfReport:
         g = self.graph
@@ -151,6 +168,8 @@ class WhatIf:
             baseline_us=self.baseline_us,
             predicted_us=self.predicted_us,
             speedup=self.speedup,
+            samples=self.samples,
+            throughput=self.throughput,
             baseline_error_pct=100.0 * (self.baseline_us - measured) / measured if measured else None,
             tasks=Change(before.tasks, after.tasks),
             step_us=Change(before.step_us, after.step_us),
@@ -189,7 +208,9 @@ def load_scripts(session: Session, scripts: Sequence[str | os.PathLike[str] | as
     unknown = sorted(set(session.params) - declared)
     if unknown:
         have = ", ".join(sorted(declared)) or "none"
-        raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (-p): the scripts declare {have}")
+        hints = [h for u in unknown if (h := did_you_mean(u, declared))]
+        raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (-p): the scripts declare {have}"
+                          + "".join(f"; {h}" for h in hints))  # fmt: skip
     return parsed
 
 

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Bags, Binary, Normal, checkpointed, make_parser, parse_args, to_device, train  # noqa: E402
+from common import Bags, Binary, Normal, checkpointed, make_parser, parse_args, to_device, train, zipf_rows  # noqa: E402
 
 
 def mlp(sizes: list[int], last_relu: bool) -> nn.Sequential:
@@ -95,6 +95,24 @@ def sizes(text: str) -> list[int]:
     return values
 
 
+def save_indices(path: str, bags: Bags, inputs: int, seed: int) -> None:
+    """`inputs` samples' bags of every table, drawn as `Bags.make` draws them (bag sizes 1 .. 2 x pooling - 1, Zipf
+    rows), as nn.EmbeddingBag's (indices, offsets) per table in an .npz: `N` the flat indices, `N.offsets` the starts."""
+    import numpy as np
+
+    gen = torch.Generator().manual_seed(seed)
+    arrays = {}
+    for t in range(bags.tables):
+        if bags.fixed or bags.pooling == 1:
+            lengths = torch.full((inputs,), bags.pooling, dtype=torch.int64)
+        else:
+            lengths = torch.randint(1, 2 * bags.pooling, (inputs,), generator=gen)
+        starts = torch.cumsum(lengths, 0) - lengths
+        arrays[str(t)] = zipf_rows(int(lengths.sum()), bags.rows, bags.zipf, gen).to(torch.int32).numpy()
+        arrays[f"{t}.offsets"] = starts.numpy()
+    np.savez(path, **arrays)
+
+
 def main() -> None:
     parser = make_parser(__doc__, batch=128, optimizer="sgd")
     group = parser.add_argument_group("model")
@@ -127,6 +145,14 @@ def main() -> None:
         action="store_true",
         help="sparse embedding gradients (EmbeddingBag(sparse=True)); needs --optimizer sgd",
     )
+    group.add_argument(
+        "--save-indices",
+        metavar="FILE.npz",
+        default=None,
+        help="write the sparse features of --inputs inputs (the bags the training draws, same sizes and rows) as "
+        "an .npz for `daydream embeddings profile` (table N: flat indices, N.offsets: each bag's start), and exit",
+    )
+    group.add_argument("--inputs", type=int, default=1_000_000, help="inputs for --save-indices (default: %(default)s)")
     args = parse_args(parser)
     if min(args.tables, args.rows, args.dim, args.pooling, args.dense) < 1:
         parser.error("--tables, --rows, --dim, --pooling and --dense must be at least 1")
@@ -141,6 +167,11 @@ def main() -> None:
     if args.cuda_graphs and args.sparse:
         parser.error("--cuda-graphs with --sparse: sparse gradients have data-dependent sizes and cannot be captured")
 
+    if args.save_indices:
+        if args.inputs < 1:
+            parser.error("--inputs must be at least 1")
+        save_indices(args.save_indices, Bags(args.tables, args.rows, args.pooling, args.zipf), args.inputs, args.seed)
+        return
     torch.manual_seed(args.seed)
     tables_device = torch.device("cpu") if args.tables_on_cpu else args.device
     with args.device:

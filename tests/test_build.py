@@ -97,6 +97,10 @@ def test_bad_step_names(tmp_path: Path) -> None:
         build_graph(tr, "9")
     with pytest.raises(TraceError, match="no step or annotation named 'nope'"):
         build_graph(tr, "nope")
+    # a step typed in the wrong case: the name as the trace spells it, and the steps there are
+    with pytest.raises(TraceError, match=r"named 'profilerstep#2' in the trace; did you mean 'ProfilerStep#2'\? \(steps: "
+                                         r"ProfilerStep#1, ProfilerStep#2, ProfilerStep#3; also 'all'"):  # fmt: skip
+        build_graph(tr, "profilerstep#2")
 
 
 def test_named_annotation_window(tmp_path: Path) -> None:
@@ -110,7 +114,7 @@ def test_cpu_only_trace_gives_cpu_graph_with_warning(tmp_path: Path) -> None:
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") in ("cpu_op", "user_annotation", "python_function")]
     result = replay(write_trace(tmp_path / "cpu.json", doc))
     assert {a["kind"] for _, a in result.graph.nodes(data=True)} == {"cpu"}
-    assert result.predicted_us == pytest.approx(result.measured_us)
+    assert result.baseline_us == pytest.approx(result.measured_us)
     assert any("no GPU activity" in w for w in result.warnings)
 
 

@@ -19,8 +19,10 @@ def test_simulate_json(tmp_path: Path) -> None:
     out = run("simulate", str(trace), "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
-    assert d["measured_us"] == STEP_MEASURED_US and d["predicted_us"] == STEP_MEASURED_US
-    assert d["steps"] == [{"name": "ProfilerStep#2", "measured_us": STEP_MEASURED_US, "predicted_us": STEP_MEASURED_US}]
+    assert d["measured_us"] == STEP_MEASURED_US and d["baseline_us"] == d["predicted_us"] == STEP_MEASURED_US
+    # baseline_us: the unchanged trace replayed, as run calls it; predicted_us: the README's first name for it, kept
+    assert d["steps"] == [{"name": "ProfilerStep#2", "measured_us": STEP_MEASURED_US, "baseline_us": STEP_MEASURED_US,
+                           "predicted_us": STEP_MEASURED_US}]  # fmt: skip
     assert set(d["breakdown"]) == {"total_us", "cpu_only_us", "gpu_only_us", "cpu_gpu_overlap_us", "idle_us"}
 
 
@@ -62,3 +64,30 @@ def test_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
 def test_no_command_prints_usage() -> None:
     out = run()
     assert out.returncode == 2 and "usage" in out.stderr
+
+
+def test_one_did_you_mean_for_every_unknown_name(tmp_path: Path) -> None:
+    """Scripts, steps, devices, links, -p params, REPL commands and trace files all say "did you mean" through
+    daydream.errors.did_you_mean: it names only options that exist, as they are spelled, the wrong case closest."""
+    import ast as pyast
+
+    from daydream.errors import close_matches, did_you_mean
+
+    assert close_matches("profilerstep#5", ["ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]) == ["ProfilerStep#5"]
+    assert did_you_mean("ampp", ["amp", "ddp"]) == "did you mean 'amp'?"
+    assert did_you_mean("a100-4gb", ["a100-40gb", "a100-80gb", "h100"], n=2) == "did you mean 'a100-40gb' or 'a100-80gb'?"
+    assert did_you_mean("zzz", ["amp"]) is None
+    package = Path(__file__).resolve().parents[1] / "daydream"
+    users = [str(p.relative_to(package)) for p in package.rglob("*.py")
+             if any(isinstance(n, (pyast.Import, pyast.ImportFrom)) and "difflib" in pyast.dump(n) for n in pyast.walk(pyast.parse(p.read_text())))]  # fmt: skip
+    assert users == ["errors.py"], users  # the one helper: no module matches names its own way
+    trace = write_trace(tmp_path / "t.json", make_trace())
+    out = run("simulate", str(trace), "--step", "profilerstep#2")
+    assert out.returncode == 1 and "did you mean 'ProfilerStep#2'? (steps: ProfilerStep#1, ProfilerStep#2, ProfilerStep#3;" in out.stderr
+    out = run("run", str(trace), "ampp")
+    assert out.returncode == 2 and "did you mean 'amp'?" in out.stderr
+    out = run("run", str(trace), "device", "-p", "device=h10")
+    assert out.returncode == 2 and "unknown device 'h10'; did you mean 'h100'?" in out.stderr
+    assert "h100-sxm (h100, h100-sxm5, h100-80gb)" in out.stderr  # the alias suggested is one the catalog shows
+    out = run("simulate", str(tmp_path / "t.jsn"))
+    assert out.returncode == 1 and out.stderr == f"daydream: error: {tmp_path / 't.jsn'}: no such file; did you mean 't.json'?\n"

@@ -110,7 +110,7 @@ def test_ranked_by_predicted_step_with_breakdown_and_bound(scenarios: Path) -> N
     assert times == sorted(times)
     assert len(times) == 6
     for s in result.scenarios:
-        assert s.speedup == pytest.approx(result.baseline.simulated_us / s.predicted_us)
+        assert s.speedup == pytest.approx(result.baseline.baseline_us / s.predicted_us)
         bd = s.breakdown
         assert bd["cpu_only_us"] + bd["gpu_only_us"] + bd["cpu_gpu_overlap_us"] + bd["idle_us"] == pytest.approx(bd["total_us"])
         assert bd["total_us"] == pytest.approx(s.predicted_us)
@@ -118,7 +118,7 @@ def test_ranked_by_predicted_step_with_breakdown_and_bound(scenarios: Path) -> N
         assert s.bound.text().startswith("CPU 100%: ")
     slower = next(s for s in result.scenarios if s.name == "slower")
     assert slower.params == {"factor": 1.2}
-    assert slower.predicted_us > result.baseline.simulated_us
+    assert slower.predicted_us > result.baseline.baseline_us
     rows = result.rows()
     assert [r["scenario"] for r in rows] == [s.name for s in result.scenarios]
     assert "predicted_us" in rows[0] and "cpu_only_us" in rows[0]
@@ -159,7 +159,7 @@ def test_parallel_equals_serial(scenarios: Path) -> None:
 def test_scenarios_as_values() -> None:
     result = compare(CPU_TRACE, [Scenario("b2", ["batch_size"], {"factor": 2}), Scenario("b1", ["batch_size"], {"factor": 1})])
     assert [s.name for s in result.scenarios] == ["b1", "b2"]
-    assert result.scenarios[0].predicted_us == pytest.approx(result.baseline.simulated_us)
+    assert result.scenarios[0].predicted_us == pytest.approx(result.baseline.baseline_us)
 
 
 def test_tolerance_parsing() -> None:
@@ -215,6 +215,23 @@ def test_cli_against_new_gone_and_lost_prediction(tmp_path: Path, capsys: pytest
     assert any("library/amp.whatif is new" in c for c in doc["against"]["changed"])
 
 
+def test_results_saved_before_one_vocabulary_still_load(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # results saved by an earlier daydream: the baseline as "simulated_us", no throughput; --against reads them
+    path = _write(tmp_path / "s.toml", '[[scenario]]\nname = "b"\nscripts = ["batch_size"]\n')
+    saved = tmp_path / "r.json"
+    assert main(["compare", CPU_TRACE, str(path), "--save", str(saved)]) == 0
+    capsys.readouterr()
+    doc = json.loads(saved.read_text())
+    assert doc["scenarios"][0]["throughput"] == pytest.approx(2 * doc["scenarios"][0]["speedup"])  # twice the samples
+    doc["baseline"]["simulated_us"] = doc["baseline"].pop("baseline_us")
+    del doc["scenarios"][0]["throughput"]
+    saved.write_text(json.dumps(doc))
+    old = load_saved(saved)
+    assert old.baseline.baseline_us == doc["baseline"]["simulated_us"] and old.scenarios[0].throughput == old.scenarios[0].speedup
+    assert main(["compare", CPU_TRACE, str(path), "--against", str(saved)]) == 0
+    assert "0 regressed, 1 within the tolerance" in capsys.readouterr().out
+
+
 def test_cli_refusals(tmp_path: Path, scenarios: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", CPU_TRACE, str(scenarios), "--save", str(scenarios)]) == 1
     assert "is an input of this run" in capsys.readouterr().err
@@ -249,6 +266,9 @@ def test_table_fits_80_columns(scenarios: Path, capsys: pytest.CaptureFixture[st
     assert "…" not in out  # nothing cut: cells wrap at words
     for name in ("slower", "loader", "factor=4", "kernel_fixed=5us"):
         assert name in out
+    # batch_size changes the samples a step processes: its throughput said below the table, which keeps its width
+    throughput = next(line for line in lines if line.startswith("throughput (samples/s after over before"))
+    assert "batch factor=2 kernel_fixed=5us 1.19" in throughput and "slower" not in throughput
 
 
 def test_ray_equals_serial(scenarios: Path) -> None:

@@ -78,6 +78,31 @@ def test_run_script_errors_exit_2_with_position(tmp_path: Path, trace: Path) -> 
     assert out.returncode == 1 and "write NAME=VALUE" in out.stderr
 
 
+def test_a_script_that_does_not_apply_says_so_the_same_way_everywhere(tmp_path: Path, trace: Path) -> None:
+    # the synthetic trace has no data loading: a script that needs it stops with one message and exit status 3 in
+    # run, report, compare and a piped repl session, and with NotApplicable in Python
+    script = tmp_path / "loader.whatif"
+    script.write_text('require count(dataloader) > 0, "the step loads no data"\nscale dataloader by 0.5\n')
+    said = f"loader does not apply to this trace: the step loads no data ({script}:1: count(dataloader) > 0)"
+    out = run("run", str(trace), str(script))
+    assert (out.returncode, out.stderr) == (3, f"daydream: error: {said}\n")
+    out = run("report", str(trace), str(script), "--out", str(tmp_path / "r"))
+    assert (out.returncode, out.stderr) == (3, f"daydream: error: {said}\n")
+    scenarios = tmp_path / "s.toml"
+    scenarios.write_text(f'[[scenario]]\nname = "faster loading"\nscripts = ["{script}"]\n')
+    out = run("compare", str(trace), str(scenarios), "--json")
+    assert out.returncode == 3 and json.loads(out.stdout)["scenarios"][0]["error"] == said
+    assert out.stderr == f"daydream: 1 of 1 scenarios not predicted (first: faster loading: {said})\n"
+    out = run("repl", str(trace), "--include-dir", str(tmp_path), stdin=f'include "{script}"\nprint 1\n')
+    assert out.returncode == 3 and f"error: {said}\n" in out.stdout
+    from daydream.errors import NotApplicable
+    from daydream.whatif import whatif
+
+    with pytest.raises(NotApplicable) as err:
+        whatif(trace, [script])
+    assert str(err.value) == said and err.value.exit_code == 3
+
+
 def test_failed_assert_exits_3(tmp_path: Path, trace: Path) -> None:
     script = tmp_path / "slow.whatif"
     script.write_text("scale gpu by 2\nassert predicted < baseline, \"expected a speedup\"\n")
@@ -93,12 +118,19 @@ def test_check_and_list(tmp_path: Path) -> None:
     assert out.returncode == 0 and "ok" in out.stdout and "params speedup = 2" in out.stdout
     out = run("check", str(tmp_path / "typo.whatif"))
     assert out.returncode == 2 and "unknown task kind 'kernal'" in out.stderr and "did you mean 'kernel'?" in out.stderr
-    out = run("list", str(tmp_path))  # list parses; checking is check's job
-    assert out.returncode == 0 and "amp" in out.stdout and "Mixed precision: GEMMs 2x faster." in out.stdout
-    assert "typo" in out.stdout and "speedup = 2" in out.stdout
     (tmp_path / "broken.whatif").write_text("scale (\n")
+    (tmp_path / "zz_last.whatif").write_text('"""Listed after the broken ones."""\nprint 1\n')
+    # every broken script (a parse error, a check error) is said in full, the others are still listed; then exit 2
     out = run("list", str(tmp_path))
-    assert out.returncode == 2 and "broken.whatif:1:8:" in out.stderr
+    assert out.returncode == 2, out.stderr
+    assert "amp" in out.stdout and "Mixed precision: GEMMs 2x faster." in out.stdout and "speedup = 2" in out.stdout
+    assert "Listed after the broken ones." in out.stdout
+    assert "cannot be used:" in out.stdout and "broken" in out.stdout and "typo" in out.stdout
+    assert f"daydream: error: {tmp_path / 'broken.whatif'}:1:8:" in out.stderr
+    assert f"daydream: error: {tmp_path / 'typo.whatif'}:1:16: unknown task kind 'kernal'" in out.stderr
+    assert out.stderr.rstrip().endswith("daydream: 2 of 4 scripts cannot be used (above); the others are listed")
+    out = run("list")  # the bundled library: none broken
+    assert out.returncode == 0 and not out.stderr, out.stderr
 
 
 def test_repl_piped(tmp_path: Path, trace: Path) -> None:

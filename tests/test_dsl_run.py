@@ -13,7 +13,7 @@ from whatif_graph import BASELINE_US, CPU, S7, iteration
 
 from daydream.dsl import Session
 from daydream.dsl.parse import parse_script
-from daydream.errors import CheckFailed, ScriptError
+from daydream.errors import CheckFailed, NotApplicable, ScriptError
 from daydream.graph import add_dependency, add_task
 from daydream.graph.edit import check_threads
 from daydream.graph.select import Selection
@@ -262,7 +262,7 @@ def test_include_params_and_overrides(tmp_path: Path) -> None:
     assert result.predicted_us == 215.0 and result.speedup == pytest.approx(415 / 215)
     with pytest.raises(CheckFailed, match=r"main.whatif:3: assertion failed: predicted < baseline: predicted is 415, baseline is 415 \(should be faster\)"):
         run_whatif(iteration(), [str(main)], params={"factor": "1"})  # as -p factor=1 gives it
-    with pytest.raises(ScriptError, match="unknown parameter factr .-p.: the scripts declare factor"):
+    with pytest.raises(ScriptError, match="unknown parameter factr .-p.: the scripts declare factor; did you mean 'factor'.$"):
         run_whatif(iteration(), [str(main)], params={"factr": 1})
 
 
@@ -424,3 +424,45 @@ def test_an_inserted_task_may_take_its_name_from_an_expression() -> None:
     assert names(s, 'select where name ~ "again"') == ["relu_kernel_again"]
     with pytest.raises(ScriptError, match=r"a task's name is a non-empty string; got 3"):
         s.execute("insert gpu 3 after first(kernel) duration 1us")
+
+
+def test_scale_samples_states_the_samples_a_step_processes(tmp_path: Path) -> None:
+    # `samples` is 1 until a script scales it; the factors of several scripts multiply; the step's time is untouched
+    twice = tmp_path / "twice.whatif"
+    twice.write_text('scale gpu by 2\nscale samples by 2\nassert samples == 2\n')
+    three = tmp_path / "three.whatif"
+    three.write_text("print samples\nscale samples by 3\n")
+    result = run_whatif(iteration(), [twice, three])
+    assert result.session.printed == ["2"] and result.samples == 6
+    assert result.throughput == pytest.approx(6 * result.speedup) and result.throughput > 1 > result.speedup
+    assert [e.describe() for e in result.session.effects.values() if e.kind == "samples"] == ["samples per step x2", "samples per step x3"]
+    untouched = run_whatif(iteration(), [])
+    assert untouched.samples == 1 and untouched.throughput == untouched.speedup == 1  # no change of samples: throughput is the speedup
+
+
+@pytest.mark.parametrize("script, message", [
+    ("scale samples by 0", "samples scale by a finite number > 0"),
+    ("scale samples by -2", "samples scale by a finite number > 0"),
+    ('scale samples by "2"', "samples scale by a finite number > 0"),
+    ("let samples = 2", "let 'samples': samples is a built-in name"),
+    ("scale samples by duration", "'duration' is a task attribute"),  # one number for the step, not one per task
+])  # fmt: skip
+def test_scale_samples_takes_one_positive_number(script: str, message: str) -> None:
+    with pytest.raises(ScriptError, match=message):
+        session().execute(script)
+
+
+def test_require_says_the_script_does_not_apply(tmp_path: Path) -> None:
+    script = tmp_path / "needs_comm.whatif"
+    script.write_text('scale comm by 0.5\nrequire select memcpy, "the step copies nothing: nothing to overlap"\nscale gpu by 2\n')
+    with pytest.raises(NotApplicable) as err:
+        run_whatif(iteration(), [script])
+    assert str(err.value) == (f"needs_comm does not apply to this trace: the step copies nothing: nothing to overlap "
+                              f"({script}:2: select memcpy)")  # fmt: skip
+    assert (err.value.script, err.value.reason, err.value.exit_code) == ("needs_comm", "the step copies nothing: nothing to overlap", 3)
+    assert isinstance(err.value, CheckFailed)  # what catches a failed assert catches it too
+    with pytest.raises(NotApplicable, match=r"^the input does not apply to this trace: count\(memcpy\) > 0 does not hold \(<repl>:1: "):
+        session().execute("require count(memcpy) > 0")
+    s = session()
+    s.execute('require count(comm) > 0, "needs an all-reduce"')  # holds: nothing happens
+    assert s.predicted_us == BASELINE_US

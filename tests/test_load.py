@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,21 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
         load_trace(tmp_path / "absent.json")
     with pytest.raises(TraceError, match="is a directory"):
         load_trace(tmp_path)
+
+
+def test_a_missing_trace_names_what_its_folder_holds(tmp_path: Path) -> None:
+    write_trace(tmp_path / "model_trace.json.gz", make_trace(), gz=True)
+    with pytest.raises(TraceError, match=r"model_trace\.json: no such file; did you mean 'model_trace\.json\.gz'\?$"):
+        load_trace(tmp_path / "model_trace.json")
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in range(4):
+        write_trace(job / f"rank{r}.json", make_trace())
+    said = f"{job} holds the traces of ranks 0-3 (rank0.json ... rank3.json): give the folder to simulate the job"
+    with pytest.raises(TraceError, match=re.escape(f"rnk2.json: no such file; did you mean 'rank2.json'?; {said}")):
+        load_trace(job / "rnk2.json")  # the file of the rank its name says
+    with pytest.raises(TraceError, match=re.escape(f"rank9.json: no such file; {said}")):
+        load_trace(job / "rank9.json")  # a rank the job lacks: no file is "close" to it
 
 
 def test_input_is_not_modified(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_a_collective_starts_when_its_last_rank_arrives_and_ends_together() -> N
     assert t[(1, "ncclKernel_AllReduce_0")] == (310.0, 360.0)
     results, straggler = rank_results(g, simulate(g))
     assert [r.wait_us for r in results] == [200.0, 0.0]  # rank 0 waited 310 - 110
-    assert [r.predicted_us for r in results] == [360.0, 360.0]
+    assert [r.step_us for r in results] == [360.0, 360.0]
     assert straggler is not None and straggler.rank == 1 and straggler.held_us == 200.0
 
 
@@ -95,7 +95,7 @@ def test_a_late_rank_holds_every_collective() -> None:
     # rank 0's second all-reduce waits behind its first on the stream; rank 1 arrives at 1210
     assert t[(0, "ncclKernel_AllReduce_1")] == (1210.0, 1260.0) == t[(1, "ncclKernel_AllReduce_1")]
     results, straggler = rank_results(g, simulate(g))
-    assert [r.predicted_us for r in results] == [1260.0, 260.0]  # each from its own start
+    assert [r.step_us for r in results] == [1260.0, 260.0]  # each from its own start
     assert straggler is not None and straggler.rank == 1 and straggler.late_start_us == 500.0  # median offset 500
 
 
@@ -174,7 +174,7 @@ def test_dlrm8_every_rank_within_5_percent_with_modelled_collectives(link: str |
     result = replay_job(DLRM8, link=link)
     assert len(result.ranks) == 8
     for r in result.ranks:
-        assert abs(r.error_pct) < 5.0, (r.rank, r.measured_us, r.predicted_us)
+        assert abs(r.error_pct) < 5.0, (r.rank, r.measured_us, r.step_us)
     comms = [a for a in result.graph.nodes.values() if a["kind"] == "comm"]
     assert len(comms) == 64 and all("collective_id" in a for a in comms)
     assert sum(a["duration"] != a["traced_us"] for a in comms) >= 60  # modelled, not copied
@@ -240,13 +240,13 @@ def test_identical_ranks_share_one_simulation_with_the_same_result(tmp_path: Pat
     full = replay_job(tmp_path, link="nvlink2", share=False)
     assert sum(r.same_as is None for r in shared.ranks) == 2
     assert shared.graph.number_of_nodes() * 8 == full.graph.number_of_nodes()
-    assert [r.predicted_us for r in shared.ranks] == pytest.approx([r.predicted_us for r in full.ranks], abs=1e-6)
+    assert [r.step_us for r in shared.ranks] == pytest.approx([r.step_us for r in full.ranks], abs=1e-6)
     assert [r.wait_us for r in shared.ranks] == pytest.approx([r.wait_us for r in full.ranks], abs=1e-6)
     assert [r.held_us for r in shared.ranks] == [r.held_us for r in full.ranks] == [0.0] * 16  # twins hold nobody alone
     assert shared.straggler is None and full.straggler is None
     assert all(a["group_size"] == 16 for a in shared.graph.nodes.values() if a["kind"] == "comm")
     parallel = replay_job(tmp_path, link="nvlink2", jobs=2)
-    assert [r.predicted_us for r in parallel.ranks] == [r.predicted_us for r in shared.ranks]
+    assert [r.step_us for r in parallel.ranks] == [r.step_us for r in shared.ranks]
 
 
 @needs_dlrm8
@@ -254,9 +254,10 @@ def test_cli_simulate_a_job_folder(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["simulate", str(DLRM8), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert [r["rank"] for r in d["ranks"]] == list(range(8))
-    assert set(d["ranks"][0]) >= {"rank", "measured_us", "predicted_us", "wait_us"}
+    assert set(d["ranks"][0]) >= {"rank", "measured_us", "baseline_us", "predicted_us", "wait_us"}
     assert d["measured_us"] == max(r["measured_us"] for r in d["ranks"]) == 19717.0
-    assert d["predicted_us"] == max(r["predicted_us"] for r in d["ranks"])
+    assert d["baseline_us"] == d["predicted_us"] == max(r["baseline_us"] for r in d["ranks"])  # predicted_us: the old name
+    assert all(r["baseline_us"] == r["predicted_us"] for r in d["ranks"])
     assert d["straggler"]["rank"] == 7
     assert main(["simulate", str(DLRM8)]) == 0
     out = capsys.readouterr().out
@@ -289,6 +290,7 @@ def test_cli_a_missing_rank_file_is_named(tmp_path: Path, capsys: pytest.Capture
     assert main(["simulate", str(tmp_path)]) != 0
     err = capsys.readouterr().err
     assert "no trace for ranks 2, 4, 5, 6, 7 of a world of 8" in err
+    assert "(found 3 rank traces: rank0.json.gz (rank 0), rank1.json.gz (rank 1), rank3.json.gz (rank 3))" in err
     assert "Traceback" not in err
 
 
@@ -415,8 +417,8 @@ def test_ray_builds_the_same_job(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.skip("Ray is not installed: the serial and Ray loads are not compared")
     serial = replay_job(DLRM8)
     on_ray = replay_job(DLRM8, ray="local", jobs=2)
-    assert [(r.rank, r.predicted_us, r.wait_us, r.same_as) for r in on_ray.ranks] == [
-        (r.rank, r.predicted_us, r.wait_us, r.same_as) for r in serial.ranks
+    assert [(r.rank, r.step_us, r.wait_us, r.same_as) for r in on_ray.ranks] == [
+        (r.rank, r.step_us, r.wait_us, r.same_as) for r in serial.ranks
     ]
 
 

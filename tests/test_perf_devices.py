@@ -124,10 +124,13 @@ def test_unknown_device_lists_the_catalog_and_suggests() -> None:
     with pytest.raises(DaydreamError) as err:
         get_device("a100-4gb")
     msg = str(err.value)
-    assert msg.startswith("unknown device 'a100-4gb' (known: a100-40gb, ")
-    assert "did you mean 'a100-40gb'" in msg
-    with pytest.raises(DaydreamError, match=r"unknown device 'zzz' \(known: .*\)$"):
+    assert msg.startswith("unknown device 'a100-4gb'; did you mean 'a100-40gb'")
+    # every key with its aliases, so that a suggested alias ('h100') is one the message shows
+    assert "(the catalog, aliases in brackets: a100-40gb (a100, " in msg and "h100-sxm (h100, " in msg
+    with pytest.raises(DaydreamError, match=r"unknown device 'zzz' \(the catalog, aliases in brackets: .*\)$"):
         get_device("zzz")
+    with pytest.raises(DaydreamError, match=r"unknown device 'h10'; did you mean 'h100'\? \("):
+        get_device("h10")
 
 
 def test_peak_flops_dtype_names_and_missing_dtypes() -> None:

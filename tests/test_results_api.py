@@ -21,15 +21,17 @@ def _flat_rows(rows: list[dict[str, object]]) -> None:
 def test_a_whatif_and_a_replay_in_a_notebook() -> None:
     result = whatif(bundled_example(), ["batch_size"], step="all")
     text = repr(result)
-    assert len(text) < 300 and "scripts=['batch_size']" in text and "speedup 0.597x" in text and "390 tasks" in text
+    assert len(text) < 300 and "scripts=['batch_size']" in text and "speedup 0.597x, throughput 1.194x" in text and "390 tasks" in text
     rows = result.rows()
     _flat_rows(rows)
     assert [r["step"] for r in rows] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
     assert rows[0]["speedup"] == pytest.approx(rows[0]["baseline_us"] / rows[0]["predicted_us"])
+    assert rows[0]["throughput"] == pytest.approx(2 * rows[0]["speedup"])  # batch_size x2: twice the samples a step
     base = replay(bundled_example(), step="all")
-    assert len(repr(base)) < 300 and repr(base).startswith("Replay(trace=")
+    assert len(repr(base)) < 300 and repr(base).startswith("Replay(trace=") and ", baseline " in repr(base)
     _flat_rows(base.rows())
     assert [r["name"] for r in base.rows()] == [r["step"] for r in rows]
+    assert [r["baseline_us"] for r in base.rows()] == pytest.approx([r["baseline_us"] for r in rows])
 
 
 @pytest.mark.skipif(not DLRM8.is_dir(), reason="shared traces absent")
@@ -37,10 +39,10 @@ def test_a_job_in_a_notebook() -> None:
     from daydream.job import replay_job
 
     job = replay_job(DLRM8)
-    assert repr(job) == ("JobReplay(trace='" + str(DLRM8) + "', 8 ranks, slowest rank 1: measured 19.717 ms, predicted "
+    assert repr(job) == ("JobReplay(trace='" + str(DLRM8) + "', 8 ranks, slowest rank 1: measured 19.717 ms, baseline "
                          "19.716 ms, straggler 7)")  # fmt: skip
     _flat_rows(job.rows())
-    assert [r["rank"] for r in job.rows()] == list(range(8))
+    assert [r["rank"] for r in job.rows()] == list(range(8)) and job.rows()[1]["baseline_us"] == job.baseline_us
     changed = whatif(DLRM8, ["straggler"])
     assert len(repr(changed)) < 300
     rows = changed.rows()
@@ -60,3 +62,28 @@ def test_params_are_shown_in_their_units() -> None:
     given = whatif(trace, ["ddp"], {"ranks": 2, "bucket_cap": "10MB"}).to_dict()
     assert given["params_text"]["bucket_cap"] == "10 MB" and given["params"]["bucket_cap"] == 10_000_000
     assert whatif(trace, ["batch_size"], {"kernel_fixed": "1.5ms"}).to_dict()["params_text"]["kernel_fixed"] == "1.5 ms"
+
+
+def test_one_vocabulary_in_every_result() -> None:
+    """The unchanged trace replayed is the baseline (``baseline_us``) in simulate, run, demo, compare and report; the
+    prediction after scripts ``predicted_us``; speedup baseline / predicted (above 1 faster) everywhere; throughput
+    the speedup times the samples a step processes."""
+    from daydream.compare import Scenario, compare
+    from daydream.demo import run_demo
+
+    trace = bundled_example()
+    simulated = replay(trace).to_dict()
+    assert simulated["baseline_us"] == simulated["predicted_us"]  # predicted_us: the README's first name for it, kept
+    assert [s["baseline_us"] for s in simulated["steps"]] == [s["predicted_us"] for s in simulated["steps"]]
+    ran = whatif(trace, ["batch_size"]).to_dict()
+    assert ran["baseline_us"] == simulated["baseline_us"] and ran["speedup"] == pytest.approx(ran["baseline_us"] / ran["predicted_us"])
+    assert (ran["samples"], ran["throughput"]) == (2, pytest.approx(2 * ran["speedup"]))
+    demo = run_demo(trace).to_dict()
+    assert demo["baseline_us"] == simulated["baseline_us"] and "simulated_us" not in demo
+    (batch,) = [w for w in demo["whatifs"] if w["script"] == "batch_size"]
+    assert batch["speedup"] < 1 < batch["throughput"]  # before / after: a slower step, more samples per second
+    assert (batch["speedup"], batch["throughput"]) == (pytest.approx(ran["speedup"]), pytest.approx(ran["throughput"]))
+    compared = compare(trace, [Scenario("bigger batch", ["batch_size"])]).to_dict()
+    assert compared["baseline"]["baseline_us"] == simulated["baseline_us"] and "simulated_us" not in compared["baseline"]
+    (scenario,) = compared["scenarios"]
+    assert (scenario["speedup"], scenario["throughput"]) == (pytest.approx(ran["speedup"]), pytest.approx(ran["throughput"]))

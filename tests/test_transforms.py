@@ -85,7 +85,7 @@ def test_dataloader_by_hand() -> None:
     assert predict(g, "dataloader", speedup=1) == (172.0, 172.0)
 
 
-GPU_ONLY = {"amp", "cuda_graphs"}
+GPU_ONLY = {"amp", "cuda_graphs", "fae", "gist", "vdnn"}
 JOB_ONLY = {"straggler", "sharding"}  # a folder of rank traces (tests/test_multirank.py)
 
 

@@ -71,7 +71,12 @@ def test_batch_size_by_hand() -> None:
     # factor 2: K1 198 [12,210], K2 38 [210,248], K3 398 [248,646], K4 [646,696], K5 [696,726], sync [726,729]
     result = run(iteration(), "batch_size")
     assert (result.baseline_us, result.predicted_us) == (415.0, pytest.approx(729.0))
-    assert result.session.printed == [f"throughput (samples/s) x {round(2 * 415 / 729, 4)}"]  # 1.1385
+    # each step processes twice the samples: throughput (samples/s after / before) 2 x 415 / 729 = 1.1385
+    assert result.samples == 2 and result.throughput == pytest.approx(2 * 415 / 729) and result.speedup == pytest.approx(415 / 729)
+    d = result.to_dict()
+    assert (d["samples"], d["throughput"]) == (2, pytest.approx(2 * 415 / 729))
+    assert [r["throughput"] for r in result.rows()] == [pytest.approx(2 * 415 / 729)]
+    assert [e.describe() for e in result.session.effects.values() if e.kind == "samples"] == ["samples per step x2"]
     # factor 0.5: K1 51 [12,63], K2 11 [63,74], K3 101 [74,175], K4 [175,225], K5 [225,255], sync [255,258]
     assert predict(iteration(), "batch_size", factor=0.5) == (415.0, pytest.approx(258.0))
     assert predict(iteration(), "batch_size", factor=1) == (415.0, 415.0)
@@ -147,7 +152,7 @@ def test_grad_accumulation_by_hand() -> None:
     # launch and the lags are stretched or paid once.)
     result = run(iteration(), "grad_accumulation", k=2)
     assert (result.baseline_us, result.predicted_us) == (415.0, pytest.approx(745.0))
-    assert result.session.printed == [f"micro-steps 2 per optimizer step; throughput (samples/s) x {round(2 * 415 / 745, 4)}"]
+    assert (result.samples, result.throughput) == (2, pytest.approx(2 * 415 / 745))  # an optimizer step: 2 micro-batches
     # k = 3: L1-L3 30 each, L4 [90,100], L5 [100,110]; K1 [32,332], K2 [332,392], K3 [392,992], K4 [992,1042],
     # K5 [1042,1072], sync [1072,1075]
     assert predict(iteration(), "grad_accumulation", k=3) == (415.0, pytest.approx(1075.0))

@@ -194,6 +194,15 @@ class Include:
 
 
 @dataclass(frozen=True, slots=True)
+class Require:
+    """``require TEST, WHY``: the script applies only to a trace where TEST holds (else: NotApplicable)."""
+
+    test: Expr
+    message: Expr | None
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
 class Assert:
     test: Expr
     message: Expr | None
@@ -206,7 +215,7 @@ class Print:
     pos: Pos
 
 
-Statement = Docstring | Param | Let | Scale | SetAttr | Remove | Insert | Schedule | Wait | For | If | Include | Assert | Print
+Statement = Docstring | Param | Let | Scale | SetAttr | Remove | Insert | Schedule | Wait | For | If | Include | Require | Assert | Print
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,25 @@ from collections.abc import Callable
 from typing import Any
 
 from daydream.dsl import ast
-from daydream.dsl.functions import call_problem, suggest
+from daydream.dsl.functions import call_problem
 from daydream.dsl.limits import MAX_INCLUDE_DEPTH, STATEMENT_COST, Budget, OverBudget
 from daydream.dsl.parse import script_error
 from daydream.dsl.visitor import Visitor
+from daydream.errors import did_you_mean
 from daydream.graph.edit import STRUCTURAL_ATTRIBUTES
 from daydream.graph.schema import TASK_ATTRIBUTES
 from daydream.graph.select import KIND_SELECTORS
 
-# Names with a value in every script: the predictions an assert compares.
-BUILTIN_VALUES = ("baseline", "measured", "predicted")
+# Names with a value in every script: the predictions an assert compares, and the samples a step processes
+# relative to the trace (``scale samples by F`` changes it: a larger batch, gradient accumulation).
+BUILTIN_VALUES = ("baseline", "measured", "predicted", "samples")
+SAMPLES = "samples"
+
+
+def scales_samples(s: ast.Scale) -> bool:
+    """``scale samples by F``: the samples per step change, not tasks (``samples`` cannot be rebound, so the bare
+    name is always the built-in)."""
+    return isinstance(s.target, ast.Name) and s.target.id == SAMPLES
 POLICIES = ("earliest", "fifo", "priority")
 INSERT_KINDS = ("cpu", "dataloader", "gpu", "memcpy", "memset", "comm")
 
@@ -172,6 +181,9 @@ class Checker(Visitor[None]):
         self.bind(s.name, s, script, "let")
 
     def visit_Scale(self, s: ast.Scale, script: ast.Script) -> None:
+        if scales_samples(s):
+            self.visit(s.factor, script, False)  # one number for the step, not one per task
+            return
         self.visit(s.target, script, False)
         self.visit(s.factor, script, True)
 
@@ -189,7 +201,7 @@ class Checker(Visitor[None]):
 
     def visit_Insert(self, s: ast.Insert, script: ast.Script) -> None:
         if s.kind not in INSERT_KINDS:
-            hint = "a compute kernel is 'gpu'" if s.kind == "kernel" else suggest(s.kind, INSERT_KINDS)
+            hint = "a compute kernel is 'gpu'" if s.kind == "kernel" else did_you_mean(s.kind, INSERT_KINDS)
             raise self.error(f"unknown task kind {s.kind!r}: insert one of {', '.join(INSERT_KINDS)}", s, script, hint, s.kind_pos)
         self.visit(s.name, script, False)
         self.visit(s.anchor, script, False)
@@ -211,7 +223,7 @@ class Checker(Visitor[None]):
         if s.policy not in POLICIES:
             raise self.error(
                 f"unknown schedule policy {s.policy!r}: use earliest, fifo or priority EXPRESSION", s, script,
-                suggest(s.policy, POLICIES), s.policy_pos,
+                did_you_mean(s.policy, POLICIES), s.policy_pos,
             )  # fmt: skip
         if s.policy == "priority" and s.priority is None:
             raise self.error("schedule priority needs an expression over task attributes (smallest runs first), e.g. 'schedule priority -bytes'", s, script)  # fmt: skip
@@ -223,7 +235,7 @@ class Checker(Visitor[None]):
     def visit_For(self, s: ast.For, script: ast.Script) -> None:
         self.visit(s.iterable, script, False)
         if s.by is not None and s.by not in self.attributes:
-            raise self.error(f"unknown task attribute {s.by!r} to group by", s, script, suggest(s.by, self.attributes), s.by_pos)
+            raise self.error(f"unknown task attribute {s.by!r} to group by", s, script, did_you_mean(s.by, self.attributes), s.by_pos)
         if s.var in self.known:
             raise self.error(f"loop variable {s.var!r} is already bound; choose another name", s, script)
         self.bind(s.var, s, script, "loop variable")
@@ -244,6 +256,11 @@ class Checker(Visitor[None]):
             chain = " -> ".join(os.path.basename(f) for f in [*self.stack, included.file])
             raise self.error(f"include cycle: {chain}", s, script)
         self.check(included)
+
+    def visit_Require(self, s: ast.Require, script: ast.Script) -> None:
+        self.visit(s.test, script, False)
+        if s.message is not None:
+            self.visit(s.message, script, False)
 
     def visit_Assert(self, s: ast.Assert, script: ast.Script) -> None:
         self.visit(s.test, script, False)
@@ -273,13 +290,13 @@ class Checker(Visitor[None]):
                 e, script,
             )  # fmt: skip
         options = self.known | set(KIND_SELECTORS) | set(BUILTIN_VALUES) | (self.attributes if task else set())
-        raise self.error(f"unknown name {e.id!r}", e, script, suggest(e.id, options))
+        raise self.error(f"unknown name {e.id!r}", e, script, did_you_mean(e.id, options))
 
     def visit_Select(self, e: ast.Select, script: ast.Script, task: bool) -> None:
         if e.kind is not None and e.kind not in KIND_SELECTORS:
             raise self.error(
                 f"unknown task kind {e.kind!r}: select one of {', '.join(KIND_SELECTORS)}", e, script,
-                suggest(e.kind, KIND_SELECTORS), e.kind_pos,
+                did_you_mean(e.kind, KIND_SELECTORS), e.kind_pos,
             )  # fmt: skip
         if e.where is not None:
             self.visit(e.where, script, True)
@@ -298,7 +315,7 @@ class Checker(Visitor[None]):
     def visit_Project(self, e: ast.Project, script: ast.Script, task: bool) -> None:
         self.visit(e.obj, script, task)
         if e.attr not in self.attributes:
-            raise self.error(f"unknown task attribute {e.attr!r}", e, script, suggest(e.attr, self.attributes), e.attr_pos)
+            raise self.error(f"unknown task attribute {e.attr!r}", e, script, did_you_mean(e.attr, self.attributes), e.attr_pos)
 
     def visit_Index(self, e: ast.Index, script: ast.Script, task: bool) -> None:
         self.visit(e.obj, script, task)

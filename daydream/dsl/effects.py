@@ -24,6 +24,7 @@ class Effect:
     removed: int = 0
     duration_delta_us: float = 0.0
     runs: int = 0
+    factor: float = 1.0  # `scale samples by F`: the samples per step, multiplied over its runs
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +49,8 @@ class Effect:
             parts.append(f"added {self.added:,} wait{'s' if self.added != 1 else ''}")
         elif self.kind == "schedule":
             parts.append("policy set")
+        elif self.kind == "samples":
+            parts.append(f"samples per step x{self.factor:g}")
         if self.runs > 1:
             parts.append(f"{self.runs} runs")
         return ", ".join(parts)

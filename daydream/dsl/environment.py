@@ -1,5 +1,5 @@
 """What a session's expressions see (``evaluate.Env``): the graph, the task attributes, the names the scripts
-bound, the kind words and the built-in values ``baseline``, ``measured`` and ``predicted``."""
+bound, the kind words and the built-in values ``baseline``, ``measured``, ``predicted`` and ``samples``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ from daydream.dsl import ast
 from daydream.dsl.check import BUILTIN_VALUES
 from daydream.dsl.effects import Recorder
 from daydream.dsl.evaluate import compile_expression
-from daydream.dsl.functions import suggest
 from daydream.dsl.graph_state import GraphState
 from daydream.dsl.library import Loader
 from daydream.dsl.limits import SIMULATION_COST, Budget
-from daydream.errors import ScriptError
+from daydream.errors import ScriptError, did_you_mean
 from daydream.files import clip
 from daydream.graph.schema import TASK_ATTRIBUTES
 from daydream.graph.select import KIND_SELECTORS, Selection, select
@@ -55,13 +54,15 @@ class Environment:
             return self.state.baseline_us
         if n == "measured":
             return self.state.measured_us
+        if n == "samples":
+            return self.state.samples
         if n == "predicted":
             if self.state.stale():
                 self.budget.charge(len(self.graph) * SIMULATION_COST)  # the graph changed: simulated again
             return self.state.predicted_us
         if n in self.attributes:
             raise self.error(f"{n!r} is a task attribute: it has a value per task; a selection's values are SEL.{n}", name)
-        raise self.error(f"unknown name {n!r}", name, suggest(n, [*self.scope, *KIND_SELECTORS, *BUILTIN_VALUES]))
+        raise self.error(f"unknown name {n!r}", name, did_you_mean(n, [*self.scope, *KIND_SELECTORS, *BUILTIN_VALUES]))
 
     def error(self, message: str, node: Any, hint: str | None = None) -> ScriptError:
         return self.loader.error(message, node, hint)

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import networkx as nx
 
 from daydream.dsl import ast
-from daydream.dsl.functions import FUNCTIONS, call_problem, suggest, type_name
+from daydream.dsl.functions import FUNCTIONS, call_problem, type_name
 from daydream.dsl.limits import (
     BULK,
     MAX_INT_BITS,
@@ -32,7 +32,7 @@ from daydream.dsl.limits import (
 )
 from daydream.dsl.regex import BadPattern, compile_pattern, matcher
 from daydream.dsl.visitor import Visitor
-from daydream.errors import DaydreamError
+from daydream.errors import DaydreamError, did_you_mean
 from daydream.files import clip
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order, kind_set, select, task_value
@@ -134,7 +134,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         try:
             kind_set(node.kind)  # an unknown word fails here, with the statement's position
         except DaydreamError as exc:
-            raise env.error(str(exc), node, suggest(node.kind or "", KIND_SELECTORS)) from None
+            raise env.error(str(exc), node, did_you_mean(node.kind or "", KIND_SELECTORS)) from None
         where = compile_expression(node.where, env, task_context=True) if node.where is not None else None
 
         def run(t: Any) -> Selection:
@@ -310,7 +310,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         f, per_task = self.compile(node.obj)
         env, attr = self.env, node.attr
         if attr not in env.attributes:
-            raise env.error(f"unknown task attribute {attr!r}", node, suggest(attr, env.attributes))
+            raise env.error(f"unknown task attribute {attr!r}", node, did_you_mean(attr, env.attributes))
 
         def project(t: Any) -> list[Any]:
             s = f(t)

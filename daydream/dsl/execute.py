@@ -4,10 +4,11 @@ state, the environment, the params, the recorder of effects and output, the load
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from daydream.dsl import ast
-from daydream.dsl.check import user_attributes
+from daydream.dsl.check import scales_samples, user_attributes
 from daydream.dsl.effects import Recorder
 from daydream.dsl.environment import Environment
 from daydream.dsl.evaluate import compile_expression, format_value
@@ -18,7 +19,7 @@ from daydream.dsl.limits import BULK, MAX_INCLUDE_DEPTH, MAX_TIME_US, STATEMENT_
 from daydream.dsl.params import ParamBinder
 from daydream.dsl.parse import script_error
 from daydream.dsl.visitor import Visitor
-from daydream.errors import CheckFailed, DaydreamError, ScriptError
+from daydream.errors import CheckFailed, DaydreamError, NotApplicable, ScriptError
 from daydream.files import clip
 from daydream.graph import edit
 from daydream.graph.adjacency import attrs_of
@@ -74,6 +75,8 @@ class Executor(Visitor[None]):
         if not names or "(from -p " in text or text.startswith("-p "):
             return exc
         shown = ", ".join(f"-p {n}={clip(_given_text(given[n]), 100)}" for n in names)
+        if isinstance(exc, NotApplicable):
+            return NotApplicable(exc.script, exc.reason, f"{exc.where} (from {shown})")
         first, _, rest = text.partition("\n")
         return type(exc)(f"{first} (from {shown})" + (f"\n{rest}" if rest else ""))
 
@@ -152,6 +155,9 @@ class Executor(Visitor[None]):
     # ---- changes to the graph -----------------------------------------------------------------------------
 
     def visit_Scale(self, s: ast.Scale, script: ast.Script) -> None:
+        if scales_samples(s):
+            self._scale_samples(s)
+            return
         target = self._selection(s.target, "scale")
         factor = compile_expression(s.factor, self.env, task_context=True)
         effect = self.recorder.effect(s, "scale")
@@ -177,6 +183,16 @@ class Executor(Visitor[None]):
         effect.tasks += len(target)
         effect.duration_delta_us += delta
         self.state.changed()
+
+    def _scale_samples(self, s: ast.Scale) -> None:
+        """``scale samples by F``: each step processes F times the samples it did (the prediction's time is not
+        touched: throughput = samples x baseline / predicted)."""
+        f = self.env.value(s.factor)
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not f > 0 or not finite(f):
+            raise self.env.error(f"samples scale by a finite number > 0 (the samples a step processes, relative to before); got {format_value(f)}", s.factor)
+        effect = self.recorder.effect(s, "samples")
+        effect.factor *= f
+        self.state.samples *= f
 
     def _check_factor(self, f: Any, node: Any, task: dict[str, Any] | None) -> None:
         where = f" for task {task['kind']} {task['name']!r}" if task is not None else ""
@@ -390,6 +406,17 @@ class Executor(Visitor[None]):
         self.run(included.statements, included)
 
     # ---- checks and output --------------------------------------------------------------------------------
+
+    def visit_Require(self, s: ast.Require, script: ast.Script) -> None:
+        if bool(self.env.value(s.test)):  # true as in assert: a selection holding a task is
+            return
+        reason = f"{clip(self.loader.source(s.test), 200)} does not hold"
+        if s.message is not None:
+            m = self.env.value(s.message)
+            reason = clip(m if isinstance(m, str) else format_value(m), 500)
+        # the script by its library name (amp), as run and compare name it; typed input (<repl>) as what it is
+        name = os.path.basename(s.pos.file).removesuffix(".whatif") if not s.pos.file.startswith("<") else "the input"
+        raise NotApplicable(name, reason, f"{s.pos.file}:{s.pos.line}: {clip(self.loader.source(s.test), 200)}")
 
     def visit_Assert(self, s: ast.Assert, script: ast.Script) -> None:
         value = self.env.value(s.test)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 import statistics
 from collections.abc import Callable
@@ -12,7 +11,7 @@ from typing import Any
 import networkx as nx
 
 from daydream.dsl.limits import MAX_LIST
-from daydream.errors import DaydreamError
+from daydream.errors import DaydreamError, did_you_mean
 from daydream.graph import gradients as grad
 from daydream.graph import select as sel
 from daydream.graph.adjacency import attrs_of
@@ -49,7 +48,7 @@ def call_problem(name: str, n_args: int, keywords: list[str]) -> tuple[str, str 
     """What is wrong with calling ``name`` so, if anything: (message, hint, index of the bad keyword or None)."""
     fn = FUNCTIONS.get(name)
     if fn is None:
-        return f"unknown function {name!r}", suggest(name, FUNCTIONS), None
+        return f"unknown function {name!r}", did_you_mean(name, FUNCTIONS), None
     if not fn.min_args <= n_args <= fn.max_args:
         want = str(fn.min_args) if fn.min_args == fn.max_args else f"{fn.min_args} to {fn.max_args}"
         return f"{name}() takes {want} argument{'s' if want != '1' else ''}, got {n_args}", fn.doc, None
@@ -57,12 +56,6 @@ def call_problem(name: str, n_args: int, keywords: list[str]) -> tuple[str, str 
         if key not in fn.keywords:
             return f"{name}() has no argument {key!r}", fn.doc, i
     return None
-
-
-def suggest(word: str, options: Any) -> str | None:
-    """'did you mean X?' for the closest of ``options``, or None."""
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else None
 
 
 def _selection(value: Any, fn: str) -> Selection:

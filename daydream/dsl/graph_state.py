@@ -1,5 +1,5 @@
-"""The graph a session changes: the copy it works on, the baseline it is compared with, the schedule policy, and
-the prediction, simulated again only after a change."""
+"""The graph a session changes: the copy it works on, the baseline it is compared with, the schedule policy, the
+prediction (simulated again only after a change), and the samples a step processes relative to the trace."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ class GraphState:
         self.policy_text = policy.kind if policy.kind != "priority" else f"priority {'-' if policy.descending else ''}{policy.attribute}"
         self.priority: Expression | None = None
         self.version = 0
+        # samples per step over the trace's (`scale samples by F`): throughput after / before = samples x speedup
+        self.samples = 1.0
         self._timeline: tuple[int, Timeline] | None = None
         self._error = error
 

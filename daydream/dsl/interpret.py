@@ -77,6 +77,7 @@ class Session:
     policy: _Forward[Policy] = _Forward("state")
     policy_text: _Forward[str] = _Forward("state")
     version: _Forward[int] = _Forward("state")
+    samples: _Forward[float] = _Forward("state")
     # what expressions see
     scope: _Forward[dict[str, Any]] = _Forward("env")
     attributes: _Forward[set[str]] = _Forward("env")

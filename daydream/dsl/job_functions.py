@@ -49,12 +49,12 @@ def _rank_work(graph: nx.DiGraph, rank: Any) -> float:
     r = _rank(graph, rank, "rank_work")
     results, _ = _predicted(graph)
     own = next(x for x in results if x.rank == r)
-    return own.predicted_us - own.wait_us
+    return own.step_us - own.wait_us
 
 
 def _rank_works(graph: nx.DiGraph) -> list[float]:
     results, _ = _predicted(graph)
-    return [x.predicted_us - x.wait_us for x in results]
+    return [x.step_us - x.wait_us for x in results]
 
 
 def _rank_offsets(graph: nx.DiGraph) -> list[float]:

@@ -12,10 +12,9 @@ from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.check import Checker
-from daydream.dsl.functions import suggest
 from daydream.dsl.limits import MAX_SCRIPT_BYTES, Budget
 from daydream.dsl.parse import parse_script, script_error
-from daydream.errors import ScriptError
+from daydream.errors import ScriptError, did_you_mean
 from daydream.files import clip
 
 
@@ -41,7 +40,7 @@ def script_path(base: Path | None, script: str) -> str:
 def library_hint(name: str) -> str:
     """What to say about a script name that is neither a file nor in the library: the closest library name, and
     where the list is."""
-    close = suggest(name.removesuffix(".whatif"), library_names())
+    close = did_you_mean(name.removesuffix(".whatif"), library_names())
     return f"{close} (the library: daydream list)" if close else "not a file, nor in the library (daydream list shows it)"
 
 
@@ -211,6 +210,7 @@ class ScriptInfo:
     docstring: str
     params: list[tuple[str, str]]
     statements: int
+    error: str | None = None  # why the script cannot be used (read, parsed or checked): describe_scripts(keep_going=True)
 
 
 def check_files(
@@ -235,9 +235,13 @@ def script_source(node: ast.Expr, param: ast.Param, loader: Loader) -> str:
     return " ".join(text[node.pos.start : node.pos.end].split())
 
 
-def describe_scripts(paths: list[str]) -> list[ScriptInfo]:
-    """Each script's docstring (or leading comments) and params; directories are searched for *.whatif."""
-    loader = Loader()  # reads each script, includes none
+def describe_scripts(paths: list[str], keep_going: bool = False) -> list[ScriptInfo]:
+    """Each script's docstring (or leading comments) and params; directories are searched for *.whatif.
+
+    ``keep_going`` (``daydream list``): every script is also checked as ``daydream check`` does, and one that cannot
+    be read, parsed or checked is described by its ``error`` while the others are still described; otherwise the
+    first script that cannot be read or parsed raises its ScriptError."""
+    loader = Loader()  # reads each script (includes only to check them)
     targets: list[Path] = []
     for p in [Path(x) for x in paths] or library_dirs():
         if p.is_dir():
@@ -246,7 +250,15 @@ def describe_scripts(paths: list[str]) -> list[ScriptInfo]:
             targets.append(loader.find(p))
     out = []
     for t in targets:
-        script = loader.load(t)
+        try:
+            script = loader.load(t)
+            if keep_going:
+                Checker(loader.resolve_include).check(script)
+        except ScriptError as exc:
+            if not keep_going:
+                raise
+            out.append(ScriptInfo(path=str(t), name=t.stem, summary="", docstring="", params=[], statements=0, error=str(exc)))
+            continue
         doc = script.docstring or "\n".join(script.comments)
         out.append(
             ScriptInfo(

@@ -13,6 +13,8 @@ import networkx as nx
 from daydream.dsl.functions import is_whole, number_argument, register_function, type_name
 from daydream.errors import DaydreamError
 from daydream.graph import derived
+from daydream.graph.adjacency import attrs_of
+from daydream.graph.select import Selection, in_time_order
 
 _DEFAULT_LINK = "nvlink4"
 
@@ -198,16 +200,14 @@ def _gemm(graph: nx.DiGraph, m: Any, n: Any, k: Any, dtype: Any = "fp32", device
 
 
 def _memcpy(graph: nx.DiGraph, nbytes: Any, direction: Any = "h2d", device: Any = None) -> float:
-    from daydream.perf.roofline import PCIE_GBPS
+    from daydream.perf.roofline import memcpy_us
 
     size = number_argument(nbytes, "memcpy", "bytes")
-    way = _text(direction, "memcpy", "direction").lower()
-    dev = _device(graph, device, "memcpy")
-    if way in ("h2d", "d2h"):
-        return size / (PCIE_GBPS[dev.pcie_gen] * 1e3)  # GB/s = 1e3 bytes/us
-    if way == "d2d":
-        return 2 * size / (dev.hbm_gbps * 1e3)  # read and write in device memory
-    raise DaydreamError(f"memcpy(): direction is \"h2d\", \"d2h\" or \"d2d\", not {direction!r}")
+    way = _text(direction, "memcpy", "direction")
+    if way.lower() not in ("h2d", "d2h", "d2d"):
+        # checked before the device, which a wrong direction should not be blamed on
+        raise DaydreamError(f"memcpy(): direction is \"h2d\", \"d2h\" or \"d2d\", not {direction!r}")
+    return memcpy_us(size, way, _device(graph, device, "memcpy"))
 
 
 def _embedding_bag(
@@ -218,6 +218,86 @@ def _embedding_bag(
     args = [_dimension(x, "embedding_bag", w) for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))]
     dev = _device(graph, device, "embedding_bag")
     return embedding_bag_us(*args, dev, backward=bool(backward), l2_aware=dev.l2_bytes_per_clk is not None)
+
+
+def _per_table(value: Any, n: int, fn: str, what: str) -> list[float] | None:
+    """A per-table argument: none (read it from the trace), one number for every table, or a list of one per table."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        if len(value) != n:
+            raise DaydreamError(f"{fn}(): {what} lists {len(value)} tables, but there are {n} (one value per table)")
+        return [number_argument(v, fn, f"{what}[{i}]") for i, v in enumerate(value)]
+    return [number_argument(value, fn, what)] * n
+
+
+def _embedding_tables(graph: nx.DiGraph, lookups: Any, rows: Any = None, dims: Any = None, pooling: Any = None,
+                      batch: Any = None) -> list[list[float]]:  # fmt: skip
+    from daydream.perf.embedding import bag_shape
+
+    fn = "embedding_tables"
+    if not isinstance(lookups, Selection):
+        raise DaydreamError(f"{fn}() takes a selection of embedding-bag ops first, not {type_name(lookups)}")
+    tasks = in_time_order(graph, lookups)
+    # the tables are the lookups when the trace has them; given as lists alone, the lists say how many
+    n = len(tasks) or next((len(v) for v in (rows, dims, pooling) if isinstance(v, list)), 0)
+    if n == 0:
+        raise DaydreamError(f"{fn}(): no embedding-bag op in the selection, and no list of rows, dims or pooling to say "
+                            "how many tables there are")  # fmt: skip
+    nodes = attrs_of(graph)
+    traced = [bag_shape(nodes[t].get("shapes")) for t in tasks] if tasks else [None] * n
+    given = [_per_table(v, n, fn, what) for v, what in ((rows, "rows"), (dims, "dims"), (pooling, "pooling"))]
+    given.append(None if batch is None else [number_argument(batch, fn, "batch")] * n)
+    columns = []
+    for i, (what, values) in enumerate(zip(("rows", "dims", "pooling", "batch"), given)):
+        if values is None:
+            missing = next((k for k, t in enumerate(traced) if t is None), None)
+            if missing is not None:
+                task = tasks[missing] if tasks else None
+                where = f"the input dims of task {task} ({nodes[task].get('name')!r}) do not say it" if tasks else "no lookup"
+                raise DaydreamError(f"{fn}(): {what} of table {missing}: {where} (record with shapes, as daydream record "
+                                    f"does, or give {what} = ...)")  # fmt: skip
+            values = [t[i] for t in traced]  # type: ignore[index]
+        for k, v in enumerate(values):
+            if v <= 0 or (what != "pooling" and not is_whole(v)):
+                kind = "a number > 0" if what == "pooling" else "a whole number >= 1"
+                raise DaydreamError(f"{fn}(): {what} of table {k} must be {kind}, not {v:g}")
+        columns.append(values)
+    return [[int(r), int(d), p, int(b)] for r, d, p, b in zip(*columns)]
+
+
+def _fae_schedule(graph: nx.DiGraph, batches: Any, hot_fraction: Any, switch_every: Any = None) -> list[int]:
+    from daydream.perf.fae import batch_counts, swap_count
+
+    fn = "fae_schedule"
+    run = None if switch_every is None else number_argument(switch_every, fn, "switch_every")
+    hot, cold = batch_counts(number_argument(batches, fn, "batches"), number_argument(hot_fraction, fn, "hot_fraction"))
+    return [hot, cold, swap_count(hot, cold, run)]  # type: ignore[arg-type]
+
+
+def _fae_swap(graph: nx.DiGraph, hot_bytes: Any, device: Any = None, round_trip: Any = True) -> float:
+    from daydream.perf.fae import swap_us
+
+    if not isinstance(round_trip, bool):
+        raise DaydreamError(f"fae_swap(): round_trip is true or false, not {type_name(round_trip)}")
+    return swap_us(number_argument(hot_bytes, "fae_swap", "hot_bytes"), _device(graph, device, "fae_swap"), round_trip)
+
+
+def _fae_epoch_args(fn: str, values: tuple[Any, ...]) -> list[float]:
+    names = ("T_cold", "T_hot", "batches", "hot_fraction", "swaps", "the swap time")
+    return [number_argument(v, fn, what) for v, what in zip(values, names)]
+
+
+def _fae_epoch(graph: nx.DiGraph, *values: Any) -> float:
+    from daydream.perf.fae import epoch_us
+
+    return epoch_us(*_fae_epoch_args("fae_epoch", values))  # type: ignore[arg-type]
+
+
+def _fae_speedup(graph: nx.DiGraph, *values: Any) -> float:
+    from daydream.perf.fae import speedup
+
+    return speedup(*_fae_epoch_args("fae_speedup", values))  # type: ignore[arg-type]
 
 
 def _dtype_speedup(graph: nx.DiGraph, kernel_class: Any, source: Any = "fp32", target: Any = "bf16", device: Any = None) -> float:
@@ -320,6 +400,22 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
      "(h2d, d2h) or within device memory (d2d)", ("direction", "device")),
     ("embedding_bag", _embedding_bag, 5, 7, "embedding_bag(BATCH, ROWS, TABLES, POOLING, DIM, device = none, backward = "
      "false): microseconds for a batched EmbeddingBag (Lin et al.'s heuristic with the L2 hit rate)", ("device", "backward")),
+    ("embedding_tables", _embedding_tables, 1, 5, "embedding_tables(SEL, rows = none, dims = none, pooling = none, "
+     "batch = none): one [ROWS, DIM, POOLING, BATCH] per embedding-bag op of SEL in time order, from its recorded "
+     "input dims (weight [ROWS, DIM]; indices and offsets: BATCH bags of POOLING lookups on average); rows, dims, "
+     "pooling (one number for every table or a list of one per table) and batch replace what the dims say; with SEL "
+     "empty, the lists say how many tables", ("rows", "dims", "pooling", "batch")),
+    ("fae_schedule", _fae_schedule, 2, 3, "fae_schedule(BATCHES, HOT_FRACTION, switch_every = none): FAE's epoch of "
+     "BATCHES mini-batches, HOT_FRACTION of them hot: [N_HOT, N_COLD, SWAPS], N_HOT rounded to the nearest batch, "
+     "SWAPS the hot<->cold switches of a schedule that starts cold and alternates runs of switch_every batches of "
+     "each kind (1: FAE's R(1); none: all cold, then all hot, R(100))", ("switch_every",)),
+    ("fae_swap", _fae_swap, 1, 3, "fae_swap(HOT_BYTES, device = none, round_trip = true): microseconds of one FAE "
+     "hot<->cold switch: the hot rows over PCIe by the memcpy model, written back D2H and refreshed H2D (round_trip "
+     "false: one copy per switch)", ("device", "round_trip")),
+    ("fae_epoch", _fae_epoch, 6, 6, "fae_epoch(T_COLD, T_HOT, BATCHES, HOT_FRACTION, SWAPS, SWAP_US): microseconds of "
+     "an FAE epoch, N_cold x T_COLD + N_hot x T_HOT + SWAPS x SWAP_US (counts as fae_schedule gives them)", ()),
+    ("fae_speedup", _fae_speedup, 6, 6, "fae_speedup(T_COLD, T_HOT, BATCHES, HOT_FRACTION, SWAPS, SWAP_US): the "
+     "all-cold (hybrid) epoch, BATCHES x T_COLD, over the FAE epoch of fae_epoch", ()),
     ("dtype_speedup", _dtype_speedup, 1, 4, "dtype_speedup(CLASS, source = \"fp32\", target = \"bf16\", device = none): how "
      "much faster a kernel class runs in another dtype: GEMM / conv / attention by the ratio of peaks, others by bytes", ("source", "target", "device")),
     ("device_speedup", _device_speedup, 2, 4, "device_speedup(CLASS, TARGET, source = none, dtype = \"fp32\"): how much "

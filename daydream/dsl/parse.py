@@ -4,7 +4,6 @@ and parse errors that show the line, a caret, what was expected and the likely f
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 import re
@@ -20,12 +19,13 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from daydream.dsl import ast
 from daydream.dsl.limits import MAX_MESSAGE, MAX_NESTING, MAX_NUMBER_LITERAL, MAX_SCRIPT_BYTES, MAX_SHOWN_LINE, MAX_STRING_LITERAL
-from daydream.errors import ScriptError
+from daydream.errors import ScriptError, did_you_mean
 from daydream.files import clip
 
 TIME_UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "min": 6e7}
 BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-STATEMENT_KEYWORDS = ("param", "let", "scale", "set", "remove", "insert", "schedule", "wait", "for", "if", "include", "assert", "print")
+STATEMENT_KEYWORDS = ("param", "let", "scale", "set", "remove", "insert", "schedule", "wait", "for", "if", "include", "require", "assert",
+                      "print")  # fmt: skip
 KEYWORDS = frozenset(STATEMENT_KEYWORDS) | {
     "select", "where", "by", "in", "and", "or", "not", "true", "false", "none", "with", "launches", "launch", "queued", "on", "duration",
 }  # fmt: skip
@@ -297,13 +297,10 @@ def _parse_error(exc: UnexpectedInput, text: str, file: str) -> ScriptError:
         what = f"{kind.split(' ', 1)[1]} {shown!r}" if kind.startswith("a ") else repr(shown)
         options = _keyword_options(expected)
         if tok.type == "NAME" and "PARAM" in expected and "LET" in expected:
-            close = difflib.get_close_matches(shown, STATEMENT_KEYWORDS, n=1, cutoff=0.6)
             message = f"unknown statement {shown!r}: a statement starts with {_join([repr(k) for k in STATEMENT_KEYWORDS], limit=None)}"
-            return script_error(message, pos, text, f"did you mean '{close[0]}'?" if close else None)
+            return script_error(message, pos, text, did_you_mean(shown, STATEMENT_KEYWORDS))
         if tok.type in ("NAME", *(k.upper() for k in KEYWORDS)) and options:
-            close = difflib.get_close_matches(shown, options, n=1, cutoff=0.6)
-            if close:
-                hint = f"did you mean '{close[0]}'?"
+            hint = did_you_mean(shown, options) or hint
         if shown == "=":
             hint = "compare with '=='; '=' only binds (param, let, set, with)"
         described = _describe_expected(expected)
@@ -618,6 +615,9 @@ class _Statements(_Positions):
 
     def include(self, keyword: Token, path: Token) -> ast.Include:
         return ast.Include(unescape(path[1:-1]), self._pos(keyword, path))
+
+    def require(self, keyword: Token, test: Any, comma: Token | None, message: Any) -> ast.Require:
+        return ast.Require(test, message, self._pos(keyword, message if message is not None else test))
 
     def assert_(self, keyword: Token, test: Any, comma: Token | None, message: Any) -> ast.Assert:
         return ast.Assert(test, message, self._pos(keyword, message if message is not None else test))

@@ -16,6 +16,7 @@ from typing import Any
 
 import networkx as nx
 
+from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import TraceError
 from daydream.graph.adjacency import fill
@@ -42,27 +43,41 @@ def build_graph(trace: Trace, step: str | int | None = None) -> nx.DiGraph:
     ``N`` or ``"ProfilerStep#N"`` that step; any other string names an annotation whose range is the window.
     """
     steps = select_steps(trace, "all" if step is None else step)
-    table = TaskTable()
-    calls = cpu_tasks(trace, table)
-    copy_waits = gpu_tasks(trace, table, calls)
-    if not table.attrs:
-        raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate")
-    for a, t0, t1 in zip(table.attrs, table.ts, table.end):
-        a["duration"] = t1 - t0
-    threads = order_edges(table)
-    copy_wait_edges(table, copy_waits, threads)
-    sync_edges(trace, table, calls.corr_task, threads)
-    infer_waits = infers_stream_waits(trace)
-    waits_in_backward = backward_waits(table, threads)
-    waits_for_batches = loader_waits(table, calls.loader_ranges, threads, trace.rank)
-    l0, g0 = measure_delays(table, threads, infer_waits)
-    split_backward_gaps(table, waits_in_backward)
-    split_loader_gaps(table, waits_for_batches)
-    step_of = assign_steps(table, steps)
-    finish_phases(table, step_of)
-    if step is None:
-        steps = _choose_default(steps, step_of)
-    return _cut(trace, table, steps, step_of, {"launch_latency_us": l0, "stream_gap_us": g0, "inferred_stream_waits": infer_waits})
+    what = f"{len(steps)} steps" if step == "all" and len(steps) > 1 else "the step"
+    # the stages below, counted: a graph of every step of a big trace takes a while, stage by stage
+    with progress.task(f"building the graph of {what} ({trace.event_count:,} events)", total=_STAGES) as advance:
+        table = TaskTable()
+        calls = cpu_tasks(trace, table)
+        advance(1)
+        copy_waits = gpu_tasks(trace, table, calls)
+        advance(1)
+        if not table.attrs:
+            raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate")
+        for a, t0, t1 in zip(table.attrs, table.ts, table.end):
+            a["duration"] = t1 - t0
+        threads = order_edges(table)
+        copy_wait_edges(table, copy_waits, threads)
+        sync_edges(trace, table, calls.corr_task, threads)
+        advance(1)
+        infer_waits = infers_stream_waits(trace)
+        waits_in_backward = backward_waits(table, threads)
+        waits_for_batches = loader_waits(table, calls.loader_ranges, threads, trace.rank)
+        advance(1)
+        l0, g0 = measure_delays(table, threads, infer_waits)
+        split_backward_gaps(table, waits_in_backward)
+        split_loader_gaps(table, waits_for_batches)
+        advance(1)
+        step_of = assign_steps(table, steps)
+        finish_phases(table, step_of)
+        if step is None:
+            steps = _choose_default(steps, step_of)
+        advance(1)
+        graph = _cut(trace, table, steps, step_of, {"launch_latency_us": l0, "stream_gap_us": g0, "inferred_stream_waits": infer_waits})
+        advance(1)
+        return graph
+
+
+_STAGES = 7  # build_graph's stages as its progress counts them
 
 
 def assign_steps(table: TaskTable, steps: list[Step]) -> list[str | None]:

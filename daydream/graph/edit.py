@@ -194,7 +194,9 @@ def remove(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = Fa
 
     A removed task's thread predecessor is joined to its thread successor; what it waited for (a sync, a
     cross-stream wait), its thread successor now waits for; what waited for it now waits for its thread
-    predecessor. A kernel's launch edge goes with the kernel. Returns the removed tasks.
+    predecessor. A kernel's launch edge goes with the kernel. A blocking copy call's ``[wait]`` half removed with
+    the copy it waited for takes that wait with it: the copy gone, nothing blocks the thread (passed on, the wait
+    would hold the thread's next task behind the work queued before the copy). Returns the removed tasks.
     """
     doomed = removal_set(graph, selection, with_launches)
     for u in doomed:
@@ -209,6 +211,11 @@ def remove(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = Fa
                     "remove the kernel too, or remove kernels 'with launches'"
                 )
     order = topological_order(graph)
+    nodes, pred = attrs_of(graph), predecessors_of(graph)
+    for w in doomed:
+        if nodes[w]["name"].endswith(" [wait]"):
+            for u in [u for u, e in pred[w].items() if u in doomed and e.get("kind") == "sync"]:
+                graph.remove_edge(u, w)  # fewer edges: the order computed above still holds
     for x in in_time_order(graph, doomed):
         _remove_one(graph, x)
     derived.changed(graph, derived.TASKS, derived.EDGES)

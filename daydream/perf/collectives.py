@@ -13,7 +13,6 @@ m ranks by changing the factor only (nccl-tests' premise; it holds for rings).
 
 from __future__ import annotations
 
-import difflib
 import math
 import sys
 import warnings
@@ -29,7 +28,7 @@ import networkx as nx
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit, nnls
 
-from daydream.errors import DaydreamError
+from daydream.errors import DaydreamError, did_you_mean
 from daydream.graph.kernel_class import is_comm_kernel
 from daydream.perf.accuracy import Accuracy, gmae
 from daydream.perf.nccl_tests import Sweep, load_sweep, normalize_collective
@@ -105,9 +104,8 @@ def resolve_link(link: str | float | Link) -> Link:
         return resolve_link(float(key))
     except ValueError:
         pass
-    close = difflib.get_close_matches(key, list(known), n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    raise DaydreamError(f"unknown link {link!r}{hint}; known: {', '.join(known)}, or a bus bandwidth in GB/s")
+    hint = did_you_mean(key, known)
+    raise DaydreamError(f"unknown link {link!r}" + (f"; {hint}" if hint else "") + f"; known: {', '.join(known)}, or a bus bandwidth in GB/s")
 
 
 def collective_us(collective: str, nbytes: float, ranks: int, link: str | float | Link, latency_us: float | None = None) -> float:

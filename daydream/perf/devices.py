@@ -8,7 +8,6 @@ memory size the trace also records.
 
 from __future__ import annotations
 
-import difflib
 import re
 import sys
 from collections.abc import Mapping
@@ -17,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from daydream.errors import DaydreamError
+from daydream.errors import DaydreamError, did_you_mean
 from daydream.perf.paths import KERNELS_DIR
 from daydream.trace.sizes import normalize_dtype
 
@@ -182,13 +181,18 @@ def get_device(name: str) -> Device:
     matching = [d for d in load_catalog().values() if d.matches(name)]
     if len(matching) == 1:
         return matching[0]
-    keys = device_names()
     if matching:
         raise DaydreamError(f"device '{name}' could be {', '.join(d.key for d in matching)}: name one of them")
-    choices = keys + sorted({a for d in load_catalog().values() for a in d.aliases})
-    close = difflib.get_close_matches(_key_form(name), choices, n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    raise DaydreamError(f"unknown device '{name}' (known: {', '.join(keys)}){hint}")
+    raise DaydreamError(unknown_device_message(name))
+
+
+def unknown_device_message(name: str) -> str:
+    """What to say about a device name the catalog does not hold: every key with its aliases (so a suggestion is
+    never a name the list does not show), and the closest keys or aliases."""
+    catalog = load_catalog()
+    known = ", ".join(k + (f" ({', '.join(catalog[k].aliases)})" if catalog[k].aliases else "") for k in device_names())
+    hint = did_you_mean(_key_form(name), [*device_names(), *(a for d in catalog.values() for a in d.aliases)], n=3)
+    return f"unknown device '{name}'" + (f"; {hint}" if hint else "") + f" (the catalog, aliases in brackets: {known})"
 
 
 def device_of_graph(graph: Any) -> Device | None:

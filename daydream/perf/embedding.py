@@ -28,7 +28,7 @@ the default here, as printed in the paper; ``combine="max"`` gives the code's va
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from daydream.errors import DaydreamError
 from daydream.perf.devices import Device, get_device
@@ -117,3 +117,31 @@ def embedding_bag_us(
     l2_t = groups * (b["table_offsets"] + b["offsets"] + p * b["weights"]) / (l2_rate * 1e9)
     dram_t = groups * (b["indices"] + b["outputs"] + (1 - p) * b["weights"]) / dram_bw
     return (l2_t + dram_t if combine == "sum" else max(l2_t, dram_t)) * 1e6
+
+
+def bag_shape(shapes: Any) -> tuple[int, int, float, int] | None:
+    """(rows, dim, pooling, batch) of one ``aten::embedding_bag`` call, from the input dims the profiler recorded
+    (a task's ``shapes``): the weight ``[rows, dim]``, then either 1-D indices ``[N]`` with offsets ``[B]`` (bags of
+    N / B lookups on average) or 2-D indices ``[B, P]`` (fixed bags). None where the dims say neither (not recorded,
+    another op). With ``include_last_offset`` the offsets hold one more entry than there are bags, which the dims do
+    not show: the batch then reads one too many, a 1/B error."""
+    if not isinstance(shapes, list) or len(shapes) < 2:
+        return None
+    weight, indices = shapes[0], shapes[1]
+    if not _dims(weight, 2) or not isinstance(indices, list):
+        return None
+    if _dims(indices, 2):
+        batch, pooling = indices
+        lookups = batch * pooling
+    elif _dims(indices, 1) and len(shapes) > 2 and _dims(shapes[2], 1):
+        lookups, batch = indices[0], shapes[2][0]
+    else:
+        return None
+    if batch < 1 or lookups < 1:
+        return None
+    return weight[0], weight[1], lookups / batch, batch
+
+
+def _dims(value: Any, n: int) -> bool:
+    """Whether ``value`` is the dims of an n-D tensor, every one >= 1 (a bool is no dimension)."""
+    return isinstance(value, list) and len(value) == n and all(type(d) is int and d >= 1 for d in value)

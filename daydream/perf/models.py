@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from daydream import progress
 from daydream.errors import DaydreamError
 from daydream.perf.accuracy import Accuracy
 
@@ -38,11 +39,20 @@ def model_accuracy(trace_paths: Sequence[str | os.PathLike[str]] = ()) -> list[A
     from daydream.perf import collectives, e2e_check, mlp, roofline
 
     traces = trace_files(trace_paths)
-    kinds = {p: _what_it_holds(p) for p in traces}
-    result = list(mlp.accuracy())
-    result += roofline.accuracy(traces)
-    result += collectives.accuracy([p for p in traces if kinds[p][0]])
-    result += e2e_check.accuracy([p for p in traces if kinds[p][1]])
+    # each trace read, then the four checks: what the bar counts
+    with progress.task("checking the models' accuracy", total=len(traces) + 4) as advance:
+        kinds = {}
+        for p in traces:
+            kinds[p] = _what_it_holds(p)
+            advance(1)
+        result = list(mlp.accuracy())
+        advance(1)
+        result += roofline.accuracy(traces)
+        advance(1)
+        result += collectives.accuracy([p for p in traces if kinds[p][0]])
+        advance(1)
+        result += e2e_check.accuracy([p for p in traces if kinds[p][1]])
+        advance(1)
     return result
 
 

@@ -78,6 +78,21 @@ def roofline_us(cost: Cost, device: Device, dtype: str = "fp32", kernel_class: s
     return max(compute_s, memory_s) * 1e6
 
 
+def memcpy_us(nbytes: float, direction: str, device: Device) -> float:
+    """Microseconds to copy ``nbytes`` over the device's x16 PCIe link (``h2d``, ``d2h``, each at its per-direction
+    peak) or within its memory (``d2d``: read and write at the memory bandwidth). Peak rates, no fixed cost: the
+    copies priced this way (offloaded activations, hot embedding rows) run to hundreds of MB, where the microseconds
+    of a copy's setup do not show."""
+    if nbytes < 0:
+        raise DaydreamError(f"memcpy: bytes must be >= 0, not {nbytes:g}")
+    way = direction.lower()
+    if way in ("h2d", "d2h"):
+        return nbytes / (PCIE_GBPS[device.pcie_gen] * 1e3)  # GB/s = 1e3 bytes/us
+    if way == "d2d":
+        return 2 * nbytes / (device.hbm_gbps * 1e3)
+    raise DaydreamError(f"memcpy: direction is \"h2d\", \"d2h\" or \"d2d\", not {direction!r}")
+
+
 @dataclass(frozen=True)
 class Observation:
     """One priced op instance: its kernels (graph nodes), their total time and the op's cost."""

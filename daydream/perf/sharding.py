@@ -62,7 +62,6 @@ exhaustive searches return the lexicographically first optimal assignment, so th
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 import os
@@ -73,7 +72,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from daydream.errors import DaydreamError
+from daydream.errors import DaydreamError, did_you_mean
 from daydream.files import clip
 from daydream.perf.collectives import Link, collective_us, resolve_link
 from daydream.perf.devices import Device, get_device
@@ -165,9 +164,8 @@ SHARDERS: dict[str, Callable[[Sequence[Table], int, int], tuple[int, ...]]] = {
 def _sharder(name: str) -> Callable[[Sequence[Table], int, int], tuple[int, ...]]:
     if name in SHARDERS:
         return SHARDERS[name]
-    close = difflib.get_close_matches(str(name), list(SHARDERS), n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    raise DaydreamError(f"unknown sharder {name!r}{hint}; known: {', '.join(SHARDERS)}")
+    hint = did_you_mean(str(name), SHARDERS)
+    raise DaydreamError(f"unknown sharder {name!r}" + (f"; {hint}" if hint else "") + f"; known: {', '.join(SHARDERS)}")
 
 
 def _check_ranks(ranks: int) -> None:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from daydream import progress
 from daydream.errors import DaydreamError
 
 # Checks for torch and daydream in the program's interpreter (which may not be this one) before importing them.
@@ -128,20 +129,45 @@ def record_program(command: list[str], out: str | None = None, warmup: int = 2, 
     fd, status_path = tempfile.mkstemp(prefix="daydream-record-", suffix=".json")
     os.close(fd)
     os.unlink(status_path)
+    # at a terminal, the recorder writes the steps it has seen here, and a line says each (daydream.progress)
+    steps_path = status_path.removesuffix(".json") + ".steps" if progress.enabled() else None
     config = {"out": str(out_dir), "warmup": warmup, "steps": steps, "execution_trace": execution_trace,
               "embedding_stats": embedding_stats, "stop": not keep_running, "command": command,
-              "status": status_path}  # fmt: skip
+              "status": status_path, "progress": steps_path}  # fmt: skip
     env = {**os.environ, ENV: json.dumps(config)}
     try:
         proc = subprocess.Popen(child, env=env)
         try:
-            code = proc.wait()
+            code = _wait(proc, steps_path, warmup, steps)
         except KeyboardInterrupt:  # the program got the interrupt too: let it stop and report
             code = proc.wait()
         status = _read_status(status_path)
     finally:
         Path(status_path).unlink(missing_ok=True)
+        if steps_path is not None:
+            Path(steps_path).unlink(missing_ok=True)
     return _report(status, code, child[0])
+
+
+def _wait(proc: subprocess.Popen[bytes], steps_path: str | None, warmup: int, steps: int) -> int:
+    """The program's exit code; meanwhile, where the recorder reports its steps, a line per step seen. Lines, not a
+    bar: the program writes to the same terminal, and a redrawn bar would overwrite its output."""
+    if steps_path is None:
+        return proc.wait()
+    say = progress.lines(f"daydream record: steps seen ({warmup} warm-up, then {steps} recorded)", warmup + steps)
+    while True:
+        try:
+            code = proc.wait(timeout=0.25)
+        except subprocess.TimeoutExpired:
+            code = None
+        try:
+            seen = int(Path(steps_path).read_text() or 0)
+        except (OSError, ValueError):  # not written yet, or caught halfway
+            seen = None
+        if seen:
+            say(min(seen, warmup + steps))
+        if code is not None:
+            return code
 
 
 def _read_status(path: str) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ schedule over those steps, so the trace holds ``ProfilerStep#k`` ranges that the
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import tempfile
@@ -44,6 +45,7 @@ class RecordOptions:
     embedding_stats: bool = False
     stop: bool = False  # end the program (RecordingDone) once the steps are recorded
     command: list[str] | None = None  # what ran, for the sidecar
+    progress: str | None = None  # a file the steps seen so far are written to, for `daydream record`'s progress
 
     def check(self) -> None:
         check_counts(self.warmup, self.steps)
@@ -163,6 +165,8 @@ class Recorder:
             return
         self.steps_seen += 1
         self.step_times.append(time.perf_counter())
+        if self.options.progress:
+            _say_steps(self.options.progress, self.steps_seen)
         warmup, steps = self.options.warmup, self.options.steps
         if self.embeddings is not None and self.embeddings.active:
             self.embeddings.sampled_steps += 1
@@ -263,6 +267,12 @@ class Recorder:
             kept = self._trace_file
             msg += f"; partial trace kept: {kept}" if kept else "; no step was being recorded, so there is no trace"
         return RecordResult(self._complete, self.steps_seen, self._trace_file, files, msg)
+
+
+def _say_steps(path: str, steps: int) -> None:
+    """The steps seen so far, for the parent's progress line; never fails the program (progress is not the work)."""
+    with contextlib.suppress(OSError):
+        Path(path).write_text(str(steps))
 
 
 def step() -> None:

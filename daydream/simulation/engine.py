@@ -21,6 +21,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of, successors_of
@@ -31,9 +32,14 @@ from daydream.simulation.policies import EARLIEST, Policy
 from daydream.simulation.timeline import Timeline
 
 
-@paused_gc()
 def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Timeline:
     """Predict when every task of ``graph`` runs."""
+    with progress.task(f"simulating {graph.number_of_nodes():,} tasks"):  # a spinner: the heap loop is too hot to count in
+        return _simulate(graph, policy)
+
+
+@paused_gc()
+def _simulate(graph: nx.DiGraph, policy: Policy) -> Timeline:
     nodes = list(graph.nodes)
     n = len(nodes)
     index = {node: i for i, node in enumerate(nodes)}

@@ -21,11 +21,12 @@ from daydream.simulation.timeline import Timeline
 
 
 class RankResult(msgspec.Struct):
-    """One rank of a simulated job."""
+    """One rank of a simulated job: its step in the timeline it was taken from (the baseline, for the unchanged job;
+    the prediction, after scripts)."""
 
     rank: int
     measured_us: float
-    predicted_us: float
+    step_us: float
     error_pct: float
     wait_us: float  # in collectives, waiting for the ranks that reached them later
     offset_us: float  # its step's start after the job's first rank's
@@ -83,7 +84,7 @@ def rank_results(graph: nx.DiGraph, timeline: Timeline) -> tuple[list[RankResult
         own = info.rank if info.same_as is None else info.same_as
         predicted = span_of[own]
         results.append(RankResult(
-            rank=info.rank, measured_us=info.measured_us, predicted_us=predicted,
+            rank=info.rank, measured_us=info.measured_us, step_us=predicted,
             error_pct=100.0 * (predicted - info.measured_us) / info.measured_us if info.measured_us else 0.0,
             wait_us=waits.get(own, 0.0), offset_us=info.offset_us, held_us=held.get(own, 0.0), same_as=info.same_as,
         ))  # fmt: skip

@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from daydream.errors import TraceError
+from daydream.errors import TraceError, listed
 
 _NOT_RANK_TRACES = (".et.json", ".et.json.gz", "_et.json", "_et.json.gz", ".daydream.json")
 
@@ -56,6 +56,8 @@ def check_ranks(where: str, found: list[tuple[str, int | None, int | None]]) -> 
     missing = [r for r in range(world) if r not in by_rank]
     if missing:
         shown = ", ".join(str(r) for r in missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        # which file is which rank: a misnamed or misplaced file is the usual cause
+        have = listed([f"{Path(p).name} (rank {r})" for r, p in sorted(by_rank.items())], 8)
         raise TraceError(f"{where}: no trace for rank{'s' if len(missing) > 1 else ''} {shown} of a world of {world} "
-                         f"(found {len(by_rank)} rank trace{'s' if len(by_rank) > 1 else ''})")  # fmt: skip
+                         f"(found {len(by_rank)} rank trace{'s' if len(by_rank) > 1 else ''}: {have})")  # fmt: skip
     return dict(sorted(by_rank.items()))

@@ -45,8 +45,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from daydream import progress
 from daydream._gc import paused_gc
-from daydream.errors import TraceError
+from daydream.errors import TraceError, did_you_mean
+from daydream.trace.job import rank_from_name, rank_trace_files
 from daydream.trace.model import (
     ANNOTATION_CATS,
     CPU_OP_CATS,
@@ -110,16 +112,18 @@ def _read_json_text(p: str, limit: int, starts: bytes, empty: str) -> bytearray:
                 raise TraceError(f"{p}: not a regular file; daydream reads trace files only")
             gz = fh.read(2) == GZIP_MAGIC
             fh.seek(0)
-            if not gz:
-                too_large = f"{p}: is more than {limit:,} bytes; daydream reads traces up to that size"
-                return _gather(p, iter(lambda: fh.read(_READ_CHUNK), b""), limit, too_large, starts, empty)
-            bomb = max(GZIP_RATIO_FLOOR, MAX_GZIP_RATIO * st.st_size)
-            if bomb < limit:
-                too_large = (f"{p}: decompresses to more than {bomb:,} bytes, over {MAX_GZIP_RATIO} times its "
-                             f"{st.st_size:,} bytes: not a trace (a gzip bomb?)")  # fmt: skip
-            else:
-                too_large = f"{p}: decompresses to more than {limit:,} bytes; daydream reads traces up to that size"
-            return _gather(p, _gunzip_chunks(fh), min(limit, bomb), too_large, starts, empty)
+            with progress.task(f"reading {p}", total=st.st_size) as advance:  # bytes of the file, compressed or not
+                if not gz:
+                    too_large = f"{p}: is more than {limit:,} bytes; daydream reads traces up to that size"
+                    return _gather(p, _read_so_far(iter(lambda: fh.read(_READ_CHUNK), b""), fh, advance), limit, too_large,
+                                   starts, empty)  # fmt: skip
+                bomb = max(GZIP_RATIO_FLOOR, MAX_GZIP_RATIO * st.st_size)
+                if bomb < limit:
+                    too_large = (f"{p}: decompresses to more than {bomb:,} bytes, over {MAX_GZIP_RATIO} times its "
+                                 f"{st.st_size:,} bytes: not a trace (a gzip bomb?)")  # fmt: skip
+                else:
+                    too_large = f"{p}: decompresses to more than {limit:,} bytes; daydream reads traces up to that size"
+                return _gather(p, _read_so_far(_gunzip_chunks(fh), fh, advance), min(limit, bomb), too_large, starts, empty)
         except OSError as exc:
             raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
@@ -144,12 +148,50 @@ def _check_regular_file(p: str) -> None:
 
 def _os_message(p: str, exc: OSError) -> str:
     if exc.errno == errno.ENOENT:
-        return f"{p}: no such file"
+        return f"{p}: no such file" + missing_path_hint(p)
     if exc.errno == errno.ELOOP:
         return f"{p}: too many levels of symbolic links (a symlink loop?)"
     if exc.errno == errno.ENOTDIR:
         return f"{p}: no such file (a part of the path is not a directory)"
     return f"{p}: cannot read: {exc.strerror or exc}"
+
+
+def missing_path_hint(path: str | os.PathLike[str]) -> str:
+    """For a trace path that does not exist (``dlrm8/rank9.json.gz``, ``dlrm8x``): the closest names in its folder
+    and, where that folder holds a job's rank traces, which ranks it holds; "" when there is nothing to say."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        names = sorted(e.name for e in parent.iterdir())[:10_000]  # a huge folder: enough of it to suggest from
+    except OSError:
+        return ""
+    try:
+        found = rank_trace_files(parent)
+    except TraceError:
+        found = []
+    numbers = [rank_from_name(f) for f in found]
+    if len(found) > 1 and None not in numbers and len(set(numbers)) == len(numbers):
+        # a job's folder (rank0.json.gz, rank1.json.gz...): which ranks it holds, and that the folder is the job; the
+        # file of the rank the name says (rnk0.json: rank0.json.gz), and none for a rank the folder lacks (rank9)
+        have = f"{parent} holds the traces of ranks {min(numbers)}-{max(numbers)} ({Path(found[0]).name} ... {Path(found[-1]).name})"
+        rank = rank_from_name(p)
+        hint = did_you_mean(p.name, names) if rank is None else None
+        if rank in numbers:
+            hint = f"did you mean '{Path(found[numbers.index(rank)]).name}'?"
+        return "; " + "; ".join(x for x in (hint, f"{have}: give the folder to simulate the job") if x)
+    hint = did_you_mean(p.name, names)
+    return f"; {hint}" if hint else ""
+
+
+def _read_so_far(chunks: Iterator[bytes], fh: Any, advance: Callable[[float], None]) -> Iterator[bytes]:
+    """``chunks``, reporting after each how far into the file ``fh`` the reading is (for a gzip file, compressed
+    bytes: the file's size is the known total)."""
+    done = 0
+    for chunk in chunks:
+        at = fh.tell()
+        advance(at - done)
+        done = at
+        yield chunk
 
 
 def _gunzip_chunks(fh: Any) -> Iterator[bytes]:
@@ -319,7 +361,10 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
     spath = str(path)
     warnings: list[str] = []
     try:
-        decoded = decode_trace(read_trace_bytes(path), spath, warnings)
+        raw = read_trace_bytes(path)
+        with progress.task(f"decoding {spath}"):
+            decoded = decode_trace(raw, spath, warnings)
+            del raw  # as when it was passed straight through: the text is not held while the events are sorted
     except MemoryError:  # past every limit, still more than this machine holds
         raise TraceError(f"{spath}: out of memory decoding the trace") from None
     trace = Trace(path=spath, event_count=len(decoded.traceEvents))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from daydream.errors import TraceError
+from daydream.errors import TraceError, did_you_mean, listed
 from daydream.trace.model import Trace
 
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
@@ -71,6 +71,12 @@ def default_step(steps: list[Step]) -> Step:
     return middle[(len(middle) - 1) // 2]
 
 
+def _no_step(trace: Trace, steps: list[Step], what: str, hint: str | None = None) -> str:
+    """The error for a --step the trace does not hold, with ``hint`` (the closest name) and the steps there are."""
+    have = listed([s.name for s in steps]) + ("; also 'all', 'trace' or an annotation's name" if steps else "")
+    return f"{trace.path}: {what}" + (f"; {hint}" if hint else "") + f" (steps: {have})"
+
+
 def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
     """The windows to simulate for a ``--step`` value (see :func:`daydream.graph.build_graph`)."""
     steps = iteration_steps(trace)
@@ -87,11 +93,11 @@ def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
         for s in steps:
             if s.name == text:
                 return [s]
-        have = ", ".join(s.name for s in steps) or "none"
-        raise TraceError(f"{trace.path}: no step {text} in the trace (steps: {have})")
+        raise TraceError(_no_step(trace, steps, f"no step {text} in the trace"))  # a number off: the list says it
     named = [Step(e.name, e.ts, e.ts + e.dur) for e in trace.annotations if e.name == text]  # type: ignore[operator]
     if not named:
-        raise TraceError(f"{trace.path}: no step or annotation named {text!r} in the trace")
+        raise TraceError(_no_step(trace, steps, f"no step or annotation named {text!r} in the trace", did_you_mean(text, [
+            *(s.name for s in steps), "all", "trace", *sorted({e.name for e in trace.annotations})])))
     if len(named) > 1:
         # Repeated annotations (e.g. one per iteration) are distinct steps: name them by occurrence.
         named = [Step(f"{s.name}#{i}", s.start, s.end) for i, s in enumerate(named)]

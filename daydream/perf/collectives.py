@@ -26,7 +26,6 @@ from typing import Any
 import msgspec
 import networkx as nx
 import numpy as np
-from scipy.optimize import OptimizeWarning, curve_fit, nnls
 
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.graph.kernel_class import is_comm_kernel
@@ -258,6 +257,8 @@ class AlphaBeta(msgspec.Struct, frozen=True, tag_field="kind", tag="alpha-beta")
         if len(m) == 1:
             latency, per_byte = 0.0, t[0] / m[0]
         else:
+            from scipy.optimize import nnls  # scipy is slow to import: only when a model is fitted
+
             (latency, per_byte), _ = nnls(np.column_stack([1.0 / t, m / t]), np.ones_like(t))
         if per_byte <= 0:  # every size took the same time: bandwidth too high to see
             per_byte = 1e-12
@@ -300,6 +301,8 @@ def _fit_sigmoid(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, flo
     sse = ((y - height[..., None] * s - offset[..., None]) ** 2).sum(axis=2)
     a, b = np.unravel_index(int(np.argmin(sse)), sse.shape)
     start = (float(height[a, b]), float(x0[a]), float(_K_GRID[b]), float(offset[a, b]))
+    from scipy.optimize import OptimizeWarning, curve_fit  # slow to import: only when a model is fitted
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", OptimizeWarning)

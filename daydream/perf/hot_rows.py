@@ -23,7 +23,6 @@ from collections.abc import Sequence
 
 import msgspec
 import numpy as np
-from scipy import stats
 
 from daydream.errors import DaydreamError
 
@@ -140,6 +139,8 @@ def estimate_hot_rows(sampler: RowSampler, threshold: float, confidence: float =
             # (with q = -ln(1 - confidence) / drawn of the rows hot, a draw of that many sees none with 1 - confidence)
             return HotRows(0.0, 0.0, min(-math.log1p(-confidence) / drawn.size * table.rows, table.rows), int(drawn.size))
         spread = float(per_chunk.std(ddof=1))
+        from scipy import stats  # slow to import: only when an estimate is made
+
         t = float(stats.t.ppf(0.5 + confidence / 2, n - 1))
         half = t * math.sqrt(max(population - n, 0.0) / population * spread**2 / n)
         if half <= precision * mean:

@@ -38,7 +38,6 @@ from typing import Any
 import msgspec
 import networkx as nx
 import numpy as np
-from scipy.optimize import least_squares
 
 from daydream.errors import DaydreamError
 from daydream.perf.accuracy import Accuracy, gmae
@@ -246,6 +245,8 @@ def fit_latency(roofline: Sequence[float], observed: Sequence[float]) -> tuple[f
 
     def residual(x: np.ndarray) -> np.ndarray:
         return np.log(x[0] + r * np.exp(x[1])) - np.log(t)
+
+    from scipy.optimize import least_squares  # slow to import: only when a curve is fitted
 
     fit = least_squares(residual, [a0, np.log(inv0)], bounds=([0.0, -30.0], [float(t.min()), 30.0]), loss="soft_l1",
                         f_scale=0.05)  # fmt: skip

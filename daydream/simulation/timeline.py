@@ -142,12 +142,13 @@ def critical_path(timeline: Timeline) -> list[int]:
     if not len(timeline.nodes):
         return []
     i = int(np.argmax(timeline.end))
+    cause = timeline.cause.tolist()
     path = []
     seen = set()
     while i >= 0 and i not in seen:
         seen.add(i)
         path.append(i)
-        i = int(timeline.cause[i])
+        i = cause[i]
     path.reverse()
     return path
 
@@ -163,21 +164,24 @@ def totals(
     out: dict[str, float] = {}
     attrs = timeline.task_attrs
     order = range(len(timeline.nodes)) if indices is None else indices
+    if times is None:  # plain floats: indexing numpy arrays one element at a time costs more than the loop itself
+        start, end = timeline.start.tolist(), timeline.end.tolist()
+        times = [end[i] - start[i] for i in order]
     for k, i in enumerate(order):
         a = attrs[i]
         if a["kind"] not in kinds:
             continue
-        key = str(a.get(by) if a.get(by) is not None else "-")
-        t = times[k] if times is not None else float(timeline.end[i] - timeline.start[i])
-        out[key] = out.get(key, 0.0) + t
+        key = a.get(by)
+        key = "-" if key is None else str(key)
+        out[key] = out.get(key, 0.0) + times[k]
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def critical_path_segments(timeline: Timeline, path: list[int]) -> list[float]:
     """Time each critical-path task holds the path: from its start to the next path task's start (its run,
     then the gap or delay until it releases the next), the last task its duration."""
-    starts = timeline.start
-    seg = [float(starts[b] - starts[a]) for a, b in zip(path, path[1:])]
+    starts = timeline.start.tolist()
+    seg = [starts[b] - starts[a] for a, b in zip(path, path[1:])]
     if path:
-        seg.append(float(timeline.end[path[-1]] - starts[path[-1]]))
+        seg.append(float(timeline.end[path[-1]]) - starts[path[-1]])
     return seg

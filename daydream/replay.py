@@ -11,9 +11,10 @@ from typing import Any
 import msgspec
 import networkx as nx
 
+from daydream.graph.adjacency import successors_of
 from daydream.graph.build import build_graph
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
-from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals
+from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals_by
 from daydream.trace import load_trace
 from daydream.trace.load import find_execution_trace
 from daydream.trace.recording import recording_path
@@ -94,6 +95,8 @@ class Replay:
         kinds: dict[str, int] = {}
         for a in self.timeline.task_attrs:
             kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
+        edge_counts = edges_by_kind(g)
+        gpu_time = totals_by(self.timeline, ("phase", "class", "layer"))
         return ReplayReport(
             trace=g.graph.get("trace"),
             device=g.graph.get("device"),
@@ -106,14 +109,14 @@ class Replay:
             steps=self.steps,
             breakdown=self.breakdown,
             tasks=g.number_of_nodes(),
-            edges=g.number_of_edges(),
+            edges=sum(edge_counts.values()),
             tasks_by_kind=kinds,
-            gpu_time_by_phase=totals(self.timeline, "phase"),
-            gpu_time_by_class=totals(self.timeline, "class"),
-            gpu_time_by_layer=_top(totals(self.timeline, "layer"), 20),
+            gpu_time_by_phase=gpu_time["phase"],
+            gpu_time_by_class=gpu_time["class"],
+            gpu_time_by_layer=_top(gpu_time["layer"], 20),
             critical_path=self.critical_path_summary(),
             delays=g.graph.get("delays"),
-            edges_by_kind=edges_by_kind(g),
+            edges_by_kind=edge_counts,
             causality=g.graph.get("causality"),
             warnings=self.warnings,
         )
@@ -128,23 +131,26 @@ def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:
     by kernel class, phase, layer and task name (each task counted for the time it holds the path)."""
     path = critical_path(timeline)
     seg = critical_path_segments(timeline, path)
-    every = GPU_KINDS | CPU_KINDS
+    every = totals_by(timeline, ("phase", "layer", "name"), path, GPU_KINDS | CPU_KINDS, seg)
+    attrs = timeline.task_attrs
     return CriticalPath(
         tasks=len(path),
-        gpu_us=sum(t for i, t in zip(path, seg) if timeline.attrs(i)["kind"] in GPU_KINDS),
-        cpu_us=sum(t for i, t in zip(path, seg) if timeline.attrs(i)["kind"] in CPU_KINDS),
-        by_kernel_class=_top(totals(timeline, "class", path, GPU_KINDS, seg), top),
-        by_phase=_top(totals(timeline, "phase", path, every, seg), top),
-        by_layer=_top(totals(timeline, "layer", path, every, seg), top),
-        by_name=_top(totals(timeline, "name", path, every, seg), top),
+        gpu_us=sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in GPU_KINDS),
+        cpu_us=sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in CPU_KINDS),
+        by_kernel_class=_top(totals_by(timeline, ("class",), path, GPU_KINDS, seg)["class"], top),
+        by_phase=_top(every["phase"], top),
+        by_layer=_top(every["layer"], top),
+        by_name=_top(every["name"], top),
     )
 
 
 def edges_by_kind(graph: nx.DiGraph) -> dict[str, int]:
     """How many dependencies of each kind (thread, stream, launch, sync, comm) the graph holds."""
     counts = dict.fromkeys(EDGE_KINDS, 0)
-    for _, _, kind in graph.edges(data="kind"):
-        counts[kind] = counts.get(kind, 0) + 1
+    for children in successors_of(graph).values():  # the adjacency itself: networkx's edge view costs 3x more
+        for e in children.values():
+            kind = e.get("kind")
+            counts[kind] = counts.get(kind, 0) + 1
     return counts
 
 
@@ -178,8 +184,10 @@ def replay(
     """Load ``path``, build the graph of the selected step(s), simulate it unmodified."""
     trace = load_trace(path, et=et)
     graph = build_graph(trace, step)
+    gpu_activity = trace.has_gpu_activity
+    del trace  # the events take more memory than the graph: gone before the simulation allocates
     result = replay_graph(graph, policy)
-    if not trace.has_gpu_activity:
+    if not gpu_activity:
         result.warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
     return result
 

@@ -2,7 +2,7 @@
 
 from daydream.simulation.engine import simulate
 from daydream.simulation.policies import EARLIEST, FIFO, Policy, parse_policy
-from daydream.simulation.timeline import Timeline, breakdown, critical_path, critical_path_segments, totals
+from daydream.simulation.timeline import Timeline, breakdown, critical_path, critical_path_segments, totals, totals_by
 
 __all__ = [
     "EARLIEST",
@@ -15,4 +15,5 @@ __all__ = [
     "parse_policy",
     "simulate",
     "totals",
+    "totals_by",
 ]

@@ -55,6 +55,13 @@ def _simulate(graph: nx.DiGraph, policy: Policy) -> Timeline:
     else:
         thread = [thread_ids.setdefault(a["thread"], len(thread_ids)) for a in attrs]
     ready = [(r if (r := a.get("release")) is not None else -math.inf) for a in attrs]
+    prio = policy.priorities(attrs)
+    gangs = _gangs(attrs) if job else []
+    if n >= COMPILED_MIN_TASKS and (compiled := _compiled()) is not None:
+        timeline = _simulate_compiled(compiled, graph, nodes, attrs, index, duration, gap, thread, thread_ids, multi_rank,
+                                      ready, prio, gangs, policy)  # fmt: skip
+        if timeline is not None:
+            return timeline
     succ: list[list[tuple[int, bool, float]]] = []
     indegree = [0] * n
     for node in nodes:
@@ -75,7 +82,6 @@ def _simulate(graph: nx.DiGraph, policy: Policy) -> Timeline:
     progress = [-math.inf] * len(thread_ids)
     last_on_thread = [-1] * len(thread_ids)
     done = 0
-    prio = policy.priorities(attrs)
     fifo = policy.kind == "fifo"
     heap: list[tuple[Any, ...]] = []
     queue: deque[int] = deque()
@@ -91,7 +97,6 @@ def _simulate(graph: nx.DiGraph, policy: Policy) -> Timeline:
             heapq.heappush(heap, (ready[i], ready[i], seq, i))
         seq += 1
 
-    gangs = _gangs(attrs) if job else []
     gang_of = [-1] * n
     for g, members in enumerate(gangs):
         for m in members:
@@ -196,6 +201,63 @@ def _simulate(graph: nx.DiGraph, policy: Policy) -> Timeline:
     names = [f"rank {r} {t}" for r, t in thread_ids] if multi_rank else list(thread_ids)
     return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), names, attrs,
                     arrival=np.asarray(arrival) if gangs else None)  # fmt: skip
+
+
+# graphs of this many tasks are simulated by the compiled loop (daydream.simulation.compiled): importing numba costs
+# about 0.5 s, what the Python loop takes for some 100k tasks, and a what-if session simulates a graph many times
+COMPILED_MIN_TASKS = 50_000
+
+
+def _compiled() -> Any:
+    """The compiled loop's module, or None where numba does not import (the Python loop then runs everything)."""
+    try:
+        from daydream.simulation import compiled
+    except Exception:  # noqa: BLE001 - numba missing or broken: not an error, only slower
+        return None
+    return compiled
+
+
+def _simulate_compiled(compiled: Any, graph: nx.DiGraph, nodes: list[Any], attrs: list[dict[str, Any]], index: dict[Any, int],
+                       duration: list[float], gap: list[float], thread: list[int], thread_ids: dict[Any, int], multi_rank: bool,
+                       ready: list[float], prio: list[float] | None, gangs: list[list[int]], policy: Policy) -> Timeline | None:  # fmt: skip
+    """The compiled loop over the graph as flat arrays; None where a NaN would meet a comparison, whose order the
+    Python loop alone defines (a tuple holding NaN)."""
+    n = len(nodes)
+    succ_of = successors_of(graph)
+    children = [succ_of[node] for node in nodes]
+    edges = [e for out in children for e in out.values()]
+    # a built graph numbers its tasks 0..n-1 in order: a child's index is its name
+    numbered = nodes == list(range(n))
+    child = [c for out in children for c in out] if numbered else [index[c] for out in children for c in out]
+    order = [e.get("kind") in ORDER_KINDS for e in edges]
+    lag = [e.get("lag", 0.0) for e in edges]
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum([len(out) for out in children], out=ptr[1:])
+    f8 = np.float64
+    duration_a, gap_a, lag_a, ready_a = np.asarray(duration, f8), np.asarray(gap, f8), np.asarray(lag, f8), np.asarray(ready, f8)
+    prio_a = np.asarray(prio if prio is not None else [0.0], f8)
+    if any(np.isnan(x).any() for x in (duration_a, gap_a, lag_a, ready_a, prio_a)):
+        return None
+    child_a = np.asarray(child, np.int64)
+    indegree = np.bincount(child_a, minlength=n).astype(np.int64)
+    ready_a[(indegree == 0) & (ready_a == -math.inf)] = 0.0
+    gang_of = np.full(n, -1, np.int64)
+    for g, members in enumerate(gangs):
+        gang_of[members] = g
+    gang_ptr = np.zeros(len(gangs) + 1, np.int64)
+    gang_ptr[1:] = np.cumsum([len(m) for m in gangs]) if gangs else []
+    gang_members = np.asarray([m for members in gangs for m in members], np.int64)
+    mode = compiled.PRIORITY if prio is not None else compiled.FIFO if policy.kind == "fifo" else compiled.EARLIEST
+    start, end, cause, arrival, arrived, done = compiled.simulate_arrays(
+        mode, duration_a, gap_a, np.asarray(thread, np.int64), ready_a, prio_a, indegree, ptr, child_a,
+        np.asarray(order, np.bool_), lag_a, gang_of, gang_ptr, gang_members, len(thread_ids))  # fmt: skip
+    if done != n:
+        waiting = [g for g in range(len(gangs)) if 0 < arrived[g] < len(gangs[g])]
+        if waiting:
+            raise DaydreamError(_collective_message(graph, nodes, attrs, gangs[waiting[0]], arrival.tolist(), len(waiting)))
+        raise DaydreamError(_cycle_message(graph, [nodes[i] for i in np.flatnonzero(indegree > 0)]))
+    names = [f"rank {r} {t}" for r, t in thread_ids] if multi_rank else list(thread_ids)
+    return Timeline(graph, nodes, start, end, cause, names, attrs, arrival=arrival if gangs else None)
 
 
 def _gangs(attrs: list[dict[str, Any]]) -> list[list[int]]:

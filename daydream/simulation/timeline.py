@@ -30,11 +30,19 @@ class Timeline:
     # when each task could have started alone (a collective's member: when it reached the collective; NaN for
     # the other tasks); None where the graph has no collective across ranks
     arrival: np.ndarray | None = None
+    _of_kinds: dict[frozenset[str], list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.task_attrs:
             nodes = attrs_of(self.graph)
             self.task_attrs = [nodes[n] for n in self.nodes]
+
+    def tasks_of(self, kinds: frozenset[str]) -> list[int]:
+        """Indices of the tasks of ``kinds``, in task order (kept: the summaries of one timeline ask several times)."""
+        found = self._of_kinds.get(kinds)
+        if found is None:
+            found = self._of_kinds[kinds] = [i for i, a in enumerate(self.task_attrs) if a["kind"] in kinds]
+        return found
 
     def attrs(self, i: int) -> dict[str, Any]:
         """The attributes of task ``i`` (the graph's own dict for that node)."""
@@ -51,7 +59,11 @@ class Timeline:
     def step_indices(self) -> dict[str, np.ndarray]:
         steps: dict[str, list[int]] = {}
         for i, a in enumerate(self.task_attrs):
-            steps.setdefault(a.get("step") or "inserted", []).append(i)
+            name = a.get("step") or "inserted"
+            ix = steps.get(name)
+            if ix is None:
+                ix = steps[name] = []
+            ix.append(i)
         return {name: np.asarray(ix) for name, ix in steps.items()}
 
     def step_times(self) -> dict[str, float]:
@@ -109,14 +121,14 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     """
     g = timeline.graph
     attrs = timeline.task_attrs
-    gpu_ix = [i for i, a in enumerate(attrs) if a["kind"] in GPU_KINDS]
+    gpu_ix = timeline.tasks_of(GPU_KINDS)
     working = {a["thread"] for a in attrs if a["kind"] == "dataloader" or (a["kind"] == "cpu" and a.get("op") == a["name"])}
     node_attrs, pred = attrs_of(g), predecessors_of(g)
     for i in gpu_ix:
         for parent, e in pred[timeline.nodes[i]].items():
             if e.get("kind") == "launch":
                 working.add(node_attrs[parent]["thread"])
-    cpu_ix = [i for i, a in enumerate(attrs) if a["kind"] in CPU_KINDS and a["thread"] in working]
+    cpu_ix = [i for i in timeline.tasks_of(CPU_KINDS) if attrs[i]["thread"] in working]
     gaps = np.asarray([max(0.0, float(attrs[i].get("gap", 0.0))) for i in cpu_ix], dtype=float)
     total = timeline.makespan()
     t0 = float(timeline.start.min()) if len(timeline.nodes) else 0.0
@@ -161,20 +173,33 @@ def totals(
 
     ``times`` (parallel to ``indices``) replaces the tasks' durations, e.g. with critical-path segments.
     """
-    out: dict[str, float] = {}
+    return totals_by(timeline, (by,), indices, kinds, times)[by]
+
+
+def totals_by(
+    timeline: Timeline, bys: tuple[str, ...], indices: list[int] | None = None, kinds: frozenset[str] = GPU_KINDS,
+    times: list[float] | None = None,
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """:func:`totals` for each attribute of ``bys``, in one pass over the tasks."""
     attrs = timeline.task_attrs
-    order = range(len(timeline.nodes)) if indices is None else indices
+    if indices is None:
+        indices = timeline.tasks_of(kinds)
+    else:
+        keep = [k for k, i in enumerate(indices) if attrs[i]["kind"] in kinds]
+        indices = [indices[k] for k in keep]
+        times = None if times is None else [times[k] for k in keep]
     if times is None:  # plain floats: indexing numpy arrays one element at a time costs more than the loop itself
         start, end = timeline.start.tolist(), timeline.end.tolist()
-        times = [end[i] - start[i] for i in order]
-    for k, i in enumerate(order):
-        a = attrs[i]
-        if a["kind"] not in kinds:
-            continue
-        key = a.get(by)
-        key = "-" if key is None else str(key)
-        out[key] = out.get(key, 0.0) + times[k]
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+        times = [end[i] - start[i] for i in indices]
+    result = {}
+    for by in bys:
+        out: dict[str, float] = {}
+        for i, t in zip(indices, times):
+            key = attrs[i].get(by)
+            key = "-" if key is None else str(key)
+            out[key] = out.get(key, 0.0) + t
+        result[by] = dict(sorted(out.items(), key=lambda kv: -kv[1]))
+    return result
 
 
 def critical_path_segments(timeline: Timeline, path: list[int]) -> list[float]:

@@ -194,10 +194,7 @@ def _simulate(graph: nx.DiGraph, policy: Policy) -> Timeline:
             if indegree[c] == 0:
                 push(c)
     if done != n:
-        waiting = [g for g in range(len(gangs)) if 0 < arrived[g] < len(gangs[g])]
-        if waiting:
-            raise DaydreamError(_collective_message(graph, nodes, attrs, gangs[waiting[0]], arrival, len(waiting)))
-        raise DaydreamError(_cycle_message(graph, [nodes[i] for i in range(n) if indegree[i] > 0]))
+        raise _stuck(graph, nodes, attrs, gangs, arrived, arrival, indegree)
     names = [f"rank {r} {t}" for r, t in thread_ids] if multi_rank else list(thread_ids)
     return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), names, attrs,
                     arrival=np.asarray(arrival) if gangs else None)  # fmt: skip
@@ -252,12 +249,18 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, nodes: list[Any], attrs
         mode, duration_a, gap_a, np.asarray(thread, np.int64), ready_a, prio_a, indegree, ptr, child_a,
         np.asarray(order, np.bool_), lag_a, gang_of, gang_ptr, gang_members, len(thread_ids))  # fmt: skip
     if done != n:
-        waiting = [g for g in range(len(gangs)) if 0 < arrived[g] < len(gangs[g])]
-        if waiting:
-            raise DaydreamError(_collective_message(graph, nodes, attrs, gangs[waiting[0]], arrival.tolist(), len(waiting)))
-        raise DaydreamError(_cycle_message(graph, [nodes[i] for i in np.flatnonzero(indegree > 0)]))
+        raise _stuck(graph, nodes, attrs, gangs, arrived.tolist(), arrival.tolist(), indegree.tolist())
     names = [f"rank {r} {t}" for r, t in thread_ids] if multi_rank else list(thread_ids)
     return Timeline(graph, nodes, start, end, cause, names, attrs, arrival=arrival if gangs else None)
+
+
+def _stuck(graph: nx.DiGraph, nodes: list[Any], attrs: list[dict[str, Any]], gangs: list[list[int]], arrived: list[int],
+           arrival: list[float], indegree: list[int]) -> DaydreamError:  # fmt: skip
+    """Why some tasks never ran: a collective some ranks never reached, or else a dependency cycle."""
+    waiting = [g for g in range(len(gangs)) if 0 < arrived[g] < len(gangs[g])]
+    if waiting:
+        return DaydreamError(_collective_message(graph, nodes, attrs, gangs[waiting[0]], arrival, len(waiting)))
+    return DaydreamError(_cycle_message(graph, [nodes[i] for i, d in enumerate(indegree) if d > 0]))
 
 
 def _gangs(attrs: list[dict[str, Any]]) -> list[list[int]]:

@@ -166,40 +166,39 @@ def simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_ptr
                             nxt = park_next[x]
                             size, qtail, seq = _push(x, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
                             x = nxt
-                    start[m] = s
-                    end[m] = e
-                    progress[tm] = e + gap[m]
-                    last_on_thread[tm] = m
+                    size, qtail, seq = _run(m, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause, indegree, succ_ptr,
+                                            succ_child, succ_order, succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip
                     done += 1
-                    for x in range(succ_ptr[m], succ_ptr[m + 1]):
-                        c = succ_child[x]
-                        rc = e + (gap[m] if succ_order[x] else succ_lag[x])
-                        if rc > ready[c]:
-                            ready[c] = rc
-                            cause[c] = m
-                        indegree[c] -= 1
-                        if indegree[c] == 0:
-                            size, qtail, seq = _push(c, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
                 continue
         elif progress[t] > s:
             s = progress[t]
             cause[i] = last_on_thread[t]
-        start[i] = s
-        e = s + duration[i]
-        end[i] = e
-        progress[t] = e + gap[i]
-        last_on_thread[t] = i
+        size, qtail, seq = _run(i, s, s + duration[i], mode, start, end, progress, last_on_thread, gap, ready, cause, indegree,
+                                succ_ptr, succ_child, succ_order, succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip
         done += 1
-        for x in range(succ_ptr[i], succ_ptr[i + 1]):
-            c = succ_child[x]
-            rc = e + (gap[i] if succ_order[x] else succ_lag[x])
-            if rc > ready[c]:
-                ready[c] = rc
-                cause[c] = i
-            indegree[c] -= 1
-            if indegree[c] == 0:
-                size, qtail, seq = _push(c, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
     return start, end, cause, arrival, arrived, done
+
+
+@_jit
+def _run(i, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause, indegree, succ_ptr, succ_child, succ_order,  # type: ignore[no-untyped-def]
+         succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq):  # fmt: skip
+    """Task i runs from s to e: its thread moves on, its children's ready times and counts follow, and those whose
+    last parent it was enter the frontier (the Python loop inlines this, its hot path; compiled, a call costs nothing)."""
+    t = thread[i]
+    start[i] = s
+    end[i] = e
+    progress[t] = e + gap[i]
+    last_on_thread[t] = i
+    for x in range(succ_ptr[i], succ_ptr[i + 1]):
+        c = succ_child[x]
+        rc = e + (gap[i] if succ_order[x] else succ_lag[x])
+        if rc > ready[c]:
+            ready[c] = rc
+            cause[c] = i
+        indegree[c] -= 1
+        if indegree[c] == 0:
+            size, qtail, seq = _push(c, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
+    return size, qtail, seq
 
 
 @_jit

@@ -16,7 +16,7 @@ from daydream.dsl.evaluate import format_value
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph.build import build_graph
 from daydream.job import is_job, load_priced_job
-from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals
+from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.ranks import RankResult, rank_results
 from daydream.trace import load_trace
 
@@ -33,11 +33,12 @@ class Summary(msgspec.Struct):
 
     @classmethod
     def of(cls, timeline: Timeline) -> Summary:
+        gpu_time = totals_by(timeline, ("class", "phase"))
         return cls(
             makespan_us=timeline.makespan(),
             breakdown=breakdown(timeline),
-            gpu_time_by_class=totals(timeline, "class"),
-            gpu_time_by_phase=totals(timeline, "phase"),
+            gpu_time_by_class=gpu_time["class"],
+            gpu_time_by_phase=gpu_time["phase"],
             tasks=len(timeline.nodes),
             step_us=timeline.step_periods(),
         )

@@ -1,11 +1,18 @@
-"""Where work fans out: a Ray cluster (optional dependency) for ``--ray ADDRESS``. Local worker processes are
-``concurrent.futures`` with the ``spawn`` context, used directly where they are needed."""
+"""Where work fans out: a Ray cluster (optional dependency) for ``--ray ADDRESS``; a thread reading ahead
+(:func:`read_ahead`). Local worker processes are ``concurrent.futures`` with the ``spawn`` context, used directly
+where they are needed."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from queue import Full, Queue
 from types import ModuleType
+from typing import Any, TypeVar
 
 from daydream.errors import DaydreamError
+
+T = TypeVar("T")
 
 
 def connect_ray(address: str, cpus: int) -> ModuleType:
@@ -24,3 +31,56 @@ def connect_ray(address: str, cpus: int) -> ModuleType:
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise DaydreamError(f"--ray {address}: no Ray cluster reached ({why})") from None
     return ray
+
+
+def read_ahead(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """``items``, produced by a thread of their own up to ``depth`` ahead of the consumer: reading and gunzip
+    release the GIL, so a file is read while the text already read is decoded. An exception in the producer is
+    raised to the consumer where it would have been; a consumer that stops early (or is closed) stops the producer
+    and waits for it, so the file is closed when this returns."""
+    queue: Queue[tuple[bool, Any]] = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        queue.put((True, item), timeout=0.05)
+                        break
+                    except Full:
+                        continue
+                if stop.is_set():
+                    break
+        except BaseException as exc:  # handed over to be raised in the consumer
+            _put_unless_stopped(queue, stop, (False, exc))
+            return
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+        _put_unless_stopped(queue, stop, (False, None))
+
+    thread = threading.Thread(target=produce, name="daydream-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            ok, value = queue.get()
+            if ok:
+                yield value
+            elif value is None:
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _put_unless_stopped(queue: Queue[tuple[bool, Any]], stop: threading.Event, item: tuple[bool, Any]) -> None:
+    while not stop.is_set():
+        try:
+            queue.put(item, timeout=0.05)
+            return
+        except Full:
+            continue

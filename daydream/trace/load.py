@@ -14,9 +14,13 @@ limits that guarantee it (docs/graph.md, "Limits"):
   a gzip bomb (9 MB that expand to 2 GB) is refused after a second or two, in bounded memory.
 - Only regular files are read: a FIFO, a device (``/dev/zero``), a socket or a directory is refused before it is
   opened (and the file is opened non-blocking, so a FIFO swapped in cannot block); a symlink loop is named as one.
-- ``MAX_JSON_VALUES`` (2**27): the JSON values the text may hold, counted (conservatively, as its ``,``, ``{`` and
-  ``[`` bytes) as it is read: the decoded trace costs memory per value (50-100 bytes), so a file of tiny values
-  (``{},{},...``) cannot decode into tens of GB. The largest traces benchmarked (1M events) hold about 13M.
+- The events are decoded a batch (``BATCH_BYTES`` of text) at a time as the file is read
+  (:mod:`daydream.trace.batches`); text that cannot be cut into batches that decode is read and decoded whole, for
+  the decoder's messages. ``MAX_EVENTS`` (2**25): the events ``traceEvents`` may hold; a kept event costs about 450
+  bytes, so at most ~15 GB.
+- ``MAX_JSON_VALUES`` (2**27): the JSON values text decoded at once may hold, counted (conservatively, as its ``,``,
+  ``{`` and ``[`` bytes) before it is decoded: the decoded text costs memory per value (50-100 bytes), so a file of
+  tiny values (``{},{},...``) cannot decode into tens of GB. 1M events hold about 13M.
 - ``MAX_NESTING`` (64): how deeply the values the loader keeps may nest (an op's ``Input Dims``, ``Input type``,
   ``distributedInfo``, an execution trace's shapes and types, the recording sidecar); real traces nest 3 or 4
   levels. A value nested deeper is refused naming the event and field, so nothing downstream (printing, comparing,
@@ -33,6 +37,7 @@ trace is still usable, only that name is changed. An empty ``traceEvents`` (or a
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import gzip
 import os
@@ -49,6 +54,7 @@ import msgspec
 from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import TraceError, did_you_mean
+from daydream.trace.batches import EventBatches, Unsplittable
 from daydream.trace.job import rank_from_name, rank_trace_files
 from daydream.trace.model import (
     ANNOTATION_CATS,
@@ -63,6 +69,7 @@ from daydream.trace.model import (
 )
 from daydream.trace.recording import Recording, as_recording, recording_path
 from daydream.trace.schema import EVENTS_DECODER, TRACE_DECODER, Event, EventArgs, TraceFile
+from daydream.workers import read_ahead
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -76,7 +83,13 @@ GZIP_RATIO_FLOOR = 64 << 20  # ... or to this many bytes, whichever is more
 MAX_LEADING_WHITESPACE = 64 << 20  # whitespace before the JSON text starts: past it, the file holds no events
 MAX_SIDECAR_BYTES = 256 << 20  # the recording sidecar: a few hundred kB for a large model
 
+MAX_EVENTS = 1 << 25  # events in traceEvents (a kept event costs about 450 bytes: at most ~15 GB)
+
 _READ_CHUNK = 16 << 20  # bytes read (or decompressed) at a time
+_READ_COMPRESSED = 4 << 20  # bytes of a gzip file read at a time
+BATCH_BYTES = 16 << 20  # text decoded at a time (about 60k events)
+MAX_PENDING_BYTES = 64 << 20  # text held without an event boundary confirmed: past it, the text is read whole
+_EMPTY_TRACE = "empty file (no events), expected Kineto trace JSON"
 _JSON_SPACE = b" \t\n\r"
 _FIRST_BYTE = re.compile(rb"[^ \t\n\r]")
 # a JSON string (skipped whole, so brackets inside it do not count) or a bracket: for the offset of deep nesting
@@ -97,10 +110,29 @@ def read_trace_bytes(path: str | os.PathLike[str], limit: int | None = None) -> 
     """
     p = os.fspath(path)
     cap = MAX_TRACE_BYTES if limit is None else limit
-    return _read_json_text(p, cap, b"{[", "empty file (no events), expected Kineto trace JSON")
+    return _read_json_text(p, cap, b"{[", _EMPTY_TRACE)
 
 
 def _read_json_text(p: str, limit: int, starts: bytes, empty: str) -> bytearray:
+    """The whole text of :func:`_text_chunks`, refused past MAX_JSON_VALUES values as it is read."""
+    text = bytearray()
+    values = -1  # counted once the text is long enough to hold too many: each value takes a byte
+    for chunk in _text_chunks(p, limit, starts, empty):
+        text += chunk
+        if values >= 0:
+            values += _values_in(chunk)
+        elif len(text) > MAX_JSON_VALUES:
+            values = _values_in(text)
+        if values > MAX_JSON_VALUES:
+            raise TraceError(f"{p}: holds more than {MAX_JSON_VALUES:,} JSON values; daydream reads traces of at most that many")
+    return text
+
+
+def _text_chunks(p: str, limit: int, starts: bytes, empty: str) -> Iterator[bytes]:
+    """The JSON text of the file ``p`` a chunk at a time, decompressed if it is gzip, leading whitespace dropped,
+    with progress shown as the file is read. :class:`TraceError` as soon as what is read cannot be a trace: past
+    ``limit`` bytes of text (a gzip file: past MAX_GZIP_RATIO times its size), a first byte not in ``starts``, no text
+    (``empty`` says what was expected), an unreadable or corrupt file."""
     _check_regular_file(p)
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -116,15 +148,17 @@ def _read_json_text(p: str, limit: int, starts: bytes, empty: str) -> bytearray:
             with progress.task(f"reading {p}", total=st.st_size) as advance:  # bytes of the file, compressed or not
                 if not gz:
                     too_large = f"{p}: is more than {limit:,} bytes; daydream reads traces up to that size"
-                    return _gather(p, _read_so_far(iter(lambda: fh.read(_READ_CHUNK), b""), fh, advance), limit, too_large,
-                                   starts, empty)  # fmt: skip
-                bomb = max(GZIP_RATIO_FLOOR, MAX_GZIP_RATIO * st.st_size)
-                if bomb < limit:
-                    too_large = (f"{p}: decompresses to more than {bomb:,} bytes, over {MAX_GZIP_RATIO} times its "
-                                 f"{st.st_size:,} bytes: not a trace (a gzip bomb?)")  # fmt: skip
+                    chunks = iter(lambda: fh.read(_READ_CHUNK), b"")
                 else:
-                    too_large = f"{p}: decompresses to more than {limit:,} bytes; daydream reads traces up to that size"
-                return _gather(p, _read_so_far(_gunzip_chunks(fh), fh, advance), min(limit, bomb), too_large, starts, empty)
+                    bomb = max(GZIP_RATIO_FLOOR, MAX_GZIP_RATIO * st.st_size)
+                    if bomb < limit:
+                        too_large = (f"{p}: decompresses to more than {bomb:,} bytes, over {MAX_GZIP_RATIO} times its "
+                                     f"{st.st_size:,} bytes: not a trace (a gzip bomb?)")  # fmt: skip
+                        limit = bomb
+                    else:
+                        too_large = f"{p}: decompresses to more than {limit:,} bytes; daydream reads traces up to that size"
+                    chunks = _gunzip_chunks(fh)
+                yield from _checked(p, _read_so_far(chunks, fh, advance), limit, too_large, starts, empty)
         except OSError as exc:
             raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
@@ -196,23 +230,44 @@ def _read_so_far(chunks: Iterator[bytes], fh: Any, advance: Callable[[float], No
 
 
 def _gunzip_chunks(fh: Any) -> Iterator[bytes]:
-    with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
-        while chunk := gz.read(_READ_CHUNK):
-            yield chunk
+    """The decompressed text of a gzip file (of one member or several, concatenated), at most _READ_CHUNK bytes at
+    a time. zlib decompresses a large block in one call that releases the GIL, so a thread reading ahead
+    (:func:`~daydream.workers.read_ahead`) inflates while the main thread decodes; gzip.GzipFile's 128 kB steps would
+    each wait for the GIL."""
+    inflate = zlib.decompressobj(wbits=31)
+    started = False  # a member is being inflated (its header seen)
+    while data := fh.read(_READ_COMPRESSED):
+        while data:
+            if not started:
+                data = data.lstrip(b"\0")  # zeros padding a member, as gzip.GzipFile skips them
+                if not data:
+                    break
+            started = True
+            out = inflate.decompress(data, _READ_CHUNK)
+            if out:
+                yield out
+            data = inflate.unconsumed_tail
+            if inflate.eof:  # a member ends; what follows is the next member
+                data = inflate.unused_data + data
+                inflate = zlib.decompressobj(wbits=31)
+                started = False
+        while not inflate.eof and started and (out := inflate.decompress(b"", _READ_CHUNK)):
+            yield out
+    if started and not inflate.eof:
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
 
 
-def _gather(p: str, chunks: Iterator[bytes], limit: int, too_large: str, starts: bytes, empty: str) -> bytearray:
-    """The chunks joined, leading whitespace dropped as it comes. Refused (:class:`TraceError`) as soon as the first
-    byte is not one of ``starts``, past ``limit`` bytes (whitespace included; ``too_large`` says so), or past
-    MAX_JSON_VALUES values; ``empty`` says what an empty text is."""
-    text = bytearray()
+def _checked(p: str, chunks: Iterator[bytes], limit: int, too_large: str, starts: bytes, empty: str) -> Iterator[bytes]:
+    """The chunks, leading whitespace dropped as it comes. Refused (:class:`TraceError`) as soon as the first byte is
+    not one of ``starts``, past ``limit`` bytes (whitespace included; ``too_large`` says so), or when there is no text
+    at all (``empty`` says what an empty text is)."""
     total = 0
-    values = -1  # counted once the text is long enough to hold too many: each value takes a byte
+    started = False
     for chunk in chunks:
         total += len(chunk)
         if total > limit:
             raise TraceError(too_large)
-        if not text:
+        if not started:
             chunk = chunk.lstrip(_JSON_SPACE)
             if not chunk:
                 if total > MAX_LEADING_WHITESPACE:
@@ -220,20 +275,16 @@ def _gather(p: str, chunks: Iterator[bytes], limit: int, too_large: str, starts:
                 continue
             if chunk[0] not in starts:
                 raise TraceError(f"{p}: not JSON (starts with {bytes(chunk[:16])!r})")
-        text += chunk
-        if values >= 0:
-            values += _values_in(chunk)
-        elif len(text) > MAX_JSON_VALUES:
-            values = _values_in(text)
-        if values > MAX_JSON_VALUES:
-            raise TraceError(f"{p}: holds more than {MAX_JSON_VALUES:,} JSON values; daydream reads traces of at most that many")
-    if not text:
+            started = True
+        yield chunk
+    if not started:
         raise TraceError(f"{p}: {empty}")
-    return text
 
 
-def _values_in(text: bytes | bytearray) -> int:
+def _values_in(text: bytes | bytearray | memoryview) -> int:
     """An upper bound on the JSON values that begin in ``text``: its commas and opening brackets."""
+    if isinstance(text, memoryview):
+        text = text.tobytes()
     return text.count(b",") + text.count(b"{") + text.count(b"[")
 
 
@@ -360,24 +411,12 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
     is a warning: the trace stands without it.
     """
     spath = str(path)
-    warnings: list[str] = []
     try:
-        raw = read_trace_bytes(path)
-        with progress.task(f"decoding {spath}"):
-            decoded = decode_trace(raw, spath, warnings)
-            del raw  # as when it was passed straight through: the text is not held while the events are sorted
+        trace = _load_in_batches(spath)
+        if trace is None:
+            trace = _load_whole(spath)
     except MemoryError:  # past every limit, still more than this machine holds
         raise TraceError(f"{spath}: out of memory decoding the trace") from None
-    trace = Trace(path=spath, event_count=len(decoded.traceEvents))
-    trace.warnings.extend(warnings)
-    if not decoded.traceEvents:
-        raise TraceError(f"{spath}: no events (the trace's 'traceEvents' list is empty)")
-    trace.devices = list(decoded.deviceProperties or [])
-    if decoded.distributedInfo and nesting_exceeds(decoded.distributedInfo):
-        raise TraceError(f"{spath}: 'distributedInfo' nests more than {MAX_NESTING} levels")
-    trace.distributed = dict(decoded.distributedInfo or {})
-    trace.schema_version = decoded.schemaVersion
-    _sort_events(trace, decoded.traceEvents)
     from daydream.trace.et import attach_execution_trace
 
     sidecar = recording_path(spath)
@@ -396,6 +435,78 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
     return trace
 
 
+def _load_in_batches(spath: str) -> Trace | None:
+    """The trace, its events decoded a batch at a time as the text is read (:mod:`daydream.trace.batches`): the text
+    of a batch is dropped once decoded, so memory grows with the events kept, not with the text. None where the text
+    cannot be cut into batches that decode (malformed, invalid UTF-8, nested too deeply, a structure the cutting does
+    not expect): :func:`_load_whole` then reads it whole and says what is wrong where."""
+    batches = EventBatches(_decode_batch, BATCH_BYTES, MAX_PENDING_BYTES)
+    trace = Trace(path=spath)
+    families = _Families(trace)
+    document: TraceFile | None = None
+    with contextlib.closing(read_ahead(_text_chunks(spath, MAX_TRACE_BYTES, b"{[", _EMPTY_TRACE))) as chunks:
+        try:
+            for chunk in chunks:
+                batches.feed(chunk)
+                for events in batches.decoded():
+                    families.add(events)
+            events, rest = batches.end()
+            families.add(events)
+            if not batches.array_format:
+                document = _decode_batch(rest, TRACE_DECODER.decode)
+            elif rest.strip(_JSON_SPACE) == b"[]":  # nothing but whitespace after the array
+                document = TraceFile(traceEvents=[])
+        except Unsplittable:
+            return None
+    if document is None or document.traceEvents:  # the rest is not a trace, or holds a second traceEvents
+        return None
+    _finish(trace, document, families)
+    return trace
+
+
+def _decode_batch(text: bytes | memoryview, decode: Callable[[Any], Any] = EVENTS_DECODER.decode) -> Any:
+    """``decode(text)``; None where it is not JSON (a batch cut inside an event); :class:`Unsplittable` where what
+    is wrong is more than the cut (a value of the wrong type, invalid UTF-8, nesting too deep) or the text holds
+    more values than MAX_JSON_VALUES: reading the text whole says so."""
+    if len(text) > MAX_JSON_VALUES and _values_in(text) > MAX_JSON_VALUES:
+        raise Unsplittable("too many values")
+    try:
+        return decode(text)
+    except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        raise Unsplittable("not decodable") from None
+    except msgspec.DecodeError:
+        return None
+
+
+def _load_whole(spath: str) -> Trace:
+    """The trace, its text read whole and decoded at once: what :func:`_load_in_batches` cannot cut, with the
+    decoder's messages for what is wrong where."""
+    warnings: list[str] = []
+    raw = read_trace_bytes(spath)
+    with progress.task(f"decoding {spath}"):
+        decoded = decode_trace(raw, spath, warnings)
+        del raw  # as when it was passed straight through: the text is not held while the events are sorted
+    trace = Trace(path=spath)
+    trace.warnings.extend(warnings)
+    families = _Families(trace)
+    families.add(decoded.traceEvents)
+    decoded.traceEvents = []
+    _finish(trace, decoded, families)
+    return trace
+
+
+def _finish(trace: Trace, document: TraceFile, families: _Families) -> None:
+    """The trace's metadata from its document, and its event families sorted."""
+    if not trace.event_count:
+        raise TraceError(f"{trace.path}: no events (the trace's 'traceEvents' list is empty)")
+    trace.devices = list(document.deviceProperties or [])
+    if document.distributedInfo and nesting_exceeds(document.distributedInfo):
+        raise TraceError(f"{trace.path}: 'distributedInfo' nests more than {MAX_NESTING} levels")
+    trace.distributed = dict(document.distributedInfo or {})
+    trace.schema_version = document.schemaVersion
+    families.finish()
+
+
 def read_sidecar(path: str, warnings: list[str] | None = None) -> Recording:
     """The recording sidecar next to a trace, read within the loader's limits (a regular file of at most
     ``MAX_SIDECAR_BYTES``, nesting at most ``MAX_NESTING`` levels); :class:`TraceError` when it cannot be used."""
@@ -409,63 +520,89 @@ def read_sidecar(path: str, warnings: list[str] | None = None) -> Recording:
     return as_recording(doc, path)
 
 
-def _sort_events(trace: Trace, events: list[Event]) -> None:
-    families = {
-        **dict.fromkeys(CPU_OP_CATS, trace.cpu_ops),
-        **dict.fromkeys(ANNOTATION_CATS, trace.annotations),
-        **dict.fromkeys(RUNTIME_CATS, trace.runtime),
-        **dict.fromkeys(GPU_CATS, trace.gpu),
-        **dict.fromkeys(GPU_ANNOTATION_CATS, trace.gpu_annotations),
-        **dict.fromkeys(SYNC_CATS, trace.syncs),
-    }
-    launch_flows: list[Event] = []
-    skipped = 0
-    names: dict[str, str] = {}  # one string object per distinct name: a 1M-event trace repeats a few thousand
-    for ev in events:
-        ph = ev.ph
-        if ph == "X":
-            family = families.get(ev.cat)  # type: ignore[arg-type]
-            if family is None:
-                continue
-            ts, dur = ev.ts, ev.dur
-            if ts is None or dur is None or not (0 <= dur <= MAX_TIME_US and -MAX_TIME_US <= ts <= MAX_TIME_US):
-                skipped += 1
-                continue
-            if (args := ev.args) is not None and not (args.input_dims is args.input_dims_2021 is args.input_type is None):
-                _check_nesting(trace, events, ev)
-            ev.name = names.setdefault(ev.name, ev.name)
-            if family is trace.cpu_ops and is_annotation(ev.name, ev.cat):
-                # a range filed as an op (2021-era ProfilerStep#N, Optimizer.step#..., the recorder's module ranges):
-                # an annotation from here on, for the step finder and the graph builder alike
-                family, ev.cat = trace.annotations, "user_annotation"
-            family.append(ev)
-        elif ph in ("s", "f", "t"):
-            if ev.cat in LAUNCH_FLOW_CATS and ev.ts is not None and -MAX_TIME_US <= ev.ts <= MAX_TIME_US:
-                launch_flows.append(ev)
-        elif ph == "M" and ev.name == "thread_name" and ev.args is not None and isinstance(ev.args.name, str):
-            trace.thread_names[(ev.pid, ev.tid)] = ev.args.name
-    _correlate_by_flows(trace, launch_flows)
-    for family_list in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu, trace.gpu_annotations, trace.syncs):
-        sort_by_start_then_longest(family_list)
-    trace.skipped = skipped
-    if skipped:
-        trace.warnings.append(
-            f"{trace.path}: skipped {skipped} complete events without a valid ts/dur (missing, negative, or beyond {MAX_TIME_US:g} us)"
-        )
-    if trace.event_count and not (trace.cpu_ops or trace.runtime or trace.gpu or trace.annotations):
-        why = f"; {skipped} complete events skipped without a valid ts/dur" if skipped else ""
-        raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}")
+class _Families:
+    """Events sorted into the trace's families as they are decoded (:meth:`add`, a batch at a time, in the file's
+    order), then each family ordered (:meth:`finish`)."""
 
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        # category -> (its family, one object for the category's name)
+        self.families: dict[str | None, tuple[list[Event], str]] = {
+            cat: (family, cat)
+            for cats, family in ((CPU_OP_CATS, trace.cpu_ops), (ANNOTATION_CATS, trace.annotations), (RUNTIME_CATS, trace.runtime),
+                                 (GPU_CATS, trace.gpu), (GPU_ANNOTATION_CATS, trace.gpu_annotations), (SYNC_CATS, trace.syncs))
+            for cat in cats
+        }  # fmt: skip
+        self.launch_flows: list[Event] = []
+        self.skipped = 0
+        # One object per distinct string and id: a 1M-event trace repeats a few thousand names, a handful of
+        # categories, processes and threads; the decoder makes a new object for each event.
+        self.strings: dict[Any, Any] = {}
+        self.too_deep: str | None = None  # the first event whose shapes nest too deeply (said once the text decoded)
 
-def _check_nesting(trace: Trace, events: list[Event], ev: Event) -> None:
-    """Refuse an event whose shapes (``Input Dims``, ``Input type``) nest more than ``MAX_NESTING`` levels."""
-    args = ev.args
-    assert args is not None
-    for key, value in (("Input Dims", args.input_dims), ("Input dims", args.input_dims_2021), ("Input type", args.input_type)):
-        if value is not None and nesting_exceeds(value):
-            at = next((i for i, e in enumerate(events) if e is ev), None)
-            where = f"traceEvents[{at}] ({ev.name[:100]!r})"
-            raise TraceError(f"{trace.path}: {where}: args '{key}' nests more than {MAX_NESTING} levels")
+    def add(self, events: list[Event]) -> None:
+        first = self.trace.event_count
+        self.trace.event_count += len(events)
+        if self.trace.event_count > MAX_EVENTS:
+            raise TraceError(f"{self.trace.path}: holds more than {MAX_EVENTS:,} events; daydream reads traces of at most that many")
+        trace, families, strings = self.trace, self.families, self.strings
+        thread_names, cpu_ops = trace.thread_names, trace.cpu_ops
+        for ev in events:
+            ph = ev.ph
+            if ph == "X":
+                found = families.get(ev.cat)
+                if found is None:
+                    continue
+                family, ev.cat = found
+                ts, dur = ev.ts, ev.dur
+                if ts is None or dur is None or not (0 <= dur <= MAX_TIME_US and -MAX_TIME_US <= ts <= MAX_TIME_US):
+                    self.skipped += 1
+                    continue
+                args = ev.args
+                if args is not None and not (args.input_dims is args.input_dims_2021 is args.input_type is None):
+                    self._check_nesting(events, ev, first)
+                ev.ph = "X"
+                ev.name = strings.setdefault(ev.name, ev.name)
+                ev.pid = strings.setdefault(ev.pid, ev.pid)
+                ev.tid = strings.setdefault(ev.tid, ev.tid)
+                if family is cpu_ops and is_annotation(ev.name, ev.cat):
+                    # a range filed as an op (2021-era ProfilerStep#N, Optimizer.step#..., the recorder's module
+                    # ranges): an annotation from here on, for the step finder and the graph builder alike
+                    family, ev.cat = trace.annotations, "user_annotation"
+                family.append(ev)
+            elif ph in ("s", "f", "t"):
+                if ev.cat in LAUNCH_FLOW_CATS and ev.ts is not None and -MAX_TIME_US <= ev.ts <= MAX_TIME_US:
+                    self.launch_flows.append(ev)
+            elif ph == "M" and ev.name == "thread_name" and ev.args is not None and isinstance(ev.args.name, str):
+                thread_names[(ev.pid, ev.tid)] = ev.args.name
+
+    def _check_nesting(self, events: list[Event], ev: Event, first: int) -> None:
+        """Note an event whose shapes (``Input Dims``, ``Input type``) nest more than ``MAX_NESTING`` levels."""
+        args = ev.args
+        assert args is not None
+        for key, value in (("Input Dims", args.input_dims), ("Input dims", args.input_dims_2021), ("Input type", args.input_type)):
+            if value is not None and nesting_exceeds(value) and self.too_deep is None:
+                at = first + next(i for i, e in enumerate(events) if e is ev)
+                where = f"traceEvents[{at}] ({ev.name[:100]!r})"
+                self.too_deep = f"{self.trace.path}: {where}: args '{key}' nests more than {MAX_NESTING} levels"
+
+    def finish(self) -> None:
+        """Refuse an event whose shapes nest too deeply; launch flows bind their calls and kernels; each family
+        ordered by start, the longest first."""
+        if self.too_deep is not None:
+            raise TraceError(self.too_deep)
+        trace = self.trace
+        _correlate_by_flows(trace, self.launch_flows)
+        for family_list in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu, trace.gpu_annotations, trace.syncs):
+            sort_by_start_then_longest(family_list)
+        skipped = trace.skipped = self.skipped
+        if skipped:
+            trace.warnings.append(
+                f"{trace.path}: skipped {skipped} complete events without a valid ts/dur (missing, negative, or beyond {MAX_TIME_US:g} us)"
+            )
+        if trace.event_count and not (trace.cpu_ops or trace.runtime or trace.gpu or trace.annotations):
+            why = f"; {skipped} complete events skipped without a valid ts/dur" if skipped else ""
+            raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}")
 
 
 def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:
@@ -487,9 +624,20 @@ def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:
 
 def sort_by_start_then_longest(events: list[Event]) -> None:
     """Sort in place by start, then longest first (an enclosing range before what it encloses), ties in the order
-    given: two stable sorts on C-level keys, a third faster on a 1M-event trace than one on a key tuple built per event."""
-    events.sort(key=_DUR, reverse=True)  # reverse keeps the order of equal keys (stable)
+    given: one stable sort by start, then each run of equal starts (few, and short) by length. Events come almost
+    in order of start, which the sort finds in linear time; sorting by length first would be a full sort."""
     events.sort(key=_TS)
+    starts = list(map(_TS, events))
+    i, n = 0, len(events) - 1
+    while i < n:
+        if starts[i] != starts[i + 1]:
+            i += 1
+            continue
+        j = i + 1
+        while j < n and starts[j + 1] == starts[i]:
+            j += 1
+        events[i : j + 1] = sorted(events[i : j + 1], key=_DUR, reverse=True)  # reverse keeps equal ones in order
+        i = j + 1
 
 
 _TS, _DUR = attrgetter("ts"), attrgetter("dur")

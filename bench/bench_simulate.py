@@ -1,9 +1,11 @@
-"""Load / build / simulate seconds and peak memory on a large trace, and the whole CLI run.
+"""Load / build / simulate seconds and peak memory on a large trace, and the whole CLI run; how each grows with size.
 
-    python bench/bench_simulate.py [TRACE] [--events 1000000]
+    python bench/bench_simulate.py [TRACE]                      # one trace (default: the shared trace tiled to ~1M events)
+    python bench/bench_simulate.py --scaling 100000,1000000,10000000   # the shared trace tiled to each size: a table
 
-Without TRACE it tiles ../shared/traces/hta/nccl_parser_config_nccl_data.json.gz to ~1M events first.
-Bound (issue 2): `daydream simulate --step all --json` on that tiling in <= 10 s and <= 1.5 GB on 2 cores.
+Bounds (issue 22): `daydream simulate --step all --json` on the 1M-event tiling in <= 5 s and <= 1 GB, on the
+10M-event tiling in <= 60 s and <= 6 GB, on 2 cores. Each phase runs in a fresh process of its own, after the CLI
+run, so that each peak is the phase's own (a peak includes the phases before it).
 """
 
 from __future__ import annotations
@@ -23,56 +25,97 @@ DEFAULT_SOURCE = HERE.parent.parent / "shared" / "traces" / "hta" / "nccl_parser
 
 
 def phases(trace: str) -> dict[str, float]:
-    """Seconds per phase, in this process (the CLI run below measures memory in a fresh one)."""
-    from daydream import build_graph, load_trace, simulate
+    """Seconds per phase and the peak memory once each has run, in this process, as the CLI runs them."""
+    from daydream import build_graph, load_trace
+    from daydream.replay import replay_graph
+
+    def peak_mb() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     t0 = time.perf_counter()
     tr = load_trace(trace)
     t1 = time.perf_counter()
+    load_peak = peak_mb()
+    events = tr.event_count
     g = build_graph(tr, "all")
     t2 = time.perf_counter()
-    tl = simulate(g)
+    build_peak = peak_mb()
+    del tr  # as replay() drops the events before simulating
+    result = replay_graph(g)
     t3 = time.perf_counter()
-    return {"events": tr.event_count, "tasks": g.number_of_nodes(), "edges": g.number_of_edges(),
-            "load_s": t1 - t0, "build_s": t2 - t1, "simulate_s": t3 - t2, "baseline_ms": tl.makespan() / 1e3}  # fmt: skip
+    simulate_peak = peak_mb()
+    text = json.dumps(result.to_dict())
+    t4 = time.perf_counter()
+    return {"events": events, "tasks": g.number_of_nodes(), "edges": g.number_of_edges(),
+            "load_s": t1 - t0, "build_s": t2 - t1, "simulate_s": t3 - t2, "report_s": t4 - t3,
+            "load_peak_mb": load_peak, "build_peak_mb": build_peak, "simulate_peak_mb": simulate_peak,
+            "report_peak_mb": peak_mb(), "baseline_ms": result.baseline_us / 1e3, "json_bytes": len(text)}  # fmt: skip
 
 
 def cli_run(trace: str) -> dict[str, float]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t0 = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-m", "daydream", "simulate", trace, "--step", "all", "--json"], capture_output=True, text=True
-    )
-    wall = time.perf_counter() - t0
+    """The whole CLI run: its wall time and its own peak memory (wait4's rusage of that child alone: the children's
+    maximum would count the tiling's)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "daydream", "simulate", trace, "--step", "all", "--json"], stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(err.read().decode())
+        d = json.loads(out.read())
+    return {"cli_wall_s": wall, "cli_peak_rss_mb": usage.ru_maxrss / 1024, "steps": len(d["steps"]), "error_pct": d["error_pct"]}
+
+
+def measure(trace: str) -> dict[str, float]:
+    """The CLI run, then the phases in a fresh process."""
+    out = subprocess.run([sys.executable, __file__, "--phases", trace], capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(out.stderr)
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    d = json.loads(out.stdout)
-    return {
-        "cli_wall_s": wall,
-        "cli_peak_rss_mb": max(peak_kb, before) / 1024,
-        "steps": len(d["steps"]),
-        "error_pct": d["error_pct"],
-    }
+    return {"trace": trace, "cpus": os.cpu_count(), **cli_run(trace), **json.loads(out.stdout)}
+
+
+def tiled(events: int, folder: str) -> str:
+    if not DEFAULT_SOURCE.is_file():
+        raise SystemExit(f"{DEFAULT_SOURCE} not found: pass a trace")
+    trace = os.path.join(folder, f"tiled_{events}.json.gz")
+    if not os.path.isfile(trace):
+        subprocess.run([sys.executable, str(HERE / "tile_trace.py"), str(DEFAULT_SOURCE), trace, "--events", str(events)], check=True)
+    return trace
+
+
+def table(rows: list[dict[str, float]]) -> str:
+    lines = ["| events | tasks | load | build | simulate | report | CLI run | CLI peak | peak per event |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in rows:
+        lines.append(
+            f"| {r['events']:,} | {r['tasks']:,} | {r['load_s']:.2f} s | {r['build_s']:.2f} s | {r['simulate_s']:.2f} s | "
+            f"{r['report_s']:.2f} s | {r['cli_wall_s']:.1f} s | {r['cli_peak_rss_mb'] / 1024:.2f} GB | "
+            f"{r['cli_peak_rss_mb'] * 1024 * 1024 / r['events']:.0f} B |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace", nargs="?")
-    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--events", type=int, default=1_000_000, help="the size to tile to, without TRACE")
+    p.add_argument("--scaling", help="sizes to tile to, comma-separated: one row each")
+    p.add_argument("--keep", help="a folder to keep the tiled traces in (they take minutes to write at 10M events)")
+    p.add_argument("--phases", action="store_true", help=argparse.SUPPRESS)  # the child process: phases of TRACE
     args = p.parse_args()
-    trace = args.trace
-    tmp = None
-    if trace is None:
-        if not DEFAULT_SOURCE.is_file():
-            raise SystemExit(f"{DEFAULT_SOURCE} not found: pass a trace")
-        tmp = tempfile.mkdtemp()
-        trace = os.path.join(tmp, "tiled.json.gz")
-        subprocess.run(
-            [sys.executable, str(HERE / "tile_trace.py"), str(DEFAULT_SOURCE), trace, "--events", str(args.events)], check=True
-        )
-    result = {"trace": trace, "cpus": os.cpu_count(), **cli_run(trace), **phases(trace)}
-    print(json.dumps(result, indent=2))
+    if args.phases:
+        print(json.dumps(phases(args.trace)))
+        return
+    folder = args.keep or tempfile.mkdtemp()
+    if args.scaling:
+        rows = [measure(tiled(int(n), folder)) for n in args.scaling.split(",")]
+        print(json.dumps(rows, indent=2))
+        print(table(rows))
+        return
+    print(json.dumps(measure(args.trace or tiled(args.events, folder)), indent=2))
 
 
 if __name__ == "__main__":

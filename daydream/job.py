@@ -46,7 +46,7 @@ _SEEN: set[str] = set()  # fingerprints this worker process has sent back a grap
 
 def _build_rank(path: str, step: str | int | None, seen: set[str] | None = None, share: bool = True) -> _Built:
     trace = load_trace(path)
-    graph = build_graph(trace, step)
+    graph = build_graph(trace, step, release_events=True)
     named = trace.distributed.get("rank")
     named = named if isinstance(named, int) else None
     size = trace.distributed.get("world_size")

@@ -357,7 +357,7 @@ def run_repl(
         graph = load_priced_job(trace, step, link, jobs, share=False, ray=ray)
         inputs = job_inputs(trace)
     else:
-        graph = build_graph(load_trace(trace, et=et), step)
+        graph = build_graph(load_trace(trace, et=et), step, release_events=True)
         inputs = trace_inputs(trace, et)
     repl = Repl(graph, params, policy, console, trace, inputs=inputs, budget=budget, include_dirs=include_dirs)
     console.print(

@@ -183,8 +183,8 @@ def replay(
 ) -> Replay:
     """Load ``path``, build the graph of the selected step(s), simulate it unmodified."""
     trace = load_trace(path, et=et)
-    graph = build_graph(trace, step)
     gpu_activity = trace.has_gpu_activity
+    graph = build_graph(trace, step, release_events=True)
     del trace  # the events take more memory than the graph: gone before the simulation allocates
     result = replay_graph(graph, policy)
     if not gpu_activity:

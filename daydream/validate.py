@@ -225,7 +225,7 @@ def _resolve(base: Path, path: str, where: str) -> str:
 
 def step_times_us(path: str) -> list[float]:
     """The periods of every step of a trace (``--step all``)."""
-    graph = build_graph(load_trace(path), "all")
+    graph = build_graph(load_trace(path), "all", release_events=True)
     return [float(s["measured_us"]) for s in graph.graph["steps"]]
 
 

@@ -283,4 +283,5 @@ def load_graph(
     if is_job(trace):
         return load_priced_job(trace, step, link, jobs, share=False, ray=ray), True
     t = load_trace(trace, et=et)
-    return build_graph(t, step), t.has_gpu_activity
+    gpu_activity = t.has_gpu_activity
+    return build_graph(t, step, release_events=True), gpu_activity

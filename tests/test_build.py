@@ -142,3 +142,20 @@ def test_fbgemm_kernels_are_not_gemms() -> None:
     assert classify_kernel("void bounds_check_indices_kernel<long>(at::GenericPackedTensorAccessor)") == "embedding"
     assert classify_kernel("void fbgemm_gpu::permute_2D_data_kernel<false, int, int>(int)") == "copy"
     assert classify_kernel("volta_sgemm_128x32_nt") == "gemm"
+
+
+@pytest.mark.parametrize(
+    "name", ["param/dlrm8/rank0.json.gz", "param/resnet_kineto.json.gz", "hta/nccl_parser_config_nccl_data.json.gz",
+             "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"],
+)  # fmt: skip
+@pytest.mark.parametrize("step", [None, "all"])
+def test_releasing_the_events_builds_the_same_graph(name: str, step: str | None, shared_traces: Path) -> None:
+    """build_graph(release_events=True) empties the trace's event lists once read: no stage after reads them."""
+    path = shared_traces / name
+    kept = build_graph(load_trace(path), step)
+    trace = load_trace(path)
+    released = build_graph(trace, step, release_events=True)
+    assert not (trace.cpu_ops or trace.annotations or trace.runtime or trace.gpu or trace.gpu_annotations or trace.syncs)
+    assert list(released.nodes(data=True)) == list(kept.nodes(data=True))
+    assert list(released.edges(data=True)) == list(kept.edges(data=True))
+    assert released.graph == kept.graph

@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 from daydream.graph.build_table import TaskTable
 from daydream.graph.context import op_shapes, range_role
 from daydream.trace.intra_op import runs_across_threads, threading_kind
-from daydream.trace.model import Trace
+from daydream.trace.load import sort_by_start
+from daydream.trace.model import ANNOTATION_CATS, CPU_OP_CATS, RUNTIME_CATS, Trace
 from daydream.trace.schema import Event
 
 
@@ -30,6 +31,8 @@ class Family(IntEnum):
 
 
 ANNOTATION, OP, RUNTIME = Family.ANNOTATION, Family.OP, Family.RUNTIME
+# An event's family by its category (the loader files ranges recorded as ops under "user_annotation").
+FAMILY_OF_CAT = {**dict.fromkeys(ANNOTATION_CATS, ANNOTATION), **dict.fromkeys(CPU_OP_CATS, OP), **dict.fromkeys(RUNTIME_CATS, RUNTIME)}
 
 
 class Frame:
@@ -120,13 +123,13 @@ class _Sweep:
 def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
     """Add the trace's CPU tasks to ``table``; a backward task takes the layer of the forward op with its autograd
     sequence number (what the ``fwdbwd`` flows link)."""
-    per_thread: dict[tuple[Any, Any], list[tuple[Event, Family]]] = {}
-    for family, events in ((ANNOTATION, trace.annotations), (OP, trace.cpu_ops), (RUNTIME, trace.runtime)):
+    per_thread: dict[tuple[Any, Any], list[Event]] = {}
+    for events in (trace.annotations, trace.cpu_ops, trace.runtime):
         for ev in events:
-            per_thread.setdefault((ev.pid, ev.tid), []).append((ev, family))
+            per_thread.setdefault((ev.pid, ev.tid), []).append(ev)
     sweep = _Sweep(table, trace.rank, {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()})
     for (pid, tid), items in per_thread.items():
-        items.sort(key=lambda it: (it[0].ts, -it[0].dur, it[1]))  # type: ignore[operator]
+        sort_by_start(items, _longer_first_then_family)
         _sweep_thread(sweep, f"cpu:{pid}/{tid}", items)
     for task, seq in sweep.bwd_seq.items():
         layer = sweep.seq_layer.get(seq)
@@ -135,12 +138,19 @@ def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
     return sweep.found
 
 
-def _sweep_thread(sweep: _Sweep, thread: str, items: list[tuple[Event, Family]]) -> None:
+def _longer_first_then_family(ev: Event) -> tuple[float, Family]:
+    """The sweep's order of events that start together: the longest first, then annotation, op, runtime call."""
+    return -ev.dur, FAMILY_OF_CAT[ev.cat]  # type: ignore[operator,index]
+
+
+def _sweep_thread(sweep: _Sweep, thread: str, items: list[Event]) -> None:
     stack: list[Frame] = []
     pending: list[_PendingTask] = []  # CPU-only tasks, in the order their ranges closed
     call_end, call_task = -math.inf, -1  # the last runtime call: calls starting inside it are nested in it
     corr_task = sweep.found.corr_task
-    for ev, family in items:
+    family_of = FAMILY_OF_CAT
+    for ev in items:
+        family = family_of[ev.cat]  # type: ignore[index]
         ts: float = ev.ts  # type: ignore[assignment]
         end = ts + ev.dur  # type: ignore[operator]
         while stack and stack[-1].end <= ts:

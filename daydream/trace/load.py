@@ -594,7 +594,7 @@ class _Families:
         trace = self.trace
         _correlate_by_flows(trace, self.launch_flows)
         for family_list in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu, trace.gpu_annotations, trace.syncs):
-            sort_by_start_then_longest(family_list)
+            sort_by_start(family_list)
         skipped = trace.skipped = self.skipped
         if skipped:
             trace.warnings.append(
@@ -622,12 +622,14 @@ def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:
             ev.args.correlation = fid  # type: ignore[assignment]
 
 
-def sort_by_start_then_longest(events: list[Event]) -> None:
-    """Sort in place by start, then longest first (an enclosing range before what it encloses), ties in the order
-    given: one stable sort by start, then each run of equal starts (few, and short) by length. Events come almost
-    in order of start, which the sort finds in linear time; sorting by length first would be a full sort."""
+def sort_by_start(events: list[Event], ties: Callable[[Event], Any] | None = None) -> None:
+    """Sort in place by start; events that start together by ``ties`` (default: the longest first, an enclosing
+    range before what it encloses), then in the order given. One stable sort by start, then each run of equal starts
+    (few, and short) by ``ties``: events come almost in order of start, which the sort finds in linear time, where
+    a key built per event, or a first sort by length, would cost a full sort."""
     events.sort(key=_TS)
     starts = list(map(_TS, events))
+    tie_key = _LONGER_FIRST if ties is None else ties
     i, n = 0, len(events) - 1
     while i < n:
         if starts[i] != starts[i + 1]:
@@ -636,11 +638,15 @@ def sort_by_start_then_longest(events: list[Event]) -> None:
         j = i + 1
         while j < n and starts[j + 1] == starts[i]:
             j += 1
-        events[i : j + 1] = sorted(events[i : j + 1], key=_DUR, reverse=True)  # reverse keeps equal ones in order
+        events[i : j + 1] = sorted(events[i : j + 1], key=tie_key)
         i = j + 1
 
 
-_TS, _DUR = attrgetter("ts"), attrgetter("dur")
+def _LONGER_FIRST(ev: Event) -> float:
+    return -ev.dur  # type: ignore[operator]
+
+
+_TS = attrgetter("ts")
 
 
 def find_execution_trace(path: str) -> str | None:

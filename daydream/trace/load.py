@@ -85,9 +85,9 @@ MAX_SIDECAR_BYTES = 256 << 20  # the recording sidecar: a few hundred kB for a l
 
 MAX_EVENTS = 1 << 25  # events in traceEvents (a kept event costs about 450 bytes: at most ~15 GB)
 
-_READ_CHUNK = 16 << 20  # bytes read (or decompressed) at a time
+_READ_CHUNK = 4 << 20  # bytes read (or decompressed) at a time
 _READ_COMPRESSED = 4 << 20  # bytes of a gzip file read at a time
-BATCH_BYTES = 16 << 20  # text decoded at a time (about 60k events)
+BATCH_BYTES = 4 << 20  # text decoded at a time (about 20k events)
 MAX_PENDING_BYTES = 64 << 20  # text held without an event boundary confirmed: past it, the text is read whole
 _EMPTY_TRACE = "empty file (no events), expected Kineto trace JSON"
 _JSON_SPACE = b" \t\n\r"

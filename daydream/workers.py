@@ -44,13 +44,7 @@ def read_ahead(items: Iterator[T], depth: int = 2) -> Iterator[T]:
     def produce() -> None:
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        queue.put((True, item), timeout=0.05)
-                        break
-                    except Full:
-                        continue
-                if stop.is_set():
+                if not _put_unless_stopped(queue, stop, (True, item)):
                     break
         except BaseException as exc:  # handed over to be raised in the consumer
             _put_unless_stopped(queue, stop, (False, exc))
@@ -77,10 +71,12 @@ def read_ahead(items: Iterator[T], depth: int = 2) -> Iterator[T]:
         thread.join()
 
 
-def _put_unless_stopped(queue: Queue[tuple[bool, Any]], stop: threading.Event, item: tuple[bool, Any]) -> None:
+def _put_unless_stopped(queue: Queue[tuple[bool, Any]], stop: threading.Event, item: tuple[bool, Any]) -> bool:
+    """Put ``item`` once there is room, unless the consumer stops first; whether it was put."""
     while not stop.is_set():
         try:
             queue.put(item, timeout=0.05)
-            return
+            return True
         except Full:
             continue
+    return False

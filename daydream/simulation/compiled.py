@@ -202,15 +202,21 @@ def _run(i, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause,
 
 
 @_jit
+def _swap(k1, k2, k3, sq, tk, a, b):  # type: ignore[no-untyped-def]
+    """Swap two entries of the heap (its keys and task are parallel arrays)."""
+    k1[a], k1[b] = k1[b], k1[a]
+    k2[a], k2[b] = k2[b], k2[a]
+    k3[a], k3[b] = k3[b], k3[a]
+    sq[a], sq[b] = sq[b], sq[a]
+    tk[a], tk[b] = tk[b], tk[a]
+
+
+@_jit
 def _sift_up(k1, k2, k3, sq, tk, pos):  # type: ignore[no-untyped-def]
     while pos > 0:
         parent = (pos - 1) >> 1
         if _less(k1, k2, k3, sq, pos, parent):
-            k1[pos], k1[parent] = k1[parent], k1[pos]
-            k2[pos], k2[parent] = k2[parent], k2[pos]
-            k3[pos], k3[parent] = k3[parent], k3[pos]
-            sq[pos], sq[parent] = sq[parent], sq[pos]
-            tk[pos], tk[parent] = tk[parent], tk[pos]
+            _swap(k1, k2, k3, sq, tk, pos, parent)
             pos = parent
         else:
             break
@@ -225,11 +231,7 @@ def _sift_down(k1, k2, k3, sq, tk, pos, size):  # type: ignore[no-untyped-def]
         if child + 1 < size and _less(k1, k2, k3, sq, child + 1, child):
             child += 1
         if _less(k1, k2, k3, sq, child, pos):
-            k1[pos], k1[child] = k1[child], k1[pos]
-            k2[pos], k2[child] = k2[child], k2[pos]
-            k3[pos], k3[child] = k3[child], k3[pos]
-            sq[pos], sq[child] = sq[child], sq[pos]
-            tk[pos], tk[child] = tk[child], tk[pos]
+            _swap(k1, k2, k3, sq, tk, pos, child)
             pos = child
         else:
             break

@@ -99,7 +99,8 @@ class EventBatches:
             yield result
 
     def _decode_to(self, cut: int) -> Any:
-        """Decode the pending events up to ``cut`` (just past a closing brace), bracketed in place."""
+        """Decode the pending events up to ``cut`` (just past a closing brace, or the array's own closing bracket),
+        bracketed in place."""
         text = self.pending
         after = text[cut]
         text[0], text[cut] = ord("["), ord("]")
@@ -133,13 +134,11 @@ class EventBatches:
         if not self.in_array:
             raise Unsplittable("no traceEvents array in the text")
         text = self.pending
-        for tries, m in enumerate(_ARRAY_END.finditer(text, 1)):
+        for tries, m in enumerate(_ARRAY_END.finditer(text)):
             if tries == MAX_END_TRIES:
                 break
             end = m.end() - 1  # the closing bracket
-            text[0] = ord("[")
-            with memoryview(text) as view, view[: end + 1] as batch:
-                result = self.decode(batch)
+            result = self._decode_to(end)
             if result is not None:
                 return result, bytes(self.head) + b"[]" + bytes(text[end + 1 :])
         raise Unsplittable("the end of the traceEvents array was not found")

@@ -8,7 +8,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from daydream.graph.adjacency import attrs_of, predecessors_of
+from daydream.graph.adjacency import attrs_of, successors_of
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS
 
 
@@ -57,14 +57,13 @@ class Timeline:
         return float(self.end[indices].max() - self.start[indices].min())
 
     def step_indices(self) -> dict[str, np.ndarray]:
-        steps: dict[str, list[int]] = {}
-        for i, a in enumerate(self.task_attrs):
-            name = a.get("step") or "inserted"
-            ix = steps.get(name)
-            if ix is None:
-                ix = steps[name] = []
-            ix.append(i)
-        return {name: np.asarray(ix) for name, ix in steps.items()}
+        """Each step's task indices, in task order, by step name ("inserted": tasks of no step)."""
+        code_of: dict[str, int] = {}
+        codes = np.fromiter((code_of.setdefault(a.get("step") or "inserted", len(code_of)) for a in self.task_attrs), np.int64,
+                            len(self.task_attrs))  # fmt: skip
+        # one stable sort by step: each step's indices stay in task order
+        by_step = np.split(np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes, minlength=len(code_of)))[:-1])
+        return dict(zip(code_of, by_step))
 
     def step_times(self) -> dict[str, float]:
         """Predicted makespan of each step's tasks (inserted tasks count with the step of nothing)."""
@@ -119,17 +118,22 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     The CPU is busy during its tasks and the measured CPU time after them (gaps) on the threads that issue
     GPU work or run CPU ops; polling threads (e.g. a communication watchdog) are not counted.
     """
-    g = timeline.graph
     attrs = timeline.task_attrs
     gpu_ix = timeline.tasks_of(GPU_KINDS)
     working = {a["thread"] for a in attrs if a["kind"] == "dataloader" or (a["kind"] == "cpu" and a.get("op") == a["name"])}
-    node_attrs, pred = attrs_of(g), predecessors_of(g)
-    for i in gpu_ix:
-        for parent, e in pred[timeline.nodes[i]].items():
-            if e.get("kind") == "launch":
-                working.add(node_attrs[parent]["thread"])
+    # and the threads that launch GPU work: only a task on a thread not found yet can add one (a few threads, and
+    # nearly every task is on one of them already)
+    node_attrs, succ, nodes = attrs_of(timeline.graph), successors_of(timeline.graph), timeline.nodes
+    for i, a in enumerate(attrs):
+        if a["thread"] in working:
+            continue
+        for child, e in succ[nodes[i]].items():
+            if e.get("kind") == "launch" and node_attrs[child]["kind"] in GPU_KINDS:
+                working.add(a["thread"])
+                break
     cpu_ix = [i for i in timeline.tasks_of(CPU_KINDS) if attrs[i]["thread"] in working]
-    gaps = np.asarray([max(0.0, float(attrs[i].get("gap", 0.0))) for i in cpu_ix], dtype=float)
+    # fmax: a NaN gap counts as none, as max(0.0, NaN) did
+    gaps = np.fmax(np.asarray([attrs[i].get("gap", 0.0) for i in cpu_ix], dtype=float), 0.0)
     total = timeline.makespan()
     t0 = float(timeline.start.min()) if len(timeline.nodes) else 0.0
     t1 = t0 + total
@@ -193,12 +197,13 @@ def totals_by(
         times = [end[i] - start[i] for i in indices]
     result = {}
     for by in bys:
-        out: dict[str, float] = {}
-        for i, t in zip(indices, times):
-            key = attrs[i].get(by)
-            key = "-" if key is None else str(key)
-            out[key] = out.get(key, 0.0) + t
-        result[by] = dict(sorted(out.items(), key=lambda kv: -kv[1]))
+        # each key's index in order of first appearance, its times summed in task order (np.bincount adds them in the
+        # order given: the same sums, bit for bit, as adding them one by one)
+        code_of: dict[str, int] = {}
+        codes = [code_of.setdefault(k if type(k) is str else "-" if k is None else str(k), len(code_of))
+                 for k in [attrs[i].get(by) for i in indices]]  # fmt: skip
+        sums = np.bincount(codes, weights=times, minlength=len(code_of)).tolist() if codes else []
+        result[by] = dict(sorted(zip(code_of, sums), key=lambda kv: -kv[1]))
     return result
 
 

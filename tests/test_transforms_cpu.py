@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from daydream import build_graph, load_trace
+from daydream.errors import DaydreamError
 from daydream.whatif import run_whatif
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "daydream" / "examples" / "mlp_cpu.json.gz"
@@ -68,3 +69,22 @@ def test_checkpointing_recomputes_in_every_step_of_a_multi_step_graph() -> None:
     after = list(result.timeline.step_periods().values())
     before = list(result.session.baseline.step_periods().values())
     assert len(after) == 4 and all(a > b + 1000 for a, b in zip(after, before))  # every step pays its re-run
+
+
+def test_checkpointing_a_recording_without_layer_names() -> None:
+    """torch.profiler alone records no module ranges: with the default `layers` the whole forward pass is one
+    checkpointed segment (every forward op re-run before the first backward op); with other `layers` nothing
+    matches, and the script says why."""
+    trace = Path(__file__).resolve().parents[1] / "validation" / "traces" / "convnet" / "base" / "run1" / "rank0.json.gz"
+    graph = build_graph(load_trace(trace))
+    forward = [a for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] is not None]
+    assert forward and all(a["layer"] is None for _, a in graph.nodes(data=True))
+    result = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0})
+    assert len([a for _, a in result.graph.nodes(data=True) if a.get("recomputed")]) == len(forward)
+    rerun = sum(a["duration"] + a["gap"] for a in forward)
+    assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(rerun, rel=1e-6)
+    # one checkpoint call per block of the program: `segments` of them, for the one segment
+    calls = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0, "segments": 3})
+    assert calls.predicted.makespan_us - result.predicted.makespan_us == pytest.approx(300.0, rel=1e-6)
+    with pytest.raises(DaydreamError, match="no forward ops with layer names"):
+        run_whatif(graph, ["activation_checkpointing"], {"layers": "^blocks"})

@@ -1,13 +1,14 @@
-"""Record the validation corpus: each setting of examples/mlp.py, several times, on this machine's CPU.
+"""Record the validation corpus: each setting of its programs, several times, on this machine's CPU.
 
     python validation/record.py [--runs 8] [--only NAME ...]
 
 Each run is `daydream record` of a fresh process (warm-up steps, then the recorded steps) into
-validation/traces/<setting>/run<k>/ (rank0.json.gz and its sidecar). Two programs: examples/mlp.py (the settings
-the models were developed on) and examples/transformer.py (`transformer/...`, recorded later as a check on a program
-the models had not seen). The cases in validation/cases.toml pair a
-BEFORE setting with the AFTER setting of one change; `daydream validate` predicts each AFTER from a BEFORE trace and
-compares with the AFTER runs. The runs are taken round-robin over the settings, so that a slow spell of the machine
+validation/traces/<setting>/run<k>/ (rank0.json.gz and its sidecar), or the program profiling itself. Four programs:
+examples/mlp.py (the settings the models were developed on), examples/transformer.py (`transformer/...`, recorded
+later as a check on a program the models had not seen), and two that record themselves with torch.profiler alone
+(validation/programs/lstm.py and convnet.py, `lstm/...` and `convnet/...`: no sidecar, no module ranges). The cases
+in validation/cases.toml pair a BEFORE setting with the AFTER setting of one change; `daydream validate` predicts
+each AFTER from a BEFORE trace and compares with the AFTER runs. The runs are taken round-robin over the settings, so that a slow spell of the machine
 falls on every setting rather than on one.
 """
 
@@ -27,8 +28,12 @@ MLP = ["examples/mlp.py", "--device", "cpu", "--width", "256", "--depth", "16", 
 # A second program, not the one the models were developed on: a 4-layer encoder (attention, LayerNorm, GELU, an
 # MLM head over the vocabulary), about 65 ms a step on 2 cores; two recorded steps keep its traces small.
 TRANSFORMER = ["examples/transformer.py", "--device", "cpu", "--batch", "16", "--layers", "4", "--optimizer", "adam"]
-# name -> (program, its arguments for the setting, recorded steps)
-SETTINGS: dict[str, tuple[list[str], list[str], int]] = {
+# An LSTM language model that records itself with torch.profiler (three steps); about 120 ms a step on 2 cores.
+LSTM = ["validation/programs/lstm.py"]
+# A ConvNet (convolutions, BatchNorm, max-pooling) that records itself likewise; about 80 ms a step on 2 cores.
+CONVNET = ["validation/programs/convnet.py"]
+# name -> (program, its arguments for the setting, recorded steps; None: the program records itself)
+SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "base": (MLP, [], 4),
     "batch256": (MLP, ["--batch", "256"], 4),
     "foreach": (MLP, ["--optimizer", "adam-foreach"], 4),
@@ -44,6 +49,17 @@ SETTINGS: dict[str, tuple[list[str], list[str], int]] = {
     "transformer/checkpoint": (TRANSFORMER, ["--checkpoint"], 2),
     "transformer/accumulate2": (TRANSFORMER, ["--accumulate", "2"], 2),
     "transformer/threads1": (TRANSFORMER, ["--threads", "1"], 2),
+    "lstm/base": (LSTM, [], None),
+    "lstm/batch64": (LSTM, ["--batch", "64"], None),
+    "lstm/foreach": (LSTM, ["--foreach"], None),
+    "lstm/threads1": (LSTM, ["--threads", "1"], None),
+    "lstm/accumulate2": (LSTM, ["--accumulate", "2"], None),
+    "convnet/base": (CONVNET, [], None),
+    "convnet/batch64": (CONVNET, ["--batch", "64"], None),
+    "convnet/foreach": (CONVNET, ["--foreach"], None),
+    "convnet/threads1": (CONVNET, ["--threads", "1"], None),
+    "convnet/accumulate2": (CONVNET, ["--accumulate", "2"], None),
+    "convnet/checkpoint": (CONVNET, ["--checkpoint"], None),
 }
 WARMUP = 3
 
@@ -53,6 +69,12 @@ def record(name: str, run: int, out: Path) -> None:
     if target.exists():
         shutil.rmtree(target)
     model, extra, steps = SETTINGS[name]
+    if steps is None:  # the program profiles itself, as a user's program would
+        target.mkdir(parents=True)
+        subprocess.run([sys.executable, *model, *extra, "--out", str(target / "rank0.json.gz")], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+        print(f"recorded {name} run {run}: {target}", flush=True)
+        return
     program = [sys.executable, *model, *extra, "--steps", str(WARMUP + steps + 2)]
     cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(WARMUP), "--steps", str(steps),
            "--out", str(target), "--", *program]  # fmt: skip

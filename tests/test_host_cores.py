@@ -166,6 +166,23 @@ def test_workers_take_the_batches_and_share_the_cores(tmp_path: Path) -> None:
     assert list(result.timeline.step_periods().values())[1:] == pytest.approx([720.0] * 3)
 
 
+def test_workers_on_a_trace_without_a_sidecar(tmp_path: Path) -> None:
+    """torch.profiler alone records no thread count: the `threads` (and `cores`) params stand for the sidecar's; with
+    neither, the cores' sharing is not modelled, and the script says so. Workers make each batch as training did
+    unless a `speedup` is given."""
+    with_sidecar = build_graph(load_trace(_loading_trace(tmp_path, threads=2, cores=2)), "all")
+    expected = run_whatif(with_sidecar, ["dataloader"], {"workers": 2, "speedup": 1, "handoff": 20})
+    (tmp_path / "rank0.daydream.json").unlink()
+    graph = build_graph(load_trace(tmp_path / "rank0.json"), "all")
+    given = run_whatif(graph, ["dataloader"], {"workers": 2, "threads": 2, "handoff": 20})  # cores: one per thread
+    assert given.predicted.makespan_us == pytest.approx(expected.predicted.makespan_us, rel=1e-9)
+    assert given.predicted.makespan_us == run_whatif(graph, ["dataloader"], {"workers": 2, "threads": 2, "cores": 2,
+                                                                              "handoff": 20}).predicted.makespan_us  # fmt: skip
+    unknown = run_whatif(graph, ["dataloader"], {"workers": 2, "handoff": 20})
+    assert list(unknown.timeline.step_periods().values())[1:] == pytest.approx([720.0] * 3)  # no sharing priced
+    assert any("not modelled" in line for line in unknown.session.printed)
+
+
 def test_workers_that_fall_behind_hold_the_step(tmp_path: Path) -> None:
     graph = build_graph(load_trace(_loading_trace(tmp_path, threads=1, cores=2)), "all")
     slow = run_whatif(graph, ["dataloader"], {"workers": 1, "speedup": 0.25, "handoff": 20})

@@ -3,6 +3,7 @@ hand-built graphs with times worked out by hand, and real traces for direction a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import networkx as nx
@@ -115,6 +116,32 @@ def test_batch_size_on_a_cpu_only_trace() -> None:
     # 2 + 98 x 2 = 198, relu (below 2 us) 1.5, backward 2 + 38 x 2 = 78, AccumulateGrad 10 and the optimizer 30
     # unchanged: 317.5 + 20 = 337.5
     assert predict(g, "batch_size") == (201.5, pytest.approx(337.5))
+
+
+def test_batch_size_keeps_the_parameter_sized_part_of_cpu_ops(tmp_path: Path) -> None:
+    """A CPU recording: an embedding's backward op zero-fills the table's dense gradient (a parameter's dims, as the
+    optimizer's ops take them) before adding the batch's rows: that part (`param_us`) does not grow with the batch."""
+    def op(name: str, ts: float, dur: float, dims: list[object], cat: str = "cpu_op") -> dict[str, object]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {"Input Dims": dims}}
+
+    events = [
+        op("ProfilerStep#1", 0, 1000, [], "user_annotation"),
+        op("aten::embedding_bag", 0, 100, [[1000, 8], [64], [16]]),
+        op("autograd::engine::evaluate_function: EmbeddingBagBackward0", 200, 300, []),
+        op("aten::fill_", 210, 120, [[1000, 8], []]),  # the dense gradient, zeroed
+        op("aten::_embedding_bag_dense_backward", 340, 140, [[16, 8], [64], [16]]),
+        op("Optimizer.step#SGD.step", 600, 200, [], "user_annotation"),
+        op("aten::add_", 610, 90, [[1000, 8], [1000, 8], []]),
+    ]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    graph = build_graph(load_trace(path))
+    backward = next(a for _, a in graph.nodes(data=True) if a["name"].startswith("autograd::engine"))
+    assert backward["param_us"] == 120.0 and backward["duration"] == 300.0
+    assert all(a["param_us"] == 0.0 for _, a in graph.nodes(data=True) if a is not backward)
+    result = run(graph, "batch_size")
+    # the forward op 2 + 98 x 2 (+98); the backward op 120 + 2 + 178 x 2 (+178); the optimizer unchanged
+    assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(98.0 + 178.0)
 
 
 def test_batch_size_on_real_traces(shared_traces: Path) -> None:

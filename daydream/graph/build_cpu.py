@@ -40,8 +40,8 @@ class Frame:
     context of the frame it opened in (its parent); what the range itself declares is set on it after."""
 
     __slots__ = ("end", "family", "ev", "mark", "op", "op_ev", "top_op", "top_op_id", "layer", "phase", "region",
-                 "bwd_seq", "comm_ev", "dataloader", "has_runtime", "inner_shapes", "inner_layer", "nested_op_us",
-                 "parallel_us")  # fmt: skip
+                 "bwd_seq", "comm_ev", "dataloader", "top", "has_runtime", "inner_shapes", "inner_layer", "nested_op_us",
+                 "parallel_us", "nested_parts")  # fmt: skip
 
     end: float  # where the range ends: events starting from here on are outside it
     family: Family
@@ -58,23 +58,28 @@ class Frame:
     bwd_seq: int | None  # autograd sequence number of the backward node being evaluated
     comm_ev: Event | None  # the op or ``nccl:`` range that names a collective
     dataloader: bool  # inside a data-loading range
+    top: Frame | None  # the outermost op's frame (a CPU-only trace's), where the ops nested in it report their time
     # What the sweep learns of what ran inside:
     has_runtime: bool  # a runtime call ran inside it: it is no task of its own
     inner_shapes: Any  # the first nested op's input dims (an autograd wrapper's are its op's)
     inner_layer: str | None  # a recorder module range inside an op (AccumulateGrad of a module's parameter)
     nested_op_us: float  # time of the ops called inside this frame (outermost ones), for an op's own time
     parallel_us: float  # own time of the ops in this frame that ran across the intra-op threads
+    nested_parts: list[tuple[tuple[tuple[int, ...], ...], float]] | None  # an outermost op's: each nested op's
+    # tensor inputs' dims and own time, for the share of it that is parameter-sized (cpu_tasks decides at the end)
 
     def __init__(self, end: float, family: Family, ev: Event, mark: int, parent: Frame | None) -> None:
         self.end, self.family, self.ev, self.mark = end, family, ev, mark
         if parent is None:
             self.op = self.op_ev = self.top_op = self.top_op_id = self.layer = self.phase = self.region = None
-            self.bwd_seq = self.comm_ev = None
+            self.bwd_seq = self.comm_ev = self.top = None
             self.dataloader = False
         else:
             self.op, self.op_ev, self.top_op, self.top_op_id = parent.op, parent.op_ev, parent.top_op, parent.top_op_id
             self.layer, self.phase, self.region = parent.layer, parent.phase, parent.region
             self.bwd_seq, self.comm_ev, self.dataloader = parent.bwd_seq, parent.comm_ev, parent.dataloader
+            self.top = parent.top or (parent if parent.nested_parts is not None else None)
+        self.nested_parts = None
         self.has_runtime = False
         self.inner_shapes = self.inner_layer = None
         self.nested_op_us = self.parallel_us = 0.0
@@ -105,6 +110,7 @@ class _PendingTask(NamedTuple):
     attrs: dict[str, Any]
     dur: float
     bwd_seq: int | None
+    nested_parts: list[tuple[tuple[tuple[int, ...], ...], float]] | None = None
 
 
 @dataclass(slots=True)
@@ -118,6 +124,12 @@ class _Sweep:
     bwd_seq: dict[int, int] = field(default_factory=dict)  # task -> sequence number of the backward node it ran in
     seq_layer: dict[int, str | None] = field(default_factory=dict)  # forward op's sequence number -> its layer
     top_op_calls: int = 0
+    # a trace without GPU work: its CPU ops do the math, and the parameter-sized part of each is kept (param_us)
+    cpu_only: bool = False
+    # the tensor dims of the optimizer's ops: the parameters' (and their gradients' and states') shapes
+    param_shapes: set[tuple[int, ...]] = field(default_factory=set)
+    # task -> its nested ops (tensor dims, own time): param_us once the parameters are known
+    nested_parts: dict[int, list[tuple[tuple[tuple[int, ...], ...], float]]] = field(default_factory=dict)
 
 
 def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
@@ -127,7 +139,7 @@ def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
     for events in (trace.annotations, trace.cpu_ops, trace.runtime):
         for ev in events:
             per_thread.setdefault((ev.pid, ev.tid), []).append(ev)
-    sweep = _Sweep(table, trace.rank, {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()})
+    sweep = _Sweep(table, trace.rank, {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}, cpu_only=not trace.gpu)
     for (pid, tid), items in per_thread.items():
         sort_by_start(items, _longer_first_then_family)
         _sweep_thread(sweep, f"cpu:{pid}/{tid}", items)
@@ -135,6 +147,10 @@ def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
         layer = sweep.seq_layer.get(seq)
         if layer is not None:
             table.attrs[task]["layer"] = layer
+    if sweep.param_shapes:
+        shapes = sweep.param_shapes
+        for task, parts in sweep.nested_parts.items():
+            table.attrs[task]["param_us"] = sum(own for dims, own in parts if all(d in shapes for d in dims))
     return sweep.found
 
 
@@ -178,6 +194,8 @@ def _sweep_thread(sweep: _Sweep, thread: str, items: list[Event]) -> None:
         task = table.add_task(p.attrs, p.ts, p.dur)
         if p.bwd_seq is not None:
             sweep.bwd_seq[task] = p.bwd_seq
+        if p.nested_parts:
+            sweep.nested_parts[task] = p.nested_parts
 
 
 def _runtime_call(sweep: _Sweep, ev: Event, corr: int | None, thread: str, parent: Frame | None, stack: list[Frame]) -> int:
@@ -220,6 +238,10 @@ def _open(sweep: _Sweep, ev: Event, family: Family, end: float, parent: Frame | 
             frame.top_op = name
             frame.top_op_id = sweep.top_op_calls
             sweep.top_op_calls += 1
+            if sweep.cpu_only:
+                frame.nested_parts = []
+        if sweep.cpu_only and frame.phase == "optimizer":
+            sweep.param_shapes.update(tensor_dims(_shapes(sweep, ev)))
         args = ev.args
         if args is not None:
             seq = args.sequence_number  # ties a backward node to its forward op
@@ -245,6 +267,10 @@ def _close(sweep: _Sweep, stack: list[Frame], pending: list[_PendingTask], threa
     # threading_kind first (cached): most ops are never threaded, and their shapes need not be read
     if is_op and threading_kind(ev.name) and runs_across_threads(ev.name, _shapes(sweep, ev)):
         frame.parallel_us += max(0.0, ev.dur - frame.nested_op_us)  # type: ignore[operator]
+    top = frame.top
+    if is_op and top is not None and (dims := tensor_dims(_shapes(sweep, ev))):
+        # an op inside an outermost op: its own time, by its inputs' dims (parameter-sized or not: decided at the end)
+        top.nested_parts.append((dims, max(0.0, ev.dur - frame.nested_op_us)))  # type: ignore[operator,union-attr]
     if parent is not None:
         # an annotation between two ops passes its ops' time through: the outer op's own time excludes it
         parent.nested_op_us += ev.dur if is_op else frame.nested_op_us  # type: ignore[operator]
@@ -285,14 +311,14 @@ def _cpu_op_task(sweep: _Sweep, frame: Frame, parent: Frame | None, thread: str)
     attrs["phase"], attrs["region"] = frame.phase, frame.region
     if attrs["layer"] is None:
         attrs["layer"] = frame.inner_layer
-    return _PendingTask(ev.ts, attrs, ev.dur, frame.bwd_seq)  # type: ignore[arg-type]
+    return _PendingTask(ev.ts, attrs, ev.dur, frame.bwd_seq, frame.nested_parts)  # type: ignore[arg-type]
 
 
 def root_cpu_attrs(kind: str, name: str, thread: str, rank: int) -> dict[str, Any]:
     """The attributes of a CPU task no range encloses."""
     return {"kind": kind, "name": name, "thread": thread, "rank": rank, "op": None, "shapes": None,
             "top_op": None, "top_op_id": None, "layer": None, "phase": None, "region": None,
-            "parallel_us": 0.0}  # fmt: skip
+            "parallel_us": 0.0, "param_us": 0.0}  # fmt: skip
 
 
 def _cpu_attrs(sweep: _Sweep, kind: str, name: str, thread: str, parent: Frame | None) -> dict[str, Any]:
@@ -302,7 +328,7 @@ def _cpu_attrs(sweep: _Sweep, kind: str, name: str, thread: str, parent: Frame |
     attrs = {
         "kind": kind, "name": name, "thread": thread, "rank": sweep.rank, "op": parent.op,
         "shapes": _shapes(sweep, parent.op_ev), "top_op": parent.top_op, "layer": parent.layer, "phase": parent.phase,
-        "region": parent.region, "top_op_id": parent.top_op_id, "parallel_us": 0.0,
+        "region": parent.region, "top_op_id": parent.top_op_id, "parallel_us": 0.0, "param_us": 0.0,
     }  # fmt: skip
     if sweep.et_of and parent.op_ev is not None and (et := sweep.et_of.get(id(parent.op_ev))) is not None:
         attrs["tensors_in"] = et.input_tensors
@@ -317,6 +343,21 @@ def _shapes(sweep: _Sweep, ev: Event | None) -> Any:
     if shapes is None and sweep.et_of and (et := sweep.et_of.get(id(ev))) is not None:
         return [list(x) if isinstance(x, tuple) else x for x in et.input_shapes]
     return shapes
+
+
+def tensor_dims(shapes: Any) -> tuple[tuple[int, ...], ...]:
+    """The dims of an op's tensor inputs that hold more than one element, from its recorded input dims (a TensorList
+    input gives each of its tensors); () where none or not recorded."""
+    if not isinstance(shapes, list):
+        return ()
+    out = []
+    for d in shapes:
+        if isinstance(d, list) and d:
+            if all(type(x) is int for x in d):
+                out.append(tuple(d))
+            elif all(isinstance(t, list) and t and all(type(x) is int for x in t) for t in d):
+                out.extend(tuple(t) for t in d)
+    return tuple(dims for dims in out if any(x != 1 for x in dims))
 
 
 def _has_dims(shapes: Any) -> bool:

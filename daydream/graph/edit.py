@@ -44,7 +44,7 @@ def add_task(
     graph.graph["next_task_id"] = node + 1
     base = {"kind": kind, "name": name, "thread": thread, "duration": float(duration), "gap": float(gap), "release": release,
             "op": None, "shapes": None, "top_op_id": None, "layer": None, "phase": None, "region": None, "step": None,
-            "rank": 0, "parallel_us": 0.0}  # fmt: skip
+            "rank": 0, "parallel_us": 0.0, "param_us": 0.0}  # fmt: skip
     base.update(attrs)
     graph.add_node(node, **base)
     derived.changed(graph, derived.TASKS)

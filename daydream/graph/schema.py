@@ -52,6 +52,7 @@ _TaskOptional = TypedDict(
         "start": float,  # traced start, microseconds from the graph's origin (read-only reference; inserts: the anchor's)
         "top_op": str | None,  # outermost CPU op around the task (built tasks)
         "parallel_us": float,  # own time of the ATen kernels inside a CPU task that ran across the intra-op threads
+        "param_us": float,  # a CPU-only trace's: own time of the ops nested in a CPU op whose tensors are parameter-sized
         "class": str,  # a GPU task's kernel class (gemm, conv, elementwise, ..., memcpy, memset, other: kernel_class)
         "device": Any,  # a GPU task's device (the trace's device id)
         "stream": Any,  # a GPU task's stream (an int where the trace numbers it)
@@ -112,7 +113,7 @@ DERIVED_TASK_ATTRIBUTES: dict[str, str] = {"end": "start + duration"}
 TASK_ATTRIBUTES: tuple[str, ...] = (
     "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "region",
     "layer", "op", "top_op", "top_op_id", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
-    "parallel_us", "group", "group_size", "group_ranks", "collective_id", "traced_us",
+    "parallel_us", "param_us", "group", "group_size", "group_ranks", "collective_id", "traced_us",
 )  # fmt: skip
 
 

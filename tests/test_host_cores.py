@@ -38,6 +38,10 @@ def test_which_ops_run_across_the_intra_op_threads() -> None:
     assert not runs_across_threads("aten::sqrt", [["not", "dims"]])
     # oneDNN's LSTM layers (nn.LSTM on the CPU), forward and backward: 1.8-1.9x slower on one thread, measured
     assert runs_across_threads("aten::mkldnn_rnn_layer", None) and runs_across_threads("aten::mkldnn_rnn_layer_backward", None)
+    # the default CPU generator fills a tensor on one thread (dropout's bernoulli_: 0.92x on one thread, measured);
+    # a reduction such as `all` is a TensorIterator kernel (1.74x)
+    assert not runs_across_threads("aten::bernoulli_", [[16, 96, 768], [], []])
+    assert runs_across_threads("aten::all", [[16, 96, 192]])
     assert GRAIN_SIZE == 32768
 
 

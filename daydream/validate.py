@@ -40,9 +40,7 @@ import msgspec
 from daydream.dsl.library import script_path
 from daydream.errors import DaydreamError
 from daydream.files import read_toml
-from daydream.graph import build_graph
-from daydream.trace import load_trace
-from daydream.whatif import whatif
+from daydream.whatif import load_graph, run_whatif
 
 DEFAULT_CASES = Path("validation") / "cases.toml"
 # Geometric means of error sizes: an exact prediction counts as this error (%), so that one case does not zero it.
@@ -223,29 +221,48 @@ def _resolve(base: Path, path: str, where: str) -> str:
     return str(full)
 
 
-def step_times_us(path: str) -> list[float]:
+class _Graphs:
+    """Each trace's graph of all its steps (what ``daydream run --step all`` builds), built once for a ledger where
+    several cases read the trace (a BEFORE setting shared by the cases of one program), else on each use."""
+
+    def __init__(self, shared: set[str] | frozenset[str] = frozenset()) -> None:
+        self.shared = shared
+        self.built: dict[str, Any] = {}
+
+    def get(self, path: str) -> Any:
+        graph = self.built.get(path)
+        if graph is None:
+            graph = load_graph(path, "all")[0]
+            if path in self.shared:
+                self.built[path] = graph
+        return graph
+
+
+def step_times_us(path: str, graphs: _Graphs | None = None) -> list[float]:
     """The periods of every step of a trace (``--step all``)."""
-    graph = build_graph(load_trace(path), "all", release_events=True)
+    graph = (graphs or _Graphs()).get(path)
     return [float(s["measured_us"]) for s in graph.graph["steps"]]
 
 
-def setting_us(paths: list[str]) -> tuple[float, float]:
+def setting_us(paths: list[str], graphs: _Graphs | None = None) -> tuple[float, float]:
     """(median step time over all steps of all runs, spread of the runs' medians: half their range over the median,
     in %)."""
-    per_run = [step_times_us(p) for p in paths]
+    per_run = [step_times_us(p, graphs) for p in paths]
     runs = [statistics.median(times) for times in per_run]
     median = statistics.median([t for times in per_run for t in times])
     spread = (max(runs) - min(runs)) / 2 / median * 100 if len(runs) > 1 else 0.0
     return median, spread
 
 
-def validate_case(case: Case) -> CaseResult:
-    before_us, before_spread = setting_us(case.before)
-    measured_us, spread = setting_us(case.after)
+def validate_case(case: Case, graphs: _Graphs | None = None) -> CaseResult:
+    graphs = graphs or _Graphs(frozenset(case.before))
+    before_us, before_spread = setting_us(case.before, graphs)
+    measured_us, spread = setting_us(case.after, graphs)
     predictions, message = [], ""
     for path in case.before:
         try:
-            result = whatif(path, case.scripts, dict(case.params), step="all", on_print=lambda _line: None)
+            # on a copy: the graph may serve the next case too
+            result = run_whatif(graphs.get(path), case.scripts, dict(case.params), on_print=lambda _line: None)
             predictions.extend(result.timeline.step_periods().values())
         except DaydreamError as exc:
             message = str(exc).splitlines()[0]
@@ -261,4 +278,9 @@ def validate_case(case: Case) -> CaseResult:
 def validate(path: str | os.PathLike[str] = DEFAULT_CASES) -> Ledger:
     """Predict every case of the cases file and compare with its measured runs."""
     cases = load_cases(path)
-    return Ledger(str(path), [validate_case(c) for c in cases])
+    uses: dict[str, int] = {}
+    for c in cases:
+        for p in {*c.before, *c.after}:
+            uses[p] = uses.get(p, 0) + 1
+    graphs = _Graphs({p for p, n in uses.items() if n > 1})
+    return Ledger(str(path), [validate_case(c, graphs) for c in cases])

@@ -8,8 +8,8 @@ examples/mlp.py (the settings the models were developed on), examples/transforme
 later as a check on a program the models had not seen), and two that record themselves with torch.profiler alone
 (validation/programs/lstm.py and convnet.py, `lstm/...` and `convnet/...`: no sidecar, no module ranges). The cases
 in validation/cases.toml pair a BEFORE setting with the AFTER setting of one change; `daydream validate` predicts
-each AFTER from a BEFORE trace and compares with the AFTER runs. The runs are taken round-robin over the settings, so that a slow spell of the machine
-falls on every setting rather than on one.
+each AFTER from a BEFORE trace and compares with the AFTER runs. The runs are taken round-robin over the settings,
+so that a slow spell of the machine falls on every setting rather than on one.
 """
 
 from __future__ import annotations
@@ -71,13 +71,11 @@ def record(name: str, run: int, out: Path) -> None:
     model, extra, steps = SETTINGS[name]
     if steps is None:  # the program profiles itself, as a user's program would
         target.mkdir(parents=True)
-        subprocess.run([sys.executable, *model, *extra, "--out", str(target / "rank0.json.gz")], cwd=ROOT, check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
-        print(f"recorded {name} run {run}: {target}", flush=True)
-        return
-    program = [sys.executable, *model, *extra, "--steps", str(WARMUP + steps + 2)]
-    cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(WARMUP), "--steps", str(steps),
-           "--out", str(target), "--", *program]  # fmt: skip
+        cmd = [sys.executable, *model, *extra, "--out", str(target / "rank0.json.gz")]
+    else:
+        program = [sys.executable, *model, *extra, "--steps", str(WARMUP + steps + 2)]
+        cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(WARMUP), "--steps", str(steps),
+               "--out", str(target), "--", *program]  # fmt: skip
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     print(f"recorded {name} run {run}: {target}", flush=True)
 

@@ -241,7 +241,7 @@ def _open(sweep: _Sweep, ev: Event, family: Family, end: float, parent: Frame | 
             if sweep.cpu_only:
                 frame.nested_parts = []
         if sweep.cpu_only and frame.phase == "optimizer":
-            sweep.param_shapes.update(tensor_dims(_shapes(sweep, ev)))
+            sweep.param_shapes.update(_tensor_dims(_shapes(sweep, ev)))
         args = ev.args
         if args is not None:
             seq = args.sequence_number  # ties a backward node to its forward op
@@ -268,7 +268,7 @@ def _close(sweep: _Sweep, stack: list[Frame], pending: list[_PendingTask], threa
     if is_op and threading_kind(ev.name) and runs_across_threads(ev.name, _shapes(sweep, ev)):
         frame.parallel_us += max(0.0, ev.dur - frame.nested_op_us)  # type: ignore[operator]
     top = frame.top
-    if is_op and top is not None and (dims := tensor_dims(_shapes(sweep, ev))):
+    if is_op and top is not None and (dims := _tensor_dims(_shapes(sweep, ev))):
         # an op inside an outermost op: its own time, by its inputs' dims (parameter-sized or not: decided at the end)
         top.nested_parts.append((dims, max(0.0, ev.dur - frame.nested_op_us)))  # type: ignore[operator,union-attr]
     if parent is not None:
@@ -345,7 +345,7 @@ def _shapes(sweep: _Sweep, ev: Event | None) -> Any:
     return shapes
 
 
-def tensor_dims(shapes: Any) -> tuple[tuple[int, ...], ...]:
+def _tensor_dims(shapes: Any) -> tuple[tuple[int, ...], ...]:
     """The dims of an op's tensor inputs that hold more than one element, from its recorded input dims (a TensorList
     input gives each of its tensors); () where none or not recorded."""
     if not isinstance(shapes, list):

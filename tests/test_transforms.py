@@ -179,6 +179,27 @@ def test_fused_optimizer_on_a_cpu_recording_by_hand() -> None:
     assert ops == [("aten::mul_", 40.0), ("aten::sqrt", 60.0)]
 
 
+def test_fused_optimizer_on_a_cpu_recording_adds_adagrads_foreach_pass() -> None:
+    # torch's foreach Adagrad scales the gradients into new tensors (`_foreach_mul`), a pass its for-loop folds into
+    # addcdiv_: the same two parameters' ops under an Adagrad step gain one `aten::mul` of the step's sqrt time.
+    def step_graph(optimizer: str) -> nx.DiGraph:
+        g = nx.DiGraph()
+        g.graph.update(measured_us=0.0, delays={})
+        step = {"region": f"Optimizer.step#{optimizer}.step", "step": "s", "phase": "optimizer"}
+        prev = add_task(g, "aten::linear", "cpu", CPU, 100, gap=5, start=0.0, phase="forward", step="s")
+        for name, dur, gap in [("aten::addcmul_", 10, 4), ("aten::sqrt", 20, 4), ("aten::addcmul_", 30, 4), ("aten::sqrt", 40, 4)]:
+            task = add_task(g, name, "cpu", CPU, dur, gap=gap, start=0.0, **step)
+            add_dependency(g, prev, task, "thread")
+            prev = task
+        return g
+    # as the Adam test above: 217 -> 209; Adagrad adds the mul, 20 + 40 = 60 us: 269.
+    assert predict(step_graph("Adam"), "fused_optimizer") == (217.0, 209.0)
+    result = run_whatif(step_graph("Adagrad"), [TRANSFORMS / "fused_optimizer.whatif"])
+    assert (result.baseline_us, result.predicted_us) == (217.0, 269.0)
+    ops = sorted((a["name"], a["duration"], a["phase"]) for _, a in result.graph.nodes(data=True) if a.get("phase") == "optimizer")
+    assert ops == [("aten::addcmul_", 40.0, "optimizer"), ("aten::mul", 60.0, "optimizer"), ("aten::sqrt", 60.0, "optimizer")]
+
+
 def test_fused_optimizer_on_a_cpu_recording(tmp_path: Path) -> None:
     # The bundled example was recorded on the CPU with a for-loop optimizer: every step keeps one op per name, the
     # step's op time is kept and the framework time between the removed ops goes.

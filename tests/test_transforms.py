@@ -15,6 +15,7 @@ from whatif_graph import CPU, S7, backward, iteration
 from daydream.cli import main
 from daydream.demo import bundled_example
 from daydream.dsl.library import describe_scripts, library_dirs
+from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.perf.roofline import kernel_dtype
@@ -198,6 +199,35 @@ def test_fused_optimizer_on_a_cpu_recording_adds_adagrads_foreach_pass() -> None
     assert (result.baseline_us, result.predicted_us) == (217.0, 269.0)
     ops = sorted((a["name"], a["duration"], a["phase"]) for _, a in result.graph.nodes(data=True) if a.get("phase") == "optimizer")
     assert ops == [("aten::addcmul_", 40.0, "optimizer"), ("aten::mul", 60.0, "optimizer"), ("aten::sqrt", 60.0, "optimizer")]
+
+
+def test_fused_optimizer_kind_fused_on_a_cpu_recording_by_hand() -> None:
+    # torch's fused CPU kernel (fused=True): the for-loop step's ops become one op priced by
+    # daydream.perf.optimizer_step (the ops of tests/test_perf_optimizer_step.py: 70 us).
+    from test_perf_optimizer_step import ADAM_LOOP
+
+    g = nx.DiGraph()
+    g.graph.update(measured_us=0.0, delays={})
+    step = {"region": "Optimizer.step#Adam.step", "step": "s", "phase": "optimizer"}
+    prev = add_task(g, "aten::linear", "cpu", CPU, 100, gap=5, start=0.0, phase="forward", step="s")
+    for name, shapes, dur in ADAM_LOOP:
+        task = add_task(g, name, "cpu", CPU, dur, gap=4, start=0.0, shapes=shapes, **step)
+        add_dependency(g, prev, task, "thread")
+        prev = task
+    # baseline: 105 + 235 of ops + 7 gaps of 4 = 368; fused: the step's ops and their framework time go, 105 + 70.
+    result = run_whatif(g, [TRANSFORMS / "fused_optimizer.whatif"], params={"kind": "fused"})
+    assert (result.baseline_us, result.predicted_us) == (368.0, 175.0)
+    ops = [(a["name"], a["duration"]) for _, a in result.graph.nodes(data=True) if a.get("phase") == "optimizer"]
+    assert ops == [("fused_optimizer_step", 70.0)]
+    with pytest.raises(DaydreamError, match="kind is"):
+        run_whatif(g, [TRANSFORMS / "fused_optimizer.whatif"], params={"kind": "fuse"})
+
+
+def test_fused_optimizer_foreach_on_a_gpu_trace_is_refused() -> None:
+    step = {"region": "Optimizer.step#Adam.step", "step": "s"}
+    g = chain(("gemm", "gemm", 100, {"step": "s"}), ("adam1", "optimizer", 10, step))
+    with pytest.raises(DaydreamError, match="foreach.*GPU trace is not modelled"):
+        run_whatif(g, [TRANSFORMS / "fused_optimizer.whatif"], params={"kind": "foreach"})
 
 
 def test_fused_optimizer_on_a_cpu_recording(tmp_path: Path) -> None:

@@ -231,6 +231,22 @@ def _per_table(value: Any, n: int, fn: str, what: str) -> list[float] | None:
     return [number_argument(value, fn, what)] * n
 
 
+def _fused_step(graph: nx.DiGraph, step_ops: Any) -> float:
+    from daydream.perf.optimizer_step import fused_cpu_step_us, step_optimizer
+
+    fn = "fused_step"
+    if not isinstance(step_ops, Selection):
+        raise DaydreamError(f"{fn}() takes a selection of one optimizer step's CPU ops, not {type_name(step_ops)}")
+    nodes = attrs_of(graph)
+    tasks = [nodes[t] for t in in_time_order(graph, step_ops)]
+    optimizers = {step_optimizer(a.get("region")) for a in tasks}
+    if len(optimizers) != 1 or None in optimizers:
+        raise DaydreamError(f"{fn}(): the selection holds {len(tasks)} tasks of {len(optimizers - {None})} optimizer "
+                            "steps (`Optimizer.step#...` ranges); it takes the ops of one")  # fmt: skip
+    ops = [(a["name"], a.get("shapes"), a["duration"]) for a in tasks if a["kind"] == "cpu"]
+    return fused_cpu_step_us(ops, optimizers.pop())
+
+
 def _embedding_tables(graph: nx.DiGraph, lookups: Any, rows: Any = None, dims: Any = None, pooling: Any = None,
                       batch: Any = None) -> list[list[float]]:  # fmt: skip
     from daydream.perf.embedding import bag_shape
@@ -405,6 +421,9 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
      "input dims (weight [ROWS, DIM]; indices and offsets: BATCH bags of POOLING lookups on average); rows, dims, "
      "pooling (one number for every table or a list of one per table) and batch replace what the dims say; with SEL "
      "empty, the lists say how many tables", ("rows", "dims", "pooling", "batch")),
+    ("fused_step", _fused_step, 1, 1, "fused_step(SEL): microseconds of torch's fused CPU kernel (fused=True) for the "
+     "for-loop optimizer step whose CPU ops SEL holds: its passes over the parameters at the rate the step's in-place "
+     "ops made theirs (daydream.perf.optimizer_step)", ()),
     ("fae_schedule", _fae_schedule, 2, 3, "fae_schedule(BATCHES, HOT_FRACTION, switch_every = none): FAE's epoch of "
      "BATCHES mini-batches, HOT_FRACTION of them hot: [N_HOT, N_COLD, SWAPS], N_HOT rounded to the nearest batch, "
      "SWAPS the hot<->cold switches of a schedule that starts cold and alternates runs of switch_every batches of "

@@ -2,7 +2,7 @@
 blocks of two 3x3 convolutions with BatchNorm and ReLU, max-pooling after each, a linear classifier; 32x32 images)
 trained with SGD and momentum on the CPU. No daydream recorder: no sidecar, no module ranges.
 
-    python validation/programs/convnet.py --out TRACE.json.gz [--batch 32] [--foreach] [--threads 2]
+    python validation/programs/convnet.py --out TRACE.json.gz [--batch 32] [--foreach | --fused] [--threads 2]
         [--accumulate 1] [--checkpoint]
 
 ``--checkpoint`` wraps each block in torch.utils.checkpoint (use_reentrant=False): three calls a step. One profiled
@@ -42,6 +42,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--foreach", action="store_true", help="SGD(foreach=True) (default: the for-loop)")
+    p.add_argument("--fused", action="store_true", help="SGD(fused=True): torch's fused CPU kernel")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step")
     p.add_argument("--checkpoint", action="store_true", help="checkpoint each block")
@@ -50,7 +51,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = ConvNet(args.checkpoint)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=args.foreach)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=args.foreach, fused=args.fused or None)
     loss_fn = nn.CrossEntropyLoss()
 
     def step() -> None:

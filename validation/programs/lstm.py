@@ -2,7 +2,7 @@
 (embedding 2000 x 128, two LSTM layers of 256, LayerNorm, a linear head over the vocabulary; 48 tokens) trained with
 AdamW on the CPU. No daydream recorder: no sidecar (the thread count is not recorded), no module ranges.
 
-    python validation/programs/lstm.py --out TRACE.json.gz [--batch 32] [--foreach] [--threads 2] [--accumulate 1]
+    python validation/programs/lstm.py --out TRACE.json.gz [--batch 32] [--foreach | --fused] [--threads 2] [--accumulate 1]
 
 One profiled window: a step skipped, two of warm-up, three recorded (ProfilerStep#3..5).
 """
@@ -35,6 +35,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--foreach", action="store_true", help="AdamW(foreach=True) (default: the for-loop)")
+    p.add_argument("--fused", action="store_true", help="AdamW(fused=True): torch's fused CPU kernel")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--accumulate", type=int, default=1, help="micro-batches per optimizer step")
     p.add_argument("--out", required=True, help="the trace to write (.json or .json.gz)")
@@ -42,7 +43,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = LanguageModel()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=args.foreach)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=args.foreach, fused=args.fused or None)
     loss_fn = nn.CrossEntropyLoss()
 
     def step() -> None:

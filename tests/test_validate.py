@@ -35,9 +35,9 @@ def test_the_corpus_ledger() -> None:
     the library has a model for it."""
     ledger = validate(CORPUS).to_dict()
     cases = {c["name"]: c for c in ledger["cases"]}
-    # six changes to the MLP, five to the transformer, four to the LSTM and five to the ConvNet (these two recorded by
-    # torch.profiler alone: no sidecar, no layer names)
-    assert len(cases) == 20
+    # seven changes to the MLP, five to the transformer, four to the LSTM and five to the ConvNet (these two recorded
+    # by torch.profiler alone: no sidecar, no layer names)
+    assert len(cases) == 21
     moved = [c for c in ledger["cases"] if c["moved"]]
     assert {c["name"] for c in moved} >= {"batch size x2", "activation checkpointing", "gradient accumulation x2",
                                           "transformer: batch size x2", "transformer: gradient accumulation x2",
@@ -48,7 +48,8 @@ def test_the_corpus_ledger() -> None:
     assert all(c["predicted_us"] is not None for c in ledger["cases"])  # the library models every change on the CPU
     assert ledger["geomean_error_pct"] < ledger["no_change_geomean_error_pct"] / 3
     for c in ledger["cases"]:
-        assert c["spread_pct"] >= 0 and c["runs"] == (5 if c["name"].startswith("transformer:") else 8)
+        runs = 5 if c["name"].startswith("transformer:") else 6 if c["name"] == "Adam for-loop -> fused" else 8
+        assert c["spread_pct"] >= 0 and c["runs"] == runs
         assert (c["predicted_us"] is None) == bool(c["message"])
 
 

@@ -37,7 +37,10 @@ SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "base": (MLP, [], 4),
     "batch256": (MLP, ["--batch", "256"], 4),
     "foreach": (MLP, ["--optimizer", "adam-foreach"], 4),
-    "fused": (MLP, ["--optimizer", "adam-fused"], 4),
+    # fused=True came later, when the machine ran slower than when base/ was recorded: its BEFORE is recorded again
+    # beside it, round-robin, as every pair is
+    "fusedpair/base": (MLP, [], 4),
+    "fusedpair/fused": (MLP, ["--optimizer", "adam-fused"], 4),
     "checkpoint": (MLP, ["--checkpoint"], 4),
     "accumulate2": (MLP, ["--accumulate", "2"], 4),
     "threads1": (MLP, ["--threads", "1"], 4),

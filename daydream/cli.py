@@ -159,6 +159,8 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("cases", metavar="CASES.toml", nargs="?", default=None,
                      help="cases file (default: validation/cases.toml); see daydream.validate for its format")  # fmt: skip
     val.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    val.add_argument("--jobs", type=int, default=1, metavar="N",
+                     help="worker processes, each taking one BEFORE setting's cases at a time (default 1)")  # fmt: skip
     val.set_defaults(func=_cmd_validate)
     cal = sub.add_parser("calibrate", help="measure kernel tables with torch on this machine and fit the MLP kernel models")
     cal.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N) (default: cpu)")
@@ -421,7 +423,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from daydream.report import render_ledger
     from daydream.validate import DEFAULT_CASES, validate
 
-    ledger = validate(args.cases or DEFAULT_CASES)
+    ledger = validate(args.cases or DEFAULT_CASES, jobs=args.jobs)
     if args.json:
         _print_json(ledger.to_dict())
     else:

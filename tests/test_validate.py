@@ -33,7 +33,7 @@ def _cases(tmp_path: Path, text: str) -> Path:
 def test_the_corpus_ledger() -> None:
     """The measured pairs of validation/: predictions beat "no change" where the change stands out of the noise and
     the library has a model for it."""
-    ledger = validate(CORPUS).to_dict()
+    ledger = validate(CORPUS, jobs=2).to_dict()  # two worker processes (the same ledger: the test below)
     cases = {c["name"]: c for c in ledger["cases"]}
     # seven changes to the MLP, five to the transformer, four to the LSTM and five to the ConvNet (these two recorded
     # by torch.profiler alone: no sidecar, no layer names)
@@ -74,6 +74,21 @@ def test_a_case_whose_script_stops_counts_as_no_change(tmp_path: Path) -> None:
     assert ledger.geomean_error_pct == geomean_pct([c.no_change_error_pct])
     out = run("validate", str(path))
     assert out.returncode == 0 and "stopped" in out.stdout and "no prediction" in out.stdout
+
+
+def test_worker_processes_give_the_same_ledger(tmp_path: Path) -> None:
+    # two BEFORE settings (two groups of cases), the second with two cases sharing its trace
+    path = _cases(tmp_path, '[[case]]\nname = "one"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["batch_size"]\n'
+                            'params = { factor = 2 }\n\n[[case]]\nname = "two"\nbefore = ["b.json.gz"]\nafter = ["a.json.gz"]\n'
+                            'scripts = ["threads"]\nparams = { threads = 1 }\n\n[[case]]\nname = "three"\n'
+                            'before = ["b.json.gz"]\nafter = ["a.json.gz"]\nscripts = ["fused_optimizer"]\n')  # fmt: skip
+    serial = validate(path).to_dict()
+    assert [c["name"] for c in serial["cases"]] == ["one", "two", "three"]
+    assert validate(path, jobs=2).to_dict() == serial
+    with pytest.raises(DaydreamError, match="--jobs 0"):
+        validate(path, jobs=0)
+    out = run("validate", str(path), "--jobs", "2", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout) == serial
 
 
 def test_geomean_of_error_sizes() -> None:

@@ -171,14 +171,33 @@ def test_workers_take_the_batches_and_share_the_cores(tmp_path: Path) -> None:
     made = [a for _, a in result.graph.nodes(data=True) if a["thread"].endswith("/DataLoader workers")]
     assert [a["duration"] for a in made] == pytest.approx([150.0] * 4)  # two workers side by side
     # the workers take 300 us of a core per 700 us of training (u = 3/7), one at a time; with 2 threads on 2 cores
-    # the threaded mm loses u (2 + 1 - 2) / (2 x 1) of its time, the single-threaded ops nothing (a core is free)
+    # one of the mm's threads shares its core with the worker while it runs, and the mm ends with its slowest
+    # thread: it takes 2x for u of its time; the single-threaded ops lose nothing (a core is free)
     u = 300 / 700
     periods = list(result.timeline.step_periods().values())
-    assert periods[1:] == pytest.approx([20 + 400 * (1 + u / 2) + 300] * 3)
+    assert periods[1:] == pytest.approx([20 + 400 * (1 + u) + 300] * 3)
     # one intra-op thread leaves a core to the workers: only the batch making leaves the step
     graph = build_graph(load_trace(_loading_trace(tmp_path, threads=1, cores=2)), "all")
     result = run_whatif(graph, ["dataloader"], {"workers": 2, "speedup": 1, "handoff": 20})
     assert list(result.timeline.step_periods().values())[1:] == pytest.approx([720.0] * 3)
+
+
+def test_a_workers_batch_runs_its_threaded_ops_on_one_thread(tmp_path: Path) -> None:
+    # torch runs each DataLoader worker on one intra-op thread: the batch's threaded mm (200 us of its 300 us on two
+    # threads) takes 1.8x there (no measured speedup: 0.9 per doubling)
+    path = _loading_trace(tmp_path, threads=2, cores=2)
+    trace = json.loads(path.read_text())
+    loaders = [e for e in trace["traceEvents"] if e["name"] == LOADER]
+    trace["traceEvents"] += [_event("aten::mm", e["ts"] + 50, 200, [[512, 512], [512, 512]]) for e in loaders]
+    path.write_text(json.dumps(trace))
+    graph = build_graph(load_trace(path), "all")
+    batches = [a for _, a in graph.nodes(data=True) if a["kind"] == "dataloader"]
+    assert [a["parallel_us"] for a in batches] == pytest.approx([200.0] * 4)
+    result = run_whatif(graph, ["dataloader"], {"workers": 2, "speedup": 1, "handoff": 20})
+    made = [a for _, a in result.graph.nodes(data=True) if a["thread"].endswith("/DataLoader workers")]
+    assert [a["duration"] for a in made] == pytest.approx([(300 + 200 * 0.8) / 2] * 4)
+    u = (300 + 200 * 0.8) / 700  # the workers' time per unit of training: one worker at a time
+    assert list(result.timeline.step_periods().values())[1:] == pytest.approx([20 + 400 * (1 + u) + 300] * 3)
 
 
 def test_workers_on_a_trace_without_a_sidecar(tmp_path: Path) -> None:

@@ -299,17 +299,14 @@ def validate(path: str | os.PathLike[str] = DEFAULT_CASES, jobs: int = 1) -> Led
     groups: dict[tuple[str, ...], list[int]] = {}  # the cases of one BEFORE setting: the traces they share
     for i, c in enumerate(cases):
         groups.setdefault(tuple(c.before), []).append(i)
-    results: list[CaseResult | None] = [None] * len(cases)
     if jobs == 1 or len(groups) == 1:
-        for i, r in enumerate(_validate_group(cases)):
-            results[i] = r
-    else:
-        # the largest groups first, so that the last to finish is a small one
-        order = sorted(groups.values(), key=lambda idx: -sum(len(cases[i].before) + len(cases[i].after) for i in idx))
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(order)), mp_context=ctx) as pool:
-            futures = [(idx, pool.submit(_validate_group, [cases[i] for i in idx])) for idx in order]
-            for idx, future in futures:
-                for i, r in zip(idx, future.result()):
-                    results[i] = r
-    return Ledger(str(path), [r for r in results if r is not None])
+        return Ledger(str(path), _validate_group(cases))
+    results: dict[int, CaseResult] = {}
+    # the largest groups first, so that the last to finish is a small one
+    order = sorted(groups.values(), key=lambda idx: -sum(len(cases[i].before) + len(cases[i].after) for i in idx))
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(order)), mp_context=ctx) as pool:
+        futures = [(idx, pool.submit(_validate_group, [cases[i] for i in idx])) for idx in order]
+        for idx, future in futures:
+            results.update(zip(idx, future.result()))
+    return Ledger(str(path), [results[i] for i in range(len(cases))])

@@ -20,12 +20,12 @@ torch 2.13's fused steps (Adam, AdamW, Adagrad, SGD; 0.2M-10M parameters): -40% 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from daydream.errors import DaydreamError
+from daydream.trace.intra_op import numel
 
 # Tensor passes per parameter element of torch's fused CPU kernel: reads + writes (amsgrad: + 2 for max_exp_avg_sq).
 FUSED_PASSES = {"Adam": 7, "AdamW": 7, "Adagrad": 5, "SGD": 5}
@@ -38,12 +38,6 @@ def step_optimizer(region: str | None) -> str | None:
     """The optimizer class of an ``Optimizer.step#Adam.step`` range, None for another range."""
     m = _STEP_REGION.match(region or "")
     return m.group(1) if m else None
-
-
-def _numel(dims: Any) -> int | None:
-    if not isinstance(dims, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
-        return None
-    return math.prod(dims)
 
 
 def fused_cpu_step_us(ops: Iterable[tuple[str, Any, float]], optimizer: str) -> float:
@@ -62,8 +56,8 @@ def fused_cpu_step_us(ops: Iterable[tuple[str, Any, float]], optimizer: str) -> 
         if not name.endswith("_") or name.startswith("aten::_") or not isinstance(shapes, list) or not shapes:
             continue
         first = shapes[0]
-        n = _numel(first)
-        if n is None or n <= 1:  # a step counter, a scalar: not a pass over a parameter
+        n = numel(first)
+        if n <= 1:  # a step counter, a scalar, not a tensor's dims: not a pass over a parameter
             continue
         tensors = sum(1 for s in shapes if s == first)
         passes_done += n * (tensors + 1)

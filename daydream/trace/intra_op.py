@@ -62,7 +62,7 @@ _ELEMENT_WISE = frozenset({
 })  # fmt: skip
 
 
-def _numel(dims: Any) -> int:
+def numel(dims: Any) -> int:
     """Elements of one input given its dims ([] for a scalar: 1); 0 for what is not a tensor's dims."""
     if not isinstance(dims, (list, tuple)):
         return 0
@@ -95,4 +95,4 @@ def runs_across_threads(name: str, shapes: Any) -> bool:
         return True
     if kind != "elementwise" or not isinstance(shapes, (list, tuple)):
         return False
-    return max((_numel(s) for s in shapes), default=0) > GRAIN_SIZE
+    return max((numel(s) for s in shapes), default=0) > GRAIN_SIZE

@@ -159,3 +159,28 @@ def test_releasing_the_events_builds_the_same_graph(name: str, step: str | None,
     assert list(released.nodes(data=True)) == list(kept.nodes(data=True))
     assert list(released.edges(data=True)) == list(kept.edges(data=True))
     assert released.graph == kept.graph
+
+
+def test_slow_runtime_calls_are_named_in_a_warning() -> None:
+    """A runtime call that costs the host milliseconds is a first iteration's setup or a stall: the graph says so.
+    Calls that block on the device by design, and CPU ops, are not counted."""
+    from daydream.graph.build import slow_runtime_calls
+
+    def task(name: str, us: float) -> dict[str, object]:
+        return {"kind": "cpu", "name": name, "duration": us}
+
+    steady = [task("cudaLaunchKernel", 8), task("cudaStreamSynchronize", 50_000), task("aten::mm", 9_000),
+              task("cudaMemcpyAsync", 3_000), {"kind": "gpu", "name": "cudaKernel", "duration": 5_000}]  # fmt: skip
+    assert slow_runtime_calls(steady) == []
+    (warning,) = slow_runtime_calls([*steady, task("cudaFree", 6_000_000), task("hipLaunchKernel", 6_500), task("cuModuleLoadData", 999)])
+    assert warning.startswith("2 runtime calls of the step took 6.01 s of host time (cudaFree 6.00 s, hipLaunchKernel 6.5 ms)")
+    assert "one-time setup" in warning
+
+
+def test_a_first_iteration_with_cuda_setup_is_flagged(shared_traces: Path) -> None:
+    trace = shared_traces / "hta" / "critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"
+    warnings = build_graph(load_trace(trace)).graph["warnings"]
+    assert any("cudaDeviceGetStreamPriorityRange 29.93 s" in w for w in warnings), warnings
+    # a steady ProfilerStep of a real DDP run holds none
+    steady = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz")).graph["warnings"]
+    assert not any("runtime call" in w for w in steady)

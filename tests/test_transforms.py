@@ -132,6 +132,18 @@ def test_bn_restructure_on_a_real_cnn(shared_traces: Path) -> None:
     assert r.predicted.gpu_time_by_class["norm"] < norm and r.speedup >= 1.0
 
 
+def test_a_negative_gap_the_trace_shows_stays_when_gaps_are_scaled() -> None:
+    """Kineto's runtime calls and ops come from two clocks: a call may end after the next one on its thread began
+    (param/dlrm8's rank 0: a cudaStreamSynchronize 7 us past the next op's start). The graph keeps that overlap as a
+    negative gap (replay stays exact); the scripts that scale gaps leave it as it is instead of refusing."""
+    g = chain(("k0", "gemm", 50, {}), ("k1", "gemm", 50, {}))
+    first_call = next(n for n, a in g.nodes(data=True) if a["kind"] == "cpu")
+    g.nodes[first_call]["gap"] = -4.0
+    # baseline: call0 [0,10], call1 [6,16], k0 [12,62], k1 [62,112]; k = 2: call0 [0,20], call1 [16,36],
+    # k0 [22,122], k1 [122,222] (the overlap is not doubled)
+    assert predict(g, "grad_accumulation", k=2) == (112.0, 222.0)
+
+
 def test_fused_optimizer_by_hand() -> None:
     step, zero = {"region": "Optimizer.step#Adam.step", "step": "s"}, {"region": "Optimizer.zero_grad#Adam.zero_grad", "step": "s"}
     g = chain(("zero", "elementwise", 5, zero), ("gemm", "gemm", 100, {"step": "s"}),

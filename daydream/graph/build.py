@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from typing import Any
 
 import networkx as nx
@@ -33,6 +34,11 @@ __all__ = ["build_graph"]
 
 # A task with no dependency in the graph that started this long after the window did has an unexplained start.
 UNANCHORED_TOLERANCE_US = 1.0
+# A CUDA / HIP runtime or driver call that costs the host this long after any wait is not a steady step's: a launch
+# takes microseconds. The calls that block on the device by design (syncs, copies, queries, waits) are left out.
+SLOW_RUNTIME_CALL_US = 1000.0
+_RUNTIME_CALL = re.compile(r"^(cuda|cu|hip)[A-Z]")
+_BLOCKING_CALL = re.compile(r"Synchronize|Memcpy|Memset|Query|Wait|\[wait\]")
 
 
 @paused_gc()
@@ -167,11 +173,35 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | 
     g.graph.update(
         trace=trace.path, rank=trace.rank, world_size=trace.world_size, device=trace.device_name,
         device_properties=_device_properties(trace),
-        origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings),
+        origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings) + slow_runtime_calls(tasks),
         measured_us=sum(s["measured_us"] for s in step_info), recording=trace.recording,
         causality={"pinned_tasks": sum(1 for t in selected if table.attrs[t]["release"] is not None), **causality},
     )  # fmt: skip
     return g
+
+
+def slow_runtime_calls(tasks: list[Task]) -> list[str]:
+    """A warning where the window holds runtime calls of SLOW_RUNTIME_CALL_US or more of their own time: a first
+    iteration's one-time setup (CUDA context creation, lazy module loading in a first launch, the caching allocator
+    growing) or a stalled host. They are kept as traced; a what-if that removes CPU work removes them with it."""
+    slow = [a for a in tasks if a["kind"] == "cpu" and a["duration"] >= SLOW_RUNTIME_CALL_US
+            and _RUNTIME_CALL.match(a["name"]) and not _BLOCKING_CALL.search(a["name"])]  # fmt: skip
+    if not slow:
+        return []
+    slow.sort(key=lambda a: -a["duration"])
+    total = sum(a["duration"] for a in slow)
+    top = ", ".join(f"{a['name']} {_duration(a['duration'])}" for a in slow[:3])
+    return [
+        f"{len(slow)} runtime call{'s' if len(slow) > 1 else ''} of the step took {_duration(total)} of host time "
+        f"({top}{', ...' if len(slow) > 3 else ''}), where a launch takes microseconds: one-time setup (CUDA context "
+        f"creation, lazy module loading, the allocator growing) or a stalled host, not a steady-state step. Kept as "
+        f"traced: a what-if that removes CPU work (cuda_graphs) removes it too. Record a later step for the steady "
+        f"state (torch.profiler's schedule with warmup)"
+    ]
+
+
+def _duration(us: float) -> str:
+    return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1e3:.1f} ms"
 
 
 def _window_tasks(table: TaskTable, selected: list[int], step_of: list[str | None], origin: float) -> list[Task]:

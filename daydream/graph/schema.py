@@ -97,7 +97,7 @@ class GraphInfo(TypedDict, total=False):
     origin_us: float  # the trace time every task's ``start`` counts from
     steps: list[dict[str, Any]]  # the selected steps: name, measured_us (the period), span_us
     delays: dict[str, Any]  # launch_latency_us and stream_gap_us (typical delays measured), inferred_stream_waits
-    warnings: list[str]  # what the loader noticed
+    warnings: list[str]  # what the loader noticed; runtime calls of 1 ms or more (build.slow_runtime_calls)
     measured_us: float  # the selected steps' measured time, summed
     recording: Any  # the ``daydream record`` sidecar, or None
     causality: dict[str, Any]  # what the graph does not explain: held_back_us, unanchored tasks, cut_edges, ...

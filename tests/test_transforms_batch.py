@@ -144,6 +144,28 @@ def test_batch_size_keeps_the_parameter_sized_part_of_cpu_ops(tmp_path: Path) ->
     assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(98.0 + 178.0)
 
 
+def test_a_matrix_product_is_never_parameter_sized(tmp_path: Path) -> None:
+    """A flattened activation may have a parameter's dims (batch x tokens = the vocabulary: [1024, 128] is also the
+    embedding's): a matrix product still computes on the batch. Only the weight's transpose is parameter-sized."""
+    def op(name: str, ts: float, dur: float, dims: list[object], cat: str = "cpu_op") -> dict[str, object]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {"Input Dims": dims}}
+
+    events = [
+        op("ProfilerStep#1", 0, 1000, [], "user_annotation"),
+        op("aten::linear", 0, 100, [[1000, 8], [8, 8], [8]]),
+        op("aten::t", 2, 2, [[8, 8]]),
+        op("aten::addmm", 10, 80, [[8], [1000, 8], [8, 8]]),  # the activation [1000, 8] has the embedding's dims
+        op("Optimizer.step#SGD.step", 600, 200, [], "user_annotation"),
+        op("aten::add_", 610, 30, [[1000, 8], [1000, 8], []]),
+        op("aten::add_", 650, 30, [[8, 8], [8, 8], []]),
+        op("aten::add_", 690, 30, [[8], [8], []]),
+    ]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    linear = next(a for _, a in build_graph(load_trace(path)).nodes(data=True) if a["name"] == "aten::linear")
+    assert linear["param_us"] == 2.0
+
+
 def test_batch_size_on_real_traces(shared_traces: Path) -> None:
     # resnet_kineto: GPU-bound once its input is on the device: a larger batch costs time but gains throughput
     graph = build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"))

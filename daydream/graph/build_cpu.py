@@ -268,8 +268,10 @@ def _close(sweep: _Sweep, stack: list[Frame], pending: list[_PendingTask], threa
     if is_op and threading_kind(ev.name) and runs_across_threads(ev.name, _shapes(sweep, ev)):
         frame.parallel_us += max(0.0, ev.dur - frame.nested_op_us)  # type: ignore[operator]
     top = frame.top
-    if is_op and top is not None and (dims := _tensor_dims(_shapes(sweep, ev))):
-        # an op inside an outermost op: its own time, by its inputs' dims (parameter-sized or not: decided at the end)
+    # an op inside an outermost op: its own time, by its inputs' dims (parameter-sized or not: decided at the end).
+    # A library kernel (a matrix product, a convolution, attention) computes on activations in training whatever its
+    # inputs' dims: a flattened activation may have a parameter's dims ([batch x tokens, hidden] = an embedding's).
+    if is_op and top is not None and threading_kind(ev.name) != "library" and (dims := _tensor_dims(_shapes(sweep, ev))):
         top.nested_parts.append((dims, max(0.0, ev.dur - frame.nested_op_us)))  # type: ignore[operator,union-attr]
     if parent is not None:
         # an annotation between two ops passes its ops' time through: the outer op's own time excludes it

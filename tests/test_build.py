@@ -184,3 +184,17 @@ def test_a_first_iteration_with_cuda_setup_is_flagged(shared_traces: Path) -> No
     # a steady ProfilerStep of a real DDP run holds none
     steady = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz")).graph["warnings"]
     assert not any("runtime call" in w for w in steady)
+
+
+def test_work_between_the_backward_pass_and_the_optimizer_step_is_the_weight_update(tmp_path: Path) -> None:
+    """Gradient clipping (clip_grad_norm_ records no range of its own) runs after the backward pass, before the
+    optimizer step, once per optimizer step: it is in the weight update. What follows the optimizer step is not."""
+    doc = make_trace()
+    for k in (1, 2, 3):
+        for name, ts in (("aten::_foreach_norm", 450), ("aten::_foreach_mul_", 470)):
+            doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 100, "tid": 1,
+                                       "ts": 1000.0 * k + ts, "dur": 10, "args": {}})  # fmt: skip
+    g = build_graph(load_trace(write_trace(tmp_path / "t.json", doc)))
+    phases = {a["name"]: a["phase"] for _, a in g.nodes(data=True)}
+    assert phases["aten::_foreach_norm"] == phases["aten::_foreach_mul_"] == "optimizer"
+    assert phases["cudaStreamSynchronize"] == "other"  # after the optimizer step (the loss read back)

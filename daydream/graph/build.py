@@ -117,19 +117,33 @@ def assign_steps(table: TaskTable, steps: list[Step]) -> list[str | None]:
 
 
 def finish_phases(table: TaskTable, step_of: list[str | None]) -> None:
-    """A task no range gave a phase is in the forward pass before its step's first backward task, in ``other``
-    after it; a kernel is in the phase its launch call was in: when the CPU issued it, not when it ran."""
+    """A task no range gave a phase is in the forward pass before its step's first backward task; between the end of
+    its step's backward pass and its optimizer step, in the weight update (``optimizer``: gradient clipping, AMP's
+    unscaling, which run once per optimizer step); in ``other`` after the backward pass began otherwise. A kernel is
+    in the phase its launch call was in: when the CPU issued it, not when it ran."""
     first_bwd: dict[str | None, float] = {}
+    last_bwd: dict[str | None, float] = {}
+    first_opt: dict[str | None, float] = {}
     for task, a in enumerate(table.attrs):
-        if a["phase"] == "backward" and a["kind"] in CPU_KINDS:
-            key = step_of[task]
-            if key not in first_bwd or table.ts[task] < first_bwd[key]:
-                first_bwd[key] = table.ts[task]
+        if a["kind"] not in CPU_KINDS:
+            continue
+        key, t0 = step_of[task], table.ts[task]
+        if a["phase"] == "backward":
+            first_bwd[key] = min(first_bwd.get(key, t0), t0)
+            last_bwd[key] = max(last_bwd.get(key, t0), table.end[task])
+        elif a["phase"] == "optimizer":
+            first_opt[key] = min(first_opt.get(key, t0), t0)
     for task, a in enumerate(table.attrs):
         if a["phase"] is None:
-            limit = first_bwd.get(step_of[task])
+            key = step_of[task]
+            limit = first_bwd.get(key)
             issued = table.launch_ts[task]
-            a["phase"] = "forward" if limit is None or issued < limit else "other"
+            if limit is None or issued < limit:
+                a["phase"] = "forward"
+            elif last_bwd[key] <= issued < first_opt.get(key, -math.inf):
+                a["phase"] = "optimizer"
+            else:
+                a["phase"] = "other"
 
 
 def _choose_default(steps: list[Step], step_of: list[str | None]) -> list[Step]:

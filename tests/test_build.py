@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import networkx as nx
 import pytest
-from synth import STEP_MEASURED_US, make_trace, write_trace
+from synth import BWD, MAIN, PID, STEP_MEASURED_US, STREAM, make_trace, write_trace
 
 from daydream import TraceError, build_graph, load_trace, simulate
 from daydream.replay import replay
@@ -198,3 +199,53 @@ def test_work_between_the_backward_pass_and_the_optimizer_step_is_the_weight_upd
     phases = {a["name"]: a["phase"] for _, a in g.nodes(data=True)}
     assert phases["aten::_foreach_norm"] == phases["aten::_foreach_mul_"] == "optimizer"
     assert phases["cudaStreamSynchronize"] == "other"  # after the optimizer step (the loss read back)
+
+
+def test_a_later_micro_batchs_forward_pass_is_forward(tmp_path: Path) -> None:
+    """Gradient accumulation: micro-batch 2's forward pass runs after micro-batch 1's backward pass. Its ops made the
+    autograd nodes micro-batch 2's backward pass evaluated (the same sequence numbers): they and their kernels are in
+    the forward pass. A thread that polls events while the backward pass runs (NCCL's watchdog) is not."""
+    doc = make_trace(steps=1)
+    corr = 1000
+
+    def x(name: str, tid: int, ts: float, dur: float, cat: str = "cpu_op", **args: object) -> None:
+        doc["traceEvents"].append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args})
+
+    def launch(tid: int, ts: float, kname: str, kts: float) -> None:
+        nonlocal corr
+        corr += 1
+        x("cudaLaunchKernel", tid, ts, 5, "cuda_runtime", correlation=corr)
+        doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": STREAM, "ts": kts, "dur": 5,
+                                   "args": {"device": 0, "stream": STREAM, "correlation": corr}})  # fmt: skip
+
+    x("cudaEventQuery", 3, 1350, 2, "cuda_runtime", correlation=999)  # polled during micro-batch 1's backward pass
+    x("cudaEventQuery", 3, 1456, 2, "cuda_runtime", correlation=998)  # and during micro-batch 2's
+    x("aten::linear", MAIN, 1410, 30, **{"Sequence number": 11})  # micro-batch 2's forward pass
+    launch(MAIN, 1415, "sgemm_microbatch2_fwd", 1430)
+    x("autograd::engine::evaluate_function: AddmmBackward0", BWD, 1450, 30, **{"Sequence number": 11})
+    launch(BWD, 1455, "sgemm_microbatch2_bwd", 1485)
+    g = build_graph(load_trace(write_trace(tmp_path / "accumulation.json", doc)))
+    phase_of = {a["name"]: a["phase"] for _, a in g.nodes(data=True) if a["kind"] != "cpu" or a["name"] != "cudaLaunchKernel"}
+    launches = sorted((a["start"], a["phase"]) for _, a in g.nodes(data=True) if a["name"] == "cudaLaunchKernel")
+    assert [p for _, p in launches] == ["forward", "forward", "backward", "forward", "backward", "optimizer"]
+    assert phase_of["sgemm_microbatch2_fwd"] == "forward"
+    assert phase_of["sgemm_microbatch2_bwd"] == "backward"
+    assert {a["phase"] for _, a in g.nodes(data=True) if a["name"] == "cudaEventQuery"} == {"other"}
+
+    # an op whose node no backward pass evaluates (a metric under grad mode) is in no forward pass
+    (node,) = [e for e in doc["traceEvents"] if e.get("ts") == 1450]
+    node["args"]["Sequence number"] = 12
+    g = build_graph(load_trace(write_trace(tmp_path / "evaluation.json", doc)))
+    assert {a["phase"] for _, a in g.nodes(data=True) if a["name"] == "sgemm_microbatch2_fwd"} == {"other"}
+
+
+def test_recorded_accumulation_labels_every_micro_batchs_forward_pass() -> None:
+    """A real CPU recording with two micro-batches per step (the corpus's): both forward passes are `forward`, as
+    many tasks as the step without accumulation has; nothing before the last backward task is left in `other`."""
+    root = Path(__file__).parent.parent / "validation" / "traces" / "convnet"
+    base = build_graph(load_trace(root / "base" / "run1" / "rank0.json.gz"))
+    accum = build_graph(load_trace(root / "accumulate2" / "run1" / "rank0.json.gz"))
+    count = Counter(a["phase"] for _, a in accum.nodes(data=True))
+    assert count["forward"] == 2 * Counter(a["phase"] for _, a in base.nodes(data=True))["forward"]
+    last_backward = max(a["start"] for _, a in accum.nodes(data=True) if a["phase"] == "backward")
+    assert not [a["name"] for _, a in accum.nodes(data=True) if a["phase"] == "other" and a["start"] < last_backward]

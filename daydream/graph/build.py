@@ -79,7 +79,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
         split_loader_gaps(table, waits_for_batches)
         advance(1)
         step_of = assign_steps(table, steps)
-        finish_phases(table, step_of)
+        finish_phases(table, step_of, threads, calls.fwd_seq, calls.bwd_seq)
         if step is None:
             steps = _choose_default(steps, step_of)
         advance(1)
@@ -116,11 +116,14 @@ def assign_steps(table: TaskTable, steps: list[Step]) -> list[str | None]:
     return step_of
 
 
-def finish_phases(table: TaskTable, step_of: list[str | None]) -> None:
-    """A task no range gave a phase is in the forward pass before its step's first backward task; between the end of
-    its step's backward pass and its optimizer step, in the weight update (``optimizer``: gradient clipping, AMP's
-    unscaling, which run once per optimizer step); in ``other`` after the backward pass began otherwise. A kernel is
-    in the phase its launch call was in: when the CPU issued it, not when it ran."""
+def finish_phases(
+    table: TaskTable, step_of: list[str | None], threads: dict[str, list[int]], fwd_seq: dict[int, int], bwd_seq: dict[int, int]
+) -> None:
+    """A task no range gave a phase is in the forward pass before its step's first backward task, or in a later
+    micro-batch's forward pass (:func:`later_forward_passes`); between the end of its step's backward pass and its
+    optimizer step, in the weight update (``optimizer``: gradient clipping, AMP's unscaling, which run once per
+    optimizer step); in ``other`` after the backward pass began otherwise. A kernel is in the phase its launch call
+    was in: when the CPU issued it, not when it ran."""
     first_bwd: dict[str | None, float] = {}
     last_bwd: dict[str | None, float] = {}
     first_opt: dict[str | None, float] = {}
@@ -133,17 +136,60 @@ def finish_phases(table: TaskTable, step_of: list[str | None]) -> None:
             last_bwd[key] = max(last_bwd.get(key, t0), table.end[task])
         elif a["phase"] == "optimizer":
             first_opt[key] = min(first_opt.get(key, t0), t0)
+    later = later_forward_passes(table, step_of, threads, fwd_seq, bwd_seq, first_bwd, last_bwd)
     for task, a in enumerate(table.attrs):
         if a["phase"] is None:
             key = step_of[task]
             limit = first_bwd.get(key)
             issued = table.launch_ts[task]
-            if limit is None or issued < limit:
+            if limit is None or issued < limit or task in later:
                 a["phase"] = "forward"
             elif last_bwd[key] <= issued < first_opt.get(key, -math.inf):
                 a["phase"] = "optimizer"
+            elif later and a["kind"] in GPU_KINDS and any(e.kind == "launch" and e.parent in later for e in table.in_edges[task]):
+                a["phase"] = "forward"
             else:
                 a["phase"] = "other"
+
+
+def later_forward_passes(
+    table: TaskTable,
+    step_of: list[str | None],
+    threads: dict[str, list[int]],
+    fwd_seq: dict[int, int],
+    bwd_seq: dict[int, int],
+    first_bwd: dict[str | None, float],
+    last_bwd: dict[str | None, float],
+) -> set[int]:
+    """The CPU tasks of the forward passes that run after a backward pass of their step began (gradient accumulation:
+    micro-batch 2's forward pass after micro-batch 1's backward pass).
+
+    Evidence, not timing: such a pass holds ops whose autograd nodes a later backward pass of the step evaluated
+    (the same sequence number). On their thread, the pass is the run of tasks no range gave a phase around those ops
+    (the batch's copy to the device, the loss), as the first micro-batch's forward pass is all that comes before
+    the backward pass; a thread that only polls while the backward pass runs (NCCL's watchdog querying events
+    during DDP's backward) holds no such op and stays in ``other``."""
+    evaluated = {(step_of[t], seq) for t, seq in bwd_seq.items()}
+    attrs, ts = table.attrs, table.ts
+
+    def in_backward_span(task: int) -> bool:
+        key = step_of[task]
+        return attrs[task]["phase"] is None and key in first_bwd and first_bwd[key] <= ts[task] < last_bwd[key]
+
+    anchors = {t for t, seq in fwd_seq.items() if (step_of[t], seq) in evaluated and in_backward_span(t)}
+    if not anchors:
+        return set()
+    later: set[int] = set()
+    for thread in {attrs[t]["thread"] for t in anchors}:
+        run: list[int] = []
+        for task in [*threads[thread], None]:
+            if task is not None and in_backward_span(task) and (not run or step_of[run[0]] == step_of[task]):
+                run.append(task)
+                continue
+            if any(t in anchors for t in run):
+                later.update(run)
+            run = [task] if task is not None and in_backward_span(task) else []
+    return later
 
 
 def _choose_default(steps: list[Step], step_of: list[str | None]) -> list[Step]:

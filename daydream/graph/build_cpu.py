@@ -40,7 +40,7 @@ class Frame:
     context of the frame it opened in (its parent); what the range itself declares is set on it after."""
 
     __slots__ = ("end", "family", "ev", "mark", "op", "op_ev", "top_op", "top_op_id", "layer", "phase", "region",
-                 "bwd_seq", "comm_ev", "dataloader", "top", "has_runtime", "inner_shapes", "inner_layer", "nested_op_us",
+                 "bwd_seq", "fwd_seq", "comm_ev", "dataloader", "top", "has_runtime", "inner_shapes", "inner_layer", "nested_op_us",
                  "parallel_us", "nested_parts")  # fmt: skip
 
     end: float  # where the range ends: events starting from here on are outside it
@@ -56,6 +56,7 @@ class Frame:
     phase: str | None
     region: str | None  # the range that set ``phase``
     bwd_seq: int | None  # autograd sequence number of the backward node being evaluated
+    fwd_seq: int | None  # autograd sequence number of the forward op outside the backward pass it runs in
     comm_ev: Event | None  # the op or ``nccl:`` range that names a collective
     dataloader: bool  # inside a data-loading range
     top: Frame | None  # the outermost op's frame (a CPU-only trace's), where the ops nested in it report their time
@@ -72,12 +73,13 @@ class Frame:
         self.end, self.family, self.ev, self.mark = end, family, ev, mark
         if parent is None:
             self.op = self.op_ev = self.top_op = self.top_op_id = self.layer = self.phase = self.region = None
-            self.bwd_seq = self.comm_ev = self.top = None
+            self.bwd_seq = self.fwd_seq = self.comm_ev = self.top = None
             self.dataloader = False
         else:
             self.op, self.op_ev, self.top_op, self.top_op_id = parent.op, parent.op_ev, parent.top_op, parent.top_op_id
             self.layer, self.phase, self.region = parent.layer, parent.phase, parent.region
-            self.bwd_seq, self.comm_ev, self.dataloader = parent.bwd_seq, parent.comm_ev, parent.dataloader
+            self.bwd_seq, self.fwd_seq = parent.bwd_seq, parent.fwd_seq
+            self.comm_ev, self.dataloader = parent.comm_ev, parent.dataloader
             self.top = parent.top or (parent if parent.nested_parts is not None else None)
         self.nested_parts = None
         self.has_runtime = False
@@ -100,6 +102,10 @@ class CpuCalls:
 
     corr_task: dict[int, int] = field(default_factory=dict)  # correlation id -> task of the runtime call carrying it
     comm_ev: dict[int, Event] = field(default_factory=dict)  # runtime-call task -> the collective's op or range
+    # task -> autograd sequence number of the backward node it ran in, and of the forward op (outside a backward
+    # pass) it ran in: a forward op whose node a backward pass of its step evaluated is in a forward pass
+    bwd_seq: dict[int, int] = field(default_factory=dict)
+    fwd_seq: dict[int, int] = field(default_factory=dict)
     loader_ranges: list[LoaderRange] = field(default_factory=list)
 
 
@@ -110,6 +116,7 @@ class _PendingTask(NamedTuple):
     attrs: dict[str, Any]
     dur: float
     bwd_seq: int | None
+    fwd_seq: int | None
     nested_parts: list[tuple[tuple[tuple[int, ...], ...], float]] | None = None
 
 
@@ -121,7 +128,6 @@ class _Sweep:
     rank: int
     et_of: dict[int, Any]  # id of a Kineto op -> its execution-trace op: shapes and tensor ids Kineto may lack
     found: CpuCalls = field(default_factory=CpuCalls)
-    bwd_seq: dict[int, int] = field(default_factory=dict)  # task -> sequence number of the backward node it ran in
     seq_layer: dict[int, str | None] = field(default_factory=dict)  # forward op's sequence number -> its layer
     top_op_calls: int = 0
     # a trace without GPU work: its CPU ops do the math, and the parameter-sized part of each is kept (param_us)
@@ -143,7 +149,7 @@ def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
     for (pid, tid), items in per_thread.items():
         sort_by_start(items, _longer_first_then_family)
         _sweep_thread(sweep, f"cpu:{pid}/{tid}", items)
-    for task, seq in sweep.bwd_seq.items():
+    for task, seq in sweep.found.bwd_seq.items():
         layer = sweep.seq_layer.get(seq)
         if layer is not None:
             table.attrs[task]["layer"] = layer
@@ -193,7 +199,9 @@ def _sweep_thread(sweep: _Sweep, thread: str, items: list[Event]) -> None:
     for p in pending:
         task = table.add_task(p.attrs, p.ts, p.dur)
         if p.bwd_seq is not None:
-            sweep.bwd_seq[task] = p.bwd_seq
+            sweep.found.bwd_seq[task] = p.bwd_seq
+        if p.fwd_seq is not None:
+            sweep.found.fwd_seq[task] = p.fwd_seq
         if p.nested_parts:
             sweep.nested_parts[task] = p.nested_parts
 
@@ -205,7 +213,9 @@ def _runtime_call(sweep: _Sweep, ev: Event, corr: int | None, thread: str, paren
         sweep.found.corr_task[corr] = task
     if parent is not None:
         if parent.bwd_seq is not None:
-            sweep.bwd_seq[task] = parent.bwd_seq
+            sweep.found.bwd_seq[task] = parent.bwd_seq
+        if parent.fwd_seq is not None:
+            sweep.found.fwd_seq[task] = parent.fwd_seq
         if parent.comm_ev is not None:
             sweep.found.comm_ev[task] = parent.comm_ev
     for frame in reversed(stack):
@@ -248,8 +258,11 @@ def _open(sweep: _Sweep, ev: Event, family: Family, end: float, parent: Frame | 
             if seq is not None:
                 if phase == "backward":  # `evaluate_function: <node>`, or the node itself in 2021-era traces
                     frame.bwd_seq = seq
-                elif frame.phase != "backward" and seq not in sweep.seq_layer:
-                    sweep.seq_layer[seq] = frame.layer
+                elif frame.phase != "backward":
+                    if seq not in sweep.seq_layer:
+                        sweep.seq_layer[seq] = frame.layer
+                    if frame.fwd_seq is None:
+                        frame.fwd_seq = seq
             if args.collective_name is not None:
                 frame.comm_ev = ev
     if name.startswith("nccl:"):
@@ -294,7 +307,7 @@ def _close(sweep: _Sweep, stack: list[Frame], pending: list[_PendingTask], threa
         attrs["phase"] = "dataloader"
         attrs["region"] = ev.name
         attrs["parallel_us"] = frame.parallel_us
-        pending.append(_PendingTask(ev.ts, attrs, ev.dur, None))  # type: ignore[arg-type]
+        pending.append(_PendingTask(ev.ts, attrs, ev.dur, None, None))  # type: ignore[arg-type]
     elif is_op and (parent is None or parent.top_op is None) and not frame.dataloader:
         pending.append(_cpu_op_task(sweep, frame, parent, thread))
 
@@ -313,7 +326,7 @@ def _cpu_op_task(sweep: _Sweep, frame: Frame, parent: Frame | None, thread: str)
     attrs["phase"], attrs["region"] = frame.phase, frame.region
     if attrs["layer"] is None:
         attrs["layer"] = frame.inner_layer
-    return _PendingTask(ev.ts, attrs, ev.dur, frame.bwd_seq, frame.nested_parts)  # type: ignore[arg-type]
+    return _PendingTask(ev.ts, attrs, ev.dur, frame.bwd_seq, frame.fwd_seq, frame.nested_parts)  # type: ignore[arg-type]
 
 
 def root_cpu_attrs(kind: str, name: str, thread: str, rank: int) -> dict[str, Any]:

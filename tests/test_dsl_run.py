@@ -418,6 +418,53 @@ def test_runs_and_input_bytes() -> None:
     assert s.printed[1] == "262144 131072 none"
 
 
+def repeated_calls(*calls: tuple[str, ...]) -> nx.DiGraph:
+    """One CPU thread of op calls in order, each call a run of tasks sharing a ``top_op_id`` (one per name given)."""
+    g = nx.DiGraph()
+    g.graph.update(measured_us=0.0)
+    t = 0.0
+    for call_id, call in enumerate(calls):
+        for name in call:
+            add_task(g, name, "cpu", CPU, 1.0, start=t, top_op_id=call_id)
+            t += 1
+    return g
+
+
+@pytest.mark.parametrize(
+    ("calls", "blocks"),
+    [
+        # emb, then A B C four times, the head: four blocks
+        ("eABCABCABCABCh", ["ABC"] * 4),
+        # the run starts one call early (the embedding ends as a block does) and ends one late (the final norm begins
+        # as a block does): whole blocks centred in it
+        ("CABCABCABCA", ["ABC"] * 3),
+        # ABABABAB: four blocks of AB, not two of ABAB (the shorter block covering as much)
+        ("ABABABAB", ["AB"] * 4),
+        # the run that covers the most calls wins: BCD twice (6 calls) over A four times (4)
+        ("AAAABCDBCD", ["BCD"] * 2),
+        # nothing repeats back to back
+        ("ABCDABC", []),
+        ("", []),
+    ],
+)
+def test_repeats_finds_the_longest_run_of_repeated_op_calls(calls: str, blocks: list[str]) -> None:
+    g = repeated_calls(*[(c,) for c in calls])
+    s = Session(g)
+    s.execute("let found = repeats(select cpu)")
+    found = s.scope["found"]
+    assert ["".join(g.nodes[n]["name"] for n in sorted(b, key=lambda n: g.nodes[n]["start"])) for b in found] == blocks
+
+
+def test_repeats_knows_a_call_by_all_its_tasks() -> None:
+    # calls of two tasks: (x, y) (x, y) repeat; (x, z) differs from (x, y) though its first task is the same
+    g = repeated_calls(("x", "y"), ("x", "y"), ("x", "z"))
+    s = Session(g)
+    s.execute("print count(repeats(select cpu)), count(repeats(select cpu)[0])")
+    assert s.printed == ["2 2"]
+    with pytest.raises(ScriptError, match=r"repeats\(\) takes a selection"):
+        s.execute("let r = repeats(3)")
+
+
 def test_an_inserted_task_may_take_its_name_from_an_expression() -> None:
     s = session()
     s.execute('let k = select where name == "relu_kernel"\ninsert gpu (k.name[0] + "_again") after k duration k.duration[0]')

@@ -306,9 +306,35 @@ def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward()
     # (10 us) before L3: L3 [40,50]; fwd1' [132,232], fwd2' [232,252], bwd [252,452]
     result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (332.0, pytest.approx(452.0))
-    assert result.session.printed == ["no layer names on the forward kernels: the whole forward pass is one checkpointed segment"]
+    assert result.session.printed == [
+        "no layer names on the forward kernels: each step's segments are the blocks its forward pass repeats back to "
+        "back, or the whole forward pass"
+    ]
     assert gpu_order(result) == ["fwd1", "fwd2", "fwd1", "fwd2", "bwd"]
     assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc") == (332.0, 332.0)  # a regex needs layer names
+
+
+def test_activation_checkpointing_without_layer_names_reruns_the_repeated_blocks() -> None:
+    # an embedding, two blocks of (gemm A, relu B), a head and the loss: the blocks re-run, the rest does not
+    g = chain(("embedding", "other", 10, {}), ("gemm_a", "gemm", 100, {}), ("relu_b", "elementwise", 20, {}),
+              ("gemm_a", "gemm", 100, {}), ("relu_b", "elementwise", 20, {}), ("head", "gemm", 30, {}),
+              ("loss", "elementwise", 5, {}), ("bwd", "gemm", 200, {}))  # fmt: skip
+    set_phase(g, "bwd", "backward")
+    # baseline: 12 + 10 + 240 + 35 + 200 = 497; the blocks' 240 us re-run before bwd (their four calls, 10 us each,
+    # on the CPU long before): 737
+    result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
+    assert (result.baseline_us, result.predicted_us) == (497.0, pytest.approx(737.0))
+    assert sorted(a["name"] for _, a in result.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "gpu") == [
+        "gemm_a", "gemm_a", "relu_b", "relu_b"
+    ]  # fmt: skip
+    # one checkpoint call per block (two), or `segments` of them over both; machinery on the backward's CPU thread
+    # before the re-runs' launches: 2 x 1000 us delays everything after it by 2000 - (the CPU's lead of the GPU)
+    two = run(g, "activation_checkpointing", segment_cpu=1000, op_cpu=0)
+    four = run(g, "activation_checkpointing", segment_cpu=1000, op_cpu=0, segments=4)
+    machinery = [[a["duration"] for _, a in r.graph.nodes(data=True) if a["name"] == "checkpoint machinery"] for r in (two, four)]
+    assert machinery == [[1000.0, 1000.0], [2000.0, 2000.0]]
+    # blocks that hold less than repeat_share of the forward time are not taken for the model's layers
+    assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, repeat_share=0.95) == (497.0, pytest.approx(497.0 + 285.0))
 
 
 def test_activation_checkpointing_on_a_gpu_bound_trace(shared_traces: Path) -> None:

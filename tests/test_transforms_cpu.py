@@ -72,19 +72,29 @@ def test_checkpointing_recomputes_in_every_step_of_a_multi_step_graph() -> None:
 
 
 def test_checkpointing_a_recording_without_layer_names() -> None:
-    """torch.profiler alone records no module ranges: with the default `layers` the whole forward pass is one
-    checkpointed segment (every forward op re-run before the first backward op); with other `layers` nothing
-    matches, and the script says why."""
+    """torch.profiler alone records no module ranges: with the default `layers` the segments are the blocks the
+    forward pass repeats (the ConvNet's three conv blocks, each with the pooling after it), re-run before the first
+    backward op; the data, the classifier and the loss are not re-run. With other `layers` nothing matches, and the
+    script says why."""
     trace = Path(__file__).resolve().parents[1] / "validation" / "traces" / "convnet" / "base" / "run1" / "rank0.json.gz"
     graph = build_graph(load_trace(trace))
     forward = [a for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] is not None]
     assert forward and all(a["layer"] is None for _, a in graph.nodes(data=True))
     result = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0})
-    assert len([a for _, a in result.graph.nodes(data=True) if a.get("recomputed")]) == len(forward)
-    rerun = sum(a["duration"] + a["gap"] for a in forward)
-    assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(rerun, rel=1e-6)
-    # one checkpoint call per block of the program: `segments` of them, for the one segment
+    block = ["aten::conv2d", "aten::add_", "aten::batch_norm", "aten::relu_"] * 2 + ["aten::max_pool2d"]
+    rerun = [a for a in sorted(forward, key=lambda a: a["start"]) if a["name"] in block[1:] or a["name"] == "aten::conv2d"]
+    assert [a["name"] for a in rerun] == block * 3
+    assert sorted(a["name"] for _, a in result.graph.nodes(data=True) if a.get("recomputed")) == sorted(block * 3)
+    expected = sum(a["duration"] + a["gap"] for a in rerun)
+    assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(expected, rel=1e-6)
+    # a share of the forward time the blocks do not reach: the whole forward pass, one segment
+    whole = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0, "repeat_share": 0.99})
+    everything = sum(a["duration"] + a["gap"] for a in forward)
+    assert whole.predicted.makespan_us - whole.baseline.makespan_us == pytest.approx(everything, rel=1e-6) and everything > expected
+    # one checkpoint call per block: `segments` of them over the three blocks, as many as without it
     calls = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0, "segments": 3})
     assert calls.predicted.makespan_us - result.predicted.makespan_us == pytest.approx(300.0, rel=1e-6)
+    six = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0, "segments": 6})
+    assert six.predicted.makespan_us - result.predicted.makespan_us == pytest.approx(600.0, rel=1e-6)
     with pytest.raises(DaydreamError, match="no forward ops with layer names"):
         run_whatif(graph, ["activation_checkpointing"], {"layers": "^blocks"})

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of, predecessors_of, successors_of
@@ -27,6 +28,10 @@ KIND_SELECTORS: dict[str, frozenset[str]] = {
     "memset": frozenset({"memset"}),
     "comm": frozenset({"comm"}),
 }
+
+# The longest block `repeats` looks for, in op calls: a transformer layer is tens of calls; the bound keeps the search
+# linear in the selection's size (one pass over it per block length).
+MAX_REPEAT_CALLS = 1024
 
 # Attributes matched as regular expressions by the keyword filters of `select` (others compare equal).
 _REGEX_ATTRIBUTES = frozenset({"name", "layer", "op", "top_op", "thread", "phase", "region", "step", "collective"})
@@ -209,6 +214,46 @@ def runs(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
             where[node] = len(out)
             out.append([node])
     return [Selection(r) for r in out]
+
+
+def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
+    """The longest run of one sequence of op calls repeated back to back in ``selection``: a model's identical
+    blocks (a transformer's layers, a CNN's blocks of convolution, norm and activation), found by structure where the
+    trace names no layers. A list of selections, one per repeat, in time order; ``[]`` where nothing repeats.
+
+    The tasks in time order form op calls (the tasks of one outermost op call: ``top_op_id``); a call is known by the
+    names of its tasks (not its shapes: a CNN's blocks widen). The run that covers the most calls wins, ties to the
+    shorter block (two blocks of ABAB are four of AB). A run that begins or ends with part of a block (the embedding's
+    last ``add`` before the first block's, the final norm after the last block) holds whole blocks centred in it.
+    Blocks of at most ``MAX_REPEAT_CALLS`` calls."""
+    nodes = attrs_of(graph)
+    calls: list[list[Any]] = []
+    previous: Any = None
+    for node in in_time_order(graph, selection):
+        call = nodes[node].get("top_op_id")
+        if call is None or call != previous or not calls:
+            calls.append([node])
+        else:
+            calls[-1].append(node)
+        previous = call
+    codes: dict[tuple[Any, ...], int] = {}
+    seq = np.array([codes.setdefault(tuple(nodes[n].get("name") for n in c), len(codes)) for c in calls], dtype=np.int64)
+    best_cover, best = 0, (0, 0, 0)  # calls covered; (period, run start, run length in calls)
+    for period in range(1, min(len(seq) // 2, MAX_REPEAT_CALLS) + 1):
+        same = np.concatenate(([0], (seq[:-period] == seq[period:]).astype(np.int8), [0]))
+        edges = np.flatnonzero(np.diff(same))
+        starts, lengths = edges[::2], edges[1::2] - edges[::2] + period  # runs where call i equals call i + period
+        cover = lengths // period * period
+        i = int(np.argmax(cover)) if len(cover) else 0
+        if len(cover) and cover[i] >= 2 * period and cover[i] > best_cover:
+            best_cover, best = int(cover[i]), (period, int(starts[i]), int(lengths[i]))
+    if not best_cover:
+        return []
+    period, start, length = best
+    start += (length - best_cover) // 2
+    return [
+        Selection(n for c in calls[start + k * period : start + (k + 1) * period] for n in c) for k in range(best_cover // period)
+    ]
 
 
 def _hashable(value: Any) -> Any:

@@ -442,6 +442,10 @@ def repeated_calls(*calls: tuple[str, ...]) -> nx.DiGraph:
         ("ABABABAB", ["AB"] * 4),
         # the run that covers the most calls wins: BCD twice (6 calls) over A four times (4)
         ("AAAABCDBCD", ["BCD"] * 2),
+        # the block wherever it occurs, what lies between two occurrences with the one before (a downsampling block
+        # between a ResNet's stages): from the first occurrence to the end of the last
+        ("sABCABCABCXYZABCABCh", ["ABC", "ABC", "ABCXYZ", "ABC", "ABC"]),
+        ("sABCXABCABCh", ["ABCX", "ABC", "ABC"]),
         # nothing repeats back to back
         ("ABCDABC", []),
         ("", []),
@@ -463,6 +467,16 @@ def test_repeats_knows_a_call_by_all_its_tasks() -> None:
     assert s.printed == ["2 2"]
     with pytest.raises(ScriptError, match=r"repeats\(\) takes a selection"):
         s.execute("let r = repeats(3)")
+
+
+def test_repeats_knows_a_call_by_its_outermost_op() -> None:
+    # a GPU trace's blocks: the same ops, other kernels where the shapes differ (a wider stage picks another kernel)
+    g = repeated_calls(("conv_k1",), ("relu_k",), ("conv_k2",), ("relu_k",), ("conv_k3",), ("relu_k",))
+    for _, a in g.nodes(data=True):
+        a["top_op"] = "aten::conv2d" if a["name"].startswith("conv") else "aten::relu"
+    s = Session(g)
+    s.execute("print count(repeats(select cpu))")
+    assert s.printed == ["3"]
 
 
 def test_an_inserted_task_may_take_its_name_from_an_expression() -> None:

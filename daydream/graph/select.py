@@ -30,8 +30,10 @@ KIND_SELECTORS: dict[str, frozenset[str]] = {
 }
 
 # The longest block `repeats` looks for, in op calls: a transformer layer is tens of calls; the bound keeps the search
-# linear in the selection's size (one pass over it per block length).
-MAX_REPEAT_CALLS = 1024
+# linear in the selection's size (a few passes over it per block length).
+MAX_REPEAT_CALLS = 256
+# How many block lengths `repeats` weighs (those with the longest back-to-back runs): each costs a pass per first call.
+REPEAT_CANDIDATES = 16
 
 # Attributes matched as regular expressions by the keyword filters of `select` (others compare equal).
 _REGEX_ATTRIBUTES = frozenset({"name", "layer", "op", "top_op", "thread", "phase", "region", "step", "collective"})
@@ -217,15 +219,22 @@ def runs(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
 
 
 def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
-    """The longest run of one sequence of op calls repeated back to back in ``selection``: a model's identical
-    blocks (a transformer's layers, a CNN's blocks of convolution, norm and activation), found by structure where the
-    trace names no layers. A list of selections, one per repeat, in time order; ``[]`` where nothing repeats.
+    """A model's blocks, found by structure where the trace names no layers: the stretch of ``selection`` from the
+    first to the last occurrence of its repeated block of op calls, cut where each occurrence begins. A list of
+    selections in time order; ``[]`` where no block repeats back to back.
 
-    The tasks in time order form op calls (the tasks of one outermost op call: ``top_op_id``); a call is known by the
-    names of its tasks (not its shapes: a CNN's blocks widen). The run that covers the most calls wins, ties to the
-    shorter block (two blocks of ABAB are four of AB). A run that begins or ends with part of a block (the embedding's
-    last ``add`` before the first block's, the final norm after the last block) holds whole blocks centred in it.
-    Blocks of at most ``MAX_REPEAT_CALLS`` calls."""
+    The tasks in time order form op calls (the tasks of one outermost op call: ``top_op_id``); a call is known by its
+    outermost op (``top_op``; its tasks' names where it has none), not by its shapes or kernels (a CNN's blocks
+    widen, and a GPU library picks other kernels for other sizes). A block is a sequence of calls that repeats back to
+    back somewhere (a transformer's layers, a ResNet's blocks within a stage); of those, the one whose back-to-back
+    occurrences cover the most calls (a part of a block recurs too, as a LLaMA layer's q, k and v projections or the
+    head's projection, but not back to back throughout), then whose occurrences span the most, then the shortest
+    (four blocks of AB, not two of ABAB). Where the block may begin at several calls of its back-to-back run alike (a
+    run that begins and ends with part of a block: the embedding's last ``add`` before the first layer, the final
+    norm after the last), it begins in the middle. The calls between two occurrences go with the one before (a
+    ResNet's downsampling block, which its other blocks do not repeat). A heuristic: a model whose groups of blocks
+    repeat back to back more than its blocks do (stages of a downsampling block and one block, three times) gives
+    the groups. Blocks of at most ``MAX_REPEAT_CALLS`` calls."""
     nodes = attrs_of(graph)
     calls: list[list[Any]] = []
     previous: Any = None
@@ -237,23 +246,49 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
             calls[-1].append(node)
         previous = call
     codes: dict[tuple[Any, ...], int] = {}
-    seq = np.array([codes.setdefault(tuple(nodes[n].get("name") for n in c), len(codes)) for c in calls], dtype=np.int64)
-    best_cover, best = 0, (0, 0, 0)  # calls covered; (period, run start, run length in calls)
+    seq = np.array([codes.setdefault(_call_key(nodes, c), len(codes)) for c in calls], dtype=np.int64)
+    runs: list[tuple[int, int, int, int]] = []  # per block length: (calls its longest back-to-back run covers, length, start, slack)
     for period in range(1, min(len(seq) // 2, MAX_REPEAT_CALLS) + 1):
         same = np.concatenate(([0], (seq[:-period] == seq[period:]).astype(np.int8), [0]))
         edges = np.flatnonzero(np.diff(same))
         starts, lengths = edges[::2], edges[1::2] - edges[::2] + period  # runs where call i equals call i + period
         cover = lengths // period * period
-        i = int(np.argmax(cover)) if len(cover) else 0
-        if len(cover) and cover[i] >= 2 * period and cover[i] > best_cover:
-            best_cover, best = int(cover[i]), (period, int(starts[i]), int(lengths[i]))
-    if not best_cover:
+        i = int(np.argmax(cover)) if len(cover) else -1
+        if i >= 0 and cover[i] >= 2 * period:
+            runs.append((int(cover[i]), period, int(starts[i]), int(lengths[i] - cover[i])))
+    candidates = sorted(runs, reverse=True)[:REPEAT_CANDIDATES]
+    best: tuple[tuple[int, int, int, float], int, list[int]] | None = None
+    weights = np.random.default_rng(0).integers(1, 2**63, size=MAX_REPEAT_CALLS, dtype=np.uint64)
+    for _, period, start, slack in candidates:
+        windows = np.lib.stride_tricks.sliding_window_view(seq, period)
+        keys = (windows.astype(np.uint64) * weights[:period]).sum(axis=1, dtype=np.uint64)  # wraps: a hash per window
+        for offset in range(slack + 1):
+            first = start + offset
+            hits = np.flatnonzero(keys == keys[first])
+            hits = hits[(windows[hits] == windows[first]).all(axis=1)]
+            occurrences: list[int] = []
+            for i in hits.tolist():
+                if not occurrences or i >= occurrences[-1] + period:
+                    occurrences.append(i)
+            # the calls its back-to-back occurrences cover: a part of a block recurs, but not back to back
+            in_runs = sum(1 for k, a in enumerate(occurrences)
+                          if (k and occurrences[k - 1] + period == a) or (k + 1 < len(occurrences) and occurrences[k + 1] == a + period))  # fmt: skip
+            span = occurrences[-1] + period - occurrences[0]
+            score = (in_runs * period, span, -period, -abs(offset - slack / 2))
+            if best is None or score > best[0]:
+                best = (score, period, occurrences)
+    if best is None:
         return []
-    period, start, length = best
-    start += (length - best_cover) // 2
-    return [
-        Selection(n for c in calls[start + k * period : start + (k + 1) * period] for n in c) for k in range(best_cover // period)
-    ]
+    _, period, occurrences = best
+    bounds = [*occurrences, occurrences[-1] + period]
+    return [Selection(n for c in calls[a:b] for n in c) for a, b in zip(bounds, bounds[1:])]
+
+
+def _call_key(nodes: Any, call: list[Any]) -> Any:
+    """What an op call is known by in `repeats`: its outermost op (a GPU call's kernels differ with the shapes,
+    as the libraries pick another kernel for another size), or its tasks' names where no op is known."""
+    top = nodes[call[0]].get("top_op")
+    return top if top is not None else tuple(nodes[n].get("name") for n in call)
 
 
 def _hashable(value: Any) -> Any:

@@ -459,6 +459,18 @@ def test_repeats_finds_the_longest_run_of_repeated_op_calls(calls: str, blocks: 
     assert ["".join(g.nodes[n]["name"] for n in sorted(b, key=lambda n: g.nodes[n]["start"])) for b in found] == blocks
 
 
+def test_repeats_reaches_out_to_every_back_to_back_repeat() -> None:
+    # a ResNet-18's shape: a stem, a first stage of two blocks AB AB, then stages of a downsampling block CD and a
+    # block AB, and a head. The groups CDAB repeat more than the blocks do and are taken for the blocks; the stretch
+    # still reaches back to the first stage, whose blocks repeat too, and leaves the stem and the head out.
+    calls = "sABABCDABCDABCDABh"
+    g = repeated_calls(*[(c,) for c in calls])
+    s = Session(g)
+    s.execute("let found = repeats(select cpu)")
+    covered = "".join(g.nodes[n]["name"] for n in sorted((n for b in s.scope["found"] for n in b), key=lambda n: g.nodes[n]["start"]))
+    assert covered.startswith("ABABCD") and covered in calls[1:-1] and len(covered) >= len(calls) - 3
+
+
 def test_repeats_knows_a_call_by_all_its_tasks() -> None:
     # calls of two tasks: (x, y) (x, y) repeat; (x, z) differs from (x, y) though its first task is the same
     g = repeated_calls(("x", "y"), ("x", "y"), ("x", "z"))

@@ -4,6 +4,7 @@ hand-built graphs with times worked out by hand, and real traces for direction a
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import networkx as nx
@@ -338,14 +339,24 @@ def test_activation_checkpointing_without_layer_names_reruns_the_repeated_blocks
 
 
 def test_activation_checkpointing_on_a_gpu_bound_trace(shared_traces: Path) -> None:
-    # resnet_kineto has no layer names: the whole forward re-runs at the start of the backward pass
+    # resnet_kineto has no layer names: its blocks (the stretch of the forward pass that repeats) re-run at the start
+    # of the backward pass; the stem before them and the classifier and loss after them do not
     graph = build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"))
     forward = [v for u, v, d in graph.edges(data=True)
                if d["kind"] == "launch" and graph.nodes[u]["phase"] == "forward" and graph.nodes[v]["kind"] in ("gpu", "memset")]  # fmt: skip
     r = run_whatif(graph, ["activation_checkpointing"])
     copies = [a for _, a in r.graph.nodes(data=True) if a.get("recomputed") and a["kind"] != "cpu"]
-    assert len(copies) == len(forward) > 100
-    assert sorted(a["name"] for a in copies) == sorted(graph.nodes[v]["name"] for v in forward)
+    assert 0.6 * len(forward) < len(copies) < len(forward) and len(forward) > 100
+    left = Counter(graph.nodes[v]["name"] for v in forward)
+    left.subtract(a["name"] for a in copies)
+    assert min(left.values()) >= 0  # copies of forward kernels, each at most once
+    # what is not re-run: the stem's convolution and pooling, the classifier's GEMM and the loss
+    head = [graph.nodes[v]["name"] for v in forward if graph.nodes[v]["top_op"] in ("aten::linear", "aten::max_pool2d")]
+    assert head and all(left[name] > 0 for name in head)
+    whole = run_whatif(graph, ["activation_checkpointing"], {"repeat_share": 1.0})  # blocks not taken: the whole pass
+    assert sorted(a["name"] for _, a in whole.graph.nodes(data=True) if a.get("recomputed") and a["kind"] != "cpu") == sorted(
+        graph.nodes[v]["name"] for v in forward
+    )
     redo = sum(a["duration"] for a in copies)
     calls = [a for _, a in r.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "cpu"]
     # GPU-bound: the iteration grows by about the re-run GPU time, never more than it plus the added CPU time

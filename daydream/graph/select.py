@@ -232,9 +232,11 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
     (four blocks of AB, not two of ABAB). Where the block may begin at several calls of its back-to-back run alike (a
     run that begins and ends with part of a block: the embedding's last ``add`` before the first layer, the final
     norm after the last), it begins in the middle. The calls between two occurrences go with the one before (a
-    ResNet's downsampling block, which its other blocks do not repeat). A heuristic: a model whose groups of blocks
-    repeat back to back more than its blocks do (stages of a downsampling block and one block, three times) gives
-    the groups. Blocks of at most ``MAX_REPEAT_CALLS`` calls."""
+    ResNet's downsampling block, which its other blocks do not repeat). The stretch reaches out to the first
+    back-to-back repeat of any sequence of two or more distinct calls and to the end of the last, where those lie
+    beyond the block's occurrences: a model whose groups of blocks repeat more than its blocks (a ResNet-18's stages
+    of a downsampling block and a block) gives the groups, and its first stage, whose two blocks repeat, with the
+    first. A heuristic, for what the trace does not name. Blocks of at most ``MAX_REPEAT_CALLS`` calls."""
     nodes = attrs_of(graph)
     calls: list[list[Any]] = []
     previous: Any = None
@@ -248,6 +250,7 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
     codes: dict[tuple[Any, ...], int] = {}
     seq = np.array([codes.setdefault(_call_key(nodes, c), len(codes)) for c in calls], dtype=np.int64)
     runs: list[tuple[int, int, int, int]] = []  # per block length: (calls its longest back-to-back run covers, length, start, slack)
+    repeating = (len(seq), -1)  # the calls from the first back-to-back repeat of a sequence to the end of the last
     for period in range(1, min(len(seq) // 2, MAX_REPEAT_CALLS) + 1):
         same = np.concatenate(([0], (seq[:-period] == seq[period:]).astype(np.int8), [0]))
         edges = np.flatnonzero(np.diff(same))
@@ -256,6 +259,10 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
         i = int(np.argmax(cover)) if len(cover) else -1
         if i >= 0 and cover[i] >= 2 * period:
             runs.append((int(cover[i]), period, int(starts[i]), int(lengths[i] - cover[i])))
+        whole = cover >= 2 * period
+        for f, c in zip((starts + (lengths - cover) // 2)[whole].tolist(), cover[whole].tolist()):  # whole repeats, centred
+            if len(set(seq[f : f + period].tolist())) >= 2:  # of a sequence, not of one call
+                repeating = (min(repeating[0], f), max(repeating[1], f + c))
     candidates = sorted(runs, reverse=True)[:REPEAT_CANDIDATES]
     best: tuple[tuple[int, int, int, float], int, list[int]] | None = None
     weights = np.random.default_rng(0).integers(1, 2**63, size=MAX_REPEAT_CALLS, dtype=np.uint64)
@@ -280,7 +287,9 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
     if best is None:
         return []
     _, period, occurrences = best
-    bounds = [*occurrences, occurrences[-1] + period]
+    # the stretch that repeats holds the blocks: where it begins before the block's first occurrence (a first stage
+    # whose blocks repeat on their own) that goes with the first piece, and where it ends after the last, with the last
+    bounds = [min(occurrences[0], repeating[0]), *occurrences[1:], max(occurrences[-1] + period, repeating[1])]
     return [Selection(n for c in calls[a:b] for n in c) for a, b in zip(bounds, bounds[1:])]
 
 

@@ -308,8 +308,8 @@ def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward()
     result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (332.0, pytest.approx(452.0))
     assert result.session.printed == [
-        "no layer names on the forward kernels: each step's segments are the blocks its forward pass repeats back to "
-        "back, or the whole forward pass"
+        "no layer names on the forward kernels: each step's segments are the blocks its forward pass repeats "
+        "(repeats()), or the whole forward pass"
     ]
     assert gpu_order(result) == ["fwd1", "fwd2", "fwd1", "fwd2", "bwd"]
     assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc") == (332.0, 332.0)  # a regex needs layer names

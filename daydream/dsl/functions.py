@@ -240,7 +240,7 @@ for _name, _impl, _lo, _hi, _doc in [
     ("exp", _math("exp", math.exp), 1, 1, "exp(X)"),
     ("range", _range, 1, 2, "range(N) or range(A, B): the whole numbers from 0 (or A) below N (or B)"),
     ("repeats", lambda g, s: sel.repeats(g, _selection(s, "repeats")), 1, 1,
-     "repeats(SEL): the longest run of one sequence of op calls repeated back to back in SEL (a model's identical blocks), a selection per repeat; [] where none"),
+     "repeats(SEL): a model's blocks by the structure of SEL's op calls (the stretch from the first to the last occurrence of its repeated block), a selection per block; [] where none repeats"),
     ("runs", _runs, 1, 1, "runs(SEL): SEL split into maximal runs of tasks that follow each other directly on their thread (a list of selections)"),
 ]:
     register_function(_name, _impl, _lo, _hi, _doc)

@@ -309,7 +309,8 @@ def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward()
     assert (result.baseline_us, result.predicted_us) == (332.0, pytest.approx(452.0))
     assert result.session.printed == [
         "no layer names on the forward kernels: each step's segments are the blocks its forward pass repeats "
-        "(repeats()), or the whole forward pass"
+        "(repeats()), or the whole forward pass",
+        "the first step's forward pass repeats no blocks holding 0.5 of its time (repeat_share): the whole pass is the segment",
     ]
     assert gpu_order(result) == ["fwd1", "fwd2", "fwd1", "fwd2", "bwd"]
     assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc") == (332.0, 332.0)  # a regex needs layer names
@@ -325,6 +326,8 @@ def test_activation_checkpointing_without_layer_names_reruns_the_repeated_blocks
     # on the CPU long before): 737
     result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (497.0, pytest.approx(737.0))
+    # said once, with the blocks' share of the forward time: 240 / 285
+    assert result.session.printed[1] == "the first step's forward pass repeats 2 blocks holding 0.84 of its time: they are the segments"
     assert sorted(a["name"] for _, a in result.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "gpu") == [
         "gemm_a", "gemm_a", "relu_b", "relu_b"
     ]  # fmt: skip

@@ -249,7 +249,7 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
         previous = call
     codes: dict[tuple[Any, ...], int] = {}
     seq = np.array([codes.setdefault(_call_key(nodes, c), len(codes)) for c in calls], dtype=np.int64)
-    runs: list[tuple[int, int, int, int]] = []  # per block length: (calls its longest back-to-back run covers, length, start, slack)
+    longest: list[tuple[int, int, int, int]] = []  # per block length: (calls its longest back-to-back run covers, length, start, slack)
     repeating = (len(seq), -1)  # the calls from the first back-to-back repeat of a sequence to the end of the last
     for period in range(1, min(len(seq) // 2, MAX_REPEAT_CALLS) + 1):
         same = np.concatenate(([0], (seq[:-period] == seq[period:]).astype(np.int8), [0]))
@@ -258,12 +258,12 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
         cover = lengths // period * period
         i = int(np.argmax(cover)) if len(cover) else -1
         if i >= 0 and cover[i] >= 2 * period:
-            runs.append((int(cover[i]), period, int(starts[i]), int(lengths[i] - cover[i])))
+            longest.append((int(cover[i]), period, int(starts[i]), int(lengths[i] - cover[i])))
         whole = cover >= 2 * period
         for f, c in zip((starts + (lengths - cover) // 2)[whole].tolist(), cover[whole].tolist()):  # whole repeats, centred
             if len(set(seq[f : f + period].tolist())) >= 2:  # of a sequence, not of one call
                 repeating = (min(repeating[0], f), max(repeating[1], f + c))
-    candidates = sorted(runs, reverse=True)[:REPEAT_CANDIDATES]
+    candidates = sorted(longest, reverse=True)[:REPEAT_CANDIDATES]
     best: tuple[tuple[int, int, int, float], int, list[int]] | None = None
     weights = np.random.default_rng(0).integers(1, 2**63, size=MAX_REPEAT_CALLS, dtype=np.uint64)
     for _, period, start, slack in candidates:

@@ -14,6 +14,7 @@ import pytest
 from daydream import build_graph, load_trace
 from daydream.errors import DaydreamError
 from daydream.perf.host import (
+    OBSERVED_EFFICIENCY,
     UNMEASURED_EFFICIENCY,
     parallel_time_factor,
     recorded_host,
@@ -137,6 +138,30 @@ def test_the_hosts_measured_speedup_prices_threads(tmp_path: Path) -> None:
     # another host (other cores): its speedups are not known, 0.9 per doubling (4 -> 8 threads: 1.8x)
     eight = run_whatif(graph, ["threads"], {"threads": 8, "cores": 8}).predicted.makespan_us
     assert base - eight == pytest.approx(125.0 * (1 - 1 / 1.8))
+
+
+def test_a_given_efficiency_prices_the_recordings_host(tmp_path: Path) -> None:
+    # the host's own efficiency per doubling, where the user measured it: in place of the default and of the sidecar's
+    assert parallel_time_factor(1, 2, efficiency=0.74) == pytest.approx(1.48)
+    assert parallel_time_factor(1, 4, efficiency=0.8) == pytest.approx(1.6**2)
+    assert parallel_time_factor(1, 4, measured=[(1.0, 1.0), (4.0, 3.0)], efficiency=0.5) == pytest.approx(1.0)
+    for wrong in (0.4, 1.01):
+        with pytest.raises(DaydreamError, match="efficiency is the speedup per doubling"):
+            parallel_time_factor(1, 2, efficiency=wrong)
+    graph = build_graph(load_trace(_linear_trace(tmp_path, None)))
+    # unmeasured: the default, and the factor at both ends of what hosts showed, in the script's message
+    default = run_whatif(graph, ["threads"], {"threads": 1, "recorded": 2})
+    low, high = (2 * e for e in OBSERVED_EFFICIENCY)
+    assert default.session.printed == [f"threaded CPU work x 1.8 (the host's thread scaling is not measured: 0.9 per doubling taken; "
+                               f"hosts measured so far give x {low:g} to x {high:g} - give efficiency, or record with "
+                               f"daydream record)"]  # fmt: skip
+    given = run_whatif(graph, ["threads"], {"threads": 1, "recorded": 2, "efficiency": 0.74})
+    assert given.session.printed == ["threaded CPU work x 1.48"]
+    assert given.predicted.makespan_us - given.baseline.makespan_us == pytest.approx(125.0 * 0.48)
+    # a host whose scaling the sidecar measured: the measurement, no range
+    measured = {"host": {"threads": 2, "cores": 2, "thread_speedup": [[1, 1.0], [2, 1.6]]}}
+    graph = build_graph(load_trace(_linear_trace(tmp_path, measured)))
+    assert run_whatif(graph, ["threads"], {"threads": 1}).session.printed == ["threaded CPU work x 1.6"]
 
 
 @pytest.mark.parametrize("points", [None, [], [[2, 1.8]], [[1, 1.0], [2, "x"]], [[1, 1.0], [2, -1.0]], [[1, 1.0, 3]]])

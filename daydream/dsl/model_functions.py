@@ -362,12 +362,35 @@ def trace_ranks(graph: nx.DiGraph) -> int:
     return n if isinstance(n, int) and n >= 1 else 1
 
 
-def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None) -> float:
-    from daydream.perf.host import parallel_time_factor, recorded_host, recorded_thread_speedup
+def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None, efficiency: Any = None) -> float:
+    from daydream.perf.host import parallel_time_factor, recorded_thread_speedup
 
     fn = "intra_op_factor"
-    recording = graph.graph.get("recording")
-    traced_threads, traced_cores = recorded_host(recording)
+    threads, recorded, cores, same_host = _thread_counts(graph, fn, threads, cores, recorded)
+    return parallel_time_factor(
+        threads, recorded, cores, recorded_thread_speedup(graph.graph.get("recording")) if same_host else None,
+        None if efficiency is None else number_argument(efficiency, fn, "efficiency"),
+    )  # fmt: skip
+
+
+def _intra_op_factor_range(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None) -> list[float]:
+    from daydream.perf.host import OBSERVED_EFFICIENCY, parallel_time_factor, recorded_thread_speedup
+
+    fn = "intra_op_factor_range"
+    threads, recorded, cores, same_host = _thread_counts(graph, fn, threads, cores, recorded)
+    measured = recorded_thread_speedup(graph.graph.get("recording")) if same_host else None
+    if measured is not None:
+        factor = parallel_time_factor(threads, recorded, cores, measured)
+        return [factor, factor]
+    return sorted(parallel_time_factor(threads, recorded, cores, efficiency=e) for e in OBSERVED_EFFICIENCY)
+
+
+def _thread_counts(graph: nx.DiGraph, fn: str, threads: Any, cores: Any, recorded: Any) -> tuple[float, float, float | None, bool]:
+    """(threads, recorded threads, cores, whether the host is the recording's) of an intra-op thread function's
+    arguments, the sidecar's where not given."""
+    from daydream.perf.host import recorded_host
+
+    traced_threads, traced_cores = recorded_host(graph.graph.get("recording"))
     if recorded is None:
         if traced_threads is None:
             raise DaydreamError(
@@ -379,11 +402,8 @@ def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorde
     same_host = cores is None or cores == traced_cores
     if cores is None:
         cores = traced_cores
-    return parallel_time_factor(
-        number_argument(threads, fn, "threads"), number_argument(recorded, fn, "recorded"),
-        None if cores is None else number_argument(cores, fn, "cores"),
-        recorded_thread_speedup(recording) if same_host else None,
-    )  # fmt: skip
+    return (number_argument(threads, fn, "threads"), number_argument(recorded, fn, "recorded"),
+            None if cores is None else number_argument(cores, fn, "cores"), same_host)  # fmt: skip
 
 
 def _recorded_threads(graph: nx.DiGraph) -> int | None:
@@ -404,10 +424,14 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
      "daydream record sidecar), none if unknown", ()),
     ("recorded_cores", _recorded_cores, 0, 0, "recorded_cores(): the cores the recorded process could run on (the "
      "sidecar; else one per recorded thread), none if unknown", ()),
-    ("intra_op_factor", _intra_op_factor, 1, 3, "intra_op_factor(THREADS, cores = none, recorded = none): how much "
-     "longer the CPU ops' threaded work (parallel_us) takes on THREADS intra-op threads than on the recording's "
-     "(`recorded`, none: the sidecar's), on `cores` cores (none: the sidecar's, else one per recorded thread)",
-     ("cores", "recorded")),
+    ("intra_op_factor", _intra_op_factor, 1, 4, "intra_op_factor(THREADS, cores = none, recorded = none, efficiency = "
+     "none): how much longer the CPU ops' threaded work (parallel_us) takes on THREADS intra-op threads than on the "
+     "recording's (`recorded`, none: the sidecar's), on `cores` cores (none: the sidecar's, else one per recorded "
+     "thread); `efficiency`, the speedup per doubling of the threads (0.5 to 1), in place of the host's measured "
+     "scaling (the sidecar's) or the unmeasured default 0.9", ("cores", "recorded", "efficiency")),
+    ("intra_op_factor_range", _intra_op_factor_range, 1, 3, "intra_op_factor_range(THREADS, cores = none, recorded = "
+     "none): [LOW, HIGH], intra_op_factor at the lowest and highest efficiency hosts showed where the host's scaling "
+     "is not measured (0.72 and 0.95 per doubling), the measured factor twice where it is", ("cores", "recorded")),
     ("roofline", _roofline, 2, 4, "roofline(FLOPS, BYTES, device = none, dtype = \"fp32\"): microseconds at the device's "
      "peak: max(FLOPS / peak FLOP/s, BYTES / memory bandwidth); device none = the trace's GPU", ("device", "dtype")),
     ("gemm", _gemm, 3, 6, "gemm(M, N, K, dtype = \"fp32\", device = none, batch = 1): microseconds for a GEMM: the "

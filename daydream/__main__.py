@@ -1,3 +1,3 @@
-from daydream.cli import main
+from daydream.cli import run
 
-raise SystemExit(main())
+run()

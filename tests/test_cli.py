@@ -61,6 +61,22 @@ def test_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
     assert out.returncode == 1 and "does not exist" in out.stderr
 
 
+def test_the_command_exits_with_its_output_written(tmp_path: Path) -> None:
+    # the command leaves without tearing the interpreter down (daydream.cli.run): its output still arrives whole,
+    # a reader that stops early is no error, an output that does not fit is one
+    trace = write_trace(tmp_path / "t.json", make_trace())
+    out = subprocess.run(f"{sys.executable} -m daydream simulate {trace} --json | head -c 20", shell=True,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0 and out.stdout == '{"trace":"' + str(trace)[:10] and out.stderr == ""
+    if Path("/dev/full").exists():
+        with open("/dev/full", "w") as full:
+            out = subprocess.run([sys.executable, "-m", "daydream", "simulate", str(trace), "--json"], stdout=full,
+                                 stderr=subprocess.PIPE, text=True, timeout=120)  # fmt: skip
+        assert out.returncode == 1 and out.stderr.startswith("daydream: error: writing the output: ")
+    big = run("simulate", str(trace), "--json")
+    assert big.returncode == 0 and json.loads(big.stdout)["trace"] == str(trace)
+
+
 def test_no_command_prints_usage() -> None:
     out = run()
     assert out.returncode == 2 and "usage" in out.stderr

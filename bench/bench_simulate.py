@@ -2,6 +2,7 @@
 
     python bench/bench_simulate.py [TRACE]                      # one trace (default: the shared trace tiled to ~1M events)
     python bench/bench_simulate.py --scaling 100000,1000000,10000000   # the shared trace tiled to each size: a table
+    python bench/bench_simulate.py --repeat 3                   # the CLI run three times: the median and the range
 
 Bounds (issue 22): `daydream simulate --step all --json` on the 1M-event tiling in <= 5 s and <= 1 GB, on the
 10M-event tiling in <= 60 s and <= 6 GB, on 2 cores. Each phase runs in a fresh process of its own, after the CLI
@@ -12,13 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_SOURCE = HERE.parent.parent / "shared" / "traces" / "hta" / "nccl_parser_config_nccl_data.json.gz"
@@ -69,12 +73,29 @@ def cli_run(trace: str) -> dict[str, float]:
     return {"cli_wall_s": wall, "cli_peak_rss_mb": usage.ru_maxrss / 1024, "steps": len(d["steps"]), "error_pct": d["error_pct"]}
 
 
-def measure(trace: str) -> dict[str, float]:
-    """The CLI run, then the phases in a fresh process."""
+def measure(trace: str, repeat: int = 1) -> dict[str, Any]:
+    """The CLI run (``repeat`` times: the median wall time, and the range), then the phases in a fresh process; with
+    this machine's speed at plain Python (a machine's figures compare with another's only through it)."""
+    runs = [cli_run(trace) for _ in range(repeat)]
     out = subprocess.run([sys.executable, __file__, "--phases", trace], capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(out.stderr)
-    return {"trace": trace, "cpus": os.cpu_count(), **cli_run(trace), **json.loads(out.stdout)}
+    walls = sorted(r["cli_wall_s"] for r in runs)
+    cli = {**runs[0], "cli_wall_s": statistics.median(walls), "cli_wall_range_s": [walls[0], walls[-1]],
+           "cli_peak_rss_mb": max(r["cli_peak_rss_mb"] for r in runs)}  # fmt: skip
+    return {"trace": trace, "cpus": os.cpu_count(), "python_loop_s": python_loop_s(), **cli, **json.loads(out.stdout)}
+
+
+def python_loop_s() -> float:
+    """Seconds for 10M iterations of an empty Python loop, the best of three: how fast this machine runs the
+    interpreter that day (the development VM's varied 0.55-1.05 s between sessions)."""
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(10_000_000):
+            pass
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def tiled(events: int, folder: str) -> str:
@@ -86,16 +107,22 @@ def tiled(events: int, folder: str) -> str:
     return trace
 
 
-def table(rows: list[dict[str, float]]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| events | tasks | load | build | simulate | report | CLI run | CLI peak | peak per event |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in rows:
         lines.append(
             f"| {r['events']:,} | {r['tasks']:,} | {r['load_s']:.2f} s | {r['build_s']:.2f} s | {r['simulate_s']:.2f} s | "
-            f"{r['report_s']:.2f} s | {r['cli_wall_s']:.1f} s | {r['cli_peak_rss_mb'] / 1024:.2f} GB | "
+            f"{r['report_s']:.2f} s | {_wall(r)} | {r['cli_peak_rss_mb'] / 1024:.2f} GB | "
             f"{r['cli_peak_rss_mb'] * 1024 * 1024 / r['events']:.0f} B |"
         )
-    return "\n".join(lines)
+    loops = ", ".join(f"{r['python_loop_s']:.2f}" for r in rows)
+    return "\n".join(lines) + f"\n\n10M-iteration Python loop on this machine: {loops} s (at each row's measurement)"
+
+
+def _wall(row: dict[str, Any]) -> str:
+    low, high = row["cli_wall_range_s"]
+    return f"{row['cli_wall_s']:.1f} s" if low == high else f"{row['cli_wall_s']:.1f} s ({low:.1f}-{high:.1f})"
 
 
 def main() -> None:
@@ -104,6 +131,7 @@ def main() -> None:
     p.add_argument("--events", type=int, default=1_000_000, help="the size to tile to, without TRACE")
     p.add_argument("--scaling", help="sizes to tile to, comma-separated: one row each")
     p.add_argument("--keep", help="a folder to keep the tiled traces in (they take minutes to write at 10M events)")
+    p.add_argument("--repeat", type=int, default=1, help="CLI runs per trace: the median wall time, and the range")
     p.add_argument("--phases", action="store_true", help=argparse.SUPPRESS)  # the child process: phases of TRACE
     args = p.parse_args()
     if args.phases:
@@ -111,11 +139,11 @@ def main() -> None:
         return
     folder = args.keep or tempfile.mkdtemp()
     if args.scaling:
-        rows = [measure(tiled(int(n), folder)) for n in args.scaling.split(",")]
+        rows = [measure(tiled(int(n), folder), args.repeat) for n in args.scaling.split(",")]
         print(json.dumps(rows, indent=2))
         print(table(rows))
         return
-    print(json.dumps(measure(args.trace or tiled(args.events, folder)), indent=2))
+    print(json.dumps(measure(args.trace or tiled(args.events, folder), args.repeat), indent=2))
 
 
 if __name__ == "__main__":

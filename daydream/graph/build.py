@@ -221,8 +221,10 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | 
     if not selected:
         names = ", ".join(sorted(chosen))
         raise TraceError(f"{trace.path}: no tasks in the selected step ({names})")
-    origin = min(table.ts[t] for t in selected)
-    index = {t: i for i, t in enumerate(selected)}
+    origin = table.ts[selected[0]]  # the first start: selected is in order of start
+    index = [-1] * len(table.attrs)  # a task's number in the window, -1 outside it
+    for i, t in enumerate(selected):
+        index[t] = i
     tasks = _window_tasks(table, selected, step_of, origin)
     parents, causality = _window_edges(table, selected, index, origin)
     g = nx.DiGraph()
@@ -277,7 +279,7 @@ def _window_tasks(table: TaskTable, selected: list[int], step_of: list[str | Non
     return out  # type: ignore[return-value]
 
 
-def _window_edges(table: TaskTable, selected: list[int], index: dict[int, int],
+def _window_edges(table: TaskTable, selected: list[int], index: list[int],
                   origin: float) -> tuple[list[dict[int, Edge]], dict[str, Any]]:  # fmt: skip
     """Each selected task's parents among the selected tasks (a task whose every dependency the cut dropped keeps its
     fallback, if it has one inside), and what the cut leaves unexplained: how long work outside the window held
@@ -294,8 +296,8 @@ def _window_edges(table: TaskTable, selected: list[int], index: dict[int, int],
         out.append(parents)
         inside = 0
         for e in table.in_edges[t]:
-            iu = index.get(e.parent)
-            if iu is not None:
+            iu = index[e.parent]
+            if iu >= 0:
                 parents[iu] = {"kind": e.kind} if e.kind in ORDER_KINDS else {"kind": e.kind, "lag": e.lag}  # type: ignore[typeddict-item]
                 inside += 1
             else:
@@ -304,7 +306,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: dict[int, int],
                 if attrs[t]["thread"] in working:
                     held_back_us = max(held_back_us, ready - origin)
         fallback = table.fallback_edges.get(t)
-        if not inside and fallback is not None and (iu := index.get(fallback.parent)) is not None:
+        if not inside and fallback is not None and (iu := index[fallback.parent]) >= 0:
             parents[iu] = {"kind": fallback.kind, "lag": fallback.lag}  # type: ignore[typeddict-item]
             inside = 1
         if not inside and ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:

@@ -9,6 +9,7 @@ phase (:mod:`daydream.graph.context` says what each range declares). Kernels tak
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -141,10 +142,10 @@ class _Sweep:
 def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
     """Add the trace's CPU tasks to ``table``; a backward task takes the layer of the forward op with its autograd
     sequence number (what the ``fwdbwd`` flows link)."""
-    per_thread: dict[tuple[Any, Any], list[Event]] = {}
+    per_thread: defaultdict[tuple[Any, Any], list[Event]] = defaultdict(list)
     for events in (trace.annotations, trace.cpu_ops, trace.runtime):
         for ev in events:
-            per_thread.setdefault((ev.pid, ev.tid), []).append(ev)
+            per_thread[ev.pid, ev.tid].append(ev)
     sweep = _Sweep(table, trace.rank, {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}, cpu_only=not trace.gpu)
     for (pid, tid), items in per_thread.items():
         sort_by_start(items, _longer_first_then_family)

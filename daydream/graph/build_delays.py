@@ -30,11 +30,14 @@ def typical_delays(table: TaskTable) -> tuple[float, float]:
     ts, end = table.ts, table.end
     launch, gap = [], []
     for v, edges in enumerate(table.in_edges):
-        kinds = {e.kind: e.parent for e in edges}
-        if "launch" not in kinds:
+        launcher = pred = None  # the last edge of each kind, as a dict by kind would keep
+        for e in edges:
+            if e.kind == "launch":
+                launcher = e.parent
+            elif e.kind == "stream":
+                pred = e.parent
+        if launcher is None:
             continue
-        launcher = kinds["launch"]
-        pred = kinds.get("stream")
         if pred is None or end[pred] < ts[launcher]:
             launch.append(ts[v] - end[launcher])
         elif end[launcher] < end[pred]:
@@ -74,10 +77,14 @@ def measure_delays(table: TaskTable, threads: dict[str, list[int]], infer_waits:
         if not edges:
             continue  # nothing known holds it: it starts with the window (see build._cut: the unanchored starts)
         if attrs[v]["kind"] in CPU_KINDS:
-            _cpu_delays(table, v, edges)
+            if len(edges) == 1 and edges[0].kind == "thread":  # most CPU tasks: held by their thread alone
+                u = edges[0].parent
+                attrs[u]["gap"] = ts[v] - end[u]
+            else:
+                _cpu_delays(table, v, edges)
             continue
         s = ts[v]
-        binding = min(edges, key=lambda e: s - end[e.parent])
+        binding = edges[0] if len(edges) == 1 else min(edges, key=lambda e: s - end[e.parent])
         if stream_ends is not None and s - end[binding.parent] > unexplained:
             source = _cross_stream_source(table, v, stream_ends)
             if source is not None:

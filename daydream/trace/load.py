@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+import numpy as np
 
 from daydream import progress
 from daydream._gc import paused_gc
@@ -626,20 +627,22 @@ def sort_by_start(events: list[Event], ties: Callable[[Event], Any] | None = Non
     """Sort in place by start; events that start together by ``ties`` (default: the longest first, an enclosing
     range before what it encloses), then in the order given. One stable sort by start, then each run of equal starts
     (few, and short) by ``ties``: events come almost in order of start, which the sort finds in linear time, where
-    a key built per event, or a first sort by length, would cost a full sort."""
+    a key built per event, or a first sort by length, would cost a full sort; the runs are found over an array of
+    the starts."""
     events.sort(key=_TS)
-    starts = list(map(_TS, events))
+    if len(events) < 2:
+        return
+    starts = np.fromiter(map(_TS, events), np.float64, len(events))
+    tied = np.flatnonzero(starts[1:] == starts[:-1])  # i: events i and i + 1 start together
+    if not len(tied):
+        return
+    # a run of equal starts is a run of consecutive such i: from its first i to one past its last
+    breaks = np.flatnonzero(np.diff(tied) != 1)
+    firsts = np.concatenate((tied[:1], tied[breaks + 1])).tolist()
+    lasts = (np.concatenate((tied[breaks], tied[-1:])) + 2).tolist()
     tie_key = _LONGER_FIRST if ties is None else ties
-    i, n = 0, len(events) - 1
-    while i < n:
-        if starts[i] != starts[i + 1]:
-            i += 1
-            continue
-        j = i + 1
-        while j < n and starts[j + 1] == starts[i]:
-            j += 1
-        events[i : j + 1] = sorted(events[i : j + 1], key=tie_key)
-        i = j + 1
+    for i, j in zip(firsts, lasts):
+        events[i:j] = sorted(events[i:j], key=tie_key)
 
 
 def _LONGER_FIRST(ev: Event) -> float:

@@ -75,7 +75,7 @@ def cli_run(trace: str) -> dict[str, float]:
 
 def measure(trace: str, repeat: int = 1) -> dict[str, Any]:
     """The CLI run (``repeat`` times: the median wall time, and the range), then the phases in a fresh process; with
-    this machine's speed at plain Python (a machine's figures compare with another's only through it)."""
+    the machine's speed that day at this kind of work (:func:`reference_s`)."""
     runs = [cli_run(trace) for _ in range(repeat)]
     out = subprocess.run([sys.executable, __file__, "--phases", trace], capture_output=True, text=True)
     if out.returncode != 0:
@@ -83,19 +83,20 @@ def measure(trace: str, repeat: int = 1) -> dict[str, Any]:
     walls = sorted(r["cli_wall_s"] for r in runs)
     cli = {**runs[0], "cli_wall_s": statistics.median(walls), "cli_wall_range_s": [walls[0], walls[-1]],
            "cli_peak_rss_mb": max(r["cli_peak_rss_mb"] for r in runs)}  # fmt: skip
-    return {"trace": trace, "cpus": os.cpu_count(), "python_loop_s": python_loop_s(), **cli, **json.loads(out.stdout)}
+    return {"trace": trace, "cpus": os.cpu_count(), "reference_s": reference_s(), **cli, **json.loads(out.stdout)}
 
 
-def python_loop_s() -> float:
-    """Seconds for 10M iterations of an empty Python loop, the best of three: how fast this machine runs the
-    interpreter that day (the development VM's varied 0.55-1.05 s between sessions)."""
-    best = math.inf
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(10_000_000):
-            pass
-        best = min(best, time.perf_counter() - t0)
-    return best
+def reference_s() -> float:
+    """Seconds to load, build and simulate the untiled shared trace (40.6k events), the best of three in a fresh
+    process: how fast this machine ran this kind of work that day. The development VM's speed varies by 1.5x from
+    one hour to the next (the 10M-event run 120 s one day, 189 s another, the code the same but for 10%), and a
+    plain Python loop does not show it (0.24 s on the slow day, 0.42-1.05 s on faster ones): figures compare
+    through this one."""
+    code = ("import time, sys\nfrom daydream.replay import replay\nbest = 1e9\nfor _ in range(3):\n"
+            "    t = time.perf_counter(); replay(sys.argv[1], step='all'); best = min(best, time.perf_counter() - t)\n"
+            "print(best)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, str(DEFAULT_SOURCE)], capture_output=True, text=True)
+    return float(out.stdout) if out.returncode == 0 else math.nan
 
 
 def tiled(events: int, folder: str) -> str:
@@ -116,8 +117,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['report_s']:.2f} s | {_wall(r)} | {r['cli_peak_rss_mb'] / 1024:.2f} GB | "
             f"{r['cli_peak_rss_mb'] * 1024 * 1024 / r['events']:.0f} B |"
         )
-    loops = ", ".join(f"{r['python_loop_s']:.2f}" for r in rows)
-    return "\n".join(lines) + f"\n\n10M-iteration Python loop on this machine: {loops} s (at each row's measurement)"
+    refs = ", ".join(f"{r['reference_s']:.2f}" for r in rows)
+    return "\n".join(lines) + f"\n\nreference (the untiled trace, load + build + simulate): {refs} s, at each row's measurement"
 
 
 def _wall(row: dict[str, Any]) -> str:

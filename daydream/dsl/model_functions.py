@@ -15,6 +15,7 @@ from daydream.errors import DaydreamError
 from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import Selection, in_time_order
+from daydream.perf.host import OBSERVED_EFFICIENCY
 
 _DEFAULT_LINK = "nvlink4"
 
@@ -374,7 +375,7 @@ def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorde
 
 
 def _intra_op_factor_range(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None) -> list[float]:
-    from daydream.perf.host import OBSERVED_EFFICIENCY, parallel_time_factor, recorded_thread_speedup
+    from daydream.perf.host import parallel_time_factor, recorded_thread_speedup
 
     fn = "intra_op_factor_range"
     threads, recorded, cores, same_host = _thread_counts(graph, fn, threads, cores, recorded)
@@ -431,7 +432,8 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
      "scaling (the sidecar's) or the unmeasured default 0.9", ("cores", "recorded", "efficiency")),
     ("intra_op_factor_range", _intra_op_factor_range, 1, 3, "intra_op_factor_range(THREADS, cores = none, recorded = "
      "none): [LOW, HIGH], intra_op_factor at the lowest and highest efficiency hosts showed where the host's scaling "
-     "is not measured (0.72 and 0.95 per doubling), the measured factor twice where it is", ("cores", "recorded")),
+     f"is not measured ({OBSERVED_EFFICIENCY[0]:g} and {OBSERVED_EFFICIENCY[1]:g} per doubling), the measured factor "
+     "twice where it is", ("cores", "recorded")),
     ("roofline", _roofline, 2, 4, "roofline(FLOPS, BYTES, device = none, dtype = \"fp32\"): microseconds at the device's "
      "peak: max(FLOPS / peak FLOP/s, BYTES / memory bandwidth); device none = the trace's GPU", ("device", "dtype")),
     ("gemm", _gemm, 3, 6, "gemm(M, N, K, dtype = \"fp32\", device = none, batch = 1): microseconds for a GEMM: the "

@@ -15,7 +15,13 @@ from daydream.errors import DaydreamError
 from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import Selection, in_time_order
-from daydream.perf.host import OBSERVED_EFFICIENCY
+from daydream.perf.host import (
+    OBSERVED_EFFICIENCY,
+    parallel_time_factor,
+    recorded_host,
+    recorded_thread_speedup,
+    usable_cores,
+)
 
 _DEFAULT_LINK = "nvlink4"
 
@@ -364,8 +370,6 @@ def trace_ranks(graph: nx.DiGraph) -> int:
 
 
 def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None, efficiency: Any = None) -> float:
-    from daydream.perf.host import parallel_time_factor, recorded_thread_speedup
-
     fn = "intra_op_factor"
     threads, recorded, cores, same_host = _thread_counts(graph, fn, threads, cores, recorded)
     return parallel_time_factor(
@@ -375,8 +379,6 @@ def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorde
 
 
 def _intra_op_factor_range(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None) -> list[float]:
-    from daydream.perf.host import parallel_time_factor, recorded_thread_speedup
-
     fn = "intra_op_factor_range"
     threads, recorded, cores, same_host = _thread_counts(graph, fn, threads, cores, recorded)
     measured = recorded_thread_speedup(graph.graph.get("recording")) if same_host else None
@@ -389,8 +391,6 @@ def _intra_op_factor_range(graph: nx.DiGraph, threads: Any, cores: Any = None, r
 def _thread_counts(graph: nx.DiGraph, fn: str, threads: Any, cores: Any, recorded: Any) -> tuple[float, float, float | None, bool]:
     """(threads, recorded threads, cores, whether the host is the recording's) of an intra-op thread function's
     arguments, the sidecar's where not given."""
-    from daydream.perf.host import recorded_host
-
     traced_threads, traced_cores = recorded_host(graph.graph.get("recording"))
     if recorded is None:
         if traced_threads is None:
@@ -408,14 +408,10 @@ def _thread_counts(graph: nx.DiGraph, fn: str, threads: Any, cores: Any, recorde
 
 
 def _recorded_threads(graph: nx.DiGraph) -> int | None:
-    from daydream.perf.host import recorded_host
-
     return recorded_host(graph.graph.get("recording"))[0]
 
 
 def _recorded_cores(graph: nx.DiGraph) -> float | None:
-    from daydream.perf.host import recorded_host, usable_cores
-
     threads, cores = recorded_host(graph.graph.get("recording"))
     return cores if threads is None else usable_cores(threads, cores)
 

@@ -11,7 +11,7 @@ import networkx as nx
 
 from daydream.dsl.evaluate import Expression, format_value
 from daydream.graph.adjacency import attrs_of, copy_graph
-from daydream.simulation import Policy, Timeline, simulate
+from daydream.simulation import Policy, Timeline, carry_arrays, simulate
 
 PRIORITY_ATTRIBUTE = "schedule_priority"
 
@@ -26,7 +26,7 @@ class GraphState:
         self.base_policy = policy
         self._baseline: Timeline | None = None
         if not copy:
-            self._baseline = simulate(graph, policy)
+            self._baseline = simulate(graph, policy, reuse=True)
             self._baseline_us = self._baseline.makespan()
         self.graph = copy_graph(graph) if copy else graph
         self.policy = policy
@@ -53,8 +53,10 @@ class GraphState:
     def baseline(self) -> Timeline:
         if self._baseline is None:
             assert self.baseline_graph is not None
-            self._baseline = simulate(self.baseline_graph, self.base_policy)
+            self._baseline = simulate(self.baseline_graph, self.base_policy, reuse=True)
             self._baseline_us = self._baseline.makespan()
+            if self.version == 0:  # the copy is the graph as it was: its first prediction reads only the durations
+                carry_arrays(self.baseline_graph, self.graph)
         return self._baseline
 
     @property
@@ -84,7 +86,7 @@ class GraphState:
                     raise self._error(f"a schedule priority must be a number; task {node} ({a['name']!r}) gets {format_value(value)}",
                                       self.priority.node)  # fmt: skip
                 a[PRIORITY_ATTRIBUTE] = value
-        timeline = simulate(self.graph, self.policy)
+        timeline = simulate(self.graph, self.policy, reuse=True)  # every change goes through daydream.graph.edit
         self._timeline = (self.version, timeline)
         return timeline
 

@@ -1,6 +1,6 @@
 """Simulating a task graph: the frontier scheduler, policies, the timeline and its analyses."""
 
-from daydream.simulation.engine import simulate
+from daydream.simulation.engine import carry_arrays, simulate
 from daydream.simulation.policies import EARLIEST, FIFO, Policy, parse_policy
 from daydream.simulation.timeline import Timeline, breakdown, critical_path, critical_path_segments, totals, totals_by
 
@@ -10,6 +10,7 @@ __all__ = [
     "Policy",
     "Timeline",
     "breakdown",
+    "carry_arrays",
     "critical_path",
     "critical_path_segments",
     "parse_policy",

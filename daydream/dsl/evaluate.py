@@ -35,7 +35,7 @@ from daydream.dsl.visitor import Visitor
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.files import clip
 from daydream.graph.adjacency import attrs_of
-from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order, kind_set, select, task_value
+from daydream.graph.select import KIND_SELECTORS, Selection, candidates, in_time_order, kind_set, select, task_value
 
 Compiled = Callable[[Any], Any]  # task attributes (or None outside a task context) -> value
 
@@ -136,6 +136,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         except DaydreamError as exc:
             raise env.error(str(exc), node, did_you_mean(node.kind or "", KIND_SELECTORS)) from None
         where = compile_expression(node.where, env, task_context=True) if node.where is not None else None
+        lookup = self._lookup(node.where) if where is not None and where.per_task else None
 
         def run(t: Any) -> Selection:
             env.budget.charge(len(env.graph))  # a where-clause (or the kind test) runs on every task
@@ -144,11 +145,64 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             elif not where.per_task:
                 out = select(env.graph, node.kind) if bool(where.constant()) else Selection()
             else:
-                out = select(env.graph, node.kind, where=where.value)
+                among = candidates(env.graph, *lookup) if lookup is not None else None
+                out = select(env.graph, node.kind, where=where.value, among=among)
             env.selected(node, out)
             return out
 
         return run, False
+
+    def _lookup(self, where: ast.Expr) -> tuple[tuple[str, Any] | None, tuple[float, bool] | None, tuple[float, bool] | None] | None:
+        """What an index can answer of a where-clause: of the tests it begins with, joined by ``and``, an
+        ``ATTR == VALUE`` and a lower and an upper bound on ``start`` (each at most once), VALUE and the bounds
+        literals or bound names. The clause still runs on every task the index returns; the tasks it leaves out
+        are those for which one of these tests is false, and those tests, on a task's attribute and a constant,
+        neither fail nor charge the budget for them (a start that is not a number is returned and tested): the
+        selection is the same, and so are its errors, as if every task were tested (a loop over a large graph's
+        threads selects by thread and time in microseconds instead of a pass over every task)."""
+        tests = []
+        while isinstance(where, ast.Binary) and where.op == "and":  # `a and b and c` is ((a and b) and c)
+            tests.append(where.right)
+            where = where.left
+        tests.append(where)
+        equal: tuple[str, Any] | None = None
+        bounds: dict[str, tuple[float, bool]] = {}
+        for test in reversed(tests):  # in the order they run
+            found = self._indexed_test(test)
+            if found is None:
+                break
+            what, attribute, value, inclusive = found
+            if what == "equal" and equal is None:
+                equal = (attribute, value)
+            elif what in ("low", "high") and attribute == "start" and what not in bounds:
+                bounds[what] = (value, inclusive)
+            else:
+                break
+        if equal is None and not bounds:
+            return None
+        return equal, bounds.get("low"), bounds.get("high")
+
+    def _indexed_test(self, test: ast.Expr) -> tuple[str, str, Any, bool] | None:
+        """``ATTR == VALUE`` as ("equal", ATTR, VALUE, True), ``ATTR > VALUE`` as ("low", ATTR, VALUE, False) and so
+        on (either side), where ATTR is a task attribute and VALUE a literal or a bound name; else None."""
+        if not isinstance(test, ast.Binary) or test.op not in ("==", "<", "<=", ">", ">="):
+            return None
+        attributes = self.env.attributes
+        left, right, op = test.left, test.right, test.op
+        if not (isinstance(left, ast.Name) and left.id in attributes):
+            left, right = right, left
+            op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+        if not (isinstance(left, ast.Name) and left.id in attributes) or self.env.is_bound(left.id):
+            return None
+        if isinstance(right, ast.Literal):
+            value = right.value
+        elif isinstance(right, ast.Name) and right.id not in attributes and self.env.is_bound(right.id):
+            value = self.env.lookup(right)
+        else:
+            return None
+        if op == "==":
+            return "equal", left.id, value, True
+        return ("low" if op in (">", ">=") else "high"), left.id, value, op in (">=", "<=")
 
     # operators
     def visit_Unary(self, node: ast.Unary) -> tuple[Compiled, bool]:

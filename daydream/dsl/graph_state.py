@@ -11,6 +11,7 @@ import networkx as nx
 
 from daydream.dsl.evaluate import Expression, format_value
 from daydream.graph.adjacency import attrs_of, copy_graph
+from daydream.graph.select import forget_values
 from daydream.simulation import Policy, Timeline, carry_arrays, simulate
 
 PRIORITY_ATTRIBUTE = "schedule_priority"
@@ -86,6 +87,7 @@ class GraphState:
                     raise self._error(f"a schedule priority must be a number; task {node} ({a['name']!r}) gets {format_value(value)}",
                                       self.priority.node)  # fmt: skip
                 a[PRIORITY_ATTRIBUTE] = value
+            forget_values(self.graph, PRIORITY_ATTRIBUTE)  # written here, not through the edit functions
         timeline = simulate(self.graph, self.policy, reuse=True)  # every change goes through daydream.graph.edit
         self._timeline = (self.version, timeline)
         return timeline

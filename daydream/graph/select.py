@@ -5,14 +5,17 @@ These are the primitives behind ``select`` in .whatif scripts; notebooks call th
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
+from itertools import repeat
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
 from daydream.errors import DaydreamError
+from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of, predecessors_of, successors_of
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS
 
@@ -105,21 +108,132 @@ def select(
     graph: nx.DiGraph,
     kind: str | Iterable[str] | None = None,
     where: Callable[[dict[str, Any]], Any] | None = None,
+    among: Iterable[Any] | None = None,
     **filters: Any,
 ) -> Selection:
     """Tasks of ``graph`` of the given kind selector(s) for which ``where(attrs)`` is true and every filter holds.
 
     A filter ``attr=value`` matches: a regular expression (searched) for text attributes such as ``name``,
     ``layer``, ``op``, ``phase``; ``(low, high)`` an inclusive range, either end None for open; a list or set:
-    membership; anything else: equality. ``class_=`` stands for ``class``.
+    membership; anything else: equality. ``class_=`` stands for ``class``. ``among``: only these tasks are tested
+    (the candidates :func:`candidates` found), in graph order; by default every task.
     """
     kinds = kind_set(kind)
     tests = [_filter(name.rstrip("_"), value) for name, value in filters.items()]
+    nodes = attrs_of(graph)
+    pairs = nodes.items() if among is None else ((n, nodes[n]) for n in among)
     return Selection(
         node
-        for node, attrs in attrs_of(graph).items()
+        for node, attrs in pairs
         if (kinds is None or attrs["kind"] in kinds) and (where is None or where(attrs)) and (not tests or all(t(attrs) for t in tests))
     )
+
+
+# Attributes `candidates` cannot look up by value: derived from the durations, which change without the tasks.
+_UNINDEXED = frozenset({"duration", "end"})
+# Task starts compared as floats only where a float holds them exactly.
+_EXACT_FLOAT = 2.0**53
+
+
+class _ValueIndex:
+    """The tasks of a graph (their positions in graph order) by one attribute's value; per value, on first use,
+    those positions ordered by start, their starts, and the tasks whose start is not a real number."""
+
+    __slots__ = ("by_value", "by_start", "nodes", "starts")
+
+    def __init__(self, nodes: list[Any], by_value: dict[Any, list[int]] | None, starts: list[Any]) -> None:
+        self.nodes = nodes
+        self.by_value = by_value
+        self.starts = starts
+        self.by_start: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def in_start_order(self, value: Any, positions: list[int] | range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        found = self.by_start.get(value)
+        if found is None:
+            starts = self.starts
+            real = [p for p in positions if _real(starts[p])]
+            others = np.asarray([p for p in positions if not _real(starts[p])], np.int64)
+            keys = np.asarray([float(starts[p]) for p in real], np.float64)
+            order = np.argsort(keys, kind="stable")
+            found = self.by_start[value] = (np.asarray(real, np.int64)[order], keys[order], others)
+        return found
+
+
+def _real(v: Any) -> bool:
+    return type(v) in (int, float) and -_EXACT_FLOAT < v < _EXACT_FLOAT
+
+
+def _value_index(graph: nx.DiGraph, attribute: str | None) -> _ValueIndex:
+    name = f"select_by:{attribute}"
+    found = derived.cached(graph, name, _INDEX_DEPENDS_ON)
+    if found is None:
+        attrs = list(attrs_of(graph).values())
+        by_value: dict[Any, list[int]] | None = None
+        if attribute is not None:
+            by_value = {}
+            try:
+                for p, v in enumerate(map(dict.get, attrs, repeat(attribute))):
+                    if v != v:  # NaN: equal to nothing, but a dict finds the same object
+                        continue
+                    by_value.setdefault(v, []).append(p)
+            except TypeError:  # an unhashable value (a list): equality is not a lookup
+                by_value = None
+        found = derived.keep(graph, name, _ValueIndex(list(attrs_of(graph)), by_value,
+                                                       list(map(dict.get, attrs, repeat("start")))), _INDEX_DEPENDS_ON)  # fmt: skip
+    return found
+
+
+_INDEX_DEPENDS_ON = (derived.TASKS, derived.ATTRIBUTES)
+
+
+def candidates(graph: nx.DiGraph, equal: tuple[str, Any] | None = None, low: tuple[float, bool] | None = None,
+               high: tuple[float, bool] | None = None) -> list[Any] | None:  # fmt: skip
+    """The tasks, in graph order, that can pass a test beginning with ``ATTR == VALUE`` (``equal``) and start
+    comparisons (``low``: start > or >= (inclusive) the number, ``high``: start < or <=), from indexes kept among
+    the graph's derived values: the tasks for which those tests hold, and those whose start is not a real number
+    (their comparison is the test's to judge). None where no index answers (an attribute derived from durations,
+    values that are lists, a value that is not hashable or a NaN, a bound that is not a finite number): test
+    every task."""
+    attribute = None
+    if equal is not None:
+        attribute, value = equal
+        if attribute in _UNINDEXED or not _is_hashable(value) or value != value:
+            return None
+    for bound in (low, high):
+        if bound is not None and not (type(bound[0]) in (int, float) and math.isfinite(bound[0])):
+            return None
+    index = _value_index(graph, attribute)
+    if equal is not None:
+        if index.by_value is None:
+            return None
+        positions: list[int] | range = index.by_value.get(equal[1], [])
+    else:
+        positions = range(len(index.nodes))
+    if low is None and high is None:
+        return [index.nodes[p] for p in positions]
+    ordered, starts, others = index.in_start_order(equal[1] if equal is not None else (), positions)
+    lo, hi = 0, len(starts)
+    if low is not None:
+        lo = int(np.searchsorted(starts, low[0], "left" if low[1] else "right"))
+    if high is not None:
+        hi = int(np.searchsorted(starts, high[0], "right" if high[1] else "left"))
+    kept = np.sort(np.concatenate([ordered[lo:max(lo, hi)], others]))
+    nodes = index.nodes
+    return [nodes[p] for p in kept.tolist()]
+
+
+def forget_values(graph: nx.DiGraph, attribute: str) -> None:
+    """Drop the index :func:`candidates` keeps of ``attribute``: for values written into the tasks' dicts directly,
+    not through :mod:`daydream.graph.edit` (which tells the derived indexes of every change)."""
+    derived.drop(graph, f"select_by:{attribute}")
+
+
+def _is_hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _filter(name: str, value: Any) -> Callable[[dict[str, Any]], bool]:

@@ -1,0 +1,142 @@
+"""`select KIND where ATTR == VALUE and start > T0 and start < T1 ...`: the tasks an index returns, tested by the
+where-clause, are the selection a test of every task gives, with the same errors; the index follows the graph's
+changes (sets, inserts, the priorities a schedule writes)."""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import pytest
+
+import daydream.dsl.evaluate as evaluate
+import daydream.graph.select as select_module
+from daydream import build_graph, load_trace
+from daydream.demo import bundled_example
+from daydream.dsl import Session
+from daydream.errors import ScriptError
+from daydream.graph.adjacency import copy_graph
+from daydream.graph.select import Selection
+
+
+@pytest.fixture(scope="module")
+def built() -> nx.DiGraph:
+    return build_graph(load_trace(bundled_example()), "all")
+
+
+@pytest.fixture
+def session(built: nx.DiGraph) -> Session:
+    s = Session(copy_graph(built))
+    # a second thread, and tasks on it, so that selecting by thread leaves tasks out
+    s.execute('for k in first(select cpu where name == "aten::relu", 5) {\n'
+              '    insert cpu "side" after k duration 10us on "cpu:1/99"\n}')  # fmt: skip
+    starts = sorted(a["start"] for a in s.graph.nodes.values() if a.get("start") is not None)
+    s.scope.update(th="cpu:1/99", main=next(iter(s.graph.nodes.values()))["thread"], t0=starts[60], t1=starts[200])
+    return s
+
+
+def selected(session: Session, where: str, kind: str = "cpu") -> Selection:
+    session.execute(f"let found = select {kind} where {where}")
+    return session.scope["found"]
+
+
+def full_scan(session: Session, where: str, kind: str = "cpu", monkeypatch: pytest.MonkeyPatch | None = None) -> Selection:
+    assert monkeypatch is not None
+    with monkeypatch.context() as m:
+        m.setattr(evaluate, "candidates", lambda *a, **k: None)
+        return selected(session, where, kind)
+
+
+WHERE = [
+    "main == thread and start > t0 and start < t1",
+    "thread == main and start >= t0 and start <= t1",  # the bounds are starts of tasks: inclusive keeps them
+    "t0 < start and t1 >= start",
+    "start > t0",
+    "start <= t1 and thread == main",
+    'name == "aten::relu"',
+    'name == "aten::relu" and start > t0 and duration > 5',
+    "thread == th",
+    'thread == "no such thread"',
+    "layer == none and start < t1",
+    "thread == main and start > t0 and start > t1",  # a second lower bound: the index takes the first, the clause the rest
+    "thread == 3",
+]
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_the_index_selects_what_a_test_of_every_task_selects(session: Session, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = select_module.candidates
+
+    def counted(*args: object) -> list[object] | None:
+        found = real(*args)  # type: ignore[arg-type]
+        calls.append(-1 if found is None else len(found))
+        return found
+
+    monkeypatch.setattr(evaluate, "candidates", counted)
+    indexed = selected(session, where)
+    assert calls and 0 <= calls[0] < len(session.graph)  # answered from the index, leaving tasks out
+    assert indexed == full_scan(session, where, monkeypatch=monkeypatch)
+
+
+def test_the_bounds_on_starts_of_tasks_are_exact(session: Session) -> None:
+    strict = selected(session, "start > t0 and start < t1")
+    inclusive = selected(session, "start >= t0 and start <= t1")
+    nodes = session.graph.nodes
+    t0, t1 = session.scope["t0"], session.scope["t1"]
+    assert {n for n in inclusive if nodes[n]["start"] in (t0, t1)} and inclusive.nodes - strict.nodes
+    assert all(t0 < nodes[n]["start"] < t1 for n in strict)
+    assert len(strict) == sum(1 for a in nodes.values() if a["kind"] in ("cpu", "dataloader") and t0 < a["start"] < t1)
+
+
+def test_an_error_in_the_clause_is_the_one_a_test_of_every_task_raises(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = []
+    for scan in (False, True):
+        with pytest.raises(ScriptError) as err:
+            if scan:
+                full_scan(session, "thread == main and start > t0 and name > 5", monkeypatch=monkeypatch)
+            else:
+                selected(session, "thread == main and start > t0 and name > 5")
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "cannot compare" in messages[0]
+
+
+def test_the_index_follows_sets_inserts_and_removals(session: Session) -> None:
+    relu = selected(session, 'name == "aten::relu"')
+    session.execute('set (select cpu where name == "aten::relu") .name = "relu2"')
+    assert selected(session, 'name == "relu2"') == relu
+    assert not selected(session, 'name == "aten::relu"')
+    session.execute('insert cpu "late" after first(select cpu where name == "relu2", 1) duration 5us on "cpu:1/99"')
+    assert len(selected(session, "thread == th")) == 6
+    session.execute('remove (select cpu where name == "late")')
+    assert len(selected(session, "thread == th")) == 5
+
+
+def test_the_index_follows_the_priorities_a_schedule_writes(session: Session) -> None:
+    # a session writes them into the tasks' dicts at each prediction, not through the edit functions
+    session.execute("schedule priority duration")
+    session.predict()
+    longest = max(a["duration"] for a in session.graph.nodes.values())
+    assert len(select_module.candidates(session.graph, ("schedule_priority", longest)) or []) == 1
+    session.execute("schedule priority 7")
+    session.predict()
+    assert len(select_module.candidates(session.graph, ("schedule_priority", 7)) or []) == len(session.graph)
+
+
+@pytest.mark.parametrize("start", [None, math.nan, "soon", [1.0]])
+def test_a_start_that_is_not_a_number_is_tested_by_the_clause(built: nx.DiGraph, start: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = copy_graph(built)
+    odd = list(graph)[150]
+    graph.nodes[odd]["start"] = start  # before the session: as a graph from elsewhere may hold it
+    session = Session(graph)
+    session.scope.update(t0=0.0, t1=1e12)
+    outcomes = []
+    for scan in (False, True):
+        try:
+            found = full_scan(session, "start > t0 and start < t1", monkeypatch=monkeypatch) if scan else \
+                selected(session, "start > t0 and start < t1")  # fmt: skip
+            outcomes.append(("selected", found))
+        except ScriptError as exc:
+            outcomes.append(("error", str(exc)))
+    assert outcomes[0] == outcomes[1]
+    assert (odd in outcomes[0][1]) is False if outcomes[0][0] == "selected" else "cannot compare" in outcomes[0][1]

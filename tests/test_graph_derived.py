@@ -94,3 +94,27 @@ def test_an_edge_added_through_add_dependency_drops_the_cached_order() -> None:
     sync = next(n for n, a in g.nodes(data=True) if a["name"] == "cudaDeviceSynchronize")
     add_dependency(g, sync, next(iter(g.nodes)), "sync")  # closes a cycle
     assert topological_order(g) is None
+
+
+def test_the_thread_index_outlives_a_removal_and_places_the_next_insert_as_a_fresh_one_would() -> None:
+    from daydream.graph import derived
+    from daydream.graph.edit import remove
+
+    insert = 'insert gpu "{}" after (select where name == "relu_kernel") duration 1us'
+    kept = Session(iteration())
+    kept.execute(insert.format("first"))
+    index = derived.cached(kept.graph, "thread_members", ())
+    assert index is not None
+    kept.execute('remove (select where name == "first")')
+    assert derived.cached(kept.graph, "thread_members", ())[0] == len(kept.graph)  # still up to date: not rebuilt
+    kept.execute(insert.format("second"))
+    assert derived.cached(kept.graph, "thread_members", ()) is index
+    # the same edits with the index rebuilt before the last insert: the same graph and the same prediction
+    fresh = Session(iteration())
+    fresh.execute(insert.format("first"))
+    remove(fresh.graph, select(fresh.graph, where=lambda a: a["name"] == "first"))
+    derived.drop(fresh.graph, "thread_members")
+    fresh.execute(insert.format("second"))
+    assert sorted(kept.graph.edges) == sorted(fresh.graph.edges)
+    assert kept.predicted_us == fresh.predicted_us
+    assert dict(kept.graph.nodes(data=True)) == dict(fresh.graph.nodes(data=True))

@@ -216,9 +216,11 @@ def remove(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = Fa
         if nodes[w]["name"].endswith(" [wait]"):
             for u in [u for u, e in pred[w].items() if u in doomed and e.get("kind") == "sync"]:
                 graph.remove_edge(u, w)  # fewer edges: the order computed above still holds
+    count = len(graph)
     for x in in_time_order(graph, doomed):
         _remove_one(graph, x)
     derived.changed(graph, derived.TASKS, derived.EDGES)
+    _members_removed(graph, count)
     if order is not None:
         edited(graph, order, doomed)  # the edges a removal joins follow paths that existed: the order still holds
     return Selection(doomed)
@@ -286,7 +288,9 @@ class _Undo:
     gaps: list[tuple[Any, float]] = field(default_factory=list)
 
     def roll_back(self, graph: nx.DiGraph, new_nodes: list[Any]) -> None:
+        count = len(graph)
         graph.remove_nodes_from(new_nodes)
+        _members_removed(graph, count)
         for u, v, e in self.split:
             graph.add_edge(u, v, **e)
         nodes = attrs_of(graph)
@@ -591,6 +595,15 @@ def _thread_members(graph: nx.DiGraph, new: Any) -> list[Any]:
             by_thread.setdefault(a["thread"], []).append(u)
         kept = derived.keep(graph, _THREAD_MEMBERS, [len(nodes), by_thread], ())
     return kept[1].setdefault(thread, [])
+
+
+def _members_removed(graph: nx.DiGraph, count: int) -> None:
+    """Tasks were removed from a graph of ``count`` tasks: the per-thread index, if it was up to date, stays so (it
+    may hold removed tasks; ids are never reused, ``add_task``). Without this every insert after a removal would
+    rebuild it, a pass over the graph per insert (``cuda_graphs`` on a 300k-task graph: 0.1 s per insert)."""
+    kept = derived.cached(graph, _THREAD_MEMBERS, ())
+    if kept is not None and kept[0] == count:
+        kept[0] = len(graph)
 
 
 def _start(attrs: dict[str, Any]) -> float:

@@ -600,7 +600,7 @@ def _thread_members(graph: nx.DiGraph, new: Any) -> list[Any]:
 def _members_removed(graph: nx.DiGraph, count: int) -> None:
     """Tasks were removed from a graph of ``count`` tasks: the per-thread index, if it was up to date, stays so (it
     may hold removed tasks; ids are never reused, ``add_task``). Without this every insert after a removal would
-    rebuild it, a pass over the graph per insert (``cuda_graphs`` on a 300k-task graph: 0.1 s per insert)."""
+    rebuild it, a pass over the graph per insert (``fused_optimizer``'s 75 on a 326k-task graph: 0.06 s each)."""
     kept = derived.cached(graph, _THREAD_MEMBERS, ())
     if kept is not None and kept[0] == count:
         kept[0] = len(graph)

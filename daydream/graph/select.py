@@ -133,6 +133,8 @@ def select(
 _UNINDEXED = frozenset({"duration", "end"})
 # Task starts compared as floats only where a float holds them exactly.
 _EXACT_FLOAT = 2.0**53
+# What the indexes of `candidates` depend on: the tasks and their attributes (not the durations, never indexed).
+_INDEX_DEPENDS_ON = (derived.TASKS, derived.ATTRIBUTES)
 
 
 class _ValueIndex:
@@ -182,8 +184,6 @@ def _value_index(graph: nx.DiGraph, attribute: str | None) -> _ValueIndex:
                                                        list(map(dict.get, attrs, repeat("start")))), _INDEX_DEPENDS_ON)  # fmt: skip
     return found
 
-
-_INDEX_DEPENDS_ON = (derived.TASKS, derived.ATTRIBUTES)
 
 
 def candidates(graph: nx.DiGraph, equal: tuple[str, Any] | None = None, low: tuple[float, bool] | None = None,

@@ -107,3 +107,21 @@ def test_without_reuse_nothing_is_kept(graph: nx.DiGraph, reads: list[int]) -> N
     simulate(g)
     assert reads[0] == 2
     assert derived.cached(g, engine._ARRAYS, engine._ARRAYS_DEPEND_ON) is None
+
+
+def test_a_job_s_predictions_with_collectives_are_fresh_simulations(reads: list[int]) -> None:
+    from test_multirank import job, rank_graph
+
+    graph = job([rank_graph([100.0, 80.0]), rank_graph([140.0, 60.0]), rank_graph([90.0, 120.0])])
+    session = Session(graph)
+    base = session.baseline
+    assert base.arrival is not None  # collectives across ranks: the gangs are part of the arrays kept
+    for statement in ['scale (select kernel where rank == 1) by 2', "scale comm by 0.5", 'set (select comm).gap = 3us',
+                      "scale kernel by 0.7"]:  # fmt: skip
+        session.execute(statement)
+        predicted = session.predict()
+        fresh = simulate(session.graph, session.state.policy)
+        assert_same(predicted, fresh)
+        assert predicted.arrival is not None and fresh.arrival is not None
+        assert predicted.arrival.tobytes() == fresh.arrival.tobytes()
+    assert reads[0] == 1 + 4 + 1  # the baseline, the four fresh simulations, the prediction after the gap was set

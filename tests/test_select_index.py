@@ -140,3 +140,34 @@ def test_a_start_that_is_not_a_number_is_tested_by_the_clause(built: nx.DiGraph,
             outcomes.append(("error", str(exc)))
     assert outcomes[0] == outcomes[1]
     assert (odd in outcomes[0][1]) is False if outcomes[0][0] == "selected" else "cannot compare" in outcomes[0][1]
+
+
+def test_the_index_grows_with_inserts_and_outlives_other_attributes(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daydream.graph import derived
+
+    def index(attribute: str) -> object:
+        return derived.indexes(session.graph).values[f"select_by:{attribute}"][1]
+
+    where = "thread == th and start > t0"
+    assert selected(session, where) == full_scan(session, where, monkeypatch=monkeypatch)
+    kept = index("thread")
+    for k in range(3):  # inserts on the selected thread and elsewhere: the index grows, the selection follows
+        session.execute(f'insert cpu "more{k}" after last(select cpu where name == "side", 1) duration 5us on "cpu:1/99"')
+        session.execute(f'insert cpu "main{k}" after last(select cpu where thread == main, 1) duration 5us')
+        session.execute('set (select cpu where name == "side") .tag = "x"')  # another attribute: the thread index stays
+        found = selected(session, where)
+        assert index("thread") is kept
+        assert found == full_scan(session, where, monkeypatch=monkeypatch)
+        assert {f"more{j}" for j in range(k + 1)} <= {session.graph.nodes[n]["name"] for n in found}
+    session.execute('set (select cpu where name == "side") .name = "renamed"')
+    assert selected(session, 'name == "renamed"') == full_scan(session, 'name == "renamed"', monkeypatch=monkeypatch)
+    session.execute('remove (select cpu where name == "more1")')  # a removal: the index is made again
+    assert selected(session, where) == full_scan(session, where, monkeypatch=monkeypatch)
+    assert index("thread") is not kept
+    kept = index("thread")
+    # a removal, then more inserts than tasks removed: the graph grew, but not only by inserts
+    session.execute('remove (select cpu where name == "more2")')
+    session.execute('insert cpu "late0" after last(select cpu where name == "renamed", 1) duration 5us on "cpu:1/99"')
+    session.execute('insert cpu "late1" after last(select cpu where name == "renamed", 1) duration 5us on "cpu:1/99"')
+    assert selected(session, where) == full_scan(session, where, monkeypatch=monkeypatch)
+    assert index("thread") is not kept

@@ -28,6 +28,12 @@ ATTRIBUTES = "attributes"  # other task attributes changed (set)
 ASPECTS = (TASKS, EDGES, DURATIONS, ATTRIBUTES)
 
 
+def attribute(name: str) -> str:
+    """The aspect of one task attribute, changed (besides ATTRIBUTES or DURATIONS) when a ``set`` changes it: a value
+    computed from that attribute alone need not follow the others."""
+    return f"attribute:{name}"
+
+
 class DerivedIndexes:
     """The derived values of one graph, each stored with the stamp (the change counters of the aspects it depends on)
     it was computed at."""
@@ -41,7 +47,7 @@ class DerivedIndexes:
     def stamp(self, graph: nx.DiGraph, depends_on: Iterable[str]) -> tuple[int, ...]:
         """The change counters of ``depends_on``, with the task count where the value depends on the tasks."""
         counters = self.counters
-        out = tuple(counters[a] for a in depends_on)
+        out = tuple(counters.get(a, 0) for a in depends_on)
         return (*out, len(graph)) if TASKS in depends_on else out
 
 
@@ -85,4 +91,4 @@ def changed(graph: nx.DiGraph, *aspects: str) -> None:
     if idx is not None:  # nothing kept yet: nothing to invalidate
         counters = idx.counters
         for a in aspects:
-            counters[a] += 1
+            counters[a] = counters.get(a, 0) + 1

@@ -123,7 +123,7 @@ def set_attribute(graph: nx.DiGraph, selection: Iterable[Any], attribute: str, v
     nodes = attrs_of(graph)
     for n in selection:
         nodes[n][attribute] = value
-    derived.changed(graph, derived.DURATIONS if attribute == "duration" else derived.ATTRIBUTES)
+    derived.changed(graph, derived.DURATIONS if attribute == "duration" else derived.ATTRIBUTES, derived.attribute(attribute))
 
 
 def set_each(graph: nx.DiGraph, selection: Iterable[Any], attribute: str, value_of: Callable[[Task], Any]) -> None:
@@ -137,7 +137,7 @@ def set_each(graph: nx.DiGraph, selection: Iterable[Any], attribute: str, value_
             check_settable(attribute, value)
             a[attribute] = value
     finally:
-        derived.changed(graph, derived.DURATIONS if attribute == "duration" else derived.ATTRIBUTES)
+        derived.changed(graph, derived.DURATIONS if attribute == "duration" else derived.ATTRIBUTES, derived.attribute(attribute))
 
 
 def check_settable(attribute: str, value: Any) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
-from itertools import repeat
+from itertools import islice, repeat
 from typing import Any
 
 import networkx as nx
@@ -133,21 +133,57 @@ def select(
 _UNINDEXED = frozenset({"duration", "end"})
 # Task starts compared as floats only where a float holds them exactly.
 _EXACT_FLOAT = 2.0**53
-# What the indexes of `candidates` depend on: the tasks and their attributes (not the durations, never indexed).
-_INDEX_DEPENDS_ON = (derived.TASKS, derived.ATTRIBUTES)
+# Attributes an insert changes on tasks already there (it splits its predecessor's gap): their index is made again
+# after every change to the tasks; the others' grows with the tasks inserted (`_ValueIndex.grown`).
+_CHANGED_BY_INSERTS = frozenset({"gap"})
 
 
 class _ValueIndex:
-    """The tasks of a graph (their positions in graph order) by one attribute's value; per value, on first use,
-    those positions ordered by start, their starts, and the tasks whose start is not a real number."""
+    """The tasks of a graph (their positions in graph order) by one attribute's value (``attribute`` None: none);
+    per value, on first use, those positions ordered by start, their starts, and the tasks whose start is not a real
+    number."""
 
-    __slots__ = ("by_value", "by_start", "nodes", "starts")
+    __slots__ = ("attribute", "by_start", "by_value", "nodes", "starts")
 
-    def __init__(self, nodes: list[Any], by_value: dict[Any, list[int]] | None, starts: list[Any]) -> None:
-        self.nodes = nodes
-        self.by_value = by_value
-        self.starts = starts
+    def __init__(self, graph: nx.DiGraph, attribute: str | None) -> None:
+        self.attribute = attribute
+        self.nodes: list[Any] = []
+        self.by_value: dict[Any, list[int]] | None = {} if attribute is not None else None
+        self.starts: list[Any] = []
         self.by_start: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._add(list(attrs_of(graph)), list(attrs_of(graph).values()))
+
+    def _add(self, nodes: list[Any], attrs: list[dict[str, Any]]) -> None:
+        """Index ``nodes`` (with their ``attrs``), the graph's next tasks in its order."""
+        first = len(self.nodes)
+        self.nodes.extend(nodes)
+        self.starts.extend(map(dict.get, attrs, repeat("start")))
+        self.by_start.clear()
+        by_value = self.by_value
+        if by_value is not None:
+            try:
+                for p, v in enumerate(map(dict.get, attrs, repeat(self.attribute)), first):
+                    if v != v:  # NaN: equal to nothing, but a dict finds the same object
+                        continue
+                    by_value.setdefault(v, []).append(p)
+            except TypeError:  # an unhashable value (a list): equality is not a lookup
+                self.by_value = None
+
+    def grown(self, graph: nx.DiGraph) -> bool:
+        """Bring the index up to the graph's tasks where tasks were only added since (inserts append to the graph's
+        order: the task just before the new ones is the last one indexed); False where any was removed (the index
+        is then made again). What an insert changes on other tasks is only their gap (`_CHANGED_BY_INSERTS`)."""
+        node_attrs = attrs_of(graph)
+        count, n = len(self.nodes), len(node_attrs)
+        if n < count or not count:
+            return False
+        newest = list(islice(reversed(node_attrs), n - count + 1))  # the new tasks, last first, and the one before
+        if newest[-1] != self.nodes[-1]:
+            return False
+        if n > count:
+            added = newest[-2::-1]
+            self._add(added, [node_attrs[u] for u in added])
+        return True
 
     def in_start_order(self, value: Any, positions: list[int] | range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         found = self.by_start.get(value)
@@ -166,22 +202,16 @@ def _real(v: Any) -> bool:
 
 
 def _value_index(graph: nx.DiGraph, attribute: str | None) -> _ValueIndex:
+    """The index of ``attribute`` (None: of the starts alone; a start is never set): kept until that attribute is
+    set or a task removed, grown as tasks are inserted."""
     name = f"select_by:{attribute}"
-    found = derived.cached(graph, name, _INDEX_DEPENDS_ON)
-    if found is None:
-        attrs = list(attrs_of(graph).values())
-        by_value: dict[Any, list[int]] | None = None
-        if attribute is not None:
-            by_value = {}
-            try:
-                for p, v in enumerate(map(dict.get, attrs, repeat(attribute))):
-                    if v != v:  # NaN: equal to nothing, but a dict finds the same object
-                        continue
-                    by_value.setdefault(v, []).append(p)
-            except TypeError:  # an unhashable value (a list): equality is not a lookup
-                by_value = None
-        found = derived.keep(graph, name, _ValueIndex(list(attrs_of(graph)), by_value,
-                                                       list(map(dict.get, attrs, repeat("start")))), _INDEX_DEPENDS_ON)  # fmt: skip
+    if attribute in _CHANGED_BY_INSERTS:
+        depends_on: tuple[str, ...] = (derived.TASKS, derived.ATTRIBUTES)
+    else:
+        depends_on = () if attribute is None else (derived.attribute(attribute),)
+    found = derived.cached(graph, name, depends_on)
+    if found is None or not found.grown(graph):
+        found = derived.keep(graph, name, _ValueIndex(graph, attribute), depends_on)
     return found
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import networkx as nx
 
 from daydream.dsl.evaluate import Expression, format_value
+from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of, copy_graph
-from daydream.graph.select import forget_values
 from daydream.simulation import Policy, Timeline, carry_arrays, simulate
 
 PRIORITY_ATTRIBUTE = "schedule_priority"
@@ -87,7 +87,9 @@ class GraphState:
                     raise self._error(f"a schedule priority must be a number; task {node} ({a['name']!r}) gets {format_value(value)}",
                                       self.priority.node)  # fmt: skip
                 a[PRIORITY_ATTRIBUTE] = value
-            forget_values(self.graph, PRIORITY_ATTRIBUTE)  # written here, not through the edit functions
+            # written here, not through the edit functions: what depends on this attribute alone (a selection
+            # index) is stale; the simulation's kept arrays, which read priorities afresh, are not
+            derived.changed(self.graph, derived.attribute(PRIORITY_ATTRIBUTE))
         timeline = simulate(self.graph, self.policy, reuse=True)  # every change goes through daydream.graph.edit
         self._timeline = (self.version, timeline)
         return timeline

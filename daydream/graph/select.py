@@ -252,12 +252,6 @@ def candidates(graph: nx.DiGraph, equal: tuple[str, Any] | None = None, low: tup
     return [nodes[p] for p in kept.tolist()]
 
 
-def forget_values(graph: nx.DiGraph, attribute: str) -> None:
-    """Drop the index :func:`candidates` keeps of ``attribute``: for values written into the tasks' dicts directly,
-    not through :mod:`daydream.graph.edit` (which tells the derived indexes of every change)."""
-    derived.drop(graph, f"select_by:{attribute}")
-
-
 def _is_hashable(value: Any) -> bool:
     try:
         hash(value)

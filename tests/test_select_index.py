@@ -171,3 +171,99 @@ def test_the_index_grows_with_inserts_and_outlives_other_attributes(session: Ses
     session.execute('insert cpu "late1" after last(select cpu where name == "renamed", 1) duration 5us on "cpu:1/99"')
     assert selected(session, where) == full_scan(session, where, monkeypatch=monkeypatch)
     assert index("thread") is not kept
+
+
+
+COMBINED = [
+    "parents(x) & gpu",
+    "gpu & children(x)",
+    "(parents(x) | children(x)) - cpu",
+    "kept & kernel",
+    "kept - comm",
+    "memcpy & kept",
+    "task & kept",
+    "kept - gpu - cpu",
+    "gpu - kept",
+    "cpu - (select where name ~ \"Launch\")",
+    "(select where name ~ \"Launch\") & cpu",
+    "(select where name ~ \"Launch\") & dataloader",
+]
+
+
+def _combined(session: Session, expr: str) -> tuple[Selection, int]:
+    session.budget.reset()
+    session.execute(f"let found = {expr}")
+    return session.scope["found"], session.budget.used
+
+
+@pytest.fixture
+def kinds_session() -> Session:
+    """The hand-built iteration (CPU calls, kernels, an all-reduce), with a selection that holds tasks removed since."""
+    from whatif_graph import iteration
+
+    s = Session(iteration())
+    s.execute('let x = select where name == "relu_kernel"\n'
+              'let kept = parents(x) | children(x) | x | (select where name == "ncclAllReduce")\n'
+              'remove (select where name == "ncclAllReduce")\n'
+              'remove (select where name == "relu_kernel") with launches')  # fmt: skip
+    s.execute('let x = select where name == "sm80_gemm_bwd"')
+    assert [n for n in s.scope["kept"] if n not in s.graph]
+    return s
+
+
+@pytest.mark.parametrize("expr", COMBINED)
+def test_a_selection_combined_with_a_kind_word_is_what_the_two_selections_give(kinds_session: Session, expr: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SEL & KIND``, ``KIND & SEL`` and ``SEL - KIND`` test SEL's kinds instead of selecting every task of the kind:
+    the same tasks (a task SEL holds that was removed since: in SEL - KIND, not in SEL & KIND) and the same budget."""
+    fast = _combined(kinds_session, expr)
+    with monkeypatch.context() as m:
+        m.setattr(evaluate._Compiler, "_kind_filter", lambda self, node: None)
+        slow = _combined(kinds_session, expr)
+    assert fast == slow
+    assert fast[1] > 0
+
+
+def test_the_kind_words_select_what_they_name(kinds_session: Session) -> None:
+    assert len(_combined(kinds_session, "kept - gpu")[0]) == 3  # the tasks removed since (a kernel, its launch call, the all-reduce)
+    assert len(_combined(kinds_session, "kept & gpu")[0]) == 2  # the kernels before and after the removed one
+
+
+@pytest.mark.parametrize("expr", ["1 & gpu", "gpu & true", "none - gpu", "\"a\" - cpu", "gpu - 1", "cpu & []", "x & gpu & 2"])
+def test_a_kind_word_combined_with_what_is_not_a_selection_fails_as_two_selections_do(
+    kinds_session: Session, expr: str, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    def outcome() -> tuple[str, object]:
+        try:
+            session.execute(f"let found = {expr}")
+        except ScriptError as exc:
+            return "error", str(exc)
+        return "value", session.scope["found"]
+
+    session = kinds_session
+    fast = outcome()
+    with monkeypatch.context() as m:
+        m.setattr(evaluate._Compiler, "_kind_filter", lambda self, node: None)
+        slow = outcome()
+    assert fast == slow
+
+
+@pytest.mark.parametrize("expr", ["gpu & (1 / 0)", "(1 / 0) & gpu", "x - (1 / 0) - gpu", "gpu & x"])
+def test_a_kind_word_charges_the_budget_where_its_own_lookup_did(kinds_session: Session, expr: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget the kind word's charge runs past: the error is the budget's or the other side's, as it was."""
+
+    def outcome() -> str:
+        kinds_session.execute("let found = 1")
+        kinds_session.budget.limit = kinds_session.budget.used + len(kinds_session.graph) - 1
+        try:
+            kinds_session.execute(f"let found = {expr}")
+        except ScriptError as exc:
+            return str(exc)
+        finally:
+            kinds_session.budget.limit = 10**9
+        return "no error"
+
+    fast = outcome()
+    with monkeypatch.context() as m:
+        m.setattr(evaluate._Compiler, "_kind_filter", lambda self, node: None)
+        slow = outcome()
+    assert fast == slow

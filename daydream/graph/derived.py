@@ -26,6 +26,9 @@ EDGES = "edges"  # dependencies added or removed
 DURATIONS = "durations"  # task durations changed
 ATTRIBUTES = "attributes"  # other task attributes changed (set)
 ASPECTS = (TASKS, EDGES, DURATIONS, ATTRIBUTES)
+# Finer aspects, changed besides those above: a value that follows only them is made again less often.
+HOST_DURATIONS = "host durations"  # durations of tasks not on a GPU changed (besides DURATIONS)
+LAUNCH_EDGES = "launch edges"  # a launch dependency added between tasks already there (besides EDGES)
 
 
 def attribute(name: str) -> str:

@@ -7,9 +7,12 @@ without its launch or a thread out of order; ``insert`` also refuses one that wo
 
 from __future__ import annotations
 
+import bisect
+import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import networkx as nx
@@ -59,7 +62,8 @@ def add_dependency(graph: nx.DiGraph, parent: Any, child: Any, kind: str, lag: f
     for n in (parent, child):
         if n not in graph:
             raise DaydreamError(f"no task {n!r} in the graph")
-    derived.changed(graph, derived.EDGES)  # the cached topological order does not know this edge
+    # the cached topological order does not know this edge; a launch between tasks already there: nor the launch calls
+    derived.changed(graph, derived.EDGES, *([derived.LAUNCH_EDGES] if kind == "launch" else []))
     graph.add_edge(parent, child, **({"kind": kind} if kind in ORDER_KINDS else {"kind": kind, "lag": float(lag)}))
 
 
@@ -91,12 +95,14 @@ def scale(graph: nx.DiGraph, selection: Iterable[Any], factor: float) -> float:
         raise DaydreamError(f"a scale factor must be a number >= 0 (got {factor})")
     nodes = attrs_of(graph)
     delta = 0.0
+    host = False
     for n in selection:
         a = nodes[n]
         d = a["duration"]
         a["duration"] = d * factor
         delta += d * factor - d
-    derived.changed(graph, derived.DURATIONS)
+        host = host or a["kind"] not in GPU_KINDS
+    _durations_changed(graph, host)
     return delta
 
 
@@ -105,6 +111,7 @@ def scale_each(graph: nx.DiGraph, selection: Iterable[Any], factor_of: Callable[
     raise: the tasks before keep their new durations); returns the change in total duration (us)."""
     nodes = attrs_of(graph)
     delta = 0.0
+    host = False
     try:
         for n in selection:
             a = nodes[n]
@@ -112,32 +119,51 @@ def scale_each(graph: nx.DiGraph, selection: Iterable[Any], factor_of: Callable[
             d = a["duration"]
             a["duration"] = d * f
             delta += d * f - d
+            host = host or a["kind"] not in GPU_KINDS
     finally:
-        derived.changed(graph, derived.DURATIONS)
+        _durations_changed(graph, host)
     return delta
+
+
+def _durations_changed(graph: nx.DiGraph, host: bool) -> None:
+    """Durations changed, of a host task (not on a GPU) among them where ``host``."""
+    derived.changed(graph, derived.DURATIONS, derived.attribute("duration"), *([derived.HOST_DURATIONS] if host else []))
 
 
 def set_attribute(graph: nx.DiGraph, selection: Iterable[Any], attribute: str, value: Any) -> None:
     """Set ``attribute`` of every selected task to ``value`` (durations and gaps: microseconds, >= 0)."""
     check_settable(attribute, value)
     nodes = attrs_of(graph)
+    host = False
     for n in selection:
-        nodes[n][attribute] = value
-    derived.changed(graph, derived.DURATIONS if attribute == "duration" else derived.ATTRIBUTES, derived.attribute(attribute))
+        a = nodes[n]
+        a[attribute] = value
+        host = host or a["kind"] not in GPU_KINDS
+    _attribute_changed(graph, attribute, host)
 
 
 def set_each(graph: nx.DiGraph, selection: Iterable[Any], attribute: str, value_of: Callable[[Task], Any]) -> None:
     """Set ``attribute`` of every selected task to ``value_of(its attributes)``, checked as ``set_attribute`` checks
     a value (an error leaves the tasks before with their new value)."""
     nodes = attrs_of(graph)
+    host = False
     try:
         for n in selection:
             a = nodes[n]
             value = value_of(a)
             check_settable(attribute, value)
             a[attribute] = value
+            host = host or a["kind"] not in GPU_KINDS
     finally:
-        derived.changed(graph, derived.DURATIONS if attribute == "duration" else derived.ATTRIBUTES, derived.attribute(attribute))
+        _attribute_changed(graph, attribute, host)
+
+
+def _attribute_changed(graph: nx.DiGraph, attribute: str, host: bool) -> None:
+    """``attribute`` of some tasks changed, of a host task among them where ``host``."""
+    if attribute == "duration":
+        _durations_changed(graph, host)
+    else:
+        derived.changed(graph, derived.ATTRIBUTES, derived.attribute(attribute))
 
 
 def check_settable(attribute: str, value: Any) -> None:
@@ -256,27 +282,81 @@ def _join(graph: nx.DiGraph, u: Any, v: Any, edge: dict[str, Any]) -> None:
 
 
 _LAUNCH_CALL_US = "launch_call_us"
+_LAUNCH_CALLS_INDEX = "launch_calls"
+
+
+class _LaunchCalls:
+    """The calls that launched tasks, one entry per launch dependency, by the launched task's kind; grown as tasks
+    are inserted (an insert adds a launch dependency only into a task it adds), made again after a removal or a
+    launch dependency added between tasks already there."""
+
+    __slots__ = ("by_kind", "count", "gpu_launcher", "last")
+
+    def __init__(self, graph: nx.DiGraph) -> None:
+        self.by_kind: dict[str, list[Any]] = {}
+        self.gpu_launcher = False  # a launch from a GPU-side task: its duration changes without HOST_DURATIONS
+        self.count, self.last = 0, None
+        self._add(graph, list(attrs_of(graph)))
+
+    def _add(self, graph: nx.DiGraph, new: list[Any]) -> None:
+        nodes, pred = attrs_of(graph), predecessors_of(graph)
+        for v in new:
+            for u, e in pred[v].items():
+                if e.get("kind") == "launch":
+                    self.by_kind.setdefault(nodes[v]["kind"], []).append(u)
+                    self.gpu_launcher = self.gpu_launcher or nodes[u]["kind"] in GPU_KINDS
+        self.count += len(new)
+        if new:
+            self.last = new[-1]
+
+    def grown(self, graph: nx.DiGraph) -> bool:
+        """Bring the entries up to the graph's tasks where tasks were only added since (inserts append to the graph's
+        order); False where any was removed."""
+        nodes = attrs_of(graph)
+        n = len(nodes)
+        if n < self.count or (self.count and self.last not in nodes):
+            return False
+        if n > self.count:
+            newest = list(islice(reversed(nodes), n - self.count + (1 if self.count else 0)))
+            if self.count and newest[-1] != self.last:
+                return False
+            self._add(graph, newest[-2::-1] if self.count else newest[::-1])
+        return True
 
 
 def typical_launch_call_us(graph: nx.DiGraph, kind: str) -> float:
     """Median duration of the calls that launched ``kind`` tasks in the graph: what a launch call costs on this CPU.
 
-    Kept among the graph's derived indexes until task durations change (``scale``, ``set duration``): a faster CPU
-    makes faster calls. Tasks inserted or removed leave it as it was: an inserted call costs the median itself."""
-    costs = derived.cached(graph, _LAUNCH_CALL_US, (derived.DURATIONS,))
+    Kept until task durations change (``scale``, ``set duration``): a faster CPU makes faster calls. Tasks inserted
+    or removed leave it as it was: an inserted call costs the median itself. After a duration change it is the
+    median again only where it can differ: a host task's duration changed, or calls that do not cost the median
+    were added, or tasks removed (a script scaling kernels between inserts would otherwise pass over the graph at
+    every insert: ``dgc`` on a 326k-task graph)."""
+    calls = derived.cached(graph, _LAUNCH_CALLS_INDEX, (derived.LAUNCH_EDGES,))
+    if calls is None or not calls.grown(graph):
+        calls = derived.keep(graph, _LAUNCH_CALLS_INDEX, _LaunchCalls(graph), (derived.LAUNCH_EDGES,))
+    costs = derived.cached(graph, _LAUNCH_CALL_US, ())
     if costs is None:
-        costs = derived.keep(graph, _LAUNCH_CALL_US, {}, (derived.DURATIONS,))
-    if kind not in costs:
-        nodes, pred = attrs_of(graph), predecessors_of(graph)
-        durations = [
-            nodes[u]["duration"]
-            for v, a in nodes.items()
-            if a["kind"] == kind
-            for u, e in pred[v].items()
-            if e.get("kind") == "launch"
-        ]
-        costs[kind] = statistics.median(durations) if durations else DEFAULT_LAUNCH_CALL_US
-    return float(costs[kind])
+        costs = derived.keep(graph, _LAUNCH_CALL_US, {}, ())
+    counters = derived.indexes(graph).counters
+    now = (counters.get(derived.DURATIONS, 0), counters.get(derived.HOST_DURATIONS, 0))
+    entries = calls.by_kind.get(kind, [])
+    kept = costs.get(kind)
+    if kept is not None:
+        value, durations_at, host_at, calls_at, counted = kept
+        if durations_at == now[0]:
+            return float(value)
+        nodes = attrs_of(graph)
+        if (host_at == now[1] and calls_at is calls and not calls.gpu_launcher
+                and all(nodes[u]["duration"] == value for u in entries[counted:])):  # fmt: skip
+            # the same calls at the same durations, and calls at the median: the median of them all is the same
+            costs[kind] = (value, now[0], now[1], calls, len(entries))
+            return float(value)
+    nodes = attrs_of(graph)
+    durations = [nodes[u]["duration"] for u in entries]
+    value = statistics.median(durations) if durations else DEFAULT_LAUNCH_CALL_US
+    costs[kind] = (value, now[0], now[1], calls, len(entries))
+    return float(value)
 
 
 @dataclass
@@ -550,14 +630,11 @@ def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, ke
         prev = anchor if side == "after" else _order_pred(graph, anchor)
         nxt = _order_succ(graph, anchor) if side == "after" else anchor
     else:
-        members = [u for u in members if u != node and u in nodes and not nodes[u].get("queued")]
-        earlier = [(_start(nodes[u]), _tiebreak(u), u) for u in members]
-        earlier = [x for x in earlier if (x[0], x[1]) <= (key, _tiebreak(node))]
-        prev = max(earlier)[2] if earlier else None
+        prev = _latest_before(graph, thread, members, node, key)
         if prev is not None:
             nxt = _order_succ(graph, prev)
         else:
-            heads = [u for u in members if _order_pred(graph, u) is None and not nodes[u].get("queued")]
+            heads = [u for u in members if u != node and u in nodes and _order_pred(graph, u) is None and not nodes[u].get("queued")]
             nxt = heads[0] if heads else None
     order = "stream" if thread.startswith("gpu:") else "thread"
     if prev is not None and nxt is not None:
@@ -576,25 +653,84 @@ def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, ke
         graph.add_edge(node, nxt, kind=order)
 
 
+def _latest_before(graph: nx.DiGraph, thread: str, members: list[Any], node: Any, key: float) -> Any:
+    """The task of ``thread`` (in the graph, not queued, not ``node``) latest by (start, id) at or before (``key``,
+    ``node``'s id); None if there is none. From the thread's members ordered by start (kept beside the per-thread
+    index) with a bisection, where every start is a real number; else from every member."""
+    nodes = attrs_of(graph)
+    mark = (key, _tiebreak(node))
+    ordered = _members_by_start(graph, thread, members) if _real_number(key) else None
+    if ordered is None:
+        live = [u for u in members if u != node and u in nodes and not nodes[u].get("queued")]
+        earlier = [x for x in ((_start(nodes[u]), _tiebreak(u), u) for u in live) if (x[0], x[1]) <= mark]
+        return max(earlier)[2] if earlier else None
+    keys, tasks = ordered
+    i = bisect.bisect_right(keys, mark)
+    found: Any = None
+    while i > 0:
+        i -= 1
+        u = tasks[i]
+        if u == node or u not in nodes or nodes[u].get("queued"):
+            continue
+        if found is not None and keys[i] != keys[found]:
+            break
+        if found is None or u > tasks[found]:  # the same (start, id) twice: ids that are not numbers, the larger
+            found = i
+    return None if found is None else tasks[found]
+
+
+def _real_number(x: Any) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)
+
+
 _THREAD_MEMBERS = "thread_members"
 
 
 def _thread_members(graph: nx.DiGraph, new: Any) -> list[Any]:
     """The tasks on the thread of ``new``, a task just added (kept among the graph's derived indexes as [task count,
-    thread -> tasks], brought up to date by inserts one task at a time; rebuilt when tasks were added or removed
-    some other way, which the task count tells). May hold tasks removed since: callers check membership."""
+    thread -> tasks, thread -> the tasks ordered by start], brought up to date by inserts one task at a time; rebuilt
+    when tasks were added or removed some other way, which the task count tells). May hold tasks removed since:
+    callers check membership."""
     nodes = attrs_of(graph)
     kept = derived.cached(graph, _THREAD_MEMBERS, ())
     thread = nodes[new]["thread"]
     if kept is not None and kept[0] + 1 == len(nodes):
         kept[1].setdefault(thread, []).append(new)  # the one task added since
         kept[0] += 1
+        ordered = kept[2].get(thread)
+        if ordered is not None:
+            start = _start(nodes[new])
+            if _real_number(start):
+                mark = (start, _tiebreak(new))
+                i = bisect.bisect_right(ordered[0], mark)
+                ordered[0].insert(i, mark)
+                ordered[1].insert(i, new)
+            else:
+                del kept[2][thread]
     elif kept is None or kept[0] != len(nodes):
         by_thread: dict[str, list[Any]] = {}
         for u, a in nodes.items():
             by_thread.setdefault(a["thread"], []).append(u)
-        kept = derived.keep(graph, _THREAD_MEMBERS, [len(nodes), by_thread], ())
+        kept = derived.keep(graph, _THREAD_MEMBERS, [len(nodes), by_thread, {}], ())
     return kept[1].setdefault(thread, [])
+
+
+def _members_by_start(graph: nx.DiGraph, thread: str, members: list[Any]) -> tuple[list[tuple[float, int]], list[Any]] | None:
+    """``thread``'s members (from :func:`_thread_members`, just called) as (start, id) keys in order and the tasks in
+    that order, made on first use and kept beside them; None where a start is not a real number."""
+    kept = derived.cached(graph, _THREAD_MEMBERS, ())
+    if kept is None:
+        return None
+    ordered = kept[2].get(thread)
+    if ordered is None:
+        nodes = attrs_of(graph)
+        present = [u for u in members if u in nodes]
+        starts = [_start(nodes[u]) for u in present]
+        if not all(map(_real_number, starts)):
+            return None
+        pairs = sorted(zip(zip(starts, map(_tiebreak, present)), present), key=lambda p: p[0])
+        ordered = kept[2][thread] = ([k for k, _ in pairs], [u for _, u in pairs])
+    return ordered
 
 
 def _members_removed(graph: nx.DiGraph, count: int) -> None:

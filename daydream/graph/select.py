@@ -121,6 +121,8 @@ def select(
     kinds = kind_set(kind)
     tests = [_filter(name.rstrip("_"), value) for name, value in filters.items()]
     nodes = attrs_of(graph)
+    if among is None and kinds is not None:
+        among = _of_kinds(graph, kinds)
     pairs = nodes.items() if among is None else ((n, nodes[n]) for n in among)
     return Selection(
         node
@@ -250,6 +252,27 @@ def candidates(graph: nx.DiGraph, equal: tuple[str, Any] | None = None, low: tup
     kept = np.sort(np.concatenate([ordered[lo:max(lo, hi)], others]))
     nodes = index.nodes
     return [nodes[p] for p in kept.tolist()]
+
+
+def _of_kinds(graph: nx.DiGraph, kinds: frozenset[str]) -> list[Any] | None:
+    """The tasks of ``kinds``, in graph order, from the index by kind (a kind is never set: the index outlives
+    everything but removals); None where a task's kind is not hashable (then every task is tested)."""
+    index = _value_index(graph, "kind")
+    if index.by_value is None:
+        return None
+    nodes = index.nodes
+    positions = [p for k in kinds for p in index.by_value.get(k, ())]
+    if len(kinds) > 1:
+        positions.sort()  # runs of positions in order: merged, not sorted from scratch
+    return [nodes[p] for p in positions]
+
+
+def count_of_kinds(graph: nx.DiGraph, kinds: frozenset[str]) -> int:
+    """How many tasks of ``kinds`` the graph holds: ``len(select(graph, kinds))``, from the index by kind."""
+    index = _value_index(graph, "kind")
+    if index.by_value is None:
+        return len(select(graph, kinds))
+    return sum(len(index.by_value.get(k, ())) for k in kinds)
 
 
 def _is_hashable(value: Any) -> bool:

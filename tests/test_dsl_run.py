@@ -539,3 +539,18 @@ def test_require_says_the_script_does_not_apply(tmp_path: Path) -> None:
     s = session()
     s.execute('require count(comm) > 0, "needs an all-reduce"')  # holds: nothing happens
     assert s.predicted_us == BASELINE_US
+
+
+def test_on_a_stream_number_next_to_a_cpu_call_takes_the_one_device_of_the_graph_as_it_is_now() -> None:
+    from daydream.graph import add_task
+
+    s = Session(iteration())
+    insert = 'insert gpu "{}" after (select where name == "cudaDeviceSynchronize") duration 1us on 9'
+    s.execute(insert.format("a"))
+    assert {a["thread"] for a in s.graph.nodes.values() if a["name"] == "a"} == {"gpu:0/9"}
+    add_task(s.graph, "other", "gpu", "gpu:1/7", 5.0, start=0.0)  # a second device
+    with pytest.raises(ScriptError, match="'on STREAM' needs the device"):
+        s.execute(insert.format("b"))
+    s.execute('remove (select where name == "other")')  # one device again
+    s.execute(insert.format("c"))
+    assert {a["thread"] for a in s.graph.nodes.values() if a["name"] == "c"} == {"gpu:0/9"}

@@ -23,7 +23,7 @@ from daydream.errors import CheckFailed, DaydreamError, NotApplicable, ScriptErr
 from daydream.files import clip
 from daydream.graph import edit
 from daydream.graph.adjacency import attrs_of
-from daydream.graph.select import Selection, group_by, in_time_order
+from daydream.graph.select import Selection, group_by, in_time_order, thread_names
 from daydream.simulation import EARLIEST, FIFO, Policy
 
 
@@ -333,7 +333,7 @@ class Executor(Visitor[None]):
                 raise error(f"'on {int(on)}' names a GPU stream; a {s.kind} task runs on a CPU thread: give its name, 'cpu:PID/TID'", s.on)  # fmt: skip
             device = a["thread"].split("/")[0] if a["thread"].startswith("gpu:") else None
             if device is None:
-                devices = sorted({b["thread"].split("/")[0] for b in attrs_of(graph).values() if b["thread"].startswith("gpu:")})
+                devices = sorted({t.split("/")[0] for t in thread_names(graph) if t.startswith("gpu:")})
                 if len(devices) != 1:
                     raise error("'on STREAM' needs the device: name the thread, e.g. on \"gpu:0/7\"", s.on)
                 device = devices[0]

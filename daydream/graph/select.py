@@ -267,6 +267,15 @@ def _of_kinds(graph: nx.DiGraph, kinds: frozenset[str]) -> list[Any] | None:
     return [nodes[p] for p in positions]
 
 
+def thread_names(graph: nx.DiGraph) -> list[Any]:
+    """The threads the graph's tasks run on, each once, from the index by thread (a large graph is asked at every
+    insert ``on`` a stream number)."""
+    index = _value_index(graph, "thread")
+    if index.by_value is None:
+        return list({a["thread"]: None for a in attrs_of(graph).values()})
+    return list(index.by_value)
+
+
 def count_of_kinds(graph: nx.DiGraph, kinds: frozenset[str]) -> int:
     """How many tasks of ``kinds`` the graph holds: ``len(select(graph, kinds))``, from the index by kind."""
     index = _value_index(graph, "kind")

@@ -146,6 +146,8 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             raise env.error(str(exc), node, did_you_mean(node.kind or "", KIND_SELECTORS)) from None
         where = compile_expression(node.where, env, task_context=True) if node.where is not None else None
         lookup = self._lookup(node.where) if where is not None and where.per_task else None
+        # a clause that is one ATTR == VALUE: the index's tasks are the selection (the test neither fails nor charges)
+        exact = lookup is not None and isinstance(node.where, ast.Binary) and node.where.op == "==" and lookup[1:] == (None, None)
 
         def run(t: Any) -> Selection:
             env.budget.charge(len(env.graph))  # a where-clause (or the kind test) runs on every task
@@ -155,7 +157,8 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
                 out = select(env.graph, node.kind) if bool(where.constant()) else Selection()
             else:
                 among = candidates(env.graph, *lookup) if lookup is not None else None
-                out = select(env.graph, node.kind, where=where.value, among=among)
+                test = None if exact and among is not None else where.value
+                out = select(env.graph, node.kind, where=test, among=among)
             env.selected(node, out)
             return out
 

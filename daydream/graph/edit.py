@@ -314,12 +314,13 @@ class _LaunchCalls:
         order); False where any was removed."""
         nodes = attrs_of(graph)
         n = len(nodes)
-        if n < self.count or (self.count and self.last not in nodes):
+        if n < self.count:
+            return False
+        # the new tasks, last first, and the one before them, which must be the last one seen
+        newest = list(islice(reversed(nodes), n - self.count + (1 if self.count else 0)))
+        if self.count and newest[-1] != self.last:
             return False
         if n > self.count:
-            newest = list(islice(reversed(nodes), n - self.count + (1 if self.count else 0)))
-            if self.count and newest[-1] != self.last:
-                return False
             self._add(graph, newest[-2::-1] if self.count else newest[::-1])
         return True
 
@@ -332,20 +333,21 @@ def typical_launch_call_us(graph: nx.DiGraph, kind: str) -> float:
     median again only where it can differ: a host task's duration changed, or calls that do not cost the median
     were added, or tasks removed (a script scaling kernels between inserts would otherwise pass over the graph at
     every insert: ``dgc`` on a 326k-task graph)."""
-    calls = derived.cached(graph, _LAUNCH_CALLS_INDEX, (derived.LAUNCH_EDGES,))
-    if calls is None or not calls.grown(graph):
-        calls = derived.keep(graph, _LAUNCH_CALLS_INDEX, _LaunchCalls(graph), (derived.LAUNCH_EDGES,))
     costs = derived.cached(graph, _LAUNCH_CALL_US, ())
     if costs is None:
         costs = derived.keep(graph, _LAUNCH_CALL_US, {}, ())
     counters = derived.indexes(graph).counters
     now = (counters.get(derived.DURATIONS, 0), counters.get(derived.HOST_DURATIONS, 0))
-    entries = calls.by_kind.get(kind, [])
     kept = costs.get(kind)
+    if kept is not None and kept[1] == now[0]:
+        return float(kept[0])
+    # the calls, brought up to date only here: between duration changes, removals and inserts cost nothing
+    calls = derived.cached(graph, _LAUNCH_CALLS_INDEX, (derived.LAUNCH_EDGES,))
+    if calls is None or not calls.grown(graph):
+        calls = derived.keep(graph, _LAUNCH_CALLS_INDEX, _LaunchCalls(graph), (derived.LAUNCH_EDGES,))
+    entries = calls.by_kind.get(kind, [])
     if kept is not None:
-        value, durations_at, host_at, calls_at, counted = kept
-        if durations_at == now[0]:
-            return float(value)
+        value, _, host_at, calls_at, counted = kept
         nodes = attrs_of(graph)
         if (host_at == now[1] and calls_at is calls and not calls.gpu_launcher
                 and all(nodes[u]["duration"] == value for u in entries[counted:])):  # fmt: skip

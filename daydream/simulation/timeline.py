@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import count, repeat
+from operator import itemgetter
 from typing import Any
 
 import networkx as nx
@@ -31,6 +35,7 @@ class Timeline:
     # the other tasks); None where the graph has no collective across ranks
     arrival: np.ndarray | None = None
     _of_kinds: dict[frozenset[str], list[int]] = field(default_factory=dict, repr=False, compare=False)
+    _columns: dict[str, tuple[np.ndarray, list[Any]] | None] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.task_attrs:
@@ -41,7 +46,20 @@ class Timeline:
         """Indices of the tasks of ``kinds``, in task order (kept: the summaries of one timeline ask several times)."""
         found = self._of_kinds.get(kinds)
         if found is None:
-            found = self._of_kinds[kinds] = [i for i, a in enumerate(self.task_attrs) if a["kind"] in kinds]
+            codes, values = self.codes("kind")
+            found = self._of_kinds[kinds] = np.flatnonzero(np.isin(codes, _codes_of(values, kinds))).tolist()
+        return found
+
+    def codes(self, attribute: str) -> tuple[np.ndarray, list[Any]]:
+        """Each task's value of ``attribute`` (None where it has none) as a number: (the numbers, in task order; the
+        values they stand for, in order of first appearance). Kept: the summaries of one timeline read the same
+        attributes. Read by map() over C-level getters: a Python loop per task is most of a large graph's summary."""
+        found = self._columns.get(attribute)
+        if found is None:
+            values = list(map(dict.get, self.task_attrs, repeat(attribute)))
+            distinct = dict.fromkeys(values)
+            number = dict(zip(distinct, count()))
+            found = self._columns[attribute] = (np.fromiter(map(number.__getitem__, values), np.int64, len(values)), list(distinct))
         return found
 
     def attrs(self, i: int) -> dict[str, Any]:
@@ -58,9 +76,11 @@ class Timeline:
 
     def step_indices(self) -> dict[str, np.ndarray]:
         """Each step's task indices, in task order, by step name ("inserted": tasks of no step)."""
+        raw, values = self.codes("step")
         code_of: dict[str, int] = {}
-        codes = np.fromiter((code_of.setdefault(a.get("step") or "inserted", len(code_of)) for a in self.task_attrs), np.int64,
-                            len(self.task_attrs))  # fmt: skip
+        # the values in order of first appearance: each name's code is that of its first task, as one pass gives it
+        renumber = np.asarray([code_of.setdefault(v or "inserted", len(code_of)) for v in values], np.int64)
+        codes = renumber[raw] if len(raw) else raw
         # one stable sort by step: each step's indices stay in task order
         by_step = np.split(np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes, minlength=len(code_of)))[:-1])
         return dict(zip(code_of, by_step))
@@ -81,6 +101,12 @@ class Timeline:
             out[name] = end - before
             before = end
         return out
+
+
+def _codes_of(values: list[Any], wanted: Iterable[Any]) -> list[int]:
+    """The numbers (positions in ``values``, as :meth:`Timeline.codes` gives them) of the values in ``wanted``."""
+    wanted = set(wanted)
+    return [i for i, v in enumerate(values) if v in wanted]
 
 
 def union_intervals(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,24 +146,30 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     """
     attrs = timeline.task_attrs
     gpu_ix = timeline.tasks_of(GPU_KINDS)
-    working = {a["thread"] for a in attrs if a["kind"] == "dataloader" or (a["kind"] == "cpu" and a.get("op") == a["name"])}
-    # and the threads that launch GPU work: only a task on a thread not found yet can add one (a few threads, and
+    kind, kinds = timeline.codes("kind")
+    thread, _ = timeline.codes("thread")
+    # the threads that run data loading or CPU ops (a task whose op is its own name)...
+    op = np.fromiter(map(operator.eq, map(dict.get, attrs, repeat("op")), map(itemgetter("name"), attrs)), np.bool_, len(attrs))
+    loads = np.isin(kind, _codes_of(kinds, {"dataloader"})) | (np.isin(kind, _codes_of(kinds, {"cpu"})) & op)
+    working = set(np.unique(thread[loads]).tolist())
+    # ...and those that launch GPU work: only a task on a thread not found yet can add one (a few threads, and
     # nearly every task is on one of them already)
     node_attrs, succ, nodes = attrs_of(timeline.graph), successors_of(timeline.graph), timeline.nodes
-    for i, a in enumerate(attrs):
-        if a["thread"] in working:
+    threads = thread.tolist()
+    for i in np.flatnonzero(~np.isin(thread, list(working))).tolist():
+        if threads[i] in working:
             continue
         for child, e in succ[nodes[i]].items():
             if e.get("kind") == "launch" and node_attrs[child]["kind"] in GPU_KINDS:
-                working.add(a["thread"])
+                working.add(threads[i])
                 break
-    cpu_ix = [i for i in timeline.tasks_of(CPU_KINDS) if attrs[i]["thread"] in working]
+    cpu_ix = np.flatnonzero(np.isin(kind, _codes_of(kinds, CPU_KINDS)) & np.isin(thread, list(working)))
     # fmax: a NaN gap counts as none, as max(0.0, NaN) did
-    gaps = np.fmax(np.asarray([attrs[i].get("gap", 0.0) for i in cpu_ix], dtype=float), 0.0)
+    gaps = np.fmax(np.asarray(list(map(dict.get, map(attrs.__getitem__, cpu_ix.tolist()), repeat("gap"), repeat(0.0))), dtype=float), 0.0)
     total = timeline.makespan()
     t0 = float(timeline.start.min()) if len(timeline.nodes) else 0.0
     t1 = t0 + total
-    cpu_rows = np.stack([timeline.start[cpu_ix], timeline.end[cpu_ix] + gaps], axis=1) if cpu_ix else np.empty((0, 2))
+    cpu_rows = np.stack([timeline.start[cpu_ix], timeline.end[cpu_ix] + gaps], axis=1) if len(cpu_ix) else np.empty((0, 2))
     gpu_rows = np.stack([timeline.start[gpu_ix], timeline.end[gpu_ix]], axis=1) if gpu_ix else np.empty((0, 2))
     cpu = union_intervals(np.clip(cpu_rows, t0, t1))
     gpu = union_intervals(gpu_rows)
@@ -186,25 +218,45 @@ def totals_by(
 ) -> dict[str, dict[str, float]]:  # fmt: skip
     """:func:`totals` for each attribute of ``bys``, in one pass over the tasks."""
     attrs = timeline.task_attrs
+    kind, kind_values = timeline.codes("kind")
     if indices is None:
-        indices = timeline.tasks_of(kinds)
+        ix = np.asarray(timeline.tasks_of(kinds), np.int64)
     else:
-        keep = [k for k, i in enumerate(indices) if attrs[i]["kind"] in kinds]
-        indices = [indices[k] for k in keep]
-        times = None if times is None else [times[k] for k in keep]
-    if times is None:  # plain floats: indexing numpy arrays one element at a time costs more than the loop itself
-        start, end = timeline.start.tolist(), timeline.end.tolist()
-        times = [end[i] - start[i] for i in indices]
+        given = np.asarray(indices, np.int64)
+        keep = np.flatnonzero(np.isin(kind[given], _codes_of(kind_values, kinds)))
+        ix = given[keep]
+        times = None if times is None else np.asarray(times, np.float64)[keep]
+    # the same floats as end - start one task at a time
+    weights = timeline.end[ix] - timeline.start[ix] if times is None else np.asarray(times, np.float64)
     result = {}
     for by in bys:
         # each key's index in order of first appearance, its times summed in task order (np.bincount adds them in the
         # order given: the same sums, bit for bit, as adding them one by one)
-        code_of: dict[str, int] = {}
-        codes = [code_of.setdefault(k if type(k) is str else "-" if k is None else str(k), len(code_of))
-                 for k in [attrs[i].get(by) for i in indices]]  # fmt: skip
-        sums = np.bincount(codes, weights=times, minlength=len(code_of)).tolist() if codes else []
+        codes, code_of = _key_codes(timeline, attrs, by, ix)
+        sums = np.bincount(codes, weights=weights, minlength=len(code_of)).tolist() if len(codes) else []
         result[by] = dict(sorted(zip(code_of, sums), key=lambda kv: -kv[1]))
     return result
+
+
+def _key_codes(timeline: Timeline, attrs: list[dict[str, Any]], by: str, ix: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """The tasks ``ix``'s values of ``by`` as keys (text; none: "-"; else its text), numbered in order of first
+    appearance: (the numbers, key -> number)."""
+    code_of: dict[str, int] = {}
+    try:
+        column, values = timeline.codes(by)
+    except TypeError:  # a value that is not hashable (a list): its text is the key
+        column = None
+    if column is None or not all(type(values[v]) is str or values[v] is None for v in np.unique(column[ix]).tolist()):
+        # values that the column numbers as one but show as different text (1, 1.0, True): one task at a time
+        keys = [k if type(k) is str else "-" if k is None else str(k) for k in map(dict.get, map(attrs.__getitem__, ix.tolist()), repeat(by))]
+        return np.asarray([code_of.setdefault(k, len(code_of)) for k in keys], np.int64), code_of
+    raw = column[ix]
+    uniq, first = np.unique(raw, return_index=True)
+    renumber = np.zeros(len(values), np.int64)
+    for v in uniq[np.argsort(first)].tolist():  # the values in order of first appearance among these tasks
+        value = values[v]
+        renumber[v] = code_of.setdefault(value if value is not None else "-", len(code_of))
+    return renumber[raw], code_of
 
 
 def critical_path_segments(timeline: Timeline, path: list[int]) -> list[float]:

@@ -267,3 +267,45 @@ def test_a_kind_word_charges_the_budget_where_its_own_lookup_did(kinds_session: 
         m.setattr(evaluate._Compiler, "_kind_filter", lambda self, node: None)
         slow = outcome()
     assert fast == slow
+
+
+NARROWED = [
+    'kept & (select where name == "sm80_gemm_bwd")',
+    '(select where phase == "backward") & kept',
+    'kept - (select where phase == "backward")',
+    'kept - (select where name == "no such kernel")',   # the select matches nothing: its warning
+    'kept & (select where name == "no such kernel")',
+    'kept & (select where bytes == 4000000)',
+    'kept & (select where phase == "backward" and layer == none)',  # not one test: made as before
+    'kept & (select gpu where phase == "backward")',                # a kind: made as before
+    'kept & (select where shapes == none)',                         # shapes are lists: no index, made as before
+    '1 & (select where name == "sm80_gemm_bwd")',
+    'none - (select where name == "sm80_gemm_bwd")',
+    '(select where name == "sm80_gemm_bwd") - kept',
+    'kept - (select where phase == "backward" and layer == none)',
+    '2 - (select gpu where phase == "backward")',
+]
+
+
+@pytest.mark.parametrize("expr", NARROWED)
+def test_a_selection_narrowed_by_an_indexed_select_is_what_making_the_select_gives(
+    kinds_session: Session, expr: str, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    """``SEL & (select where ATTR == VALUE)`` (either way round) and ``SEL - (select ...)`` test SEL's tasks where the
+    index answers the select: the same tasks (SEL's removed tasks included), budget, errors and warnings."""
+    kinds_session.graph.nodes[next(iter(kinds_session.graph.nodes))]["shapes"] = [[2, 3]]
+
+    def outcome() -> tuple[object, ...]:
+        kinds_session.budget.reset()
+        kinds_session.recorder.warnings.clear()
+        try:
+            kinds_session.execute(f"let found = {expr}")
+        except ScriptError as exc:
+            return "error", str(exc), kinds_session.budget.used
+        return kinds_session.scope["found"], kinds_session.budget.used, list(kinds_session.recorder.warnings)
+
+    fast = outcome()
+    with monkeypatch.context() as m:
+        m.setattr(evaluate._Compiler, "_index_filter", lambda self, node: None)
+        slow = outcome()
+    assert fast == slow

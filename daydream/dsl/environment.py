@@ -68,5 +68,9 @@ class Environment:
         return self.loader.error(message, node, hint)
 
     def selected(self, node: ast.Select, selection: Selection) -> None:
-        if not selection:
+        self.matched(node, len(selection))
+
+    def matched(self, node: ast.Select, count: int) -> None:
+        """A select matched ``count`` tasks (a warning where none)."""
+        if not count:
             self.recorder.warn(node.pos, f"`{clip(self.loader.source(node), 200)}` matches no task")

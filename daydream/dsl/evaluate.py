@@ -39,6 +39,7 @@ from daydream.graph.select import (
     KIND_SELECTORS,
     Selection,
     candidates,
+    count_equal,
     count_of_kinds,
     in_time_order,
     kind_set,
@@ -61,6 +62,8 @@ class Env(Protocol):
     def error(self, message: str, node: Any, hint: str | None = None) -> Exception: ...
 
     def selected(self, node: ast.Select, selection: Selection) -> None: ...
+
+    def matched(self, node: ast.Select, count: int) -> None: ...
 
 
 class Expression:
@@ -139,6 +142,11 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         return make, any(p for _, p in items)
 
     def visit_Select(self, node: ast.Select) -> tuple[Compiled, bool]:
+        return self._select(node)[0], False
+
+    def _select(self, node: ast.Select) -> tuple[Compiled, tuple[str, Any] | None]:
+        """The selection's closure, and the ``(ATTR, VALUE)`` of a kind-less where-clause that is exactly
+        ``ATTR == VALUE`` (which the index may answer: :meth:`_index_filter`), else None."""
         env = self.env
         try:
             kind_set(node.kind)  # an unknown word fails here, with the statement's position
@@ -162,7 +170,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             env.selected(node, out)
             return out
 
-        return run, False
+        return run, (lookup[0] if exact and node.kind is None and lookup is not None else None)
 
     def _lookup(self, where: ast.Expr) -> tuple[tuple[str, Any] | None, tuple[float, bool] | None, tuple[float, bool] | None] | None:
         """What an index can answer of a where-clause: of the tests it begins with, joined by ``and``, an
@@ -237,9 +245,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
     def visit_Binary(self, node: ast.Binary) -> tuple[Compiled, bool]:
         op = node.op
         if op in ("&", "-"):
-            by_kind = self._kind_filter(node)
-            if by_kind is not None:
-                return by_kind
+            fast = self._kind_filter(node) or self._index_filter(node)
+            if fast is not None:
+                return fast
         lf, lp = self.compile(node.left)
         rf, rp = self.compile(node.right)
         per_task = lp or rp
@@ -374,6 +382,72 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             raise _fail(env, f"cannot {_VERBS[op]} these numbers: {_TOO_LARGE}", node, t) from None
         except (TooLarge, NotReal) as exc:
             raise _fail(env, str(exc), node, t) from None
+
+    def _index_filter(self, node: ast.Binary) -> tuple[Compiled, bool] | None:
+        """``SEL & (select where ATTR == VALUE)`` (either way round) and ``SEL - (select where ATTR == VALUE)`` as a
+        test of SEL's tasks' ATTR, where the index of ATTR answers the select: how many tasks it holds (the budget)
+        and whether none (its warning) come from the index, so a loop narrowing a step's tasks to a layer's costs what
+        the step holds, not every step's tasks of the layer. The same result, budget, errors and warnings as making
+        the select; None for other expressions (then they are made)."""
+        on_left = node.op == "&" and isinstance(node.left, ast.Select)
+        on_right = isinstance(node.right, ast.Select)
+        if on_left == on_right:
+            return None
+        env = self.env
+        other_node = node.right if on_left else node.left
+        if on_left:
+            run, equal = self._select(node.left)  # the where-clause compiled (and its errors) as visiting it does
+            if equal is None:
+                return self._combined(node, self._folded(run), *self.compile(other_node), select_first=True)
+            matched = self._count_or_select(node.left, run, equal)
+            other, per_task = self.compile(other_node)
+        else:
+            other, per_task = self.compile(other_node)
+            run, equal = self._select(node.right)
+            if equal is None:
+                return self._combined(node, self._folded(run), other, per_task, select_first=False)
+            matched = self._count_or_select(node.right, run, equal)
+        if isinstance(matched, Selection):  # the index did not answer: the select was made
+            return self._combined(node, (lambda t: matched), other, per_task, select_first=on_left)
+        attribute, value = equal
+        keep = node.op == "&"
+
+        def by_value(t: Any) -> Any:
+            sel = other(t)
+            if not isinstance(sel, Selection):  # an error to report (or none - SEL): as the two values give it
+                whole = select(env.graph, None, where=lambda a: a.get(attribute) == value)
+                a, b = (whole, sel) if on_left else (sel, whole)
+                return self._set_operation(node, a, b, t) if keep else self._arithmetic(node, a, b, t)
+            env.budget.charge((len(sel) + matched) // BULK)
+            nodes = attrs_of(env.graph)
+            # the index's equality: a task is in it when its value == VALUE (values all hashable, VALUE not NaN)
+            return Selection(frozenset(u for u in sel if ((a := nodes.get(u)) is not None and a.get(attribute) == value) == keep))
+
+        return by_value, per_task
+
+    def _folded(self, run: Compiled) -> Compiled:
+        """A selection's closure evaluated now, as compiling folds it."""
+        value = run(None)
+        return lambda t: value
+
+    def _count_or_select(self, node: ast.Select, run: Compiled, equal: tuple[str, Any]) -> Selection | int:
+        """Charge what making the select charges and give how many tasks it holds (warning where none), from the
+        index; where the index does not answer, the select made (``run``, charged once)."""
+        env = self.env
+        count = count_equal(env.graph, *equal)
+        if count is None:
+            return run(None)
+        env.budget.charge(len(env.graph))  # as the select's own run charges it
+        env.matched(node, count)
+        return count
+
+    def _combined(self, node: ast.Binary, select_fn: Compiled, other: Compiled, per_task: bool, select_first: bool) -> tuple[Compiled, bool]:
+        """The plain ``&`` / ``-`` of a select (already evaluated) and another value."""
+        if select_first:
+            return (lambda t: self._set_operation(node, select_fn(t), other(t), t)), per_task
+        if node.op == "&":
+            return (lambda t: self._set_operation(node, other(t), select_fn(t), t)), per_task
+        return (lambda t: self._arithmetic(node, other(t), select_fn(t), t)), per_task
 
     def _kind_word(self, expr: ast.Expr) -> str | None:
         """``expr`` if it is a bare task-kind word (``gpu``, ``cpu``, ...) that names the kind's tasks here."""

@@ -267,6 +267,15 @@ def _of_kinds(graph: nx.DiGraph, kinds: frozenset[str]) -> list[Any] | None:
     return [nodes[p] for p in positions]
 
 
+def count_equal(graph: nx.DiGraph, attribute: str, value: Any) -> int | None:
+    """How many tasks ``candidates(graph, (attribute, value))`` returns (the tasks whose ``attribute`` equals
+    ``value``), without listing them; None where the index does not answer (see :func:`candidates`)."""
+    if attribute in _UNINDEXED or not _is_hashable(value) or value != value:
+        return None
+    index = _value_index(graph, attribute)
+    return None if index.by_value is None else len(index.by_value.get(value, ()))
+
+
 def thread_names(graph: nx.DiGraph) -> list[Any]:
     """The threads the graph's tasks run on, each once, from the index by thread (a large graph is asked at every
     insert ``on`` a stream number)."""

@@ -35,7 +35,7 @@ class Timeline:
     # the other tasks); None where the graph has no collective across ranks
     arrival: np.ndarray | None = None
     _of_kinds: dict[frozenset[str], list[int]] = field(default_factory=dict, repr=False, compare=False)
-    _columns: dict[str, tuple[np.ndarray, list[Any]] | None] = field(default_factory=dict, repr=False, compare=False)
+    _columns: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.task_attrs:

@@ -13,23 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-DEFAULT_SOURCE = HERE.parent.parent / "shared" / "traces" / "hta" / "nccl_parser_config_nccl_data.json.gz"
-
-
-def tiled(events: int) -> str:
-    if not DEFAULT_SOURCE.is_file():
-        raise SystemExit(f"{DEFAULT_SOURCE} not found: pass a trace")
-    path = os.path.join(tempfile.mkdtemp(), f"tiled_{events}.json.gz")
-    subprocess.run([sys.executable, str(HERE / "tile_trace.py"), str(DEFAULT_SOURCE), path, "--events", str(events)], check=True)
-    return path
+from bench_simulate import tiled  # the tiling of the shared trace, as the other benchmarks make it
 
 
 def time_scripts(trace: str, scripts: list[str]) -> list[dict[str, object]]:
@@ -66,7 +54,7 @@ def main() -> None:
 
     scripts = args.scripts.split(",") if args.scripts else library_names()
     rows = []
-    for trace in args.traces or [tiled(args.events)]:
+    for trace in args.traces or [tiled(args.events, tempfile.mkdtemp())]:
         rows += time_scripts(trace, scripts)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")

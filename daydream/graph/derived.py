@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 import networkx as nx
+
+from daydream.graph.adjacency import attrs_of
 
 # The aspects of a graph an index can depend on, each with its change counter.
 TASKS = "tasks"  # tasks added or removed
@@ -95,3 +98,17 @@ def changed(graph: nx.DiGraph, *aspects: str) -> None:
         counters = idx.counters
         for a in aspects:
             counters[a] = counters.get(a, 0) + 1
+
+
+def added_since(graph: nx.DiGraph, count: int, last: Any) -> list[Any] | None:
+    """The tasks added, in graph order, since the graph held ``count`` tasks, ``last`` the last of them; None where a
+    task was removed since. Inserts append to the graph's order, so the task before the new ones must be ``last``:
+    how an index that grows with inserts (rather than being made again) knows it may."""
+    nodes = attrs_of(graph)
+    n = len(nodes)
+    if n < count:
+        return None
+    if not count:
+        return list(nodes)
+    newest = list(islice(reversed(nodes), n - count + 1))  # the new tasks, last first, and the one before
+    return newest[-2::-1] if newest[-1] == last else None

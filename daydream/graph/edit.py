@@ -12,7 +12,6 @@ import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 import networkx as nx
@@ -312,16 +311,11 @@ class _LaunchCalls:
     def grown(self, graph: nx.DiGraph) -> bool:
         """Bring the entries up to the graph's tasks where tasks were only added since (inserts append to the graph's
         order); False where any was removed."""
-        nodes = attrs_of(graph)
-        n = len(nodes)
-        if n < self.count:
+        added = derived.added_since(graph, self.count, self.last)
+        if added is None:
             return False
-        # the new tasks, last first, and the one before them, which must be the last one seen
-        newest = list(islice(reversed(nodes), n - self.count + (1 if self.count else 0)))
-        if self.count and newest[-1] != self.last:
-            return False
-        if n > self.count:
-            self._add(graph, newest[-2::-1] if self.count else newest[::-1])
+        if added:
+            self._add(graph, added)
         return True
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice, repeat
+from itertools import repeat
 from typing import Any
 
 import networkx as nx
@@ -175,15 +175,13 @@ class _ValueIndex:
         """Bring the index up to the graph's tasks where tasks were only added since (inserts append to the graph's
         order: the task just before the new ones is the last one indexed); False where any was removed (the index
         is then made again). What an insert changes on other tasks is only their gap (`_CHANGED_BY_INSERTS`)."""
-        node_attrs = attrs_of(graph)
-        count, n = len(self.nodes), len(node_attrs)
-        if n < count or not count:
+        if not self.nodes:
             return False
-        newest = list(islice(reversed(node_attrs), n - count + 1))  # the new tasks, last first, and the one before
-        if newest[-1] != self.nodes[-1]:
+        added = derived.added_since(graph, len(self.nodes), self.nodes[-1])
+        if added is None:
             return False
-        if n > count:
-            added = newest[-2::-1]
+        if added:
+            node_attrs = attrs_of(graph)
             self._add(added, [node_attrs[u] for u in added])
         return True
 
@@ -229,7 +227,7 @@ def candidates(graph: nx.DiGraph, equal: tuple[str, Any] | None = None, low: tup
     attribute = None
     if equal is not None:
         attribute, value = equal
-        if attribute in _UNINDEXED or not _is_hashable(value) or value != value:
+        if not _indexable(attribute, value):
             return None
     for bound in (low, high):
         if bound is not None and not (type(bound[0]) in (int, float) and math.isfinite(bound[0])):
@@ -270,7 +268,7 @@ def _of_kinds(graph: nx.DiGraph, kinds: frozenset[str]) -> list[Any] | None:
 def count_equal(graph: nx.DiGraph, attribute: str, value: Any) -> int | None:
     """How many tasks ``candidates(graph, (attribute, value))`` returns (the tasks whose ``attribute`` equals
     ``value``), without listing them; None where the index does not answer (see :func:`candidates`)."""
-    if attribute in _UNINDEXED or not _is_hashable(value) or value != value:
+    if not _indexable(attribute, value):
         return None
     index = _value_index(graph, attribute)
     return None if index.by_value is None else len(index.by_value.get(value, ()))
@@ -291,6 +289,12 @@ def count_of_kinds(graph: nx.DiGraph, kinds: frozenset[str]) -> int:
     if index.by_value is None:
         return len(select(graph, kinds))
     return sum(len(index.by_value.get(k, ())) for k in kinds)
+
+
+def _indexable(attribute: str, value: Any) -> bool:
+    """Whether the index of ``attribute`` can look up the tasks equal to ``value``: not an attribute derived from the
+    durations, a hashable value, not NaN (equal to nothing, but a dict would find the same object)."""
+    return attribute not in _UNINDEXED and _is_hashable(value) and value == value
 
 
 def _is_hashable(value: Any) -> bool:

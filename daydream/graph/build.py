@@ -26,7 +26,7 @@ from daydream.graph.build_delays import measure_delays, split_backward_gaps, spl
 from daydream.graph.build_edges import backward_waits, copy_wait_edges, infers_stream_waits, loader_waits, order_edges, sync_edges
 from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
-from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS, Edge, Task
+from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS, Edge, Task, new_edge_attrs
 from daydream.trace.model import Trace
 from daydream.trace.steps import Step, default_step, select_steps
 
@@ -47,8 +47,8 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
 
     ``step``: ``None`` picks a steady-state step; ``"all"`` every ProfilerStep in one graph;
     ``N`` or ``"ProfilerStep#N"`` that step; any other string names an annotation whose range is the window.
-    ``release_events``: empty the trace's event lists as soon as the build has read them, for a caller that drops
-    the trace after: the graph's dependencies are then made in the memory the events held (a tenth of the peak).
+    ``release_events``: empty each of the trace's event lists as soon as the build has read it, for a caller that
+    drops the trace after: the tasks and dependencies that follow are then made in the memory the events held.
     """
     steps = select_steps(trace, "all" if step is None else step)
     what = f"{len(steps)} steps" if step == "all" and len(steps) > 1 else "the step"
@@ -56,8 +56,12 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
     with progress.task(f"building the graph of {what} ({trace.event_count:,} events)", total=_STAGES) as advance:
         table = TaskTable()
         calls = cpu_tasks(trace, table)
+        if release_events:  # each family once its last reader is done, so that the tasks and edges that follow
+            _release(trace.cpu_ops, trace.annotations, trace.gpu_annotations)  # are made in the memory it held
         advance(1)
         copy_waits = gpu_tasks(trace, table, calls)
+        if release_events:
+            _release(trace.gpu)
         advance(1)
         if not table.attrs:
             raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate")
@@ -66,11 +70,10 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
         threads = order_edges(table)
         copy_wait_edges(table, copy_waits, threads)
         sync_edges(trace, table, calls.corr_task, threads)
-        advance(1)
         infer_waits = infers_stream_waits(trace)
         if release_events:  # the stages below read the table only
-            for family in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu, trace.gpu_annotations, trace.syncs):
-                family.clear()
+            _release(trace.runtime, trace.syncs)
+        advance(1)
         waits_in_backward = backward_waits(table, threads)
         waits_for_batches = loader_waits(table, calls.loader_ranges, threads, trace.rank)
         advance(1)
@@ -89,6 +92,11 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
 
 
 _STAGES = 7  # build_graph's stages as its progress counts them
+
+
+def _release(*families: list[Any]) -> None:
+    for family in families:
+        family.clear()
 
 
 def assign_steps(table: TaskTable, steps: list[Step]) -> list[str | None]:
@@ -298,7 +306,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
         for e in table.in_edges[t]:
             iu = index[e.parent]
             if iu >= 0:
-                parents[iu] = {"kind": e.kind} if e.kind in ORDER_KINDS else {"kind": e.kind, "lag": e.lag}  # type: ignore[typeddict-item]
+                parents[iu] = new_edge_attrs(e.kind, None if e.kind in ORDER_KINDS else e.lag)
                 inside += 1
             else:
                 cut_edges[e.kind] = cut_edges.get(e.kind, 0) + 1
@@ -307,7 +315,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
                     held_back_us = max(held_back_us, ready - origin)
         fallback = table.fallback_edges.get(t)
         if not inside and fallback is not None and (iu := index[fallback.parent]) >= 0:
-            parents[iu] = {"kind": fallback.kind, "lag": fallback.lag}  # type: ignore[typeddict-item]
+            parents[iu] = new_edge_attrs(fallback.kind, fallback.lag)
             inside = 1
         if not inside and ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:
             unanchored += 1

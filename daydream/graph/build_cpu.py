@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from daydream.graph.build_table import TaskTable
 from daydream.graph.context import op_shapes, range_role
+from daydream.graph.schema import new_task_attrs
 from daydream.trace.intra_op import runs_across_threads, threading_kind
 from daydream.trace.load import sort_by_start
 from daydream.trace.model import ANNOTATION_CATS, CPU_OP_CATS, RUNTIME_CATS, Trace
@@ -332,20 +333,34 @@ def _cpu_op_task(sweep: _Sweep, frame: Frame, parent: Frame | None, thread: str)
 
 def root_cpu_attrs(kind: str, name: str, thread: str, rank: int) -> dict[str, Any]:
     """The attributes of a CPU task no range encloses."""
-    return {"kind": kind, "name": name, "thread": thread, "rank": rank, "op": None, "shapes": None,
-            "top_op": None, "top_op_id": None, "layer": None, "phase": None, "region": None,
-            "parallel_us": 0.0, "param_us": 0.0}  # fmt: skip
+    attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
+    attrs["kind"] = kind
+    attrs["name"] = name
+    attrs["thread"] = thread
+    attrs["rank"] = rank
+    attrs["op"] = attrs["shapes"] = attrs["top_op"] = attrs["top_op_id"] = attrs["layer"] = None
+    attrs["phase"] = attrs["region"] = None
+    attrs["parallel_us"] = attrs["param_us"] = 0.0
+    return attrs
 
 
 def _cpu_attrs(sweep: _Sweep, kind: str, name: str, thread: str, parent: Frame | None) -> dict[str, Any]:
     """The attributes of a CPU task inside ``parent``: its context."""
     if parent is None:
         return root_cpu_attrs(kind, name, thread, sweep.rank)
-    attrs = {
-        "kind": kind, "name": name, "thread": thread, "rank": sweep.rank, "op": parent.op,
-        "shapes": _shapes(sweep, parent.op_ev), "top_op": parent.top_op, "layer": parent.layer, "phase": parent.phase,
-        "region": parent.region, "top_op_id": parent.top_op_id, "parallel_us": 0.0, "param_us": 0.0,
-    }  # fmt: skip
+    attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
+    attrs["kind"] = kind
+    attrs["name"] = name
+    attrs["thread"] = thread
+    attrs["rank"] = sweep.rank
+    attrs["op"] = parent.op
+    attrs["shapes"] = _shapes(sweep, parent.op_ev)
+    attrs["top_op"] = parent.top_op
+    attrs["layer"] = parent.layer
+    attrs["phase"] = parent.phase
+    attrs["region"] = parent.region
+    attrs["top_op_id"] = parent.top_op_id
+    attrs["parallel_us"] = attrs["param_us"] = 0.0
     if sweep.et_of and parent.op_ev is not None and (et := sweep.et_of.get(id(parent.op_ev))) is not None:
         attrs["tensors_in"] = et.input_tensors
         attrs["tensors_out"] = et.output_tensors

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from daydream.graph.build_cpu import CpuCalls
 from daydream.graph.build_table import TaskTable
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
+from daydream.graph.schema import new_task_attrs
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.runtime_calls import call_role, copy_waits
 from daydream.trace.schema import Event
@@ -65,14 +66,25 @@ def _gpu_attrs(ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[i
     kind = "memcpy" if cat in MEMCPY_CATS else "memset" if cat in MEMSET_CATS else "gpu"
     if kind == "gpu" and is_comm_kernel(ev.name):
         kind = "comm"
-    attrs = {
-        "kind": kind, "name": ev.name, "thread": f"gpu:{device}/{stream}", "rank": rank,
-        "op": src["op"] if src else None, "shapes": src["shapes"] if src else None,
-        "top_op": src["top_op"] if src else None, "layer": src["layer"] if src else None,
-        "phase": src["phase"] if src else None, "region": src["region"] if src else None,
-        "top_op_id": src["top_op_id"] if src else None, "class": classify_kernel(ev.name, kind),
-        "device": device, "stream": stream,
-    }  # fmt: skip
+    attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
+    attrs["kind"] = kind
+    attrs["name"] = ev.name
+    attrs["thread"] = f"gpu:{device}/{stream}"
+    attrs["rank"] = rank
+    if src:
+        attrs["op"] = src["op"]
+        attrs["shapes"] = src["shapes"]
+        attrs["top_op"] = src["top_op"]
+        attrs["layer"] = src["layer"]
+        attrs["phase"] = src["phase"]
+        attrs["region"] = src["region"]
+        attrs["top_op_id"] = src["top_op_id"]
+    else:
+        attrs["op"] = attrs["shapes"] = attrs["top_op"] = attrs["layer"] = attrs["phase"] = attrs["region"] = None
+        attrs["top_op_id"] = None
+    attrs["class"] = classify_kernel(ev.name, kind)
+    attrs["device"] = device
+    attrs["stream"] = stream
     if args is not None and kind in ("memcpy", "memset") and isinstance(args.bytes, (int, float)):
         attrs["bytes"] = int(args.bytes)
     if kind == "comm":
@@ -113,7 +125,10 @@ def _split_blocking_call(table: TaskTable, call: int, copy: int, issue_us: float
     issue_end = max(issue_end, table.ts[call])
     call_end = table.end[call]
     table.end[call] = issue_end
-    wait_attrs = dict(table.attrs[call])
+    call_attrs = table.attrs[call]
+    wait_attrs = new_task_attrs(call_attrs["kind"])
+    for key, value in call_attrs.items():  # a key at a time, not dict(): see new_task_attrs
+        wait_attrs[key] = value
     wait_attrs["name"] = table.attrs[call]["name"] + " [wait]"
     wait = table.add_task(wait_attrs, issue_end, call_end - issue_end)
     return CopyWait(wait, copy)

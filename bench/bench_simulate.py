@@ -114,7 +114,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         lines.append(
             f"| {r['events']:,} | {r['tasks']:,} | {r['load_s']:.2f} s | {r['build_s']:.2f} s | {r['simulate_s']:.2f} s | "
-            f"{r['report_s']:.2f} s | {_wall(r)} | {r['cli_peak_rss_mb'] / 1024:.2f} GB | "
+            f"{r['report_s']:.2f} s | {_wall(r)} | {r['cli_peak_rss_mb'] / 1024:.2f} GiB | "
             f"{r['cli_peak_rss_mb'] * 1024 * 1024 / r['events']:.0f} B |"
         )
     refs = ", ".join(f"{r['reference_s']:.2f}" for r in rows)

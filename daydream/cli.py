@@ -492,12 +492,14 @@ def _json_value(obj: object) -> object:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from daydream.job import is_job, job_inputs, replay_job
     from daydream.replay import replay, trace_inputs
     from daydream.report import render_job, render_replay
     from daydream.simulation import parse_policy
+    from daydream.trace.job import is_job
 
     if is_job(args.trace):
+        from daydream.job import job_inputs, replay_job  # a job's collective models: imported for jobs only
+
         if args.jobs < 1:
             raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
         inputs = job_inputs(args.trace)

@@ -28,7 +28,7 @@ from daydream.perf.job_collectives import price_collectives
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, simulate
 from daydream.simulation.ranks import RankResult, Straggler, rank_results
 from daydream.trace import load_trace
-from daydream.trace.job import check_ranks, rank_trace_files
+from daydream.trace.job import check_ranks, is_job, rank_trace_files
 from daydream.workers import connect_ray
 
 
@@ -229,11 +229,6 @@ def replay_job(
     """Load the job in ``directory``, price its collectives (:func:`load_priced_job`) and simulate all ranks
     together."""
     return replay_job_graph(load_priced_job(directory, step, link, jobs, share, ray), policy)
-
-
-def is_job(path: str | os.PathLike[str]) -> bool:
-    """A folder of rank traces (as opposed to one trace file)."""
-    return os.path.isdir(path)
 
 
 def job_inputs(directory: str | os.PathLike[str]) -> list[str]:

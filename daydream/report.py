@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from daydream.compare import Against, Comparison
-from daydream.demo import Demo
-from daydream.dsl.library import ScriptInfo
-from daydream.embeddings import EmbeddingProfile
 from daydream.files import clip
-from daydream.job import JobReplay
-from daydream.perf.accuracy import Accuracy
-from daydream.perf.devices import Device
-from daydream.replay import Replay
-from daydream.report_page import Report
 from daydream.simulation.timeline import BREAKDOWN_PARTS
-from daydream.validate import Ledger
-from daydream.whatif import WhatIf
+
+if TYPE_CHECKING:  # what each renderer is given: importing them all would cost every command 0.2 s
+    from daydream.compare import Against, Comparison
+    from daydream.demo import Demo
+    from daydream.dsl.library import ScriptInfo
+    from daydream.embeddings import EmbeddingProfile
+    from daydream.job import JobReplay
+    from daydream.perf.accuracy import Accuracy
+    from daydream.perf.devices import Device
+    from daydream.replay import Replay
+    from daydream.report_page import Report
+    from daydream.validate import Ledger
+    from daydream.whatif import WhatIf
 
 
 def ms(us: float) -> str:

@@ -16,6 +16,11 @@ from daydream.errors import TraceError, listed
 _NOT_RANK_TRACES = (".et.json", ".et.json.gz", "_et.json", "_et.json.gz", ".daydream.json")
 
 
+def is_job(path: str | os.PathLike[str]) -> bool:
+    """A folder of rank traces (as opposed to one trace file)."""
+    return os.path.isdir(path)
+
+
 def rank_trace_files(directory: str | os.PathLike[str]) -> list[str]:
     """The trace files of the folder ``directory``, in the order of the numbers in their names; an error when it
     holds none."""

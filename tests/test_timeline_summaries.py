@@ -13,7 +13,8 @@ import pytest
 
 from daydream import build_graph, load_trace
 from daydream.graph import add_dependency, add_task
-from daydream.graph.schema import CPU_KINDS, GPU_KINDS
+from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
+from daydream.replay import replay_graph
 from daydream.simulation import simulate
 from daydream.simulation.timeline import (
     Timeline,
@@ -134,3 +135,19 @@ def test_equal_sums_keep_the_order_their_keys_first_appear_in_among_the_tasks_su
     timeline = simulate(g)
     assert list(totals_by(timeline, ("layer",), None, CPU_KINDS)["layer"]) == ["x", "y"]
     assert list(totals_by(timeline, ("layer",), None, GPU_KINDS)["layer"]) == ["y", "x"]  # 5 us each: as they appear
+
+
+def test_the_replay_report_counts_tasks_and_edges_as_one_at_a_time(shared_traces: Path) -> None:
+    graph = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), "all")
+    edge = next(iter(graph.edges))
+    graph.edges[edge]["kind"] = "made up"  # a kind the schema does not name: counted after those it does
+    report = replay_graph(graph).report()
+    kinds: dict[str, int] = {}
+    for a in graph.nodes.values():
+        kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
+    edges = dict.fromkeys(EDGE_KINDS, 0)
+    for _, _, e in graph.edges(data=True):
+        edges[e["kind"]] = edges.get(e["kind"], 0) + 1
+    assert list(report.tasks_by_kind.items()) == list(kinds.items())
+    assert list(report.edges_by_kind.items()) == list(edges.items()) and edges["made up"] == 1
+    assert report.edges == graph.number_of_edges()

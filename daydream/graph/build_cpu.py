@@ -334,7 +334,6 @@ def _cpu_op_task(sweep: _Sweep, frame: Frame, parent: Frame | None, thread: str)
 def root_cpu_attrs(kind: str, name: str, thread: str, rank: int) -> dict[str, Any]:
     """The attributes of a CPU task no range encloses."""
     attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
-    attrs["kind"] = kind
     attrs["name"] = name
     attrs["thread"] = thread
     attrs["rank"] = rank
@@ -349,7 +348,6 @@ def _cpu_attrs(sweep: _Sweep, kind: str, name: str, thread: str, parent: Frame |
     if parent is None:
         return root_cpu_attrs(kind, name, thread, sweep.rank)
     attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
-    attrs["kind"] = kind
     attrs["name"] = name
     attrs["thread"] = thread
     attrs["rank"] = sweep.rank

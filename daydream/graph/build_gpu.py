@@ -67,7 +67,6 @@ def _gpu_attrs(ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[i
     if kind == "gpu" and is_comm_kernel(ev.name):
         kind = "comm"
     attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
-    attrs["kind"] = kind
     attrs["name"] = ev.name
     attrs["thread"] = f"gpu:{device}/{stream}"
     attrs["rank"] = rank

@@ -118,38 +118,51 @@ class _EdgeKeys:
     """Instances lend their ``__dict__``: see :func:`new_edge_attrs`."""
 
 
-def _share_keys(cls: type, keys: tuple[str, ...]) -> None:
-    """Put ``keys`` in the table ``cls``'s instance dicts share: CPython sizes each new dict's values for the keys
-    known when it is made (plus one), so keys first seen later would turn it into an ordinary dict."""
+_SHARED_KEYS_MAX = 30  # CPython's limit on the keys a class's instance dicts share
+
+
+def _template(cls: type, keys: tuple[str, ...]) -> dict[str, Any]:
+    """A dict of ``cls``'s instances holding ``kind`` (None), made once ``keys`` are in the table they share: CPython
+    sizes a new dict's values for the keys the table holds plus its spare room, so a key first seen later would turn
+    a dict into an ordinary one, and spare room left would cost every dict. Its copies are the new dicts:
+    ``dict.copy`` copies a key-sharing dict as one, 2.5x faster than making an instance (an empty one would copy as
+    an ordinary dict, hence ``kind``)."""
     seed = cls()
     for key in keys:
         setattr(seed, key, None)
+    for _ in range(_SHARED_KEYS_MAX):  # each instance made takes one of the table's spare slots, down to one: the
+        cls()  # values of a dict made after have room for the keys the table holds and one more, no more
+    template: dict[str, Any] = cls().__dict__
+    template["kind"] = None
+    return template
 
 
-_share_keys(_CpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "parallel_us", "param_us", "tensors_in", "tensors_out"))
-_share_keys(_GpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "class", "device", "stream", "bytes", "collective",
-                           "group", "group_size", "group_ranks", "collective_id", "traced_us", "tensors_in", "tensors_out"))  # fmt: skip
-_share_keys(_EdgeKeys, tuple(Edge.__annotations__))
+_CPU_TASK = _template(_CpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "parallel_us", "param_us", "tensors_in", "tensors_out"))
+_GPU_TASK = _template(_GpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "class", "device", "stream", "bytes", "collective",
+                                     "group", "group_size", "group_ranks", "collective_id", "traced_us", "tensors_in", "tensors_out"))  # fmt: skip
+_EDGE = _template(_EdgeKeys, tuple(Edge.__annotations__))
 
 
 def new_task_attrs(kind: str) -> dict[str, Any]:
-    """An empty dict for the attributes of a task of ``kind``, made as CPython makes an instance's ``__dict__``: a
-    key-sharing dictionary (PEP 412) whose keys live once, in a table that every such dict of the same class shares,
-    and whose values alone are its own. A plain ``dict`` in every way but its size: a built task's 18-20 attributes
-    take ~270 bytes instead of ~460, 0.6 GB of a 10M-event trace's graph (3.2M tasks).
+    """The attribute dict of a new task of ``kind``, holding its kind, made as CPython makes an instance's
+    ``__dict__``: a key-sharing dictionary (PEP 412) whose keys live once, in a table that every such dict of the
+    same class shares, and whose values alone are its own. A plain ``dict`` in every way but its size: a built task's
+    18-20 attributes take ~270 bytes instead of ~460, 0.6 GB of a 10M-event trace's graph (3.2M tasks).
 
-    It stays so while keys are added one at a time and its values have room for them: CPython sizes them for the
-    keys the class's table holds when the dict is made (at most 30), so each table is given from the start every key
-    such a task may get (:func:`_share_keys`): one for CPU tasks, one for GPU tasks. ``dict.update`` into an empty
-    one, a copy, or a key of a script's own makes an ordinary dict, correct but larger. tests/test_graph_memory.py
-    checks that a built graph's tasks keep it."""
-    return (_CpuTaskKeys() if kind in CPU_KINDS else _GpuTaskKeys()).__dict__
+    It stays so while keys are added one at a time (or by ``dict.copy``) and its values have room for them: CPython
+    sizes them for the keys the class's table holds when the dict is made (at most 30), so each table is given from
+    the start every key such a task may get (:func:`_template`): one for CPU tasks, one for GPU tasks. ``dict()`` or
+    ``dict.update`` into an empty dict makes an ordinary one, and so may a key of a script's own: correct but larger.
+    tests/test_graph_memory.py checks that a built graph's tasks keep it."""
+    attrs = (_CPU_TASK if kind in CPU_KINDS else _GPU_TASK).copy()
+    attrs["kind"] = kind
+    return attrs
 
 
 def new_edge_attrs(kind: str, lag: float | None = None) -> Edge:
     """A dependency's attribute dict (``lag`` left out where None), key-sharing like :func:`new_task_attrs`: ~96
     bytes instead of ~190, 0.4 GB of a 10M-event trace's graph (4.2M edges)."""
-    attrs = _EdgeKeys().__dict__
+    attrs = _EDGE.copy()
     attrs["kind"] = kind
     if lag is not None:
         attrs["lag"] = lag

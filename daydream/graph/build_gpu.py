@@ -124,10 +124,7 @@ def _split_blocking_call(table: TaskTable, call: int, copy: int, issue_us: float
     issue_end = max(issue_end, table.ts[call])
     call_end = table.end[call]
     table.end[call] = issue_end
-    call_attrs = table.attrs[call]
-    wait_attrs = new_task_attrs(call_attrs["kind"])
-    for key, value in call_attrs.items():  # a key at a time, not dict(): see new_task_attrs
-        wait_attrs[key] = value
+    wait_attrs = table.attrs[call].copy()  # .copy(), not dict(): it keeps the compact form (see new_task_attrs)
     wait_attrs["name"] = table.attrs[call]["name"] + " [wait]"
     wait = table.add_task(wait_attrs, issue_end, call_end - issue_end)
     return CopyWait(wait, copy)

@@ -8,7 +8,6 @@ without its launch or a thread out of order; ``insert`` also refuses one that wo
 from __future__ import annotations
 
 import bisect
-import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of, predecessors_of, successors_of
 from daydream.graph.order import edited, find_back_edge_cycle, forget, place_new, topological_order
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS, Task
-from daydream.graph.select import Selection, in_time_order
+from daydream.graph.select import Selection, in_time_order, is_real_number
 
 # Attributes that place a task (its thread order, its kind of work): changing them would break the
 # thread chains the simulator relies on. A task moves by removing it and inserting a new one.
@@ -655,7 +654,7 @@ def _latest_before(graph: nx.DiGraph, thread: str, members: list[Any], node: Any
     index) with a bisection, where every start is a real number; else from every member."""
     nodes = attrs_of(graph)
     mark = (key, _tiebreak(node))
-    ordered = _members_by_start(graph, thread, members) if _real_number(key) else None
+    ordered = _members_by_start(graph, thread, members) if is_real_number(key) else None
     if ordered is None:
         live = [u for u in members if u != node and u in nodes and not nodes[u].get("queued")]
         earlier = [x for x in ((_start(nodes[u]), _tiebreak(u), u) for u in live) if (x[0], x[1]) <= mark]
@@ -675,10 +674,6 @@ def _latest_before(graph: nx.DiGraph, thread: str, members: list[Any], node: Any
     return None if found is None else tasks[found]
 
 
-def _real_number(x: Any) -> bool:
-    return type(x) in (int, float) and math.isfinite(x)
-
-
 _THREAD_MEMBERS = "thread_members"
 
 
@@ -696,7 +691,7 @@ def _thread_members(graph: nx.DiGraph, new: Any) -> list[Any]:
         ordered = kept[2].get(thread)
         if ordered is not None:
             start = _start(nodes[new])
-            if _real_number(start):
+            if is_real_number(start):
                 mark = (start, _tiebreak(new))
                 i = bisect.bisect_right(ordered[0], mark)
                 ordered[0].insert(i, mark)
@@ -722,7 +717,7 @@ def _members_by_start(graph: nx.DiGraph, thread: str, members: list[Any]) -> tup
         nodes = attrs_of(graph)
         present = [u for u in members if u in nodes]
         starts = [_start(nodes[u]) for u in present]
-        if not all(map(_real_number, starts)):
+        if not all(map(is_real_number, starts)):
             return None
         pairs = sorted(zip(zip(starts, map(_tiebreak, present)), present), key=lambda p: p[0])
         ordered = kept[2][thread] = ([k for k, _ in pairs], [u for _, u in pairs])

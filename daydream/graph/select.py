@@ -230,7 +230,7 @@ def candidates(graph: nx.DiGraph, equal: tuple[str, Any] | None = None, low: tup
         if not _indexable(attribute, value):
             return None
     for bound in (low, high):
-        if bound is not None and not (type(bound[0]) in (int, float) and math.isfinite(bound[0])):
+        if bound is not None and not is_real_number(bound[0]):
             return None
     index = _value_index(graph, attribute)
     if equal is not None:
@@ -295,6 +295,11 @@ def _indexable(attribute: str, value: Any) -> bool:
     """Whether the index of ``attribute`` can look up the tasks equal to ``value``: not an attribute derived from the
     durations, a hashable value, not NaN (equal to nothing, but a dict would find the same object)."""
     return attribute not in _UNINDEXED and _is_hashable(value) and value == value
+
+
+def is_real_number(x: Any) -> bool:
+    """A finite int or float (not a bool, NaN or an infinity): a value the indexes can order."""
+    return type(x) in (int, float) and math.isfinite(x)
 
 
 def _is_hashable(value: Any) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import chain, count, repeat
 from operator import itemgetter
@@ -75,7 +76,7 @@ def _simulate(graph: nx.DiGraph, policy: Policy, reuse: bool) -> Timeline:
     n = len(nodes)
     index = dict(zip(nodes, range(n)))
     attrs: list[dict[str, Any]] = list(task_attrs.values())
-    duration = _durations(attrs)
+    duration = list(_durations(attrs))
     gap, thread, thread_ids, multi_rank, ready = _task_columns(graph, attrs)
     prio = policy.priorities(attrs)
     gangs = _gangs(attrs) if graph.graph.get("ranks") else []
@@ -231,8 +232,8 @@ def _compiled() -> Any:
     return compiled
 
 
-def _durations(attrs: list[dict[str, Any]]) -> list[float]:
-    return list(map(float, map(itemgetter("duration"), attrs)))
+def _durations(attrs: list[dict[str, Any]]) -> Iterator[float]:
+    return map(float, map(itemgetter("duration"), attrs))
 
 
 def _task_columns(graph: nx.DiGraph, attrs: list[dict[str, Any]]) -> tuple[list[float], list[int], dict[Any, int], bool, list[float]]:
@@ -329,7 +330,7 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, po
     """The compiled loop over the graph as flat arrays; None where a NaN would meet a comparison, whose order the
     Python loop alone defines (a tuple holding NaN)."""
     f8 = np.float64
-    duration_a = np.fromiter(map(float, map(itemgetter("duration"), arrays.attrs)), f8, len(arrays.attrs))  # as _durations, no list
+    duration_a = np.fromiter(_durations(arrays.attrs), f8, len(arrays.attrs))
     prio = policy.priorities(arrays.attrs)
     prio_a = np.asarray(prio if prio is not None else [0.0], f8)
     if arrays.nan or np.isnan(duration_a).any() or np.isnan(prio_a).any():

@@ -1,6 +1,7 @@
-"""Record the validation corpus: each setting of its programs, several times, on this machine's CPU.
+"""Record the validation corpus: each setting of its programs, several times, on this machine's CPU or a GPU.
 
     python validation/record.py [--runs 8] [--only NAME ...]
+    python validation/record.py --gpu --runs 5 [--deadline S] [--keep-going]   (validation/record_gpu.sh)
 
 Each run is `daydream record` of a fresh process (warm-up steps, then the recorded steps) into
 validation/traces/<setting>/run<k>/ (rank0.json.gz and its sidecar), or the program profiling itself. Four programs:
@@ -18,6 +19,7 @@ import argparse
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -32,6 +34,14 @@ TRANSFORMER = ["examples/transformer.py", "--device", "cpu", "--batch", "16", "-
 LSTM = ["validation/programs/lstm.py"]
 # A ConvNet (convolutions, BatchNorm, max-pooling) that records itself likewise; about 80 ms a step on 2 cores.
 CONVNET = ["validation/programs/convnet.py"]
+TRANSFORMER_GPU = [
+    "examples/transformer.py", "--device", "cuda", "--batch", "16", "--layers", "4", "--hidden", "1024",
+    "--heads", "16", "--seq", "256", "--vocab", "8192", "--optimizer", "adam",
+]  # fmt: skip
+MLP_GPU = ["examples/mlp.py", "--device", "cuda", "--width", "1024", "--depth", "16", "--batch", "512",
+           "--optimizer", "adam"]  # fmt: skip
+RESNET_GPU = ["examples/cnn.py", "--device", "cuda", "--depth", "50", "--width", "64", "--image", "96",
+              "--batch", "64"]  # fmt: skip
 # name -> (program, its arguments for the setting, recorded steps; None: the program records itself)
 SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "base": (MLP, [], 4),
@@ -67,11 +77,31 @@ SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "convnet/threads1": (CONVNET, ["--threads", "1"], None),
     "convnet/accumulate2": (CONVNET, ["--accumulate", "2"], None),
     "convnet/checkpoint": (CONVNET, ["--checkpoint"], None),
+    # On a GPU (validation/record_gpu.sh runs these on a lent H100/H200). A transformer encoder whose fp32 GEMMs
+    # (~1.4 TFLOP a step) make it GPU-bound, so that precision, batch and recomputation move the step; an MLP of
+    # small kernels whose step is bound by the CPU launching them (optimizer for-loop, CUDA graphs); a ResNet-50
+    # (cuDNN convolutions, TF32 by PyTorch's default) between the two.
+    "gpu/transformer/base": (TRANSFORMER_GPU, [], 3),
+    "gpu/transformer/batch32": (TRANSFORMER_GPU, ["--batch", "32"], 3),
+    "gpu/transformer/amp": (TRANSFORMER_GPU, ["--amp", "bf16"], 3),
+    "gpu/transformer/fused": (TRANSFORMER_GPU, ["--optimizer", "adam-fused"], 3),
+    "gpu/transformer/checkpoint": (TRANSFORMER_GPU, ["--checkpoint"], 3),
+    "gpu/mlp/base": (MLP_GPU, [], 3),
+    "gpu/mlp/foreach": (MLP_GPU, ["--optimizer", "adam-foreach"], 3),
+    # not in the corpus yet: recorded with 3 warm-up steps, the graph's capture (after the program's own 3 eager
+    # steps) and its re-instantiation at the first replay under the profiler fell in the recorded steps (26 and
+    # 12 ms against 3.5 ms for the steady step); WARMUP_OF gives it room, and more steps keep the median steady
+    "gpu/mlp/cuda_graphs": (MLP_GPU, ["--cuda-graphs"], 5),
+    "gpu/resnet/base": (RESNET_GPU, [], 3),
+    "gpu/resnet/amp": (RESNET_GPU, ["--amp", "bf16"], 3),
+    "gpu/resnet/batch128": (RESNET_GPU, ["--batch", "128"], 3),
 }
 WARMUP = 3
+WARMUP_OF = {"gpu/mlp/cuda_graphs": 5}  # settings that need more warm-up steps than WARMUP
 
 
-def record(name: str, run: int, out: Path) -> None:
+def record(name: str, run: int, out: Path, timeout: float | None = None) -> None:
+    """One run of one setting; raises CalledProcessError (with the program's stderr) or TimeoutExpired."""
     target = out / name / f"run{run}"
     if target.exists():
         shutil.rmtree(target)
@@ -80,11 +110,13 @@ def record(name: str, run: int, out: Path) -> None:
         target.mkdir(parents=True)
         cmd = [sys.executable, *model, *extra, "--out", str(target / "rank0.json.gz")]
     else:
-        program = [sys.executable, *model, *extra, "--steps", str(WARMUP + steps + 2)]
-        cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(WARMUP), "--steps", str(steps),
+        warmup = WARMUP_OF.get(name, WARMUP)
+        program = [sys.executable, *model, *extra, "--steps", str(warmup + steps + 2)]
+        cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(warmup), "--steps", str(steps),
                "--out", str(target), "--", *program]  # fmt: skip
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    print(f"recorded {name} run {run}: {target}", flush=True)
+    start = time.monotonic()
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    print(f"recorded {name} run {run} in {time.monotonic() - start:.1f} s: {target}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,12 +124,42 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=8, help="runs of each setting (default: %(default)s)")
     p.add_argument("--only", nargs="+", choices=sorted(SETTINGS), help="record these settings only")
     p.add_argument("--out", type=Path, default=HERE / "traces", help="output folder (default: validation/traces)")
+    p.add_argument("--gpu", action="store_true", help="the GPU settings (gpu/...) instead of the CPU ones")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        metavar="S",
+        help="start no run after S seconds (a lent GPU's time is short): the rounds done are kept whole",
+    )
+    p.add_argument("--run-timeout", type=float, metavar="S", help="a run that takes over S seconds fails")
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="a setting whose run fails is dropped (its error printed) and the others go on",
+    )
     args = p.parse_args(argv)
-    names = args.only or list(SETTINGS)
+    names = args.only or [name for name in SETTINGS if name.startswith("gpu/") == args.gpu]
+    start = time.monotonic()
+    failed = False
     for run in range(1, args.runs + 1):
-        for name in names:
-            record(name, run, args.out)
-    return 0
+        if args.deadline is not None and run > 1:
+            # a round takes about as long as the first did: start one only when it can end before the deadline
+            per_round = (time.monotonic() - start) / (run - 1)
+            if time.monotonic() - start + per_round > args.deadline:
+                print(f"deadline: stopped after {run - 1} runs of each setting", flush=True)
+                break
+        for name in list(names):
+            try:
+                record(name, run, args.out, args.run_timeout)
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+                failed = True
+                why = f"exit {e.returncode}" if isinstance(e, subprocess.CalledProcessError) else "timed out"
+                stderr = e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr or ""
+                print(f"FAILED {name} run {run} ({why}):\n{stderr[-3000:]}", flush=True)
+                if not args.keep_going:
+                    return 1
+                names.remove(name)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Record the GPU settings of validation/record.py on a lent GPU machine and pack the traces for the trip back.
+#
+#   bash validation/record_gpu.sh OUT [DEADLINE_S]
+#
+# The machine has PyTorch but not daydream's other dependencies: wheels of msgspec, lark and google-re2 for its
+# Python travel in .whl/ (ignored by git). Five runs of each setting, round-robin, none started after DEADLINE_S
+# seconds; the traces go to OUT/gpu.tar.* (15 MiB pieces: cat them, then tar -x), the machine's facts to the log.
+set -u
+out=${1:?OUT}
+deadline=${2:-470}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+work=/tmp/gpu_traces
+rm -rf "$work" && mkdir -p "$work"
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv
+    python3 -c 'import torch, platform; print("torch", torch.__version__, "cuda", torch.version.cuda,
+        torch.cuda.get_device_name(), "python", platform.python_version(), "cpus", __import__("os").cpu_count())'
+    lscpu | grep -E "Model name|^CPU\(s\)"
+} | tee "$work/machine.txt"
+timeout $((deadline + 60)) python3 validation/record.py --gpu --runs 5 --deadline "$deadline" --run-timeout 120 \
+    --keep-going --out "$work/traces" \
+    2>&1 | tee "$work/record.log"
+du -sh "$work"
+tar -cf /tmp/gpu_traces.tar -C "$work" . && split -b 15m /tmp/gpu_traces.tar "$out/gpu.tar."
+ls -la "$out"

@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=8, help="runs of each setting (default: %(default)s)")
     p.add_argument("--only", nargs="+", choices=sorted(SETTINGS), help="record these settings only")
     p.add_argument("--out", type=Path, default=HERE / "traces", help="output folder (default: validation/traces)")
+    p.add_argument(
+        "--first-run", type=int, default=1, metavar="K", help="number the runs from K (more runs of a setting later)"
+    )
     p.add_argument("--gpu", action="store_true", help="the GPU settings (gpu/...) instead of the CPU ones")
     p.add_argument(
         "--deadline",
@@ -141,12 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or [name for name in SETTINGS if name.startswith("gpu/") == args.gpu]
     start = time.monotonic()
     failed = False
-    for run in range(1, args.runs + 1):
-        if args.deadline is not None and run > 1:
+    for run in range(args.first_run, args.first_run + args.runs):
+        done = run - args.first_run
+        if args.deadline is not None and done:
             # a round takes about as long as the first did: start one only when it can end before the deadline
-            per_round = (time.monotonic() - start) / (run - 1)
+            per_round = (time.monotonic() - start) / done
             if time.monotonic() - start + per_round > args.deadline:
-                print(f"deadline: stopped after {run - 1} runs of each setting", flush=True)
+                print(f"deadline: stopped after {done} runs of each setting", flush=True)
                 break
         for name in list(names):
             try:

@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         help="a setting whose run fails is dropped (its error printed) and the others go on",
     )
     args = p.parse_args(argv)
+    if args.runs < 1 or args.first_run < 1:
+        p.error("--runs and --first-run must be at least 1")
     names = args.only or [name for name in SETTINGS if name.startswith("gpu/") == args.gpu]
     start = time.monotonic()
     failed = False

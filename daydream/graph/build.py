@@ -23,7 +23,15 @@ from daydream.errors import TraceError
 from daydream.graph.adjacency import fill
 from daydream.graph.build_cpu import cpu_tasks
 from daydream.graph.build_delays import measure_delays, split_backward_gaps, split_loader_gaps
-from daydream.graph.build_edges import backward_waits, copy_wait_edges, infers_stream_waits, loader_waits, order_edges, sync_edges
+from daydream.graph.build_edges import (
+    backward_waits,
+    copy_wait_edges,
+    infers_stream_waits,
+    loader_waits,
+    order_edges,
+    queue_waits,
+    sync_edges,
+)  # fmt: skip
 from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS, Edge, Task, new_edge_attrs
@@ -70,6 +78,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
         threads = order_edges(table)
         copy_wait_edges(table, copy_waits, threads)
         sync_edges(trace, table, calls.corr_task, threads)
+        queue_waits(table, threads, calls.long_calls)
         infer_waits = infers_stream_waits(trace)
         if release_events:  # the stages below read the table only
             _release(trace.runtime, trace.syncs)
@@ -264,7 +273,8 @@ def slow_runtime_calls(tasks: list[Task]) -> list[str]:
     return [
         f"{len(slow)} runtime call{'s' if len(slow) > 1 else ''} of the step took {_duration(total)} of host time "
         f"({top}{', ...' if len(slow) > 3 else ''}), where a launch takes microseconds: one-time setup (CUDA context "
-        f"creation, lazy module loading, the allocator growing) or a stalled host, not a steady-state step. Kept as "
+        f"creation, lazy module loading, the allocator growing), a stalled host, or launches waiting for a queue "
+        f"filled before the recording, not a steady-state step. Kept as "
         f"traced: a what-if that removes CPU work (cuda_graphs) removes it too. Record a later step for the steady "
         f"state (torch.profiler's schedule with warmup)"
     ]

@@ -33,6 +33,9 @@ class Family(IntEnum):
 
 
 ANNOTATION, OP, RUNTIME = Family.ANNOTATION, Family.OP, Family.RUNTIME
+# A launch call this long may have waited for room in its device's launch queue (build_edges.queue_waits): a launch
+# takes microseconds.
+QUEUE_WAIT_MIN_US = 50.0
 # An event's family by its category (the loader files ranges recorded as ops under "user_annotation").
 FAMILY_OF_CAT = {**dict.fromkeys(ANNOTATION_CATS, ANNOTATION), **dict.fromkeys(CPU_OP_CATS, OP), **dict.fromkeys(RUNTIME_CATS, RUNTIME)}
 
@@ -109,6 +112,8 @@ class CpuCalls:
     bwd_seq: dict[int, int] = field(default_factory=dict)
     fwd_seq: dict[int, int] = field(default_factory=dict)
     loader_ranges: list[LoaderRange] = field(default_factory=list)
+    # runtime calls that took QUEUE_WAIT_MIN_US or more: a launch among them may have waited for the launch queue
+    long_calls: list[int] = field(default_factory=list)
 
 
 class _PendingTask(NamedTuple):
@@ -213,6 +218,8 @@ def _runtime_call(sweep: _Sweep, ev: Event, corr: int | None, thread: str, paren
     task = sweep.table.add_task(_cpu_attrs(sweep, "cpu", ev.name, thread, parent), ev.ts, ev.dur)  # type: ignore[arg-type]
     if corr is not None:
         sweep.found.corr_task[corr] = task
+    if ev.dur >= QUEUE_WAIT_MIN_US:  # type: ignore[operator]
+        sweep.found.long_calls.append(task)
     if parent is not None:
         if parent.bwd_seq is not None:
             sweep.found.bwd_seq[task] = parent.bwd_seq

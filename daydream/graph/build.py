@@ -31,7 +31,7 @@ from daydream.graph.build_edges import (
     order_edges,
     queue_waits,
     sync_edges,
-)  # fmt: skip
+)
 from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS, Edge, Task, new_edge_attrs

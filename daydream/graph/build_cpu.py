@@ -20,6 +20,7 @@ from daydream.graph.schema import new_task_attrs
 from daydream.trace.intra_op import runs_across_threads, threading_kind
 from daydream.trace.load import sort_by_start
 from daydream.trace.model import ANNOTATION_CATS, CPU_OP_CATS, RUNTIME_CATS, Trace
+from daydream.trace.runtime_calls import QUEUE_WAIT_MIN_US
 from daydream.trace.schema import Event
 
 
@@ -33,9 +34,6 @@ class Family(IntEnum):
 
 
 ANNOTATION, OP, RUNTIME = Family.ANNOTATION, Family.OP, Family.RUNTIME
-# A launch call this long may have waited for room in its device's launch queue (build_edges.queue_waits): a launch
-# takes microseconds.
-QUEUE_WAIT_MIN_US = 50.0
 # An event's family by its category (the loader files ranges recorded as ops under "user_annotation").
 FAMILY_OF_CAT = {**dict.fromkeys(ANNOTATION_CATS, ANNOTATION), **dict.fromkeys(CPU_OP_CATS, OP), **dict.fromkeys(RUNTIME_CATS, RUNTIME)}
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from typing import Any, NamedTuple
 
 from daydream.graph.build_cpu import LoaderRange, root_cpu_attrs
@@ -16,16 +15,9 @@ from daydream.graph.build_table import InEdge, TaskTable
 from daydream.graph.context import fed_by_workers
 from daydream.graph.schema import CPU_KINDS
 from daydream.trace.model import Trace
-from daydream.trace.runtime_calls import call_role
+from daydream.trace.runtime_calls import LaunchQueue, call_role, may_wait_for_queue
 from daydream.trace.schema import Event
 
-# A long launch call (build_cpu.QUEUE_WAIT_MIN_US) waited for room in its device's launch queue where at least this
-# many GPU tasks of the device were issued and not finished when it began (CUDA's queue holds about a thousand
-# launches; one that filled shows hundreds pending: 460-580 on an H200 with torch 2.11) ...
-QUEUE_MIN_PENDING = 64
-# ... and the call returned within this long after one of them ended: the slot it freed let the launch in.
-QUEUE_RELEASE_US = 50.0
-_ENQUEUES = re.compile(r"Launch|Async")  # runtime calls that put work in a device's queue
 # A thread idle this long across another thread's backward tasks is waiting in loss.backward().
 BACKWARD_WAIT_MIN_US = 20.0
 # A thread idle this long inside a DataLoader's `__next__` (worker processes) waited for a batch.
@@ -157,36 +149,27 @@ def sync_edges(trace: Trace, table: TaskTable, corr_task: dict[int, int], thread
 
 
 def queue_waits(table: TaskTable, threads: dict[str, list[int]], long_calls: list[int]) -> int:
-    """Launch calls that waited for room in the launch queue: a GPU-bound program's CPU runs ahead until the
-    device's queue of issued work is full, and each launch then returns only when a queued task ends and frees a
-    slot (CUDA blocks in cudaLaunchKernel). Such a call waited for that task: a ``sync`` edge from it, so that the
-    call keeps only its own cost after the wait as its duration (build_delays) and faster GPU work lets it return
-    sooner. A call counts as waiting where it is a call that enqueues work (a launch, an async copy or fill), took
-    QUEUE_WAIT_MIN_US or more (``long_calls``, collected by the CPU sweep), QUEUE_MIN_PENDING or more tasks of a
-    device were pending when it began, and it returned within QUEUE_RELEASE_US after one of them ended; returns how
-    many calls waited. Only the waits the trace shows are edges: where a change makes the GPU slower than in the
-    trace, a queue that never filled in the trace fills in no prediction either."""
-    ts, end, launch_ts, attrs = table.ts, table.end, table.launch_ts, table.attrs
-    calls = sorted(c for c in long_calls if call_role(name := attrs[c]["name"]) is None and _ENQUEUES.search(name))
+    """Launch calls that waited for room in the launch queue (trace.runtime_calls.LaunchQueue): each waited for the
+    task whose end freed its slot, a ``sync`` edge from it, so that the call keeps only its own cost after the wait as
+    its duration (build_delays) and faster GPU work lets it return sooner. ``long_calls``: the calls the CPU sweep
+    found long enough to have waited. Returns how many calls waited. Only the waits the trace shows are edges: where
+    a change makes the GPU slower than in the trace, a queue that never filled in the trace fills in no prediction
+    either."""
+    ts, end, attrs = table.ts, table.end, table.attrs
+    calls = [c for c in sorted(long_calls) if may_wait_for_queue(attrs[c]["name"], end[c] - ts[c])]
     if not calls:
         return 0
     devices: dict[str, list[int]] = {}  # device -> its GPU tasks
     for thread, tasks in threads.items():
         if thread.startswith("gpu:"):
             devices.setdefault(thread.split("/")[0], []).extend(tasks)
-    queues = []
-    for tasks in devices.values():
-        by_end = sorted(tasks, key=end.__getitem__)
-        queues.append((sorted(launch_ts[x] for x in tasks), [end[x] for x in by_end], by_end))
+    queues = [(tasks, LaunchQueue([table.launch_ts[x] for x in tasks], [end[x] for x in tasks])) for tasks in devices.values()]
     waited = 0
     for call in calls:
-        t0, t1 = ts[call], end[call]
-        for issued_at, ends, by_end in queues:
-            if bisect.bisect_left(issued_at, t0) - bisect.bisect_right(ends, t0) < QUEUE_MIN_PENDING:
-                continue
-            i = bisect.bisect_right(ends, t1) - 1
-            if i >= 0 and t0 < ends[i] and t1 - ends[i] <= QUEUE_RELEASE_US and launch_ts[by_end[i]] < t0:
-                table.add_edge(by_end[i], call, "sync")
+        for tasks, queue in queues:
+            freed = queue.freed_by(ts[call], end[call])
+            if freed is not None:
+                table.add_edge(tasks[freed], call, "sync")
                 waited += 1
                 break
     return waited

@@ -10,7 +10,7 @@ from typing import Any
 from daydream.graph.context import range_phase
 from daydream.graph.kernel_class import classify_kernel
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
-from daydream.trace.runtime_calls import copy_waits, host_waits
+from daydream.trace.runtime_calls import LaunchQueue, copy_waits, host_waits, may_wait_for_queue
 from daydream.trace.schema import Event
 
 # CPU ranges that label a step, phase or module rather than run an op (some exporters file them as cpu_op).
@@ -85,6 +85,7 @@ def top_level_items(trace: Trace) -> tuple[list[Item], list[float]]:
     for g in trace.gpu:
         if g.args is not None and g.args.correlation is not None:
             gpu_of.setdefault(g.args.correlation, []).append(g)
+    queued = _queue_waits(trace)
     per_thread: dict[tuple[Any, Any], list[tuple[Event, int]]] = {}
     for family, events in ((0, trace.annotations), (1, trace.cpu_ops), (2, trace.runtime)):
         for ev in events:
@@ -95,7 +96,7 @@ def top_level_items(trace: Trace) -> tuple[list[Item], list[float]]:
         if not any(f == 1 for _, f in evs):
             continue  # a thread that runs no op only polls (NCCL watchdog, profiler): not the training loop
         evs.sort(key=lambda it: (it[0].ts, -it[0].dur, it[1]))  # type: ignore[operator]
-        _sweep(evs, gpu_of, items, outside)
+        _sweep(evs, gpu_of, queued, items, outside)
     items.sort(key=lambda it: it.ts)
     outside.sort()
     return extend_data_loading(items), outside
@@ -113,14 +114,35 @@ def extend_data_loading(items: list[Item]) -> list[Item]:
     return out
 
 
-def _sweep(evs: list[tuple[Event, int]], gpu_of: dict[int, list[Event]], items: list[Item], outside: list[float]) -> None:
+def _queue_waits(trace: Trace) -> set[int]:
+    """The ids of the runtime calls that waited for room in the launch queue (as the graph builder finds them:
+    trace.runtime_calls.LaunchQueue, each GPU task issued when the call with its correlation id began)."""
+    calls = [ev for ev in trace.runtime if may_wait_for_queue(ev.name, ev.dur)]  # type: ignore[arg-type]
+    if not calls:
+        return set()
+    issued_at = {ev.args.correlation: ev.ts for ev in trace.runtime if ev.args is not None and ev.args.correlation is not None}
+    devices: dict[Any, tuple[list[float], list[float]]] = {}
+    for g in trace.gpu:
+        args = g.args
+        device = args.device if args is not None and args.device is not None else g.pid
+        corr = args.correlation if args is not None else None
+        issued, ends = devices.setdefault(device, ([], []))
+        issued.append(issued_at.get(corr, g.ts) if corr is not None else g.ts)  # type: ignore[arg-type]
+        ends.append(g.ts + g.dur)  # type: ignore[operator]
+    queues = [LaunchQueue(issued, ends) for issued, ends in devices.values()]
+    end = lambda ev: ev.ts + ev.dur  # noqa: E731
+    return {id(ev) for ev in calls if any(q.freed_by(ev.ts, end(ev)) is not None for q in queues)}  # type: ignore[arg-type]
+
+
+def _sweep(evs: list[tuple[Event, int]], gpu_of: dict[int, list[Event]], queued: set[int], items: list[Item],
+           outside: list[float]) -> None:  # fmt: skip
     stack: list[tuple[float, _Open | None, Event | None]] = []  # (end, the top-level unit it opens, innermost op)
     call: _OpenCall | None = None
 
     def close_call() -> None:
         nonlocal call
         if call is not None:
-            launch = _launch(call, gpu_of)
+            launch = _launch(call, gpu_of, queued)
             if launch is not None:
                 if call.owner is not None:
                     call.owner.launches.append(launch)
@@ -172,11 +194,11 @@ def _sweep(evs: list[tuple[Event, int]], gpu_of: dict[int, list[Event]], items: 
         pop()
 
 
-def _launch(call: _OpenCall, gpu_of: dict[int, list[Event]]) -> Launch | None:
+def _launch(call: _OpenCall, gpu_of: dict[int, list[Event]], queued: set[int]) -> Launch | None:
     ev = call.ev
     gpu = [g for c in call.corrs for g in gpu_of.get(c, ())]
     end = ev.ts + ev.dur  # type: ignore[operator]
-    waits = host_waits(ev.name)
+    waits = host_waits(ev.name) or id(ev) in queued  # a launch that waited for room in the queue, as in the graph
     kernels = []
     for g in gpu:
         kind = "memcpy" if g.cat in MEMCPY_CATS else "memset" if g.cat in MEMSET_CATS else "gpu"

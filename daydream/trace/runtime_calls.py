@@ -18,10 +18,15 @@ role               calls
 =================  =====================================================================================
 
 Every HIP form (``hip...``) has the role of its CUDA form.
+
+Beside the roles, a call that issues work may wait for room in its device's launch queue (:class:`LaunchQueue`): a
+GPU-bound program's CPU runs ahead until CUDA's queue of issued work is full, and each launch then returns only when
+a queued task ends and frees a slot.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from functools import lru_cache
 
@@ -67,3 +72,45 @@ def copy_waits(call: str, copy: str, call_ts: float, call_end: float, copy_ts: f
     if call_role(call) == "copy" or "Pageable" in copy:
         return True
     return call_ts <= copy_ts and copy_end <= call_end
+
+
+# A call that issues work and took this long may have waited for room in its device's launch queue: a launch takes
+# microseconds.
+QUEUE_WAIT_MIN_US = 50.0
+# ... where at least this many tasks of the device were issued and not finished when it began (CUDA's queue holds
+# about a thousand launches; one that filled shows hundreds pending: 460-580 on an H200 with torch 2.11) ...
+QUEUE_MIN_PENDING = 64
+# ... and it returned within this long after one of them ended: the slot it freed let the launch in.
+QUEUE_RELEASE_US = 50.0
+_ENQUEUES = re.compile(r"Launch|Async")  # calls that put work in a device's queue
+
+
+def may_wait_for_queue(name: str, dur: float) -> bool:
+    """Whether a call issues work (a launch, an async copy or fill) and took long enough to have waited for room in
+    the launch queue (:class:`LaunchQueue` says whether it did)."""
+    return dur >= QUEUE_WAIT_MIN_US and call_role(name) is None and _ENQUEUES.search(name) is not None
+
+
+class LaunchQueue:
+    """One device's issued work (when each task was issued, when it ended): which task's end let a call that waited
+    for room in the queue return. The graph builder (a ``sync`` edge from that task) and the CPU-overhead model (the
+    call waited) both ask here."""
+
+    __slots__ = ("by_end", "ends", "issued", "issued_sorted")
+
+    def __init__(self, issued: list[float], ends: list[float]) -> None:
+        self.issued = issued
+        self.issued_sorted = sorted(issued)
+        self.by_end = sorted(range(len(ends)), key=ends.__getitem__)
+        self.ends = [ends[i] for i in self.by_end]
+
+    def freed_by(self, start: float, end: float) -> int | None:
+        """The task (its index in the lists given) whose end let a call from ``start`` to ``end`` return; None where
+        the call did not wait for the queue: fewer than QUEUE_MIN_PENDING tasks pending when it began, or no task
+        issued before it ended within QUEUE_RELEASE_US before it returned."""
+        if bisect.bisect_left(self.issued_sorted, start) - bisect.bisect_right(self.ends, start) < QUEUE_MIN_PENDING:
+            return None
+        i = bisect.bisect_right(self.ends, end) - 1
+        if i >= 0 and start < self.ends[i] and end - self.ends[i] <= QUEUE_RELEASE_US and self.issued[self.by_end[i]] < start:
+            return self.by_end[i]
+        return None

@@ -3,8 +3,11 @@
 #
 #   bash validation/record_gpu.sh OUT [DEADLINE_S [RECORD.PY OPTIONS...]]
 #
-# The machine has PyTorch but not daydream's other dependencies: wheels of msgspec, lark and google-re2 for its
-# Python travel in .whl/ (ignored by git; README's device notes). Five runs of each setting, round-robin, none
+# The machine has PyTorch but not daydream's other dependencies, and no package index: wheels of msgspec, lark and
+# google-re2 for its Python travel in .whl/ (ignored by git), fetched beforehand with
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl msgspec lark==1.2.2 google-re2
+# Five runs of each setting, round-robin, none
 # started after DEADLINE_S seconds; the traces go to OUT/gpu.tar.* (15 MiB pieces: cat them, then tar -x), the
 # machine's facts to the log. A run takes 10-18 s on an H200's host (process start, CUDA, cuDNN autotuning in the
 # warm-up steps, the profiler), so 11 settings x 5 runs outlast one call: the corpus's were recorded in three calls

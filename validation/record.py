@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(args.first_run, args.first_run + args.runs):
         done = run - args.first_run
         if args.deadline is not None and done:
-            # a round takes about as long as the first did: start one only when it can end before the deadline
+            # a round takes about as long as the ones before: start one only when it can end before the deadline
             per_round = (time.monotonic() - start) / done
             if time.monotonic() - start + per_round > args.deadline:
                 print(f"deadline: stopped after {done} runs of each setting", flush=True)

@@ -156,7 +156,7 @@ def queue_waits(table: TaskTable, threads: dict[str, list[int]], long_calls: lis
     a change makes the GPU slower than in the trace, a queue that never filled in the trace fills in no prediction
     either."""
     ts, end, attrs = table.ts, table.end, table.attrs
-    calls = [c for c in sorted(long_calls) if may_wait_for_queue(attrs[c]["name"], end[c] - ts[c])]
+    calls = [c for c in long_calls if may_wait_for_queue(attrs[c]["name"], end[c] - ts[c])]
     if not calls:
         return 0
     devices: dict[str, list[int]] = {}  # device -> its GPU tasks

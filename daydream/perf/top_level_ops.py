@@ -130,8 +130,7 @@ def _queue_waits(trace: Trace) -> set[int]:
         issued.append(issued_at.get(corr, g.ts) if corr is not None else g.ts)  # type: ignore[arg-type]
         ends.append(g.ts + g.dur)  # type: ignore[operator]
     queues = [LaunchQueue(issued, ends) for issued, ends in devices.values()]
-    end = lambda ev: ev.ts + ev.dur  # noqa: E731
-    return {id(ev) for ev in calls if any(q.freed_by(ev.ts, end(ev)) is not None for q in queues)}  # type: ignore[arg-type]
+    return {id(ev) for ev in calls if any(q.freed_by(ev.ts, ev.ts + ev.dur) is not None for q in queues)}  # type: ignore[arg-type, operator]
 
 
 def _sweep(evs: list[tuple[Event, int]], gpu_of: dict[int, list[Event]], queued: set[int], items: list[Item],

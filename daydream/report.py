@@ -146,6 +146,10 @@ def _causality_line(d: dict) -> str:
     if c.get("held_back_us"):
         weak.append(f"work before the step held it back up to {ms(c['held_back_us'])} in the trace "
                     "(the step is simulated with nothing pending)")  # fmt: skip
+    if c.get("bridged_orders"):
+        n = c["bridged_orders"]
+        weak.append(f"{n:,} stretch{'' if n == 1 else 'es'} of work between the steps kept as traced on "
+                    f"{'its thread' if n == 1 else 'their threads'}")  # fmt: skip
     return f"dependencies: {edges}\n" + ("explained: every start" if not weak else "not explained: " + "; ".join(weak))
 
 

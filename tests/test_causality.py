@@ -4,6 +4,8 @@ calls that wait on the GPU are dependencies on that GPU work, and every dependen
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from test_real_traces import GPU_TRACES
 
 from daydream import build_graph, load_trace, simulate
+from daydream.cli import main
 from daydream.dsl import Session
 from daydream.graph import GPU_KINDS
 from daydream.replay import edges_by_kind, replay
@@ -166,6 +169,57 @@ def test_simulate_reports_what_is_not_explained(shared_traces: Path) -> None:
     assert d["measured_us"] == step["measured_us"]
 
 
+
+def _steps_with_work_between(tmp_path: Path) -> Path:
+    """Two steps on one thread with an op between them that neither holds (times in us): step 1 [0, 1000] runs
+    aten::mm [0, 900]; aten::add [1100, 1200] is outside both; step 2 [1500, 2500] runs aten::mm [1500, 2400]."""
+    events = [
+        _event("user_annotation", "ProfilerStep#1", 1, 0, 1000),
+        _event("cpu_op", "aten::mm", 1, 0, 900, **{"Input Dims": [[64, 64], [64, 64]]}),
+        _event("cpu_op", "aten::add", 1, 1100, 100, **{"Input Dims": [[64], [64]]}),
+        _event("user_annotation", "ProfilerStep#2", 1, 1500, 1000),
+        _event("cpu_op", "aten::mm", 1, 1500, 900, **{"Input Dims": [[64, 64], [64, 64]]}),
+    ]
+    path = tmp_path / "between.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_a_thread_keeps_its_order_across_work_between_the_steps(tmp_path: Path) -> None:
+    """The op between the steps is outside ``--step all``'s window; the thread still runs step 2 after step 1 and
+    that stretch, not at the window's start beside step 1."""
+    graph = build_graph(load_trace(_steps_with_work_between(tmp_path)), "all")
+    first, second = sorted(graph, key=lambda n: graph.nodes[n]["start"])
+    assert graph.edges[first, second]["kind"] == "thread"
+    assert graph.nodes[first]["gap"] == pytest.approx(600.0)  # the stretch from step 1's op to step 2's, as traced
+    causality = graph.graph["causality"]
+    assert (causality["unanchored_tasks"], causality["bridged_orders"], causality["cut_edges"]) == (0, 1, {"thread": 1})
+    assert causality["held_back_us"] == 0.0
+    timeline = simulate(graph)
+    assert timeline.makespan() == pytest.approx(2400.0)
+    # a shorter step 1 moves step 2 with it: the stretch between them stays
+    graph.nodes[first]["duration"] = 450.0
+    assert simulate(graph).makespan() == pytest.approx(1950.0)
+
+
+def test_simulate_says_which_stretches_it_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(_steps_with_work_between(tmp_path)), "--step", "all"]) == 0
+    assert "not explained: 1 stretch of work between the steps kept as traced on its thread" in capsys.readouterr().out
+
+
+def test_two_recordings_back_to_back_replay_exactly(tmp_path: Path, shared_traces: Path) -> None:
+    """A trace and its copy after it (bench/tile_trace.py): each copy's tasks before and after its steps are outside
+    the window of every step; the threads keep their order across them, so all steps replay as traced, and the
+    simulation stays linear (before, each copy's first tasks started with the window and waited on their threads
+    in the frontier behind every other copy's: 25 copies pushed 31k tasks 25 times each)."""
+    tiled = tmp_path / "two.json.gz"
+    source = shared_traces / "hta/nccl_parser_config_nccl_data.json.gz"
+    bench = Path(__file__).resolve().parent.parent / "bench" / "tile_trace.py"
+    subprocess.run([sys.executable, str(bench), str(source), str(tiled), "--events", "50000"], check=True, capture_output=True)
+    d = replay(tiled, step="all").to_dict()
+    assert d["causality"]["unanchored_tasks"] == 0 and d["causality"]["bridged_orders"] >= 2
+    assert d["predicted_us"] == pytest.approx(d["measured_us"], rel=1e-9)
+    assert len(d["steps"]) == 2 * len(replay(source, step="all").to_dict()["steps"])
 
 LOADER = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
 

@@ -301,28 +301,45 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
                   origin: float) -> tuple[list[dict[int, Edge]], dict[str, Any]]:  # fmt: skip
     """Each selected task's parents among the selected tasks (a task whose every dependency the cut dropped keeps its
     fallback, if it has one inside), and what the cut leaves unexplained: how long work outside the window held
-    tasks back in the trace, and the tasks with no dependency left that started after the window did."""
+    tasks back in the trace, and the tasks with no dependency left that started after the window did.
+
+    A thread (or stream) that ran work outside the window between two of its tasks inside it (the tasks between the
+    steps of ``--step all``) keeps its order across that work: the task after it follows the thread's last task
+    before it, whose gap becomes the whole stretch, as the trace shows it. Without that order the task after the
+    stretch would start with the window, alongside the thread's first tasks."""
     attrs, end, ts = table.attrs, table.end, table.ts
     out: list[dict[int, Edge]] = []
     cut_edges: dict[str, int] = {}
     held_back_us = 0.0  # how long the work outside the window held tasks back, in the trace
     unanchored, lead_us = 0, 0.0
+    bridged = 0  # thread orders kept across work outside the window
+    last_on: dict[str, int] = {}  # each thread's last task so far (selected is in order of start, as each thread is)
     # a thread that runs no op only polls (NCCL's watchdog querying events): when it starts holds nothing back
     working = {attrs[t]["thread"] for t in selected if attrs[t]["op"] is not None or attrs[t]["kind"] not in CPU_KINDS}
     for t in selected:
         parents: dict[int, Edge] = {}
         out.append(parents)
         inside = 0
+        thread = attrs[t]["thread"]
         for e in table.in_edges[t]:
             iu = index[e.parent]
             if iu >= 0:
                 parents[iu] = new_edge_attrs(e.kind, None if e.kind in ORDER_KINDS else e.lag)
                 inside += 1
-            else:
-                cut_edges[e.kind] = cut_edges.get(e.kind, 0) + 1
+                continue
+            cut_edges[e.kind] = cut_edges.get(e.kind, 0) + 1
+            before = last_on.get(thread) if e.kind in ORDER_KINDS else None
+            if before is not None:
+                attrs[before]["gap"] = ts[t] - end[before]
+                iu = index[before]
+                if iu not in parents:
+                    parents[iu] = new_edge_attrs(e.kind, None)
+                inside += 1
+                bridged += 1
+            elif thread in working:
                 ready = end[e.parent] + (attrs[e.parent]["gap"] if e.kind in ORDER_KINDS else e.lag)
-                if attrs[t]["thread"] in working:
-                    held_back_us = max(held_back_us, ready - origin)
+                held_back_us = max(held_back_us, ready - origin)
+        last_on[thread] = t
         fallback = table.fallback_edges.get(t)
         if not inside and fallback is not None and (iu := index[fallback.parent]) >= 0:
             parents[iu] = new_edge_attrs(fallback.kind, fallback.lag)
@@ -330,7 +347,8 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
         if not inside and ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:
             unanchored += 1
             lead_us += ts[t] - origin
-    causality = {"unanchored_tasks": unanchored, "unanchored_lead_us": lead_us, "cut_edges": cut_edges, "held_back_us": held_back_us}
+    causality = {"unanchored_tasks": unanchored, "unanchored_lead_us": lead_us, "cut_edges": cut_edges, "held_back_us": held_back_us,
+                 "bridged_orders": bridged}
     return out, causality
 
 

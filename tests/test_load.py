@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from synth import make_trace, write_trace
 
-from daydream import TraceError, load_trace
+from daydream import TraceError, build_graph, load_trace
+from daydream.replay import edges_by_kind
 
 
 def test_current_schema_gzip(tmp_path: Path) -> None:
@@ -29,6 +30,26 @@ def test_2021_schema(tmp_path: Path) -> None:
 def test_bare_event_list(tmp_path: Path) -> None:
     tr = load_trace(write_trace(tmp_path / "t.json", make_trace()["traceEvents"]))
     assert len(tr.gpu) == 15
+
+
+@pytest.mark.parametrize("schema", ["current", "2021"])
+def test_launch_flows_bind_calls_and_kernels_without_correlation_ids(tmp_path: Path, schema: str) -> None:
+    """An exporter that records only the flow ('s' on the call, 'f' on the kernel) and no ``correlation`` argument:
+    each call and its kernel take the flow's id, and the graph launches each kernel from its call."""
+    doc = make_trace(schema)
+    with_ids = build_graph(load_trace(write_trace(tmp_path / "ids.json", doc)), "all")
+    for ev in doc["traceEvents"]:
+        ev.get("args", {}).pop("correlation", None)
+    # a flow of another kind, and one without an integer id, bind nothing
+    doc["traceEvents"] += [{"ph": "s", "cat": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 1030.0},
+                           {"ph": "f", "cat": "ac2g", "id": "x", "pid": 0, "tid": 7, "ts": 1045.0}]  # fmt: skip
+    tr = load_trace(write_trace(tmp_path / "flows.json", doc))
+    kernels = [e for e in tr.gpu if e.args is not None]
+    assert kernels and all(isinstance(e.args.correlation, int) for e in kernels)
+    calls = {e.args.correlation for e in tr.runtime if e.args is not None and e.args.correlation is not None}
+    assert {e.args.correlation for e in kernels} <= calls
+    graph = build_graph(tr, "all")
+    assert edges_by_kind(graph)["launch"] == edges_by_kind(with_ids)["launch"] == len(kernels)
 
 
 def _write(tmp_path: Path, name: str, data: bytes) -> Path:

@@ -70,7 +70,8 @@ def cli_run(trace: str) -> dict[str, float]:
         if proc.returncode != 0:
             raise SystemExit(err.read().decode())
         d = json.loads(out.read())
-    return {"cli_wall_s": wall, "cli_peak_rss_mb": usage.ru_maxrss / 1024, "steps": len(d["steps"]), "error_pct": d["error_pct"]}
+    return {"cli_wall_s": wall, "cli_peak_rss_mb": usage.ru_maxrss / 1024, "steps": len(d["steps"]), "error_pct": d["error_pct"],
+            "cli_page_faults": usage.ru_minflt, "cli_system_s": usage.ru_stime}
 
 
 def measure(trace: str, repeat: int = 1) -> dict[str, Any]:
@@ -109,13 +110,14 @@ def tiled(events: int, folder: str) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| events | tasks | load | build | simulate | report | CLI run | CLI peak | peak per event |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = ["| events | tasks | load | build | simulate | report | CLI run | CLI peak | peak per event | page faults (system time) | replay error |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in rows:
         lines.append(
             f"| {r['events']:,} | {r['tasks']:,} | {r['load_s']:.2f} s | {r['build_s']:.2f} s | {r['simulate_s']:.2f} s | "
             f"{r['report_s']:.2f} s | {_wall(r)} | {r['cli_peak_rss_mb'] / 1024:.2f} GiB | "
-            f"{r['cli_peak_rss_mb'] * 1024 * 1024 / r['events']:.0f} B |"
+            f"{r['cli_peak_rss_mb'] * 1024 * 1024 / r['events']:.0f} B | {r['cli_page_faults']:,} ({r['cli_system_s']:.1f} s) | "
+            f"{r['error_pct']:+.2f}% |"
         )
     refs = ", ".join(f"{r['reference_s']:.2f}" for r in rows)
     return "\n".join(lines) + f"\n\nreference (the untiled trace, load + build + simulate): {refs} s, at each row's measurement"

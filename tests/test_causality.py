@@ -220,6 +220,7 @@ def test_two_recordings_back_to_back_replay_exactly(tmp_path: Path, shared_trace
     assert d["causality"]["unanchored_tasks"] == 0 and d["causality"]["bridged_orders"] >= 2
     assert d["predicted_us"] == pytest.approx(d["measured_us"], rel=1e-9)
     assert len(d["steps"]) == 2 * len(replay(source, step="all").to_dict()["steps"])
+    assert halved_ratio(build_graph(load_trace(tiled), "all")) == pytest.approx(0.5, rel=0.01)
 
 LOADER = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
 

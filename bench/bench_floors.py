@@ -1,0 +1,200 @@
+"""What `daydream simulate --step all --json` cannot go below on this machine: each fixed or per-event cost alone.
+
+    python bench/bench_floors.py [TRACE]          # default: the shared trace tiled to ~1M events (bench_simulate.py's)
+    python bench/bench_floors.py --repeat 5       # the best of 5 fresh processes per part (default 3)
+
+Each part runs in a fresh process (the best of --repeat), timed inside it unless said otherwise:
+
+- interpreter: `python -c pass`, timed from outside; imports: `import daydream.cli` (what every run imports).
+- gunzip: the file inflated whole in one thread; decode: its text decoded whole into the loader's typed events
+  (msgspec structs), the collector paused as the loader pauses it.
+- load: `load_trace` as the CLI runs it (the file read and inflated ahead by a thread, decoded a batch at a time,
+  the events filed by family and kind, sorted).
+- load into columns: the same batched read and decode, each batch's events then transposed into typed columns (ts,
+  dur, codes of ph/cat/name/pid/tid, correlation, external id, sequence number) instead of filed: the least a
+  columnar loader built on the same decoder does (issue 22's proposal), with none of the filing's checks.
+- numba: importing the compiled frontier loop and loading its cached machine code (its first call, on the example).
+- compiled loop / Python loop: simulating the built graph, reading it into arrays included, with the code loaded.
+- graph copy: `copy_graph` of the built graph: making one dict per task and per dependency and networkx's adjacency
+  once, the least any build that ends in this graph pays.
+- report: the replay's report of the simulated graph as JSON text.
+
+With them, ``reference_s`` (bench_simulate.py): this VM's speed varies by 1.5x from one hour to the next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE.parent / "daydream" / "examples"
+
+PARTS = ("interpreter", "imports", "gunzip", "decode", "load", "load_columns", "numba", "compiled_loop", "python_loop",
+         "graph_copy", "report")  # fmt: skip
+
+
+def part(name: str, trace: str) -> float:
+    """Seconds of part ``name`` in this process."""
+    import gc
+
+    if name == "imports":
+        t0 = time.perf_counter()
+        import daydream.cli  # noqa: F401
+
+        return time.perf_counter() - t0
+    if name == "gunzip":
+        import gzip
+
+        t0 = time.perf_counter()
+        with gzip.open(trace, "rb") as f:
+            f.read()
+        return time.perf_counter() - t0
+    if name == "decode":
+        from daydream.trace.load import read_trace_bytes
+        from daydream.trace.schema import TRACE_DECODER
+
+        text = read_trace_bytes(trace)
+        gc.disable()
+        t0 = time.perf_counter()
+        TRACE_DECODER.decode(text)
+        return time.perf_counter() - t0
+    if name == "load":
+        from daydream import load_trace
+
+        t0 = time.perf_counter()
+        load_trace(trace)
+        return time.perf_counter() - t0
+    if name == "load_columns":
+        return _load_columns(trace)
+    if name == "numba":
+        return _numba()
+    from daydream import build_graph, load_trace
+    from daydream.simulation import engine
+
+    graph = build_graph(load_trace(trace), "all", release_events=True)
+    if name == "graph_copy":
+        from daydream.graph.adjacency import copy_graph
+
+        gc.disable()
+        t0 = time.perf_counter()
+        copy_graph(graph)
+        return time.perf_counter() - t0
+    if name == "python_loop":
+        engine.COMPILED_MIN_TASKS = 1 << 62
+        t0 = time.perf_counter()
+        engine.simulate(graph)
+        return time.perf_counter() - t0
+    if name == "compiled_loop":
+        engine.simulate(graph)  # the code loaded
+        t0 = time.perf_counter()
+        engine.simulate(graph)
+        return time.perf_counter() - t0
+    if name == "report":
+        from daydream.replay import replay_graph
+
+        result = replay_graph(graph)
+        t0 = time.perf_counter()
+        json.dumps(result.to_dict())
+        return time.perf_counter() - t0
+    raise SystemExit(f"unknown part {name}")
+
+
+def _load_columns(trace: str) -> float:
+    """The batched read and decode of load_trace, each batch transposed into typed columns instead of filed."""
+    from operator import attrgetter
+
+    import numpy as np
+
+    import daydream.trace.load as loader
+
+    columns: dict[str, list[np.ndarray]] = {k: [] for k in ("ts", "dur", "ph", "cat", "name", "pid", "tid", "corr", "ext", "seq")}
+    codes: dict[object, int] = {}
+    args_of = attrgetter("args")
+
+    def transpose(families: loader._Families, events: list) -> None:
+        n = len(events)
+        families.trace.event_count += n
+        columns["ts"].append(np.fromiter((np.nan if x is None else x for x in map(attrgetter("ts"), events)), np.float64, n))
+        columns["dur"].append(np.fromiter((np.nan if x is None else x for x in map(attrgetter("dur"), events)), np.float64, n))
+        for key in ("ph", "cat", "name", "pid", "tid"):
+            values = list(map(attrgetter(key), events))
+            columns[key].append(np.fromiter(map(codes.setdefault, values, range(len(codes), len(codes) + n)), np.int64, n))
+        args = list(map(args_of, events))
+        for key, field in (("corr", "correlation"), ("ext", "external_id"), ("seq", "sequence_number")):
+            get = attrgetter(field)
+            columns[key].append(np.fromiter((-1 if a is None or (v := get(a)) is None else v for a in args), np.int64, n))
+
+    loader._Families.add = transpose  # type: ignore[method-assign]
+    loader._Families.finish = lambda self: None  # type: ignore[method-assign]
+    t0 = time.perf_counter()
+    # what follows the events (steps, devices) reads the families, which this load leaves empty
+    with contextlib.suppress(loader.TraceError):
+        loader.load_trace(trace)
+    return time.perf_counter() - t0
+
+
+def _numba() -> float:
+    """Importing the compiled loop and loading its cached code: the first simulation of the example's graph."""
+    example = next(EXAMPLE.glob("*.json.gz"))
+    from daydream import build_graph, load_trace
+    from daydream.simulation import engine
+    from daydream.simulation.policies import EARLIEST
+
+    graph = build_graph(load_trace(example), "all")
+    t0 = time.perf_counter()
+    compiled = engine._compiled()
+    engine._simulate_compiled(compiled, graph, engine._read_arrays(graph), EARLIEST)
+    return time.perf_counter() - t0
+
+
+def measure(trace: str, repeat: int) -> dict[str, float]:
+    """The best of ``repeat`` fresh processes per part."""
+    out = {}
+    for name in PARTS:
+        best = float("inf")
+        for _ in range(repeat):
+            if name == "interpreter":
+                t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-c", "pass"], check=True)
+                seconds = time.perf_counter() - t0
+            else:
+                run = subprocess.run([sys.executable, __file__, "--part", name, trace], capture_output=True, text=True)
+                if run.returncode != 0:
+                    raise SystemExit(run.stderr)
+                seconds = float(run.stdout)
+            best = min(best, seconds)
+        out[name] = best
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace", nargs="?")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--part", help=argparse.SUPPRESS)  # the child process: one part
+    args = p.parse_args()
+    if args.part:
+        print(part(args.part, args.trace))
+        return
+    sys.path.insert(0, str(HERE))
+    import tempfile
+
+    from bench_simulate import reference_s, tiled
+
+    trace = args.trace or tiled(1_000_000, tempfile.mkdtemp())
+    result = measure(trace, args.repeat)
+    result["reference_s"] = reference_s()  # how fast the machine ran this kind of work at the time (bench_simulate.py)
+    print(json.dumps(result, indent=2))
+    print("| part | seconds |\n| --- | --- |")
+    for name, seconds in result.items():
+        print(f"| {name.replace('_', ' ')} | {seconds:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

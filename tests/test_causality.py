@@ -169,7 +169,6 @@ def test_simulate_reports_what_is_not_explained(shared_traces: Path) -> None:
     assert d["measured_us"] == step["measured_us"]
 
 
-
 def _steps_with_work_between(tmp_path: Path) -> Path:
     """Two steps on one thread with an op between them that neither holds (times in us): step 1 [0, 1000] runs
     aten::mm [0, 900]; aten::add [1100, 1200] is outside both; step 2 [1500, 2500] runs aten::mm [1500, 2400]."""
@@ -221,6 +220,7 @@ def test_two_recordings_back_to_back_replay_exactly(tmp_path: Path, shared_trace
     assert d["predicted_us"] == pytest.approx(d["measured_us"], rel=1e-9)
     assert len(d["steps"]) == 2 * len(replay(source, step="all").to_dict()["steps"])
     assert halved_ratio(build_graph(load_trace(tiled), "all")) == pytest.approx(0.5, rel=0.01)
+
 
 LOADER = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
 

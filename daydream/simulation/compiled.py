@@ -61,7 +61,9 @@ def simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_ptr
     start = np.zeros(n)
     end = np.zeros(n)
     cause = np.full(n, -1, dtype=np.int64)
-    arrival = np.full(n, np.nan)
+    # what only collectives use is one slot where there are none (at 3M tasks, 26 MB each of the run's peak)
+    per_task = n if n_gangs > 0 else 1
+    arrival = np.full(per_task, np.nan)
     arrived = np.zeros(max(n_gangs, 0), dtype=np.int64)
     progress = np.full(n_threads, -np.inf)
     last_on_thread = np.full(n_threads, -1, dtype=np.int64)
@@ -70,7 +72,7 @@ def simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_ptr
     # parked at most once at a time, so the links are per task)
     park_head = np.full(n_threads, -1, dtype=np.int64)
     park_tail = np.full(n_threads, -1, dtype=np.int64)
-    park_next = np.full(n, -1, dtype=np.int64)
+    park_next = np.full(per_task, -1, dtype=np.int64)
     # the frontier: a binary heap of entries (k1, k2, k3, seq, task) for earliest and priority, a ring for fifo
     cap = max(n, 1)
     k1 = np.zeros(cap)

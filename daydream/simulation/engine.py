@@ -315,7 +315,7 @@ def _read_arrays(graph: nx.DiGraph) -> GraphArrays:
     nan = bool(np.isnan(gap_a).any() or np.isnan(lag_a).any() or np.isnan(ready_a).any())
     ready_a[(indegree == 0) & (ready_a == -math.inf)] = 0.0
     gangs = _gangs(attrs) if graph.graph.get("ranks") else []
-    gang_of = np.full(n, -1, np.int64)
+    gang_of = np.full(n if gangs else 1, -1, np.int64)  # read only where there are collectives
     for g, members in enumerate(gangs):
         gang_of[members] = g
     gang_ptr = np.zeros(len(gangs) + 1, np.int64)

@@ -321,7 +321,8 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
         out.append(parents)
         inside = 0
         thread = attrs[t]["thread"]
-        for e in table.in_edges[t]:
+        edges, table.in_edges[t] = table.in_edges[t], []  # dropped once read: the graph's edges reuse their memory
+        for e in edges:
             iu = index[e.parent]
             if iu >= 0:
                 parents[iu] = new_edge_attrs(e.kind, None if e.kind in ORDER_KINDS else e.lag)

@@ -7,7 +7,7 @@ import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from typing import Any
 
 import msgspec
@@ -134,11 +134,18 @@ def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:
     path = critical_path(timeline)
     seg = critical_path_segments(timeline, path)
     every = totals_by(timeline, ("phase", "layer", "name"), path, GPU_KINDS | CPU_KINDS, seg)
-    attrs = timeline.task_attrs
+    on_path = np.asarray(path, np.int64)
+
+    def time_on_path(kinds: frozenset[str]) -> float:
+        """The path's time in tasks of ``kinds``, summed in path order (the same float as one task at a time)."""
+        of_kinds = np.zeros(len(timeline.nodes), np.bool_)
+        of_kinds[timeline.tasks_of(kinds)] = True
+        return sum(compress(seg, of_kinds[on_path].tolist()))
+
     return CriticalPath(
         tasks=len(path),
-        gpu_us=sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in GPU_KINDS),
-        cpu_us=sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in CPU_KINDS),
+        gpu_us=time_on_path(GPU_KINDS),
+        cpu_us=time_on_path(CPU_KINDS),
         by_kernel_class=_top(totals_by(timeline, ("class",), path, GPU_KINDS, seg)["class"], top),
         by_phase=_top(every["phase"], top),
         by_layer=_top(every["layer"], top),

@@ -151,3 +151,39 @@ def test_the_replay_report_counts_tasks_and_edges_as_one_at_a_time(shared_traces
     assert list(report.tasks_by_kind.items()) == list(kinds.items())
     assert list(report.edges_by_kind.items()) == list(edges.items()) and edges["made up"] == 1
     assert report.edges == graph.number_of_edges()
+
+
+def _call_and_kernel_chain(tasks: int) -> nx.DiGraph:
+    """Launch calls on one thread, each launching a kernel that the next call waits for: every task on the path."""
+    g = nx.DiGraph()
+    prev = None
+    for i in range(tasks):
+        call = add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 0.1 + i / 7, start=0.0)
+        kernel = add_task(g, "k", "gpu", "gpu:0/7", 0.3 + i / 3, start=0.0)
+        add_dependency(g, call, kernel, "launch", lag=0.01)
+        if prev is not None:
+            add_dependency(g, prev, call, "sync", lag=0.02)
+        prev = kernel
+    return g
+
+
+@pytest.mark.parametrize("source", ["chain", "trace"])
+def test_the_critical_path_times_are_those_of_one_task_at_a_time(shared_traces: Path, source: str) -> None:
+    """The critical path's GPU and CPU time: each task's segment, summed in path order, by its kind (the chain's
+    times differ in their last bits when summed in another order)."""
+    if source == "chain":
+        graph = _call_and_kernel_chain(500)
+    else:
+        graph = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), "all")
+    result = replay_graph(graph)
+    timeline = simulate(graph)
+    path = critical_path(timeline)
+    seg = critical_path_segments(timeline, path)
+    attrs = timeline.task_attrs
+    gpu_us = sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in GPU_KINDS)
+    cpu_us = sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in CPU_KINDS)
+    report = result.report().critical_path
+    assert (report.gpu_us, report.cpu_us) == (gpu_us, cpu_us)
+    assert gpu_us > 0 and cpu_us > 0 and report.tasks == len(path)
+    if source == "chain":
+        assert report.tasks == 1000 and float(np.sum([t for i, t in zip(path, seg) if attrs[i]["kind"] in GPU_KINDS])) != gpu_us

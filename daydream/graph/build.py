@@ -242,7 +242,7 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | 
     index = [-1] * len(table.attrs)  # a task's number in the window, -1 outside it
     for i, t in enumerate(selected):
         index[t] = i
-    tasks = _window_tasks(table, selected, step_of, origin)
+    tasks, pinned = _window_tasks(table, selected, step_of, origin)
     parents, causality = _window_edges(table, selected, index, origin)
     g = nx.DiGraph()
     # numbered in order of start; the attribute dicts become the graph's (networkx's API would copy them, a third
@@ -254,7 +254,7 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | 
         device_properties=_device_properties(trace),
         origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings) + slow_runtime_calls(tasks),
         measured_us=sum(s["measured_us"] for s in step_info), recording=trace.recording,
-        causality={"pinned_tasks": sum(1 for t in selected if table.attrs[t]["release"] is not None), **causality},
+        causality={"pinned_tasks": pinned, **causality},
     )  # fmt: skip
     return g
 
@@ -284,17 +284,21 @@ def _duration(us: float) -> str:
     return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1e3:.1f} ms"
 
 
-def _window_tasks(table: TaskTable, selected: list[int], step_of: list[str | None], origin: float) -> list[Task]:
-    """The selected tasks' attributes, with their step and their times from the window's origin."""
+def _window_tasks(table: TaskTable, selected: list[int], step_of: list[str | None], origin: float) -> tuple[list[Task], int]:
+    """The selected tasks' attributes, with their step and their times from the window's origin; and how many have a
+    release time."""
     out = []
+    pinned = 0
     for t in selected:
         a = table.attrs[t]
         a["start"] = table.ts[t] - origin
         a["step"] = step_of[t]
         release = a["release"]
-        a["release"] = None if release is None else release - origin
+        if release is not None:
+            a["release"] = release - origin
+            pinned += 1
         out.append(a)
-    return out  # type: ignore[return-value]
+    return out, pinned  # type: ignore[return-value]
 
 
 def _window_edges(table: TaskTable, selected: list[int], index: list[int],

@@ -20,7 +20,7 @@ from daydream.graph.schema import new_task_attrs
 from daydream.trace.intra_op import runs_across_threads, threading_kind
 from daydream.trace.load import sort_by_start
 from daydream.trace.model import ANNOTATION_CATS, CPU_OP_CATS, RUNTIME_CATS, Trace
-from daydream.trace.runtime_calls import QUEUE_WAIT_MIN_US
+from daydream.trace.runtime_calls import may_wait_for_queue
 from daydream.trace.schema import Event
 
 
@@ -110,7 +110,7 @@ class CpuCalls:
     bwd_seq: dict[int, int] = field(default_factory=dict)
     fwd_seq: dict[int, int] = field(default_factory=dict)
     loader_ranges: list[LoaderRange] = field(default_factory=list)
-    # runtime calls that took QUEUE_WAIT_MIN_US or more: a launch among them may have waited for the launch queue
+    # calls that issue work and took long enough to have waited for room in the launch queue (may_wait_for_queue)
     long_calls: list[int] = field(default_factory=list)
 
 
@@ -216,7 +216,7 @@ def _runtime_call(sweep: _Sweep, ev: Event, corr: int | None, thread: str, paren
     task = sweep.table.add_task(_cpu_attrs(sweep, "cpu", ev.name, thread, parent), ev.ts, ev.dur)  # type: ignore[arg-type]
     if corr is not None:
         sweep.found.corr_task[corr] = task
-    if ev.dur >= QUEUE_WAIT_MIN_US:  # type: ignore[operator]
+    if may_wait_for_queue(ev.name, ev.dur):  # type: ignore[arg-type]
         sweep.found.long_calls.append(task)
     if parent is not None:
         if parent.bwd_seq is not None:

@@ -15,7 +15,7 @@ from daydream.graph.build_table import InEdge, TaskTable
 from daydream.graph.context import fed_by_workers
 from daydream.graph.schema import CPU_KINDS
 from daydream.trace.model import Trace
-from daydream.trace.runtime_calls import LaunchQueue, call_role, may_wait_for_queue
+from daydream.trace.runtime_calls import LaunchQueue, call_role
 from daydream.trace.schema import Event
 
 # A thread idle this long across another thread's backward tasks is waiting in loss.backward().
@@ -152,20 +152,19 @@ def queue_waits(table: TaskTable, threads: dict[str, list[int]], long_calls: lis
     """Launch calls that waited for room in the launch queue (trace.runtime_calls.LaunchQueue): each waited for the
     task whose end freed its slot, a ``sync`` edge from it, so that the call keeps only its own cost after the wait as
     its duration (build_delays) and faster GPU work lets it return sooner. ``long_calls``: the calls the CPU sweep
-    found long enough to have waited. Returns how many calls waited. Only the waits the trace shows are edges: where
-    a change makes the GPU slower than in the trace, a queue that never filled in the trace fills in no prediction
-    either."""
-    ts, end, attrs = table.ts, table.end, table.attrs
-    calls = [c for c in long_calls if may_wait_for_queue(attrs[c]["name"], end[c] - ts[c])]
-    if not calls:
+    found that may have waited (trace.runtime_calls.may_wait_for_queue). Returns how many calls waited. Only the
+    waits the trace shows are edges: where a change makes the GPU slower than in the trace, a queue that never filled
+    in the trace fills in no prediction either."""
+    if not long_calls:
         return 0
+    ts, end = table.ts, table.end
     devices: dict[str, list[int]] = {}  # device -> its GPU tasks
     for thread, tasks in threads.items():
         if thread.startswith("gpu:"):
             devices.setdefault(thread.split("/")[0], []).extend(tasks)
     queues = [(tasks, LaunchQueue([table.launch_ts[x] for x in tasks], [end[x] for x in tasks])) for tasks in devices.values()]
     waited = 0
-    for call in calls:
+    for call in long_calls:
         for tasks, queue in queues:
             freed = queue.freed_by(ts[call], end[call])
             if freed is not None:

@@ -13,6 +13,9 @@ Each part runs in a fresh process (the best of --repeat), timed inside it unless
 - load into columns: the same batched read and decode, each batch's events then transposed into typed columns (ts,
   dur, codes of ph/cat/name/pid/tid, correlation, external id, sequence number) instead of filed: the least a
   columnar loader built on the same decoder does (issue 22's proposal), with none of the filing's checks.
+- scan into columns: the inflated text scanned by compiled code straight into columns (`scan_columns.py`: ts, dur,
+  ph, cat, name, pid, tid, correlation, external id; no Python object per event, and none of a loader's checks):
+  the least a decoder that does not make one object per event pays.
 - numba: importing the compiled frontier loop and loading its cached machine code (its first call, on the example).
 - read arrays: reading the built graph into the simulation's arrays (tasks, threads, dependencies, lags).
 - compiled loop: the compiled simulation of those arrays, its code loaded; Python loop: the simulation without
@@ -46,6 +49,8 @@ SIMULATION = (("numba", "read_arrays", "compiled_loop"), ("python_loop",))
 DESIGN_FLOORS: dict[str, tuple[str | tuple[tuple[str, ...], ...], ...]] = {
     "this design, before its builder's own work": ("interpreter", "imports", "load", SIMULATION, "graph_copy", "report"),
     "a columnar design on this decoder, before its build and report": ("interpreter", "imports", "load_columns", "numba", "compiled_loop"),
+    "a columnar design on a compiled scanner, before its build and report": ("interpreter", "imports", "gunzip", "scan_columns", "numba",
+                                                                             "compiled_loop"),
 }  # fmt: skip
 
 
@@ -59,8 +64,8 @@ def design_floor(result: dict[str, float], parts: tuple[str | tuple[tuple[str, .
         names += cheapest
     return total, " + ".join(n.replace("_", " ") for n in names)
 
-PARTS = ("interpreter", "imports", "gunzip", "decode", "load", "load_columns", "numba", "read_arrays", "compiled_loop",
-         "python_loop", "graph_copy", "report")  # fmt: skip
+PARTS = ("interpreter", "imports", "gunzip", "decode", "load", "load_columns", "scan_columns", "numba", "read_arrays",
+         "compiled_loop", "python_loop", "graph_copy", "report")  # fmt: skip
 
 
 def part(name: str, trace: str) -> float:
@@ -96,6 +101,8 @@ def part(name: str, trace: str) -> float:
         return time.perf_counter() - t0
     if name == "load_columns":
         return _load_columns(trace)
+    if name == "scan_columns":
+        return _scan_columns(trace)
     if name == "numba":
         return _numba()
     from daydream import build_graph, load_trace
@@ -170,6 +177,30 @@ def _load_columns(trace: str) -> float:
     with contextlib.suppress(loader.TraceError):
         loader.load_trace(trace)
     return time.perf_counter() - t0
+
+
+def _scan_columns(trace: str) -> float:
+    """The inflated text scanned into columns by compiled code (scan_columns.py), its code loaded first."""
+    import gc
+
+    import numpy as np
+    from scan_columns import scan_columns
+
+    from daydream.trace.load import read_trace_bytes
+    from daydream.trace.schema import TRACE_DECODER
+
+    scan_columns(bytearray(b'{"traceEvents": [{"ts": 1.5}]}'), 1)  # its machine code loaded (a bytearray, as the text)
+    text = read_trace_bytes(trace)
+    gc.disable()
+    t0 = time.perf_counter()
+    floats, ints = scan_columns(text, len(text) // 40)  # an event takes more than 40 bytes of text
+    seconds = time.perf_counter() - t0
+    # held to the loader's decoder: every event, its times to the bit (untimed)
+    events = TRACE_DECODER.decode(text).traceEvents
+    times = np.array([[np.nan if v is None else v for v in (e.ts, e.dur)] for e in events], np.float64).reshape(-1, 2)
+    if not np.array_equal(times, floats, equal_nan=True):
+        raise SystemExit(f"the scan's times ({len(floats):,} events) are not the decoder's ({len(events):,} events)")
+    return seconds
 
 
 def _numba() -> float:

@@ -42,8 +42,8 @@ EXAMPLE = HERE.parent / "daydream" / "examples"
 
 # What each design pays at the least before the work this bench cannot isolate: the parts it cannot skip, summed.
 # This one: the graph of dicts (its builder's own work not counted); a columnar one on the same decoder (issue 22's
-# proposal: typed columns, a compiled build, networkx only where users touch the graph): its build and report not
-# counted, nor the loop's reading of a graph into arrays, which such a design would not do.
+# proposal: typed columns, a compiled build, networkx only where users touch the graph), and one on a compiled
+# scanner: their build and report not counted, nor reading a graph into arrays, which such a design would not do.
 # A tuple inside is a choice: the cheaper of its ways (the compiled simulation with numba's import, or the Python loop).
 SIMULATION = (("numba", "read_arrays", "compiled_loop"), ("python_loop",))
 DESIGN_FLOORS: dict[str, tuple[str | tuple[tuple[str, ...], ...], ...]] = {
@@ -63,6 +63,7 @@ def design_floor(result: dict[str, float], parts: tuple[str | tuple[tuple[str, .
         total += sum(result[w] for w in cheapest)
         names += cheapest
     return total, " + ".join(n.replace("_", " ") for n in names)
+
 
 PARTS = ("interpreter", "imports", "gunzip", "decode", "load", "load_columns", "scan_columns", "numba", "read_arrays",
          "compiled_loop", "python_loop", "graph_copy", "report")  # fmt: skip
@@ -189,11 +190,11 @@ def _scan_columns(trace: str) -> float:
     from daydream.trace.load import read_trace_bytes
     from daydream.trace.schema import TRACE_DECODER
 
-    scan_columns(bytearray(b'{"traceEvents": [{"ts": 1.5}]}'), 1)  # its machine code loaded (a bytearray, as the text)
+    scan_columns(bytearray(b'{"traceEvents": [{"ts": 1.5}]}'))  # its machine code loaded (a bytearray, as the text)
     text = read_trace_bytes(trace)
     gc.disable()
     t0 = time.perf_counter()
-    floats, ints = scan_columns(text, len(text) // 40)  # an event takes more than 40 bytes of text
+    floats, _ = scan_columns(text)
     seconds = time.perf_counter() - t0
     # held to the loader's decoder: every event, its times to the bit (untimed)
     events = TRACE_DECODER.decode(text).traceEvents

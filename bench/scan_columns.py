@@ -176,12 +176,13 @@ def scan(text, keys, offsets, floats, ints):  # type: ignore[no-untyped-def]
     return row + 1
 
 
-def scan_columns(text: bytes | bytearray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    """The columns of up to ``capacity`` events of a Kineto JSON text: (floats n x 2, ints n x 7)."""
+def scan_columns(text: bytes | bytearray) -> tuple[np.ndarray, np.ndarray]:
+    """The columns of the events of a Kineto JSON text: (floats n x 2, ints n x 7)."""
+    capacity = text.count(b"{")  # each event opens an object (the rows past the events are never touched)
     keys, offsets = key_table()
     floats = np.empty((capacity, 2), np.float64)
     ints = np.empty((capacity, 7), np.int64)
     rows = scan(np.frombuffer(text, np.uint8), keys, offsets, floats, ints)
-    if rows < 0:
-        raise ValueError(f"more than {capacity:,} events")
+    if rows < 0:  # an object per event: only a text that is not JSON gets here
+        raise ValueError("more events than objects")
     return floats[:rows], ints[:rows]

@@ -17,7 +17,7 @@ from numba import njit
 # the keys read, and the column each fills
 KEYS = (b"ts", b"dur", b"ph", b"cat", b"name", b"pid", b"tid", b"correlation", b"External id", b"traceEvents", b"args")
 TS, DUR, PH, CAT, NAME, PID, TID, CORR, EXT, TRACE_EVENTS, ARGS = range(len(KEYS))
-NUMERIC = (TS, DUR)  # float columns; the rest int64 (hashes or integers)
+# columns: floats[:, key] for TS and DUR; ints[:, key - PH] for PH .. EXT (hashes of text, or integers)
 
 
 def key_table() -> tuple[np.ndarray, np.ndarray]:
@@ -128,20 +128,20 @@ def scan(text, keys, offsets, floats, ints):  # type: ignore[no-untyped-def]
                 pending = -1
                 if row >= 0 and events_depth >= 0 and depth == events_depth + 1:
                     pending = k  # an event's own key
-                elif row >= 0 and args_depth >= 0 and depth == args_depth and (k == 7 or k == 8):
+                elif row >= 0 and args_depth >= 0 and depth == args_depth and CORR <= k <= EXT:
                     pending = k  # an args field read
-                elif depth == 1 and k == 9:
+                elif depth == 1 and k == TRACE_EVENTS:
                     pending = k  # traceEvents
                 i = j + 1
                 continue
-            if pending >= 2 and pending <= 8:  # a text value read as its hash
-                ints[row, pending - 2] = _hash(text, i + 1, end)
+            if PH <= pending <= EXT:  # a text value read as its hash
+                ints[row, pending - PH] = _hash(text, i + 1, end)
             pending = -1
             i = end + 1
             continue
         if c == 123 or c == 91:  # { or [
             depth += 1
-            if pending == 9 and c == 91:
+            if pending == TRACE_EVENTS and c == 91:
                 events_depth = depth
             elif events_depth >= 0 and depth == events_depth + 1 and c == 123:
                 row += 1
@@ -151,7 +151,7 @@ def scan(text, keys, offsets, floats, ints):  # type: ignore[no-untyped-def]
                 floats[row, 1] = np.nan
                 for f in range(ints.shape[1]):
                     ints[row, f] = -1
-            elif pending == 10 and c == 123:
+            elif pending == ARGS and c == 123:
                 args_depth = depth
             pending = -1
             i += 1
@@ -166,10 +166,10 @@ def scan(text, keys, offsets, floats, ints):  # type: ignore[no-untyped-def]
             continue
         if pending >= 0 and (c == 45 or 48 <= c <= 57):
             value, i = _number(text, i)
-            if pending <= 1:
+            if pending <= DUR:
                 floats[row, pending] = value
-            elif pending <= 8:
-                ints[row, pending - 2] = np.int64(value)
+            elif pending <= EXT:
+                ints[row, pending - PH] = np.int64(value)
             pending = -1
             continue
         i += 1

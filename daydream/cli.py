@@ -20,6 +20,7 @@ from daydream.files import clip
 
 EXIT_INTERNAL = 70  # EX_SOFTWARE: an exception daydream did not expect, a bug
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process the signal ended
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # an output that did not fit where it goes
 
 EPILOG = """exit status:
@@ -33,7 +34,8 @@ EPILOG = """exit status:
        session (its first failed input)
   4    compare --against: a scenario's predicted step grew by more than --tolerance, or lost its prediction
   70   internal error: a bug in daydream; please report it (DAYDREAM_DEBUG=1 shows the traceback)
-  130  interrupted (Ctrl-C)"""
+  130  interrupted (Ctrl-C)
+  143  terminated (SIGTERM); like 130, an output being written is left as it was, with no temporary file"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -604,11 +606,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     _tolerant_output()
     try:
-        with _clean_warnings(), _progress_shown(args):
+        with _terminate_cleanly(), _clean_warnings(), _progress_shown(args):
             return int(args.func(args))
     except DaydreamError as exc:
         _say(f"daydream: error: {_describe(exc)}")
         return int(getattr(exc, "exit_code", 1))
+    except Terminated:
+        _say("daydream: terminated")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         _say("daydream: interrupted")
         return EXIT_INTERRUPTED
@@ -657,6 +662,31 @@ def run() -> NoReturn:
                 _say(f"daydream: error: writing the output: {_describe(exc)}")
                 code = code or 1
     os._exit(code)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the program is: ``finally`` blocks run (a half-written output's temporary file goes)."""
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """SIGTERM ends the command as Ctrl-C does, through the code's cleanup, instead of killing it mid-write. Only in
+    the main thread (signals are delivered there), and the previous handler back afterwards."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _progress_shown(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:

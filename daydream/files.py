@@ -3,12 +3,15 @@ input of the run; and messages quoting user input are cut to a readable length (
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from daydream.errors import DaydreamError
 
@@ -39,55 +42,200 @@ def read_toml(path: str | os.PathLike[str], what: str, hint: str = "") -> dict[s
         raise DaydreamError(f"{p}: not a TOML {what}: {exc}") from None
 
 
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part."""
-    target, parent = _file_to_write(path)
+def write_atomically(path: str | os.PathLike[str], data: bytes, what: str | None = None) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part.
+
+    What is there decides how (:func:`output_target`): a regular file or a new name is replaced by renaming a
+    temporary file over it (through a symlink: the file it points to, the link stays); ``-``, this process's
+    standard output or error, and a character device (``/dev/null``) are streams, written in place and never
+    renamed over; anything else is refused. An interrupted write (an exception, Ctrl-C, SIGTERM) removes its
+    temporary file, and a write removes the ones a killed run left beside the same output."""
+    target = output_target(path, what)
+    if target.stream is not None:
+        _write_stream(target, data)
+        return
+    assert target.folder is not None
+    remove_stale_temporaries(target.folder, target.path.name)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
+        fd, tmp = temporary_file(target.folder, target.path.name)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a written file gets the usual permissions
-        os.replace(tmp, target)
+        # mkstemp makes it private: a new file gets the usual permissions, a replaced one keeps its own
+        os.chmod(tmp, target.mode if target.mode is not None else 0o666 & ~_umask())
+        _still_replaceable(target)
+        os.replace(tmp, target.path)
+        tmp = None
     except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise DaydreamError(f"{target}: cannot write: {exc.strerror or exc}") from None
+        raise DaydreamError(f"{target.path}: cannot write: {exc.strerror or exc}{_tail(what)}") from None
+    finally:
+        if tmp is not None:  # failed or interrupted (KeyboardInterrupt, the CLI's SIGTERM): nothing left behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+class OutputTarget(NamedTuple):
+    """Where an output goes (:func:`output_target`): ``path`` the file to replace (a symlink's target) and ``folder``
+    the folder its temporary file goes in; or ``stream`` set (``stdout``, ``stderr`` or ``device``) and the data
+    written in place. ``mode``: the permissions of the file replaced, kept."""
+
+    path: Path
+    folder: Path | None
+    stream: str | None = None
+    mode: int | None = None
+
+
+def output_target(path: str | os.PathLike[str], what: str | None = None) -> OutputTarget:
+    """Decide how ``path`` is written, or DaydreamError (nothing written) when it cannot be: an empty name, a
+    directory, a folder that does not exist, a FIFO, a socket or a block device (or a symlink to one) that is not
+    this process's own standard output. ``what`` names the option in messages (``--export-trace``).
+
+    Run as root, renaming a file over ``/dev/null`` or ``/dev/stdout`` would replace the machine's device node;
+    so only regular files and new names are replaced, and character devices are written as streams."""
+    text = os.fspath(path)
+    tail = _tail(what)
+    if not text.strip():
+        raise DaydreamError(f"{what + ': ' if what else ''}empty file name; name the file to write")
+    if text == "-":
+        return OutputTarget(Path("-"), None, "stdout")
+    given = Path(text)
+    try:
+        st = os.stat(given)  # through symlinks: what a write would reach
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:  # a symlink loop, a path through a file, no permission
+        raise DaydreamError(f"{given}: cannot write: {exc.strerror or exc}{tail}") from None
+    if st is None:  # a new name, or a symlink to a name that does not exist yet: the file is made there
+        real = Path(os.path.realpath(given)) if given.is_symlink() else given
+        folder = real.parent if str(real.parent) else Path(".")
+        if not folder.is_dir():
+            via = f" (the target of the symlink {given})" if real != given else ""
+            raise DaydreamError(f"{real}: directory {folder} does not exist{via}{tail}")
+        return OutputTarget(real, folder)
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        real = Path(os.path.realpath(given))
+        if not real.exists():  # /proc/PID/fd/N of a deleted file: no name to put the new file under
+            raise DaydreamError(f"{given}: cannot write: it names a file that has no path{tail}")
+        return OutputTarget(real, real.parent, mode=stat.S_IMODE(mode))
+    if stat.S_ISDIR(mode):
+        raise DaydreamError(f"{given}: is a directory, expected a file path to write{tail}")
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        with contextlib.suppress(OSError):
+            own = os.fstat(fd)
+            if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):  # /dev/stdout piped or on a terminal
+                return OutputTarget(given, None, name)
+    if stat.S_ISCHR(mode):
+        return OutputTarget(given, None, "device")
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    via = " (through a symlink)" if given.is_symlink() else ""
+    raise DaydreamError(f"{given}: is a {kind}{via}; outputs go to regular files, new names, '-' (standard output) "
+                        f"or a character device such as /dev/null{tail}")  # fmt: skip
+
+
+_KINDS = {stat.S_IFIFO: "FIFO (named pipe)", stat.S_IFSOCK: "socket", stat.S_IFBLK: "block device"}
+# a temporary file's name: .NAME.daydream-PID-RANDOM.tmp beside its output; NAME cut so the whole stays a legal name
+_TEMP_NAME = 100
+_STALE = re.compile(r"\.daydream-(\d+)-[A-Za-z0-9_]+\.tmp$")
+
+
+def temporary_file(folder: str | os.PathLike[str], name: str) -> tuple[int, str]:
+    """A new private file beside ``folder/name`` (its descriptor and path), named after the output and this
+    process, so that :func:`remove_stale_temporaries` can tell a dead run's leftovers from a live one's."""
+    return tempfile.mkstemp(prefix=f".{name[:_TEMP_NAME]}.daydream-{os.getpid()}-", suffix=".tmp", dir=folder)
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str], name: str | None = None) -> list[str]:
+    """Remove the temporary files a killed run left in ``folder`` (those of ``name``, or of every output): the
+    ones whose process is gone. Returns their paths. Never fails: cleaning is not the work."""
+    removed = []
+    prefix = f".{name[:_TEMP_NAME]}.daydream-" if name is not None else "."
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if not entry.name.startswith(prefix) or not entry.is_file(follow_symlinks=False):
+                continue
+            m = _STALE.search(entry.name)
+            if m is None or _alive(int(m.group(1))):
+                continue
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's process, or a number that is none: leave the file
+    return True
+
+
+def _write_stream(target: OutputTarget, data: bytes) -> None:
+    """Write to a stream in place: this process's stdout or stderr, or a character device opened without blocking
+    (a terminal or a modem line would wait for a carrier) and checked to still be one once open."""
+    if target.stream in ("stdout", "stderr"):
+        stream = sys.stdout if target.stream == "stdout" else sys.stderr
+        stream.flush()
+        stream.buffer.write(data)
+        stream.buffer.flush()
+        return
+    flags = os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(target.path, flags)
+    except OSError as exc:
+        raise DaydreamError(f"{target.path}: cannot write: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISCHR(os.fstat(fd).st_mode):  # swapped for something else since it was looked at
+            raise DaydreamError(f"{target.path}: changed while it was opened; not written")
+        with contextlib.suppress(OSError):
+            os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        raise DaydreamError(f"{target.path}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _still_replaceable(target: OutputTarget) -> None:
+    """Just before the rename: the name still holds a regular file or nothing (not a device put there since)."""
+    try:
+        st = os.lstat(target.path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise DaydreamError(f"{target.path}: changed to something other than a regular file while it was written; not replaced")
+
+
+def _tail(what: str | None) -> str:
+    return f" ({what})" if what else ""
 
 
 def check_output_path(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str] | None], what: str = "output") -> Path:
-    """Refuse an output path before anything is written: empty, a directory, in a folder that does not exist, or
-    the same file as one of ``inputs`` (this run's trace, scripts, ...; compared as files, so through symlinks and
-    hard links too). ``what`` names the option in messages (``--export-trace``). Returns the path."""
+    """Refuse an output path before anything is written: what :func:`output_target` refuses (an empty name, a
+    directory, a folder that does not exist, a FIFO, socket or block device), or the same file as one of ``inputs``
+    (this run's trace, scripts, ...; compared as files, so through symlinks and hard links too). ``what`` names the
+    option in messages (``--export-trace``). Returns the path the output will be written to."""
     text = os.fspath(out)
-    target, _ = _file_to_write(out, what)
-    if target.exists():
+    target = output_target(out, what)
+    if target.stream is None and target.path.exists():
         for inp in inputs:
             if inp is None or not str(inp) or str(inp).startswith("<"):
                 continue
             try:
-                same = os.path.samefile(target, inp)
+                same = os.path.samefile(target.path, inp)
             except (OSError, ValueError):
                 continue
             if same:
                 named = "" if os.fspath(inp) == text else f" (the same file as {inp})"
-                raise DaydreamError(f"{target}: is an input of this run{named}; refusing to overwrite it ({what})")
-    return target
-
-
-def _file_to_write(path: str | os.PathLike[str], what: str | None = None) -> tuple[Path, Path]:
-    """The path and its folder, or DaydreamError when no file can be written there: an empty name, a directory, a
-    folder that does not exist. ``what`` names the option in messages."""
-    tail = f" ({what})" if what else ""
-    if not os.fspath(path).strip():
-        raise DaydreamError(f"{what + ': ' if what else ''}empty file name; name the file to write")
-    target = Path(path)
-    if target.is_dir():
-        raise DaydreamError(f"{target}: is a directory, expected a file path to write{tail}")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise DaydreamError(f"{target}: directory {parent} does not exist{tail}")
-    return target, parent
+                raise DaydreamError(f"{text}: is an input of this run{named}; refusing to overwrite it ({what})")
+    return target.path
 
 
 def _umask() -> int:

@@ -163,6 +163,25 @@ def test_crashing_program_keeps_partial_trace(tmp_path: Path) -> None:
     assert meta["error"] == "RuntimeError: boom at step 3" and not meta["steps"]["complete"]
 
 
+def test_program_that_exits_without_cleanup_leaves_no_temporaries(tmp_path: Path) -> None:
+    """os._exit mid-recording skips the recorder's cleanup: the half-written execution trace (.et...tmp) it left
+    is removed by the parent, which knows the program is gone."""
+    script = tmp_path / "hard_exit.py"
+    script.write_text(
+        "import os, torch\n"
+        "m = torch.nn.Linear(8, 8); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for i in range(10):\n"
+        "    m(torch.randn(4, 8)).sum().backward(); opt.step(); opt.zero_grad()\n"
+        "    if i == 3:\n"
+        "        os._exit(5)\n"
+    )
+    out = tmp_path / "out"
+    proc = daydream("record", "--execution-trace", "--out", str(out), "--", sys.executable, str(script))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "before the recorder could report" in proc.stderr
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
 def test_program_that_never_steps(tmp_path: Path) -> None:
     script = tmp_path / "nostep.py"
     script.write_text("import torch\nm = torch.nn.Linear(8, 8)\nfor i in range(5):\n    m(torch.randn(4, 8)).sum().backward()\n")

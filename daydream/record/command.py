@@ -20,6 +20,7 @@ from typing import Any
 
 from daydream import progress
 from daydream.errors import DaydreamError
+from daydream.files import remove_stale_temporaries
 
 # Checks for torch and daydream in the program's interpreter (which may not be this one) before importing them.
 BOOTSTRAP = """\
@@ -143,6 +144,9 @@ def record_program(command: list[str], out: str | None = None, warmup: int = 2, 
             code = proc.wait()
         status = _read_status(status_path)
     finally:
+        # what the program left half-written if it ended without cleaning up (os._exit, a signal): the recorder's
+        # temporaries carry its process id, which is gone now
+        remove_stale_temporaries(out_dir)
         Path(status_path).unlink(missing_ok=True)
         if steps_path is not None:
             Path(steps_path).unlink(missing_ok=True)

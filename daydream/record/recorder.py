@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from daydream.errors import DaydreamError
-from daydream.files import write_atomically
+from daydream.files import temporary_file, write_atomically
 from daydream.record import metadata
 from daydream.record.command import RecordError, RecordResult, check_counts
 from daydream.record.modules import ModuleNames, ModuleRanges
@@ -90,7 +89,8 @@ class Recorder:
         if self.options.execution_trace:
             from torch.profiler import ExecutionTraceObserver
 
-            fd, self._et_tmp = tempfile.mkstemp(prefix=".et.", suffix=".json", dir=self.options.out)
+            # named as daydream's temporaries are: the parent removes it if the program ends without cleaning up
+            fd, self._et_tmp = temporary_file(self.options.out, "et.json")
             os.close(fd)
             kwargs["execution_trace_observer"] = ExecutionTraceObserver().register_callback(self._et_tmp)
         # The profiler's own warm-up step (traced, discarded) is the last of the program's warm-up steps.
@@ -194,7 +194,7 @@ class Recorder:
     def _export(self, prof: Any) -> None:
         out = Path(self.options.out)
         target = out / f"{self._stem()}.json.gz"
-        fd, tmp = tempfile.mkstemp(prefix=".trace.", suffix=".json", dir=out)
+        fd, tmp = temporary_file(out, "trace.json")
         os.close(fd)
         try:
             prof.export_chrome_trace(tmp)

@@ -16,7 +16,7 @@ import msgspec
 from rich.console import Console
 
 from daydream.errors import DaydreamError
-from daydream.files import clip
+from daydream.files import clip, json_bytes
 
 EXIT_INTERNAL = 70  # EX_SOFTWARE: an exception daydream did not expect, a bug
 EXIT_INTERRUPTED = 130
@@ -251,17 +251,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
                     policy=parse_policy(args.policy), on_print=show, budget=args.budget,
                     include_dirs=args.include_dir, link=args.link, jobs=args.jobs, ray=args.ray)  # fmt: skip
-    inputs += [f for f in result.session.loader.texts if not f.startswith("<")]  # included scripts too
     _emit(args, result, render_whatif, "predicted", inputs)
     return 0
 
 
 def _run_inputs(args: argparse.Namespace) -> list[str]:
-    """The files ``run`` reads before it starts: the trace (and what it reads beside it) and the scripts."""
-    from daydream.dsl.library import Loader
+    """Every file the command reads (daydream.whatif.run_inputs): outputs are checked against them."""
+    from daydream.whatif import run_inputs
 
-    loader = Loader()
-    return _trace_inputs(args) + [str(loader.find(s)) for s in args.scripts]
+    return run_inputs(args.trace, getattr(args, "et", None), getattr(args, "scripts", ()), getattr(args, "include_dir", None))
 
 
 def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:
@@ -280,7 +278,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     # everything that can be refused is refused before the work
     tolerance = parse_tolerance(args.tolerance)
     policy = parse_policy(args.policy)
-    inputs = compare_inputs(args.trace, args.scenarios, args.et)
+    inputs = compare_inputs(args.trace, args.scenarios, args.et, args.include_dir)
     saved = load_saved(args.against) if args.against else None
     if args.save is not None:
         check_output_path(args.save, [*inputs, args.against], "--save")
@@ -316,7 +314,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from daydream.simulation import parse_policy
 
     policy = parse_policy(args.policy)
-    inputs = _run_inputs(args) if args.scripts else _trace_inputs(args)
+    inputs = _run_inputs(args)
     check_report_dir(args.out, inputs, bool(args.scripts))  # before the work
     report = write_report(args.trace, args.scripts, _params(args.param), args.out, step=args.step, et=args.et,
                           link=args.link, policy=policy, budget=args.budget, include_dirs=args.include_dir)  # fmt: skip
@@ -325,13 +323,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
     else:
         render_report(report, _console())
     return 0
-
-
-def _trace_inputs(args: argparse.Namespace) -> list[str]:
-    from daydream.job import is_job, job_inputs
-    from daydream.replay import trace_inputs
-
-    return job_inputs(args.trace) if is_job(args.trace) else trace_inputs(args.trace, args.et)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -469,7 +460,7 @@ def _device_dict(d: Any) -> dict[str, Any]:
 
 
 def _print_json(obj: object) -> None:
-    sys.stdout.buffer.write(msgspec.json.encode(obj, enc_hook=_json_value) + b"\n")
+    sys.stdout.buffer.write(json_bytes(obj, enc_hook=_json_value) + b"\n")
 
 
 def _cmd_repl(args: argparse.Namespace) -> int:
@@ -494,23 +485,23 @@ def _json_value(obj: object) -> object:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from daydream.replay import replay, trace_inputs
+    from daydream.replay import replay
     from daydream.report import render_job, render_replay
     from daydream.simulation import parse_policy
     from daydream.trace.job import is_job
 
     if is_job(args.trace):
-        from daydream.job import job_inputs, replay_job  # a job's collective models: imported for jobs only
+        from daydream.job import replay_job  # a job's collective models: imported for jobs only
 
         if args.jobs < 1:
             raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
-        inputs = job_inputs(args.trace)
+        inputs = _run_inputs(args)
         _check_export(args, inputs)
         job = replay_job(args.trace, step=args.step, link=args.link, jobs=args.jobs, policy=parse_policy(args.policy),
                          ray=args.ray)  # fmt: skip
         _emit(args, job, render_job, "simulated", inputs)
         return 0
-    inputs = trace_inputs(args.trace, args.et)
+    inputs = _run_inputs(args)
     _check_export(args, inputs)
     result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
     _emit(args, result, render_replay, "simulated", inputs)

@@ -45,15 +45,16 @@ from daydream._version import __version__
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
 from daydream.errors import DaydreamError
-from daydream.files import read_toml
+from daydream.files import open_input, read_input, read_toml
 from daydream.job import is_job, job_inputs
-from daydream.replay import CriticalPath, critical_path_summary, replay_graph, trace_inputs
+from daydream.replay import CriticalPath, critical_path_summary, replay_graph
 from daydream.simulation import EARLIEST, Policy
-from daydream.whatif import json_param, load_graph, run_whatif
+from daydream.whatif import json_param, load_graph, run_inputs, run_whatif
 from daydream.workers import connect_ray
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
-EXIT_REGRESSED = 4  # --against: a scenario's prediction regressed beyond the tolerance
+EXIT_REGRESSED = 4
+MAX_SAVED_BYTES = 256 * 1024 * 1024  # --against: saved results are kilobytes a scenario; a bound for what is not  # --against: a scenario's prediction regressed beyond the tolerance
 
 
 class ScenarioSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -83,8 +84,9 @@ def value_text(value: Any) -> str:
     return value if isinstance(value, str) else format_value(value)
 
 
-def load_scenarios(path: str | os.PathLike[str]) -> list[Scenario]:
-    """The scenarios of a scenarios file, grids expanded, script paths made absolute (relative to the file)."""
+def load_scenarios(path: str | os.PathLike[str], include_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Scenario]:
+    """The scenarios of a scenarios file, grids expanded, script paths made absolute (relative to the file). Its
+    scripts are library names or .whatif files in its folder tree or ``include_dirs`` (:func:`script_path`)."""
     p = Path(path)
     doc = read_toml(p, "scenarios file")
     try:
@@ -92,11 +94,11 @@ def load_scenarios(path: str | os.PathLike[str]) -> list[Scenario]:
     except msgspec.ValidationError as exc:
         raise DaydreamError(f"{p}: {exc} (each [[scenario]] has name and scripts, optional params and grid; an "
                             "optional [grid] table of lists; see daydream.compare)") from None  # fmt: skip
-    return expand(parsed.scenario, parsed.grid, p.parent, str(p))
+    return expand(parsed.scenario, parsed.grid, p.parent, str(p), include_dirs)
 
 
 def expand(specs: Sequence[ScenarioSpec], grid: dict[str, list[Any]] | None = None, base: Path | None = None,
-           where: str = "scenarios") -> list[Scenario]:  # fmt: skip
+           where: str = "scenarios", include_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Scenario]:  # fmt: skip
     """Scenarios from their specs: each spec once per point of its own grid and of the shared ``grid``'s params its
     scripts declare. Errors name ``where`` and the scenario."""
     shared = dict(grid or {})
@@ -116,7 +118,7 @@ def expand(specs: Sequence[ScenarioSpec], grid: dict[str, list[Any]] | None = No
         names.add(spec.name)
         if not spec.scripts:
             raise DaydreamError(f"{at}: scripts needs at least one entry")
-        scripts = [script_path(base, s) for s in spec.scripts]
+        scripts = [script_path(base, s, at, include_dirs) for s in spec.scripts]
         declared = _declared_params(scripts, at)
         for name, values in spec.grid.items():
             _check_axis(at, "grid", name, values)
@@ -277,7 +279,7 @@ class Comparison:
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -401,7 +403,7 @@ def compare(
     if isinstance(scenarios, (str, os.PathLike)):
         file = os.fspath(scenarios)
         base = str(Path(file).parent)
-        scenarios = load_scenarios(file)
+        scenarios = load_scenarios(file, include_dirs or ())
     scenarios = list(scenarios)
     if not scenarios:
         raise DaydreamError("no scenarios to compare")
@@ -457,10 +459,12 @@ def compare(
     return Comparison(provenance, baseline, ranked, warnings)
 
 
-def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathLike[str], et: str | None = None) -> list[str]:
-    """The files ``compare`` reads before it starts: the trace (and what it reads beside it) and the scenarios file."""
-    traces = job_inputs(trace) if is_job(trace) else trace_inputs(trace, et)
-    return [*traces, os.fspath(scenarios_file)]
+def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathLike[str], et: str | None = None,
+                   include_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[str]:  # fmt: skip
+    """Every file ``compare`` reads: the trace (and what it reads beside it), the scenarios file, every scenario's
+    scripts and all they include (daydream.whatif.run_inputs)."""
+    scripts = dict.fromkeys(s for sc in load_scenarios(scenarios_file, include_dirs or ()) for s in sc.scripts)
+    return [*run_inputs(trace, et, list(scripts), include_dirs), os.fspath(scenarios_file)]
 
 
 # --- saved results and regressions ----------------------------------------------------------------------------------
@@ -469,10 +473,11 @@ def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathL
 def load_saved(path: str | os.PathLike[str]) -> ComparisonReport:
     """Results saved by ``daydream compare --save``."""
     p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise DaydreamError(f"{p}: no such results file (write one with daydream compare ... --save {p})")
+    data = read_input(p, "results file", MAX_SAVED_BYTES)
     try:
-        return msgspec.convert(_from_before_one_vocabulary(msgspec.json.decode(p.read_bytes())), ComparisonReport)
+        return msgspec.convert(_from_before_one_vocabulary(msgspec.json.decode(data)), ComparisonReport)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise DaydreamError(f"{p}: not results saved by daydream compare --save: {exc}") from None
 
@@ -493,9 +498,9 @@ def _from_before_one_vocabulary(doc: Any) -> Any:
 
 
 def save(comparison: Comparison, path: str | os.PathLike[str]) -> None:
-    from daydream.files import write_atomically
+    from daydream.files import json_bytes, write_atomically
 
-    write_atomically(path, msgspec.json.format(msgspec.json.encode(comparison.report()), indent=2) + b"\n")
+    write_atomically(path, json_bytes(comparison.report(), indent=2), "--save")
 
 
 class Verdict(msgspec.Struct):

@@ -33,6 +33,7 @@ import numpy as np
 
 from daydream import progress
 from daydream.errors import DaydreamError
+from daydream.files import clip, open_input
 from daydream.perf import hot_rows as hr
 
 UNIT_INPUTS = 4096  # inputs per sampling unit: a random x of these units is read
@@ -40,6 +41,11 @@ READ_BYTES = 8 << 20  # bytes per read of consecutive units: bounds memory per b
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2, "fp8": 1, "int8": 1, "fp64": 8}
 MAX_SOURCES = 4096  # tables across all files: a bound on work and open files
 OFFSETS_SUFFIX = ".offsets"  # an .npz member NAME.offsets: bags of NAME of varying size
+# a count per row (8 bytes): the rows of a table, given (--rows) or inferred from its largest index, and of all tables,
+# are bounded before a count array is sized by them (one stray index of 2e9 would take 16 GB). Criteo's largest
+# table has 40M rows (its 1 TB data set, unhashed).
+MAX_TABLE_ROWS = 1 << 28
+MAX_COUNTED_ROWS = 1 << 29
 BLURRED_CUTOFF = 10  # sampled lookups below which a hot row's count is mostly sampling noise
 
 
@@ -95,22 +101,34 @@ class ArrayReader:
         return np.frombuffer(data, dtype=self.dtype)
 
 
-def _npy_reader(where: str, stream: IO[bytes]) -> ArrayReader:
+def _npy_reader(where: str, stream: IO[bytes], size: int) -> ArrayReader:
+    """The array of an .npy stream of ``size`` bytes (a file, or an .npz member's uncompressed size). Its header's
+    shape is checked against those bytes before anything is sized by it: a 192-byte header may claim 10^13 rows."""
     try:
         version = np.lib.format.read_magic(stream)
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, fortran, dtype = read_header(stream)
-    except (ValueError, OSError, EOFError) as exc:
-        raise DaydreamError(f"{where}: not a numpy array file ({exc})") from None
-    return ArrayReader(where, tuple(shape), np.dtype(dtype), bool(fortran), stream, stream.tell())
+    except (ValueError, OSError, EOFError, SyntaxError, RecursionError, MemoryError) as exc:
+        raise DaydreamError(f"{where}: not a numpy array file ({type(exc).__name__}: {clip(str(exc), 200)})") from None
+    start = stream.tell()
+    shape = tuple(shape)
+    dtype = np.dtype(dtype)
+    if not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise DaydreamError(f"{where}: its header's shape {clip(str(shape), 200)} is not a list of sizes")
+    claimed = math.prod(shape) * max(dtype.itemsize, 1)
+    if claimed > size - start:
+        raise DaydreamError(f"{where}: its header says {clip(str(shape), 200)} {dtype} ({claimed:,} bytes), but "
+                            f"{max(size - start, 0):,} bytes follow it: truncated, or not what it claims")  # fmt: skip
+    return ArrayReader(where, shape, dtype, bool(fortran), stream, start)
 
 
-def _torch_readers(path: Path) -> list[tuple[str, ArrayReader]]:
+def _torch_readers(path: Path, f: IO[bytes]) -> list[tuple[str, ArrayReader]]:
     try:
         import torch
     except ImportError:
         raise DaydreamError(f"{path}: reading .pt files needs torch (pip install torch), or save the indices with numpy") from None
     try:
+        # by its path (torch memory-maps it: tensors of any size), now that the checked opener has vouched for it
         obj = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
     except Exception as exc:  # torch raises many kinds for a file that is not its format
         raise DaydreamError(f"{path}: not a torch file of index tensors ({type(exc).__name__}: {exc})") from None
@@ -178,28 +196,35 @@ def open_sources(paths: Sequence[str | os.PathLike[str]], layout: str = "columns
     handles: list[IO[bytes]] = []
     for raw in paths:
         path = Path(raw)
-        if not path.is_file():
-            raise DaydreamError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
         suffix = path.suffix.lower()
-        if suffix == ".npy":
-            f = path.open("rb")
+        if suffix in (".npy", ".npz", ".pt", ".pth"):
+            f = open_input(path, "file of index data", expected="give index data as .npy, .npz or .pt files")
             handles.append(f)
-            reader = _npy_reader(str(path), f)
+        if suffix == ".npy":
+            reader = _npy_reader(str(path), f, os.fstat(f.fileno()).st_size)
+            if reader.width > 1 and layout == "columns" and len(tables) + reader.width > MAX_SOURCES:
+                raise DaydreamError(f"{path}: {reader.width:,} columns, each a table: at most {MAX_SOURCES:,} tables in all")
             if reader.width > 1 and layout == "columns":
                 tables += [TableSource(f"{path.stem}[{j}]", reader, j) for j in range(reader.width)]
             else:
                 tables.append(TableSource(path.stem, reader, None))
         elif suffix == ".npz":
             try:
-                archive = zipfile.ZipFile(path)
-            except (zipfile.BadZipFile, OSError) as exc:
+                archive = zipfile.ZipFile(f)
+            except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
                 raise DaydreamError(f"{path}: not an .npz archive ({exc})") from None
             handles.append(archive)  # type: ignore[arg-type]
             readers: dict[str, ArrayReader] = {}
-            for member in archive.namelist():
-                stream = archive.open(member)
+            members = archive.infolist()
+            if len(tables) + len(members) > MAX_SOURCES:
+                raise DaydreamError(f"{path}: {len(members):,} members, each a table: at most {MAX_SOURCES:,} tables in all")
+            for member in members:
+                try:
+                    stream = archive.open(member)
+                except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, ValueError) as exc:
+                    raise DaydreamError(f"{path}:{member.filename}: cannot be read ({exc})") from None
                 handles.append(stream)
-                readers[member.removesuffix(".npy")] = _npy_reader(f"{path}:{member}", stream)
+                readers[member.filename.removesuffix(".npy")] = _npy_reader(f"{path}:{member.filename}", stream, member.file_size)
             for name, reader in readers.items():
                 if name.endswith(OFFSETS_SUFFIX):
                     if name.removesuffix(OFFSETS_SUFFIX) not in readers:
@@ -211,7 +236,7 @@ def open_sources(paths: Sequence[str | os.PathLike[str]], layout: str = "columns
                                         f"(flat indices and one offset per input), not {reader.shape} and {offsets.shape}")  # fmt: skip
                 tables.append(TableSource(name, reader, None, offsets))
         elif suffix in (".pt", ".pth"):
-            tables += [TableSource(name, reader, None) for name, reader in _torch_readers(path)]
+            tables += [TableSource(name, reader, None) for name, reader in _torch_readers(path, f)]
         elif path.name.endswith(".daydream.json"):
             # the recorder counts lookups in its warm-up steps only: a few batches, far too few inputs for a hot set
             raise DaydreamError(f"{path}: a recording's sidecar holds the lookups of a few warm-up batches (its "
@@ -283,6 +308,11 @@ def _row_option(values: Sequence[int] | int | None, n: int, what: str) -> list[i
     for v in vals:
         if v < 1:
             raise DaydreamError(f"{what}: {v} is not a positive number")
+        if what == "rows" and v > MAX_TABLE_ROWS:
+            raise DaydreamError(f"rows: {v:,}: daydream counts each row's lookups (8 bytes a row), for tables of at "
+                                f"most {MAX_TABLE_ROWS:,} rows")  # fmt: skip
+    if what == "rows" and sum(vals) > MAX_COUNTED_ROWS:
+        raise DaydreamError(f"rows: {sum(vals):,} in all: daydream counts at most {MAX_COUNTED_ROWS:,} rows over all tables")
     return list(vals)
 
 
@@ -367,12 +397,16 @@ def _check(table: TableSource, block: Lookups, start: int, rows: int | None) -> 
     if low < 0:
         at = block.input_at(int(np.argmax(values < 0))) + start
         raise DaydreamError(f"{table.name}: negative index {int(low)} at input {at:,} ({table.reader.where})")
-    if rows is not None:
-        high = values.max()
-        if high >= rows:
-            at = block.input_at(int(np.argmax(values >= rows))) + start
-            raise DaydreamError(f"{table.name}: index {int(high)} at input {at:,} is out of range for {rows:,} rows "
-                                f"({table.reader.where})")  # fmt: skip
+    high = values.max()
+    if rows is None and high >= MAX_TABLE_ROWS:  # no row count given: the largest index sizes the count array
+        at = block.input_at(int(np.argmax(values >= MAX_TABLE_ROWS))) + start
+        raise DaydreamError(f"{table.name}: index {int(high):,} at input {at:,}: daydream counts each row's lookups, for "
+                            f"tables of at most {MAX_TABLE_ROWS:,} rows; an index past that is wrong data, or a table "
+                            f"too large to profile ({table.reader.where})")  # fmt: skip
+    if rows is not None and high >= rows:
+        at = block.input_at(int(np.argmax(values >= rows))) + start
+        raise DaydreamError(f"{table.name}: index {int(high)} at input {at:,} is out of range for {rows:,} rows "
+                            f"({table.reader.where})")  # fmt: skip
 
 
 def _add_counts(counts: np.ndarray, flat: np.ndarray) -> np.ndarray:
@@ -400,6 +434,8 @@ def profile(paths: Sequence[str | os.PathLike[str]], budget_bytes: float, dim: S
     rather than estimated on a held-out sample."""
     if not 0 < sample <= 1:
         raise DaydreamError(f"sample: a fraction of the inputs in (0, 1] (e.g. 5%), not {sample:g}")
+    if not 0 <= seed < 2**63:
+        raise DaydreamError(f"seed: a whole number from 0 to 2^63 - 1, not {seed}")
     if not 0.5 <= confidence < 1:
         raise DaydreamError(f"confidence: between 0.5 and 1 (e.g. 0.999), not {confidence:g}")
     if batch is not None and batch < 1:
@@ -442,6 +478,10 @@ def _profile(paths: Sequence[str | os.PathLike[str]], tables: list[TableSource],
         for i, (table, block) in enumerate(zip(tables, blocks)):
             _check(table, block, start, row_counts[i])
             counts[i] = _add_counts(counts[i], block.values)
+            counted = sum(c.size for c in counts)
+            if counted > MAX_COUNTED_ROWS:
+                raise DaydreamError(f"the tables' largest indices make {counted:,} rows to count: daydream counts at "
+                                    f"most {MAX_COUNTED_ROWS:,} over all tables (give --rows to check the indices)")  # fmt: skip
             lookups[i] += block.values.size
         done += stop - start
         update(done, total)

@@ -4,14 +4,17 @@ input of the run; and messages quoting user input are cut to a readable length (
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
+
+import msgspec
 
 from daydream.errors import DaydreamError
 
@@ -26,20 +29,119 @@ def clip(text: str, limit: int = MAX_MESSAGE) -> str:
     return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
+# TOML inputs (scenarios, cases, embedding tables) are a person's writing: kilobytes; a bound so /dev/zero-like input ends
+MAX_TOML_BYTES = 16 * 1024 * 1024
+_INPUT_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+                stat.S_IFSOCK: "a socket"}  # fmt: skip
+
+
+def open_input(path: str | os.PathLike[str], what: str = "file", error: type[DaydreamError] = DaydreamError,
+               expected: str | None = None) -> BinaryIO:  # fmt: skip
+    """Open an input for reading: every file daydream reads on a user's behalf comes through here. Only a regular
+    file is opened; a FIFO (its open would block), a device such as /dev/zero (it never ends), a socket or a directory
+    is refused, without blocking, by ``error`` naming the file and ``what`` it should have been (``expected``: how a
+    refusal ends, e.g. "daydream reads trace files only"). The file may be swapped between the look and the open:
+    what was opened is checked again."""
+    name = os.fspath(path)
+    tail = f"; {expected}" if expected else ""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise error(f"{name}: no such {what}") from None
+    except IsADirectoryError:
+        raise error(f"{name}: is a directory, expected a {what}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise error(f"{name}: too many levels of symbolic links (a symlink loop?)") from None
+        if exc.errno == errno.ENOTDIR:
+            raise error(f"{name}: no such {what} (a part of the path is not a directory)") from None
+        if exc.errno == errno.ENXIO:  # a socket
+            raise error(f"{name}: is a socket, not a regular file{tail}") from None
+        raise error(f"{name}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:  # an embedded NUL byte
+        raise error(f"{name!r}: not a valid file name") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise error(f"{name}: is a directory, expected a {what}")
+        if not stat.S_ISREG(mode):
+            raise error(f"{name}: is {_INPUT_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file{tail}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_input(path: str | os.PathLike[str], what: str, limit: int, error: type[DaydreamError] = DaydreamError) -> bytes:
+    """The bytes of an input file (:func:`open_input`) of at most ``limit`` bytes, read no further than that: a
+    file that grows while it is read cannot take more memory."""
+    with open_input(path, what, error) as fh:
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise error(f"{os.fspath(path)}: {size:,} bytes: a {what} holds at most {limit:,}")
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise error(f"{os.fspath(path)}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise error(f"{os.fspath(path)}: more than {limit:,} bytes: a {what} holds at most {limit:,}")
+    return data
+
+
 def read_toml(path: str | os.PathLike[str], what: str, hint: str = "") -> dict[str, Any]:
-    """A TOML input file (a cases or scenarios file): its tables, or DaydreamError naming the file as ``what``."""
+    """A TOML input file (a cases, scenarios or tables file): its tables, or DaydreamError naming the file as
+    ``what``. Read through :func:`open_input`, at most MAX_TOML_BYTES."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
 
     p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise DaydreamError(f"{p}: no such {what}{hint}")
+    data = read_input(p, what, MAX_TOML_BYTES)
     try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise DaydreamError(f"{p}: not a TOML {what}: {exc}") from None
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DaydreamError(f"{p}: not a TOML {what}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        detail = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
+        raise DaydreamError(f"{p}: not a TOML {what}: {detail}") from None
+
+
+def json_bytes(obj: Any, indent: int | None = None, enc_hook: Callable[[Any], Any] | None = None) -> bytes:
+    """``obj`` as JSON (``indent``: formatted, with a final newline). A string that cannot be UTF-8 (a file name
+    with an undecodable byte, held by Python as a surrogate escape) is written with that byte as ``\\xNN``, as the
+    terminal output shows it, instead of failing the command after its work."""
+    try:
+        data = msgspec.json.encode(obj, enc_hook=enc_hook)
+    except UnicodeEncodeError:
+        data = msgspec.json.encode(_encodable(msgspec.to_builtins(obj, enc_hook=enc_hook)))
+    return msgspec.json.format(data, indent=indent) + b"\n" if indent is not None else data
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        return utf8_text(value)
+    if isinstance(value, dict):
+        return {utf8_text(k) if isinstance(k, str) else k: _encodable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_encodable(v) for v in value]
+    return value
+
+
+def utf8_text(text: str) -> str:
+    """``text`` made writable as UTF-8: undecodable file-name bytes as \\xNN, lone surrogates as \\uNNNN."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:  # a file name's undecodable bytes (os.fsdecode's surrogate escapes) as \xNN
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape such as "\ud800": as \ud800
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes, what: str | None = None) -> None:

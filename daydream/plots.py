@@ -46,8 +46,11 @@ def _save(fig: Any, out_dir: str, stem: str) -> list[str]:
 
 
 def _short(text: str, limit: int = MAX_LABEL) -> str:
+    """A name from a trace as a label: cut to ``limit``, and with ``$`` escaped, so that matplotlib draws it as text
+    (an op named ``$a^^b$`` would otherwise be parsed as math, and fail the report)."""
     text = text.removeprefix("autograd::engine::evaluate_function: ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text.replace("$", r"\$")
 
 
 def breakdown_figure(analyses: Sequence[Analysis], out_dir: str) -> list[str]:

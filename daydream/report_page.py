@@ -4,10 +4,11 @@ from disk, no server, nothing fetched."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import msgspec
 
 from daydream.analyses import Analysis, KernelRow, LayerRow, analyse
 from daydream.errors import DaydreamError
-from daydream.files import check_output_path, write_atomically
+from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
 from daydream.replay import replay_graph
 from daydream.simulation import EARLIEST, Policy
 from daydream.simulation.timeline import BREAKDOWN_PARTS
@@ -123,6 +124,31 @@ def write_report(
     warnings = list(graph.graph.get("warnings", [])) + (result.session.warnings if result else [])
     if not has_gpu:
         warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
+    with _written_whole(out_dir, report_files(out_dir, result is not None)):
+        return _write_folder(path, out_dir, graph, base, analyses, result, warnings)
+
+
+@contextlib.contextmanager
+def _written_whole(out_dir: str, files: Sequence[str]) -> Iterator[None]:
+    """A report folder is written whole or not at all: where writing fails or is interrupted, the files this run
+    made go (those that were there before keep their last whole version), and the folder too if it made it."""
+    made_dir = not os.path.isdir(out_dir)
+    existed = {f for f in files if os.path.lexists(f)}
+    try:
+        yield
+    except BaseException:
+        for f in files:
+            if f not in existed:
+                with contextlib.suppress(OSError):
+                    os.unlink(f)
+        if made_dir:
+            with contextlib.suppress(OSError):
+                os.rmdir(out_dir)
+        raise
+
+
+def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list[Any], result: WhatIf | None,
+                  warnings: list[str]) -> Report:  # fmt: skip
     os.makedirs(out_dir, exist_ok=True)
     from daydream import plots
 
@@ -141,8 +167,8 @@ def write_report(
     )  # fmt: skip
     data = os.path.join(out_dir, "report.json")
     report.files += [data, report.index]
-    write_atomically(data, msgspec.json.format(msgspec.json.encode(report.to_dict()), indent=1) + b"\n")
-    write_atomically(report.index, page(report).encode("utf-8"))
+    write_atomically(data, json_bytes(report.to_dict(), indent=1), "--out")
+    write_atomically(report.index, utf8_text(page(report)).encode("utf-8"), "--out")
     return report
 
 

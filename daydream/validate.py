@@ -215,7 +215,7 @@ def load_cases(path: str | os.PathLike[str]) -> list[Case]:
             raise DaydreamError(f"{where}: ratio must be a positive number, not {c.ratio}")
         c.before = [_resolve(p.parent, x, where) for x in c.before]
         c.after = [_resolve(p.parent, x, where) for x in c.after]
-        c.scripts = [script_path(p.parent, x) for x in c.scripts]
+        c.scripts = [script_path(p.parent, x, where) for x in c.scripts]
     return cases
 
 

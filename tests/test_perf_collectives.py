@@ -223,7 +223,7 @@ def test_load_sweep_dispatches_and_reports_unreadable(tmp_path: Path) -> None:
     (tmp_path / "nccl.txt").write_text(A100_EXCERPT)
     assert load_sweep(tmp_path / "param.txt").tool == "param"
     assert load_sweep(tmp_path / "nccl.txt").tool == "nccl-tests"
-    with pytest.raises(DaydreamError, match="cannot read sweep"):
+    with pytest.raises(DaydreamError, match="missing.txt: no such sweep file"):
         load_sweep(tmp_path / "missing.txt")
 
 

@@ -8,6 +8,7 @@ none and an ordering comparison with none is false, so ``bytes > 1MB`` is simply
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 from collections.abc import Callable
@@ -21,6 +22,10 @@ from daydream.dsl.limits import (
     BULK,
     MAX_INT_BITS,
     MAX_NESTING,
+    REGEX_COST,
+    SELECT_COST,
+    STRING_BULK,
+    TERMS_PER_UNIT,
     Budget,
     OverBudget,
     TooLarge,
@@ -40,7 +45,6 @@ from daydream.graph.select import (
     Selection,
     candidates,
     count_equal,
-    count_of_kinds,
     in_time_order,
     kind_set,
     select,
@@ -78,6 +82,28 @@ class Expression:
 
     def constant(self) -> Any:
         return self.value(None)
+
+
+def task_cost(node: Any) -> int:
+    """The units a per-task expression costs per task it runs on, so that a unit stays about a microsecond of work
+    (bench/bench_budget.py): 1, plus 1 for every TERMS_PER_UNIT operations after the first, plus REGEX_COST for each
+    regular expression it matches."""
+    operations = regexes = 0
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Binary, ast.Unary, ast.Call, ast.Project, ast.Index)):
+            operations += 1
+            regexes += isinstance(n, ast.Binary) and n.op in ("~", "!~")
+        if dataclasses.is_dataclass(n):
+            stack.extend(v for f in dataclasses.fields(n) if not f.name.endswith("pos") for v in _children(getattr(n, f.name)))
+    return 1 + max(operations - 1, 0) // TERMS_PER_UNIT + REGEX_COST * regexes
+
+
+def _children(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _children(v)]
+    return [value] if dataclasses.is_dataclass(value) else []
 
 
 def compile_expression(node: Any, env: Env, task_context: bool = False) -> Expression:
@@ -157,15 +183,18 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         # a clause that is one ATTR == VALUE: the index's tasks are the selection (the test neither fails nor charges)
         exact = lookup is not None and isinstance(node.where, ast.Binary) and node.where.op == "==" and lookup[1:] == (None, None)
 
+        cost = task_cost(node.where) if where is not None and where.per_task else 1  # units per task tested
+
         def run(t: Any) -> Selection:
-            env.budget.charge(len(env.graph))  # a where-clause (or the kind test) runs on every task
-            if where is None:
-                out = select(env.graph, node.kind)
-            elif not where.per_task:
-                out = select(env.graph, node.kind) if bool(where.constant()) else Selection()
+            env.budget.charge(SELECT_COST)
+            if where is None or not where.per_task:
+                env.budget.charge(len(env.graph))  # the kind test runs on every task
+                out = select(env.graph, node.kind) if where is None or bool(where.constant()) else Selection()
             else:
                 among = candidates(env.graph, *lookup) if lookup is not None else None
                 test = None if exact and among is not None else where.value
+                # the clause runs on every task, or on those the index returns (none for an exact lookup)
+                env.budget.charge(len(env.graph) * cost if among is None else len(among) * (cost if test is not None else 1))
                 out = select(env.graph, node.kind, where=test, among=among)
             env.selected(node, out)
             return out
@@ -356,7 +385,8 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         """``a | b`` or ``a & b`` (``node.op``), both evaluated."""
         env, op = self.env, node.op
         if isinstance(a, Selection) and isinstance(b, Selection):
-            env.budget.charge((len(a) + len(b)) // BULK)
+            # a union copies both sets; an intersection goes over the smaller
+            env.budget.charge((len(a) + len(b) if op == "|" else min(len(a), len(b))) // BULK)
             return a | b if op == "|" else a & b
         word = "union" if op == "|" else "intersection"
         hint = "for booleans use 'or' / 'and'" if isinstance(a, bool) or isinstance(b, bool) else None
@@ -387,8 +417,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         """``SEL & (select where ATTR == VALUE)`` (either way round) and ``SEL - (select where ATTR == VALUE)`` as a
         test of SEL's tasks' ATTR, where the index of ATTR answers the select: how many tasks it holds (the budget)
         and whether none (its warning) come from the index, so a loop narrowing a step's tasks to a layer's costs what
-        the step holds, not every step's tasks of the layer. The same result, budget, errors and warnings as making
-        the select; None for other expressions (then they are made)."""
+        the step holds, not every step's tasks of the layer. The same result, errors and warnings as making the
+        select, and the budget of the work done (the select's fixed cost and its count, then SEL's tasks); None for
+        other expressions (then they are made)."""
         on_left = node.op == "&" and isinstance(node.left, ast.Select)
         on_right = isinstance(node.right, ast.Select)
         if on_left == on_right:
@@ -418,7 +449,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
                 whole = select(env.graph, None, where=lambda a: a.get(attribute) == value)
                 a, b = (whole, sel) if on_left else (sel, whole)
                 return self._set_operation(node, a, b, t) if keep else self._arithmetic(node, a, b, t)
-            env.budget.charge((len(sel) + matched) // BULK)
+            env.budget.charge(len(sel) // BULK)  # each of its tasks' value tested
             nodes = attrs_of(env.graph)
             # the index's equality: a task is in it when its value == VALUE (values all hashable, VALUE not NaN)
             return Selection(frozenset(u for u in sel if ((a := nodes.get(u)) is not None and a.get(attribute) == value) == keep))
@@ -437,7 +468,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         count = count_equal(env.graph, *equal)
         if count is None:
             return run(None)
-        env.budget.charge(len(env.graph))  # as the select's own run charges it
+        env.budget.charge(SELECT_COST + count)  # as the select's own run charges an index's answer
         env.matched(node, count)
         return count
 
@@ -457,8 +488,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
 
     def _kind_filter(self, node: ast.Binary) -> tuple[Compiled, bool] | None:
         """``SEL & KIND``, ``KIND & SEL`` and ``SEL - KIND`` as a test of SEL's tasks' kinds, without selecting
-        every task of the kind (``parents(ar) & gpu`` in a loop over a large graph's all-reduces): the same result,
-        budget and errors as combining the two selections. None for other expressions."""
+        every task of the kind (``parents(ar) & gpu`` in a loop over a large graph's all-reduces): the same result
+        and errors as combining the two selections, the budget of the work done (SEL's tasks tested). None for other
+        expressions."""
         left, right = self._kind_word(node.left), self._kind_word(node.right)
         if (left is None) == (right is None) or (node.op == "-" and left is not None):
             return None
@@ -467,20 +499,20 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         assert word is not None
         kinds = kind_set(word)
         assert kinds is not None
-        # the budget as a kind word's own lookup charges it, in the order the two sides are compiled
+        # the kind word is not looked up: a select's fixed cost, in the order the two sides are compiled
         if left is not None:
-            env.budget.charge(len(env.graph))
+            env.budget.charge(SELECT_COST)
             other, per_task = self.compile(node.right)
         else:
             other, per_task = self.compile(node.left)
-            env.budget.charge(len(env.graph))
+            env.budget.charge(SELECT_COST)
         keep = node.op == "&"
 
         def by_kind(t: Any) -> Any:
             sel = other(t)
             graph = env.graph
             if isinstance(sel, Selection):
-                env.budget.charge((len(sel) + count_of_kinds(graph, kinds)) // BULK)
+                env.budget.charge(len(sel) // BULK)  # each of its tasks' kind tested
                 nodes = attrs_of(graph)
                 return Selection(frozenset(u for u in sel if ((a := nodes.get(u)) is not None and a["kind"] in kinds) == keep))
             whole = select(graph, word)  # an error to report (or none - KIND): as the two selections give it
@@ -640,7 +672,7 @@ def _sequence_result(op: str, a: Any, b: Any, budget: Budget | None) -> Any:
         if isinstance(a, str) and isinstance(b, str):
             check_string_length(len(a) + len(b))
             if budget is not None:
-                budget.charge((len(a) + len(b)) // BULK)
+                budget.charge((len(a) + len(b)) // STRING_BULK)
             return a + b
         if isinstance(a, list) and isinstance(b, list):
             size = value_size(a) + value_size(b)
@@ -659,7 +691,7 @@ def _sequence_result(op: str, a: Any, b: Any, budget: Budget | None) -> Any:
     if isinstance(seq, str):
         check_string_length(len(seq) * n)
         if budget is not None:
-            budget.charge(len(seq) * n // BULK)
+            budget.charge(len(seq) * n // STRING_BULK)
     else:
         size = value_size(seq) * n
         check_list_size(size)

@@ -15,7 +15,7 @@ from daydream.dsl.evaluate import compile_expression, format_value
 from daydream.dsl.functions import type_name
 from daydream.dsl.graph_state import PRIORITY_ATTRIBUTE, GraphState
 from daydream.dsl.library import Loader
-from daydream.dsl.limits import BULK, MAX_INCLUDE_DEPTH, MAX_TIME_US, STATEMENT_COST, finite, value_size
+from daydream.dsl.limits import BULK, INSERT_COST, MAX_INCLUDE_DEPTH, MAX_TIME_US, STATEMENT_COST, finite, value_size
 from daydream.dsl.params import ParamBinder
 from daydream.dsl.parse import script_error
 from daydream.dsl.visitor import Visitor
@@ -23,6 +23,7 @@ from daydream.errors import CheckFailed, DaydreamError, NotApplicable, ScriptErr
 from daydream.files import clip
 from daydream.graph import edit
 from daydream.graph.adjacency import attrs_of
+from daydream.graph.order import Work
 from daydream.graph.select import Selection, group_by, in_time_order, thread_names
 from daydream.simulation import EARLIEST, FIFO, Policy
 
@@ -300,13 +301,16 @@ class Executor(Visitor[None]):
                 self._check_value(k, v)
             except DaydreamError as exc:
                 raise error(str(exc), s) from None
-        self.budget.charge(len(graph) // BULK + _stored_size(name) + sum(map(_stored_size, attrs.values())))  # placing it
+        self.budget.charge(INSERT_COST + _stored_size(name) + sum(map(_stored_size, attrs.values())))
         kwargs = {"after": anchor} if s.side == "after" else {"before": anchor}
+        work = Work()
         try:
             new = edit.insert_task(graph, s.kind, name, float(duration), thread=thread, launch_us=launch, launched=launched,
-                                   queued=s.queued, **kwargs, **attrs)  # fmt: skip
+                                   queued=s.queued, work=work, **kwargs, **attrs)  # fmt: skip
         except DaydreamError as exc:
             raise error(str(exc), s) from None
+        finally:
+            self.budget.charge(work.tasks)  # the tasks the order's repair went over: known once it is done
         edit.check_links(graph, new)
         self.env.attributes |= set(attrs)
         effect = self.recorder.effect(s, "insert")
@@ -345,10 +349,13 @@ class Executor(Visitor[None]):
         sources = self._selection(s.sources, "wait ... for")
         effect = self.recorder.effect(s, "wait")
         self.budget.charge(len(waiters) * len(sources))  # an edge per pair: charged before they are made
+        work = Work()
         try:
-            added = edit.add_waits(self.env.graph, waiters, sources)
+            added = edit.add_waits(self.env.graph, waiters, sources, work)
         except DaydreamError as exc:
             raise self.env.error(str(exc), s) from None
+        finally:
+            self.budget.charge(work.tasks)
         effect.added += added
         effect.tasks += len(waiters)
         self.state.changed()

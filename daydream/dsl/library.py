@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
@@ -11,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from daydream.dsl import ast
-from daydream.dsl.check import Checker
+from daydream.dsl.check import Checker, user_attributes
 from daydream.dsl.limits import MAX_SCRIPT_BYTES, Budget
 from daydream.dsl.parse import parse_script, script_error
 from daydream.errors import ScriptError, did_you_mean
-from daydream.files import clip
+from daydream.files import clip, read_input
 
 
 def library_dirs() -> list[Path]:
@@ -29,12 +28,34 @@ def library_names() -> list[str]:
     return sorted(f.stem for d in library_dirs() for f in d.glob("*.whatif"))
 
 
-def script_path(base: Path | None, script: str) -> str:
-    """A script as a scenarios or cases file names it: a library name as it is, a path relative to the file's
-    folder ``base``."""
-    if base is None or ("/" not in script and not script.endswith(".whatif")):
+def script_path(base: Path | None, script: str, where: str = "",
+                include_dirs: Iterable[str | os.PathLike[str]] = ()) -> str:  # fmt: skip
+    """A script as a scenarios or cases file names it: a bare name is the bundled library's, a path is relative to
+    the file's folder ``base``. ``base`` None: a script given on the command line, taken as it is.
+
+    A file's scripts are data, like an ``include``: a bare name is looked up in the library only (never a file of
+    the working directory), and a path must lead (after symlinks) to a ``.whatif`` file in ``base``'s folder tree,
+    the bundled library or one of ``include_dirs``; anything else is refused, without being read, by an error
+    naming ``where`` (the file and entry)."""
+    if base is None:
         return script
-    return str(base / script)
+    at = f"{where}: " if where else ""
+    if "/" not in script and os.sep not in script and not script.endswith(".whatif"):
+        if any((d / f"{script}.whatif").is_file() for d in library_dirs()):
+            return script  # Loader.find takes a bare library name from the library, before any file of that name
+        raise Unreadable(f"{at}script {clip(script, 200)!r}: no such script in the library; {library_hint(script)}")
+    path = base / script
+    real = os.path.realpath(path)
+    roots = [os.path.realpath(r) for r in (base, *library_dirs(), *include_dirs)]
+    if not real.endswith(".whatif"):
+        why = "only .whatif files are scripts"
+    elif not any(_inside(real, root) for root in roots):
+        why = "it is outside the folders a file may name scripts from"
+    else:
+        return str(path)
+    raise Unreadable(f"{at}script {clip(script, 200)!r}: refused: {why}; a scenarios or cases file names the bundled "
+                     "library's scripts by name and .whatif files in its own folder (and below) or in a folder given "
+                     "with --include-dir")  # fmt: skip
 
 
 def library_hint(name: str) -> str:
@@ -50,40 +71,15 @@ class Unreadable(ScriptError):
 
 def read_script(path: str | os.PathLike[str], shown: str | os.PathLike[str] | None = None) -> str:
     """The text of a script file: a regular file (a FIFO, a device or a directory is refused without blocking on
-    it) of at most MAX_SCRIPT_BYTES bytes, UTF-8. Errors name the file (``shown``), never its content."""
+    it) of at most MAX_SCRIPT_BYTES bytes, UTF-8, read through the one checked opener (daydream.files.read_input).
+    Errors name the file (``shown``), never its content."""
     name = os.fspath(shown if shown is not None else path)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise Unreadable(f"{name}: no such script") from None
-    except IsADirectoryError:
-        raise Unreadable(f"{name}: is a directory, not a script") from None
-    except OSError as exc:
-        raise Unreadable(f"{name}: cannot read: {exc.strerror or exc}") from None
+        data = read_input(path, "script", MAX_SCRIPT_BYTES, Unreadable)
+    except Unreadable as exc:  # the opener names the path it opened; a message names the script as the user wrote it
+        raise Unreadable(str(exc).replace(os.fspath(path), name, 1)) from None
     try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise Unreadable(f"{name}: is a directory, not a script")
-        if not stat.S_ISREG(info.st_mode):
-            raise Unreadable(f"{name}: not a regular file (a pipe, a device or a socket); a script is a file")
-        if info.st_size > MAX_SCRIPT_BYTES:
-            raise Unreadable(f"{name}: {info.st_size:,} bytes: a script holds at most {MAX_SCRIPT_BYTES:,}")
-        chunks, size = [], 0
-        while size <= MAX_SCRIPT_BYTES:
-            chunk = os.read(fd, MAX_SCRIPT_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_SCRIPT_BYTES:
-            raise Unreadable(f"{name}: more than {MAX_SCRIPT_BYTES:,} bytes: a script holds at most {MAX_SCRIPT_BYTES:,}")
-    except OSError as exc:
-        raise Unreadable(f"{name}: cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    try:
-        return b"".join(chunks).decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Unreadable(f"{name}: not a text file (UTF-8): {exc.reason} at byte {exc.start}") from None
 
@@ -110,12 +106,20 @@ class Loader:
     def find(self, path: str | os.PathLike[str]) -> Path:
         """A script path as given, or a name from the bundled library (``amp`` -> transforms/amp.whatif)."""
         p = Path(path)
-        if p.exists() or os.sep in str(path) or "/" in str(path):
+        text = str(path)
+        if os.sep in text or "/" in text:
             return p
-        for d in library_dirs():
-            for c in (d / str(path), d / f"{path}.whatif"):
+        if not text.endswith(".whatif"):  # a bare name is the library's first: `amp` never reads a file named amp here
+            for d in library_dirs():
+                c = d / f"{text}.whatif"
                 if c.is_file():
                     return c
+        if p.exists():
+            return p
+        for d in library_dirs():
+            c = d / text
+            if c.is_file():
+                return c
         return p
 
     def load(self, path: str | os.PathLike[str]) -> ast.Script:
@@ -200,6 +204,16 @@ class Loader:
         """A ScriptError at a node, with its line from the text it was parsed from."""
         pos = getattr(node, "pos", None)
         return script_error(message, pos, self.texts.get(pos.file) if pos else None, hint)
+
+
+def script_inputs(scripts: Iterable[str | os.PathLike[str]], include_dirs: Iterable[str | os.PathLike[str]] | None = None) -> list[str]:
+    """Every file running ``scripts`` reads: each script and, followed statically, every script it includes (the
+    includes a run would refuse are left out: the run stops on them before writing anything). Read before the work,
+    so that an output is checked against all of them (daydream.files.check_output_path)."""
+    loader = Loader(include_dirs)
+    for script in scripts:
+        user_attributes(loader.load(script), loader.resolve_include)
+    return [f for f in loader.texts if not f.startswith("<")]
 
 
 @dataclass

@@ -36,24 +36,30 @@ MAX_PRINTED = 10_000_000  # characters printed by one session's print statements
 
 # ---- work ------------------------------------------------------------------------------------------------------
 
-# A run may do a budget of units of work; one unit is about half a microsecond of the interpreter's time. Each task or
-# list item a statement or an expression goes over costs 1 (a where-clause or a scale factor on a task, an item of a
-# list made, a task of a selection read, a loop iteration); each statement executed or checked costs STATEMENT_COST
-# (a few microseconds); simulating the changed graph for `predicted` SIMULATION_COST per task; an insert, which
-# places its task among its thread's, a unit per BULK tasks of the graph.
+# A run may do a budget of units of work; a unit is at most about a microsecond of the interpreter's time, whatever the
+# work (bench/bench_budget.py measures each kind on a 130k-task graph and fails past MAX_US_PER_UNIT). Each task or
+# list item a statement or an expression goes over costs 1 (a scale factor on a task, an item of a list made, a task
+# of a selection read, a loop iteration); a where-clause costs task_cost units per task it tests (1, plus 1 per
+# TERMS_PER_UNIT more operations, plus REGEX_COST per regular expression), and SELECT_COST for the select itself; each statement
+# executed or checked costs STATEMENT_COST (a few microseconds); simulating the changed graph for `predicted`
+# SIMULATION_COST per task; an insert INSERT_COST, and an insert or a wait 1 per task the repair of the graph's order
+# goes over (an insert between two tasks already split many times moves the whole stretch); a string made by + or *
+# a unit per STRING_BULK characters (C copies them).
 #
-# The default budget grows with the graph: BUDGET_PASSES units per task (the scripts may go over the whole graph that
-# many times: a select in a loop over 20,000 layers, buckets or anchor kernels), and at least BUDGET_FLOOR (2 million
-# statements; about 10 seconds of the slowest work). Some bundled scripts are quadratic in the graph (a select or an
-# insert per anchor kernel): fitted on real traces of 1k-40k tasks, the heaviest (activation_checkpointing) would need
-# about 7,000 passes on a 1,000,000-task graph, and none more than 17,500 even if wholly quadratic; so every bundled
-# script runs on such a graph within the default, while a runaway loop on a small trace stops within seconds.
-# --budget N (Python API: budget=N) sets another.
-BUDGET_FLOOR = 20_000_000
-BUDGET_PASSES = 20_000
+# The default budget is a minute of work (BUDGET_FLOOR) on the graphs people trace, and BUDGET_PASSES units per task
+# of a larger graph (at most 400 s on 1M tasks, where the heaviest bundled scripts take about a minute): every bundled
+# script fits it on every shared trace and on the 1M-event tiling (bench_budget.py's second table), and a runaway
+# loop stops within a minute on a graph of up to 150k tasks. --budget N (Python API: budget=N) sets another.
+BUDGET_FLOOR = 60_000_000
+BUDGET_PASSES = 400
 STATEMENT_COST = 10
 SIMULATION_COST = 10
-BULK = 8  # work done in bulk by Python itself (set operations, joining strings, placing a task): 1 unit per BULK items
+BULK = 8  # work done in bulk by Python itself (set operations, joining strings): 1 unit per BULK items
+INSERT_COST = 200  # an insert's fixed work (its task and launch call, their edges, the cycle check): ~200 us
+STRING_BULK = 1024  # a string made by + or *: 1 unit per STRING_BULK characters
+TERMS_PER_UNIT = 3
+REGEX_COST = 1
+SELECT_COST = 30  # a select's fixed work (an index lookup, the selection made): ~30 us however few tasks it finds
 
 
 def default_budget(tasks: int) -> int:
@@ -88,10 +94,10 @@ class Budget:
 
     def message(self) -> str:
         return (
-            f"work budget exceeded: the run did more than {self.limit:,} units of work (a statement is {STATEMENT_COST} "
-            f"units, each task, list item or loop iteration 1; by default a run may do {BUDGET_PASSES:,} units per task "
-            f"of the graph, at least {BUDGET_FLOOR:,}); a script that needs more can be given a larger budget with "
-            "--budget N (Python API: budget=N)"
+            f"work budget exceeded: the run did more than {self.limit:,} units of work (a unit is at most about a "
+            f"microsecond: a statement is {STATEMENT_COST} units, each task, list item or loop iteration 1, a where-clause "
+            f"more per task; by default a run may do {BUDGET_FLOOR:,} units, or {BUDGET_PASSES:,} per task of a larger "
+            "graph); a script that needs more can be given a larger budget with --budget N (Python API: budget=N)"
         )
 
 

@@ -18,7 +18,7 @@ import networkx as nx
 from daydream.errors import DaydreamError
 from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of, predecessors_of, successors_of
-from daydream.graph.order import edited, find_back_edge_cycle, forget, place_new, topological_order
+from daydream.graph.order import Work, edited, find_back_edge_cycle, forget, place_new, topological_order
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS, Task
 from daydream.graph.select import Selection, in_time_order, is_real_number
 
@@ -386,6 +386,7 @@ def insert_task(
     launch_us: float | None = None,
     launched: bool = True,
     queued: bool = False,
+    work: Work | None = None,
     **attrs: Any,
 ) -> list[Any]:
     """Insert a task next to the task ``after`` or ``before`` and return the new task ids.
@@ -402,7 +403,8 @@ def insert_task(
     ``launched=False``: a GPU-side task without a launch call (work issued outside the traced threads: a NIC, a
     server process). ``queued=True``: the task joins its thread without a fixed place in its order (attribute
     ``queued``): it depends on the anchor (or the anchor on it, ``before``) and runs when its thread is free and
-    the schedule policy picks it among the tasks waiting there (earliest ready first, or by priority).
+    the schedule policy picks it among the tasks waiting there (earliest ready first, or by priority). ``work``
+    counts the tasks the order's repair went over (a script's budget charges them).
     """
     anchor, side = _anchor_and_side(graph, after, before)
     _check_new_task(kind, name, duration, attrs)
@@ -432,7 +434,7 @@ def insert_task(
         graph.add_edge(launcher, task, kind="launch", lag=float(graph.graph.get("delays", {}).get("launch_latency_us", 0.0)))
     _wait_for_anchor(graph, anchor, task, side, queued, launcher is not None)
     derived.changed(graph, derived.EDGES)
-    cycle = _rolled_back_cycle(graph, order, new_nodes, undo)
+    cycle = _rolled_back_cycle(graph, order, new_nodes, undo, work)
     if cycle is not None:
         raise DaydreamError(f"inserting {name!r} {side} {task_label(graph, anchor)} would close a dependency cycle: {cycle} ...")
     return new_nodes
@@ -509,12 +511,13 @@ def _wait_for_anchor(graph: nx.DiGraph, anchor: Any, task: Any, side: str, queue
             graph.add_edge(task, anchor, kind="sync", lag=0.0)
 
 
-def _rolled_back_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], undo: _Undo) -> str | None:
+def _rolled_back_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], undo: _Undo,
+                       work: Work | None = None) -> str | None:  # fmt: skip
     """If the inserted tasks and their edges close a dependency cycle: the start of the cycle, after rolling the
     insert back; else None (and the cached topological order is up to date)."""
     pred, succ = predecessors_of(graph), successors_of(graph)
     new_edges = [e for n in new_nodes for e in (*((u, n) for u in pred[n]), *((n, v) for v in succ[n]))]
-    if not _closes_cycle(graph, order, new_nodes, new_edges):
+    if not _closes_cycle(graph, order, new_nodes, new_edges, work):
         return None
     cycle = nx.find_cycle(graph, new_nodes)
     path = " -> ".join(task_label(graph, u) for u, _ in cycle[:4])
@@ -522,7 +525,8 @@ def _rolled_back_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_no
     return path
 
 
-def _closes_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], new_edges: list[tuple[Any, Any]]) -> bool:
+def _closes_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], new_edges: list[tuple[Any, Any]],
+                  work: Work | None = None) -> bool:  # fmt: skip
     """Whether the new tasks and edges close a cycle; if not, the cached topological order is brought up to date."""
     if order is None:  # the graph had a cycle before (built by hand): search from the new tasks
         try:
@@ -531,14 +535,14 @@ def _closes_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: 
             return False
         return True
     place_new(graph, order, new_nodes)
-    if find_back_edge_cycle(graph, order, new_edges):
+    if find_back_edge_cycle(graph, order, new_edges, work):
         forget(graph)
         return True
     edited(graph, order)
     return False
 
 
-def add_waits(graph: nx.DiGraph, waiters: Iterable[Any], sources: Iterable[Any]) -> int:
+def add_waits(graph: nx.DiGraph, waiters: Iterable[Any], sources: Iterable[Any], work: Work | None = None) -> int:
     """Make each task of ``waiters`` wait for every task of ``sources`` (``sync`` edges, no delay): a stream
     waiting on another stream's event, a CPU call on a kernel. Returns how many edges are new; an edge that would
     close a cycle (or make a task wait for itself) is refused and nothing is added."""
@@ -555,7 +559,7 @@ def add_waits(graph: nx.DiGraph, waiters: Iterable[Any], sources: Iterable[Any])
     graph.add_edges_from(added, kind="sync", lag=0.0)
     if added:
         derived.changed(graph, derived.EDGES)
-    if added and _closes_cycle(graph, order, [], added):
+    if added and _closes_cycle(graph, order, [], added, work):
         cycle = nx.find_cycle(graph, [v for _, v in added])
         path = " -> ".join(task_label(graph, a) for a, _ in cycle[:4])
         graph.remove_edges_from(added)

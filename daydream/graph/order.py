@@ -13,6 +13,7 @@ reports every cycle anyway; this is what lets an edit be refused and rolled back
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -63,9 +64,19 @@ def place_new(graph: nx.DiGraph, order: dict[Any, float], nodes: list[Any]) -> N
         order[node] = mid if low < mid < high or not after else low + 0.5
 
 
-def find_back_edge_cycle(graph: nx.DiGraph, order: dict[Any, float], edges: Iterable[tuple[Any, Any]]) -> bool:
+@dataclass
+class Work:
+    """The tasks an edit's order repair went over (:func:`find_back_edge_cycle`): what the edit cost beyond its
+    fixed part, for a script's work budget (an insert usually moves none; one that floats between two tasks already
+    split 50 times moves its whole stretch)."""
+
+    tasks: int = 0
+
+
+def find_back_edge_cycle(graph: nx.DiGraph, order: dict[Any, float], edges: Iterable[tuple[Any, Any]],
+                         work: Work | None = None) -> bool:  # fmt: skip
     """Repair ``order`` for newly added ``edges``; True if one of them closes a cycle (``order`` is then invalid:
-    call :func:`forget` after rolling the edit back)."""
+    call :func:`forget` after rolling the edit back). ``work`` counts the tasks gone over."""
     succ, pred = successors_of(graph), predecessors_of(graph)
     for u, v in edges:
         if order[u] < order[v]:
@@ -78,6 +89,8 @@ def find_back_edge_cycle(graph: nx.DiGraph, order: dict[Any, float], edges: Iter
             forward.append(w)
             for x in succ[w]:
                 if x == u:
+                    if work is not None:
+                        work.tasks += len(forward)
                     return True
                 if x not in seen and order[x] <= high:
                     seen.add(x)
@@ -92,6 +105,8 @@ def find_back_edge_cycle(graph: nx.DiGraph, order: dict[Any, float], edges: Iter
                     seen_b.add(x)
                     stack.append(x)
         # the same numbers, given to the ancestors of u first and then to the descendants of v
+        if work is not None:
+            work.tasks += len(forward) + len(backward)
         backward.sort(key=order.__getitem__)
         forward.sort(key=order.__getitem__)
         pool = sorted(order[n] for n in (*backward, *forward))

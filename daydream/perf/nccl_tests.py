@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daydream.errors import DaydreamError
+from daydream.files import read_input
 from daydream.graph.kernel_class import collective_of
 
 
@@ -252,16 +253,17 @@ def _param_row(tokens: list[str], columns: list[str], header_line: int, source: 
     return point
 
 
+# a sweep's text: a few hundred lines of a benchmark's output; bounded so that /dev/zero-like input ends
+MAX_SWEEP_BYTES = 64 * 1024 * 1024
+
+
 # ---- files ------------------------------------------------------------------------------------------------------
 
 
 def load_sweep(path: str | Path, collective: str | None = None, ranks: int | None = None) -> Sweep:
     """A sweep file of either tool (told apart by PARAM's ``COMMS-RES`` marker)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise DaydreamError(f"cannot read sweep {p}: {e.strerror or e}") from None
+    text = read_input(p, "sweep file", MAX_SWEEP_BYTES).decode("utf-8", errors="replace")
     if "COMMS-RES" in text:
         return parse_param_comms(text, str(p), collective, ranks)
     return parse_nccl_tests(text, str(p), collective, ranks)

@@ -66,22 +66,16 @@ import itertools
 import math
 import os
 import random
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
 
 from daydream.errors import DaydreamError, did_you_mean
-from daydream.files import clip
+from daydream.files import clip, read_toml
 from daydream.perf.collectives import Link, collective_us, resolve_link
 from daydream.perf.devices import Device, get_device
 from daydream.perf.embedding import embedding_bag_us
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 __all__ = [
     "BRUTE_FORCE_LIMIT", "SHARDERS", "PlanCost", "RankLoad", "Table", "best_plan", "brute_force", "compare_sharders",
@@ -535,13 +529,7 @@ def format_plans(plans: Sequence[PlanCost]) -> str:
 def load_tables(path: str | os.PathLike[str]) -> list[Table]:
     """Tables from a TOML file of ``[[table]]`` entries (``name``, ``rows``, ``dim``, ``pooling``, optional
     ``bytes_per_element``); errors name the file and the entry."""
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except OSError as exc:
-        raise DaydreamError(f"{path}: cannot read the tables ({exc.strerror or exc})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise DaydreamError(f"{path}: not TOML: {clip(str(exc), 300)}") from None
+    doc = read_toml(path, "tables file")  # the one checked opener: a FIFO or /dev/zero is refused, size bounded
     entries = doc.get("table")
     if not isinstance(entries, list) or not entries:
         raise DaydreamError(f"{path}: no [[table]] entries (each: name, rows, dim, pooling)")

@@ -20,7 +20,7 @@ from typing import Any
 
 from daydream import progress
 from daydream.errors import DaydreamError
-from daydream.files import remove_stale_temporaries
+from daydream.files import check_output_path, remove_stale_temporaries
 
 # Checks for torch and daydream in the program's interpreter (which may not be this one) before importing them.
 BOOTSTRAP = """\
@@ -127,6 +127,7 @@ def record_program(command: list[str], out: str | None = None, warmup: int = 2, 
     out_dir = Path(out or default_out(command)).absolute()
     if out_dir.exists() and not out_dir.is_dir():
         raise DaydreamError(f"{out_dir}: exists and is not a directory")
+    check_outputs(out_dir, command)
     fd, status_path = tempfile.mkstemp(prefix="daydream-record-", suffix=".json")
     os.close(fd)
     os.unlink(status_path)
@@ -151,6 +152,23 @@ def record_program(command: list[str], out: str | None = None, warmup: int = 2, 
         if steps_path is not None:
             Path(steps_path).unlink(missing_ok=True)
     return _report(status, code, child[0])
+
+
+# what the recorder writes in --out, per rank: the trace, the execution trace, the sidecar
+_OUTPUT_NAME = re.compile(r"^rank\d+\.(json\.gz|et\.json\.gz|daydream\.json)$")
+
+
+def check_outputs(out_dir: Path, command: list[str]) -> None:
+    """Refuse before the program runs an --out folder where a recording would overwrite one of the program's own
+    files (its script, or a file an argument names): rank 0's files (through links too), and any input in the folder
+    named as a rank's file would be, are checked against them."""
+    inputs = [a for a in command if os.path.isfile(a)]
+    if not out_dir.is_dir() or not inputs:
+        return
+    names = {f"rank0{suffix}" for suffix in (".json.gz", ".et.json.gz", ".daydream.json")}
+    names |= {Path(a).name for a in inputs if _OUTPUT_NAME.match(Path(a).name)}
+    for name in sorted(names):
+        check_output_path(out_dir / name, inputs, "--out")
 
 
 def _wait(proc: subprocess.Popen[bytes], steps_path: str | None, warmup: int, steps: int) -> int:

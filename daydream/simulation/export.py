@@ -16,9 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from daydream.files import write_atomically
+from daydream.files import json_bytes, write_atomically
 from daydream.graph.adjacency import predecessors_of
 from daydream.graph.schema import GPU_KINDS
 from daydream.simulation.timeline import Timeline, critical_path, critical_path_segments
@@ -53,7 +51,7 @@ def export_chrome_trace(timelines: Timeline | Named, path: str | os.PathLike[str
     """Write one timeline (as a process called ``label``) or several named ones, e.g. ``[("baseline", t0),
     ("predicted", t1)]`` (one process each), as a Chrome-trace JSON file (gzip-compressed when ``path`` ends in .gz)."""
     named = [(label, timelines)] if isinstance(timelines, Timeline) else list(timelines)
-    data = msgspec.json.encode(chrome_trace(named))
+    data = json_bytes(chrome_trace(named))
     if str(path).endswith(".gz"):
         import gzip
 

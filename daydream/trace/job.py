@@ -7,12 +7,16 @@ A file is a rank's trace when its name ends in ``.json`` or ``.json.gz`` and it 
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from pathlib import Path
 
 from daydream.errors import TraceError, listed
 
+# the most ranks a job may have: more than any job recorded (today's largest run ~10^5 GPUs); checked before any list
+# is sized by a rank or world size that a file name or a trace states
+MAX_RANKS = 1 << 20
 _NOT_RANK_TRACES = (".et.json", ".et.json.gz", "_et.json", "_et.json.gz", ".daydream.json")
 
 
@@ -50,6 +54,9 @@ def check_ranks(where: str, found: list[tuple[str, int | None, int | None]]) -> 
         r = rank if rank is not None else rank_from_name(path)
         if r is None:
             raise TraceError(f"{path}: neither the trace (distributedInfo.rank) nor the file name says which rank it is")
+        if not 0 <= r < MAX_RANKS:
+            raise TraceError(f"{path}: rank {r} (from its {'trace' if rank is not None else 'file name'}): a job has at most "
+                             f"{MAX_RANKS:,} ranks")  # fmt: skip
         if r in by_rank:
             raise TraceError(f"{where}: {by_rank[r]} and {path} are both rank {r}")
         by_rank[r] = path
@@ -58,11 +65,14 @@ def check_ranks(where: str, found: list[tuple[str, int | None, int | None]]) -> 
         named = ", ".join(f"{Path(p).name}: {w}" for p, _, w in found if w is not None)
         raise TraceError(f"{where}: the traces name different world sizes ({named})")
     world = max(sizes | {max(by_rank) + 1})
-    missing = [r for r in range(world) if r not in by_rank]
-    if missing:
-        shown = ", ".join(str(r) for r in missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+    if world > MAX_RANKS:
+        raise TraceError(f"{where}: a world of {world:,} ranks: a job has at most {MAX_RANKS:,}")
+    n_missing = world - len(by_rank)
+    if n_missing:
+        missing = list(itertools.islice((r for r in range(world) if r not in by_rank), 10))
+        shown = ", ".join(str(r) for r in missing) + (f" and {n_missing - 10} more" if n_missing > 10 else "")
         # which file is which rank: a misnamed or misplaced file is the usual cause
         have = listed([f"{Path(p).name} (rank {r})" for r, p in sorted(by_rank.items())], 8)
-        raise TraceError(f"{where}: no trace for rank{'s' if len(missing) > 1 else ''} {shown} of a world of {world} "
+        raise TraceError(f"{where}: no trace for rank{'s' if n_missing > 1 else ''} {shown} of a world of {world} "
                          f"(found {len(by_rank)} rank trace{'s' if len(by_rank) > 1 else ''}: {have})")  # fmt: skip
     return dict(sorted(by_rank.items()))

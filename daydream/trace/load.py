@@ -55,8 +55,9 @@ import numpy as np
 from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import TraceError, did_you_mean
+from daydream.files import open_input
 from daydream.trace.batches import EventBatches, Unsplittable
-from daydream.trace.job import rank_from_name, rank_trace_files
+from daydream.trace.job import MAX_RANKS, rank_from_name, rank_trace_files
 from daydream.trace.model import (
     ANNOTATION_CATS,
     CPU_OP_CATS,
@@ -134,16 +135,10 @@ def _text_chunks(p: str, limit: int, starts: bytes, empty: str) -> Iterator[byte
     with progress shown as the file is read. :class:`TraceError` as soon as what is read cannot be a trace: past
     ``limit`` bytes of text (a gzip file: past MAX_GZIP_RATIO times its size), a first byte not in ``starts``, no text
     (``empty`` says what was expected), an unreadable or corrupt file."""
-    _check_regular_file(p)
-    try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise TraceError(_os_message(p, exc)) from None
-    with os.fdopen(fd, "rb", buffering=0) as fh:
+    _check_regular_file(p)  # first: a missing file's message names the closest files and ranks
+    with open_input(p, "trace file", TraceError, "daydream reads trace files only") as fh:
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):  # swapped for something else since it was looked at
-                raise TraceError(f"{p}: not a regular file; daydream reads trace files only")
+            st = os.fstat(fh.fileno())
             gz = fh.read(2) == GZIP_MAGIC
             fh.seek(0)
             with progress.task(f"reading {p}", total=st.st_size) as advance:  # bytes of the file, compressed or not
@@ -496,6 +491,22 @@ def _load_whole(spath: str) -> Trace:
     return trace
 
 
+def _check_distributed(trace: Trace) -> None:
+    """``rank`` and ``world_size`` bounded before anything sizes a list by them (a job of 1e11 ranks would build one
+    entry per rank): whole numbers, 0 <= rank < world_size <= MAX_RANKS. Other values are ignored, as before."""
+    info = trace.distributed
+    size, rank = info.get("world_size"), info.get("rank")
+    if _whole(size) and not 1 <= size <= MAX_RANKS:
+        raise TraceError(f"{trace.path}: distributedInfo.world_size = {size}: a job has 1 to {MAX_RANKS:,} ranks")
+    if _whole(rank) and not 0 <= rank < (size if _whole(size) else MAX_RANKS):
+        bound = f"below its world_size {size}" if _whole(size) else f"0 to {MAX_RANKS - 1:,}"
+        raise TraceError(f"{trace.path}: distributedInfo.rank = {rank}: a rank is {bound}")
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _finish(trace: Trace, document: TraceFile, families: _Families) -> None:
     """The trace's metadata from its document, and its event families sorted."""
     if not trace.event_count:
@@ -504,6 +515,7 @@ def _finish(trace: Trace, document: TraceFile, families: _Families) -> None:
     if document.distributedInfo and nesting_exceeds(document.distributedInfo):
         raise TraceError(f"{trace.path}: 'distributedInfo' nests more than {MAX_NESTING} levels")
     trace.distributed = dict(document.distributedInfo or {})
+    _check_distributed(trace)
     trace.schema_version = document.schemaVersion
     families.finish()
 

@@ -1,4 +1,4 @@
-"""A mutation fuzzer of the command line: hostile traces and scripts, and what the CLI does with them.
+"""A mutation fuzzer of the command line: hostile traces, scripts, output paths and signals, and what the CLI does.
 
     python bench/fuzz_cli.py [--cases 4000] [--seed 0] [--timeout 15] [--jobs 2] [--out fuzz-report.json]
 
@@ -8,13 +8,20 @@ the byte level (flips, cuts, inserted bytes, truncation) and the JSON level (fie
 non-finite numbers, deep nesting, names holding rich markup or invalid UTF-8, events removed or duplicated), special
 files (a FIFO, /dev/zero, a directory, a symlink loop, an empty file, a gzip bomb); and the bundled library scripts
 mutated token by token or given hostile snippets (deep nesting, long literals, huge powers, catastrophic regexes,
-long loops, includes of /etc/passwd and /proc/self/environ).
+long loops, includes of /etc/passwd and /proc/self/environ). And the surfaces of the second round of hostile input:
+output targets of every kind (a FIFO, a socket, a pseudo-terminal standing in for a device, symlinks to each and to
+/proc/self/fd/1, a directory, a dangling link; look-alikes made in the case's folder, never the machine's /dev) for
+`--export-trace`, `compare --save` and `report --out`; outputs onto every input of the run (the trace, its sidecar, a
+hard link to it, the script, an included script, the scenarios file); files whose headers lie about their sizes
+(.npy headers of 10^11-10^13 rows, rank numbers and world sizes of 10^11, tables files of zeros); op names that
+matplotlib reads as math and trace file names with undecodable bytes; and SIGINT or SIGTERM at a random moment.
 
 Each run happens in a forked child with its own working directory, stdout and stderr to files, killed past
 `--timeout` seconds. A case fails when: an exception escaped (a traceback, or the CLI's "internal error", exit 70),
-the run hung (killed), the exit status is not one the CLI documents (0, 1, 2, 3), an input changed, a file appeared
-that the run was not asked to write, the output is longer than a bound, or the output holds text from a file a
-script must not read (a line of /etc/passwd, a secret put in the environment). Prints a summary and writes every
+the run hung (killed), the exit status is not one the CLI documents (0-4; 130 and 143 for a signal sent), an input
+changed, a file appeared that the run was not asked to write, a temporary file was left behind, an output target
+that is not a regular file changed kind (a FIFO replaced by a file), the output is longer than a bound, or the output
+holds text from a file a script must not read (a line of /etc/passwd, a secret put in the environment). Prints a summary and writes every
 failure (its inputs kept under the report's folder) to `--out`. A benchmark-style tool: not part of the test suite
 (tests/test_hostile_*.py hold the regression tests and a seeded, time-bounded sample).
 """
@@ -42,7 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
 SECRET = "DAYDREAM_FUZZ_SECRET_9f1c2e"
 OUTPUT_BOUND = 2_000_000  # bytes of stdout + stderr a run may print
-DOCUMENTED_EXITS = {0, 1, 2, 3}
+DOCUMENTED_EXITS = {0, 1, 2, 3, 4}
+SIGNALLED_EXITS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 HOSTILE_SNIPPETS = [
     "let x = " + "(" * 3000 + "1" + ")" * 3000,
@@ -232,8 +240,33 @@ def _child(argv: list[str], cwd: str, out_path: str, err_path: str) -> None:
     os._exit(code)
 
 
-def run_case(argv: list[str], inputs: list[Path], workdir: Path, timeout: float) -> dict[str, Any]:
+def _kinds(paths: list[Path]) -> dict[str, str]:
+    """Each path's kind as lstat sees it: a FIFO, socket, symlink, character device, directory, file or missing."""
+    import stat
+
+    out = {}
+    for p in paths:
+        try:
+            mode = os.lstat(p).st_mode
+        except OSError:
+            out[str(p)] = "missing"
+            continue
+        out[str(p)] = {stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFLNK: "symlink", stat.S_IFCHR: "char",
+                       stat.S_IFDIR: "dir", stat.S_IFREG: "file"}.get(stat.S_IFMT(mode), "other")  # fmt: skip
+    return out
+
+
+def _temporaries(folder: Path) -> list[str]:
+    return sorted(str(p) for p in folder.rglob("*") if ".daydream-" in p.name and p.name.endswith(".tmp"))
+
+
+def run_case(argv: list[str], inputs: list[Path], workdir: Path, timeout: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``extra``: ``targets`` (special output paths whose kind must not change), ``outputs`` (names the run may
+    write in its folder), ``pty`` (a pseudo-terminal's master to drain), ``signal`` ((signal, seconds) to send)."""
+    extra = extra or {}
+    targets = [Path(t) for t in extra.get("targets", [])]
     before = _digest(inputs)
+    kinds_before = _kinds(targets)
     listing = set(os.listdir(workdir))
     out_path, err_path = workdir.parent / (workdir.name + ".out"), workdir.parent / (workdir.name + ".err")
     start = time.perf_counter()
@@ -243,11 +276,19 @@ def run_case(argv: list[str], inputs: list[Path], workdir: Path, timeout: float)
             _child(argv, str(workdir), str(out_path), str(err_path))
         finally:
             os._exit(98)
-    hung, status = False, 0
+    hung, status, signalled = False, 0, None
+    master = extra.get("pty")
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             break
+        if master is not None:  # a terminal's buffer is small: a writer to a full one waits
+            with contextlib.suppress(OSError):
+                while os.read(master, 1 << 16):
+                    pass
+        if extra.get("signal") and signalled is None and time.perf_counter() - start > extra["signal"][1]:
+            signalled = extra["signal"][0]
+            os.kill(pid, signalled)
         if time.perf_counter() - start > timeout:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
@@ -266,12 +307,18 @@ def run_case(argv: list[str], inputs: list[Path], workdir: Path, timeout: float)
         problems.append("traceback")
     elif exitcode == 70:
         problems.append("internal error (exit 70)")
-    elif exitcode not in DOCUMENTED_EXITS:
+    elif exitcode not in DOCUMENTED_EXITS and exitcode != SIGNALLED_EXITS.get(signalled):  # type: ignore[arg-type]
         problems.append(f"undocumented exit status {exitcode}")
     if _digest(inputs) != before:
         problems.append("an input changed")
-    asked = {os.path.basename(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a == "--export-trace"}
-    new = set(os.listdir(workdir)) - listing - asked
+    changed = {p: (k, _kinds([Path(p)])[p]) for p, k in kinds_before.items() if _kinds([Path(p)])[p] != k}
+    if changed:
+        problems.append(f"an output target changed kind: {changed}")
+    left = _temporaries(workdir.parent)
+    if left:
+        problems.append(f"temporary files left: {left[:3]}")
+    asked = {os.path.basename(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a in ("--export-trace", "--save", "--out")}
+    new = set(os.listdir(workdir)) - listing - asked - set(extra.get("outputs", []))
     if new:
         problems.append(f"files written: {sorted(new)[:5]}")
     if len(out) + len(err) > OUTPUT_BOUND:
@@ -282,16 +329,24 @@ def run_case(argv: list[str], inputs: list[Path], workdir: Path, timeout: float)
         if flag in text:
             problems.append(f"mentions {flag}")
             break
-    return {"argv": argv, "exit": exitcode, "seconds": round(elapsed, 2), "problems": problems,
-            "stderr_tail": err.decode("utf-8", "replace")[-600:]}  # fmt: skip
+    return {"argv": argv, "exit": exitcode, "seconds": round(elapsed, 2), "problems": problems, "surface": extra.get("surface", "mutation"),
+            "signal": signalled, "stderr_tail": err.decode("utf-8", "replace")[-600:]}  # fmt: skip
 
 
-def make_case(index: int, seed: int, base: Path, traces: list[Path], scripts: list[Path]) -> tuple[list[str], list[Path], Path]:
+def make_case(index: int, seed: int, base: Path, traces: list[Path],
+              scripts: list[Path]) -> tuple[list[str], list[Path], Path, dict[str, Any]]:  # fmt: skip
     rng = random.Random(seed * 1_000_003 + index)
     case_dir = base / f"case{index:05d}"
     case_dir.mkdir(parents=True)
     work = case_dir / "cwd"
     work.mkdir()
+    surface = rng.random()
+    if surface >= 0.55:
+        make = (output_target_case if surface < 0.70 else onto_input_case if surface < 0.78 else lying_sizes_case
+                if surface < 0.86 else names_case if surface < 0.93 else signal_case)  # fmt: skip
+        argv, inputs, extra = make(rng, case_dir, work, traces, scripts)
+        extra["surface"] = make.__name__.removesuffix("_case")
+        return argv, inputs, work, extra
     inputs: list[Path] = []
     # a trace: mostly mutated, sometimes a clean one (the script carries the mutation), sometimes a special file
     r = rng.random()
@@ -321,13 +376,244 @@ def make_case(index: int, seed: int, base: Path, traces: list[Path], scripts: li
         argv = ["simulate", str(trace)] + (["--json"] if rng.random() < 0.5 else [])
     else:
         argv = ["check", str(script)]
-    return argv, inputs, work
+    return argv, inputs, work, {}
+
+
+# ---- the surfaces of the second round ----------------------------------------------------------------------------
+
+SCRIPT_WITH_INCLUDE = 'include "part.whatif"\n'
+PART = "scale cpu by 0.9\n"
+TARGET_KINDS = ["fifo", "socket", "fifo-link", "socket-link", "stdout-link", "pty", "pty-link", "dir", "dangling-link",
+                "file-link", "file", "dash", "no-folder", "link-loop"]  # fmt: skip
+
+
+def _clean_trace(rng: random.Random, case_dir: Path, traces: list[Path], name: str = "t.json.gz") -> Path:
+    """A clean copy of the bundled example (mostly: it is fast) or a small shared trace, with its sidecar."""
+    src = traces[0] if rng.random() < 0.8 else rng.choice(traces)
+    trace = case_dir / name
+    shutil.copyfile(src, trace)
+    sidecar = src.with_name(src.name.replace(".json.gz", ".daydream.json"))
+    if sidecar.is_file():
+        shutil.copyfile(sidecar, case_dir / name.replace(".json.gz", ".daydream.json"))
+    return trace
+
+
+def _scripts(case_dir: Path) -> tuple[Path, Path, Path]:
+    """A script that includes another, and a scenarios file naming the first."""
+    (case_dir / "main.whatif").write_text(SCRIPT_WITH_INCLUDE)
+    (case_dir / "part.whatif").write_text(PART)
+    (case_dir / "s.toml").write_text('[[scenario]]\nname = "faster"\nscripts = ["main.whatif"]\n')
+    return case_dir / "main.whatif", case_dir / "part.whatif", case_dir / "s.toml"
+
+
+def _target(rng: random.Random, kind: str, case_dir: Path, extra: dict[str, Any]) -> tuple[str, list[Path]]:
+    """An output path of ``kind`` made in ``case_dir`` (look-alikes only), and the special files to watch."""
+    import socket
+
+    t = case_dir / "target"
+    watch: list[Path] = []
+    if kind in ("fifo", "fifo-link"):
+        os.mkfifo(case_dir / "fifo")
+        watch.append(case_dir / "fifo")
+    if kind in ("socket", "socket-link"):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(case_dir / "sock"))
+        sock.close()  # the socket file stays
+        watch.append(case_dir / "sock")
+    if kind in ("pty", "pty-link"):
+        master, slave = os.openpty()
+        os.set_blocking(master, False)  # drained while the run writes, never waited on
+        extra["pty"], extra["pty_slave"] = master, slave
+        watch.append(Path(os.ttyname(slave)))
+    if kind == "fifo":
+        return str(case_dir / "fifo"), watch
+    if kind == "socket":
+        return str(case_dir / "sock"), watch
+    if kind == "pty":
+        return os.ttyname(extra["pty_slave"]), watch
+    if kind.endswith("-link") and kind not in ("dangling-link", "file-link"):
+        dest = {"fifo-link": case_dir / "fifo", "socket-link": case_dir / "sock", "stdout-link": Path("/proc/self/fd/1"),
+                "pty-link": Path(os.ttyname(extra["pty_slave"])) if "pty_slave" in extra else t}[kind]  # fmt: skip
+        t.symlink_to(dest)
+        return str(t), [*watch, t]
+    if kind == "dir":
+        t.mkdir()
+        return str(t), [t]
+    if kind == "dangling-link":
+        t.symlink_to(case_dir / "made-through-link.json")
+        return str(t), [t]
+    if kind == "file-link":
+        (case_dir / "real.json").write_text("{}")
+        t.symlink_to(case_dir / "real.json")
+        return str(t), [t]
+    if kind == "file":
+        t.write_text("{}")
+        return str(t), [t]
+    if kind == "no-folder":
+        return str(case_dir / "missing" / "out.json"), []
+    if kind == "link-loop":
+        t.symlink_to(t)
+        return str(t), [t]
+    return "-", []
+
+
+def output_target_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
+                       scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+    """An output of every command that writes one, onto a target of some kind: written as its kind allows (a
+    regular file or a new name replaced, a stream written in place) or refused; never a special file replaced."""
+    extra: dict[str, Any] = {}
+    trace = _clean_trace(rng, case_dir, traces)
+    main, part, scenarios = _scripts(case_dir)
+    kind = rng.choice(TARGET_KINDS)
+    target, watch = _target(rng, kind, case_dir, extra)
+    extra["targets"] = watch
+    command = rng.choice(["simulate", "run", "compare", "report"])
+    if command == "simulate":
+        argv = ["simulate", str(trace), "--export-trace", target] + (["--json"] if rng.random() < 0.5 else [])
+    elif command == "run":
+        argv = ["run", str(trace), str(main), "--export-trace", target]
+    elif command == "compare":
+        argv = ["compare", str(trace), str(scenarios), "--save", target]
+    else:
+        argv = ["report", str(trace), "--out", target] + ([str(main)] if rng.random() < 0.5 else [])
+    return argv, [trace, main, part, scenarios], extra
+
+
+def onto_input_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
+                    scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+    """An output named after one of the run's inputs (or a link to one): refused, the input unchanged."""
+    trace = _clean_trace(rng, case_dir, traces)
+    main, part, scenarios = _scripts(case_dir)
+    os.link(trace, case_dir / "hard.json.gz")
+    (case_dir / "link.whatif").symlink_to(part)
+    sidecar = case_dir / "t.daydream.json"
+    inputs = [trace, main, part, scenarios, case_dir / "hard.json.gz"] + ([sidecar] if sidecar.is_file() else [])
+    trace_side = [trace, case_dir / "hard.json.gz"] + ([sidecar] if sidecar.is_file() else [])
+    command = rng.choice(["simulate", "run", "compare", "compare-scenarios", "report"])
+    # simulate reads no script: its inputs are the trace's side only
+    onto = rng.choice(trace_side if command == "simulate" else [*trace_side, main, part, case_dir / "link.whatif"])
+    if command == "simulate":
+        argv = ["simulate", str(trace), "--export-trace", str(onto)]
+    elif command == "run":
+        argv = ["run", str(trace), str(main), "--export-trace", str(onto)]
+    elif command == "compare":
+        argv = ["compare", str(trace), str(scenarios), "--save", str(onto)]
+    elif command == "compare-scenarios":
+        argv = ["compare", str(trace), str(scenarios), "--save", str(scenarios)]
+    else:  # a report folder whose report.json is a link to an input
+        rep_dir = case_dir / "rep"
+        rep_dir.mkdir()
+        (rep_dir / "report.json").symlink_to(onto)
+        argv = ["report", str(trace), str(main), "--out", str(rep_dir)]
+    return argv, inputs, {}
+
+
+def _npy_header(path: Path, shape: tuple[int, ...], payload: bytes) -> None:
+    import numpy as np
+
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(1, dtype=np.int64))
+    header["shape"] = shape
+    with path.open("wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        fh.write(payload)
+
+
+def lying_sizes_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
+                     scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+    """A file that states a size it does not hold: bounded before anything is sized by it."""
+    import numpy as np
+
+    kind = rng.randrange(6)
+    if kind == 0:  # an .npy header of far more rows or columns than its bytes
+        f = case_dir / "idx.npy"
+        shape = rng.choice([(1, 10**12), (10**11,), (10**13, 2), (2**40, 3), (3, 70_000), (2**62,)])
+        _npy_header(f, shape, np.arange(rng.choice([0, 8, 64]), dtype=np.int64).tobytes())
+        return ["embeddings", "profile", str(f), "--budget", "1MB", "--dim", "8"], [f], {}
+    if kind == 1:  # an index or a row count that would size a count array of gigabytes
+        f = case_dir / "idx.npy"
+        values = np.arange(64, dtype=np.int64)
+        values[rng.randrange(64)] = rng.choice([2_000_000_000, 2**62, 2**63 - 1, -1])
+        np.save(f, values)
+        extra = rng.choice([[], ["--rows", "999999999999999999999"], ["--seed", "-1"], ["--rows", str(2**40)], ["--dim", "0"]])
+        return ["embeddings", "profile", str(f), "--budget", "1MB", "--dim", "8", "--sample", "100%", *extra], [f], {}
+    if kind == 2:  # a rank number in a file name
+        job = case_dir / "job"
+        job.mkdir()
+        shutil.copyfile(traces[0], job / "rank0.json.gz")
+        shutil.copyfile(traces[0], job / f"rank{rng.choice([99999999999, 2**40, 1_048_576, 5])}.json.gz")
+        return ["simulate", str(job)], [job / "rank0.json.gz"], {}
+    if kind == 3:  # a world size or rank in the trace
+        doc = _read_json(traces[0])
+        doc["distributedInfo"] = rng.choice([{"rank": 0, "world_size": 100_000_000_000}, {"rank": 10**12, "world_size": 2},
+                                             {"rank": -1}, {"world_size": 0}, {"world_size": 1e11}])  # fmt: skip
+        t = case_dir / "t.json.gz"
+        t.write_bytes(gzip.compress(json.dumps(doc).encode()))
+        return ["simulate", str(t)], [t], {}
+    if kind == 4:  # a tables file that never ends, or blocks
+        f = case_dir / "tables.toml"
+        if rng.random() < 0.5:
+            os.mkfifo(f)
+        else:
+            f.write_bytes(b"\0" * (20 << 20))
+        return ["shard", str(f), "--ranks", "2", "--batch", "8"], [], {"targets": [f]}
+    f = case_dir / "idx.npz"  # an .npz member whose header lies
+    member = case_dir / "m.npy"
+    _npy_header(member, rng.choice([(10**12,), (4, 10**9)]), b"\0" * 64)
+    import zipfile
+
+    with zipfile.ZipFile(f, "w") as z:
+        z.write(member, "t0.npy")
+    return ["embeddings", "profile", str(f), "--budget", "1MB", "--dim", "8"], [f], {}
+
+
+def names_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
+               scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+    """Names that are text to daydream and something else to a library: math text, undecodable bytes."""
+    main, part, scenarios = _scripts(case_dir)
+    if rng.random() < 0.5:  # op and thread names matplotlib would read as math, in a trace with kernels
+        src = rng.choice([t for t in traces if t != traces[0]] or traces)
+        doc = _read_json(src)
+        events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
+        for ev in events:
+            if isinstance(ev, dict) and ev.get("cat") in ("cpu_op", "kernel", "Operator", "Kernel") and rng.random() < 0.3:
+                ev["name"] = rng.choice(["$a^^b$", "$\\frac{$", "$$", "a$b$c", "$\\sqrt{x}$ $"])
+        trace = case_dir / "math.json.gz"
+        trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
+        return ["report", str(trace), "--out", "rep"], [trace], {"outputs": ["rep"]}
+    name = os.fsdecode(b"t\xff" + bytes([rng.randrange(0x80, 0x100)]) + b".json.gz")
+    trace = case_dir / name
+    shutil.copyfile(traces[0], trace)
+    argv = rng.choice([["simulate", str(trace), "--json"], ["run", str(trace), str(main), "--json"], ["demo", str(trace), "--json"],
+                       ["simulate", str(trace), "--export-trace", "o.json"], ["report", str(trace), "--out", "rep"],
+                       ["compare", str(trace), str(scenarios), "--json"]])  # fmt: skip
+    return argv, [trace, main, part, scenarios], {"outputs": ["o.json", "rep"]}
+
+
+def signal_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
+                scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+    """SIGINT or SIGTERM at a random moment of a run that writes: exit 130 or 143 (or 0 if it had finished), the
+    old output whole or none, no temporary file left."""
+    trace = _clean_trace(rng, case_dir, traces)
+    main, part, scenarios = _scripts(case_dir)
+    out = case_dir / "out.json"
+    if rng.random() < 0.5:
+        out.write_text("{}")  # an old output to replace
+    argv = rng.choice([["simulate", str(trace), "--export-trace", str(out)], ["run", str(trace), str(main), "--export-trace", str(out)],
+                       ["compare", str(trace), str(scenarios), "--save", str(out)], ["report", str(trace), "--out", str(case_dir / "rep")]])  # fmt: skip
+    extra = {"signal": (rng.choice([signal.SIGINT, signal.SIGTERM]), rng.uniform(0.03, 0.6))}
+    return argv, [trace, main, part, scenarios], extra
 
 
 def _worker(job: tuple[int, int, str, list[str], list[str], float]) -> dict[str, Any]:
     index, seed, base, traces, scripts, timeout = job
-    argv, inputs, work = make_case(index, seed, Path(base), [Path(t) for t in traces], [Path(s) for s in scripts])
-    result = run_case(argv, inputs, work, timeout)
+    argv, inputs, work, extra = make_case(index, seed, Path(base), [Path(t) for t in traces], [Path(s) for s in scripts])
+    try:
+        result = run_case(argv, inputs, work, timeout, extra)
+    finally:
+        for fd in (extra.get("pty"), extra.get("pty_slave")):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
     result["case"] = index
     if not result["problems"]:
         shutil.rmtree(Path(base) / f"case{index:05d}", ignore_errors=True)
@@ -335,6 +621,12 @@ def _worker(job: tuple[int, int, str, list[str], list[str], float]) -> dict[str,
             with contextlib.suppress(OSError):
                 (Path(base) / f"case{index:05d}" / ("cwd" + suffix)).unlink()
     return result
+
+
+def _preload() -> None:
+    """Each worker imports the CLI once, before it forks the runs: a signal sent to a run lands in daydream's code,
+    not in the import of it."""
+    import daydream.cli  # noqa: F401
 
 
 def main() -> int:
@@ -351,7 +643,7 @@ def main() -> int:
     jobs = [(i, args.seed, str(base), traces, scripts, args.timeout) for i in range(args.cases)]
     start = time.perf_counter()
     results = []
-    with mp.get_context("fork").Pool(args.jobs, maxtasksperchild=50) as pool:
+    with mp.get_context("fork").Pool(args.jobs, initializer=_preload, maxtasksperchild=50) as pool:
         for k, r in enumerate(pool.imap_unordered(_worker, jobs), 1):
             results.append(r)
             if r["problems"]:
@@ -365,10 +657,12 @@ def main() -> int:
             key = problem.split(" (")[0].split(":")[0]
             kinds[key] = kinds.get(key, 0) + 1
     exits: dict[str, int] = {}
+    surfaces: dict[str, int] = {}
     for r in results:
         exits[str(r["exit"])] = exits.get(str(r["exit"]), 0) + 1
+        surfaces[r["surface"]] = surfaces.get(r["surface"], 0) + 1
     summary = {"cases": len(results), "seconds": round(time.perf_counter() - start, 1), "failures": len(failures),
-               "by_kind": kinds, "exit_status": exits, "max_seconds": max(r["seconds"] for r in results),
+               "by_kind": kinds, "exit_status": dict(sorted(exits.items())), "surfaces": surfaces, "max_seconds": max(r["seconds"] for r in results),
                "kept": str(base)}  # fmt: skip
     args.out.write_text(json.dumps({"summary": summary, "failures": failures}, indent=1))
     print(json.dumps(summary, indent=1))

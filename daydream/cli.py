@@ -219,8 +219,8 @@ def _graph_options(p: argparse.ArgumentParser) -> None:
 
 def _script_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, default=None, metavar="N",
-                   help="units of work a script run may do (default: 20,000 per task of the graph, at least 20,000,000; "
-                        "docs/language.md, Limits)")  # fmt: skip
+                   help="units of work a script run may do, a unit at most about a microsecond (default: 60,000,000, "
+                        "about a minute; 400 per task on graphs over 150,000 tasks; docs/language.md, Limits)")  # fmt: skip
     p.add_argument("--include-dir", action="append", default=[], metavar="DIR",
                    help="a folder `include` may read .whatif scripts from, besides the script's own folder tree and "
                         "the bundled library; repeatable")  # fmt: skip
@@ -256,8 +256,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_inputs(args: argparse.Namespace) -> list[str]:
-    """Every file the command reads (daydream.whatif.run_inputs): outputs are checked against them."""
-    from daydream.whatif import run_inputs
+    """Every file the command reads (daydream.replay.run_inputs): outputs are checked against them."""
+    from daydream.replay import run_inputs
 
     return run_inputs(args.trace, getattr(args, "et", None), getattr(args, "scripts", ()), getattr(args, "include_dir", None))
 

@@ -47,9 +47,9 @@ from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_
 from daydream.errors import DaydreamError
 from daydream.files import open_input, read_input, read_toml
 from daydream.job import is_job, job_inputs
-from daydream.replay import CriticalPath, critical_path_summary, replay_graph
+from daydream.replay import CriticalPath, critical_path_summary, replay_graph, run_inputs
 from daydream.simulation import EARLIEST, Policy
-from daydream.whatif import json_param, load_graph, run_inputs, run_whatif
+from daydream.whatif import json_param, load_graph, run_whatif
 from daydream.workers import connect_ray
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
@@ -462,7 +462,7 @@ def compare(
 def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathLike[str], et: str | None = None,
                    include_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[str]:  # fmt: skip
     """Every file ``compare`` reads: the trace (and what it reads beside it), the scenarios file, every scenario's
-    scripts and all they include (daydream.whatif.run_inputs)."""
+    scripts and all they include (daydream.replay.run_inputs)."""
     scripts = dict.fromkeys(s for sc in load_scenarios(scenarios_file, include_dirs or ()) for s in sc.scripts)
     return [*run_inputs(trace, et, list(scripts), include_dirs), os.fspath(scenarios_file)]
 

@@ -215,6 +215,11 @@ def output_target(path: str | os.PathLike[str], what: str | None = None) -> Outp
             raise DaydreamError(f"{real}: directory {folder} does not exist{via}{tail}")
         return OutputTarget(real, folder)
     mode = st.st_mode
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        with contextlib.suppress(OSError):
+            own = os.fstat(fd)
+            if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):  # /dev/stdout: piped, a terminal, or redirected
+                return OutputTarget(given, None, name)
     if stat.S_ISREG(mode):
         real = Path(os.path.realpath(given))
         if not real.exists():  # /proc/PID/fd/N of a deleted file: no name to put the new file under
@@ -222,11 +227,6 @@ def output_target(path: str | os.PathLike[str], what: str | None = None) -> Outp
         return OutputTarget(real, real.parent, mode=stat.S_IMODE(mode))
     if stat.S_ISDIR(mode):
         raise DaydreamError(f"{given}: is a directory, expected a file path to write{tail}")
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        with contextlib.suppress(OSError):
-            own = os.fstat(fd)
-            if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):  # /dev/stdout piped or on a terminal
-                return OutputTarget(given, None, name)
     if stat.S_ISCHR(mode):
         return OutputTarget(given, None, "device")
     kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")

@@ -6,6 +6,7 @@ import contextlib
 import math
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 from typing import Any
@@ -14,11 +15,13 @@ import msgspec
 import networkx as nx
 import numpy as np
 
+from daydream.errors import TraceError
 from daydream.graph.adjacency import successors_of
 from daydream.graph.build import build_graph
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals_by
 from daydream.trace import load_trace
+from daydream.trace.job import rank_trace_files
 from daydream.trace.load import find_execution_trace
 from daydream.trace.recording import recording_path
 
@@ -199,6 +202,27 @@ def replay(
     if not gpu_activity:
         result.warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
     return result
+
+
+def run_inputs(trace: str | os.PathLike[str], et: str | os.PathLike[str] | None = None,
+               scripts: Sequence[str | os.PathLike[str]] = (),
+               include_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[str]:  # fmt: skip
+    """Every file a run reads: the trace (or each rank trace of a job folder) with the execution trace and recording
+    sidecar beside it, the scripts and all they include. Every command checks its outputs against these, with
+    daydream.files.check_output_path, before the work."""
+    if os.path.isdir(trace):
+        try:
+            ranks = rank_trace_files(trace)
+        except TraceError:
+            ranks = []
+        files = [f for rank in ranks for f in trace_inputs(rank)]
+    else:
+        files = trace_inputs(trace, et)
+    if not scripts:
+        return files
+    from daydream.dsl.library import script_inputs  # the parser: only for commands that run scripts
+
+    return files + script_inputs(scripts, include_dirs)
 
 
 def trace_inputs(trace: str | os.PathLike[str], et: str | os.PathLike[str] | None = None) -> list[str]:

@@ -13,11 +13,10 @@ import networkx as nx
 
 from daydream.dsl import Session, ast
 from daydream.dsl.evaluate import format_value
-from daydream.dsl.library import script_inputs
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph.build import build_graph
-from daydream.job import is_job, job_inputs, load_priced_job
-from daydream.replay import trace_inputs
+from daydream.job import is_job, load_priced_job
+from daydream.replay import run_inputs  # noqa: F401 - the API's name for it, beside whatif
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.ranks import RankResult, rank_results
 from daydream.trace import load_trace
@@ -287,13 +286,3 @@ def load_graph(
     t = load_trace(trace, et=et)
     gpu_activity = t.has_gpu_activity
     return build_graph(t, step, release_events=True), gpu_activity
-
-
-def run_inputs(trace: str | os.PathLike[str], et: str | os.PathLike[str] | None = None,
-               scripts: Sequence[str | os.PathLike[str]] = (),
-               include_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[str]:  # fmt: skip
-    """Every file a run reads: the trace (or each rank trace of a job folder) with the execution trace and recording
-    sidecar beside it, the scripts and all they include. Every command checks its outputs against these, with
-    daydream.files.check_output_path, before the work."""
-    files = [f for rank in job_inputs(trace) for f in trace_inputs(rank)] if is_job(trace) else trace_inputs(trace, et)
-    return files + script_inputs(scripts, include_dirs)

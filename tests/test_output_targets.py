@@ -237,6 +237,20 @@ def test_export_trace_onto_a_link_to_stdout_writes_stdout(tmp_path: Path, trace:
     assert leftovers(tmp_path) == []
 
 
+def test_export_trace_to_stdout_redirected_into_a_file_is_the_stream(tmp_path: Path, trace: Path) -> None:
+    """`--export-trace /dev/stdout > out.txt`: the export and the table both go to the redirected stdout, in order,
+    instead of the export replacing out.txt under the shell's feet (and the table going to an unlinked file)."""
+    link = tmp_path / "stdout-like"
+    link.symlink_to("/proc/self/fd/1")
+    out = tmp_path / "out.txt"
+    with out.open("wb") as fh:
+        got = subprocess.run([sys.executable, "-m", "daydream", "simulate", str(trace), "--export-trace", str(link)],
+                             stdout=fh, stderr=subprocess.PIPE, text=False, timeout=60)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    text = out.read_text()
+    assert text.startswith('{"traceEvents"') and "simulated timeline written to" in text
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_a_write_leaves_no_temporary(tmp_path: Path, sig: int) -> None:
     """SIGINT (exit 130) and SIGTERM (exit 143) while an output is being written: the old file stays whole and the

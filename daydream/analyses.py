@@ -109,7 +109,8 @@ def layer_rows(timeline: Timeline, by: str, instance: str | None) -> list[LayerR
     attrs = timeline.task_attrs
     start, end = timeline.start.tolist(), timeline.end.tolist()
     groups: dict[Any, list[int]] = defaultdict(list)
-    for i, a in enumerate(attrs):
+    for i in _measured(timeline):
+        a = attrs[i]
         name = a.get(by)
         if name is None or (a["kind"] not in GPU_KINDS and a["kind"] not in CPU_KINDS):
             continue
@@ -166,7 +167,8 @@ def kernel_rows(timeline: Timeline, by: str, costs: dict[int, tuple[float, float
     dur = (timeline.end - timeline.start).tolist()
     acc: dict[str, dict[str, Any]] = {}
     gpu_total = 0.0
-    for i, a in enumerate(attrs):
+    for i in _measured(timeline):
+        a = attrs[i]
         if a["kind"] not in GPU_KINDS:
             continue
         gpu_total += dur[i]
@@ -198,18 +200,27 @@ def kernel_rows(timeline: Timeline, by: str, costs: dict[int, tuple[float, float
     return sorted(rows, key=lambda r: (-r.total_us, r.name))
 
 
+def _measured(timeline: Timeline) -> list[int] | range:
+    """The tasks the tables of one step count: the measured steps' (not the context step's)."""
+    ix = timeline.measured_indices()
+    return range(len(timeline.task_attrs)) if ix is None else ix
+
+
 def stream_rows(timeline: Timeline) -> list[StreamRow]:
-    """Each GPU stream (thread of GPU tasks): busy (union of its tasks) and idle over the timeline's span."""
-    total = timeline.makespan()
+    """Each GPU stream (thread of GPU tasks): busy (union of its tasks) and idle over the step's window (after the
+    context step), in the step's time where it holds several steps."""
+    t0, t1, measured = timeline.step_window()
+    scale = timeline.step_us() / (t1 - t0) if measured > 1 and t1 > t0 else 1.0
+    total = (t1 - t0) * scale
     lanes: dict[str, list[int]] = defaultdict(list)
     for i, a in enumerate(timeline.task_attrs):
         if a["kind"] in GPU_KINDS:
             lanes[a["thread"]].append(i)
     rows = []
     for lane, ix in lanes.items():
-        arr = np.stack([timeline.start[ix], timeline.end[ix]], axis=1)
+        arr = np.clip(np.stack([timeline.start[ix], timeline.end[ix]], axis=1), t0, t1)
         s, e = union_intervals(arr)
-        busy = float((e - s).sum())
+        busy = float((e - s).sum()) * scale
         rows.append(StreamRow(lane, busy, max(0.0, total - busy), 100 * max(0.0, total - busy) / total if total else 0.0, len(ix)))
     return sorted(rows, key=lambda r: (-r.busy_us, r.stream))
 

@@ -81,8 +81,10 @@ class Replay:
     warnings: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per simulated step: its name, measured and baseline time (us)."""
-        return [{"name": s["name"], "measured_us": s["measured_us"], "baseline_us": s["baseline_us"]} for s in self.steps]
+        """One row per simulated step: its name, measured and baseline time (us), and whether it is the context of
+        the measured step (simulated before it, not measured)."""
+        return [{"name": s["name"], "measured_us": s["measured_us"], "baseline_us": s["baseline_us"], "context": s["context"]}
+                for s in self.steps]  # fmt: skip
 
     def __repr__(self) -> str:
         return (f"Replay(trace={self.graph.graph.get('trace')!r}, measured {self.measured_us / 1e3:,.3f} ms, baseline "
@@ -101,7 +103,7 @@ class Replay:
         kind, kind_values = self.timeline.codes("kind")  # counted by numpy, in order of first appearance
         kinds: dict[str, int] = dict(zip(kind_values, np.bincount(kind, minlength=len(kind_values)).tolist()))
         edge_counts = edges_by_kind(g)
-        gpu_time = totals_by(self.timeline, ("phase", "class", "layer"))
+        gpu_time = totals_by(self.timeline, ("phase", "class", "layer"), self.timeline.measured_indices())
         return ReplayReport(
             trace=g.graph.get("trace"),
             device=g.graph.get("device"),
@@ -131,11 +133,29 @@ class Replay:
         return msgspec.to_builtins(self.report())
 
 
+def step_critical_path(timeline: Timeline) -> tuple[list[int], list[float]]:
+    """The critical path's tasks within the step's window (after the context step) and the time each holds it
+    there: the path of the step the step time measures, its times adding up to that window."""
+    path = critical_path(timeline)
+    seg = critical_path_segments(timeline, path)
+    t0, t1, measured = timeline.step_window()
+    if not measured:
+        return path, seg
+    starts = timeline.start
+    kept, held = [], []
+    for i, s in zip(path, seg):
+        a = float(starts[i])
+        h = min(a + s, t1) - max(a, t0)
+        if h > 0:
+            kept.append(i)
+            held.append(h)
+    return kept, held
+
+
 def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:
     """The critical path of ``timeline``: its tasks, the GPU and CPU time on it, and the ``top`` largest shares of it
     by kernel class, phase, layer and task name (each task counted for the time it holds the path)."""
-    path = critical_path(timeline)
-    seg = critical_path_segments(timeline, path)
+    path, seg = step_critical_path(timeline)
     every = totals_by(timeline, ("phase", "layer", "name"), path, GPU_KINDS | CPU_KINDS, seg)
     on_path = np.asarray(path, np.int64)
 
@@ -176,14 +196,15 @@ def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
     periods = timeline.step_periods()
     # each step's "predicted_us" repeats its baseline under the name the README gave it first
     steps = [
-        {"name": s["name"], "measured_us": s["measured_us"], "baseline_us": (b := periods.get(s["name"], math.nan)), "predicted_us": b}
+        {"name": s["name"], "measured_us": s["measured_us"], "baseline_us": (b := periods.get(s["name"], math.nan)), "predicted_us": b,
+         "context": bool(s.get("context"))}
         for s in graph.graph.get("steps", [])
-    ]
+    ]  # fmt: skip
     return Replay(
         graph=graph,
         timeline=timeline,
         measured_us=float(graph.graph.get("measured_us", math.nan)),
-        baseline_us=timeline.makespan(),
+        baseline_us=timeline.step_us(),
         steps=steps,
         breakdown=breakdown(timeline),
         warnings=list(graph.graph.get("warnings", [])),

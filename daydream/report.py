@@ -71,10 +71,13 @@ def render_replay(result: Replay, console: Console) -> None:
     steps.add_column("baseline (simulated)", justify="right")
     steps.add_column("error", justify="right")
     for s in d["steps"]:
+        if s.get("context"):  # simulated so that the step after it starts with what it left pending; not measured
+            steps.add_row(styled(plain(s["name"]), (" (context)", "dim")), "", "", "")
+            continue
         err = (s["baseline_us"] - s["measured_us"]) / s["measured_us"] * 100 if s["measured_us"] else 0.0
         steps.add_row(plain(s["name"]), ms(s["measured_us"]), ms(s["baseline_us"]), f"{err:+.2f}%")
-    if len(d["steps"]) != 1:
-        steps.add_row("[b]all[/]", ms(d["measured_us"]), ms(d["baseline_us"]), f"{d['error_pct']:+.2f}%")
+    if sum(not s.get("context") for s in d["steps"]) > 1:
+        steps.add_row("[b]median[/]", ms(d["measured_us"]), ms(d["baseline_us"]), f"{d['error_pct']:+.2f}%")
     console.print(steps)
     console.print(_causality_line(d), highlight=False, markup=False)
 
@@ -144,8 +147,10 @@ def _causality_line(d: dict) -> str:
         weak.append(f"{_count(c['unanchored_tasks'], 'task')} with no dependency that explains its start "
                     f"({ms(c['unanchored_lead_us'])} of traced lead time dropped)")  # fmt: skip
     if c.get("held_back_us"):
-        weak.append(f"work before the step held it back up to {ms(c['held_back_us'])} in the trace "
-                    "(the step is simulated with nothing pending)")  # fmt: skip
+        context = any(s.get("context") for s in d.get("steps") or ())
+        first = "the context step (the step before the measured one)" if context else "the step"
+        weak.append(f"work before {first} held it back up to {ms(c['held_back_us'])} in the trace "
+                    f"({'it is' if context else 'the step is'} simulated with nothing pending)")  # fmt: skip
     if c.get("bridged_orders"):
         n = c["bridged_orders"]
         weak.append(f"{n:,} stretch{'' if n == 1 else 'es'} of work between the steps kept as traced on "

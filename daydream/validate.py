@@ -9,7 +9,8 @@ the geometric mean of their sizes, as the papers state accuracy. A case whose sc
 library lacks) has no prediction and counts in the mean with its "no change" error: what the user is left with.
 
 A trace's step time is the median of its steps' periods (``--step all``; each step from the end of the one before to
-its own end), over every recorded step of every run; the prediction is the same median of the predicted steps,
+its own end; the first step is the others' context, not measured), over every measured step of every run; the
+prediction is the same median of the predicted steps,
 ``daydream run --step all`` on every BEFORE run (so an unchanged script predicts the BEFORE exactly). The noise of a setting is the spread of its runs' step times: half
 their range, relative to the median. A change "moved" the time where the AFTER and BEFORE medians differ by more
 than the two spreads together.
@@ -244,9 +245,9 @@ class _Graphs:
 
 
 def step_times_us(path: str, graphs: _Graphs | None = None) -> list[float]:
-    """The periods of every step of a trace (``--step all``)."""
+    """The periods of the measured steps of a trace (``--step all``: every step but the first, its context)."""
     graph = (graphs or _Graphs()).get(path)
-    return [float(s["measured_us"]) for s in graph.graph["steps"]]
+    return [float(s["measured_us"]) for s in graph.graph["steps"] if not s.get("context")]
 
 
 def setting_us(paths: list[str], graphs: _Graphs | None = None) -> tuple[float, float]:
@@ -268,7 +269,8 @@ def validate_case(case: Case, graphs: _Graphs | None = None) -> CaseResult:
         try:
             # on a copy: the graph may serve the next case too
             result = run_whatif(graphs.get(path), case.scripts, dict(case.params), on_print=lambda _line: None)
-            predictions.extend(result.timeline.step_periods().values())
+            periods = result.timeline.step_periods()
+            predictions.extend(periods[n] for n in result.timeline.measured_steps() if n in periods)
         except DaydreamError as exc:
             message = str(exc).splitlines()[0]
             break

@@ -25,7 +25,7 @@ from daydream.trace import load_trace
 class Summary(msgspec.Struct):
     """Where the time goes in one timeline (taken before the graph changes further)."""
 
-    makespan_us: float
+    step_time_us: float  # the step time (Timeline.step_us): the period of the measured step
     breakdown: dict[str, float]
     gpu_time_by_class: dict[str, float]
     gpu_time_by_phase: dict[str, float]
@@ -34,9 +34,9 @@ class Summary(msgspec.Struct):
 
     @classmethod
     def of(cls, timeline: Timeline) -> Summary:
-        gpu_time = totals_by(timeline, ("class", "phase"))
+        gpu_time = totals_by(timeline, ("class", "phase"), timeline.measured_indices())
         return cls(
-            makespan_us=timeline.makespan(),
+            step_time_us=timeline.step_us(),
             breakdown=breakdown(timeline),
             gpu_time_by_class=gpu_time["class"],
             gpu_time_by_phase=gpu_time["phase"],
@@ -130,11 +130,11 @@ class WhatIf:
 
     @property
     def baseline_us(self) -> float:
-        return self.baseline.makespan_us
+        return self.baseline.step_time_us
 
     @property
     def predicted_us(self) -> float:
-        return self.predicted.makespan_us
+        return self.predicted.step_time_us
 
     @property
     def speedup(self) -> float:

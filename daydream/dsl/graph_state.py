@@ -28,7 +28,7 @@ class GraphState:
         self._baseline: Timeline | None = None
         if not copy:
             self._baseline = simulate(graph, policy, reuse=True)
-            self._baseline_us = self._baseline.makespan()
+            self._baseline_us = self._baseline.step_us()
         self.graph = copy_graph(graph) if copy else graph
         self.policy = policy
         self.policy_text = policy.kind if policy.kind != "priority" else f"priority {'-' if policy.descending else ''}{policy.attribute}"
@@ -55,7 +55,7 @@ class GraphState:
         if self._baseline is None:
             assert self.baseline_graph is not None
             self._baseline = simulate(self.baseline_graph, self.base_policy, reuse=True)
-            self._baseline_us = self._baseline.makespan()
+            self._baseline_us = self._baseline.step_us()
             if self.version == 0:  # the copy is the graph as it was: its first prediction reads only the durations
                 carry_arrays(self.baseline_graph, self.graph)
         return self._baseline
@@ -96,4 +96,4 @@ class GraphState:
 
     @property
     def predicted_us(self) -> float:
-        return self.predict().makespan()
+        return self.predict().step_us()

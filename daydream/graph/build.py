@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+import statistics
 from typing import Any
 
 import networkx as nx
@@ -36,7 +37,7 @@ from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS, Edge, Task, new_edge_attrs
 from daydream.trace.model import Trace
-from daydream.trace.steps import Step, default_step, select_steps
+from daydream.trace.steps import Step, default_step, iteration_steps, select_steps
 
 __all__ = ["build_graph"]
 
@@ -55,10 +56,18 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
 
     ``step``: ``None`` picks a steady-state step; ``"all"`` every ProfilerStep in one graph;
     ``N`` or ``"ProfilerStep#N"`` that step; any other string names an annotation whose range is the window.
+
+    A step is simulated with the step before it as context, so that it starts with the work the trace had pending
+    (a CPU that runs ahead of its GPU leaves kernels queued): the step's time is its period, from the end of the step
+    before to its own end, as a training run pays it. The graph holds both; ``graph.graph["steps"]`` marks the
+    context step (``context: True``), and a script changes it as it changes the rest (the steady state). With
+    ``"all"`` the first step is the context of the others, and the step time is the median of their periods.
     ``release_events``: empty each of the trace's event lists as soon as the build has read it, for a caller that
     drops the trace after: the tasks and dependencies that follow are then made in the memory the events held.
     """
     steps = select_steps(trace, "all" if step is None else step)
+    if step is not None and len(steps) == 1:
+        steps = _with_context(trace, steps[0])
     what = f"{len(steps)} steps" if step == "all" and len(steps) > 1 else "the step"
     # the stages below, counted: a graph of every step of a big trace takes a while, stage by stage
     with progress.task(f"building the graph of {what} ({trace.event_count:,} events)", total=_STAGES) as advance:
@@ -94,8 +103,10 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
         finish_phases(table, step_of, threads, calls.fwd_seq, calls.bwd_seq)
         if step is None:
             steps = _choose_default(steps, step_of)
+        context = _context_of(steps, step_of)
         advance(1)
-        graph = _cut(trace, table, steps, step_of, {"launch_latency_us": l0, "stream_gap_us": g0, "inferred_stream_waits": infer_waits})
+        graph = _cut(trace, table, steps, step_of, {"launch_latency_us": l0, "stream_gap_us": g0, "inferred_stream_waits": infer_waits},
+                     context)  # fmt: skip
         advance(1)
         return graph
 
@@ -210,10 +221,33 @@ def later_forward_passes(
 
 
 def _choose_default(steps: list[Step], step_of: list[str | None]) -> list[Step]:
-    """The steady-state step among the steps that hold work."""
+    """The steady-state step among the steps that hold work, after the step before it (its context) where one
+    holds work."""
     busy = set(step_of)
     candidates = [s for s in steps if s.name in busy]
-    return [default_step(candidates)] if candidates else steps[-1:]
+    if not candidates:
+        return steps[-1:]
+    chosen = default_step(candidates)
+    i = candidates.index(chosen)
+    return candidates[max(i - 1, 0) : i + 1]
+
+
+def _with_context(trace: Trace, step: Step) -> list[Step]:
+    """A step named by ``--step`` with the iteration before it, its context; a step with none before it (the first),
+    or a window that is no iteration (an annotation, the whole trace), alone."""
+    iterations = iteration_steps(trace)
+    names = [s.name for s in iterations]
+    if step.name not in names:
+        return [step]
+    i = names.index(step.name)
+    return iterations[max(i - 1, 0) : i + 1]
+
+
+def _context_of(steps: list[Step], step_of: list[str | None]) -> set[str]:
+    """The steps that are context, not measured: the first of several steps that hold work (the step before the one
+    asked for; with "all", the first), so that every measured step starts with what the step before left pending."""
+    busy = [s for s in steps if s.name in set(step_of)]
+    return {busy[0].name} if len(busy) >= 2 else set()
 
 
 def _device_properties(trace: Trace) -> dict[str, Any]:
@@ -225,7 +259,8 @@ def _device_properties(trace: Trace) -> dict[str, Any]:
     return {k: v for k, v in (("numSms", d.numSms), ("totalGlobalMem", d.totalGlobalMem)) if v is not None}
 
 
-def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | None], delays: dict[str, Any]) -> nx.DiGraph:
+def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | None], delays: dict[str, Any],
+         context: set[str] | frozenset[str] = frozenset()) -> nx.DiGraph:  # fmt: skip
     """The graph of the selected steps' tasks, with the work outside them finished before they start.
 
     Dependencies on tasks outside the window are dropped rather than turned into absolute release times: a task's
@@ -249,11 +284,14 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | 
     # of the build time on a 300k-task graph)
     fill(g, range(len(selected)), tasks, parents)
     step_info = _step_periods(table, steps, step_of, selected)
+    for s in step_info:
+        s["context"] = s["name"] in context
+    measured = [s["measured_us"] for s in step_info if not s["context"]]
     g.graph.update(
         trace=trace.path, rank=trace.rank, world_size=trace.world_size, device=trace.device_name,
         device_properties=_device_properties(trace),
         origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings) + slow_runtime_calls(tasks),
-        measured_us=sum(s["measured_us"] for s in step_info), recording=trace.recording,
+        measured_us=statistics.median(measured) if measured else math.nan, recording=trace.recording,
         causality={"pinned_tasks": pinned, **causality},
     )  # fmt: skip
     return g

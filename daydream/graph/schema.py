@@ -95,10 +95,11 @@ class GraphInfo(TypedDict, total=False):
     device: str | None  # the trace's GPU name
     device_properties: dict[str, Any]  # numSms, totalGlobalMem of its first GPU, where the trace has them
     origin_us: float  # the trace time every task's ``start`` counts from
-    steps: list[dict[str, Any]]  # the selected steps: name, measured_us (the period), span_us
+    steps: list[dict[str, Any]]  # the selected steps: name, measured_us (the period), span_us, context (the step
+    # before the measured one(s), simulated so that they start with what it left pending; not measured)
     delays: dict[str, Any]  # launch_latency_us and stream_gap_us (typical delays measured), inferred_stream_waits
     warnings: list[str]  # what the loader noticed; runtime calls of 1 ms or more (build.slow_runtime_calls)
-    measured_us: float  # the selected steps' measured time, summed
+    measured_us: float  # the step time measured: the period of the step, the median of the steps' ("all")
     recording: Any  # the ``daydream record`` sidecar, or None
     causality: dict[str, Any]  # what the graph does not explain: held_back_us, unanchored tasks, cut_edges, ...
     next_task_id: int  # the id the next added task gets (ids of removed tasks are not reused)

@@ -1,9 +1,10 @@
 """Each rank of a simulated multi-rank job: its predicted step against its measured one, its wait in collectives,
 and the straggler, the rank whose late arrival at collectives held the others back most.
 
-A rank's predicted step runs from its first task's start (at its ``offset_us`` after the job's first rank,
-graph.graph["ranks"], unless a script moved it) to its last task's end, as its measured step runs from its
-ProfilerStep's start to its end. A rank that shares
+A rank's predicted step is the period of its measured step (Timeline.step_us over its tasks): from the end of its
+context step to the end of its step, or, without a context step, from its first task's start (at its ``offset_us``
+after the job's first rank, graph.graph["ranks"], unless a script moved it) to its last task's end, as its measured
+step is measured. A rank that shares
 another's tasks (``same_as``) has that rank's times. A rank *holds* a collective when it arrives last: by the time
 from the second-to-last arrival to its own (what the others would have gained had it come as early as they did).
 """
@@ -77,8 +78,7 @@ def rank_results(graph: nx.DiGraph, timeline: Timeline) -> tuple[list[RankResult
                     last_members[int(ranks[last])].append(last)
     span_of: dict[int, float] = {}
     for r in np.unique(ranks):
-        mine = ranks == r
-        span_of[int(r)] = float(timeline.end[mine].max() - timeline.start[mine].min())
+        span_of[int(r)] = timeline.step_us(np.flatnonzero(ranks == r))  # its step's period (its span without context)
     results = []
     for info in infos:
         own = info.rank if info.same_as is None else info.same_as

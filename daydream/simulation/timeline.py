@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import count, repeat
@@ -89,13 +90,60 @@ class Timeline:
         """Predicted makespan of each step's tasks (inserted tasks count with the step of nothing)."""
         return {name: self.makespan(ix) for name, ix in self.step_indices().items() if name != "inserted"}
 
-    def step_periods(self) -> dict[str, float]:
+    def measured_steps(self) -> list[str]:
+        """The steps whose periods make the step time: the graph's steps but its context (the step simulated before
+        the measured one so that it starts with what that step left pending); [] where the graph names no step."""
+        return [s["name"] for s in self.graph.graph.get("steps") or () if not s.get("context")]
+
+    def step_us(self, indices: np.ndarray | None = None) -> float:
+        """The step time, one meaning everywhere (simulate, run, compare, report, the scripts' ``baseline`` and
+        ``predicted``): the period of the measured step, from the end of the step before (its context) to its own
+        end; the median of the periods of several ("all"); the makespan where the graph names no step, or none of
+        its steps is left. ``indices``: of those tasks only (one rank of a job)."""
+        periods = self.step_periods(indices)
+        names = [n for n in self.measured_steps() if n in periods]
+        if not names:
+            return self.makespan(indices)
+        return float(statistics.median(periods[n] for n in names))
+
+    def step_window(self) -> tuple[float, float, int]:
+        """The stretch the step time is measured over: from the end of the context step (the timeline's start
+        without one) to the end of the last measured step, and how many measured steps it holds (0: the whole
+        timeline, no step named)."""
+        if not len(self.nodes):
+            return 0.0, 0.0, 0
+        t0, t1 = float(self.start.min()), float(self.end.max())
+        ends = {name: float(self.end[ix].max()) for name, ix in self.step_indices().items() if name != "inserted"}
+        measured = [n for n in self.measured_steps() if n in ends]
+        if not measured:
+            return t0, t1, 0
+        context = [end for name, end in ends.items() if name not in measured]
+        begin = max([e for e in context if e <= min(ends[n] for n in measured)], default=t0)
+        return begin, max(ends[n] for n in measured), len(measured)
+
+    def measured_indices(self) -> list[int] | None:
+        """The tasks of the measured steps (and those of no step), in task order, for the tables of one step (time by
+        phase, class, layer, kernel); None: every task (no context step in the graph)."""
+        names = set(self.measured_steps())
+        by_step = self.step_indices()
+        context = [n for n in by_step if n != "inserted" and n not in names]
+        if not names or not context:
+            return None
+        return np.sort(np.concatenate([ix for n, ix in by_step.items() if n not in context])).tolist()
+
+    def step_periods(self, indices: np.ndarray | None = None) -> dict[str, float]:
         """Each step's time as a pipeline of steps sees it, in the order the steps end: from the end of the step
         before (for the first, the start of the timeline) to its own end, its last task's. Where steps overlap (one
         step's communication under the next one's compute, the CPU issuing ahead of the GPU) the middle steps are
-        the steady state; the periods add up to the makespan."""
-        ends = sorted((float(self.end[ix].max()), name) for name, ix in self.step_indices().items() if name != "inserted")
-        before = float(self.start.min()) if len(self.nodes) else 0.0
+        the steady state; the periods add up to the makespan. ``indices``: of those tasks only."""
+        by_step = self.step_indices()
+        if indices is not None:
+            keep = np.zeros(len(self.nodes), np.bool_)
+            keep[indices] = True
+            by_step = {name: ix[keep[ix]] for name, ix in by_step.items()}
+        ends = sorted((float(self.end[ix].max()), name) for name, ix in by_step.items() if name != "inserted" and len(ix))
+        start = self.start if indices is None else self.start[indices]
+        before = float(start.min()) if len(start) else 0.0
         out = {}
         for end, name in ends:
             out[name] = end - before
@@ -166,23 +214,27 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     cpu_ix = np.flatnonzero(np.isin(kind, _codes_of(kinds, CPU_KINDS)) & np.isin(thread, list(working)))
     # fmax: a NaN gap counts as none, as max(0.0, NaN) did
     gaps = np.fmax(np.asarray(list(map(dict.get, map(attrs.__getitem__, cpu_ix.tolist()), repeat("gap"), repeat(0.0))), dtype=float), 0.0)
-    total = timeline.makespan()
-    t0 = float(timeline.start.min()) if len(timeline.nodes) else 0.0
-    t1 = t0 + total
+    # over the step's window (after its context step), in the step's time: several measured steps, their share each
+    t0, t1, measured = timeline.step_window()
+    total = t1 - t0
     cpu_rows = np.stack([timeline.start[cpu_ix], timeline.end[cpu_ix] + gaps], axis=1) if len(cpu_ix) else np.empty((0, 2))
     gpu_rows = np.stack([timeline.start[gpu_ix], timeline.end[gpu_ix]], axis=1) if gpu_ix else np.empty((0, 2))
     cpu = union_intervals(np.clip(cpu_rows, t0, t1))
-    gpu = union_intervals(gpu_rows)
+    gpu = union_intervals(np.clip(gpu_rows, t0, t1) if measured else gpu_rows)
     cpu_busy = float((cpu[1] - cpu[0]).sum())
     gpu_busy = float((gpu[1] - gpu[0]).sum())
     both = float(_overlap(cpu, gpu))
-    return {
+    parts = {
         "total_us": total,
         "cpu_only_us": cpu_busy - both,
         "gpu_only_us": gpu_busy - both,
         "cpu_gpu_overlap_us": both,
         "idle_us": max(0.0, total - cpu_busy - gpu_busy + both),
     }
+    if measured <= 1:
+        return parts
+    scale = timeline.step_us() / total if total else 0.0  # the median step's share of each part
+    return {k: v * scale for k, v in parts.items()}
 
 
 def critical_path(timeline: Timeline) -> list[int]:

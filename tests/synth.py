@@ -117,6 +117,8 @@ def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = Tr
 
 # Per step: first task starts at +30 (the first launch), the last ends at +850 (the stream sync).
 STEP_MEASURED_US = 820.0
+# the steps repeat every 1000 us: a step's period after the one before it (its context), what a run pays per step
+STEP_PERIOD_US = 1000.0
 
 
 def write_trace(path: Path, doc: Any, gz: bool = False) -> Path:

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from synth import BWD, MAIN, PID, STEP_MEASURED_US, STREAM, make_trace, write_trace
+from synth import BWD, MAIN, PID, STEP_MEASURED_US, STEP_PERIOD_US, STREAM, make_trace, write_trace
 
 from daydream import TraceError, build_graph, load_trace, simulate
 from daydream.replay import replay
 
 
-def _graph(tmp_path: Path, step: str | None = None, **kw: object) -> nx.DiGraph:
-    return build_graph(load_trace(write_trace(tmp_path / "t.json", make_trace(**kw))), step)  # type: ignore[arg-type]
+def _graph(tmp_path: Path, step: str | None = None, context: bool = True, **kw: object) -> nx.DiGraph:
+    return build_graph(load_trace(write_trace(tmp_path / "t.json", make_trace(**kw))), step, context=context)  # type: ignore[arg-type]
 
 
 def _by_name(g: nx.DiGraph, fragment: str) -> list[int]:
@@ -23,15 +23,21 @@ def _by_name(g: nx.DiGraph, fragment: str) -> list[int]:
 
 def test_default_step_is_steady_state(tmp_path: Path) -> None:
     g = _graph(tmp_path)
-    assert [s["name"] for s in g.graph["steps"]] == ["ProfilerStep#2"]
-    assert g.graph["measured_us"] == STEP_MEASURED_US
+    # the middle step, after the step before it as its context: its time is its period, what a run pays per step
+    assert [(s["name"], s["context"]) for s in g.graph["steps"]] == [("ProfilerStep#1", True), ("ProfilerStep#2", False)]
+    assert g.graph["measured_us"] == STEP_PERIOD_US
+    assert simulate(g).step_us() == pytest.approx(STEP_PERIOD_US)
+    alone = _graph(tmp_path, context=False)  # a cold start: the step's span
+    assert [s["name"] for s in alone.graph["steps"]] == ["ProfilerStep#2"]
+    assert alone.graph["measured_us"] == STEP_MEASURED_US
 
 
 @pytest.mark.parametrize("schema", ["current", "2021"])
 def test_replay_reproduces_every_task(tmp_path: Path, schema: str) -> None:
     g = _graph(tmp_path, "all", schema=schema)
     tl = simulate(g)
-    assert tl.makespan() == pytest.approx(g.graph["measured_us"])
+    assert tl.makespan() == pytest.approx(sum(s["measured_us"] for s in g.graph["steps"]))  # the periods add up
+    assert tl.step_us() == pytest.approx(g.graph["measured_us"]) == pytest.approx(STEP_PERIOD_US)  # the median's
     for i, node in enumerate(tl.nodes):
         a = g.nodes[node]
         # Every task ends when it did in the trace (waits inside blocking calls are modelled, not copied).
@@ -77,7 +83,7 @@ def test_inferred_stream_sync_without_cuda_sync_events(tmp_path: Path) -> None:
     g = _graph(tmp_path, "2", explicit_sync=False)
     sync = _by_name(g, "cudaStreamSynchronize")[0]
     assert "sync" not in {e["kind"] for _, _, e in g.in_edges(sync, data=True)}  # nothing was pending: no wait inferred
-    assert simulate(g).makespan() == pytest.approx(STEP_MEASURED_US)
+    assert simulate(g).step_us() == pytest.approx(g.graph["measured_us"]) == pytest.approx(STEP_PERIOD_US)
 
 
 def test_what_if_shorter_gemm_moves_queued_kernel(tmp_path: Path) -> None:
@@ -124,14 +130,15 @@ def test_iterations_from_optimizer_steps_without_profiler_steps(tmp_path: Path) 
     doc = make_trace()
     doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
     trace = load_trace(write_trace(tmp_path / "t.json", doc))
-    g = build_graph(trace)
+    assert [s["name"] for s in build_graph(trace).graph["steps"]] == ["iteration#0", "iteration#1"]  # with its context
+    g = build_graph(trace, context=False)
     assert [s["name"] for s in g.graph["steps"]] == ["iteration#1"]  # the middle one of three
     names = [a["name"] for _, a in sorted(g.nodes(data=True), key=lambda na: na[1]["start"])]
     # Iteration 1 = (end of step 1's optimizer at 1600, end of step 2's at 2600]: step 1's sync, then step 2's work.
     assert names[0] == "cudaMemcpyAsync" and names[-1] == "void at::native::multi_tensor_apply_kernel<sgd>"
     assert names.count("void at::native::multi_tensor_apply_kernel<sgd>") == 1
     assert [s["name"] for s in build_graph(trace, "all").graph["steps"]] == ["iteration#0", "iteration#1", "iteration#2"]
-    assert build_graph(trace, 2).graph["steps"][0]["name"] == "iteration#2"
+    assert [s["name"] for s in build_graph(trace, 2).graph["steps"]] == ["iteration#1", "iteration#2"]
     with pytest.raises(TraceError, match=r"no step iteration#7 .*iteration#0, iteration#1, iteration#2"):
         build_graph(trace, 7)
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from synth import STEP_MEASURED_US, make_trace, write_trace
+from synth import STEP_PERIOD_US, make_trace, write_trace
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -19,10 +19,11 @@ def test_simulate_json(tmp_path: Path) -> None:
     out = run("simulate", str(trace), "--json")
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
-    assert d["measured_us"] == STEP_MEASURED_US and d["baseline_us"] == d["predicted_us"] == STEP_MEASURED_US
+    assert d["measured_us"] == STEP_PERIOD_US and d["baseline_us"] == d["predicted_us"] == STEP_PERIOD_US
     # baseline_us: the unchanged trace replayed, as run calls it; predicted_us: the README's first name for it, kept
-    assert d["steps"] == [{"name": "ProfilerStep#2", "measured_us": STEP_MEASURED_US, "baseline_us": STEP_MEASURED_US,
-                           "predicted_us": STEP_MEASURED_US}]  # fmt: skip
+    assert d["steps"][1] == {"name": "ProfilerStep#2", "measured_us": STEP_PERIOD_US, "baseline_us": STEP_PERIOD_US,
+                             "predicted_us": STEP_PERIOD_US, "context": False}  # fmt: skip
+    assert d["steps"][0]["name"] == "ProfilerStep#1" and d["steps"][0]["context"]  # simulated before it, not measured
     assert set(d["breakdown"]) == {"total_us", "cpu_only_us", "gpu_only_us", "cpu_gpu_overlap_us", "idle_us"}
 
 
@@ -44,7 +45,7 @@ def test_simulate_table(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.json", make_trace())
     out = run("simulate", str(trace))
     assert out.returncode == 0, out.stderr
-    for text in ("Iteration time", "ProfilerStep#2", "0.820 ms", "Breakdown", "Critical path"):
+    for text in ("Iteration time", "ProfilerStep#1 (context)", "ProfilerStep#2", "1.000 ms", "Breakdown", "Critical path"):
         assert text in out.stdout
 
 

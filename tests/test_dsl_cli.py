@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED_TRACES
-from synth import STEP_MEASURED_US, make_trace, write_trace
+from synth import STEP_PERIOD_US, make_trace, write_trace
 
 DLRM8 = SHARED_TRACES / "param" / "dlrm8"
 
@@ -43,11 +43,12 @@ def test_run_json_has_baseline_prediction_and_statements(tmp_path: Path, trace: 
     out = run("run", str(trace), str(script), "--json", "-p", "speedup=4", "--export-trace", str(tmp_path / "p.json"))
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
-    assert d["measured_us"] == STEP_MEASURED_US and d["baseline_us"] == STEP_MEASURED_US
+    assert d["measured_us"] == STEP_PERIOD_US and d["baseline_us"] == STEP_PERIOD_US
     assert d["predicted_us"] < d["baseline_us"] and d["speedup"] == pytest.approx(d["baseline_us"] / d["predicted_us"])
     assert d["params"] == {"speedup": 4}
-    assert [(s["line"], s["kind"], s["tasks"]) for s in d["statements"]] == [(4, "scale", 2), (5, "set", 7)]
-    assert d["statements"][0]["duration_delta_us"] == pytest.approx(-(200 + 100) * 0.75)
+    # the step and the step before it, its context: every statement changes both (the steady state)
+    assert [(s["line"], s["kind"], s["tasks"]) for s in d["statements"]] == [(4, "scale", 4), (5, "set", 14)]
+    assert d["statements"][0]["duration_delta_us"] == pytest.approx(-(200 + 100) * 0.75 * 2)
     assert trace.read_bytes() == original  # the input is never modified
     assert json.loads((tmp_path / "p.json").read_text())["traceEvents"]
 
@@ -57,7 +58,7 @@ def test_run_tables(tmp_path: Path, trace: Path) -> None:
     script.write_text(AMP)
     out = run("run", str(trace), str(script))
     assert out.returncode == 0, out.stderr
-    for text in ("Iteration time", "speedup", "Breakdown", "GPU time by kernel class", "scale gemm by 1 / speedup", "2 tasks"):
+    for text in ("Iteration time", "speedup", "Breakdown", "GPU time by kernel class", "scale gemm by 1 / speedup", "4 tasks"):
         assert text in out.stdout
 
 
@@ -151,12 +152,12 @@ def test_repl_piped(tmp_path: Path, trace: Path) -> None:
     out = run("repl", str(trace), stdin=session + "\n")
     assert out.returncode == 2  # one statement failed
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("daydream repl: ") and "baseline 0.820 ms" in lines[0]
-    assert "gemm = 2 tasks" in out.stdout
-    assert "2 tasks, -0.150 ms of task time; predicted" in out.stdout
+    assert lines[0].startswith("daydream repl: ") and "baseline 1.000 ms" in lines[0]
+    assert "gemm = 4 tasks" in out.stdout  # the step's and its context step's
+    assert "4 tasks, -0.300 ms of task time; predicted" in out.stdout
     assert "volta_sgemm_128x64_nn" in out.stdout and "volta_sgemm_64x64_nt" in out.stdout  # :show lists the tasks
     assert "unexpected name 'bye'" in out.stdout
-    assert "forward 1" in out.stdout and "backward 1" in out.stdout
+    assert "forward 2" in out.stdout and "backward 2" in out.stdout
     assert "undone: scale gemm by 0.5" in out.stdout
     saved = (tmp_path / "saved.whatif").read_text().splitlines()
     assert saved[1:] == ['let gemm = select gpu where name ~ "sgemm"', "scale gemm by 0.5"]
@@ -196,22 +197,22 @@ def test_repl_at_a_terminal(tmp_path: Path, trace: Path) -> None:
         child.expect("Ctrl-D to leave")
         child.expect_exact("whatif> ")
         child.sendline('let gemm = select gpu where name ~ "sgemm"')
-        child.expect_exact("gemm = 2 tasks")
+        child.expect_exact("gemm = 4 tasks")
         child.expect_exact("whatif> ")
         child.send("sca\t")  # completion of a keyword
         child.expect_exact("scale")
         child.sendline(" gemm by 0.5")
-        child.expect(r"2 tasks, -0\.150 ms of task time; predicted [0-9.]+ ms")
+        child.expect(r"4 tasks, -0\.300 ms of task time; predicted [0-9.]+ ms")
         child.expect_exact("whatif> ")
         child.send("\x10")  # Ctrl-P, previous history line: it comes back
         child.expect_exact("gemm by 0.5")
         child.send("\r")
-        child.expect(r"-0\.075 ms of task time")
+        child.expect(r"-0\.150 ms of task time")
         child.expect_exact("whatif> ")
         child.sendline("for g in gemm by phase {")
         child.expect_exact("...> ")  # continuation prompt inside a block
         child.sendline("print count(g) }")
-        child.expect_exact("1")
+        child.expect_exact("2")
         child.expect_exact("whatif> ")
         child.sendline(":undo")
         child.expect_exact("undone: scale gemm by 0.5")

@@ -278,12 +278,12 @@ def test_graph_input_matches_trace_input(tmp_path: Path) -> None:
     ov = extract_overheads(trace, profiler_correction=False)
     for step in profiler_steps(trace)[:3]:
         from_trace = predict_e2e(trace, ov, step=step)
-        from_graph = predict_e2e(build_graph(trace, step.name), ov)
+        from_graph = predict_e2e(build_graph(trace, step.name, context=False), ov)  # the step alone, as the sweep
         assert from_graph.predicted_us == pytest.approx(from_trace.predicted_us)
         assert from_graph.period_us == pytest.approx(from_trace.period_us)
         assert (from_graph.ops, from_graph.kernels) == (from_trace.ops, from_trace.kernels) == (6, 5)
     # The graph after a transform: a faster GEMM shortens what the GPU does
-    g = build_graph(trace, "2")
+    g = build_graph(trace, "2", context=False)
     for n, a in g.nodes(data=True):
         if "sgemm_128x64" in a["name"]:
             g.nodes[n]["duration"] = 20.0
@@ -317,7 +317,7 @@ def test_graph_input_matches_trace_input_on_a_real_trace(shared_traces: Path) ->
     ov = extract_overheads(trace, profiler_correction=False)
     for step in profiler_steps(trace):
         from_trace = predict_e2e(trace, ov, step=step)
-        from_graph = predict_e2e(build_graph(trace, step.name), ov)
+        from_graph = predict_e2e(build_graph(trace, step.name, context=False), ov)
         assert (from_graph.ops, from_graph.kernels) == (from_trace.ops, from_trace.kernels)
         assert from_graph.period_us == pytest.approx(from_trace.period_us)
 

@@ -21,7 +21,7 @@ def _flat_rows(rows: list[dict[str, object]]) -> None:
 def test_a_whatif_and_a_replay_in_a_notebook() -> None:
     result = whatif(bundled_example(), ["batch_size"], step="all")
     text = repr(result)
-    assert len(text) < 300 and "scripts=['batch_size']" in text and "speedup 0.601x, throughput 1.201x" in text and "390 tasks" in text
+    assert len(text) < 300 and "scripts=['batch_size']" in text and "speedup 0.603x, throughput 1.207x" in text and "390 tasks" in text
     rows = result.rows()
     _flat_rows(rows)
     assert [r["step"] for r in rows] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]

@@ -113,10 +113,15 @@ def test_the_cli_runs_a_bundled_script_by_name() -> None:
 
 
 def test_amp_on_a_real_trace_speeds_up_less_than_its_compute_factor(shared_traces: Path) -> None:
+    # DDP ResNet-50 on an A100, as profiled: in its steady state the CPU issues the next step only 20 ms before the
+    # GPU ends the last (CPU-bound): faster kernels leave the step as it was
     r = whatif(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz", ["amp"])
     factor = 312 / 19.5  # the A100's bf16 tensor peak over its fp32 peak, from the device catalog
-    assert 1.0 < r.speedup < factor
+    assert r.speedup == pytest.approx(1.0, abs=1e-4)
     assert r.predicted.gpu_time_by_class["gemm"] == pytest.approx(r.baseline.gpu_time_by_class["gemm"] / factor)
+    # ResNet on a 2080 Ti, GPU-bound (the CPU runs a step ahead): the kernels' saving is the step's, short of the factor
+    r = whatif(shared_traces / "param" / "resnet_kineto.json.gz", ["amp"])
+    assert 1.5 < r.speedup < r.baseline.gpu_time_by_class["gemm"] / r.predicted.gpu_time_by_class["gemm"]
 
 
 def test_cuda_graphs_on_a_real_trace_helps_a_launch_bound_iteration(shared_traces: Path) -> None:
@@ -275,16 +280,20 @@ def test_ddp_by_hand() -> None:
 
 def test_ddp_on_a_real_trace_grows_as_bandwidth_falls(shared_traces: Path) -> None:
     path = shared_traces / "param" / "linear_kineto.json.gz"
-    graph = build_graph(load_trace(path, et=shared_traces / "param" / "linear_et.json.gz"), 1)
+    graph = build_graph(load_trace(path, et=shared_traces / "param" / "linear_et.json.gz"), 1)  # the step of the ET
     one = run_whatif(graph, ["ddp"], params={"ranks": 1})
     assert one.predicted_us == one.baseline_us
     times = [run_whatif(graph, ["ddp"], params={"link": f"\"{link}\""}).predicted_us for link in ["nvlink3", "pcie4", "eth-25g", "eth-10g"]]
-    assert times == sorted(times) and times[0] >= one.baseline_us
+    # slower links, longer steps: within 1% at the fast end, where the all-reduces hide under the backward pass and
+    # the two-step window's ends (the context step's, the step's) move by about as much as each other
+    assert all(b >= 0.99 * a for a, b in zip(times, times[1:])) and times[-1] > 2 * times[0] and times[0] >= one.baseline_us
     # 21 x 4 MiB of fp32 gradients over 10 GbE: the all-reduces (~128 ms) dominate the 16.9 ms iteration
     assert times[-1] > 5 * one.baseline_us
     r = run_whatif(graph, ["ddp"])
-    added = [a for _, a in r.graph.nodes(data=True) if a["name"] == "ncclAllReduce (DDP bucket)"]
-    assert len(added) == 4 and sum(a["bytes"] for a in added) == 21 * (4 * 2**20 + 4096)
+    # per step, the measured one and its context (whose gradients take the ET-covered step's sizes, in ready order)
+    for step in ("iteration#0", "iteration#1"):
+        added = [a for _, a in r.graph.nodes(data=True) if a["name"] == "ncclAllReduce (DDP bucket)" and a["step"] == step]
+        assert len(added) == 4 and sum(a["bytes"] for a in added) == 21 * (4 * 2**20 + 4096)
 
 
 def test_amp_takes_its_compute_factor_from_the_device_catalog() -> None:
@@ -320,10 +329,12 @@ def test_device_and_network_on_a_real_trace(shared_traces: Path) -> None:
     graph = build_graph(load_trace(path))
     faster = run_whatif(graph, ["device"], params={"device": "h100"})
     slower = run_whatif(graph, ["device"], params={"device": "t4"})
-    assert slower.predicted_us > faster.baseline_us >= faster.predicted_us
+    # the step is CPU-bound in its steady state: a faster GPU leaves it as it was, a T4 makes the GPU the bound
+    assert slower.predicted_us > faster.baseline_us and faster.predicted_us == pytest.approx(faster.baseline_us, rel=1e-5)
     # without shapes in this trace each GEMM kernel moves by the peaks of its own precision: TF32 (the cuDNN and
     # CUTLASS tensor-op kernels of the convolutions) 156 -> 494.5 TFLOP/s, FP32 (sgemm) 19.5 -> 67
-    gemms = [a for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and a.get("class") == "gemm"]
+    step = graph.graph["steps"][-1]["name"]  # the measured step's kernels (the tables count one step)
+    gemms = [a for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and a.get("class") == "gemm" and a["step"] == step]
     tf32 = sum(a["duration"] for a in gemms if kernel_dtype(a["name"]) == "tf32")
     assert 0 < tf32 < sum(a["duration"] for a in gemms)
     expected = tf32 * 156 / 494.5 + (sum(a["duration"] for a in gemms) - tf32) * 19.5 / 67

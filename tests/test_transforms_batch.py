@@ -142,7 +142,7 @@ def test_batch_size_keeps_the_parameter_sized_part_of_cpu_ops(tmp_path: Path) ->
     assert all(a["param_us"] == 0.0 for _, a in graph.nodes(data=True) if a is not backward)
     result = run(graph, "batch_size")
     # the forward op 2 + 98 x 2 (+98); the backward op 120 + 2 + 178 x 2 (+178); the optimizer unchanged
-    assert result.predicted.makespan_us - result.baseline.makespan_us == pytest.approx(98.0 + 178.0)
+    assert result.predicted.step_time_us - result.baseline.step_time_us == pytest.approx(98.0 + 178.0)
 
 
 def test_a_matrix_product_is_never_parameter_sized(tmp_path: Path) -> None:
@@ -168,8 +168,9 @@ def test_a_matrix_product_is_never_parameter_sized(tmp_path: Path) -> None:
 
 
 def test_batch_size_on_real_traces(shared_traces: Path) -> None:
-    # resnet_kineto: GPU-bound once its input is on the device: a larger batch costs time but gains throughput
-    graph = build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"))
+    # resnet_kineto: GPU-bound once its input is on the device: a larger batch costs time but gains throughput. The
+    # step alone (context=False): what the script adds is the step's, as the growth it is compared with
+    graph = build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"), context=False)
     runs = {f: run_whatif(graph, ["batch_size"], params={"factor": f}) for f in (0.5, 1, 2, 4)}
     base = runs[1].baseline_us
     assert runs[1].predicted_us == base
@@ -183,9 +184,9 @@ def test_batch_size_on_real_traces(shared_traces: Path) -> None:
         added = sum(a["duration"] + a["gap"] for _, a in runs[f].graph.nodes(data=True)) - sum(
             a["duration"] + a["gap"] for _, a in graph.nodes(data=True))  # fmt: skip
         grown = runs[f].predicted_us - base
-        assert 0.8 * added < grown <= added + 1e-6, (f, before.makespan_us, after.makespan_us)
+        assert 0.8 * added < grown <= added + 1e-6, (f, before.step_time_us, after.step_time_us)
     # hta/nccl_parser_config_nccl_data: CPU-bound (DDP ResNet-50): the CPU does not scale, the GPU work stays hidden
-    r = run_whatif(build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz")), ["batch_size"])
+    r = run_whatif(build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False), ["batch_size"])
     assert r.baseline_us <= r.predicted_us < 1.01 * r.baseline_us
     assert r.predicted.gpu_time_by_class["conv"] > 1.9 * r.baseline.gpu_time_by_class["conv"]
     assert r.predicted.gpu_time_by_class["comm"] == r.baseline.gpu_time_by_class["comm"]
@@ -232,7 +233,8 @@ def test_grad_accumulation_stretches_gaps_and_keeps_once_per_step_work() -> None
 
 
 def test_grad_accumulation_on_a_real_ddp_trace(shared_traces: Path) -> None:
-    graph = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"))
+    # the step alone (context=False): its once-per-step tail is the end of the timeline
+    graph = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False)
     base = run_whatif(graph, ["grad_accumulation"], params={"k": 1})
     assert base.predicted_us == base.baseline_us
     B = base.baseline_us
@@ -343,8 +345,9 @@ def test_activation_checkpointing_without_layer_names_reruns_the_repeated_blocks
 
 def test_activation_checkpointing_on_a_gpu_bound_trace(shared_traces: Path) -> None:
     # resnet_kineto has no layer names: its blocks (the stretch of the forward pass that repeats) re-run at the start
-    # of the backward pass; the stem before them and the classifier and loss after them do not
-    graph = build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"))
+    # of the backward pass; the stem before them and the classifier and loss after them do not (the step alone: what is
+    # re-run is the step's, as the growth it is compared with)
+    graph = build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"), context=False)
     forward = [v for u, v, d in graph.edges(data=True)
                if d["kind"] == "launch" and graph.nodes[u]["phase"] == "forward" and graph.nodes[v]["kind"] in ("gpu", "memset")]  # fmt: skip
     r = run_whatif(graph, ["activation_checkpointing"])

@@ -190,7 +190,7 @@ def linear_step1() -> nx.DiGraph:
     if not SHARED_TRACES.is_dir():
         pytest.skip(f"real traces not available: {SHARED_TRACES} is absent")
     path = SHARED_TRACES / "param"
-    return build_graph(load_trace(path / "linear_kineto.json.gz", et=path / "linear_et.json.gz"), 1)
+    return build_graph(load_trace(path / "linear_kineto.json.gz", et=path / "linear_et.json.gz"), 1, context=False)
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +199,7 @@ def nccl_parser() -> nx.DiGraph:
 
     if not SHARED_TRACES.is_dir():
         pytest.skip(f"real traces not available: {SHARED_TRACES} is absent")
-    return build_graph(load_trace(SHARED_TRACES / "hta" / "nccl_parser_config_nccl_data.json.gz"))
+    return build_graph(load_trace(SHARED_TRACES / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False)
 
 
 def test_dgc_after_ddp_on_a_real_trace(shared_traces: Path, linear_step1: nx.DiGraph) -> None:

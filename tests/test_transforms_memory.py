@@ -150,7 +150,7 @@ def test_vdnn_pairs_layers_within_each_step() -> None:
     # prefetch on the copy stream), conv [662,762], relu2 waits: [812,862], prefetch [862,1012], relu2's backward
     # [862,962], the conv's backward [1012,1212]. (The four copy calls delay only the CPU, which is ahead.)
     r = run(g, "vdnn")
-    assert (r.baseline_us, r.predicted_us) == (1012.0, pytest.approx(1212.0))
+    assert (r.session.baseline.makespan(), r.timeline.makespan()) == (1012.0, pytest.approx(1212.0))  # both steps
     assert [(a["vdnn"], a["step"]) for a in added(r, "vdnn", "offload") + added(r, "vdnn", "prefetch")] == [
         ("offload", "s1"), ("offload", "s2"), ("prefetch", "s1"), ("prefetch", "s2")]  # fmt: skip
 
@@ -175,7 +175,7 @@ def resnet() -> nx.DiGraph:
     path = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "resnet_kineto.json.gz"
     if not path.is_file():
         pytest.skip(f"real traces not available: {path} is absent")
-    return build_graph(load_trace(path))
+    return build_graph(load_trace(path), context=False)
 
 
 def test_vdnn_on_a_gpu_bound_cnn(shared_traces: Path, resnet: nx.DiGraph) -> None:

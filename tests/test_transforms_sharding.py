@@ -135,7 +135,7 @@ def update_us(graph: nx.DiGraph) -> float:
 
 def test_fsdp_on_a_real_trace_with_gradient_sizes(shared_traces: Path) -> None:
     path = shared_traces / "param" / "linear_kineto.json.gz"
-    graph = build_graph(load_trace(path, et=shared_traces / "param" / "linear_et.json.gz"), 1)
+    graph = build_graph(load_trace(path, et=shared_traces / "param" / "linear_et.json.gz"), 1, context=False)
     base = run_whatif(graph, ["fsdp"], params={"ranks": 1})
     assert base.predicted_us == base.baseline_us
     runs = [run_whatif(graph, ["fsdp"], params={"link": f'"{link}"'}) for link in ["nvlink3", "pcie4", "eth-25g", "eth-10g"]]
@@ -156,7 +156,7 @@ def test_fsdp_on_a_real_trace_with_gradient_sizes(shared_traces: Path) -> None:
 
 
 def test_fsdp_replaces_the_traced_ddp_all_reduces(shared_traces: Path) -> None:
-    r = run_whatif(build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz")), ["fsdp"])
+    r = run_whatif(build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False), ["fsdp"])
     comm = [a for _, a in r.graph.nodes(data=True) if a["kind"] == "comm"]
     assert not [a for a in comm if a["collective"] == "allreduce"]
     added = [a for a in comm if "(FSDP)" in a["name"]]

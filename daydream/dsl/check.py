@@ -22,7 +22,7 @@ from daydream.graph.select import KIND_SELECTORS
 
 # Names with a value in every script: the predictions an assert compares, and the samples a step processes
 # relative to the trace (``scale samples by F`` changes it: a larger batch, gradient accumulation).
-BUILTIN_VALUES = ("baseline", "measured", "predicted", "samples")
+BUILTIN_VALUES = ("baseline", "measured", "predicted", "samples", "baseline_span")
 SAMPLES = "samples"
 
 

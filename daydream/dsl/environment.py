@@ -54,6 +54,8 @@ class Environment:
             return self.state.baseline_us
         if n == "measured":
             return self.state.measured_us
+        if n == "baseline_span":
+            return self.state.baseline_span_us
         if n == "samples":
             return self.state.samples
         if n == "predicted":

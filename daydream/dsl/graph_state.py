@@ -66,6 +66,12 @@ class GraphState:
         return self._baseline_us
 
     @property
+    def baseline_span_us(self) -> float:
+        """The unchanged graph's simulated makespan: first start to last end over every step it holds (the context
+        step too), for a script that relates work summed over the graph to time."""
+        return self.baseline.makespan()
+
+    @property
     def measured_us(self) -> float:
         return float(self.graph.graph.get("measured_us", math.nan))
 

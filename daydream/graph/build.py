@@ -51,7 +51,7 @@ _BLOCKING_CALL = re.compile(r"Synchronize|Memcpy|Memset|Query|Wait|\[wait\]")
 
 
 @paused_gc()
-def build_graph(trace: Trace, step: str | int | None = None, *, release_events: bool = False) -> nx.DiGraph:
+def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = True, release_events: bool = False) -> nx.DiGraph:
     """The dependency graph of the selected step(s) of ``trace``.
 
     ``step``: ``None`` picks a steady-state step; ``"all"`` every ProfilerStep in one graph;
@@ -62,11 +62,12 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
     before to its own end, as a training run pays it. The graph holds both; ``graph.graph["steps"]`` marks the
     context step (``context: True``), and a script changes it as it changes the rest (the steady state). With
     ``"all"`` the first step is the context of the others, and the step time is the median of their periods.
+    ``context=False``: the step alone, started with nothing pending (a cold start; its time is its span).
     ``release_events``: empty each of the trace's event lists as soon as the build has read it, for a caller that
     drops the trace after: the tasks and dependencies that follow are then made in the memory the events held.
     """
     steps = select_steps(trace, "all" if step is None else step)
-    if step is not None and len(steps) == 1:
+    if step is not None and len(steps) == 1 and context:
         steps = _with_context(trace, steps[0])
     what = f"{len(steps)} steps" if step == "all" and len(steps) > 1 else "the step"
     # the stages below, counted: a graph of every step of a big trace takes a while, stage by stage
@@ -103,10 +104,11 @@ def build_graph(trace: Trace, step: str | int | None = None, *, release_events: 
         finish_phases(table, step_of, threads, calls.fwd_seq, calls.bwd_seq)
         if step is None:
             steps = _choose_default(steps, step_of)
-        context = _context_of(steps, step_of)
+            steps = steps if context else steps[-1:]
+        context_steps = _context_of(steps, step_of) if context else set()
         advance(1)
         graph = _cut(trace, table, steps, step_of, {"launch_latency_us": l0, "stream_gap_us": g0, "inferred_stream_waits": infer_waits},
-                     context)  # fmt: skip
+                     context_steps)  # fmt: skip
         advance(1)
         return graph
 
@@ -290,7 +292,7 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | 
     g.graph.update(
         trace=trace.path, rank=trace.rank, world_size=trace.world_size, device=trace.device_name,
         device_properties=_device_properties(trace),
-        origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings) + slow_runtime_calls(tasks),
+        origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings) + slow_runtime_calls([a for a in tasks if a["step"] not in context]),
         measured_us=statistics.median(measured) if measured else math.nan, recording=trace.recording,
         causality={"pinned_tasks": pinned, **causality},
     )  # fmt: skip

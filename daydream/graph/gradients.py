@@ -80,23 +80,39 @@ def gradients(graph: nx.DiGraph, element_bytes: int = 4) -> list[Gradient]:
                     launched = w
             if u in wanted:
                 ready[wanted[u]] = launched if launched is not None else u
-    out: list[Gradient] = []
-    missing = 0
-    for key, tasks in calls.items():
-        elements = next((n for n in (tensor_elements(nodes[t].get("shapes")) for t in tasks) if n is not None), None)
-        if elements is None:
-            missing += 1
-            continue
-        layer = next((nodes[t].get("layer") for t in tasks if nodes[t].get("layer")), None)
-        out.append(Gradient(nodes[last_task[key]].get("step"), elements * element_bytes, ready[key], key, layer))
+    order = {key: nodes[v]["start"] + nodes[v]["duration"] for key, v in last_task.items()}
+    by_step: dict[Any, list[Any]] = {}
+    for key in sorted(calls, key=lambda k: (str(nodes[last_task[k]].get("step")), order[k])):
+        by_step.setdefault(nodes[last_task[key]].get("step"), []).append(key)
+    sizes = {key: next((n for n in (tensor_elements(nodes[t].get("shapes")) for t in tasks) if n is not None), None)
+             for key, tasks in calls.items()}  # fmt: skip
+    _borrow_sizes(by_step, sizes)
+    missing = sum(1 for n in sizes.values() if n is None)
     if missing:
         raise DaydreamError(
             f"{missing} of {len(calls)} gradients have no recorded size: record the trace with shapes "
             "(torch.profiler.profile(record_shapes=True)) or give the execution trace that covers this step (--et)"
         )
-    order = {key: nodes[v]["start"] + nodes[v]["duration"] for key, v in last_task.items()}
-    out.sort(key=lambda g: (str(g.step), order[g.call]))
+    out = []
+    for step_keys in by_step.values():
+        for key in step_keys:
+            layer = next((nodes[t].get("layer") for t in calls[key] if nodes[t].get("layer")), None)
+            out.append(Gradient(nodes[last_task[key]].get("step"), sizes[key] * element_bytes, ready[key], key, layer))
     return out
+
+
+def _borrow_sizes(by_step: dict[Any, list[Any]], sizes: dict[Any, int | None]) -> None:
+    """A step whose gradients lack sizes (the step before the measured one, simulated as its context, which an
+    execution trace of one iteration does not cover) takes them from a step whose gradients all have theirs and
+    number the same: every step's gradients are the same parameters', ready in the same order."""
+    complete = [keys for keys in by_step.values() if all(sizes[k] is not None for k in keys)]
+    for keys in by_step.values():
+        if all(sizes[k] is not None for k in keys):
+            continue
+        donor = next((d for d in complete if len(d) == len(keys)), None)
+        if donor is not None:
+            for k, d in zip(keys, donor):
+                sizes[k] = sizes[k] if sizes[k] is not None else sizes[d]
 
 
 def ddp_buckets(grads: list[Gradient], cap: float = DDP_BUCKET_CAP, first_cap: float = DDP_FIRST_BUCKET) -> list[list[Gradient]]:

@@ -92,8 +92,12 @@ class Timeline:
 
     def measured_steps(self) -> list[str]:
         """The steps whose periods make the step time: the graph's steps but its context (the step simulated before
-        the measured one so that it starts with what that step left pending); [] where the graph names no step."""
-        return [s["name"] for s in self.graph.graph.get("steps") or () if not s.get("context")]
+        the measured one so that it starts with what that step left pending); a graph built by hand without that
+        list, every step its tasks name; [] where they name none."""
+        listed = self.graph.graph.get("steps")
+        if not listed:
+            return [name for name in self.step_indices() if name not in ("inserted", None)]
+        return [s["name"] for s in listed if not s.get("context")]
 
     def step_us(self, indices: np.ndarray | None = None) -> float:
         """The step time, one meaning everywhere (simulate, run, compare, report, the scripts' ``baseline`` and

@@ -493,14 +493,18 @@ def _load_whole(spath: str) -> Trace:
 
 def _check_distributed(trace: Trace) -> None:
     """``rank`` and ``world_size`` bounded before anything sizes a list by them (a job of 1e11 ranks would build one
-    entry per rank): whole numbers, 0 <= rank < world_size <= MAX_RANKS. Other values are ignored, as before."""
+    entry per rank): whole numbers, 0 <= rank < world_size <= MAX_RANKS. A value out of range is dropped with a
+    warning (the file name gives a job's rank, its files its size); one that is no whole number is ignored, as before."""
     info = trace.distributed
     size, rank = info.get("world_size"), info.get("rank")
     if _whole(size) and not 1 <= size <= MAX_RANKS:
-        raise TraceError(f"{trace.path}: distributedInfo.world_size = {size}: a job has 1 to {MAX_RANKS:,} ranks")
+        trace.warnings.append(f"{trace.path}: distributedInfo.world_size = {size} ignored: a job has 1 to {MAX_RANKS:,} ranks")
+        del info["world_size"]
+        size = None
     if _whole(rank) and not 0 <= rank < (size if _whole(size) else MAX_RANKS):
         bound = f"below its world_size {size}" if _whole(size) else f"0 to {MAX_RANKS - 1:,}"
-        raise TraceError(f"{trace.path}: distributedInfo.rank = {rank}: a rank is {bound}")
+        trace.warnings.append(f"{trace.path}: distributedInfo.rank = {rank} ignored: a rank is {bound}")
+        del info["rank"]
 
 
 def _whole(value: Any) -> bool:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import subprocess
 import sys
-import statistics
 from pathlib import Path
 
 import pytest

@@ -166,6 +166,9 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     val.add_argument("--jobs", type=int, default=1, metavar="N",
                      help="worker processes, each taking one BEFORE setting's cases at a time (default 1)")  # fmt: skip
+    val.add_argument("--errors-out", default=None, metavar="FILE.json",
+                     help="write the ledger's errors by script, which prediction intervals read (daydream ships "
+                          "kernels/data/ledger_errors.json, written so from validation/cases.toml)")  # fmt: skip
     val.set_defaults(func=_cmd_validate)
     cal = sub.add_parser("calibrate", help="measure kernel tables with torch on this machine and fit the MLP kernel models")
     cal.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N) (default: cpu)")
@@ -416,10 +419,17 @@ def _cmd_embeddings_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from daydream.files import check_output_path
+    from daydream.perf.uncertainty import write_table
     from daydream.report import render_ledger
     from daydream.validate import DEFAULT_CASES, validate
 
-    ledger = validate(args.cases or DEFAULT_CASES, jobs=args.jobs)
+    cases = args.cases or DEFAULT_CASES
+    if args.errors_out is not None:
+        check_output_path(args.errors_out, [cases], "--errors-out")
+    ledger = validate(cases, jobs=args.jobs)
+    if args.errors_out is not None:
+        write_table(args.errors_out, ledger.errors())
     if args.json:
         _print_json(ledger.to_dict())
     else:

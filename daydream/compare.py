@@ -47,6 +47,7 @@ from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_
 from daydream.errors import DaydreamError
 from daydream.files import open_input, read_input, read_toml
 from daydream.job import is_job, job_inputs
+from daydream.perf.uncertainty import Interval
 from daydream.replay import CriticalPath, critical_path_summary, replay_graph, run_inputs
 from daydream.simulation import EARLIEST, Policy
 from daydream.whatif import json_param, load_graph, run_whatif
@@ -208,6 +209,9 @@ class ScenarioResult(msgspec.Struct):
     warnings: list[str] = []
     error: str | None = None
     exit_code: int = 0
+    interval: Interval | None = None  # the prediction's 90% interval (the trace's noise, the scripts' ledger errors)
+    rank: int | None = None  # its place by predicted time; scenarios whose intervals overlap share one (a tie)
+    ties: list[str] = []  # the scenarios whose intervals overlap this one's: the ranking between them is not resolved
 
 
 class Baseline(msgspec.Struct):
@@ -352,6 +356,7 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
         script_sha256=hashes,
         printed=printed,
         warnings=result.session.warnings,
+        interval=result.interval,
     )
 
 
@@ -455,8 +460,22 @@ def compare(
     warnings = list(graph.graph.get("warnings", []))
     if not has_gpu:
         warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
-    ranked = sorted(results, key=lambda r: (r.predicted_us is None, r.predicted_us or 0.0))
+    ranked = rank_with_ties(sorted(results, key=lambda r: (r.predicted_us is None, r.predicted_us or 0.0)))
     return Comparison(provenance, baseline, ranked, warnings)
+
+
+def rank_with_ties(scenarios: list[ScenarioResult]) -> list[ScenarioResult]:
+    """Each predicted scenario's rank (1 the fastest) and ties: a scenario whose interval overlaps the one before it
+    shares that one's rank, since the predictions cannot tell them apart; ``ties`` names every scenario whose
+    interval overlaps its own."""
+    predicted = [s for s in scenarios if s.predicted_us is not None]
+    for i, s in enumerate(predicted):
+        s.ties = [o.name for o in predicted if o is not s and s.interval is not None and o.interval is not None
+                  and s.interval.overlaps(o.interval)]  # fmt: skip
+        before = predicted[i - 1] if i else None
+        tied = before is not None and before.interval is not None and s.interval is not None and s.interval.overlaps(before.interval)
+        s.rank = before.rank if tied and before is not None else i + 1
+    return scenarios
 
 
 def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathLike[str], et: str | None = None,

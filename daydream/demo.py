@@ -18,6 +18,7 @@ import msgspec
 from daydream.dsl.library import describe_scripts
 from daydream.errors import DaydreamError, NotApplicable
 from daydream.graph.build import build_graph
+from daydream.perf.uncertainty import Interval
 from daydream.replay import Replay, replay_graph
 from daydream.trace import load_trace
 from daydream.whatif import WhatIf, run_whatif
@@ -55,6 +56,7 @@ class DemoWhatIf(msgspec.Struct):
     predicted_us: float
     speedup: float
     throughput: float
+    interval: Interval  # the prediction's 90% interval
 
 
 class DemoSkipped(msgspec.Struct):
@@ -71,6 +73,7 @@ class DemoReport(msgspec.Struct):
     device_type: str | None
     measured_us: float
     baseline_us: float
+    baseline_interval: Interval  # 90%: the trace's own step-to-step noise
     breakdown: dict[str, float]
     whatifs: list[DemoWhatIf]
     skipped: list[DemoSkipped]
@@ -95,10 +98,11 @@ class Demo:
             device_type=device.get("type") or ("cuda" if g.graph.get("device") else None),
             measured_us=self.baseline.measured_us,
             baseline_us=self.baseline.baseline_us,
+            baseline_interval=self.baseline.interval,
             breakdown=self.baseline.breakdown,
             whatifs=[
                 DemoWhatIf(s.script, dict(s.params), self.summaries.get(s.script, ""), r.baseline_us, r.predicted_us,
-                           r.speedup, r.throughput)
+                           r.speedup, r.throughput, r.interval)
                 for s, r in self.results
             ],  # fmt: skip
             skipped=[DemoSkipped(s.script, dict(s.params), why) for s, why in self.skipped],

@@ -53,8 +53,9 @@ def _short(text: str, limit: int = MAX_LABEL) -> str:
     return text.replace("$", r"\$")
 
 
-def breakdown_figure(analyses: Sequence[Analysis], out_dir: str) -> list[str]:
-    """Stacked bars, one per timeline (baseline, predicted): CPU only / GPU only / overlap / idle, in ms."""
+def breakdown_figure(analyses: Sequence[Analysis], out_dir: str, intervals: Sequence[Any] = ()) -> list[str]:
+    """Stacked bars, one per timeline (baseline, predicted): CPU only / GPU only / overlap / idle, in ms; each
+    bar's 90% interval (``intervals``, one per analysis: daydream.perf.uncertainty.Interval) as an error bar."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.6 * len(analyses)))
     labels = [a.label for a in analyses]
@@ -63,6 +64,11 @@ def breakdown_figure(analyses: Sequence[Analysis], out_dir: str) -> list[str]:
         values = np.array([a.breakdown[key] / 1e3 for a in analyses])
         ax.barh(labels, values, left=left, label=name, color=_PART_COLOURS[key])
         left += values
+    for y, (a, iv) in enumerate(zip(analyses, intervals)):
+        if iv.half_width_pct:  # around the step time, as far as the interval reaches each way
+            total = a.step_us / 1e3
+            ax.errorbar([total], [y], xerr=[[total - iv.low_us / 1e3], [iv.high_us / 1e3 - total]], fmt="none", ecolor="#222222",
+                        capsize=4, lw=1.2, label="90% interval" if y == 0 else None)  # fmt: skip
     ax.invert_yaxis()
     ax.set_xlabel("ms")
     ax.set_title("Where the step's time goes")

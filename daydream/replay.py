@@ -19,6 +19,7 @@ from daydream.errors import TraceError
 from daydream.graph.adjacency import successors_of
 from daydream.graph.build import build_graph
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
+from daydream.perf.uncertainty import Interval, interval, noise_part
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals_by
 from daydream.trace import load_trace
 from daydream.trace.job import rank_trace_files
@@ -51,6 +52,7 @@ class ReplayReport(msgspec.Struct):
     baseline_us: float
     predicted_us: float
     error_pct: float
+    baseline_interval: Interval  # 90%: the trace's own step-to-step noise
     steps: list[dict[str, Any]]
     breakdown: dict[str, float]
     tasks: int
@@ -95,6 +97,11 @@ class Replay:
         """Relative error of the baseline against the measurement (signed)."""
         return (self.baseline_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
 
+    @property
+    def interval(self) -> Interval:
+        """The baseline's 90% interval: the trace's own step-to-step noise (daydream.perf.uncertainty)."""
+        return interval(self.baseline_us, [noise_part(self.graph.graph.get("steady_periods_us") or [])])
+
     def critical_path_summary(self, top: int = 8) -> CriticalPath:
         return critical_path_summary(self.timeline, top)
 
@@ -113,6 +120,7 @@ class Replay:
             baseline_us=self.baseline_us,
             predicted_us=self.baseline_us,
             error_pct=100.0 * self.error,
+            baseline_interval=self.interval,
             steps=self.steps,
             breakdown=self.breakdown,
             tasks=g.number_of_nodes(),

@@ -78,6 +78,8 @@ def render_replay(result: Replay, console: Console) -> None:
         steps.add_row(plain(s["name"]), ms(s["measured_us"]), ms(s["baseline_us"]), f"{err:+.2f}%")
     if sum(not s.get("context") for s in d["steps"]) > 1:
         steps.add_row("[b]median[/]", ms(d["measured_us"]), ms(d["baseline_us"]), f"{d['error_pct']:+.2f}%")
+    if d["baseline_interval"]["half_width_pct"]:
+        steps.add_row("90% interval", "", _range(d["baseline_interval"]), "")
     console.print(steps)
     console.print(_causality_line(d), highlight=False, markup=False)
 
@@ -192,8 +194,10 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     measured = d["measured_us"]
     head.add_row(ms(measured) if measured == measured else "-", ms(d["baseline_us"]), ms(d["predicted_us"]),
                  f"[b]{d['speedup']:.3f}x[/]", f"[b]{d['throughput']:.3f}x[/]")  # fmt: skip
+    head.add_row("", _range(d["baseline_interval"]), _range(d["predicted_interval"]), "", "")
     console.print(head)
     console.print(speedup_note(d["samples"]), highlight=False, markup=False)
+    console.print(interval_note(d["predicted_interval"]), highlight=False, markup=False)
     if d.get("ranks"):
         ranks = Table(title="Per rank, ms (each from its own step's start)", title_justify="left")
         for col in ("rank", "measured", "baseline", "predicted", "change", "waiting before", "waiting after"):
@@ -208,9 +212,11 @@ def render_whatif(result: WhatIf, console: Console) -> None:
         per = Table(title="Per step (from the end of the step before to its end)", title_justify="left")
         for col in ("step", "baseline", "predicted", "change"):
             per.add_column(col, justify="right" if col != "step" else "left")
+        context = {s["name"] for s in result.graph.graph.get("steps") or () if s.get("context")}
         for name, a in a_steps.items():
             b = b_steps.get(name)
-            per.add_row(plain(name), ms(b) if b is not None else "-", ms(a), _change(b, a) if b is not None else "")
+            label = styled(plain(name), (" (context)", "dim")) if name in context else plain(name)
+            per.add_row(label, ms(b) if b is not None else "-", ms(a), _change(b, a) if b is not None else "")
         console.print(per)
     console.print(breakdown_table(d["breakdown"]["baseline"], d["breakdown"]["predicted"]))
     b_cls, a_cls = d["gpu_time_by_class"]["baseline"], d["gpu_time_by_class"]["predicted"]
@@ -229,6 +235,23 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     for e in result.session.effects.values():
         st.add_row(plain(f"{os.path.basename(e.file)}:{e.line}"), plain(" ".join(e.statement.split())), plain(e.describe()))
     console.print(st)
+
+
+def _range(iv: dict) -> str:
+    """``(33.900-36.800)``: a 90% interval under its value (ms), ``extrapolated`` where it is; empty with no width."""
+    if not iv or not iv["half_width_pct"]:
+        return ""
+    mark = " extrap." if iv["extrapolated"] else ""
+    return f"({iv['low_us'] / 1e3:,.3f}-{iv['high_us'] / 1e3:,.3f}){mark}"
+
+
+def interval_note(iv: dict) -> str:
+    """What the predicted interval is made of: 90% interval +-H%, driven by PART; each part and where it is from."""
+    if not iv or not iv["parts"]:
+        return "interval: none (one step in the trace: no noise measured; no script run)"
+    parts = "; ".join(f"{p['name']} +-{p['half_width_pct']:.1f}% ({p['source']})" for p in iv["parts"])
+    lead = f"90% interval +-{iv['half_width_pct']:.1f}%, driven by {iv['driver']}"
+    return lead + (" (extrapolated)" if iv["extrapolated"] else "") + ": " + parts
 
 
 def speedup_note(samples: float | None = None) -> str:
@@ -253,13 +276,15 @@ def render_demo(demo: Demo, console: Console) -> None:
     console.print(head)
     console.print(breakdown_shares(d["breakdown"], "Where the time goes"))
     table = Table(title=f"What if (baseline: {ms(d['baseline_us'])} per step)", title_justify="left")
-    for col in ("optimization", "predicted", "speedup", "throughput"):
+    for col in ("optimization", "predicted", "90% interval", "speedup", "throughput"):
         table.add_column(col, justify="left" if col == "optimization" else "right")
     for w in d["whatifs"]:
         label = w["script"] + "".join(f" {k}={v}" for k, v in w["params"].items())
-        table.add_row(plain(label), ms(w["predicted_us"]), f"{w['speedup']:.3f}x", f"[b]{w['throughput']:.3f}x[/]")
+        table.add_row(plain(label), ms(w["predicted_us"]), _range(w["interval"]), f"{w['speedup']:.3f}x", f"[b]{w['throughput']:.3f}x[/]")
     console.print(table)
     console.print(speedup_note(), highlight=False, markup=False)
+    console.print("90% interval: the trace's own step-to-step noise and each script's largest error on the validation "
+                  "ledger (extrap.: a script or param the ledger never measured, its part widened)", highlight=False, markup=False)  # fmt: skip
     for w in d["whatifs"]:
         console.print(styled("  ", plain(w["script"], style="b"), ": ", plain(w["summary"], 2000)))
     for sk in d["skipped"]:
@@ -340,6 +365,15 @@ def render_ledger(ledger: Ledger, console: Console) -> None:
             console.print(plain(f"{c.name}: no prediction: {c.message}", 2000))
         elif c.moved and not c.beats_no_change:
             console.print(plain(f'{c.name}: the prediction is no closer than "no change"', 2000))
+    cov = ledger.coverage
+    if cov.cases:
+        console.print(plain(f"90% intervals (each case's BEFORE noise and its scripts' largest error on the other cases): "
+                            f"{cov.covered} of {cov.cases} measured AFTERs inside ({cov.coverage_pct:.0f}%); median half-width "
+                            f"{cov.median_half_width_pct:.1f}% against a median |error| of {cov.median_abs_error_pct:.1f}%", 2000))  # fmt: skip
+        for c in ledger.cases:
+            if c.interval is not None and not c.covered:
+                console.print(plain(f"  outside: {c.name}: measured {ms(c.measured_us)}, predicted {ms(c.interval.value_us)} "
+                                    f"({ms(c.interval.low_us)}-{ms(c.interval.high_us)})", 2000))  # fmt: skip
 
 
 def render_devices(devices: list[Device], console: Console) -> None:
@@ -380,16 +414,28 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
     for _, label in _BREAKDOWN:
         table.add_column(label, justify="right")
     table.add_column("bound by", overflow="fold")
+    tied = any(s.ties for s in predicted)
     for i, s in enumerate(predicted, 1):
         bd, total = s.breakdown or {}, (s.breakdown or {}).get("total_us") or 1.0
-        table.add_row(str(i), plain(s.name), _ms(s.predicted_us or 0.0), f"{s.speedup or 0.0:.3f}x",
+        place = f"{s.rank if s.rank is not None else i}{'=' if s.ties else ''}"
+        step = _ms(s.predicted_us or 0.0) + (f"\n±{s.interval.half_width_pct:.0f}%" if s.interval is not None and s.interval.half_width_pct else "")
+        table.add_row(place, plain(s.name), step, f"{s.speedup or 0.0:.3f}x",
                       *(f"{100 * bd.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN), plain(s.bound.text() if s.bound else "-"))  # fmt: skip
     total = b.breakdown.get("total_us") or 1.0
     table.add_row("", "[i]baseline[/]", _ms(b.baseline_us), "1.000x", *(f"{100 * b.breakdown.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN),
                   plain(b.bound.text()))  # fmt: skip
     console.print(table)
     console.print("speedup: baseline over predicted (above 1 is faster); CPU/GPU: only that one busy; both: the two "
-                  "at once; bound by: the critical path's largest shares", highlight=False, markup=False)  # fmt: skip
+                  "at once; bound by: the critical path's largest shares; ±: the 90% interval's half-width", highlight=False,
+                  markup=False)  # fmt: skip
+    if tied:
+        console.print("=: a tie: the scenario's 90% interval overlaps another's, so the predictions cannot tell which is "
+                      "faster; ties: " + "; ".join(f"{s.name} with {', '.join(s.ties)}" for s in predicted if s.ties),
+                      highlight=False, markup=False)  # fmt: skip
+    extrapolated = [s.name for s in predicted if s.interval is not None and s.interval.extrapolated]
+    if extrapolated:
+        console.print(plain("extrapolated (a script or param the validation ledger never measured; the interval widened): "
+                            + ", ".join(extrapolated), 4000))  # fmt: skip
     # throughput where a scenario changes the samples a step processes (batch_size); elsewhere it is the speedup. A
     # line of its own: the table keeps to 80 columns
     more = [s for s in predicted if s.throughput is not None and s.speedup and abs(s.throughput - s.speedup) > 1e-9 * s.speedup]

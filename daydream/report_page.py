@@ -18,6 +18,7 @@ import msgspec
 from daydream.analyses import Analysis, KernelRow, LayerRow, analyse
 from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
+from daydream.perf.uncertainty import Interval
 from daydream.replay import replay_graph
 from daydream.simulation import EARLIEST, Policy
 from daydream.simulation.timeline import BREAKDOWN_PARTS
@@ -43,6 +44,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     printed: list[str] = field(default_factory=list)
     samples: float = 1.0  # the samples a step processes after the scripts, relative to the trace (scale samples)
+    intervals: list[Interval] = field(default_factory=list)  # 90%, one per analysis: the baseline's, the prediction's
 
     @property
     def baseline_us(self) -> float:
@@ -72,7 +74,8 @@ class Report:
         return {"trace": self.trace, "device": self.device, "scripts": self.scripts, "params": self.params, "params_text": self.params_text,
                 "measured_us": self.measured_us, "baseline_us": self.baseline_us, "predicted_us": self.predicted_us,
                 "speedup": self.speedup, "samples": self.samples, "throughput": self.throughput, "out_dir": self.out_dir, "index": self.index,
-                "files": self.files, "analyses": msgspec.to_builtins(self.analyses), "warnings": self.warnings}  # fmt: skip
+                "files": self.files, "analyses": msgspec.to_builtins(self.analyses), "warnings": self.warnings,
+                "intervals": msgspec.to_builtins(self.intervals)}  # fmt: skip
 
 
 def report_files(out_dir: str, predicted: bool) -> list[str]:
@@ -152,7 +155,8 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
     os.makedirs(out_dir, exist_ok=True)
     from daydream import plots
 
-    files = plots.breakdown_figure(analyses, out_dir) + plots.layers_figure(analyses, out_dir)
+    intervals = [base.interval] + ([result.interval] if result is not None else [])
+    files = plots.breakdown_figure(analyses, out_dir, intervals) + plots.layers_figure(analyses, out_dir)
     span = max(a.step_us for a in analyses)
     files += plots.timeline_figure(base.timeline, "baseline", out_dir, "timeline_baseline", span)
     if result is not None:
@@ -164,6 +168,7 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
         params={k: json_param(v) for k, v in result.session.param_values.items()} if result else {},
         params_text=result.session.binder.shown() if result else {},
         warnings=warnings, printed=result.session.printed if result else [], samples=result.samples if result else 1.0,
+        intervals=intervals,
     )  # fmt: skip
     data = os.path.join(out_dir, "report.json")
     report.files += [data, report.index]
@@ -181,6 +186,19 @@ def _e(value: object) -> str:
 
 def _ms(us: float | None) -> str:
     return "-" if us is None or (isinstance(us, float) and math.isnan(us)) else f"{us / 1e3:,.3f}"
+
+
+def _range(intervals: list[Interval], i: int) -> str:
+    """`` (33.900-36.800)``: the 90% interval of the i-th analysis, in ms; empty where it has no width."""
+    if i >= len(intervals) or not intervals[i].half_width_pct:
+        return ""
+    iv = intervals[i]
+    return f" ({_ms(iv.low_us)}-{_ms(iv.high_us)}{', extrapolated' if iv.extrapolated else ''})"
+
+
+def _interval_line(iv: Interval) -> str:
+    parts = "; ".join(f"{p.name} ±{p.half_width_pct:.1f}% ({p.source})" for p in iv.parts)
+    return f"90% interval ±{iv.half_width_pct:.1f}%, driven by {iv.driver}: {parts}"
 
 
 def _img(stem: str, alt: str) -> str:
@@ -236,9 +254,10 @@ def page(report: Report) -> str:
         meta.append(["scripts", " ".join(os.path.basename(s) for s in report.scripts)])
         meta.append(["params", ", ".join(f"{k} = {v}" for k, v in report.params_text.items()) or "-"])
     meta_html = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in meta)
-    steps = [["measured (the trace)", _ms(report.measured_us)], ["baseline (simulated)", _ms(a0.step_us)]]
+    ivs = report.intervals
+    steps = [["measured (the trace)", _ms(report.measured_us)], ["baseline (simulated)", _ms(a0.step_us) + _range(ivs, 0)]]
     if pred is not None:
-        steps += [["predicted", _ms(pred.step_us)], ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"],
+        steps += [["predicted", _ms(pred.step_us) + _range(ivs, 1)], ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"],
                   ["throughput (samples/s after / before)", f"{report.throughput:.3f}x"]]
     parts = [
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -249,6 +268,7 @@ def page(report: Report) -> str:
         "<h2>Verdict</h2>",
         *(f'<p class="verdict" id="verdict-{a.label}"><b>{_e(a.label)}:</b> {_e(a.verdict)}</p>' for a in report.analyses),
         _table("Step time (ms)", ["", "ms"], steps, "steps"),
+        *(f'<p class="interval" id="interval-{i}">{_e(_interval_line(iv))}</p>' for i, iv in enumerate(ivs) if iv.parts),
         "<h2>Breakdown</h2>", _img("breakdown", "Where the step's time goes: CPU only, GPU only, both, idle"),
         _table("Breakdown (ms)", ["", *(a.label for a in report.analyses)],
                [[label, *(_ms(a.breakdown[k]) for a in report.analyses)] for k, label in

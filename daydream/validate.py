@@ -43,9 +43,10 @@ from typing import Any
 
 import msgspec
 
-from daydream.dsl.library import script_path
+from daydream.dsl.library import Loader, library_name, script_path
 from daydream.errors import DaydreamError
 from daydream.files import read_toml
+from daydream.perf.uncertainty import ErrorTable, Interval, Part, ScriptErrors, interval, model_parts, noise_part, numeric_params
 from daydream.whatif import load_graph, run_whatif
 
 DEFAULT_CASES = Path("validation") / "cases.toml"
@@ -79,6 +80,17 @@ class CaseResult:
     ratio_us: float | None
     message: str = ""  # why there is no prediction
     note: str = ""
+    scripts: list[str | None] = field(default_factory=list)  # the library's names of the scripts run (None: a file of one's own)
+    params: dict[str, float] = field(default_factory=dict)  # the numeric params the scripts bound
+    noise: Part | None = None  # the BEFORE runs' own step-to-step noise (the median run's)
+    interval: Interval | None = None  # the 90% interval of the prediction, its model part from the other cases
+
+    @property
+    def covered(self) -> bool | None:
+        """Whether the measured AFTER lies inside the predicted interval."""
+        if self.interval is None:
+            return None
+        return self.interval.low_us <= self.measured_us <= self.interval.high_us
 
     @property
     def error_pct(self) -> float | None:
@@ -109,6 +121,7 @@ class CaseResult:
             no_change_error_pct=self.no_change_error_pct, ratio_us=self.ratio_us, ratio_error_pct=self.ratio_error_pct,
             spread_pct=self.spread_pct, runs=self.runs, before_us=self.before_us, before_spread_pct=self.before_spread_pct,
             moved=self.moved, beats_no_change=self.beats_no_change, message=self.message, note=self.note,
+            interval=self.interval, covered=self.covered,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,12 +152,45 @@ class Ledger:
         """Over the cases that state a ratio (None where none does)."""
         return geomean_pct([c.ratio_error_pct for c in self.cases if c.ratio_error_pct is not None])
 
+    @property
+    def coverage(self) -> Coverage:
+        """How many measured AFTERs fall inside their predicted 90% intervals, and how wide those are: the check
+        that the intervals are calibrated, not decorative (each case's model part from the other cases)."""
+        with_interval = [c for c in self.cases if c.interval is not None]
+        covered = sum(1 for c in with_interval if c.covered)
+        widths = [c.interval.half_width_pct for c in with_interval if c.interval is not None]
+        errors = [abs(c.error_pct) for c in with_interval if c.error_pct is not None]
+        return Coverage(
+            cases=len(with_interval), covered=covered, coverage_pct=100.0 * covered / len(with_interval) if with_interval else None,
+            median_half_width_pct=statistics.median(widths) if widths else None,
+            median_abs_error_pct=statistics.median(errors) if errors else None,
+        )  # fmt: skip
+
+    def errors(self, skip: int | None = None) -> ErrorTable:
+        """The ledger's errors by script (what ``--errors-out`` writes, the intervals' model parts read); ``skip``:
+        without that case."""
+        scripts: dict[str, ScriptErrors] = {}
+        for i, c in enumerate(self.cases):
+            if i == skip or c.error_pct is None:
+                continue
+            for name in c.scripts:
+                if name is None:
+                    continue
+                entry = scripts.setdefault(name, ScriptErrors([]))
+                entry.errors_pct.append(c.error_pct)
+                for k, v in c.params.items():
+                    entry.params.setdefault(k, []).append(v)
+        for entry in scripts.values():
+            entry.params = {k: sorted(set(v)) for k, v in sorted(entry.params.items())}
+        return ErrorTable(cases_file=self.path, scripts=dict(sorted(scripts.items())))
+
     def report(self) -> LedgerReport:
         return LedgerReport(
             cases_file=self.path, cases=[c.report() for c in self.cases], geomean_error_pct=self.geomean_error_pct,
             no_change_geomean_error_pct=self.no_change_geomean_error_pct,
             ratio_geomean_error_pct=self.ratio_geomean_error_pct,
             predicted_cases=len(self.predicted), failed_cases=len(self.cases) - len(self.predicted),
+            coverage=self.coverage,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -170,6 +216,19 @@ class CaseReport(msgspec.Struct):
     beats_no_change: bool | None
     message: str
     note: str
+    interval: Interval | None = None  # the 90% interval of the prediction (its model part from the other cases)
+    covered: bool | None = None  # whether the measured AFTER lies inside it
+
+
+class Coverage(msgspec.Struct):
+    """How calibrated the intervals are: measured AFTERs inside their 90% intervals, and the median half-width next
+    to the median error."""
+
+    cases: int
+    covered: int
+    coverage_pct: float | None
+    median_half_width_pct: float | None
+    median_abs_error_pct: float | None
 
 
 class LedgerReport(msgspec.Struct):
@@ -182,6 +241,7 @@ class LedgerReport(msgspec.Struct):
     ratio_geomean_error_pct: float | None
     predicted_cases: int
     failed_cases: int
+    coverage: Coverage | None = None
 
 
 def _error(predicted: float, measured: float) -> float:
@@ -265,21 +325,40 @@ def validate_case(case: Case, graphs: _Graphs | None = None) -> CaseResult:
     before_us, before_spread = setting_us(case.before, graphs)
     measured_us, spread = setting_us(case.after, graphs)
     predictions, message = [], ""
+    params: dict[str, float] = {}
+    noises = []
     for path in case.before:
+        graph = graphs.get(path)
+        noises.append(noise_part(graph.graph.get("steady_periods_us") or []))
         try:
             # on a copy: the graph may serve the next case too
-            result = run_whatif(graphs.get(path), case.scripts, dict(case.params), on_print=lambda _line: None)
+            result = run_whatif(graph, case.scripts, dict(case.params), on_print=lambda _line: None)
             periods = result.timeline.step_periods()
             predictions.extend(periods[n] for n in result.timeline.measured_steps() if n in periods)
+            params = params or numeric_params(result.session.param_values)
         except DaydreamError as exc:
             message = str(exc).splitlines()[0]
             break
     predicted = statistics.median(predictions) if predictions and not message else None
+    known = sorted((n for n in noises if n is not None), key=lambda n: n.half_width_pct)
     return CaseResult(
         name=case.name, before_us=before_us, before_spread_pct=before_spread, measured_us=measured_us,
         spread_pct=spread, runs=len(case.after), predicted_us=predicted,
         ratio_us=None if case.ratio is None else before_us * case.ratio, message=message, note=case.note,
+        scripts=[library_name(Loader().find(s)) for s in case.scripts], params=params,
+        noise=known[(len(known) - 1) // 2] if known else None,
     )  # fmt: skip
+
+
+def with_intervals(ledger: Ledger) -> Ledger:
+    """Each predicted case's 90% interval: its BEFORE's noise and its scripts' model part from the other cases'
+    errors (leave one out: a case never vouches for itself)."""
+    for i, c in enumerate(ledger.cases):
+        if c.predicted_us is None:
+            continue
+        parts = [c.noise, *model_parts(c.scripts, c.params, ledger.errors(skip=i))]
+        c.interval = interval(c.predicted_us, parts)
+    return ledger
 
 
 def _validate_group(cases: list[Case]) -> list[CaseResult]:
@@ -302,7 +381,7 @@ def validate(path: str | os.PathLike[str] = DEFAULT_CASES, jobs: int = 1) -> Led
     for i, c in enumerate(cases):
         groups.setdefault(tuple(c.before), []).append(i)
     if jobs == 1 or len(groups) == 1:
-        return Ledger(str(path), _validate_group(cases))
+        return with_intervals(Ledger(str(path), _validate_group(cases)))
     results: dict[int, CaseResult] = {}
     # the largest groups first, so that the last to finish is a small one
     order = sorted(groups.values(), key=lambda idx: -sum(len(cases[i].before) + len(cases[i].after) for i in idx))
@@ -311,4 +390,4 @@ def validate(path: str | os.PathLike[str] = DEFAULT_CASES, jobs: int = 1) -> Led
         futures = [(idx, pool.submit(_validate_group, [cases[i] for i in idx])) for idx in order]
         for idx, future in futures:
             results.update(zip(idx, future.result()))
-    return Ledger(str(path), [results[i] for i in range(len(cases))])
+    return with_intervals(Ledger(str(path), [results[i] for i in range(len(cases))]))

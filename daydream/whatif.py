@@ -13,9 +13,11 @@ import networkx as nx
 
 from daydream.dsl import Session, ast
 from daydream.dsl.evaluate import format_value
+from daydream.dsl.library import Loader, library_name
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph.build import build_graph
 from daydream.job import is_job, load_priced_job
+from daydream.perf.uncertainty import Interval, interval, model_parts, noise_part, numeric_params
 from daydream.replay import run_inputs  # noqa: F401 - the API's name for it, beside whatif
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.ranks import RankResult, rank_results
@@ -73,6 +75,8 @@ class WhatIfReport(msgspec.Struct):
     samples: float  # samples a step processes after the scripts, relative to the trace (`scale samples by F`)
     throughput: float  # samples per second after over before: samples x speedup
     baseline_error_pct: float | None
+    predicted_interval: Interval  # the 90% interval of predicted_us: the trace's noise and the scripts' ledger errors
+    baseline_interval: Interval  # the trace's noise alone
     tasks: Change[int]
     step_us: Change[dict[str, float]]
     breakdown: Change[dict[str, float]]
@@ -137,6 +141,21 @@ class WhatIf:
         return self.predicted.step_time_us
 
     @property
+    def interval(self) -> Interval:
+        """How far to trust :attr:`predicted_us`: a 90% interval from the trace's own step-to-step noise and the
+        measured error of the scripts run (the validation ledger), widened and marked extrapolated where the change
+        leaves what was validated (daydream.perf.uncertainty)."""
+        names = [library_name(Loader().find(s)) if not s.startswith("<") else None for s in self.scripts]
+        parts = [noise_part(self.graph.graph.get("steady_periods_us") or []),
+                 *model_parts(names, numeric_params(self.session.param_values))]  # fmt: skip
+        return interval(self.predicted_us, parts)
+
+    @property
+    def baseline_interval(self) -> Interval:
+        """The baseline's 90% interval: the trace's own noise (the unchanged graph replays its steps)."""
+        return interval(self.baseline_us, [noise_part(self.graph.graph.get("steady_periods_us") or [])])
+
+    @property
     def speedup(self) -> float:
         """Baseline over predicted step time: above 1 is faster."""
         return self.baseline_us / self.predicted_us if self.predicted_us else math.inf
@@ -173,6 +192,8 @@ class WhatIf:
             samples=self.samples,
             throughput=self.throughput,
             baseline_error_pct=100.0 * (self.baseline_us - measured) / measured if measured else None,
+            predicted_interval=self.interval,
+            baseline_interval=self.baseline_interval,
             tasks=Change(before.tasks, after.tasks),
             step_us=Change(before.step_us, after.step_us),
             breakdown=Change(before.breakdown, after.breakdown),

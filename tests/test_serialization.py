@@ -52,6 +52,7 @@ def test_the_ledger_keys_stay_in_order() -> None:
         "name": "c", "measured_us": 90.0, "predicted_us": None, "error_pct": None, "no_change_error_pct": case.no_change_error_pct,
         "ratio_us": 50.0, "ratio_error_pct": case.ratio_error_pct, "spread_pct": 2.0, "runs": 3, "before_us": 100.0,
         "before_spread_pct": 1.0, "moved": case.moved, "beats_no_change": None, "message": "stopped", "note": "",
+        "interval": None, "covered": None,
     }  # fmt: skip
 
 

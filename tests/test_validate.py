@@ -57,6 +57,11 @@ def test_the_corpus_ledger() -> None:
         assert abs(c["error_pct"]) < bound, c["name"]
     assert all(c["predicted_us"] is not None for c in ledger["cases"])  # the library models every change
     assert ledger["geomean_error_pct"] < ledger["no_change_geomean_error_pct"] / 3
+    # the 90% intervals are calibrated, not decorative: each case's from its BEFORE's noise and the other cases' errors
+    cov = ledger["coverage"]
+    assert cov["cases"] == 29 and cov["coverage_pct"] >= 85.0
+    assert cov["median_half_width_pct"] <= 3 * cov["median_abs_error_pct"]
+    assert all(c["covered"] == (c["interval"]["low_us"] <= c["measured_us"] <= c["interval"]["high_us"]) for c in ledger["cases"])
     for c in ledger["cases"]:
         runs = 5 if c["name"].startswith(("transformer:", "H200")) else 6 if c["name"] == "Adam for-loop -> fused" else 8
         assert c["spread_pct"] >= 0 and c["runs"] == runs

@@ -23,6 +23,16 @@ def library_dirs() -> list[Path]:
     return [Path(str(root))] if root.is_dir() else []
 
 
+def library_name(path: str | os.PathLike[str]) -> str | None:
+    """The bundled library's name of a script (``.../transforms/amp.whatif`` -> ``amp``); None for one of the
+    user's own."""
+    real = os.path.realpath(path)
+    for root in library_dirs():
+        if os.path.dirname(real) == os.path.realpath(root) and real.endswith(".whatif"):
+            return Path(real).stem
+    return None
+
+
 def library_names() -> list[str]:
     """The bundled library's script names (``amp``, ``ddp``, ...)."""
     return sorted(f.stem for d in library_dirs() for f in d.glob("*.whatif"))

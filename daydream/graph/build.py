@@ -41,6 +41,10 @@ from daydream.trace.steps import Step, default_step, iteration_steps, select_ste
 
 __all__ = ["build_graph"]
 
+# The steps simulated before a measured step, so that it starts with what they left pending: where the CPU runs
+# ahead of the GPU, a step after one cold step can still start with a shorter queue than the trace had (resnet_kineto's
+# iteration#9: +37% after one step, exact after two)
+CONTEXT_STEPS = 2
 # A task with no dependency in the graph that started this long after the window did has an unexplained start.
 UNANCHORED_TOLERANCE_US = 1.0
 # A CUDA / HIP runtime or driver call that costs the host this long after any wait is not a steady step's: a launch
@@ -57,16 +61,21 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
     ``step``: ``None`` picks a steady-state step; ``"all"`` every ProfilerStep in one graph;
     ``N`` or ``"ProfilerStep#N"`` that step; any other string names an annotation whose range is the window.
 
-    A step is simulated with the step before it as context, so that it starts with the work the trace had pending
-    (a CPU that runs ahead of its GPU leaves kernels queued): the step's time is its period, from the end of the step
-    before to its own end, as a training run pays it. The graph holds both; ``graph.graph["steps"]`` marks the
-    context step (``context: True``), and a script changes it as it changes the rest (the steady state). With
+    A step is simulated after the CONTEXT_STEPS steps before it, its context, so that it starts with the work the
+    trace had pending (a CPU that runs ahead of its GPU leaves kernels queued): the step's time is its period, from
+    the end of the step before to its own end, as a training run pays it. The graph holds them all;
+    ``graph.graph["steps"]`` marks the context steps (``context: True``), and a script changes them as it changes the
+    rest (the steady state). With
     ``"all"`` the first step is the context of the others, and the step time is the median of their periods.
     ``context=False``: the step alone, started with nothing pending (a cold start; its time is its span).
     ``release_events``: empty each of the trace's event lists as soon as the build has read it, for a caller that
     drops the trace after: the tasks and dependencies that follow are then made in the memory the events held.
     """
     steps = select_steps(trace, "all" if step is None else step)
+    # the trace's iterations all numbered by step where the window is one of them: their measured periods are the
+    # trace's own step-to-step noise (graph.graph["steady_periods_us"]), whichever step the graph holds
+    iterations = iteration_steps(trace)
+    numbered = iterations if iterations and all(s in iterations for s in steps) else steps
     if step is not None and len(steps) == 1 and context:
         steps = _with_context(trace, steps[0])
     what = f"{len(steps)} steps" if step == "all" and len(steps) > 1 else "the step"
@@ -100,15 +109,16 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         split_backward_gaps(table, waits_in_backward)
         split_loader_gaps(table, waits_for_batches)
         advance(1)
-        step_of = assign_steps(table, steps)
+        step_of = assign_steps(table, numbered)
         finish_phases(table, step_of, threads, calls.fwd_seq, calls.bwd_seq)
         if step is None:
             steps = _choose_default(steps, step_of)
             steps = steps if context else steps[-1:]
-        context_steps = _context_of(steps, step_of) if context else set()
+        context_steps = _context_of(steps, step_of, step is None or str(step).strip() not in ("all", "trace")) if context else set()
         advance(1)
         graph = _cut(trace, table, steps, step_of, {"launch_latency_us": l0, "stream_gap_us": g0, "inferred_stream_waits": infer_waits},
                      context_steps)  # fmt: skip
+        graph.graph["steady_periods_us"] = steady_periods(table, numbered, step_of)
         advance(1)
         return graph
 
@@ -223,15 +233,27 @@ def later_forward_passes(
 
 
 def _choose_default(steps: list[Step], step_of: list[str | None]) -> list[Step]:
-    """The steady-state step among the steps that hold work, after the step before it (its context) where one
-    holds work."""
+    """The steady-state step among the steps that hold work, after the CONTEXT_STEPS steps before it (its context)
+    where they hold work."""
     busy = set(step_of)
     candidates = [s for s in steps if s.name in busy]
     if not candidates:
         return steps[-1:]
     chosen = default_step(candidates)
     i = candidates.index(chosen)
-    return candidates[max(i - 1, 0) : i + 1]
+    return candidates[max(i - CONTEXT_STEPS, 0) : i + 1]
+
+
+def steady_periods(table: TaskTable, steps: list[Step], step_of: list[str | None]) -> list[float]:
+    """The measured periods of the trace's steps that hold work, but the first (its period starts with nothing before
+    it): how much the trace's own steps vary, the noise a prediction's interval starts from."""
+    busy = set(step_of)
+    held = [s for s in steps if s.name in busy]
+    if len(held) < 2:
+        return []
+    names = {s.name for s in held}
+    selected = [t for t in range(len(table.attrs)) if step_of[t] in names]
+    return [p["measured_us"] for p in _step_periods(table, held, step_of, selected)[1:]]
 
 
 def _with_context(trace: Trace, step: Step) -> list[Step]:
@@ -242,14 +264,17 @@ def _with_context(trace: Trace, step: Step) -> list[Step]:
     if step.name not in names:
         return [step]
     i = names.index(step.name)
-    return iterations[max(i - 1, 0) : i + 1]
+    return iterations[max(i - CONTEXT_STEPS, 0) : i + 1]
 
 
-def _context_of(steps: list[Step], step_of: list[str | None]) -> set[str]:
-    """The steps that are context, not measured: the first of several steps that hold work (the step before the one
-    asked for; with "all", the first), so that every measured step starts with what the step before left pending."""
-    busy = [s for s in steps if s.name in set(step_of)]
-    return {busy[0].name} if len(busy) >= 2 else set()
+def _context_of(steps: list[Step], step_of: list[str | None], measured_last: bool) -> set[str]:
+    """The steps that are context, not measured, so that every measured step starts with what the steps before it
+    left pending: all but the last of the steps that hold work (``measured_last``: the step asked for, or the
+    default, after its context), else ("all") the first of several."""
+    busy = [s.name for s in steps if s.name in set(step_of)]
+    if len(busy) < 2:
+        return set()
+    return set(busy[:-1]) if measured_last else {busy[0]}
 
 
 def _device_properties(trace: Trace) -> dict[str, Any]:

@@ -100,6 +100,7 @@ class GraphInfo(TypedDict, total=False):
     delays: dict[str, Any]  # launch_latency_us and stream_gap_us (typical delays measured), inferred_stream_waits
     warnings: list[str]  # what the loader noticed; runtime calls of 1 ms or more (build.slow_runtime_calls)
     measured_us: float  # the step time measured: the period of the step, the median of the steps' ("all")
+    steady_periods_us: list[float]  # the measured periods of every step of the trace but its first: its own noise
     recording: Any  # the ``daydream record`` sidecar, or None
     causality: dict[str, Any]  # what the graph does not explain: held_back_us, unanchored tasks, cut_edges, ...
     next_task_id: int  # the id the next added task gets (ids of removed tasks are not reused)

@@ -111,7 +111,7 @@ class Timeline:
         return float(statistics.median(periods[n] for n in names))
 
     def step_window(self) -> tuple[float, float, int]:
-        """The stretch the step time is measured over: from the end of the context step (the timeline's start
+        """The stretch the step time is measured over: from the end of the last context step (the timeline's start
         without one) to the end of the last measured step, and how many measured steps it holds (0: the whole
         timeline, no step named)."""
         if not len(self.nodes):

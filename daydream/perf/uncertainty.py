@@ -1,0 +1,185 @@
+"""How far to trust a predicted step time: a 90% interval around it, from two measured sources.
+
+- **Noise**: the trace's own steady steps vary (the step-to-step spread of the periods of every step but the first,
+  ``graph.graph["steady_periods_us"]``); a measured step time of the changed program would vary as much.
+- **Model error**: the error the library's scripts made on the validation ledger (``daydream validate``: measured
+  before/after pairs), per script: the largest relative error of its cases (``kernels/data/ledger_errors.json``,
+  written by ``daydream validate --errors-out``). Where the change leaves what was validated the part is widened
+  (``WIDEN``) and marked ``extrapolated``: a script with no ledger case (its bound is the pooled one, twice), a
+  param beyond the values its cases used, a script of the user's own.
+
+The parts are independent and combine in quadrature: half-width = sqrt(noise^2 + sum of the models'^2), in percent
+of the predicted time; the interval is the prediction times (1 -+ that). The driving part is the largest.
+Calibrated on the ledger itself, leave-one-out (each case's model part from the other cases): ``daydream validate``
+reports how many measured AFTERs fall inside their intervals and the median half-width.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from typing import Any
+
+import msgspec
+
+from daydream.perf.devices import KERNELS_DIR
+
+CONFIDENCE = 0.9
+Z = 1.6449  # the standard normal's 95th percentile: a two-sided 90% interval is +-Z sigma
+MAD_TO_SIGMA = 1.4826  # a normal's sigma over its median absolute deviation
+PAIR_TO_SIGMA = math.sqrt(math.pi) / 2  # a normal's sigma over the expected |difference| of two draws, halved: |a-b|*this/...
+WIDEN = 2.0  # what is extrapolated gets twice the bound
+POOLED_QUANTILE = 0.9  # a script without enough cases: this quantile of every case's error
+MIN_CASES = 2  # cases of a script for its own bound
+LEDGER_ERRORS = KERNELS_DIR / "data" / "ledger_errors.json"
+
+
+class Part(msgspec.Struct):
+    """One source of uncertainty: its half-width (% of the predicted time), what it comes from, and whether the
+    prediction leaves what was measured there."""
+
+    name: str  # "noise", or the script's name ("batch_size")
+    half_width_pct: float
+    source: str
+    extrapolated: bool = False
+
+
+class Interval(msgspec.Struct):
+    """A 90% interval around ``value_us``: [low_us, high_us], half-width in % of the value, the part that drives it."""
+
+    value_us: float
+    low_us: float
+    high_us: float
+    half_width_pct: float
+    driver: str
+    extrapolated: bool
+    parts: list[Part]
+    confidence: float = CONFIDENCE
+
+    def text(self, scale: float = 1e-3, digits: int = 3) -> str:
+        """``35.400 ms (33.900-36.800)``: the value and its interval, in ms by default; ``extrapolated`` said."""
+        lo, hi = self.low_us * scale, self.high_us * scale
+        mark = ", extrapolated" if self.extrapolated else ""
+        return f"({lo:,.{digits}f}-{hi:,.{digits}f}{mark})"
+
+    def overlaps(self, other: Interval) -> bool:
+        return self.low_us <= other.high_us and other.low_us <= self.high_us
+
+
+def noise_part(periods: Sequence[float]) -> Part | None:
+    """The spread of a trace's steady step periods as a 90% half-width (% of their median): from their median
+    absolute deviation with three or more, from the difference of the two with two; None with fewer (one step
+    says nothing of its variation)."""
+    ps = [float(p) for p in periods if math.isfinite(p) and p > 0]
+    if len(ps) < 2:
+        return None
+    median = statistics.median(ps)
+    if len(ps) >= 3:
+        sigma = MAD_TO_SIGMA * statistics.median(abs(p - median) for p in ps)
+        how = f"the median absolute deviation of the trace's {len(ps)} steady steps"
+    else:
+        sigma = PAIR_TO_SIGMA * abs(ps[0] - ps[1])
+        how = "the difference of the trace's 2 steady steps"
+    return Part("noise", 100.0 * Z * sigma / median, how)
+
+
+class ScriptErrors(msgspec.Struct):
+    """One script's errors on the ledger: each case's signed error (%) and the params its cases bound (numbers)."""
+
+    errors_pct: list[float]
+    params: dict[str, list[float]] = {}  # each numeric param: the values its cases used
+
+    def bound_pct(self) -> float:
+        return max(abs(e) for e in self.errors_pct)
+
+
+class ErrorTable(msgspec.Struct):
+    """What ``daydream validate --errors-out`` writes: the ledger's errors by script."""
+
+    cases_file: str
+    scripts: dict[str, ScriptErrors]
+
+    def pooled_pct(self, excluding: str | None = None) -> float:
+        errors = [abs(e) for name, s in self.scripts.items() if name != excluding for e in s.errors_pct]
+        return _quantile(errors, POOLED_QUANTILE) if errors else 10.0
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@cache
+def shipped_table() -> ErrorTable | None:
+    """The table that ships with daydream, from the ledger of validation/cases.toml; None where it is absent."""
+    if not LEDGER_ERRORS.is_file():
+        return None
+    return msgspec.json.decode(LEDGER_ERRORS.read_bytes(), type=ErrorTable)
+
+
+def model_parts(scripts: Iterable[str | None], params: Mapping[str, Any], table: ErrorTable | None = None) -> list[Part]:
+    """A part per script run (its library name; None: a script of the user's own): its ledger bound (the largest
+    error of its cases), widened and marked extrapolated where it has fewer than MIN_CASES cases (the pooled bound),
+    none (a script of the user's own, one the ledger never ran) or where a numeric param lies beyond its cases'
+    values."""
+    table = table if table is not None else shipped_table()
+    pooled = table.pooled_pct() if table is not None else 10.0
+    parts = []
+    for name in scripts:
+        entry = table.scripts.get(name) if table is not None and name is not None else None
+        errors = list(entry.errors_pct) if entry is not None else []
+        if name is None or not errors:
+            who = "a script of your own" if name is None else "a script the ledger never ran"
+            parts.append(Part(name or "your script", WIDEN * pooled, f"{who}: twice the pooled bound ({pooled:.1f}%)", True))
+            continue
+        if len(errors) >= MIN_CASES:
+            bound, source = max(abs(e) for e in errors), f"the largest error of its {len(errors)} ledger cases"
+        else:  # one case says little of the next: at least the pooled bound
+            bound, source = max(pooled, abs(errors[0])), f"its 1 ledger case, at least the pooled bound ({pooled:.1f}%)"
+        beyond = _beyond(params, entry.params if entry is not None else {})
+        if beyond:
+            parts.append(Part(name, WIDEN * bound, f"{source} ({bound:.1f}%), twice: {beyond} beyond the cases", True))
+        else:
+            parts.append(Part(name, bound, source))
+    return parts
+
+
+def _beyond(params: Mapping[str, Any], validated: Mapping[str, list[float]]) -> str:
+    """The params whose value lies outside the values the ledger's cases used (``factor = 8 (cases: 0.5-2)``)."""
+    out = []
+    for name, values in validated.items():
+        v = params.get(name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not values:
+            continue
+        lo, hi = min(values), max(values)
+        if not lo - 1e-9 <= v <= hi + 1e-9:
+            out.append(f"{name} = {v:g} (cases: {lo:g}" + (f"-{hi:g})" if hi != lo else ")"))
+    return ", ".join(out)
+
+
+def interval(value_us: float, parts: Sequence[Part | None]) -> Interval:
+    """The 90% interval of ``value_us`` from independent ``parts`` (quadrature); no part: a zero-width interval."""
+    kept = [p for p in parts if p is not None]
+    half = math.sqrt(sum(p.half_width_pct**2 for p in kept))
+    driver = max(kept, key=lambda p: p.half_width_pct).name if kept else "none"
+    frac = half / 100.0
+    return Interval(value_us=value_us, low_us=value_us * max(0.0, 1 - frac), high_us=value_us * (1 + frac), half_width_pct=half,
+                    driver=driver, extrapolated=any(p.extrapolated for p in kept), parts=kept)  # fmt: skip
+
+
+def numeric_params(params: Mapping[str, Any]) -> dict[str, float]:
+    """The params that are numbers (not booleans): the ones a ledger's cases bound by value."""
+    return {k: float(v) for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def write_table(path: str | os.PathLike[str], table: ErrorTable) -> None:
+    from daydream.files import write_atomically
+
+    write_atomically(path, json.dumps(msgspec.to_builtins(table), indent=1, sort_keys=True).encode() + b"\n", "--errors-out")

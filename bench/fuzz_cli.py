@@ -307,8 +307,11 @@ def run_case(argv: list[str], inputs: list[Path], workdir: Path, timeout: float,
         problems.append("traceback")
     elif exitcode == 70:
         problems.append("internal error (exit 70)")
-    elif exitcode not in DOCUMENTED_EXITS and exitcode != SIGNALLED_EXITS.get(signalled):  # type: ignore[arg-type]
+    elif exitcode not in DOCUMENTED_EXITS and signalled is None:
         problems.append(f"undocumented exit status {exitcode}")
+    elif exitcode not in DOCUMENTED_EXITS and exitcode not in (SIGNALLED_EXITS[signalled], -signalled):
+        # the signal's status, or killed by it where it landed outside the command (before its handlers or after)
+        problems.append(f"undocumented exit status {exitcode} after signal {signalled}")
     if _digest(inputs) != before:
         problems.append("an input changed")
     changed = {p: (k, _kinds([Path(p)])[p]) for p, k in kinds_before.items() if _kinds([Path(p)])[p] != k}

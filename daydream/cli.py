@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import errno
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -15,6 +16,7 @@ from typing import Any, NoReturn
 import msgspec
 from rich.console import Console
 
+from daydream import signals
 from daydream.errors import DaydreamError
 from daydream.files import clip, json_bytes
 
@@ -607,17 +609,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     _tolerant_output()
     try:
-        with _terminate_cleanly(), _clean_warnings(), _progress_shown(args):
+        with signals.handled(), _clean_warnings(), _progress_shown(args):
             return int(args.func(args))
     except DaydreamError as exc:
+        if (code := _signalled(exc)) is not None:
+            return code
         _say(f"daydream: error: {_describe(exc)}")
         return int(getattr(exc, "exit_code", 1))
-    except Terminated:
-        _say("daydream: terminated")
-        return EXIT_TERMINATED
-    except KeyboardInterrupt:
-        _say("daydream: interrupted")
-        return EXIT_INTERRUPTED
+    except (signals.Terminated, KeyboardInterrupt) as exc:
+        return _signalled(exc) or EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader went away (| head): no error, and none from flushing stdout at exit either
         with contextlib.suppress(OSError, ValueError):
@@ -632,6 +632,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say("daydream: error: out of memory reading input")
         return 1
     except OSError as exc:
+        if (code := _signalled(exc)) is not None:
+            return code
         if exc.filename is None and exc.errno in _FULL:  # stdout on a full disk (or /dev/full)
             _say(f"daydream: error: writing the output: {exc.strerror}")
             return 1
@@ -641,7 +643,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"daydream: error: {exc.filename}: {exc.strerror or _describe(exc)}")
         return 1
     except Exception as exc:  # the safety net: a bug, said in one line
+        if (code := _signalled(exc)) is not None:
+            return code
         return _internal_error(exc)
+
+
+def _signalled(exc: BaseException) -> int | None:
+    """Where the command ended while a Ctrl-C or a SIGTERM unwound it (the exception, one it was raised during, or
+    an error after a library swallowed the signal: matplotlib's "Invalid bounding box" from a half-drawn figure),
+    the signal's exit status and line, not an error's."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 50:
+        if isinstance(cause, (signals.Terminated, KeyboardInterrupt)):
+            break
+        cause = cause.__context__ or cause.__cause__
+        seen += 1
+    got = signals.received()
+    if isinstance(cause, signals.Terminated) or (cause is None and got == signal.SIGTERM):
+        _say("daydream: terminated")
+        return EXIT_TERMINATED
+    if isinstance(cause, KeyboardInterrupt) or got == signal.SIGINT:
+        _say("daydream: interrupted")
+        return EXIT_INTERRUPTED
+    return None
 
 
 def run() -> NoReturn:
@@ -663,31 +688,6 @@ def run() -> NoReturn:
                 _say(f"daydream: error: writing the output: {_describe(exc)}")
                 code = code or 1
     os._exit(code)
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised where the program is: ``finally`` blocks run (a half-written output's temporary file goes)."""
-
-
-@contextlib.contextmanager
-def _terminate_cleanly() -> Iterator[None]:
-    """SIGTERM ends the command as Ctrl-C does, through the code's cleanup, instead of killing it mid-write. Only in
-    the main thread (signals are delivered there), and the previous handler back afterwards."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _progress_shown(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:

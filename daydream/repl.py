@@ -19,6 +19,7 @@ import networkx as nx
 from rich.console import Console
 from rich.table import Table
 
+from daydream import signals
 from daydream.dsl import Session, ast
 from daydream.dsl.check import BUILTIN_VALUES
 from daydream.dsl.evaluate import format_value
@@ -383,6 +384,7 @@ def run_repl(
                         raise EOFError
                     line = line.rstrip("\n")
             except KeyboardInterrupt:
+                signals.forget()  # handled: a later error is the session's own
                 pending.clear()
                 console.print("(cancelled)", highlight=False)
                 continue

@@ -1,7 +1,7 @@
 """The package reads in one direction: a module imports only from its own layer or the layers below it.
 
 trace -> graph -> simulation -> perf -> dsl -> whatif/replay/job -> validate/demo/compare/analyses -> report/plots/report_page -> repl -> cli; errors,
-files, workers, progress and _gc sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed), so a
+files, workers, progress, signals and _gc sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed), so a
 lazy import inside a function counts like one at the top.
 """
 
@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daydream"
 # Rank of each top-level unit of the package (a subpackage or a module): imports may only point to a lower or
 # equal rank, and units of equal rank may not import each other in a loop.
 LAYERS: dict[str, int] = {
-    "errors": 0, "_gc": 0, "_version": 0, "files": 1, "workers": 1, "progress": 1,
+    "errors": 0, "_gc": 0, "_version": 0, "files": 1, "workers": 1, "progress": 1, "signals": 1,
     "trace": 2, "record": 3,
     "graph": 4,
     "simulation": 5,

@@ -287,3 +287,21 @@ def test_a_killed_write_is_cleaned_by_the_next_run(tmp_path: Path, trace: Path) 
     assert proc.returncode == -9 and len(leftovers(tmp_path)) == 1
     assert cli("simulate", str(trace), "--export-trace", str(out)).returncode == 0
     assert out.is_file() and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(("raised", "code", "line"), [("KeyboardInterrupt()", 130, "interrupted"), ("signals.Terminated()", 143, "terminated")])
+def test_an_error_raised_while_a_signal_unwinds_is_the_signal(tmp_path: Path, raised: str, code: int, line: str) -> None:
+    """A library's cleanup that fails on half-done work while Ctrl-C or SIGTERM unwinds the command (matplotlib's
+    "Invalid bounding box" inside savefig, found by the fuzzer) reports the signal, not an internal error (exit 70)."""
+    script = (
+        "import sys, daydream.cli as cli, daydream.signals as signals\n"
+        "def cmd(args):\n"
+        "    try:\n"
+        f"        raise {raised}\n"
+        "    finally:\n"
+        "        raise ValueError('Invalid bounding box')\n"
+        "cli._cmd_check = cmd\n"
+        "raise SystemExit(cli.main(['check', 'x.whatif']))\n"
+    )
+    got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert got.returncode == code and got.stderr.strip() == f"daydream: {line}", got.stderr

@@ -424,11 +424,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from daydream.files import check_output_path
     from daydream.perf.uncertainty import write_table
     from daydream.report import render_ledger
-    from daydream.validate import DEFAULT_CASES, validate
+    from daydream.validate import DEFAULT_CASES, load_cases, validate
 
     cases = args.cases or DEFAULT_CASES
-    if args.errors_out is not None:
-        check_output_path(args.errors_out, [cases], "--errors-out")
+    if args.errors_out is not None:  # never onto the cases file, a trace of it or a script it names
+        from daydream.dsl.library import script_inputs
+
+        loaded = load_cases(cases)
+        inputs = [cases, *(t for c in loaded for t in (*c.before, *c.after)), *script_inputs({s for c in loaded for s in c.scripts})]
+        check_output_path(args.errors_out, inputs, "--errors-out")
     ledger = validate(cases, jobs=args.jobs)
     if args.errors_out is not None:
         write_table(args.errors_out, ledger.errors())

@@ -140,3 +140,19 @@ def test_cli_json_and_the_default_cases_file(tmp_path: Path) -> None:
     d = json.loads(run("validate", str(path), "--json").stdout)
     assert set(d) >= {"cases", "geomean_error_pct", "no_change_geomean_error_pct"}
     assert set(d["cases"][0]) >= {"name", "measured_us", "predicted_us", "error_pct", "no_change_error_pct", "spread_pct"}
+
+
+def test_the_errors_by_script_the_intervals_read(tmp_path: Path) -> None:
+    """`--errors-out` writes the ledger's errors by script (what prediction intervals read), never onto an input."""
+    path = _cases(tmp_path, '[[case]]\nname = "x2"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\n'
+                            'scripts = ["batch_size"]\nparams = { factor = 2 }\n')  # fmt: skip
+    run = lambda *a: subprocess.run([sys.executable, "-m", "daydream", "validate", str(path), *a], capture_output=True,  # noqa: E731
+                                    text=True, timeout=300)  # fmt: skip
+    out = run("--errors-out", str(tmp_path / "errors.json"))
+    assert out.returncode == 0, out.stderr
+    table = json.loads((tmp_path / "errors.json").read_text())
+    (error,) = table["scripts"]["batch_size"]["errors_pct"]
+    assert table["scripts"]["batch_size"]["params"]["factor"] == [2.0] and error > 0  # twice the batch against the same trace
+    before = (tmp_path / "b.json.gz").read_bytes()
+    out = run("--errors-out", str(tmp_path / "b.json.gz"))
+    assert out.returncode == 1 and "is an input of this run" in out.stderr and (tmp_path / "b.json.gz").read_bytes() == before

@@ -54,8 +54,8 @@ from daydream.whatif import json_param, load_graph, run_whatif
 from daydream.workers import connect_ray
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
-EXIT_REGRESSED = 4
-MAX_SAVED_BYTES = 256 * 1024 * 1024  # --against: saved results are kilobytes a scenario; a bound for what is not  # --against: a scenario's prediction regressed beyond the tolerance
+EXIT_REGRESSED = 4  # --against: a scenario's prediction regressed beyond the tolerance
+MAX_SAVED_BYTES = 256 * 1024 * 1024  # --against: saved results are kilobytes a scenario; a bound for what is not
 
 
 class ScenarioSpec(msgspec.Struct, forbid_unknown_fields=True):

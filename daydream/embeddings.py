@@ -122,7 +122,7 @@ def _npy_reader(where: str, stream: IO[bytes], size: int) -> ArrayReader:
     return ArrayReader(where, shape, dtype, bool(fortran), stream, start)
 
 
-def _torch_readers(path: Path, f: IO[bytes]) -> list[tuple[str, ArrayReader]]:
+def _torch_readers(path: Path) -> list[tuple[str, ArrayReader]]:
     try:
         import torch
     except ImportError:
@@ -236,7 +236,7 @@ def open_sources(paths: Sequence[str | os.PathLike[str]], layout: str = "columns
                                         f"(flat indices and one offset per input), not {reader.shape} and {offsets.shape}")  # fmt: skip
                 tables.append(TableSource(name, reader, None, offsets))
         elif suffix in (".pt", ".pth"):
-            tables += [TableSource(name, reader, None) for name, reader in _torch_readers(path, f)]
+            tables += [TableSource(name, reader, None) for name, reader in _torch_readers(path)]
         elif path.name.endswith(".daydream.json"):
             # the recorder counts lookups in its warm-up steps only: a few batches, far too few inputs for a hot set
             raise DaydreamError(f"{path}: a recording's sidecar holds the lookups of a few warm-up batches (its "

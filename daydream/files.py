@@ -31,7 +31,7 @@ def clip(text: str, limit: int = MAX_MESSAGE) -> str:
 
 # TOML inputs (scenarios, cases, embedding tables) are a person's writing: kilobytes; a bound so /dev/zero-like input ends
 MAX_TOML_BYTES = 16 * 1024 * 1024
-_INPUT_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+FILE_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
                 stat.S_IFSOCK: "a socket"}  # fmt: skip
 
 
@@ -65,7 +65,7 @@ def open_input(path: str | os.PathLike[str], what: str = "file", error: type[Day
         if stat.S_ISDIR(mode):
             raise error(f"{name}: is a directory, expected a {what}")
         if not stat.S_ISREG(mode):
-            raise error(f"{name}: is {_INPUT_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file{tail}")
+            raise error(f"{name}: is {FILE_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file{tail}")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -272,7 +272,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OverflowError, OSError):
+    except (OSError, OverflowError):
         return True  # another user's process, or a number that is none: leave the file
     return True
 

@@ -212,9 +212,9 @@ class Repl:
         self.console.print(f"measured {ms(s.measured_us)}, predicted {ms(p)}, {self._against(p)}" if p else f"predicted {ms(p)}",
                            highlight=False)  # fmt: skip
         if p and s.effects:  # statements typed here are a script of one's own: the ledger never measured them
-            from daydream.perf.uncertainty import interval, model_parts, noise_part
+            from daydream.perf.uncertainty import interval, model_parts, noise_of
 
-            iv = interval(p, [noise_part(s.state.graph.graph.get("steady_periods_us") or []), *model_parts([None], {})])
+            iv = interval(p, [noise_of(s.state.graph), *model_parts([None], {})])
             self.console.print(plain(f"90% interval {ms(iv.low_us)}-{ms(iv.high_us)} (+-{iv.half_width_pct:.1f}%, extrapolated: "
                                      "statements typed here have no ledger case)", 2000))  # fmt: skip
         from daydream.report import breakdown_table

@@ -19,7 +19,7 @@ from daydream.errors import TraceError
 from daydream.graph.adjacency import successors_of
 from daydream.graph.build import build_graph
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
-from daydream.perf.uncertainty import Interval, interval, noise_part
+from daydream.perf.uncertainty import Interval, interval, noise_of
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals_by
 from daydream.trace import load_trace
 from daydream.trace.job import rank_trace_files
@@ -100,7 +100,7 @@ class Replay:
     @property
     def interval(self) -> Interval:
         """The baseline's 90% interval: the trace's own step-to-step noise (daydream.perf.uncertainty)."""
-        return interval(self.baseline_us, [noise_part(self.graph.graph.get("steady_periods_us") or [])])
+        return interval(self.baseline_us, [noise_of(self.graph)])
 
     def critical_path_summary(self, top: int = 8) -> CriticalPath:
         return critical_path_summary(self.timeline, top)

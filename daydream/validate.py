@@ -43,10 +43,10 @@ from typing import Any
 
 import msgspec
 
-from daydream.dsl.library import Loader, library_name, script_path
+from daydream.dsl.library import library_name, script_path
 from daydream.errors import DaydreamError
 from daydream.files import read_toml
-from daydream.perf.uncertainty import ErrorTable, Interval, Part, ScriptErrors, interval, model_parts, noise_part, numeric_params
+from daydream.perf.uncertainty import ErrorTable, Interval, Part, ScriptErrors, interval, model_parts, noise_of, numeric_params
 from daydream.whatif import load_graph, run_whatif
 
 DEFAULT_CASES = Path("validation") / "cases.toml"
@@ -329,7 +329,7 @@ def validate_case(case: Case, graphs: _Graphs | None = None) -> CaseResult:
     noises = []
     for path in case.before:
         graph = graphs.get(path)
-        noises.append(noise_part(graph.graph.get("steady_periods_us") or []))
+        noises.append(noise_of(graph))
         try:
             # on a copy: the graph may serve the next case too
             result = run_whatif(graph, case.scripts, dict(case.params), on_print=lambda _line: None)
@@ -345,7 +345,7 @@ def validate_case(case: Case, graphs: _Graphs | None = None) -> CaseResult:
         name=case.name, before_us=before_us, before_spread_pct=before_spread, measured_us=measured_us,
         spread_pct=spread, runs=len(case.after), predicted_us=predicted,
         ratio_us=None if case.ratio is None else before_us * case.ratio, message=message, note=case.note,
-        scripts=[library_name(Loader().find(s)) for s in case.scripts], params=params,
+        scripts=[library_name(s) for s in case.scripts], params=params,
         noise=known[(len(known) - 1) // 2] if known else None,
     )  # fmt: skip
 

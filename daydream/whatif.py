@@ -13,12 +13,11 @@ import networkx as nx
 
 from daydream.dsl import Session, ast
 from daydream.dsl.evaluate import format_value
-from daydream.dsl.library import Loader, library_name
+from daydream.dsl.library import library_name
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph.build import build_graph
 from daydream.job import is_job, load_priced_job
-from daydream.perf.uncertainty import Interval, interval, model_parts, noise_part, numeric_params
-from daydream.replay import run_inputs  # noqa: F401 - the API's name for it, beside whatif
+from daydream.perf.uncertainty import Interval, interval, model_parts, noise_of, numeric_params
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.ranks import RankResult, rank_results
 from daydream.trace import load_trace
@@ -145,15 +144,15 @@ class WhatIf:
         """How far to trust :attr:`predicted_us`: a 90% interval from the trace's own step-to-step noise and the
         measured error of the scripts run (the validation ledger), widened and marked extrapolated where the change
         leaves what was validated (daydream.perf.uncertainty)."""
-        names = [library_name(Loader().find(s)) if not s.startswith("<") else None for s in self.scripts]
-        parts = [noise_part(self.graph.graph.get("steady_periods_us") or []),
+        names = [library_name(s) if not s.startswith("<") else None for s in self.scripts]
+        parts = [noise_of(self.graph),
                  *model_parts(names, numeric_params(self.session.param_values))]  # fmt: skip
         return interval(self.predicted_us, parts)
 
     @property
     def baseline_interval(self) -> Interval:
         """The baseline's 90% interval: the trace's own noise (the unchanged graph replays its steps)."""
-        return interval(self.baseline_us, [noise_part(self.graph.graph.get("steady_periods_us") or [])])
+        return interval(self.baseline_us, [noise_of(self.graph)])
 
     @property
     def speedup(self) -> float:

@@ -24,9 +24,9 @@ def library_dirs() -> list[Path]:
 
 
 def library_name(path: str | os.PathLike[str]) -> str | None:
-    """The bundled library's name of a script (``.../transforms/amp.whatif`` -> ``amp``); None for one of the
-    user's own."""
-    real = os.path.realpath(path)
+    """The bundled library's name of a script (``amp``, ``.../transforms/amp.whatif`` -> ``amp``: found as
+    :meth:`Loader.find` finds it); None for one of the user's own."""
+    real = os.path.realpath(Loader().find(path))
     for root in library_dirs():
         if os.path.dirname(real) == os.path.realpath(root) and real.endswith(".whatif"):
             return Path(real).stem

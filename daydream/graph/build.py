@@ -77,7 +77,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
     iterations = iteration_steps(trace)
     numbered = iterations if iterations and all(s in iterations for s in steps) else steps
     if step is not None and len(steps) == 1 and context:
-        steps = _with_context(trace, steps[0])
+        steps = _with_context(iterations, steps[0])
     what = f"{len(steps)} steps" if step == "all" and len(steps) > 1 else "the step"
     # the stages below, counted: a graph of every step of a big trace takes a while, stage by stage
     with progress.task(f"building the graph of {what} ({trace.event_count:,} events)", total=_STAGES) as advance:
@@ -256,10 +256,9 @@ def steady_periods(table: TaskTable, steps: list[Step], step_of: list[str | None
     return [p["measured_us"] for p in _step_periods(table, held, step_of, selected)[1:]]
 
 
-def _with_context(trace: Trace, step: Step) -> list[Step]:
-    """A step named by ``--step`` with the iteration before it, its context; a step with none before it (the first),
-    or a window that is no iteration (an annotation, the whole trace), alone."""
-    iterations = iteration_steps(trace)
+def _with_context(iterations: list[Step], step: Step) -> list[Step]:
+    """A step named by ``--step`` with the CONTEXT_STEPS iterations before it, its context; a step with none before
+    it (the first), or a window that is no iteration (an annotation, the whole trace), alone."""
     names = [s.name for s in iterations]
     if step.name not in names:
         return [step]

@@ -26,12 +26,13 @@ from typing import Any
 
 import msgspec
 
+from daydream.files import write_atomically
 from daydream.perf.devices import KERNELS_DIR
 
 CONFIDENCE = 0.9
 Z = 1.6449  # the standard normal's 95th percentile: a two-sided 90% interval is +-Z sigma
 MAD_TO_SIGMA = 1.4826  # a normal's sigma over its median absolute deviation
-PAIR_TO_SIGMA = math.sqrt(math.pi) / 2  # a normal's sigma over the expected |difference| of two draws, halved: |a-b|*this/...
+PAIR_TO_SIGMA = math.sqrt(math.pi) / 2  # a normal's sigma from two draws: E|a - b| = 2 sigma / sqrt(pi)
 WIDEN = 2.0  # what is extrapolated gets twice the bound
 POOLED_QUANTILE = 0.9  # a script without enough cases: this quantile of every case's error
 MIN_CASES = 2  # cases of a script for its own bound
@@ -68,6 +69,11 @@ class Interval(msgspec.Struct):
 
     def overlaps(self, other: Interval) -> bool:
         return self.low_us <= other.high_us and other.low_us <= self.high_us
+
+
+def noise_of(graph: Any) -> Part | None:
+    """The noise part of a graph built from a trace: :func:`noise_part` of its steady steps' periods."""
+    return noise_part(graph.graph.get("steady_periods_us") or [])
 
 
 def noise_part(periods: Sequence[float]) -> Part | None:
@@ -180,6 +186,4 @@ def numeric_params(params: Mapping[str, Any]) -> dict[str, float]:
 
 
 def write_table(path: str | os.PathLike[str], table: ErrorTable) -> None:
-    from daydream.files import write_atomically
-
     write_atomically(path, json.dumps(msgspec.to_builtins(table), indent=1, sort_keys=True).encode() + b"\n", "--errors-out")

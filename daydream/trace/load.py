@@ -55,7 +55,7 @@ import numpy as np
 from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import TraceError, did_you_mean
-from daydream.files import open_input
+from daydream.files import FILE_KINDS, open_input
 from daydream.trace.batches import EventBatches, Unsplittable
 from daydream.trace.job import MAX_RANKS, rank_from_name, rank_trace_files
 from daydream.trace.model import (
@@ -97,9 +97,6 @@ _FIRST_BYTE = re.compile(rb"[^ \t\n\r]")
 # a JSON string (skipped whole, so brackets inside it do not count) or a bracket: for the offset of deep nesting
 _NESTING_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 _NESTING_SCAN_BYTES = 64 << 20  # the offset of too-deep nesting is searched for in this many bytes at most
-_FILE_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-               stat.S_IFSOCK: "a socket"}  # fmt: skip
-
 T = TypeVar("T")
 
 
@@ -173,7 +170,7 @@ def _check_regular_file(p: str) -> None:
     if stat.S_ISDIR(st.st_mode):
         raise TraceError(f"{p}: is a directory, expected a trace file")
     if not stat.S_ISREG(st.st_mode):
-        kind = _FILE_KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        kind = FILE_KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
         raise TraceError(f"{p}: is {kind}, not a regular file; daydream reads trace files only")
 
 

@@ -129,6 +129,13 @@ def _parser() -> argparse.ArgumentParser:
     dev = msub.add_parser("devices", help="the device catalog (kernels/devices.toml)")
     dev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     dev.set_defaults(func=_cmd_models_devices)
+    ker = msub.add_parser("kernels", help="the device-swap kernel model: its error per class and GPU, each GPU left out")
+    ker.add_argument("--json", action="store_true", help='print {"data", "anchors", "accuracy": [...]}')
+    ker.add_argument("--refit", metavar="DATA", help="refit on a data set of measured kernels (NeuSight layout; needs scikit-learn: "
+                     "pip install 'daydream-whatif[calibrate]') and write the model to --out")  # fmt: skip
+    ker.add_argument("--out", metavar="FILE", help="where --refit writes the model (default: the shipped one, "
+                     "daydream/kernels/data/device_model.json)")  # fmt: skip
+    ker.set_defaults(func=_cmd_models_kernels)
     sh = sub.add_parser("shard", help="embedding-table sharding plans of a DLRM-style model, by predicted time")
     sh.add_argument("tables", metavar="TABLES.toml", help="[[table]] entries: name, rows, dim, pooling (mean lookups per sample)")
     sh.add_argument("--ranks", type=int, required=True, help="GPUs the tables are sharded over")
@@ -464,6 +471,30 @@ def _cmd_models_devices(args: argparse.Namespace) -> int:
         _print_json({"devices": [_device_dict(d) for d in catalog.values()]})
     else:
         render_devices(list(catalog.values()), _console())
+    return 0
+
+
+def _cmd_models_kernels(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from daydream.perf import device_model
+    from daydream.report import render_kernel_model
+
+    if args.out and not args.refit:
+        raise DaydreamError("--out is where --refit writes the model: give --refit DATA")
+    if args.refit:
+        model = device_model.refit(args.refit, args.out or device_model.MODEL_PATH,
+                                   progress=None if args.json else lambda r: print(f"  {r.kernel_class} without {r.target}: "
+                                   f"{r.calibrated_gmae_pct:.1f}% (roofline {r.roofline_gmae_pct:.1f}%)", file=sys.stderr, flush=True))  # fmt: skip
+    else:
+        model = device_model.shipped_model()
+        if model is None:
+            raise DaydreamError(f"no device model at {device_model.MODEL_PATH}: refit one with --refit DATA")
+    if args.json:
+        _print_json({"data": model.data, "dtype": model.dtype, "shrink": model.shrink,
+                     "anchors": msgspec.to_builtins(model.anchors), "accuracy": msgspec.to_builtins(model.accuracy)})  # fmt: skip
+    else:
+        render_kernel_model(model, _console())
     return 0
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what each renderer is given: importing them all would cost 
     from daydream.embeddings import EmbeddingProfile
     from daydream.job import JobReplay
     from daydream.perf.accuracy import Accuracy
+    from daydream.perf.device_model import DeviceModel
     from daydream.perf.devices import Device
     from daydream.replay import Replay
     from daydream.report_page import Report
@@ -388,6 +389,26 @@ def render_devices(devices: list[Device], console: Console) -> None:
         table.add_row(plain(d.key), plain(d.full_name), *peaks, f"{d.hbm_gbps:g}", f"{d.l2_mb:g}", str(d.sms), f"gen{d.pcie_gen}")
     console.print(table)
     console.print("TFLOP/s per dtype; `-p device=NAME` / device = \"NAME\" in scripts take the first column.", highlight=False)
+
+
+def render_kernel_model(model: DeviceModel, console: Console) -> None:
+    """``daydream models kernels``: the device-swap model's error per class and target GPU, that GPU left out."""
+    table = Table(title=plain(f"Device swaps, kernel by kernel (fitted on {model.data}, {model.dtype}): error of the "
+                              "predicted target/source time, each GPU left out (GMAE)", 2000), title_justify="left")  # fmt: skip
+    table.add_column("class", no_wrap=True)
+    table.add_column("target GPU", no_wrap=True)
+    table.add_column("kernel pairs", justify="right")
+    table.add_column("measured target", justify="right")
+    table.add_column("datasheet only", justify="right")
+    table.add_column("roofline ratio", justify="right")
+    for r in model.accuracy:
+        table.add_row(plain(r.kernel_class), plain(r.target), f"{r.pairs:,}", f"{r.calibrated_gmae_pct:.1f}%", f"{r.gmae_pct:.1f}%",
+                      f"{r.roofline_gmae_pct:.1f}%")  # fmt: skip
+    console.print(table)
+    console.print("measured target: the target's own kernels fitted its efficiency and fixed time (a GPU the model has "
+                  "measured: " + ", ".join(sorted(model.anchors)) + "); datasheet only: the median of its vendor's "
+                  "measured GPUs (any other GPU, and GEMMs in a dtype other than " + model.dtype + ": said as "
+                  "extrapolated); roofline ratio: the rule without the model.", highlight=False)  # fmt: skip
 
 
 # short column names: the comparison table fits 80 columns

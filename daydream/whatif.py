@@ -15,9 +15,10 @@ from daydream.dsl import Session, ast
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import library_name
 from daydream.errors import ScriptError, did_you_mean
+from daydream.graph import derived
 from daydream.graph.build import build_graph
 from daydream.job import is_job, load_priced_job
-from daydream.perf.uncertainty import Interval, interval, model_parts, noise_of, numeric_params
+from daydream.perf.uncertainty import Interval, device_part, interval, model_parts, noise_of, numeric_params
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.ranks import RankResult, rank_results
 from daydream.trace import load_trace
@@ -145,9 +146,14 @@ class WhatIf:
         measured error of the scripts run (the validation ledger), widened and marked extrapolated where the change
         leaves what was validated (daydream.perf.uncertainty)."""
         names = [library_name(s) if not s.startswith("<") else None for s in self.scripts]
-        parts = [noise_of(self.graph),
-                 *model_parts(names, numeric_params(self.session.param_values))]  # fmt: skip
-        return interval(self.predicted_us, parts)
+        parts = model_parts(names, numeric_params(self.session.param_values))
+        swapped = device_part(derived.cached(self.graph, "device_swaps", ()), self.predicted_us)
+        if swapped is not None:
+            # the kernels moved to another GPU: the kernel model's part stands in for the device script's ledger part
+            # where the ledger has measured no swap (its pooled bound says nothing of GPUs), else the larger of the two
+            ledger = [p for p in parts if p.name == swapped.name and not p.extrapolated]
+            parts = [p for p in parts if p.name != swapped.name] + [max([swapped, *ledger], key=lambda p: p.half_width_pct)]
+        return interval(self.predicted_us, [noise_of(self.graph), *parts])
 
     @property
     def baseline_interval(self) -> Interval:

@@ -42,8 +42,12 @@ def test_every_entry_is_complete_and_positive(key: str) -> None:
     assert set(d.peak_tflops) <= set(COMPUTE_DTYPES)
     assert {"fp64", "fp32", "fp16"} <= set(d.peak_tflops)
     assert all(v > 0 for v in d.peak_tflops.values())
-    # dense tensor/matrix peaks: half precision is never slower than fp32
-    assert d.peak_tflops["fp16"] >= d.peak_tflops["fp32"]
+    # dense tensor/matrix peaks: half precision is never slower than fp32, but on a part without a fast half path
+    # (Pascal GP104, the Tesla P4: FP16 at 1/64 of FP32)
+    if key == "p4":
+        assert d.peak_tflops["fp16"] == pytest.approx(d.peak_tflops["fp32"] / 64, rel=0.05)
+    else:
+        assert d.peak_tflops["fp16"] >= d.peak_tflops["fp32"]
     if "fp8" in d.peak_tflops:
         assert d.peak_tflops["fp8"] == pytest.approx(2 * d.peak_tflops["fp16"], rel=0.01)
 

@@ -303,14 +303,21 @@ def _calibration(latency: float = 0.0, eff: float = 0.5) -> Calibration:
     return Calibration(A100, "fp32", {"gemm": entry, "elementwise": entry})
 
 
-def test_predict_moves_a_traced_task_by_the_roofline_ratio() -> None:
+def test_predict_moves_a_traced_task_by_the_work_ratio() -> None:
+    from daydream.perf.device_model import swap
+
     big = {"op": "aten::mm", "shapes": [[4096, 4096], [4096, 4096]], "class": "gemm", "duration": 10000.0, "name": "sgemm"}
-    # compute-bound at fp32 on both: 19.5 -> 67 TFLOP/s
-    assert predict_us(big, _calibration(), "h100") == pytest.approx(10000 * 19.5 / 67)
-    # amp on the same device: 19.5 -> 312 TFLOP/s (still compute-bound)
+    # on another GPU, a GEMM by the measured-kernels model (test_device_model.py): not the peaks' 19.5 -> 67 TFLOP/s
+    moved = swap("gemm", big["op"], big["shapes"], A100, get_device("h100"), "fp32", "fp32")
+    assert moved is not None and moved.ratio != pytest.approx(19.5 / 67, rel=0.02)
+    assert predict_us(big, _calibration(), "h100") == pytest.approx(10000 * moved.ratio)
+    # amp on the same device: by the rooflines, 19.5 -> 312 TFLOP/s (still compute-bound)
     assert predict_us(big, _calibration(), dtype="fp16") == pytest.approx(10000 * 19.5 / 312)
     # with a calibrated latency only the part above it scales
-    assert predict_us(big, _calibration(latency=4.0), "h100") == pytest.approx(4 + 9996 * 19.5 / 67)
+    assert predict_us(big, _calibration(latency=4.0), "h100") == pytest.approx(4 + 9996 * moved.ratio)
+    # a class the model does not price moves by its rooflines: a reduction by the HBM bandwidths, 1555 -> 3350 GB/s
+    total = {"op": "aten::sum", "shapes": [[1 << 26]], "class": "reduction", "duration": 1000.0, "name": "reduce_kernel"}
+    assert predict_us(total, _calibration(), "h100") == pytest.approx(1000 * 1555 / 3350)
     tiny = {"op": "aten::add", "shapes": [[16], [16], []], "class": "elementwise", "duration": 3.0, "name": "add"}
     assert predict_us(tiny, _calibration(latency=4.0), "h100") == 3.0  # all fixed cost: does not move
 
@@ -361,14 +368,18 @@ def test_each_gpu_computes_in_a_precision_it_has() -> None:
 
 
 def test_a_kernel_moves_by_its_own_roofline_in_its_own_precision() -> None:
+    from daydream.perf.device_model import swap
+
     h100, v100 = get_device("h100"), get_device("v100-sxm2-32gb")
     empty = Calibration(A100, "fp32", {})
-    # a compute-bound FP32 GEMM moves by the FP32 peaks, a GEMV (one row) by the memory bandwidths
+    # an FP32 GEMM and a GEMV (one row) move by the measured-kernels model's work ratio (test_device_model.py)
     big = {"op": "aten::mm", "shapes": [[4096, 4096], [4096, 4096]], "class": "gemm", "duration": 8000.0, "name": "ampere_sgemm_128x64_nn"}
-    assert move_us(big, empty, h100) == pytest.approx(8000 * 19.5 / 67)
     gemv = {**big, "shapes": [[1, 4096], [4096, 4096]], "duration": 80.0}
-    assert move_us(gemv, empty, h100) == pytest.approx(80 * 1555 / 3350)
-    # the same GEMM traced in TF32 (its kernel name says so): the TF32 peaks on an H100, FP32 on a V100 without TF32
+    for task in (big, gemv):
+        moved = swap("gemm", "aten::mm", task["shapes"], A100, h100, "fp32", "fp32")
+        assert moved is not None and move_us(task, empty, h100) == pytest.approx(task["duration"] * moved.ratio)
+    # the same GEMM traced in TF32 (its kernel name says so), a dtype the model has no measured kernels of: by the
+    # rooflines (the extrapolated efficiencies of both sides are the same), the TF32 peaks on an H100, FP32 on a V100
     tf32 = {**big, "name": "sm80_xmma_gemm_tf32f32_tf32f32_f32_nn_n_tilesize128x128x16"}
     assert move_us(tf32, empty, h100) == pytest.approx(8000 * 156 / 494.5)
     assert move_us(tf32, empty, v100) == pytest.approx(8000 * 156 / 15.7)

@@ -353,7 +353,11 @@ def _device_time(graph: nx.DiGraph, target: Any, name: Any, kernel_class: Any, d
         "op": _text(op, fn, "the op") if op is not None else None,
         "shapes": shapes,
     }
-    return move_us(attrs, calibration, _device(graph, target, fn), None if dtype is None else _text(dtype, fn, "dtype"))
+    dst = _device(graph, target, fn)
+    # each swap counted beside the graph (a copy starts with none): the interval's device part (uncertainty.device_part)
+    swaps = derived.cached(graph, "device_swaps", ()) or derived.keep(graph, "device_swaps", {}, ())
+    tally = swaps.setdefault(dst.key, {})
+    return move_us(attrs, calibration, dst, None if dtype is None else _text(dtype, fn, "dtype"), tally)
 
 
 def _trace_device(graph: nx.DiGraph) -> str | None:

@@ -433,3 +433,44 @@ def _foreach_op(name: str, s: list[Any], dtype: str) -> Cost | None:
     flops = FLOPS_PER_ELEMENT.get(name, 1.0)
     reads = 0 if name in _FILL else len(lists)
     return elementwise_cost(n, dtype, flops, reads=reads, writes=1)
+
+
+def op_dims(op: str, shapes: Shapes | None, out_shapes: Shapes | None = None) -> tuple[int, int, int, int] | None:
+    """The work's geometry as (batch, m, n, k), what the kernel's threads are laid out over: a matrix product's
+    ``batch`` products of m x k by k x n (``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``matmul``, ``linear``); a
+    forward convolution as its implicit GEMM (m: output positions, n: output channels, k: the reduction over input
+    channels and the window; the output size as :func:`op_cost` takes it); any other op as rows of its first
+    tensor's last dim (1, rows, row length, 1). None where the shapes do not give it."""
+    if not shapes or not isinstance(shapes, (list, tuple)):
+        return None
+    name, s = _base_name(op), list(shapes)
+    try:
+        if name in ("mm", "addmm"):
+            (m, k), (_, n) = _mat(s[1 if name == "addmm" else 0], 2), _mat(s[2 if name == "addmm" else 1], 2)
+            return 1, m, n, k
+        if name in ("bmm", "baddbmm"):
+            (b, m, k), (_, _, n) = _mat(s[1 if name == "baddbmm" else 0], 3), _mat(s[2 if name == "baddbmm" else 1], 3)
+            return b, m, n, k
+        if name == "matmul":
+            a, b2 = _dims(s[0]), _dims(s[1])
+            if a is None or b2 is None:
+                return None
+            batch, m, n, k = _matmul_dims(a, b2)
+            return (1, batch * m, n, k) if len(b2) <= 2 else (batch, m, n, k)
+        if name == "linear":
+            x, w = _dims(s[0]), _mat(s[1], 2)
+            return (1, _numel(x[:-1]), w[0], w[1]) if x else None
+        if name in _CONV:
+            x, w = _dims(s[0]), _dims(s[1])
+            if x is None or w is None or len(x) < 3 or len(w) != len(x):
+                return None
+            y = _dims(out_shapes[0]) if out_shapes else None
+            if y is None or len(y) != len(x):
+                y = (x[0], w[0], *x[2:])
+            return 1, y[0] * _numel(y[2:]), w[0], _numel(w[1:])
+    except (ValueError, IndexError, TypeError):
+        return None
+    x = _dims(s[0])
+    if not x:
+        return None
+    return 1, max(_numel(x[:-1]), 1), x[-1], 1

@@ -8,6 +8,7 @@ memory size the trace also records.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Mapping
@@ -148,7 +149,7 @@ def match_device(name: str | None, sms: int | None = None, memory_bytes: float |
     """The catalog entry for a trace's GPU: its deviceProperties ``name`` and, where known, its SM/CU count and
     memory (bytes). A name only one entry matches decides alone; a name several entries share (``AMD Instinct
     MI250X / MI250``) or a generic one (``AMD Radeon Graphics``: any part of that vendor) needs the counts.
-    None when no entry fits, or several do and the counts cannot tell them apart."""
+    None when no entry fits, or several do that differ and the counts cannot tell them apart."""
     if not name:
         return None
     catalog = load_catalog()
@@ -169,7 +170,19 @@ def match_device(name: str | None, sms: int | None = None, memory_bytes: float |
     if memory_bytes is not None:
         # within 10%: datasheets count GB, devices report the usable bytes
         candidates = [d for d in candidates if abs(memory_bytes / 1e9 - d.memory_gb) <= 0.1 * d.memory_gb]
-    return candidates[0] if len(candidates) == 1 else None
+    # parts the trace's counts cannot tell apart may still be one GPU to every model (an MI210 and one GCD of an
+    # MI250: the same die, clock and memory): then the first in catalog order
+    if not candidates:
+        return None
+    first = _figures(candidates[0])
+    same = all(math.isclose(a, b, rel_tol=0.01) for d in candidates[1:] for a, b in zip(first, _figures(d)))
+    return candidates[0] if same else None
+
+
+def _figures(d: Device) -> tuple[float, ...]:
+    """What the performance models read of a device (within 1%, two entries are the same GPU to them)."""
+    return (*(d.peak_tflops.get(k, 0.0) for k in COMPUTE_DTYPES), d.vector_tflops, d.hbm_gbps, d.l2_mb, d.sms, d.clock_mhz,
+            d.memory_gb)  # fmt: skip
 
 
 @cache  # an unknown name raises, and is not kept

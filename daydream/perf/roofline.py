@@ -310,12 +310,16 @@ def _resolve(device: Device | str) -> Device:
 
 
 def predict_us(
-    task_attrs: Mapping[str, Any], calibration: Calibration, device: Device | str | None = None, dtype: str | None = None
+    task_attrs: Mapping[str, Any], calibration: Calibration, device: Device | str | None = None, dtype: str | None = None,
+    tally: dict[str, Any] | None = None,
 ) -> float:
     """A task's time on ``device`` (default: the calibration's) computing in ``dtype`` (default: its own).
 
-    - op priced and duration traced: the part above the class's calibrated latency times roofline(there) /
-      roofline(here), plus the latency - the efficiency the task itself showed carries over;
+    - op priced and duration traced: the part above the class's calibrated latency times the work's ratio there and
+      here, plus the latency. On another GPU, for a class the measured-kernels model prices (GEMMs, convolutions,
+      element-wise, norms, softmax: :mod:`daydream.perf.device_model`), its ratio; else (and for a dtype change on
+      the same GPU) roofline(there) / roofline(here) - the efficiency the task itself showed carries over. A swap
+      the model priced is counted into ``tally`` (:func:`count_swap`);
     - op priced, no duration (an inserted task): the class's latency + roofline(there) / its efficiency;
     - op not priced, duration traced: the duration divided by the class's device and dtype speedups;
     - neither: DaydreamError.
@@ -334,15 +338,29 @@ def predict_us(
             entry = calibration.entry(cls, op)
             t, fixed = float(duration), entry.latency_us if entry else 0.0
             here = roofline_us(cost_src, src, src_dt, cls)
-            return min(t, fixed) + max(t - fixed, 0.0) * (there / here if here > 0 else 1.0)
+            ratio = there / here if here > 0 else 1.0
+            if src.key != dst.key:
+                from daydream.perf.device_model import swap  # reads its data file on the first swap
+
+                priced = swap(cls, str(op), shapes, src, dst, src_dt, dst_dt)
+                if priced is not None:
+                    ratio = priced.ratio
+            moved = min(t, fixed) + max(t - fixed, 0.0) * ratio
+            if tally is not None and src.key != dst.key:
+                count_swap(tally, moved, priced)
+            return moved
         entry = calibration.entry(cls, op)
         if entry is None:
             raise DaydreamError(f"no calibrated efficiency for {cls} kernels on {src.key}: cannot price {op}")
         return entry.predict_us(there)
     if duration:
         if cls in MATMUL_CLASSES:  # each side's own peak (the target may lack the source's dtype: TF32 on a V100)
-            return float(duration) * peak_flops(src, src_dt) / peak_flops(dst, dst_dt)
-        return float(duration) / (device_speedup(src, dst, cls, src_dt) * dtype_speedup(dst, src_dt, dst_dt, cls))
+            moved = float(duration) * peak_flops(src, src_dt) / peak_flops(dst, dst_dt)
+        else:
+            moved = float(duration) / (device_speedup(src, dst, cls, src_dt) * dtype_speedup(dst, src_dt, dst_dt, cls))
+        if tally is not None and src.key != dst.key:
+            count_swap(tally, moved, None)
+        return moved
     raise DaydreamError(f"cannot price task '{task_attrs.get('name')}': no duration and no cost for op {op!r}")
 
 
@@ -379,8 +397,27 @@ def native_dtype(device: Device, dtype: str) -> str:
     return dt
 
 
+def count_swap(tally: dict[str, Any], moved_us: float, priced: Any) -> None:
+    """Add one kernel moved to another GPU to ``tally`` (plain data, kept on the graph for the interval): its new
+    time, and where the measured-kernels model priced it, that time times the error to expect of it and whether
+    the target was extrapolated."""
+    from daydream.perf.device_model import roofline_error_pct
+
+    tally["kernels"] = tally.get("kernels", 0) + 1
+    tally["time_us"] = tally.get("time_us", 0.0) + moved_us
+    if priced is None:  # the roofline ratio: its error as measured on the model's data, extrapolated
+        tally["error_us"] = tally.get("error_us", 0.0) + moved_us * roofline_error_pct() / 100
+        tally["extrapolated_us"] = tally.get("extrapolated_us", 0.0) + moved_us
+        return
+    tally["modelled"] = tally.get("modelled", 0) + 1
+    tally["modelled_us"] = tally.get("modelled_us", 0.0) + moved_us
+    tally["error_us"] = tally.get("error_us", 0.0) + moved_us * priced.error_pct / 100
+    if not priced.measured:
+        tally["extrapolated_us"] = tally.get("extrapolated_us", 0.0) + moved_us
+
+
 def move_us(task_attrs: Mapping[str, Any], calibration: Calibration, device: Device | str,
-            dtype: str | None = None) -> float:
+            dtype: str | None = None, tally: dict[str, Any] | None = None) -> float:
     """A traced GPU task's time on ``device``, each side in its own precision: the task's ``dtype`` (default: what
     its kernel name says, else the calibration's) on the traced GPU; on ``device`` the same where it has it, else
     its fallback (:func:`native_dtype`) for GEMM-like classes, or ``dtype`` where given. Priced ops (op and
@@ -400,7 +437,7 @@ def move_us(task_attrs: Mapping[str, Any], calibration: Calibration, device: Dev
         dst_dt = native_dtype(dst, src_dt)
     else:
         dst_dt = src_dt
-    return predict_us({**task_attrs, "dtype": src_dt}, calibration, dst, dst_dt)
+    return predict_us({**task_attrs, "dtype": src_dt}, calibration, dst, dst_dt, tally)
 
 
 def dtype_speedup(device: Device | str, from_dtype: str, to_dtype: str, kernel_class: str) -> float:

@@ -170,6 +170,28 @@ def _beyond(params: Mapping[str, Any], validated: Mapping[str, list[float]]) -> 
     return ", ".join(out)
 
 
+def device_part(swaps: Mapping[str, Mapping[str, Any]] | None, step_us: float) -> Part | None:
+    """The kernels a device swap moved (``roofline.count_swap`` tallies them per target GPU): each kernel's expected
+    error (the measured-kernels model's leave-one-GPU-out error for its class and target; the roofline ratio's for a
+    kernel the model does not price) weighted by its new time, as a share of the step - as if the errors did not
+    average out over kernels, since much of them is the GPU's (its efficiency), not the kernel's. Extrapolated where
+    most of that time is on a GPU or in a dtype the model has no measured kernels of."""
+    if not swaps:
+        return None
+    time_us = sum(float(t.get("time_us", 0.0)) for t in swaps.values())
+    error_us = sum(float(t.get("error_us", 0.0)) for t in swaps.values())
+    extrapolated_us = sum(float(t.get("extrapolated_us", 0.0)) for t in swaps.values())
+    modelled = sum(int(t.get("modelled", 0)) for t in swaps.values())
+    kernels = sum(int(t.get("kernels", 0)) for t in swaps.values())
+    if time_us <= 0 or kernels == 0:
+        return None
+    half = 100.0 * error_us / max(time_us, step_us)
+    extrapolated = extrapolated_us > 0.5 * time_us
+    source = (f"the kernel model's error per kernel, {modelled:,} of {kernels:,} kernels priced by it, the rest by the "
+              f"roofline ratio" + (" (mostly extrapolated: a GPU or dtype the model has no measured kernels of)" if extrapolated else ""))  # fmt: skip
+    return Part("device", half, source, extrapolated)
+
+
 def interval(value_us: float, parts: Sequence[Part | None]) -> Interval:
     """The 90% interval of ``value_us`` from independent ``parts`` (quadrature); no part: a zero-width interval."""
     kept = [p for p in parts if p is not None]

@@ -6,7 +6,7 @@ Without TRACE it tiles ../shared/traces/hta/nccl_parser_config_nccl_data.json.gz
 with --step all; 100k: 39k tasks). One process loads and builds each graph once, then runs each script in a fresh
 session on it (the session copies the graph, predicts its baseline, then runs the script: only the script is timed)
 and prints the time and the predicted step time; a script the trace does not suit says why instead. Run it on two
-sizes to see the growth (README, "Speed and memory": the library's scripts, 2026-11-27).
+sizes to see the growth (docs/speed.md: the library's scripts, 2026-11-27).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A 1,024-rank job simulated jointly: how long and how much memory (figures in the README, "Multi-GPU jobs").
+"""A 1,024-rank job simulated jointly: how long and how much memory (figures in docs/speed.md, "Many ranks").
 
 The job is built from real rank traces: ../shared/traces/param/dlrm8's eight ranks repeated 128 times, each copy's
 ``distributedInfo`` rewritten to its own rank of a world of 1,024 (what a real job of identical ranks records).

@@ -1,7 +1,7 @@
 """A decoder that makes no Python object per event: Kineto JSON text scanned by compiled code straight into columns.
 
 Not daydream's loader: a measurement of the least such a decoder pays (`bench_floors.py`, part ``scan_columns``), the
-decoder a columnar design would need to go below the cost of one object per event (README, "Speed and memory"). It
+decoder a columnar design would need to go below the cost of one object per event (docs/speed.md). It
 reads, for each object of the top-level ``traceEvents`` array, ``ts`` and ``dur`` as numbers, ``ph``, ``cat`` and
 ``name`` as a 64-bit hash of their text (the codes a columnar loader would intern), ``pid`` and ``tid`` as numbers
 or text hashes, and the ``args`` fields ``correlation`` and ``External id``; every other value it skips as text.

@@ -1,5 +1,5 @@
 """A built graph's task and edge attribute dicts are key-sharing dicts (graph.schema.new_task_attrs,
-new_edge_attrs): the memory a 10M-event trace's graph needs rests on it (README, "Speed and memory"), and a new
+new_edge_attrs): the memory a 10M-event trace's graph needs rests on it (docs/speed.md), and a new
 attribute the builder gives every task, or a dict made another way, would undo it without changing any result."""
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def test_the_corpus_ledger() -> None:
     for c in moved:
         assert c["beats_no_change"], c["name"]
         # autocast's own CPU work (a cast op per low-precision input, and its gradient's cast back) is not priced,
-        # and the bf16 step is bound by the CPU: README, "GPU pairs"
+        # and the bf16 step is bound by the CPU: docs/accuracy.md, "GPU pairs"
         bound = 20.0 if c["name"] == "H200 transformer: mixed precision (bf16)" else 10.0
         assert abs(c["error_pct"]) < bound, c["name"]
     assert all(c["predicted_us"] is not None for c in ledger["cases"])  # the library models every change

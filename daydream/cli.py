@@ -251,7 +251,6 @@ def _params(pairs: list[str]) -> dict[str, str]:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from daydream.report import render_whatif
-    from daydream.simulation import parse_policy
     from daydream.whatif import whatif
 
     # print statements show as they run (so they are there when an assert fails); --json keeps stdout to one object
@@ -260,18 +259,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     inputs = _run_inputs(args)
     _check_export(args, inputs)  # before the work: a refused output path costs no simulation
-    result = whatif(args.trace, args.scripts, _params(args.param), step=args.step, et=args.et,
-                    policy=parse_policy(args.policy), on_print=show, budget=args.budget,
-                    include_dirs=args.include_dir, link=args.link, jobs=args.jobs, ray=args.ray)  # fmt: skip
+    result = whatif(_workload(args), args.scripts, _params(args.param), _options(args), on_print=show)
     _emit(args, result, render_whatif, "predicted", inputs)
     return 0
 
 
-def _run_inputs(args: argparse.Namespace) -> list[str]:
-    """Every file the command reads (daydream.replay.run_inputs): outputs are checked against them."""
-    from daydream.replay import run_inputs
+def _workload(args: argparse.Namespace) -> Any:
+    """The command's trace or job folder with how to read it (daydream.workload.Workload), built once."""
+    from daydream.workload import Workload
 
-    return run_inputs(args.trace, getattr(args, "et", None), getattr(args, "scripts", ()), getattr(args, "include_dir", None))
+    return Workload(args.trace, step=getattr(args, "step", None), et=getattr(args, "et", None), link=getattr(args, "link", None),
+                    jobs=getattr(args, "jobs", 1), ray=getattr(args, "ray", None))  # fmt: skip
+
+
+def _options(args: argparse.Namespace) -> Any:
+    """How the command runs its scripts (daydream.workload.RunOptions): --policy, --budget, --include-dir."""
+    from daydream.simulation import parse_policy
+    from daydream.workload import RunOptions
+
+    return RunOptions(parse_policy(args.policy), getattr(args, "budget", None), getattr(args, "include_dir", None))
+
+
+def _run_inputs(args: argparse.Namespace) -> list[str]:
+    """Every file the command reads (Workload.inputs): outputs are checked against them."""
+    return _workload(args).inputs(getattr(args, "scripts", ()), _options(args))
 
 
 def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:
@@ -285,17 +296,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from daydream.compare import EXIT_REGRESSED, check_against, compare, compare_inputs, load_saved, parse_tolerance, save
     from daydream.files import check_output_path
     from daydream.report import render_comparison
-    from daydream.simulation import parse_policy
 
     # everything that can be refused is refused before the work
     tolerance = parse_tolerance(args.tolerance)
-    policy = parse_policy(args.policy)
+    options = _options(args)
     inputs = compare_inputs(args.trace, args.scenarios, args.et, args.include_dir)
     saved = load_saved(args.against) if args.against else None
     if args.save is not None:
         check_output_path(args.save, [*inputs, args.against], "--save")
-    result = compare(args.trace, args.scenarios, step=args.step, et=args.et, link=args.link, policy=policy,
-                     budget=args.budget, include_dirs=args.include_dir, jobs=args.jobs, ray=args.ray)  # fmt: skip
+    result = compare(_workload(args), args.scenarios, options, jobs=args.jobs, ray=args.ray)
     against = check_against(result, saved, args.against, tolerance) if saved is not None else None
     if args.save is not None:
         save(result, args.save)
@@ -323,13 +332,10 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from daydream.report import render_report
     from daydream.report_page import check_report_dir, write_report
-    from daydream.simulation import parse_policy
 
-    policy = parse_policy(args.policy)
     inputs = _run_inputs(args)
     check_report_dir(args.out, inputs, bool(args.scripts))  # before the work
-    report = write_report(args.trace, args.scripts, _params(args.param), args.out, step=args.step, et=args.et,
-                          link=args.link, policy=policy, budget=args.budget, include_dirs=args.include_dir)  # fmt: skip
+    report = write_report(_workload(args), args.scripts, _params(args.param), args.out, _options(args))
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -512,10 +518,8 @@ def _print_json(obj: object) -> None:
 
 def _cmd_repl(args: argparse.Namespace) -> int:
     from daydream.repl import run_repl
-    from daydream.simulation import parse_policy
 
-    return run_repl(args.trace, params=_params(args.param), step=args.step, et=args.et, policy=parse_policy(args.policy),
-                    budget=args.budget, include_dirs=args.include_dir, link=args.link, jobs=args.jobs, ray=args.ray)  # fmt: skip
+    return run_repl(_workload(args), _params(args.param), _options(args))
 
 
 def _version() -> str:
@@ -535,9 +539,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from daydream.replay import replay
     from daydream.report import render_job, render_replay
     from daydream.simulation import parse_policy
-    from daydream.trace.job import is_job
-
-    if is_job(args.trace):
+    work = _workload(args)
+    if work.is_job:
         from daydream.job import replay_job  # a job's collective models: imported for jobs only
 
         if args.jobs < 1:

@@ -45,13 +45,12 @@ from daydream._version import __version__
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
 from daydream.errors import DaydreamError
-from daydream.files import open_input, read_input, read_toml
-from daydream.job import is_job, job_inputs
+from daydream.files import read_input, read_toml
 from daydream.perf.uncertainty import Interval
 from daydream.replay import CriticalPath, critical_path_summary, replay_graph, run_inputs
-from daydream.simulation import EARLIEST, Policy
-from daydream.whatif import json_param, load_graph, run_whatif
+from daydream.whatif import json_param, run_whatif
 from daydream.workers import connect_ray
+from daydream.workload import RunOptions, Workload
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
 EXIT_REGRESSED = 4  # --against: a scenario's prediction regressed beyond the tolerance
@@ -281,24 +280,6 @@ class Comparison:
         return msgspec.to_builtins(self.report())
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
-    with open_input(path) as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def trace_sha256(trace: str | os.PathLike[str]) -> str:
-    """The SHA-256 of a trace file; of a job folder, over its rank files' names and hashes."""
-    if not is_job(trace):
-        return sha256_file(trace)
-    h = hashlib.sha256()
-    for f in sorted(job_inputs(trace)):
-        h.update(f"{os.path.basename(f)}\0{sha256_file(f)}\n".encode())
-    return h.hexdigest()
-
-
 def script_key(path: str, base: Path | None) -> str:
     """A script file named so that the same script has the same key on another machine: a library script by its
     place in the library (``library/amp.whatif``), one beside the scenarios file relative to it, others as they are."""
@@ -318,13 +299,8 @@ def script_key(path: str, base: Path | None) -> str:
 class _Job:
     """What a worker needs to load the graph and run scenarios, all plain data (it crosses processes)."""
 
-    trace: str
-    step: str | int | None
-    et: str | None
-    link: str | float | None
-    policy: Policy
-    budget: int | None
-    include_dirs: list[str]
+    workload: Workload
+    options: RunOptions
     base: str | None  # the scenarios file's folder: script keys relative to it
 
 
@@ -333,8 +309,9 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
     printed: list[str] = []
     base = Path(job.base) if job.base else None
     try:
-        result = run_whatif(graph, scenario.scripts, dict(scenario.params), job.policy, copy=True,
-                            on_print=printed.append, budget=job.budget, include_dirs=job.include_dirs)  # fmt: skip
+        opts = job.options
+        result = run_whatif(graph, scenario.scripts, dict(scenario.params), opts.policy, copy=True,
+                            on_print=printed.append, budget=opts.budget, include_dirs=opts.include_dirs)  # fmt: skip
     except DaydreamError as exc:
         loader = Loader()  # the scripts it names (those that stopped read no includes past the stop)
         for script in scenario.scripts:
@@ -371,7 +348,7 @@ _WORKER: tuple[nx.DiGraph, _Job] | None = None
 
 def _init_worker(job: _Job) -> None:
     global _WORKER
-    _WORKER = (load_graph(job.trace, job.step, job.et, job.link)[0], job)
+    _WORKER = (job.workload.load()[0], job)
 
 
 def _predict_in_worker(scenario: Scenario) -> ScenarioResult:
@@ -381,45 +358,43 @@ def _predict_in_worker(scenario: Scenario) -> ScenarioResult:
 
 def _predict_chunk(job: _Job, chunk: list[Scenario]) -> list[ScenarioResult]:
     """A Ray task: load the graph once, predict a chunk of scenarios."""
-    graph = load_graph(job.trace, job.step, job.et, job.link)[0]
+    graph = job.workload.load()[0]
     return [predict_scenario(graph, s, job) for s in chunk]
 
 
 def compare(
-    trace: str | os.PathLike[str],
+    workload: Workload | str | os.PathLike[str],
     scenarios: str | os.PathLike[str] | Sequence[Scenario],
-    step: str | int | None = None,
-    et: str | None = None,
-    link: str | float | None = None,
-    policy: Policy = EARLIEST,
-    budget: int | None = None,
-    include_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    options: RunOptions | None = None,
     jobs: int = 1,
     ray: str | None = None,
 ) -> Comparison:
-    """Predict every scenario (a scenarios file, or :class:`Scenario` values) on ``trace`` (a trace or a job
-    folder), each on its own copy of the graph, and sort them by predicted step time. ``jobs`` > 1: that many worker
-    processes, each loading the trace once; ``ray``: chunks of scenarios on the Ray cluster at that address. The
-    results are the same either way. At a terminal the scenarios predicted so far show on stderr (daydream.progress)."""
+    """Predict every scenario (a scenarios file, or :class:`Scenario` values) on the workload (a trace path, or a
+    :class:`~daydream.workload.Workload`: a trace or a job folder with its step, execution trace and link), each on
+    its own copy of the graph, and sort them by predicted step time. ``jobs`` > 1: that many worker processes, each
+    loading the trace once; ``ray``: chunks of scenarios on the Ray cluster at that address. The results are the
+    same either way. At a terminal the scenarios predicted so far show on stderr (daydream.progress)."""
     if jobs < 1:
         raise DaydreamError(f"--jobs {jobs}: give at least 1")
+    work, opts = Workload.of(workload), options or RunOptions()
     base = None
     file = None
     if isinstance(scenarios, (str, os.PathLike)):
         file = os.fspath(scenarios)
         base = str(Path(file).parent)
-        scenarios = load_scenarios(file, include_dirs or ())
+        scenarios = load_scenarios(file, opts.include_dirs or ())
     scenarios = list(scenarios)
     if not scenarios:
         raise DaydreamError("no scenarios to compare")
     for s in scenarios:  # every script readable before any work: a typo costs no simulation
         for script in s.scripts:
             Loader().load(script)
-    path = os.fspath(trace)
-    job = _Job(path, step, et, link, policy, budget,
-               [os.fspath(d) for d in include_dirs or []], base)  # fmt: skip
-    graph, has_gpu = load_graph(path, step, et, link)
-    base_run = replay_graph(graph, policy)
+    # the scenarios' workers build the trace alone (a job's ranks in this process: the workers are the scenarios')
+    work = Workload(work.path, work.step, work.et, work.link)
+    opts = RunOptions(opts.policy, opts.budget, [os.fspath(d) for d in opts.include_dirs or []])
+    job = _Job(work, opts, base)
+    graph, has_gpu = work.load()
+    base_run = replay_graph(graph, opts.policy)
     baseline = Baseline(base_run.measured_us, base_run.baseline_us, base_run.breakdown,
                         Bound.of(critical_path_summary(base_run.timeline, top=3), base_run.baseline_us))  # fmt: skip
     n = len(scenarios)
@@ -448,18 +423,18 @@ def compare(
     provenance = Provenance(
         daydream=__version__,
         date=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-        trace=path,
-        trace_sha256=trace_sha256(path),
-        step=None if step is None else str(step),
-        policy=policy.text,
-        link=None if link is None else str(link),
+        trace=work.path,
+        trace_sha256=work.sha256(),
+        step=None if work.step is None else str(work.step),
+        policy=opts.policy.text,
+        link=None if work.link is None else str(work.link),
         device=graph.graph.get("device"),
         scenarios_file=file,
         script_sha256=dict(sorted(hashes.items())),
     )
     warnings = list(graph.graph.get("warnings", []))
     if not has_gpu:
-        warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
+        warnings.insert(0, f"{work.path}: no GPU activity in the trace; the graph holds CPU tasks only")
     ranked = rank_with_ties(sorted(results, key=lambda r: (r.predicted_us is None, r.predicted_us or 0.0)))
     return Comparison(provenance, baseline, ranked, warnings)
 

@@ -29,9 +29,9 @@ from daydream.errors import CheckFailed, DaydreamError, ScriptError, did_you_mea
 from daydream.files import check_output_path, write_atomically
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order
-from daydream.replay import trace_inputs
 from daydream.report import ms, plain, styled, warning_line
-from daydream.simulation import EARLIEST, Policy
+from daydream.simulation import Policy
+from daydream.workload import RunOptions, Workload
 
 COMMANDS = {
     ":predict": "the predicted iteration now, against the baseline, with the breakdown",
@@ -338,35 +338,22 @@ def _setup_readline(repl: Repl) -> Callable[[], None]:
 
 
 def run_repl(
-    trace: str,
+    workload: Workload | str | os.PathLike[str],
     params: dict[str, Any] | None = None,
-    step: str | int | None = None,
-    et: str | None = None,
-    policy: Policy = EARLIEST,
+    options: RunOptions | None = None,
     stdin: TextIO | None = None,
     console: Console | None = None,
-    budget: int | None = None,
-    include_dirs: list[str] | None = None,
-    link: str | float | None = None,
-    jobs: int = 1,
-    ray: str | None = None,
 ) -> int:
-    """The REPL on ``trace``: a trace file, or a job's folder of rank traces (its collectives priced as ``daydream
-    run`` prices them: over ``link``, or fitted to the job's transfers; every rank its own tasks)."""
-    from daydream.graph.build import build_graph
-    from daydream.job import is_job, job_inputs, load_priced_job
-    from daydream.trace import load_trace
-
+    """The REPL on the workload: a trace file, or a job's folder of rank traces (its collectives priced as ``daydream
+    run`` prices them: over the workload's ``link``, or fitted to the job's transfers; every rank its own tasks)."""
+    work, opts = Workload.of(workload), options or RunOptions()
     stdin = stdin or sys.stdin
     interactive = stdin.isatty()
     console = console or Console(highlight=False, soft_wrap=not interactive, emoji=False)
-    if is_job(trace):
-        graph = load_priced_job(trace, step, link, jobs, share=False, ray=ray)
-        inputs = job_inputs(trace)
-    else:
-        graph = build_graph(load_trace(trace, et=et), step, release_events=True)
-        inputs = trace_inputs(trace, et)
-    repl = Repl(graph, params, policy, console, trace, inputs=inputs, budget=budget, include_dirs=include_dirs)
+    graph = work.load()[0]
+    trace, inputs = work.path, work.inputs()
+    repl = Repl(graph, params, opts.policy, console, trace, inputs=inputs, budget=opts.budget,
+                include_dirs=list(opts.include_dirs) if opts.include_dirs is not None else None)  # fmt: skip
     console.print(
         plain(f"daydream repl: {trace}: {graph.number_of_nodes():,} tasks; baseline {ms(repl.baseline_us)}"
               + (" (:help for commands, Ctrl-D to leave)" if interactive else ""), 2000),

@@ -20,9 +20,9 @@ from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
 from daydream.perf.uncertainty import Interval
 from daydream.replay import replay_graph
-from daydream.simulation import EARLIEST, Policy
 from daydream.simulation.timeline import BREAKDOWN_PARTS
-from daydream.whatif import WhatIf, json_param, load_graph, run_whatif
+from daydream.whatif import WhatIf, json_param, run_whatif
+from daydream.workload import RunOptions, Workload
 
 TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
 
@@ -102,27 +102,24 @@ def check_report_dir(out_dir: str, inputs: Sequence[str], predicted: bool) -> No
 
 
 def write_report(
-    trace: str | os.PathLike[str],
+    workload: Workload | str | os.PathLike[str],
     scripts: Sequence[str] = (),
     params: dict[str, Any] | None = None,
     out_dir: str = "daydream-report",
-    step: str | int | None = None,
-    et: str | None = None,
-    link: str | float | None = None,
-    policy: Policy = EARLIEST,
-    budget: int | None = None,
-    include_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    options: RunOptions | None = None,
 ) -> Report:
-    """Simulate ``trace`` (the baseline) and, with ``scripts``, predict the change; analyse both, draw them, and
-    write the folder ``out_dir``: index.html, the figures (PNG and SVG) and report.json."""
-    path = os.fspath(trace)
-    graph, has_gpu = load_graph(path, step, et, link)
-    base = replay_graph(graph, policy)
+    """Simulate the workload (a trace path, or a :class:`~daydream.workload.Workload`) - the baseline - and, with
+    ``scripts``, predict the change; analyse both, draw them, and write the folder ``out_dir``: index.html, the
+    figures (PNG and SVG) and report.json."""
+    work, opts = Workload.of(workload), options or RunOptions()
+    path = work.path
+    graph, has_gpu = work.load()
+    base = replay_graph(graph, opts.policy)
     analyses = [analyse(base.timeline, "baseline")]  # before any script: the timeline shares the graph's task dicts
     result: WhatIf | None = None
     if scripts:
-        result = run_whatif(graph, scripts, params, policy, copy=True, on_print=lambda _line: None, budget=budget,
-                            include_dirs=include_dirs)  # fmt: skip
+        result = run_whatif(graph, scripts, params, opts.policy, copy=True, on_print=lambda _line: None, budget=opts.budget,
+                            include_dirs=opts.include_dirs)  # fmt: skip
         analyses.append(analyse(result.timeline, "predicted"))
     warnings = list(graph.graph.get("warnings", [])) + (result.session.warnings if result else [])
     if not has_gpu:

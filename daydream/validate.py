@@ -47,7 +47,8 @@ from daydream.dsl.library import library_name, script_path
 from daydream.errors import DaydreamError
 from daydream.files import read_toml
 from daydream.perf.uncertainty import ErrorTable, Interval, Part, ScriptErrors, interval, model_parts, noise_of, numeric_params
-from daydream.whatif import load_graph, run_whatif
+from daydream.whatif import run_whatif
+from daydream.workload import Workload
 
 DEFAULT_CASES = Path("validation") / "cases.toml"
 # Geometric means of error sizes: an exact prediction counts as this error (%), so that one case does not zero it.
@@ -298,7 +299,7 @@ class _Graphs:
     def get(self, path: str) -> Any:
         graph = self.built.get(path)
         if graph is None:
-            graph = load_graph(path, "all")[0]
+            graph = Workload(path, step="all").load()[0]
             if path in self.shared:
                 self.built[path] = graph
         return graph

@@ -16,12 +16,10 @@ from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import library_name
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph import derived
-from daydream.graph.build import build_graph
-from daydream.job import is_job, load_priced_job
 from daydream.perf.uncertainty import Interval, device_part, interval, model_parts, noise_of, numeric_params
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.ranks import RankResult, rank_results
-from daydream.trace import load_trace
+from daydream.workload import RunOptions, Workload
 
 
 class Summary(msgspec.Struct):
@@ -277,38 +275,20 @@ def run_whatif(
 
 
 def whatif(
-    trace: str | os.PathLike[str],
+    workload: Workload | str | os.PathLike[str],
     scripts: Sequence[str | os.PathLike[str] | ast.Script],
     params: dict[str, Any] | None = None,
-    step: str | int | None = None,
-    et: str | None = None,
-    policy: Policy = EARLIEST,
+    options: RunOptions | None = None,
     on_print: Callable[[str], None] | None = None,
-    budget: int | None = None,
-    include_dirs: Sequence[str | os.PathLike[str]] | None = None,
-    link: str | float | None = None,
-    jobs: int = 1,
-    ray: str | None = None,
 ) -> WhatIf:
-    """Load ``trace``, build the graph of the step, run the scripts: what ``daydream run`` does (``budget`` and
-    ``include_dirs`` as for :func:`run_whatif`: the CLI's ``--budget`` and ``--include-dir``). ``trace`` may be a
-    folder of rank traces: the job's ranks in one graph, its collectives priced (``link``, as for
-    :func:`daydream.job.replay_job`; ``jobs`` worker processes or the Ray cluster at ``ray`` build its ranks)."""
-    graph, has_gpu = load_graph(trace, step, et, link, jobs, ray)
-    result = run_whatif(graph, scripts, params, policy, copy=False, on_print=on_print, budget=budget, include_dirs=include_dirs)
+    """Load the workload (a trace path, or a :class:`~daydream.workload.Workload`: a trace or a job folder with its
+    step, execution trace, link and workers), build the graph of the step, run the scripts with ``params``: what
+    ``daydream run`` does. ``options``: the policy, the scripts' budget and include folders (the CLI's ``--policy``,
+    ``--budget``, ``--include-dir``); ``on_print``: where the scripts' ``print`` goes."""
+    work, opts = Workload.of(workload), options or RunOptions()
+    graph, has_gpu = work.load()
+    result = run_whatif(graph, scripts, params, opts.policy, copy=False, on_print=on_print, budget=opts.budget,
+                        include_dirs=opts.include_dirs)  # fmt: skip
     if not has_gpu:
-        result.warnings.insert(0, f"{trace}: no GPU activity in the trace; the graph holds CPU tasks only")
+        result.warnings.insert(0, f"{work.path}: no GPU activity in the trace; the graph holds CPU tasks only")
     return result
-
-
-def load_graph(
-    trace: str | os.PathLike[str], step: str | int | None = None, et: str | None = None, link: str | float | None = None,
-    jobs: int = 1, ray: str | None = None,
-) -> tuple[nx.DiGraph, bool]:  # fmt: skip
-    """The graph scripts run on: one trace's step, or a job folder's ranks in one graph with its collectives priced
-    (every rank its own tasks: a script may change one). With whether the trace holds GPU activity."""
-    if is_job(trace):
-        return load_priced_job(trace, step, link, jobs, share=False, ray=ray), True
-    t = load_trace(trace, et=et)
-    gpu_activity = t.has_gpu_activity
-    return build_graph(t, step, release_events=True), gpu_activity

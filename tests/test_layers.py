@@ -24,7 +24,7 @@ LAYERS: dict[str, int] = {
     "simulation": 5,
     "perf": 6,
     "dsl": 7,
-    "whatif": 8, "replay": 8, "job": 8,
+    "whatif": 8, "replay": 8, "job": 8, "workload": 8,
     "validate": 9, "demo": 9, "compare": 9, "analyses": 9, "embeddings": 9,
     "report": 10, "plots": 10, "report_page": 10,
     "repl": 11,

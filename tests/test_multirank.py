@@ -21,6 +21,7 @@ from daydream.perf.job_collectives import price_collectives
 from daydream.simulation import simulate
 from daydream.simulation.ranks import rank_results
 from daydream.whatif import whatif
+from daydream.workload import Workload
 
 DLRM8 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "dlrm8"
 needs_dlrm8 = pytest.mark.skipif(not DLRM8.is_dir(), reason=f"{DLRM8} not present (shared traces)")
@@ -210,10 +211,10 @@ def test_dlrm8_balancing_the_straggler_predicts_less() -> None:
 @needs_dlrm8
 def test_dlrm8_scaled_out_from_8_to_1024_ranks() -> None:
     # the same 8 V100s on their own NVLink2 ("auto"): the collectives priced as --link nvlink2 prices them
-    same = whatif(DLRM8, ["scale_out"], params={"ranks": 8}, link="nvlink2")
+    same = whatif(Workload(DLRM8, link="nvlink2"), ["scale_out"], params={"ranks": 8})
     assert same.predicted_us == pytest.approx(same.baseline_us)
     assert same.session.printed == ["from 8 to 8 ranks", "one node of 8 GPUs joined by nvlink2"]
-    steps = [whatif(DLRM8, ["scale_out"], params={"ranks": n}, link="nvlink2") for n in (8, 16, 128, 1024)]
+    steps = [whatif(Workload(DLRM8, link="nvlink2"), ["scale_out"], params={"ranks": n}) for n in (8, 16, 128, 1024)]
     # more nodes: the all-to-alls and all-reduces cross more of the network; no rank's step shorter, the job's longer
     # (rank 7, the straggler, ends its step on the CPU before its last collective ends)
     for fewer, more in zip(steps, steps[1:]):
@@ -221,7 +222,7 @@ def test_dlrm8_scaled_out_from_8_to_1024_ranks() -> None:
         assert all(b["predicted_us"] >= a["predicted_us"] for a, b in pairs)
         assert more.predicted_us > fewer.predicted_us
     # and a slower network, longer still
-    slow = whatif(DLRM8, ["scale_out"], params={"ranks": 1024, "inter": "eth-10g"}, link="nvlink2")
+    slow = whatif(Workload(DLRM8, link="nvlink2"), ["scale_out"], params={"ranks": 1024, "inter": "eth-10g"})
     assert slow.predicted_us > steps[-1].predicted_us
 
 

@@ -9,6 +9,7 @@ import pytest
 from daydream.demo import bundled_example
 from daydream.replay import replay
 from daydream.whatif import whatif
+from daydream.workload import Workload
 
 DLRM8 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "dlrm8"
 
@@ -19,7 +20,7 @@ def _flat_rows(rows: list[dict[str, object]]) -> None:
 
 
 def test_a_whatif_and_a_replay_in_a_notebook() -> None:
-    result = whatif(bundled_example(), ["batch_size"], step="all")
+    result = whatif(Workload(bundled_example(), step="all"), ["batch_size"])
     text = repr(result)
     assert len(text) < 300 and "scripts=['batch_size']" in text and "speedup 0.603x, throughput 1.207x" in text and "390 tasks" in text
     rows = result.rows()

@@ -1,0 +1,97 @@
+"""What a run reads and how it runs: a :class:`Workload` (a trace file, or a job's folder of one trace per rank, with
+the step, execution trace, link and workers to read it with) and :class:`RunOptions` (the scheduling policy, the
+scripts' work budget and include folders). The command line builds them once; ``whatif``, ``compare``, the HTML
+report and the REPL take them, so that "a trace or a job" is decided in one place (:meth:`Workload.load`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from daydream.files import open_input
+from daydream.graph.build import build_graph
+from daydream.replay import run_inputs
+from daydream.simulation import EARLIEST, Policy
+from daydream.trace import load_trace
+from daydream.trace.job import is_job
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A trace file or a job folder, and how to read it: ``step`` (a name, a number, ``all``, ``trace``; None: a
+    steady-state step), ``et`` (an execution trace for a single trace), ``link`` (what a job's collectives are priced
+    over: a preset or GB/s; None: fitted to the job's own transfers), ``jobs`` worker processes or the Ray cluster at
+    ``ray`` to build a job's ranks."""
+
+    path: str
+    step: str | int | None = None
+    et: str | None = None
+    link: str | float | None = None
+    jobs: int = 1
+    ray: str | None = None
+
+    @classmethod
+    def of(cls, trace: Workload | str | os.PathLike[str]) -> Workload:
+        """``trace`` as a workload: one already, or a path read with the defaults."""
+        return trace if isinstance(trace, Workload) else cls(os.fspath(trace))
+
+    @property
+    def is_job(self) -> bool:
+        """Whether the path is a job's folder of rank traces."""
+        return is_job(self.path)
+
+    def load(self) -> tuple[nx.DiGraph, bool]:
+        """The graph scripts run on: one trace's step, or the job's ranks in one graph with its collectives priced
+        (every rank its own tasks: a script may change one). With whether the trace holds GPU activity."""
+        if self.is_job:
+            from daydream.job import load_priced_job  # a job's collective models: imported for jobs only
+
+            return load_priced_job(self.path, self.step, self.link, self.jobs, share=False, ray=self.ray), True
+        trace = load_trace(self.path, et=self.et)
+        has_gpu = trace.has_gpu_activity  # before the build releases the trace's events
+        return build_graph(trace, self.step, release_events=True), has_gpu
+
+    def inputs(self, scripts: Sequence[str | os.PathLike[str]] = (), options: RunOptions | None = None) -> list[str]:
+        """Every file a run of ``scripts`` on it reads (outputs are checked against them before the work)."""
+        include_dirs = options.include_dirs if options is not None else None
+        return run_inputs(self.path, self.et, scripts, include_dirs)
+
+    def trace_files(self) -> list[str]:
+        """The trace file, or each rank trace of the job."""
+        if not self.is_job:
+            return [self.path]
+        from daydream.job import job_inputs
+
+        return sorted(job_inputs(self.path))
+
+    def sha256(self) -> str:
+        """The SHA-256 of the trace file; of a job folder, over its rank files' names and hashes."""
+        if not self.is_job:
+            return sha256_file(self.path)
+        h = hashlib.sha256()
+        for f in self.trace_files():
+            h.update(f"{os.path.basename(f)}\0{sha256_file(f)}\n".encode())
+        return h.hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open_input(path) as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How scripts run: the scheduling ``policy``, the work ``budget`` of each script's check and run (None: the
+    default for the graph's size), and folders besides the scripts' own and the library whose files they may
+    include. The scripts' params are the what of a run, passed beside these."""
+
+    policy: Policy = EARLIEST
+    budget: int | None = None
+    include_dirs: Sequence[str | os.PathLike[str]] | None = field(default=None)

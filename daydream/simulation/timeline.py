@@ -103,7 +103,13 @@ class Timeline:
         """The step time, one meaning everywhere (simulate, run, compare, report, the scripts' ``baseline`` and
         ``predicted``): the period of the measured step, from the end of the step before (its context) to its own
         end; the median of the periods of several ("all"); the makespan where the graph names no step, or none of
-        its steps is left. ``indices``: of those tasks only (one rank of a job)."""
+        its steps is left. ``indices``: of those tasks only (one rank of a job). A job's step time is its slowest
+        rank's: the ranks' steps start apart (their offsets), and the job's span across them is no rank's period."""
+        if indices is None and self.graph.graph.get("ranks"):
+            raw, values = self.codes("rank")
+            ranked = [code for code, rank in enumerate(values) if rank is not None]
+            if len(ranked) > 1:
+                return max(self.step_us(np.flatnonzero(raw == code)) for code in ranked)
         periods = self.step_periods(indices)
         names = [n for n in self.measured_steps() if n in periods]
         if not names:

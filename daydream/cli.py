@@ -151,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
                            description="Estimate, from a sample of the inputs, the embedding rows that are hot under "
                            "--budget (FAE's sampling, chunked confidence-interval estimator and threshold search), "
                            "and how many inputs and mini-batches touch only hot rows. The formats: python -c "
-                           "'import daydream.embeddings as e; print(e.__doc__)', or docs/fae.md.")  # fmt: skip
+                           "'import daydream.embeddings as e; print(e.__doc__)', or docs/embeddings.md.")  # fmt: skip
     prof.add_argument("indices", metavar="INDICES", nargs="+", help="index data: .npy, .npz or .pt files (one row per input)")
     prof.add_argument("--budget", required=True, metavar="SIZE", help="GPU memory for hot rows, e.g. 512MB or 256MiB")
     prof.add_argument("--dim", required=True, metavar="D", help="embedding dimension: one for all tables, or one per table (64,32,...)")

@@ -166,8 +166,11 @@ def _count(n: int, noun: str) -> str:
 
 
 def _change(before: float, after: float) -> str:
+    """After less before in ms, and in percent of before where before shows (a part of 0.3 us gone is no -100%)."""
     d = after - before
-    pct = f" ({d / before:+.1%})" if before else ""
+    if abs(d) < 0.5:  # rounds to 0.000 ms: no sign, no percent
+        return "0.000 ms"
+    pct = f" ({d / before:+.1%})" if abs(before) >= 0.5 else ""
     return f"{d / 1e3:+,.3f} ms{pct}"
 
 

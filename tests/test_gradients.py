@@ -60,3 +60,16 @@ def test_gradients_of_a_real_trace_with_its_execution_trace(shared_traces: Path)
     assert sum(len(b) for b in buckets) == 42 and len(buckets) == 4
     with pytest.raises(DaydreamError, match="of 62 gradients have no recorded size"):
         gradients(build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"), context=False))  # no shapes, no ET of its own
+
+
+@pytest.mark.parametrize("script", ["ddp", "scale_out", "p3"])
+def test_a_trace_without_gradient_sizes_is_not_applicable(shared_traces: Path, script: str) -> None:
+    """Not a script error with a caret in the library's own file (exit 2): the script does not apply (exit 3), and
+    says what the trace lacks."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "daydream", "run", str(shared_traces / "param" / "resnet_kineto.json.gz"), script,
+                          "-p", "ranks=8"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 3, out.stderr
+    assert f"{script} does not apply to this trace" in out.stderr and "no recorded size" in out.stderr

@@ -88,3 +88,11 @@ def test_one_vocabulary_in_every_result() -> None:
     assert compared["baseline"]["baseline_us"] == simulated["baseline_us"] and "simulated_us" not in compared["baseline"]
     (scenario,) = compared["scenarios"]
     assert (scenario["speedup"], scenario["throughput"]) == (pytest.approx(ran["speedup"]), pytest.approx(ran["throughput"]))
+
+
+def test_a_change_too_small_to_show_has_no_sign_or_percent() -> None:
+    from daydream.report import _change
+
+    assert _change(0.3, 0.0) == "0.000 ms"  # was "-0.000 ms (-100.0%)"
+    assert _change(0.3, 1500.3) == "+1.500 ms"  # before shows as 0.000 ms: no percent of it
+    assert _change(2000.0, 1500.0) == "-0.500 ms (-25.0%)"

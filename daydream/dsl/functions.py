@@ -201,6 +201,15 @@ def _gradients(graph: nx.DiGraph, element_bytes: Any = 4) -> list[list[Any]]:
     return [[Selection([g.ready]), g.nbytes, g.layer] for g in grad.gradients(graph, size)]
 
 
+def _gradients_missing(graph: nx.DiGraph) -> str | None:
+    """Why the step's gradients cannot be had (none where they can): what a script that needs them requires."""
+    try:
+        grad.gradients(graph, 4)
+    except DaydreamError as exc:
+        return str(exc)
+    return None
+
+
 def type_name(value: Any) -> str:
     if isinstance(value, Selection):
         return "a selection"
@@ -255,6 +264,11 @@ register_function(
     "[the task after which it is ready, its bytes, its module (none where the trace does not say)]",
     keywords=("element_bytes",),
 )  # fmt: skip
+register_function(
+    "gradients_missing", _gradients_missing, 0, 0,
+    "gradients_missing(): why the step's gradients cannot be had (no AccumulateGrad calls, no recorded sizes), none "
+    "where they can: `require gradients_missing() == none, gradients_missing()`",
+)
 register_function(
     "gradient_buckets", _gradient_buckets, 0, 3,
     "gradient_buckets(cap = 25MiB, first = 1MiB, element_bytes = 4): DDP's gradient buckets, per step in ready order, "

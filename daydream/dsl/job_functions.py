@@ -1,7 +1,7 @@
 """Functions over a multi-rank job (a graph of several ranks, docs/multigpu.md): its ranks, each rank's pace in
 the prediction so far, and the straggler. Each call that reads the prediction simulates the graph as it is now.
 
-On a one-rank graph they answer for that rank (``job_ranks()`` is ``[its rank]``, ``straggler()`` is -1).
+On a one-rank graph they answer for that rank (``job_ranks()`` is ``[its rank]``, ``straggler()`` is none).
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ def _rank(graph: nx.DiGraph, value: Any, fn: str) -> int:
     return int(n)
 
 
-def _straggler(graph: nx.DiGraph) -> int:
+def _straggler(graph: nx.DiGraph) -> int | None:
     if not graph.graph.get("ranks"):
-        return -1
+        return None
     _, straggler = _predicted(graph)
-    return straggler.rank if straggler is not None else -1
+    return straggler.rank if straggler is not None else None
 
 
 def _rank_work(graph: nx.DiGraph, rank: Any) -> float:
@@ -70,7 +70,7 @@ def _rank_offset(graph: nx.DiGraph, rank: Any) -> float:
 for _name, _impl, _lo, _hi, _doc, _cost in [
     ("job_ranks", _ranks_of, 0, 0, "job_ranks(): the job's ranks, in order ([the trace's rank] for one trace)", 0),
     ("straggler", _straggler, 0, 0, "straggler(): the rank whose late arrival at collectives held the others back most, "
-     "as predicted now; -1 when none did", SIMULATION_COST),
+     "as predicted now; none when none did (and on one rank)", SIMULATION_COST),
     ("rank_work", _rank_work, 1, 1, "rank_work(rank): that rank's predicted step less its wait in collectives (us)",
      SIMULATION_COST),
     ("rank_works", _rank_works, 0, 0, "rank_works(): rank_work of every rank, in the order of job_ranks()", SIMULATION_COST),

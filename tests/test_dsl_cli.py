@@ -226,3 +226,9 @@ def test_repl_at_a_terminal(tmp_path: Path, trace: Path) -> None:
         child.close()
     assert child.exitstatus == 0
     assert "scale gemm by 0.5" in (tmp_path / "history").read_text()
+
+
+def test_repl_joins_lines_while_a_bracket_is_open(trace: Path) -> None:
+    out = run("repl", str(trace), stdin="for k in [1, 2\n, 3] {\nprint k\n}\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1:4] == ["1", "2", "3"]

@@ -499,3 +499,13 @@ def test_if_statement() -> None:
     assert isinstance(bare, ast.If) and bare.orelse == ()
     assert "param belongs at the top of a script, not inside an if" in check_error("if true {\n  param x = 1\n}")
     assert parse_error("if true print 1").startswith("t.whatif:1:9: unexpected 'print'; expected 'and', 'in', 'not', 'or', '{' or an operator")
+
+
+def test_a_list_or_a_call_may_span_lines() -> None:
+    """Line ends inside ( ) and [ ] join, as in Python (the REPL's continuation prompt shows while one is open);
+    a block's line ends still separate its statements, and a bracket left open is an error at the next line."""
+    script = parse_script("let x = [1, 2,\n   3]\nfor k in [1, 2\n, 3] {\n  print k\n  print max(k,\n 2)\n}\n")
+    assert len(script.statements) == 2 and len(script.statements[1].body) == 2  # type: ignore[attr-defined]
+    with pytest.raises(ScriptError) as err:
+        parse_script("let x = [1, 2\nprint x\n")
+    assert "<script>:2:1: unexpected 'print'" in str(err.value)

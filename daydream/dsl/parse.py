@@ -46,13 +46,34 @@ _TRANSFORMER: _ToAst | None = None
 _LOCK = threading.Lock()
 
 
+class _JoinInBrackets:
+    """Line ends inside ( ) and [ ] do not end a statement, as in Python: a list or a call may span lines, in a file
+    and in the REPL alike (whose continuation prompt shows while a bracket is open). Braces keep theirs: a block's
+    line ends separate its statements."""
+
+    always_accept = ("_NL",)
+    _OPEN, _CLOSE = frozenset({"LPAR", "LSQB"}), frozenset({"RPAR", "RSQB"})
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        depth = 0
+        for token in stream:
+            if token.type in self._OPEN:
+                depth += 1
+            elif token.type in self._CLOSE:
+                depth = max(depth - 1, 0)
+            elif token.type == "_NL" and depth:
+                continue
+            yield token
+
+
 @functools.cache
 def _parser() -> Lark:
     global _TRANSFORMER
     grammar = files("daydream").joinpath("grammar", "whatif.lark").read_text(encoding="utf-8")
     # The transformer runs inside the parser, building the AST without an intermediate tree.
     _TRANSFORMER = _ToAst("<script>")
-    return Lark(grammar, parser="lalr", maybe_placeholders=True, transformer=_TRANSFORMER, start=["start", "expr"])
+    return Lark(grammar, parser="lalr", maybe_placeholders=True, transformer=_TRANSFORMER, start=["start", "expr"],
+                postlex=_JoinInBrackets())  # fmt: skip
 
 
 def parse_script(text: str, file: str = "<script>") -> ast.Script:

@@ -325,7 +325,7 @@ DOCSTRING = "only the first statement may be a docstring"
         ("let a = 1\n\nlet x = 1 2", located(3, 11, "unexpected number '2'; expected 'and', 'in', 'not', 'or', end of line or an operator",
                                              "let x = 1 2")),
         ("print )", located(1, 7, f"unexpected ')'; expected {VALUES}", "print )")),
-        ("let x = (1 + 2", located(1, 15, "unexpected end of line; expected ')'", "let x = (1 + 2")),
+        ("let x = (1 + 2", located(1, 15, "unexpected end of input; expected ')'", "let x = (1 + 2")),
         ("print a,\nb", located(1, 9, f"unexpected end of line; expected {VALUES}", "print a,")),
         ('print "abc\nlet x = 1', located(1, 7, 'unterminated string: a string ends on the line it starts (use """ for several lines)', 'print "abc')),
         ("assert x = 1", located(1, 10, "unexpected '='; expected ',' or end of line", "assert x = 1", 1, EQ_HINT)),

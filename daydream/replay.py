@@ -83,9 +83,9 @@ class Replay:
     warnings: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per simulated step: its name, measured and baseline time (us), and whether it is the context of
-        the measured step (simulated before it, not measured)."""
-        return [{"name": s["name"], "measured_us": s["measured_us"], "baseline_us": s["baseline_us"], "context": s["context"]}
+        """One row per simulated step: the step, its measured and baseline time (us), and whether it is the context of
+        the measured step (simulated before it, not measured); the columns of :meth:`WhatIf.rows` of the same name."""
+        return [{"step": s["name"], "measured_us": s["measured_us"], "baseline_us": s["baseline_us"], "context": s["context"]}
                 for s in self.steps]  # fmt: skip
 
     def __repr__(self) -> str:

@@ -113,15 +113,18 @@ class WhatIf:
                  "baseline_wait_us": b.wait_us, "wait_us": a.wait_us} for b, a in zip(self.baseline_ranks, after)]  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per rank of a job (:meth:`rank_changes`), else one per simulated step: baseline and predicted
-        (us), the speedup (baseline over predicted) and the throughput (samples per second after over before)."""
+        """One row per rank of a job (:meth:`rank_changes`), else one per simulated step: measured, baseline and
+        predicted (us), the speedup (baseline over predicted) and the throughput (samples per second after over
+        before)."""
         ranks = self.rank_changes()
         if ranks is not None:
             rows = [{**r, "speedup": r["baseline_us"] / r["predicted_us"] if r["predicted_us"] else math.inf} for r in ranks]
         else:
             before, after = self.baseline.step_us, self.predicted.step_us
-            rows = [{"step": name, "baseline_us": before.get(name, math.nan), "predicted_us": a,
-                     "speedup": before.get(name, math.nan) / a if a else math.inf} for name, a in after.items()]  # fmt: skip
+            measured = {s["name"]: s.get("measured_us", math.nan) for s in self.graph.graph.get("steps", [])}
+            rows = [{"step": name, "measured_us": measured.get(name, math.nan), "baseline_us": before.get(name, math.nan),
+                     "predicted_us": a, "speedup": before.get(name, math.nan) / a if a else math.inf}
+                    for name, a in after.items()]  # fmt: skip
         return [{**r, "throughput": r["speedup"] * self.samples} for r in rows]
 
     def __repr__(self) -> str:

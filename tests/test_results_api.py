@@ -31,7 +31,8 @@ def test_a_whatif_and_a_replay_in_a_notebook() -> None:
     base = replay(bundled_example(), step="all")
     assert len(repr(base)) < 300 and repr(base).startswith("Replay(trace=") and ", baseline " in repr(base)
     _flat_rows(base.rows())
-    assert [r["name"] for r in base.rows()] == [r["step"] for r in rows]
+    assert [r["step"] for r in base.rows()] == [r["step"] for r in rows]
+    assert [r["measured_us"] for r in base.rows()] == pytest.approx([r["measured_us"] for r in rows])
     assert [r["baseline_us"] for r in base.rows()] == pytest.approx([r["baseline_us"] for r in rows])
 
 
@@ -88,6 +89,13 @@ def test_one_vocabulary_in_every_result() -> None:
     assert compared["baseline"]["baseline_us"] == simulated["baseline_us"] and "simulated_us" not in compared["baseline"]
     (scenario,) = compared["scenarios"]
     assert (scenario["speedup"], scenario["throughput"]) == (pytest.approx(ran["speedup"]), pytest.approx(ran["throughput"]))
+
+
+def test_a_trace_in_a_notebook_is_one_line() -> None:
+    from daydream import load_trace
+
+    text = repr(load_trace(bundled_example()))
+    assert len(text) < 400 and text.startswith("Trace(") and " events: " in text  # was every event, millions of characters
 
 
 def test_a_change_too_small_to_show_has_no_sign_or_percent() -> None:

@@ -66,6 +66,12 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     recording: Recording | None = None  # the recorder's sidecar (modules, optimizers, buckets...), when present
 
+    def __repr__(self) -> str:
+        """One line (the dataclass's own repr lists every event: millions of characters in a notebook)."""
+        return (f"Trace({self.path!r}, {self.event_count:,} events: {len(self.cpu_ops):,} CPU ops, {len(self.runtime):,} "
+                f"runtime calls, {len(self.gpu):,} GPU tasks, {len(self.annotations):,} annotations; device "
+                f"{self.device_name!r}, rank {self.rank} of {self.world_size})")  # fmt: skip
+
     @property
     def rank(self) -> int:
         rank = self.distributed.get("rank", 0)

@@ -240,3 +240,13 @@ def test_bundled_accuracy_report_and_predict() -> None:
     assert mlp.predict("elementwise", {"op": "add", "numel": 1 << 20, "dtype": "float32"}) > 0
     with pytest.raises(DaydreamError, match="no bundled gemm model"):
         mlp.predict("gemm", {"batch": 1, "m": 1, "n": 1, "k": 1, "dtype": "float32"}, device="tpu")
+
+
+def test_calibrate_says_scikit_learn_is_missing_before_measuring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not after minutes of measurements (issue 54): the fit's dependency is checked first."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # import sklearn now raises ImportError
+    with pytest.raises(DaydreamError, match="needs scikit-learn"):
+        mlp.calibrate(tmp_path, device="cpu", quick=True, threads=1)
+    assert not list(tmp_path.iterdir())  # nothing measured

@@ -545,6 +545,10 @@ def calibrate(out_dir: str | Path, kernels: Iterable[str] = ("gemm", "elementwis
     Returns (model file, held-out accuracy) per table. ``quick``: a few shapes, few runs, one small network."""
     from daydream.perf.microbench import FULL, QUICK, run_microbenchmarks
 
+    try:  # before the measurements, which take minutes: the fit needs scikit-learn
+        import sklearn  # noqa: F401
+    except ImportError:
+        raise DaydreamError("fitting kernel models needs scikit-learn: pip install 'daydream-whatif[calibrate]'") from None
     settings = QUICK if quick else FULL
 
     def bench_progress(kernel: str, done: int, total: int) -> None:

@@ -104,3 +104,17 @@ def test_a_change_too_small_to_show_has_no_sign_or_percent() -> None:
     assert _change(0.3, 0.0) == "0.000 ms"  # was "-0.000 ms (-100.0%)"
     assert _change(0.3, 1500.3) == "+1.500 ms"  # before shows as 0.000 ms: no percent of it
     assert _change(2000.0, 1500.0) == "-0.500 ms (-25.0%)"
+
+
+def test_a_param_two_scripts_bind_apart_is_shown_with_each() -> None:
+    """`run T amp device` printed `dtype = none` while amp ran fp16: each script's value, by script, where they differ."""
+    from test_transforms import chain
+
+    from daydream.whatif import run_whatif
+
+    g = chain(("volta_sgemm_128x64_nn", "gemm", 100, {}), ("relu", "elementwise", 20, {}))
+    g.graph["device"] = "NVIDIA A100-SXM4-40GB"
+    shown = run_whatif(g, ["amp", "device"]).session.binder.shown()
+    assert shown["dtype"] == "fp16 (amp), none (device)" and shown["device"] == "h100"
+    same = run_whatif(g, ["amp", "device"], params={"dtype": '"bf16"'}).session.binder.shown()
+    assert same["dtype"] == "bf16"

@@ -3,6 +3,7 @@ script's default."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -25,6 +26,7 @@ class ParamBinder:
         self.used: set[str] = set()
         self.values: dict[str, Any] = {}
         self.units: dict[str, str] = {}  # the unit a param's default was written in (``25MiB``: MiB), where it has one
+        self.scripts: dict[str, dict[str, Any]] = {}  # each param's value by the script that bound it (two may differ)
         self.env = env
         self.texts = texts  # a parsed -p value's text joins the scripts', for its error messages
 
@@ -47,13 +49,22 @@ class ParamBinder:
         else:
             value = self.env.value(s.default)
         self.values[s.name] = value
+        self.scripts.setdefault(s.name, {})[os.path.basename(s.pos.file).removesuffix(".whatif")] = value
         if s.name not in self.units and isinstance(s.default, ast.Literal) and (m := _UNIT.search(s.default.text or "")):
             self.units[s.name] = m.group(1)
         return value
 
     def shown(self) -> dict[str, str]:
-        """Every param as bound, as a person reads it: in its default's unit (``bucket_cap = 25 MiB``)."""
-        return {name: format_quantity(v, self.units.get(name)) for name, v in self.values.items()}
+        """Every param as bound, as a person reads it: in its default's unit (``bucket_cap = 25 MiB``); a name two
+        scripts bound to different values, each with its script (``dtype = fp16 (amp), none (device)``)."""
+        out = {}
+        for name, v in self.values.items():
+            each = {script: format_quantity(x, self.units.get(name)) for script, x in self.scripts.get(name, {}).items()}
+            if len(set(each.values())) > 1:
+                out[name] = ", ".join(f"{text} ({script})" for script, text in each.items())
+            else:
+                out[name] = format_quantity(v, self.units.get(name))
+        return out
 
     def unused(self) -> list[str]:
         """Given names that no script run so far declared."""

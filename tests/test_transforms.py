@@ -341,3 +341,10 @@ def test_device_and_network_on_a_real_trace(shared_traces: Path) -> None:
     assert faster.predicted.gpu_time_by_class["gemm"] == pytest.approx(expected)
     times = [run_whatif(graph, ["network"], params={"link": link}).predicted.gpu_time_by_class["comm"] for link in ("nvlink3", "ib-hdr", "eth-10g")]
     assert times == sorted(times)
+
+
+def test_each_script_is_summarized_by_its_first_paragraph_whole() -> None:
+    """`list` and `demo` cut the dataloader's first sentence at its line end ("... or made by")."""
+    infos = {i.name: i for i in describe_scripts([str(TRANSFORMS)])}
+    assert infos["dataloader"].summary.endswith("`workers` DataLoader worker processes beside training.")
+    assert all("\n" not in i.summary and i.summary.endswith(".") for i in infos.values()), [i.name for i in infos.values() if not i.summary.endswith(".")]

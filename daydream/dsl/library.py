@@ -230,7 +230,7 @@ def script_inputs(scripts: Iterable[str | os.PathLike[str]], include_dirs: Itera
 class ScriptInfo:
     path: str
     name: str
-    summary: str
+    summary: str  # the docstring's first paragraph, on one line (its first sentence may span two)
     docstring: str
     params: list[tuple[str, str]]
     statements: int
@@ -286,7 +286,7 @@ def describe_scripts(paths: list[str], keep_going: bool = False) -> list[ScriptI
         doc = script.docstring or "\n".join(script.comments)
         out.append(
             ScriptInfo(
-                path=str(t), name=t.stem, summary=doc.strip().splitlines()[0] if doc.strip() else "", docstring=doc,
+                path=str(t), name=t.stem, summary=" ".join(doc.strip().split("\n\n")[0].split()), docstring=doc,
                 params=[(p.name, " ".join(script.source(p.default).split())) for p in script.params],
                 statements=len(script.statements),
             )  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 
 class DaydreamError(Exception):
@@ -21,9 +22,36 @@ class TraceError(DaydreamError):
 
 
 class ScriptError(DaydreamError):
-    """A .whatif script that cannot be parsed or run: the message names the file, line and column."""
+    """A .whatif script that cannot be parsed or run. Its parts are fields, formatted where printed (``str``):
+    ``message``; where it is, ``file``, ``line`` and ``column`` (None for an error of no one place: a -p value, a
+    script too large); ``excerpt``, the source line with a caret under the spot; ``hint``, a line of help; ``note``,
+    what it came from (``from -p factor=8``), said after the message. ``str`` reads ``FILE:LINE:COL: MESSAGE
+    (NOTE)``, then the excerpt and the hint."""
 
     exit_code = 2
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None, column: int | None = None,
+                 excerpt: str | None = None, hint: str | None = None, note: str | None = None) -> None:  # fmt: skip
+        self.message, self.file, self.line, self.column = message, file, line, column
+        self.excerpt, self.hint, self.note = excerpt, hint, note
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}: " if self.file is not None and self.line is not None else ""
+        out = [where + self.message + (f" ({self.note})" if self.note else "")]
+        if self.excerpt:
+            out.append(self.excerpt)
+        if self.hint:
+            out.append(f"  {self.hint}")
+        return "\n".join(out)
+
+    def noted(self, note: str) -> ScriptError:
+        """The same error, said to come from ``note``."""
+        return ScriptError(self.message, self.file, self.line, self.column, self.excerpt, self.hint, note)
+
+    def __reduce__(self) -> tuple[type[ScriptError], tuple[Any, ...]]:
+        # crosses process boundaries (compare --jobs) with its fields, not just its text
+        return (ScriptError, (self.message, self.file, self.line, self.column, self.excerpt, self.hint, self.note))
 
 
 class CheckFailed(DaydreamError):

@@ -509,3 +509,19 @@ def test_a_list_or_a_call_may_span_lines() -> None:
     with pytest.raises(ScriptError) as err:
         parse_script("let x = [1, 2\nprint x\n")
     assert "<script>:2:1: unexpected 'print'" in str(err.value)
+
+
+def test_script_errors_carry_their_parts_as_fields() -> None:
+    """file, line, column, the excerpt with its caret, the note (what it came from) are fields, formatted in str()."""
+    import pickle
+
+    with pytest.raises(ScriptError) as err:
+        parse_script("let x = 1 2", "t.whatif")
+    e = err.value
+    assert (e.file, e.line, e.column) == ("t.whatif", 1, 11) and e.message.startswith("unexpected ")
+    assert e.excerpt is not None and e.excerpt.splitlines()[1].endswith("^") and e.note is None
+    assert str(e).splitlines()[0] == f"t.whatif:1:11: {e.message}"
+    noted = e.noted("from -p x=1")
+    assert noted.note == "from -p x=1" and str(noted).splitlines()[0].endswith(f"{e.message} (from -p x=1)")
+    again = pickle.loads(pickle.dumps(noted))  # compare --jobs sends it across processes
+    assert (again.file, again.line, again.column, again.note, str(again)) == (noted.file, 1, 11, noted.note, str(noted))

@@ -78,7 +78,9 @@ class Executor(Visitor[None]):
         shown = ", ".join(f"-p {n}={clip(_given_text(given[n]), 100)}" for n in names)
         if isinstance(exc, NotApplicable):
             return NotApplicable(exc.script, exc.reason, f"{exc.where} (from {shown})")
-        first, _, rest = text.partition("\n")
+        if isinstance(exc, ScriptError):
+            return exc.noted(f"from {shown}")
+        first, _, rest = text.partition("\n")  # a failed assert: its message is its text
         return type(exc)(f"{first} (from {shown})" + (f"\n{rest}" if rest else ""))
 
     def _depends_on(self, s: Any) -> set[str]:

@@ -216,8 +216,8 @@ def script_error(message: str, pos: ast.Pos | None, text: str | None = None, hin
     message = clip(message, MAX_MESSAGE)
     hint = clip(hint, MAX_MESSAGE) if hint else hint
     if pos is None:
-        return ScriptError(message + (f"\n  {hint}" if hint else ""))
-    out = [f"{pos}: {message}"]
+        return ScriptError(message, hint=hint)
+    excerpt = None
     if text is not None:
         line = _line(text, pos.line)
         if line is not None:
@@ -226,11 +226,8 @@ def script_error(message: str, pos: ast.Pos | None, text: str | None = None, hin
             shown, column = _window(line, pos.column)
             n = max(1, min(n, len(shown) - column + 1))
             gutter = f"{pos.line:>4} | "
-            out.append(gutter + shown)
-            out.append(" " * (len(gutter) - 2) + "| " + " " * (column - 1) + "^" * n)
-    if hint:
-        out.append(f"  {hint}")
-    return ScriptError("\n".join(out))
+            excerpt = gutter + shown + "\n" + " " * (len(gutter) - 2) + "| " + " " * (column - 1) + "^" * n
+    return ScriptError(message, pos.file, pos.line, pos.column, excerpt, hint)
 
 
 def _line(text: str, number: int) -> str | None:

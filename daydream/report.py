@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # what each renderer is given: importing them all would cost 
     from daydream.perf.accuracy import Accuracy
     from daydream.perf.device_model import DeviceModel
     from daydream.perf.devices import Device
+    from daydream.perf.uncertainty import Interval
     from daydream.replay import Replay
     from daydream.report_page import Report
     from daydream.validate import Ledger
@@ -57,13 +58,13 @@ def warning_line(label: str, message: object) -> Text:
 
 
 def render_replay(result: Replay, console: Console) -> None:
-    d = result.to_dict()
+    d = result.report()
     for w in result.warnings:
         console.print(warning_line("warning:", w))
-    console.print(styled(("daydream simulate", "b"), " ", plain(d["trace"], 2000)))
+    console.print(styled(("daydream simulate", "b"), " ", plain(d.trace, 2000)))
     head = Table(show_header=False, box=None)
-    head.add_row("device", plain(d["device"] or "-"), "rank", f"{d['rank']} of {d['world_size']}")
-    head.add_row("tasks", f"{d['tasks']:,}", "edges", f"{d['edges']:,}")
+    head.add_row("device", plain(d.device or "-"), "rank", f"{d.rank} of {d.world_size}")
+    head.add_row("tasks", f"{d.tasks:,}", "edges", f"{d.edges:,}")
     console.print(head)
 
     steps = Table(title="Iteration time", title_justify="left")
@@ -71,29 +72,29 @@ def render_replay(result: Replay, console: Console) -> None:
     steps.add_column("measured", justify="right")
     steps.add_column("baseline (simulated)", justify="right")
     steps.add_column("error", justify="right")
-    for s in d["steps"]:
+    for s in d.steps:
         if s.get("context"):  # simulated so that the step after it starts with what it left pending; not measured
             steps.add_row(styled(plain(s["name"]), (" (context)", "dim")), "", "", "")
             continue
         err = (s["baseline_us"] - s["measured_us"]) / s["measured_us"] * 100 if s["measured_us"] else 0.0
         steps.add_row(plain(s["name"]), ms(s["measured_us"]), ms(s["baseline_us"]), f"{err:+.2f}%")
-    if sum(not s.get("context") for s in d["steps"]) > 1:
-        steps.add_row("[b]median[/]", ms(d["measured_us"]), ms(d["baseline_us"]), f"{d['error_pct']:+.2f}%")
-    if d["baseline_interval"]["half_width_pct"]:
-        steps.add_row("90% interval", "", _range(d["baseline_interval"]), "")
+    if sum(not s.get("context") for s in d.steps) > 1:
+        steps.add_row("[b]median[/]", ms(d.measured_us), ms(d.baseline_us), f"{d.error_pct:+.2f}%")
+    if d.baseline_interval.half_width_pct:
+        steps.add_row("90% interval", "", _range(d.baseline_interval), "")
     console.print(steps)
-    console.print(_causality_line(d), highlight=False, markup=False)
+    console.print(_causality_line(d.edges_by_kind, d.causality, d.steps), highlight=False, markup=False)
 
-    console.print(breakdown_shares(d["breakdown"], "Breakdown (baseline)"))
+    console.print(breakdown_shares(d.breakdown, "Breakdown (baseline)"))
 
-    cp = d["critical_path"]
-    title = f"Critical path: {cp['tasks']:,} tasks; GPU holds it {ms(cp['gpu_us'])}, CPU {ms(cp['cpu_us'])}"
+    cp = d.critical_path
+    title = f"Critical path: {cp.tasks:,} tasks; GPU holds it {ms(cp.gpu_us)}, CPU {ms(cp.cpu_us)}"
     crit = Table(title=title, title_justify="left")
     crit.add_column("top tasks on the critical path", overflow="ellipsis", max_width=60, no_wrap=True)
     crit.add_column("time", justify="right", no_wrap=True, min_width=11)
     crit.add_column("top layers on the critical path", overflow="ellipsis", max_width=40, no_wrap=True)
     crit.add_column("time", justify="right", no_wrap=True, min_width=11)
-    names, layers = list(cp["by_name"].items()), list(cp["by_layer"].items())
+    names, layers = list(cp.by_name.items()), list(cp.by_layer.items())
     for i in range(max(len(names), len(layers))):
         n = names[i] if i < len(names) else ("", None)
         la = layers[i] if i < len(layers) else ("", None)
@@ -103,15 +104,16 @@ def render_replay(result: Replay, console: Console) -> None:
 
 def render_job(result: JobReplay, console: Console) -> None:
     """A simulated multi-rank job: each rank measured against its baseline (simulated), the waits, the straggler."""
-    d = result.to_dict()
+    g = result.graph.graph
     for w in result.warnings:
         console.print(warning_line("warning:", w))
-    console.print(styled(("daydream simulate", "b"), " ", plain(d["trace"], 2000)))
-    pricing = (d["collectives"] or {}).get("pricing") or {}
+    console.print(styled(("daydream simulate", "b"), " ", plain(g.get("trace"), 2000)))
+    pricing = (g.get("collectives") or {}).get("pricing") or {}
+    world, simulated = g.get("world_size"), sum(1 for r in result.ranks if r.same_as is None)
     head = Table(show_header=False, box=None)
-    head.add_row("device", plain(d["device"] or "-"), "ranks", f"{d['world_size']} ({d['simulated_ranks']} simulated, the "
-                 "others share their tasks)" if d["simulated_ranks"] < d["world_size"] else str(d["world_size"]))  # fmt: skip
-    head.add_row("tasks", f"{d['tasks']:,}", "steps", plain(", ".join(d["steps"]) or "-"))
+    head.add_row("device", plain(g.get("device") or "-"), "ranks", f"{world} ({simulated} simulated, the others share "
+                 "their tasks)" if simulated < world else str(world))  # fmt: skip
+    head.add_row("tasks", f"{result.graph.number_of_nodes():,}", "steps", plain(", ".join(s["name"] for s in g.get("steps", [])) or "-"))
     if pricing:
         head.add_row("collectives", f"{pricing['collectives']:,}", "priced by",
                      plain(f"{pricing['model']} ({pricing['modelled']} modelled, {pricing['as_traced']} as traced)"))  # fmt: skip
@@ -120,29 +122,29 @@ def render_job(result: JobReplay, console: Console) -> None:
     table = Table(title="Iteration time per rank, ms (each from its own step's start)", title_justify="left")
     for col in ("rank", "measured", "baseline", "error", "waiting", "late start", "holds others"):
         table.add_column(col, justify="right")
-    for r in d["ranks"]:
-        table.add_row(str(r["rank"]) + (f" (= {r['same_as']})" if r["same_as"] is not None else ""), _ms(r["measured_us"]),
-                      _ms(r["baseline_us"]), f"{r['error_pct']:+.2f}%", _ms(r["wait_us"]), _ms(r["offset_us"]),
-                      _ms(r["held_us"]) if r["held_us"] else "-")  # fmt: skip
-    table.add_row("[b]slowest[/]", _ms(d["measured_us"]), _ms(d["baseline_us"]), f"{d['error_pct']:+.2f}%", "", "", "")
+    for r in result.ranks:
+        table.add_row(str(r.rank) + (f" (= {r.same_as})" if r.same_as is not None else ""), _ms(r.measured_us),
+                      _ms(r.step_us), f"{r.error_pct:+.2f}%", _ms(r.wait_us), _ms(r.offset_us),
+                      _ms(r.held_us) if r.held_us else "-")  # fmt: skip
+    table.add_row("[b]slowest[/]", _ms(result.measured_us), _ms(result.baseline_us), f"{100.0 * result.error:+.2f}%", "", "", "")
     console.print(table)
     console.print("waiting: in collectives, for the last rank; late start: after the job's first rank's step; holds "
                   "others: how much earlier the collectives it reached last would have started without it", highlight=False)
-    s = d["straggler"]
-    if s:
-        console.print(f"straggler: rank {s['rank']} reached {_count(s['collectives'], 'collective')} last, holding the "
-                      f"others back {ms(s['held_us'])} in all; its step started {ms(s['late_start_us'])} after the median "
+    s = result.straggler
+    if s is not None:
+        console.print(f"straggler: rank {s.rank} reached {_count(s.collectives, 'collective')} last, holding the "
+                      f"others back {ms(s.held_us)} in all; its step started {ms(s.late_start_us)} after the median "
                       "rank's", highlight=False, markup=False)  # fmt: skip
-        if s["tasks"]:
+        if s.tasks:
             console.print(plain("  its critical path before those collectives: " + ", ".join(
-                f"{name} {ms(t)}" for name, t in s["tasks"].items()), 2000))  # fmt: skip
-    console.print(breakdown_shares(d["breakdown"], "Breakdown (baseline, all ranks)"))
+                f"{name} {ms(t)}" for name, t in s.tasks.items()), 2000))  # fmt: skip
+    console.print(breakdown_shares(result.breakdown, "Breakdown (baseline, all ranks)"))
 
 
-def _causality_line(d: dict) -> str:
+def _causality_line(edges_by_kind: dict[str, int], causality: Any, steps: list[dict[str, Any]]) -> str:
     """What explains the timeline: the dependencies by kind, and what nothing in the graph explains."""
-    edges = ", ".join(f"{k} {n:,}" for k, n in d["edges_by_kind"].items())
-    c = d.get("causality") or {}
+    edges = ", ".join(f"{k} {n:,}" for k, n in edges_by_kind.items())
+    c = causality or {}
     weak = []
     if c.get("pinned_tasks"):
         weak.append(f"{_count(c['pinned_tasks'], 'task')} pinned to a release time")
@@ -150,7 +152,7 @@ def _causality_line(d: dict) -> str:
         weak.append(f"{_count(c['unanchored_tasks'], 'task')} with no dependency that explains its start "
                     f"({ms(c['unanchored_lead_us'])} of traced lead time dropped)")  # fmt: skip
     if c.get("held_back_us"):
-        context = any(s.get("context") for s in d.get("steps") or ())
+        context = any(s.get("context") for s in steps or ())
         first = "the context step (the step before the measured one)" if context else "the step"
         weak.append(f"work before {first} held it back up to {ms(c['held_back_us'])} in the trace "
                     f"({'it is' if context else 'the step is'} simulated with nothing pending)")  # fmt: skip
@@ -186,32 +188,32 @@ def breakdown_table(before: dict[str, float], after: dict[str, float]) -> Table:
 
 def render_whatif(result: WhatIf, console: Console) -> None:
     """Baseline against prediction, where the time went, and what each statement did."""
-    d = result.to_dict()
-    for w in d["warnings"]:
+    d = result.report()
+    for w in d.warnings:
         console.print(warning_line("warning:", w))
-    console.print(styled(("daydream run", "b"), " ", plain(f"{d['trace']}  {' '.join(d['scripts'])}", 2000)))
-    if d["params_text"]:
-        console.print(plain("params: " + ", ".join(f"{k} = {v}" for k, v in d["params_text"].items()), 2000))
+    console.print(styled(("daydream run", "b"), " ", plain(f"{d.trace}  {' '.join(d.scripts)}", 2000)))
+    if d.params_text:
+        console.print(plain("params: " + ", ".join(f"{k} = {v}" for k, v in d.params_text.items()), 2000))
     head = Table(title="Iteration time", title_justify="left")
     for col in ("measured", "baseline (simulated)", "predicted", "speedup", "throughput"):
         head.add_column(col, justify="right")
-    measured = d["measured_us"]
-    head.add_row(ms(measured) if measured == measured else "-", ms(d["baseline_us"]), ms(d["predicted_us"]),
-                 f"[b]{d['speedup']:.3f}x[/]", f"[b]{d['throughput']:.3f}x[/]")  # fmt: skip
-    head.add_row("", _range(d["baseline_interval"]), _range(d["predicted_interval"]), "", "")
+    measured = d.measured_us
+    head.add_row(ms(measured) if measured == measured else "-", ms(d.baseline_us), ms(d.predicted_us),
+                 f"[b]{d.speedup:.3f}x[/]", f"[b]{d.throughput:.3f}x[/]")  # fmt: skip
+    head.add_row("", _range(d.baseline_interval), _range(d.predicted_interval), "", "")
     console.print(head)
-    console.print(speedup_note(d["samples"]), highlight=False, markup=False)
-    console.print(interval_note(d["predicted_interval"]), highlight=False, markup=False)
-    if d.get("ranks"):
+    console.print(speedup_note(d.samples), highlight=False, markup=False)
+    console.print(interval_note(d.predicted_interval), highlight=False, markup=False)
+    if d.ranks:
         ranks = Table(title="Per rank, ms (each from its own step's start)", title_justify="left")
         for col in ("rank", "measured", "baseline", "predicted", "change", "waiting before", "waiting after"):
             ranks.add_column(col, justify="right")
-        for r in d["ranks"]:
+        for r in d.ranks:
             change = f"{100 * (r['predicted_us'] / r['baseline_us'] - 1):+.1f}%" if r["baseline_us"] else "-"
             ranks.add_row(str(r["rank"]), _ms(r["measured_us"]), _ms(r["baseline_us"]), _ms(r["predicted_us"]), change,
                           _ms(r["baseline_wait_us"]), _ms(r["wait_us"]))  # fmt: skip
         console.print(ranks)
-    b_steps, a_steps = d["step_us"]["baseline"], d["step_us"]["predicted"]
+    b_steps, a_steps = d.step_us.baseline, d.step_us.predicted
     if len(a_steps) > 1:
         per = Table(title="Per step (from the end of the step before to its end)", title_justify="left")
         for col in ("step", "baseline", "predicted", "change"):
@@ -222,8 +224,8 @@ def render_whatif(result: WhatIf, console: Console) -> None:
             label = styled(plain(name), (" (context)", "dim")) if name in context else plain(name)
             per.add_row(label, ms(b) if b is not None else "-", ms(a), _change(b, a) if b is not None else "")
         console.print(per)
-    console.print(breakdown_table(d["breakdown"]["baseline"], d["breakdown"]["predicted"]))
-    b_cls, a_cls = d["gpu_time_by_class"]["baseline"], d["gpu_time_by_class"]["predicted"]
+    console.print(breakdown_table(d.breakdown.baseline, d.breakdown.predicted))
+    b_cls, a_cls = d.gpu_time_by_class.baseline, d.gpu_time_by_class.predicted
     if b_cls or a_cls:  # a CPU recording has no GPU time to show
         cls = Table(title="GPU time by kernel class", title_justify="left")
         for col in ("class", "baseline", "predicted", "change"):
@@ -241,21 +243,21 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     console.print(st)
 
 
-def _range(iv: dict) -> str:
+def _range(iv: Interval | None) -> str:
     """``(33.900-36.800)``: a 90% interval under its value (ms), ``extrapolated`` where it is; empty with no width."""
-    if not iv or not iv["half_width_pct"]:
+    if iv is None or not iv.half_width_pct:
         return ""
-    mark = " extrap." if iv["extrapolated"] else ""
-    return f"({iv['low_us'] / 1e3:,.3f}-{iv['high_us'] / 1e3:,.3f}){mark}"
+    mark = " extrap." if iv.extrapolated else ""
+    return f"({iv.low_us / 1e3:,.3f}-{iv.high_us / 1e3:,.3f}){mark}"
 
 
-def interval_note(iv: dict) -> str:
+def interval_note(iv: Interval | None) -> str:
     """What the predicted interval is made of: 90% interval +-H%, driven by PART; each part and where it is from."""
-    if not iv or not iv["parts"]:
+    if iv is None or not iv.parts:
         return "interval: none (one step in the trace: no noise measured; no script run)"
-    parts = "; ".join(f"{p['name']} +-{p['half_width_pct']:.1f}% ({p['source']})" for p in iv["parts"])
-    lead = f"90% interval +-{iv['half_width_pct']:.1f}%, driven by {iv['driver']}"
-    return lead + (" (extrapolated)" if iv["extrapolated"] else "") + ": " + parts
+    parts = "; ".join(f"{p.name} +-{p.half_width_pct:.1f}% ({p.source})" for p in iv.parts)
+    lead = f"90% interval +-{iv.half_width_pct:.1f}%, driven by {iv.driver}"
+    return lead + (" (extrapolated)" if iv.extrapolated else "") + ": " + parts
 
 
 def speedup_note(samples: float | None = None) -> str:
@@ -267,33 +269,33 @@ def speedup_note(samples: float | None = None) -> str:
 
 def render_demo(demo: Demo, console: Console) -> None:
     """``daydream demo``: the replayed step, where its time goes, and each what-if's prediction."""
-    d = demo.to_dict()
-    for w in d["warnings"]:
+    d = demo.report()
+    for w in d.warnings:
         console.print(warning_line("note:", w))
-    console.print(styled(("daydream demo", "b"), " ", plain(d["trace"], 2000)))
-    console.print(plain(f"device: {d['device'] or '-'} ({d['device_type'] or 'unknown'})"))
+    console.print(styled(("daydream demo", "b"), " ", plain(d.trace, 2000)))
+    console.print(plain(f"device: {d.device or '-'} ({d.device_type or 'unknown'})"))
     head = Table(title="The recorded step, replayed", title_justify="left")
     for col in ("measured", "baseline (simulated)", "error"):
         head.add_column(col, justify="right")
-    err = (d["baseline_us"] - d["measured_us"]) / d["measured_us"] * 100 if d["measured_us"] else 0.0
-    head.add_row(ms(d["measured_us"]), ms(d["baseline_us"]), f"{err:+.2f}%")
+    err = (d.baseline_us - d.measured_us) / d.measured_us * 100 if d.measured_us else 0.0
+    head.add_row(ms(d.measured_us), ms(d.baseline_us), f"{err:+.2f}%")
     console.print(head)
-    console.print(breakdown_shares(d["breakdown"], "Where the time goes"))
-    table = Table(title=f"What if (baseline: {ms(d['baseline_us'])} per step)", title_justify="left")
+    console.print(breakdown_shares(d.breakdown, "Where the time goes"))
+    table = Table(title=f"What if (baseline: {ms(d.baseline_us)} per step)", title_justify="left")
     for col in ("optimization", "predicted", "90% interval", "speedup", "throughput"):
         table.add_column(col, justify="left" if col == "optimization" else "right")
-    for w in d["whatifs"]:
-        label = w["script"] + "".join(f" {k}={v}" for k, v in w["params"].items())
-        table.add_row(plain(label), ms(w["predicted_us"]), _range(w["interval"]), f"{w['speedup']:.3f}x", f"[b]{w['throughput']:.3f}x[/]")
+    for w in d.whatifs:
+        label = w.script + "".join(f" {k}={v}" for k, v in w.params.items())
+        table.add_row(plain(label), ms(w.predicted_us), _range(w.interval), f"{w.speedup:.3f}x", f"[b]{w.throughput:.3f}x[/]")
     console.print(table)
     console.print(speedup_note(), highlight=False, markup=False)
     console.print("90% interval: the trace's own step-to-step noise and each script's largest error on the validation "
                   "ledger (extrap.: a script or param the ledger never measured, its part widened)", highlight=False, markup=False)  # fmt: skip
-    for w in d["whatifs"]:
-        console.print(styled("  ", plain(w["script"], style="b"), ": ", plain(w["summary"], 2000)))
-    for sk in d["skipped"]:
-        console.print(styled("  ", plain(f"{sk['script']}: not applied: {sk['reason']}", 2000, style="dim")))
-    console.print(plain(f"one at a time, with every table: daydream run {d['trace']} SCRIPT [-p NAME=VALUE]", 2000))
+    for w in d.whatifs:
+        console.print(styled("  ", plain(w.script, style="b"), ": ", plain(w.summary, 2000)))
+    for sk in d.skipped:
+        console.print(styled("  ", plain(f"{sk.script}: not applied: {sk.reason}", 2000, style="dim")))
+    console.print(plain(f"one at a time, with every table: daydream run {d.trace} SCRIPT [-p NAME=VALUE]", 2000))
 
 
 def breakdown_shares(bd: dict[str, float], title: str) -> Table:

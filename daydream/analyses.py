@@ -1,4 +1,4 @@
-"""The across-stack analyses of XSP (seed 004) over a simulated timeline: what ``daydream report`` shows.
+"""The across-stack analyses of XSP (Li et al.) over a simulated timeline: what ``daydream report`` shows.
 
 - **Layers** are the framework's operators, XSP's layer level: each instance of a top-level op (``aten::conv2d``
   with every op and kernel under it, ``top_op_id``) spans from its first task's start to its last task's end, GPU

@@ -1,4 +1,4 @@
-"""Collective models: the nccl-tests formula, link presets, sweep parsers, the piecewise model of seed 002, and
+"""Collective models: the nccl-tests formula, link presets, sweep parsers, the piecewise model of Lin et al. (TPDS), and
 their error on published sweeps (kernels/data/nccl) and on the NCCL kernels of real traces."""
 
 from __future__ import annotations

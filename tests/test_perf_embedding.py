@@ -1,4 +1,4 @@
-"""The batched embedding-bag heuristic of seed 000, plain and L2-aware, against hand-computed values."""
+"""The batched embedding-bag heuristic of Lin et al. (HiPC 2022), plain and L2-aware, against hand-computed values."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CPU overheads T1..T5 and the single-GPU E2E estimate (Lin et al., seed 000) on hand-built traces whose every
+"""CPU overheads T1..T5 and the single-GPU E2E estimate (Lin et al., HiPC 2022) on hand-built traces whose every
 gap is known, and on the shared real traces."""
 
 from __future__ import annotations

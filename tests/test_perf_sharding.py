@@ -1,4 +1,4 @@
-"""Embedding-table sharding (daydream.perf.sharding): the six sharders of seed 002 on a hand-worked example, the
+"""Embedding-table sharding (daydream.perf.sharding): the six sharders of Lin et al. (TPDS) on a hand-worked example, the
 all-to-all sizes and the predicted step time by hand, and the searches against plain enumeration on synthetic
 DLRMs with skewed table sizes and lookups."""
 

@@ -1,4 +1,4 @@
-"""FAE (seed 003): the epoch arithmetic of daydream/perf/fae.py, worked by hand, and transforms/fae.whatif's hot-batch
+"""FAE (Adnan et al., PVLDB 2022): the epoch arithmetic of daydream/perf/fae.py, worked by hand, and transforms/fae.whatif's hot-batch
 graph on a hand-built hybrid iteration, with the predicted time worked out by hand."""
 
 from __future__ import annotations

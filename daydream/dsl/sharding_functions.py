@@ -1,4 +1,4 @@
-"""Embedding-table sharding as .whatif functions (daydream/perf/sharding.py): a plan by a sharder of seed 002 or
+"""Embedding-table sharding as .whatif functions (daydream/perf/sharding.py): a plan by a sharder of Lin et al. (TPDS) or
 the best one found, and a plan's per-rank load. transforms/sharding.whatif applies them to a job's graph.
 
 Tables are given as lists, one entry per table: ``rows`` (E), ``dims`` (D; one number for all tables), ``pooling``
@@ -109,7 +109,7 @@ register_function(
     "shard_plan", _plan, 5, 7,
     "shard_plan(SHARDER, ROWS, DIMS, POOLING, BATCH, ranks = none, link = \"nvlink4\"): the rank of each embedding "
     "table (a list) under SHARDER: naive, random, size_greedy, lookup_greedy, norm_lookup_greedy, size_lookup_greedy "
-    "(seed 002), \"best\" (the fastest plan the search finds: exhaustive on small cases), or a list of ranks (checked "
+    "(Lin et al., TPDS), \"best\" (the fastest plan the search finds: exhaustive on small cases), or a list of ranks (checked "
     "and returned). ROWS, POOLING: one per table; DIMS: one per table or one for all; BATCH: the global batch; ranks: "
     "the job's by default; lookups priced on the trace's GPU, all-to-alls over link",
     keywords=("ranks", "link"),
@@ -117,6 +117,6 @@ register_function(
 register_function(
     "plan_loads", _plan_loads, 5, 6,
     "plan_loads(PLAN, ROWS, DIMS, POOLING, BATCH, ranks = none): per rank of a plan, [forward lookups us, backward "
-    "lookups us, all-to-all bytes sent, received] by the sharding model of seed 002",
+    "lookups us, all-to-all bytes sent, received] by the sharding model of Lin et al. (TPDS)",
     keywords=("ranks",),
 )  # fmt: skip

@@ -1,4 +1,4 @@
-"""Collective-communication cost models: the nccl-tests formula, the piecewise model of Lin et al. (seed 002), and
+"""Collective-communication cost models: the nccl-tests formula, the piecewise model of Lin et al. (TPDS), and
 their fit to benchmark sweeps and to the NCCL kernels of real traces.
 
 Message size ``nbytes`` follows nccl-tests (see :mod:`daydream.perf.nccl_tests`): the per-rank buffer for
@@ -289,7 +289,7 @@ _K_GRID = np.geomspace(0.02, 8.0, 48)
 
 
 def _fit_sigmoid(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float]:
-    """log10(bus GB/s) against log2(bytes): the S-shaped middle of the curve (seed 002, eq. 3-4)."""
+    """log10(bus GB/s) against log2(bytes): the S-shaped middle of the curve (Lin et al., TPDS, eq. 3-4)."""
     lo, hi = float(x.min()), float(x.max())
     x0 = (lo + hi) / 2 + _X0_GRID * max(hi - lo, 1.0) / 8.0
     s = 1.0 / (1.0 + np.exp(-_K_GRID[None, :, None] * (x[None, None, :] - x0[:, None, None])))  # x0 by k by point
@@ -470,8 +470,8 @@ class TracedCollective:
 
     ``duration_us`` is what the collective itself took: where every rank's trace is given, the duration of the
     kernel that started last (NCCL kernels end together on all ranks, so the earlier ones spent the difference
-    waiting for it: seed 002's inter-rank synchronization); with one rank's trace, its kernel's duration, waiting
-    included (``aligned`` False). ``nbytes`` is the largest per-rank size (seed 002's all-to-all input size).
+    waiting for it: the inter-rank synchronization of Lin et al., TPDS); with one rank's trace, its kernel's duration, waiting
+    included (``aligned`` False). ``nbytes`` is the largest per-rank size (the all-to-all input size of Lin et al., TPDS).
     """
 
     collective: str

@@ -1,4 +1,4 @@
-"""The end-to-end estimate: Algorithm 1 of Lin et al. (seed 000) over one iteration's top-level ops, from a trace
+"""The end-to-end estimate: Algorithm 1 of Lin et al. (HiPC 2022) over one iteration's top-level ops, from a trace
 window or a dependency graph, with the traced kernel times or a kernel model's (see :mod:`daydream.perf.overheads`)."""
 
 from __future__ import annotations

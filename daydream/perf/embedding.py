@@ -1,4 +1,4 @@
-"""Batched embedding-bag lookup time: the heuristic of Lin et al. [P1] (seed 000), with its L2 hit-rate term.
+"""Batched embedding-bag lookup time: the heuristic of Lin et al. [P1] (HiPC 2022), with its L2 hit-rate term.
 
 One warp group computes one pooled output vector; a batched lookup over ``tables`` tables of ``rows`` rows
 (dim ``dim``, fp32) for a batch of ``batch`` samples, ``pooling`` lookups per bag, runs batch * tables groups.

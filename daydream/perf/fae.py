@@ -1,4 +1,4 @@
-"""FAE's epoch (seed 003): hot mini-batches entirely on the GPU, cold ones hybrid, and the hot rows synced between.
+"""FAE's epoch (Adnan et al., PVLDB 2022): hot mini-batches entirely on the GPU, cold ones hybrid, and the hot rows synced between.
 
 FAE keeps the hot embedding rows on every GPU and reorders the training data into pure hot and pure cold
 mini-batches. A hot batch runs entirely on the GPU(s), a cold batch as hybrid CPU-GPU training ran it, and every

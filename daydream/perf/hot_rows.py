@@ -1,4 +1,4 @@
-"""Hot embedding rows under a GPU memory budget: FAE's estimator (seed 003, section 4.1) and the exact count it
+"""Hot embedding rows under a GPU memory budget: FAE's estimator (Adnan et al., PVLDB 2022, section 4.1) and the exact count it
 stands in for, and what a hot set means for mini-batches.
 
 A row of table z is hot when its accesses k reach t * T_z (T_z: the table's accesses), one threshold t for all

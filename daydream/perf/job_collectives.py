@@ -2,7 +2,7 @@
 rank count, never its traced duration, which holds the time its earlier ranks spent waiting for the last.
 
 A collective's members (one comm task per rank, sharing a ``collective_id``: :mod:`daydream.graph.job`) take one
-duration: its message size is the largest member's (all-to-all: the most any rank sends or receives, seed 002),
+duration: its message size is the largest member's (all-to-all: the most any rank sends or receives, Lin et al. (TPDS)),
 its ranks the process group's. Two ways to price it:
 
 - ``link`` given (a preset of kernels/links.toml or a bus bandwidth in GB/s): the nccl-tests formula,

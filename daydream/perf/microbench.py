@@ -1,6 +1,6 @@
 """Kernel microbenchmarks (``daydream calibrate``): measure GEMM and element-wise tables with torch on this machine.
 
-Following Lin et al. (seed 000): each shape gets warm-up runs (5) and timed runs (30), and the table stores the
+Following Lin et al. (HiPC 2022): each shape gets warm-up runs (5) and timed runs (30), and the table stores the
 **median**. The median, not the mean, because the timing noise is one-sided and bursty: a run hit by a context switch,
 a page fault or another process on the machine takes 2-10x longer, never shorter, and a single such run moves the mean
 by more than the whole effect we model, while the median ignores it as long as fewer than half the runs are hit.
@@ -47,7 +47,7 @@ DTYPE_BYTES = {d: dtype_bytes(d) for d in ("float64", "float32", "float16", "bfl
 # CPU: half precision matmul on CPUs without AVX512-BF16/AMX runs ~60x slower than fp32 through a fallback path (measured
 # 1.3 GFLOP/s vs 81 on the EPYC this was written on), which is no kernel anyone trains with; fp64 is a real CPU dtype.
 DEFAULT_DTYPES = {"cpu": ("float32", "float64"), "cuda": ("float32", "float16", "bfloat16")}
-# FLOP per element as counted by the authors of seed 000 (owensgroup/ml_perf_model, see perf-models-lin.md); add/mul
+# FLOP per element as counted by the authors of Lin et al. (HiPC 2022) (owensgroup/ml_perf_model, see perf-models-lin.md); add/mul
 # read two inputs, the rest one, and all write one output.
 ELEMENTWISE_FLOPS = {"add": 1, "mul": 1, "relu": 1, "gelu": 175, "sigmoid": 4, "tanh": 180}
 ELEMENTWISE_INPUTS = {"add": 2, "mul": 2, "relu": 1, "gelu": 1, "sigmoid": 1, "tanh": 1}

@@ -1,4 +1,4 @@
-"""ML kernel models (Lin et al., seed 000): an MLP on log-transformed shapes, fitted to microbenchmark tables.
+"""ML kernel models (Lin et al., HiPC 2022): an MLP on log-transformed shapes, fitted to microbenchmark tables.
 
 Features: GEMM log(batch, M, N, K) + dtype one-hot; element-wise log(numel) + op one-hot + dtype one-hot. Target:
 log(median time). Both standardized; MSE loss (scikit-learn ``MLPRegressor``), so the fit minimizes squared *relative*

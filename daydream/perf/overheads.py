@@ -1,4 +1,4 @@
-"""CPU overheads T1..T5 of Lin et al. (seed 000) and their single-GPU end-to-end iteration estimate: the names of
+"""CPU overheads T1..T5 of Lin et al. (HiPC 2022) and their single-GPU end-to-end iteration estimate: the names of
 the modules that do each part, in one place.
 
 =====================================  ====================================================================

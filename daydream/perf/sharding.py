@@ -1,4 +1,4 @@
-"""Embedding-table sharding for DLRM-style models: the six sharders of Lin et al. (seed 002, Table III), the cost of
+"""Embedding-table sharding for DLRM-style models: the six sharders of Lin et al. (TPDS, Table III), the cost of
 a sharding plan, and a search for the best plan.
 
 The model
@@ -24,7 +24,7 @@ all-to-all (0 us). The lookups on the ranks run in parallel and the all-to-all w
 where ``alltoall_us`` is the time of one all-to-all (each direction pays it once).
 
 Lookup times come from :func:`daydream.perf.embedding.embedding_bag_us` (the batched embedding-bag heuristic of
-seed 000, L2-aware by default), one call per table (``tables=1``, all B samples), summed over the rank's tables.
+Lin et al. (HiPC 2022), L2-aware by default), one call per table (``tables=1``, all B samples), summed over the rank's tables.
 Per table rather than grouped per rank because the tables of a rank differ in E, L and D and the kernel model
 takes one of each; in that model a batched kernel's time is the sum of its warp groups' traffic and the L2 share
 depends on the batch, not on the table count, so the sum of per-table calls is what a batched kernel of the
@@ -144,7 +144,7 @@ def _greedy(cost: Callable[[Table], float]) -> Callable[[Sequence[Table], int, i
     return sharder
 
 
-# Table III of seed 002: an index function (naive, random) or the cost function of a greedy sharder.
+# Table III of Lin et al. (TPDS): an index function (naive, random) or the cost function of a greedy sharder.
 SHARDERS: dict[str, Callable[[Sequence[Table], int, int], tuple[int, ...]]] = {
     "naive": _naive,
     "random": _random,

@@ -89,12 +89,21 @@ def render_replay(result: Replay, console: Console) -> None:
 
     cp = d.critical_path
     title = f"Critical path: {cp.tasks:,} tasks; GPU holds it {ms(cp.gpu_us)}, CPU {ms(cp.cpu_us)}"
+    names, layers = list(cp.by_name.items()), list(cp.by_layer.items())
+    if console.width < 110:  # side by side the two need ~105 columns: one under the other, each fits 80
+        for label, items, first in (("top tasks on the critical path", names, title), ("top layers on the critical path", layers, None)):
+            one = Table(title=first, title_justify="left")
+            one.add_column(label, overflow="ellipsis", no_wrap=True, max_width=max(20, console.width - 20))
+            one.add_column("time", justify="right", no_wrap=True, min_width=11)
+            for name, t in items:
+                one.add_row(plain(name), ms(t))
+            console.print(one)
+        return
     crit = Table(title=title, title_justify="left")
     crit.add_column("top tasks on the critical path", overflow="ellipsis", max_width=60, no_wrap=True)
     crit.add_column("time", justify="right", no_wrap=True, min_width=11)
     crit.add_column("top layers on the critical path", overflow="ellipsis", max_width=40, no_wrap=True)
     crit.add_column("time", justify="right", no_wrap=True, min_width=11)
-    names, layers = list(cp.by_name.items()), list(cp.by_layer.items())
     for i in range(max(len(names), len(layers))):
         n = names[i] if i < len(names) else ("", None)
         la = layers[i] if i < len(layers) else ("", None)
@@ -235,11 +244,21 @@ def render_whatif(result: WhatIf, console: Console) -> None:
             cls.add_row(plain(name), ms(b), ms(a), _change(b, a))
         console.print(cls)
     st = Table(title="Statements", title_justify="left")
-    st.add_column("where", no_wrap=True)
-    st.add_column("statement", overflow="ellipsis", max_width=60, no_wrap=True)
-    st.add_column("effect", no_wrap=True)
-    for e in result.session.effects.values():
-        st.add_row(plain(f"{os.path.basename(e.file)}:{e.line}"), plain(" ".join(e.statement.split())), plain(e.describe()))
+    rows = [(f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe()) for e in result.session.effects.values()]
+    # widths set here, not left to the table: the place and the effect keep every figure (the effect folds at 80
+    # columns); the statement's text gives way, cut at its end (the file:line says where it is in full)
+    where_w = max([5, *(len(r[0]) for r in rows)])
+    effect_w = max([6, *(len(r[2]) for r in rows)])
+    spare = console.width - where_w - 10  # the table's borders and padding: 10 columns
+    statement_w = min(60, max([9, *(len(r[1]) for r in rows)]), spare - effect_w)
+    if statement_w < 24:
+        statement_w = min(24, max([9, *(len(r[1]) for r in rows)]))
+        effect_w = max(16, spare - statement_w)
+    st.add_column("where", no_wrap=True, width=where_w)
+    st.add_column("statement", overflow="ellipsis", no_wrap=True, width=statement_w)
+    st.add_column("effect", overflow="fold", width=effect_w)
+    for where, statement, effect in rows:
+        st.add_row(plain(where), plain(statement), plain(effect))
     console.print(st)
 
 
@@ -315,8 +334,8 @@ def render_script_list(scripts: list[ScriptInfo], console: Console) -> None:
         return
     table = Table(title="What-if scripts", title_justify="left")
     table.add_column("script", no_wrap=True)
-    table.add_column("what it models")
-    table.add_column("params")
+    table.add_column("what it models", overflow="fold")  # a long word (a regex, a class name) folds, never cut
+    table.add_column("params", overflow="fold")
     for s in scripts:
         if s.error is not None:  # said in full on stderr (the command line); here its first line
             table.add_row(plain(s.name, style="red"), plain(f"cannot be used: {s.error.splitlines()[0]}", 2000, style="red"), "")
@@ -328,10 +347,10 @@ def render_script_list(scripts: list[ScriptInfo], console: Console) -> None:
 def render_accuracy(rows: list[Accuracy], console: Console) -> None:
     """``daydream models accuracy``: each model's held-out error, as the papers state it."""
     table = Table(title="Model accuracy on held-out data (GMAE: geometric mean of |predicted - measured| / measured)", title_justify="left")
-    table.add_column("model", no_wrap=True)
-    table.add_column("GMAE", justify="right")
-    table.add_column("n", justify="right")
-    table.add_column("checked against")
+    table.add_column("model", ratio=1, overflow="fold")
+    table.add_column("GMAE", justify="right", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column("checked against", ratio=2, overflow="fold")  # names and data fold at 80 columns; the figures keep their widths
     for r in rows:
         table.add_row(plain(r.name), f"{r.gmae_pct:.2f}%", str(r.n), plain(r.data))
     console.print(table)
@@ -383,15 +402,21 @@ def render_ledger(ledger: Ledger, console: Console) -> None:
 
 
 def render_devices(devices: list[Device], console: Console) -> None:
-    """``daydream models devices``: the catalog's peaks per GPU."""
-    table = Table(title="Device catalog (kernels/devices.toml; dense peaks)", title_justify="left")
+    """``daydream models devices``: the catalog's peaks per GPU. Narrower than 110 columns the full names go (the
+    keys say the part; ``--json`` has every field) and the columns are set apart by spaces, so that every figure shows
+    whole at 80."""
+    wide = console.width >= 110
+    table = Table(title="Device catalog (kernels/devices.toml; dense peaks)", title_justify="left",
+                  **({} if wide else {"box": box.SIMPLE_HEAD, "padding": (0, 1), "pad_edge": False, "collapse_padding": True}))  # fmt: skip
     table.add_column("name", no_wrap=True)
-    table.add_column("GPU")
-    for col in ("fp32", "tf32", "fp16", "bf16", "fp8", "HBM GB/s", "L2 MB", "SMs", "PCIe"):
-        table.add_column(col, justify="right")
+    if wide:
+        table.add_column("GPU", ratio=1)
+    for col in ("fp32", "tf32", "fp16", "bf16", "fp8", "HBM GB/s" if wide else "GB/s", "L2 MB" if wide else "L2", "SMs", "PCIe"):
+        table.add_column(col, justify="right", no_wrap=True)
     for d in devices:
         peaks = [f"{d.peak_tflops[k]:g}" if k in d.peak_tflops else "-" for k in ("fp32", "tf32", "fp16", "bf16", "fp8")]
-        table.add_row(plain(d.key), plain(d.full_name), *peaks, f"{d.hbm_gbps:g}", f"{d.l2_mb:g}", str(d.sms), f"gen{d.pcie_gen}")
+        full = [plain(d.full_name)] if wide else []
+        table.add_row(plain(d.key), *full, *peaks, f"{d.hbm_gbps:g}", f"{d.l2_mb:g}", str(d.sms), f"gen{d.pcie_gen}")
     console.print(table)
     console.print("TFLOP/s per dtype; `-p device=NAME` / device = \"NAME\" in scripts take the first column.", highlight=False)
 

@@ -1,0 +1,41 @@
+"""Every table fits the terminal, at 80 columns (a laptop's split pane, piped output) and at 200, and no figure is
+cut: names may give way at their end (full in --json), numbers never do (issue: "80 columns lose data")."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT / "daydream" / "examples" / "mlp_cpu.json.gz"
+COMMANDS = [
+    ["simulate", str(TRACE)],
+    ["run", str(TRACE), "batch_size", "-p", "factor=2"],
+    ["compare", str(TRACE), str(ROOT / "examples" / "scenarios.toml")],
+    ["demo"],
+    ["list"],
+    ["models", "devices"],
+    ["models", "accuracy"],
+    ["models", "kernels"],
+]
+TABLE = re.compile(r"^[┏┃┡│└┌├╭╰━─ ]")
+CUT_FIGURE = re.compile(r"\d[.,]?…")  # a number cut short: 15… or 7.…
+
+
+@pytest.mark.parametrize("width", [80, 200])
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]).replace(str(TRACE), "TRACE"))
+def test_tables_fit_and_keep_their_figures(command: list[str], width: int) -> None:
+    out = subprocess.run([sys.executable, "-m", "daydream", *command], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "COLUMNS": str(width)})  # fmt: skip
+    assert out.returncode in (0, 3), out.stderr  # compare: three GPU scenarios do not apply to the CPU trace
+    tables = [line for line in out.stdout.splitlines() if TABLE.match(line) and any(c in line for c in "┃│━─")]
+    assert tables, out.stdout[:500]
+    too_wide = [line for line in tables if len(line) > width]
+    assert not too_wide, f"{len(too_wide)} table lines wider than {width}: {too_wide[0]}"
+    cut = [line for line in tables if CUT_FIGURE.search(line)]
+    assert not cut, f"a figure cut short: {cut[0]}"

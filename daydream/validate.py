@@ -36,6 +36,7 @@ import math
 import multiprocessing
 import os
 import statistics
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import Any
 
 import msgspec
 
+from daydream import progress
 from daydream.dsl.library import library_name, script_path
 from daydream.errors import DaydreamError
 from daydream.files import read_toml
@@ -362,14 +364,19 @@ def with_intervals(ledger: Ledger) -> Ledger:
     return ledger
 
 
-def _validate_group(cases: list[Case]) -> list[CaseResult]:
-    """The cases of one group in order, each trace read by several of them built once."""
+def _validate_group(cases: list[Case], advance: Callable[[float], None] | None = None) -> list[CaseResult]:
+    """The cases of one group in order, each trace read by several of them built once; ``advance`` after each."""
     uses: dict[str, int] = {}
     for c in cases:
         for p in {*c.before, *c.after}:
             uses[p] = uses.get(p, 0) + 1
     graphs = _Graphs({p for p, n in uses.items() if n > 1})
-    return [validate_case(c, graphs) for c in cases]
+    out = []
+    for c in cases:
+        out.append(validate_case(c, graphs))
+        if advance is not None:
+            advance(1)
+    return out
 
 
 def validate(path: str | os.PathLike[str] = DEFAULT_CASES, jobs: int = 1) -> Ledger:
@@ -381,14 +388,18 @@ def validate(path: str | os.PathLike[str] = DEFAULT_CASES, jobs: int = 1) -> Led
     groups: dict[tuple[str, ...], list[int]] = {}  # the cases of one BEFORE setting: the traces they share
     for i, c in enumerate(cases):
         groups.setdefault(tuple(c.before), []).append(i)
-    if jobs == 1 or len(groups) == 1:
-        return with_intervals(Ledger(str(path), _validate_group(cases)))
-    results: dict[int, CaseResult] = {}
-    # the largest groups first, so that the last to finish is a small one
-    order = sorted(groups.values(), key=lambda idx: -sum(len(cases[i].before) + len(cases[i].after) for i in idx))
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(order)), mp_context=ctx) as pool:
-        futures = [(idx, pool.submit(_validate_group, [cases[i] for i in idx])) for idx in order]
-        for idx, future in futures:
-            results.update(zip(idx, future.result()))
+    n = len(cases)
+    # at a terminal the cases done so far show on stderr (a ledger takes minutes); nothing when piped
+    with progress.task(f"validating {n:,} case{'s' if n != 1 else ''}", total=n) as advance:
+        if jobs == 1 or len(groups) == 1:
+            return with_intervals(Ledger(str(path), _validate_group(cases, advance)))
+        results: dict[int, CaseResult] = {}
+        # the largest groups first, so that the last to finish is a small one
+        order = sorted(groups.values(), key=lambda idx: -sum(len(cases[i].before) + len(cases[i].after) for i in idx))
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(order)), mp_context=ctx) as pool:
+            futures = [(idx, pool.submit(_validate_group, [cases[i] for i in idx])) for idx in order]
+            for idx, future in futures:
+                results.update(zip(idx, future.result()))
+                advance(len(idx))
     return with_intervals(Ledger(str(path), [results[i] for i in range(len(cases))]))

@@ -151,3 +151,21 @@ def test_a_step_that_learns_its_total_as_it_goes(monkeypatch: pytest.MonkeyPatch
             time.sleep(0.1)
             update(done, 7)
     assert "sampling inputs" in out.getvalue() and "/7" in out.getvalue()
+
+
+def test_validate_reports_each_case(tmp_path: Path, steps_said: list[tuple[str, float | None, float]]) -> None:
+    """A ledger takes minutes: at a terminal the cases done so far show (it showed nothing for 141 s)."""
+    import shutil
+
+    from daydream.demo import bundled_example
+    from daydream.validate import validate
+
+    for name in ("a.json.gz", "b.json.gz"):
+        shutil.copy(bundled_example(), tmp_path / name)
+    path = tmp_path / "cases.toml"
+    path.write_text('[[case]]\nname = "one"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["batch_size"]\nparams = { factor = 1 }\n\n'
+                    '[[case]]\nname = "two"\nbefore = ["b.json.gz"]\nafter = ["a.json.gz"]\nscripts = ["fused_optimizer"]\n')  # fmt: skip
+    validate(path)
+    assert ("validating 2 cases", 2, 2) in steps_said
+    validate(path, jobs=2)
+    assert steps_said.count(("validating 2 cases", 2, 2)) == 2

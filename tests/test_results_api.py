@@ -116,5 +116,5 @@ def test_a_param_two_scripts_bind_apart_is_shown_with_each() -> None:
     g.graph["device"] = "NVIDIA A100-SXM4-40GB"
     shown = run_whatif(g, ["amp", "device"]).session.binder.shown()
     assert shown["dtype"] == "fp16 (amp), none (device)" and shown["device"] == "h100"
-    same = run_whatif(g, ["amp", "device"], params={"dtype": '"bf16"'}).session.binder.shown()
+    same = run_whatif(g, ["amp", "device"], params={"dtype": "bf16"}).session.binder.shown()  # a bare word: its text
     assert same["dtype"] == "bf16"

@@ -43,6 +43,10 @@ class Environment:
     def is_bound(self, name: str) -> bool:
         return name in self.scope
 
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` means something here: a binding, a kind of task, a built-in value, a task attribute."""
+        return name in self.scope or name in KIND_SELECTORS or name in BUILTIN_VALUES or name in self.attributes
+
     def lookup(self, name: ast.Name) -> Any:
         n = name.id
         if n in self.scope:

@@ -44,7 +44,10 @@ class ParamBinder:
                 self.texts[f"-p {s.name}"] = value
                 if isinstance(expr, ast.Literal) and (m := _UNIT.search(expr.text or "")):
                     self.units[s.name] = m.group(1)  # shown as given: -p bucket_cap=10MB is 10 MB
-                value = self.env.value(expr)
+                if isinstance(expr, ast.Name) and not self.env.knows(expr.id) and self.env.value(s.default) is None:
+                    value = expr.id  # a bare word for a param whose default is none is its text: -p dtype=bf16
+                else:
+                    value = self.env.value(expr)
             self.used.add(s.name)
         else:
             value = self.env.value(s.default)

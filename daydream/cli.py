@@ -11,6 +11,7 @@ import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import msgspec
@@ -135,6 +136,8 @@ def _parser() -> argparse.ArgumentParser:
                      "pip install 'daydream-whatif[calibrate]') and write the model to --out")  # fmt: skip
     ker.add_argument("--out", metavar="FILE", help="where --refit writes the model (default: the shipped one, "
                      "daydream/kernels/data/device_model.json)")  # fmt: skip
+    ker.add_argument("--classes", default="gemm,conv,elementwise,norm", metavar="LIST",
+                     help="the kernel classes --refit fits (default: all four)")  # fmt: skip
     ker.set_defaults(func=_cmd_models_kernels)
     sh = sub.add_parser("shard", help="embedding-table sharding plans of a DLRM-style model, by predicted time")
     sh.add_argument("tables", metavar="TABLES.toml", help="[[table]] entries: name, rows, dim, pooling (mean lookups per sample)")
@@ -489,7 +492,15 @@ def _cmd_models_kernels(args: argparse.Namespace) -> int:
     if args.out and not args.refit:
         raise DaydreamError("--out is where --refit writes the model: give --refit DATA")
     if args.refit:
-        model = device_model.refit(args.refit, args.out or device_model.MODEL_PATH,
+        classes = [c.strip() for c in args.classes.split(",") if c.strip()]
+        unknown = sorted(set(classes) - set(device_model.CLASSES))
+        if unknown or not classes:
+            raise DaydreamError(f"--classes {args.classes}: the classes are {', '.join(device_model.CLASSES)}")
+        from daydream.files import check_output_path
+
+        out = args.out or device_model.MODEL_PATH
+        check_output_path(out, [str(p) for p in Path(args.refit).glob("**/*") if p.is_file()], "--out")  # never onto the data
+        model = device_model.refit(args.refit, out, classes,
                                    progress=None if args.json else lambda r: print(f"  {r.kernel_class} without {r.target}: "
                                    f"{r.calibrated_gmae_pct:.1f}% (roofline {r.roofline_gmae_pct:.1f}%)", file=sys.stderr, flush=True))  # fmt: skip
     else:

@@ -175,3 +175,23 @@ def test_refit_reproduces_the_shipped_figures(tmp_path: Path, model: device_mode
     for r in refit.accuracy:
         assert math.isclose(r.calibrated_gmae_pct, shipped[r.target].calibrated_gmae_pct, rel_tol=1e-6), r
         assert math.isclose(r.roofline_gmae_pct, shipped[r.target].roofline_gmae_pct, rel_tol=1e-6), r
+
+
+@pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="the NeuSight data set is not at ../shared/calibration/neusight")
+def test_refit_from_the_command_line(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    out = tmp_path / "m.json"
+    run = _daydream("models", "kernels", "--refit", str(NEUSIGHT), "--classes", "norm", "--out", str(out), "--json")
+    assert run.returncode == 0, run.stderr
+    assert {r["kernel_class"] for r in json.loads(run.stdout)["accuracy"]} == {"norm"} and out.is_file()
+    bad = _daydream("models", "kernels", "--refit", str(NEUSIGHT), "--classes", "attention", "--out", str(out))
+    assert bad.returncode != 0 and "the classes are gemm, conv, elementwise, norm" in bad.stderr
+    import shutil
+
+    data = tmp_path / "neusight"  # a copy: the shared data set is never the target of a write, even a refused one
+    shutil.copytree(NEUSIGHT, data)
+    data_file = next(data.glob("**/*.csv.gz"))
+    before = data_file.read_bytes()
+    onto = _daydream("models", "kernels", "--refit", str(data), "--classes", "norm", "--out", str(data_file))
+    assert onto.returncode != 0 and "Traceback" not in onto.stderr and "--out" in onto.stderr
+    assert data_file.read_bytes() == before

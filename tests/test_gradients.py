@@ -73,3 +73,16 @@ def test_a_trace_without_gradient_sizes_is_not_applicable(shared_traces: Path, s
                           "-p", "ranks=8"], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.returncode == 3, out.stderr
     assert f"{script} does not apply to this trace" in out.stderr and "no recorded size" in out.stderr
+
+
+def test_an_execution_trace_that_did_not_give_the_sizes_is_named(shared_traces: Path) -> None:
+    """With --et given (or found beside the trace) the message says why that one did not give the sizes, not to give one."""
+    import subprocess
+    import sys
+
+    param = shared_traces / "param"
+    out = subprocess.run([sys.executable, "-m", "daydream", "run", str(param / "resnet_kineto.json.gz"), "ddp", "-p", "ranks=8",
+                          "--et", str(param / "resnet_et.json.gz")], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 3, out.stderr
+    assert "the execution trace" in out.stderr and "it was not used: its ops do not match the trace's" in out.stderr
+    assert "give the execution trace that covers this step (--et)" not in out.stderr

@@ -318,6 +318,7 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | 
         device_properties=_device_properties(trace),
         origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings) + slow_runtime_calls([a for a in tasks if a["step"] not in context]),
         measured_us=statistics.median(measured) if measured else math.nan, recording=trace.recording,
+        execution_trace={"path": trace.et_path, "ops": len(trace.et_ops)} if trace.et_path else None,
         causality={"pinned_tasks": pinned, **causality},
     )  # fmt: skip
     return g

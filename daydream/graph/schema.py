@@ -102,6 +102,7 @@ class GraphInfo(TypedDict, total=False):
     measured_us: float  # the step time measured: the period of the step, the median of the steps' ("all")
     steady_periods_us: list[float]  # the measured periods of every step of the trace but its first: its own noise
     recording: Any  # the ``daydream record`` sidecar, or None
+    execution_trace: dict[str, Any] | None  # the execution trace read with the trace: its path and the ops it matched
     causality: dict[str, Any]  # what the graph does not explain: held_back_us, unanchored tasks, cut_edges, ...
     next_task_id: int  # the id the next added task gets (ids of removed tasks are not reused)
     ranks: list[dict[str, Any]]  # a multi-rank job: per rank its trace, measured_us, offset_us, and same_as

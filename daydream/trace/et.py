@@ -167,6 +167,7 @@ def load_execution_trace(path: str | os.PathLike[str], warnings: list[str] | Non
 def attach_execution_trace(trace: Trace, path: str | os.PathLike[str]) -> None:
     """Link the ET's ops to ``trace.cpu_ops``; results land in ``trace.et_ops`` (index -> EtOp)."""
     rf_ops = load_execution_trace(path, trace.warnings)
+    trace.et_path = os.fspath(path)
     if not rf_ops:
         trace.warnings.append(f"{path}: execution trace holds no ops; ignored")
         return

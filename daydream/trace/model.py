@@ -63,6 +63,7 @@ class Trace:
     event_count: int = 0
     skipped: int = 0
     et_ops: dict[int, Any] = field(default_factory=dict)
+    et_path: str | None = None  # the execution trace read with it (its ops in et_ops where they matched), if any
     warnings: list[str] = field(default_factory=list)
     recording: Recording | None = None  # the recorder's sidecar (modules, optimizers, buckets...), when present
 

@@ -544,11 +544,16 @@ def render_report(report: Report, console: Console) -> None:
         console.print(plain(f"report written to {report.index} (figures and report.json beside it)"))
         return
     kernels = Table(title=f"Kernels that take longest ({last.label}, ms)", title_justify="left")
-    kernels.add_column("kernel (its signature in the HTML)", overflow="ellipsis", no_wrap=True, max_width=50)
-    for col in ("class", "roofline", "n", "total", "%"):
-        kernels.add_column(col, justify="left" if col in ("class", "roofline") else "right")
-    for k in last.kernels[:8]:
-        kernels.add_row(plain(_kernel_label(k.name)), plain(k.kernel_class), k.bound or "-", str(k.count), _ms(k.total_us), f"{k.share_pct:.0f}")
+    rows = [(_kernel_label(k.name), k.kernel_class, k.bound or "-", str(k.count), _ms(k.total_us), f"{k.share_pct:.0f}")
+            for k in last.kernels[:8]]  # fmt: skip
+    # the figures keep their widths; the kernel's name gives way (cut at its end: the page has it whole)
+    fixed = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("class", "roofline", "n", "total", "%"), 1)]
+    name_w = max(12, min(50, console.width - sum(fixed) - 3 * (len(fixed) + 1) - 1))
+    kernels.add_column("kernel (its signature in the HTML)", overflow="ellipsis", no_wrap=True, max_width=name_w)
+    for col, width in zip(("class", "roofline", "n", "total", "%"), fixed):
+        kernels.add_column(col, justify="left" if col in ("class", "roofline") else "right", no_wrap=True, min_width=width)
+    for name, *rest in rows:
+        kernels.add_row(plain(name), *(plain(x) for x in rest))
     console.print(kernels)
     console.print(plain(f"report written to {report.index} (figures and report.json beside it)"))
 

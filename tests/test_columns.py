@@ -24,7 +24,7 @@ COMMANDS = [
     ["models", "kernels"],
 ]
 TABLE = re.compile(r"^[┏┃┡│└┌├╭╰━─ ]")
-CUT_FIGURE = re.compile(r"\d[.,]?…")  # a number cut short: 15… or 7.…
+CUT_FIGURE = re.compile(r"(?<![\w<>:])\d[\d.,%]*…")  # a number cut short (15…, 7.…), not a name ending in one (float2…)
 
 
 @pytest.mark.parametrize("width", [80, 200])
@@ -39,3 +39,17 @@ def test_tables_fit_and_keep_their_figures(command: list[str], width: int) -> No
     assert not too_wide, f"{len(too_wide)} table lines wider than {width}: {too_wide[0]}"
     cut = [line for line in tables if CUT_FIGURE.search(line)]
     assert not cut, f"a figure cut short: {cut[0]}"
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_report_kernel_table_keeps_its_figures(width: int, tmp_path: Path) -> None:
+    trace = ROOT.parent / "shared" / "traces" / "hta" / "nccl_parser_config_nccl_data.json.gz"
+    if not trace.is_file():
+        pytest.skip(f"{trace} is absent")
+    out = subprocess.run([sys.executable, "-m", "daydream", "report", str(trace), "amp", "--out", str(tmp_path / "r")],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": str(width)})  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    tables = [line for line in out.stdout.splitlines() if TABLE.match(line) and any(c in line for c in "┃│━─")]
+    assert any("kernel (its signature" in line for line in tables)
+    assert all(len(line) <= width for line in tables), max(tables, key=len)
+    assert not [line for line in tables if CUT_FIGURE.search(line)]

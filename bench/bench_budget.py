@@ -30,7 +30,7 @@ KINDS = {
     "where-clause, comparison": "let n = count(select cpu where duration > 10us)",
     "where-clause, in list": 'let n = count(select gpu where class in ["gemm", "conv"])',
     "where-clause, 6 terms": 'let n = count(select cpu where duration > 1 and duration < 1e9 and name != "x" and '
-                             'duration != 5 and start >= 0 and duration != 7)',
+    "duration != 5 and start >= 0 and duration != 7)",
     "where-clause, index": 'let n = count(select where name == "aten::mm")',
     "kind word": "let n = count(gpu)",
     "selection algebra": "let n = count(gpu - comm)",
@@ -81,7 +81,9 @@ def script_units(graph: object, scripts: list[str]) -> list[dict[str, object]]:
             outcome = "ok"
         except DaydreamError as exc:
             outcome = f"{type(exc).__name__}"
-        rows.append({"script": name, "units": session.budget.used, "seconds": round(time.perf_counter() - t0, 3), "outcome": outcome})
+        rows.append(
+            {"script": name, "units": session.budget.used, "seconds": round(time.perf_counter() - t0, 3), "outcome": outcome}
+        )
     return rows
 
 

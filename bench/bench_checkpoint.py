@@ -37,7 +37,11 @@ def measure(ops: int, calls: int, repeats: int) -> dict[str, float]:
     def step(mode: str) -> None:
         x = x0
         for i in range(calls):
-            x = checkpoint(segment, x, i, use_reentrant=False, preserve_rng_state=False) if mode == "checkpoint" else segment(x, i)
+            x = (
+                checkpoint(segment, x, i, use_reentrant=False, preserve_rng_state=False)
+                if mode == "checkpoint"
+                else segment(x, i)
+            )
         if mode != "forward":
             x.sum().backward()
 

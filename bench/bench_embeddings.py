@@ -93,7 +93,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(results))
         return
-    print(f"{args.inputs:,} inputs x {args.tables} tables of {args.rows:,} rows: {results['file_gb']} GB (written in {made:.0f} s)")
+    print(
+        f"{args.inputs:,} inputs x {args.tables} tables of {args.rows:,} rows: {results['file_gb']} GB (written in {made:.0f} s)"
+    )
     for mode in ("sampled", "exact"):
         r = results[mode]
         print(f"  {mode:8s} {r['wall_s']:7.1f} s  peak RSS {r['peak_rss_mb']:7.0f} MB  inputs read {r['inputs_read']:,}  "

@@ -61,7 +61,9 @@ def cli_run(trace: str) -> dict[str, float]:
     maximum would count the tiling's)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "daydream", "simulate", trace, "--step", "all", "--json"], stdout=out, stderr=err)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "daydream", "simulate", trace, "--step", "all", "--json"], stdout=out, stderr=err
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -70,8 +72,14 @@ def cli_run(trace: str) -> dict[str, float]:
         if proc.returncode != 0:
             raise SystemExit(err.read().decode())
         d = json.loads(out.read())
-    return {"cli_wall_s": wall, "cli_peak_rss_mb": usage.ru_maxrss / 1024, "steps": len(d["steps"]), "error_pct": d["error_pct"],
-            "cli_page_faults": usage.ru_minflt, "cli_system_s": usage.ru_stime}
+    return {
+        "cli_wall_s": wall,
+        "cli_peak_rss_mb": usage.ru_maxrss / 1024,
+        "steps": len(d["steps"]),
+        "error_pct": d["error_pct"],
+        "cli_page_faults": usage.ru_minflt,
+        "cli_system_s": usage.ru_stime,
+    }
 
 
 def measure(trace: str, repeat: int = 1) -> dict[str, Any]:
@@ -105,7 +113,9 @@ def tiled(events: int, folder: str) -> str:
         raise SystemExit(f"{DEFAULT_SOURCE} not found: pass a trace")
     trace = os.path.join(folder, f"tiled_{events}.json.gz")
     if not os.path.isfile(trace):
-        subprocess.run([sys.executable, str(HERE / "tile_trace.py"), str(DEFAULT_SOURCE), trace, "--events", str(events)], check=True)
+        subprocess.run(
+            [sys.executable, str(HERE / "tile_trace.py"), str(DEFAULT_SOURCE), trace, "--events", str(events)], check=True
+        )
     return trace
 
 

@@ -25,7 +25,7 @@ DEFAULT_SOURCE = HERE.parent.parent / "shared" / "traces" / "hta" / "nccl_parser
 # One of each kind of line a real script has, repeated to 1,000 lines.
 LINES = [
     "# mixed precision, per layer",
-    'param speedup_{i} = 2',
+    "param speedup_{i} = 2",
     'let gemm_{i} = select gpu where class in ["gemm", "conv"] and duration > {i}us',
     "scale gemm_{i} by 1 / speedup_{i}",
     'scale (select gpu where name ~ "elementwise|reduce") - gemm_{i} by 0.5',
@@ -33,7 +33,7 @@ LINES = [
     'insert gpu "fused_{i}" after last(gemm_{i}) duration sum(gemm_{i}.duration) / 4 on 7 with bytes = 4MB',
     "remove (select memset where bytes < 1KB) with launches",
     "",
-    "assert predicted < baseline, \"layer {i} should help\"",
+    'assert predicted < baseline, "layer {i} should help"',
 ]
 
 

@@ -75,7 +75,7 @@ HOSTILE_SNIPPETS = [
     'print "[bold red]markup[/k]"',
     "let x = -" * 2000 + "1",
     "scale (select cpu) by 1e-400",
-    'let ranks = 1e999\nlet y = allreduce(1MB, ranks = ranks)',
+    "let ranks = 1e999\nlet y = allreduce(1MB, ranks = ranks)",
 ]
 
 
@@ -102,8 +102,26 @@ def _read_json(path: Path) -> Any:
 
 
 HOSTILE_VALUES: list[Any] = [
-    None, "", "abc", "[/k]", "[bold red]x", -1, 0, 1e400, -1e400, 1e308, 2**80, True, [], {}, [[[[[]]]]],
-    "\udcff", "\u202e", "a" * 100_000, 1.5, -0.0,
+    None,
+    "",
+    "abc",
+    "[/k]",
+    "[bold red]x",
+    -1,
+    0,
+    1e400,
+    -1e400,
+    1e308,
+    2**80,
+    True,
+    [],
+    {},
+    [[[[[]]]]],
+    "\udcff",
+    "\u202e",
+    "a" * 100_000,
+    1.5,
+    -0.0,
 ]
 
 
@@ -200,7 +218,9 @@ def mutate_script(rng: random.Random, src: Path) -> str:
             j = rng.randrange(len(tokens))
             tokens[i], tokens[j] = tokens[j], tokens[i]
         else:
-            tokens.insert(i, rng.choice(["(", ")", "{", "}", "[", "]", '"', "1e999", "9" * 400, "**", "~", "include", "\\", "\n"]))
+            tokens.insert(
+                i, rng.choice(["(", ")", "{", "}", "[", "]", '"', "1e999", "9" * 400, "**", "~", "include", "\\", "\n"])
+            )
     return " ".join(tokens)
 
 
@@ -260,7 +280,9 @@ def _temporaries(folder: Path) -> list[str]:
     return sorted(str(p) for p in folder.rglob("*") if ".daydream-" in p.name and p.name.endswith(".tmp"))
 
 
-def run_case(argv: list[str], inputs: list[Path], workdir: Path, timeout: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_case(
+    argv: list[str], inputs: list[Path], workdir: Path, timeout: float, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``extra``: ``targets`` (special output paths whose kind must not change), ``outputs`` (names the run may
     write in its folder), ``pty`` (a pseudo-terminal's master to drain), ``signal`` ((signal, seconds) to send)."""
     extra = extra or {}

@@ -221,7 +221,9 @@ def stream_rows(timeline: Timeline) -> list[StreamRow]:
         arr = np.clip(np.stack([timeline.start[ix], timeline.end[ix]], axis=1), t0, t1)
         s, e = union_intervals(arr)
         busy = float((e - s).sum()) * scale
-        rows.append(StreamRow(lane, busy, max(0.0, total - busy), 100 * max(0.0, total - busy) / total if total else 0.0, len(ix)))
+        rows.append(
+            StreamRow(lane, busy, max(0.0, total - busy), 100 * max(0.0, total - busy) / total if total else 0.0, len(ix))
+        )
     return sorted(rows, key=lambda r: (-r.busy_us, r.stream))
 
 

@@ -66,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="apply .whatif scripts to a trace and predict the iteration before and after")
     run.add_argument("trace", metavar="TRACE",
                      help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
-    run.add_argument("scripts", metavar="SCRIPT", nargs="+", help=".whatif scripts, applied in order (a bare name: the bundled library)")
+    run.add_argument(
+        "scripts", metavar="SCRIPT", nargs="+", help=".whatif scripts, applied in order (a bare name: the bundled library)"
+    )
     _graph_options(run)
     _job_options(run)
     run.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -102,7 +104,9 @@ def _parser() -> argparse.ArgumentParser:
                          "(opens from disk), the figures as PNG and SVG, report.json.")  # fmt: skip
     rep.add_argument("trace", metavar="TRACE",
                      help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
-    rep.add_argument("scripts", metavar="SCRIPT", nargs="*", help=".whatif scripts to predict, applied in order (none: the baseline alone)")
+    rep.add_argument(
+        "scripts", metavar="SCRIPT", nargs="*", help=".whatif scripts to predict, applied in order (none: the baseline alone)"
+    )
     _graph_options(rep)
     _link_option(rep)
     rep.add_argument("--out", default="daydream-report", metavar="DIR", help="the folder to write (default: ./daydream-report)")
@@ -124,7 +128,12 @@ def _parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="the performance models: their accuracy, the device catalog")
     msub = models.add_subparsers(dest="models_command", metavar="WHAT", required=True)
     acc = msub.add_parser("accuracy", help="each model's error (GMAE) on data it was not fitted on")
-    acc.add_argument("traces", metavar="TRACE", nargs="*", help="traces or directories to cross-check on as well (ranks of one job in one directory)")
+    acc.add_argument(
+        "traces",
+        metavar="TRACE",
+        nargs="*",
+        help="traces or directories to cross-check on as well (ranks of one job in one directory)",
+    )
     acc.add_argument("--json", action="store_true", help='print {"models": [{"name", "gmae_pct", "n", "data"}]}')
     acc.set_defaults(func=_cmd_models_accuracy)
     dev = msub.add_parser("devices", help="the device catalog (kernels/devices.toml)")
@@ -157,7 +166,9 @@ def _parser() -> argparse.ArgumentParser:
                            "'import daydream.embeddings as e; print(e.__doc__)', or docs/embeddings.md.")  # fmt: skip
     prof.add_argument("indices", metavar="INDICES", nargs="+", help="index data: .npy, .npz or .pt files (one row per input)")
     prof.add_argument("--budget", required=True, metavar="SIZE", help="GPU memory for hot rows, e.g. 512MB or 256MiB")
-    prof.add_argument("--dim", required=True, metavar="D", help="embedding dimension: one for all tables, or one per table (64,32,...)")
+    prof.add_argument(
+        "--dim", required=True, metavar="D", help="embedding dimension: one for all tables, or one per table (64,32,...)"
+    )
     prof.add_argument("--dtype", default="fp32", help="element type of the rows: fp32, fp16, bf16, fp8, int8 (default fp32)")
     prof.add_argument("--rows", default=None, metavar="N", help="rows of every table, or one per table: indices are checked "
                       "against it (default: each table's largest index + 1)")  # fmt: skip
@@ -184,9 +195,15 @@ def _parser() -> argparse.ArgumentParser:
     val.set_defaults(func=_cmd_validate)
     cal = sub.add_parser("calibrate", help="measure kernel tables with torch on this machine and fit the MLP kernel models")
     cal.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N) (default: cpu)")
-    cal.add_argument("--kernels", default="gemm,elementwise", help="comma-separated tables to measure (default: gemm,elementwise)")
-    cal.add_argument("--out", default="calibration", metavar="DIR", help="where the tables and models go (default: ./calibration)")
-    cal.add_argument("--quick", action="store_true", help="a few shapes and runs: checks the setup in seconds, not a usable model")
+    cal.add_argument(
+        "--kernels", default="gemm,elementwise", help="comma-separated tables to measure (default: gemm,elementwise)"
+    )
+    cal.add_argument(
+        "--out", default="calibration", metavar="DIR", help="where the tables and models go (default: ./calibration)"
+    )
+    cal.add_argument(
+        "--quick", action="store_true", help="a few shapes and runs: checks the setup in seconds, not a usable model"
+    )
     cal.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's setting)")
     cal.set_defaults(func=_cmd_calibrate)
     rec = sub.add_parser("record", help="run a PyTorch training program unchanged and record N steady steps",
@@ -327,7 +344,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         return EXIT_REGRESSED
     failed = [s for s in result.scenarios if s.error is not None]
     if failed:
-        _say(f"daydream: {len(failed)} of {len(result.scenarios)} scenarios not predicted (first: {failed[0].name}: {failed[0].error})")
+        _say(
+            f"daydream: {len(failed)} of {len(result.scenarios)} scenarios not predicted (first: {failed[0].name}: {failed[0].error})"
+        )
         return failed[0].exit_code
     return 0
 
@@ -447,7 +466,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         from daydream.dsl.library import script_inputs
 
         loaded = load_cases(cases)
-        inputs = [cases, *(t for c in loaded for t in (*c.before, *c.after)), *script_inputs({s for c in loaded for s in c.scripts})]
+        inputs = [
+            cases,
+            *(t for c in loaded for t in (*c.before, *c.after)),
+            *script_inputs({s for c in loaded for s in c.scripts}),
+        ]
         check_output_path(args.errors_out, inputs, "--errors-out")
     ledger = validate(cases, jobs=args.jobs)
     if args.errors_out is not None:
@@ -550,6 +573,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from daydream.replay import replay
     from daydream.report import render_job, render_replay
     from daydream.simulation import parse_policy
+
     work = _workload(args)
     if work.is_job:
         from daydream.job import replay_job  # a job's collective models: imported for jobs only

@@ -123,7 +123,9 @@ def expand(specs: Sequence[ScenarioSpec], grid: dict[str, list[Any]] | None = No
         for name, values in spec.grid.items():
             _check_axis(at, "grid", name, values)
             if name not in declared:
-                raise DaydreamError(f"{at}: grid param {name!r}: its scripts declare {', '.join(sorted(declared)) or 'no params'}")
+                raise DaydreamError(
+                    f"{at}: grid param {name!r}: its scripts declare {', '.join(sorted(declared)) or 'no params'}"
+                )
         both = sorted(set(spec.params) & set(spec.grid))
         if both:
             raise DaydreamError(f"{at}: {', '.join(both)} given in params and in grid: give each once")
@@ -188,7 +190,9 @@ class Bound(msgspec.Struct):
         gpu = self.gpu_pct >= self.cpu_pct
         lead = f"GPU {self.gpu_pct:.0f}%" if gpu else f"CPU {self.cpu_pct:.0f}%"
         # a GPU-bound path: its largest phase and kernel class; a CPU-bound one: its two largest phases
-        parts = list(self.by_phase.items())[:1] + list(self.by_kernel_class.items())[:1] if gpu else list(self.by_phase.items())[:2]
+        parts = (
+            list(self.by_phase.items())[:1] + list(self.by_kernel_class.items())[:1] if gpu else list(self.by_phase.items())[:2]
+        )
         return lead + (": " + ", ".join(f"{k} {v:.0f}%" for k, v in parts) if parts else "")
 
 
@@ -258,7 +262,9 @@ class Comparison:
 
     def __repr__(self) -> str:
         best = self.scenarios[0] if self.scenarios and self.scenarios[0].predicted_us is not None else None
-        lead = f", best {best.name!r} {best.predicted_us / 1e3:,.3f} ms ({best.speedup:.3f}x)" if best and best.predicted_us else ""
+        lead = (
+            f", best {best.name!r} {best.predicted_us / 1e3:,.3f} ms ({best.speedup:.3f}x)" if best and best.predicted_us else ""
+        )
         return (f"Comparison(trace={self.provenance.trace!r}, baseline {self.baseline.baseline_us / 1e3:,.3f} ms, "
                 f"{len(self.scenarios)} scenarios{lead})")  # fmt: skip
 
@@ -266,7 +272,12 @@ class Comparison:
         """One row per scenario, fastest first: name, predicted (us), speedup, throughput, breakdown, bound, error."""
         out = []
         for s in self.scenarios:
-            row: dict[str, Any] = {"scenario": s.name, "predicted_us": s.predicted_us, "speedup": s.speedup, "throughput": s.throughput}
+            row: dict[str, Any] = {
+                "scenario": s.name,
+                "predicted_us": s.predicted_us,
+                "speedup": s.speedup,
+                "throughput": s.throughput,
+            }
             row.update(s.breakdown or {})
             row["bound"] = s.bound.text() if s.bound else None
             row["error"] = s.error
@@ -448,7 +459,9 @@ def rank_with_ties(scenarios: list[ScenarioResult]) -> list[ScenarioResult]:
         s.ties = [o.name for o in predicted if o is not s and s.interval is not None and o.interval is not None
                   and s.interval.overlaps(o.interval)]  # fmt: skip
         before = predicted[i - 1] if i else None
-        tied = before is not None and before.interval is not None and s.interval is not None and s.interval.overlaps(before.interval)
+        tied = (
+            before is not None and before.interval is not None and s.interval is not None and s.interval.overlaps(before.interval)
+        )
         s.rank = before.rank if tied and before is not None else i + 1
     return scenarios
 

@@ -101,8 +101,16 @@ class Demo:
             baseline_interval=self.baseline.interval,
             breakdown=self.baseline.breakdown,
             whatifs=[
-                DemoWhatIf(s.script, dict(s.params), self.summaries.get(s.script, ""), r.baseline_us, r.predicted_us,
-                           r.speedup, r.throughput, r.interval)
+                DemoWhatIf(
+                    s.script,
+                    dict(s.params),
+                    self.summaries.get(s.script, ""),
+                    r.baseline_us,
+                    r.predicted_us,
+                    r.speedup,
+                    r.throughput,
+                    r.interval,
+                )
                 for s, r in self.results
             ],  # fmt: skip
             skipped=[DemoSkipped(s.script, dict(s.params), why) for s, why in self.skipped],

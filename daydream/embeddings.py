@@ -126,7 +126,9 @@ def _torch_readers(path: Path) -> list[tuple[str, ArrayReader]]:
     try:
         import torch
     except ImportError:
-        raise DaydreamError(f"{path}: reading .pt files needs torch (pip install torch), or save the indices with numpy") from None
+        raise DaydreamError(
+            f"{path}: reading .pt files needs torch (pip install torch), or save the indices with numpy"
+        ) from None
     try:
         # by its path (torch memory-maps it: tensors of any size), now that the checked opener has vouched for it
         obj = torch.load(path, map_location="cpu", mmap=True, weights_only=True)

@@ -298,7 +298,7 @@ def _write_stream(target: OutputTarget, data: bytes) -> None:
             os.set_blocking(fd, True)
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     except OSError as exc:
         raise DaydreamError(f"{target.path}: cannot write: {exc.strerror or exc}") from None
     finally:

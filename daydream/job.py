@@ -156,9 +156,11 @@ class JobReplay:
 
     def __repr__(self) -> str:
         slowest = max(self.ranks, key=lambda r: r.step_us)
-        return (f"JobReplay(trace={self.graph.graph.get('trace')!r}, {len(self.ranks)} ranks, slowest rank {slowest.rank}: "
-                f"measured {slowest.measured_us / 1e3:,.3f} ms, baseline {slowest.step_us / 1e3:,.3f} ms, straggler "
-                f"{self.straggler.rank if self.straggler is not None else None})")
+        return (
+            f"JobReplay(trace={self.graph.graph.get('trace')!r}, {len(self.ranks)} ranks, slowest rank {slowest.rank}: "
+            f"measured {slowest.measured_us / 1e3:,.3f} ms, baseline {slowest.step_us / 1e3:,.3f} ms, straggler "
+            f"{self.straggler.rank if self.straggler is not None else None})"
+        )
 
     @property
     def measured_us(self) -> float:

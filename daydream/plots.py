@@ -125,7 +125,9 @@ def timeline_figure(timeline: Timeline, label: str, out_dir: str, stem: str, spa
     ax.set_xlim(0, span / 1e3)
     ax.set_xlabel("ms from the step's start")
     hidden = len(lanes) - len(shown)
-    ax.set_title(f"{label} timeline ({timeline.makespan() / 1e3:,.3f} ms)" + (f"; {hidden} quieter rows not drawn" if hidden else ""))
+    ax.set_title(
+        f"{label} timeline ({timeline.makespan() / 1e3:,.3f} ms)" + (f"; {hidden} quieter rows not drawn" if hidden else "")
+    )
     kinds = sorted({k for lane in shown for k in lanes[lane]})
     from matplotlib.patches import Patch
 

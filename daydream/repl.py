@@ -148,7 +148,9 @@ class Repl:
         if effects:
             touched = ", ".join(e.describe() for e in effects if e.describe())
             p = self.session.predicted_us
-            self.console.print(plain(f"{touched}; predicted {ms(p)} ({self._against(p)})" if p else f"{touched}; predicted {ms(p)}", 2000))
+            self.console.print(
+                plain(f"{touched}; predicted {ms(p)} ({self._against(p)})" if p else f"{touched}; predicted {ms(p)}", 2000)
+            )
         else:
             bound = [s for s in statements if isinstance(s, (ast.Let, ast.Param))]
             for s in bound:
@@ -169,7 +171,7 @@ class Repl:
             self.show_prediction()
         elif name == ":show":
             if not arg:
-                raise DaydreamError(":show needs an expression, e.g. :show select gpu where class == \"gemm\"")
+                raise DaydreamError(':show needs an expression, e.g. :show select gpu where class == "gemm"')
             self.show(arg)
         elif name == ":diff":
             self.diff()
@@ -204,7 +206,9 @@ class Repl:
         changed (``scale samples by F``; elsewhere it is the speedup)."""
         speedup = self.baseline_us / predicted
         samples = self.session.samples
-        return f"baseline {ms(self.baseline_us)}, speedup {speedup:.3f}x" + (f", throughput {speedup * samples:.3f}x" if samples != 1 else "")
+        return f"baseline {ms(self.baseline_us)}, speedup {speedup:.3f}x" + (
+            f", throughput {speedup * samples:.3f}x" if samples != 1 else ""
+        )
 
     def show_prediction(self) -> None:
         s = self.session

@@ -89,8 +89,10 @@ class Replay:
                 for s in self.steps]  # fmt: skip
 
     def __repr__(self) -> str:
-        return (f"Replay(trace={self.graph.graph.get('trace')!r}, measured {self.measured_us / 1e3:,.3f} ms, baseline "
-                f"{self.baseline_us / 1e3:,.3f} ms, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)")
+        return (
+            f"Replay(trace={self.graph.graph.get('trace')!r}, measured {self.measured_us / 1e3:,.3f} ms, baseline "
+            f"{self.baseline_us / 1e3:,.3f} ms, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)"
+        )
 
     @property
     def error(self) -> float:

@@ -91,7 +91,10 @@ def render_replay(result: Replay, console: Console) -> None:
     title = f"Critical path: {cp.tasks:,} tasks; GPU holds it {ms(cp.gpu_us)}, CPU {ms(cp.cpu_us)}"
     names, layers = list(cp.by_name.items()), list(cp.by_layer.items())
     if console.width < 110:  # side by side the two need ~105 columns: one under the other, each fits 80
-        for label, items, first in (("top tasks on the critical path", names, title), ("top layers on the critical path", layers, None)):
+        for label, items, first in (
+            ("top tasks on the critical path", names, title),
+            ("top layers on the critical path", layers, None),
+        ):
             one = Table(title=first, title_justify="left")
             one.add_column(label, overflow="ellipsis", no_wrap=True, max_width=max(20, console.width - 20))
             one.add_column("time", justify="right", no_wrap=True, min_width=11)
@@ -122,7 +125,9 @@ def render_job(result: JobReplay, console: Console) -> None:
     head = Table(show_header=False, box=None)
     head.add_row("device", plain(g.get("device") or "-"), "ranks", f"{world} ({simulated} simulated, the others share "
                  "their tasks)" if simulated < world else str(world))  # fmt: skip
-    head.add_row("tasks", f"{result.graph.number_of_nodes():,}", "steps", plain(", ".join(s["name"] for s in g.get("steps", [])) or "-"))
+    head.add_row(
+        "tasks", f"{result.graph.number_of_nodes():,}", "steps", plain(", ".join(s["name"] for s in g.get("steps", [])) or "-")
+    )
     if pricing:
         head.add_row("collectives", f"{pricing['collectives']:,}", "priced by",
                      plain(f"{pricing['model']} ({pricing['modelled']} modelled, {pricing['as_traced']} as traced)"))  # fmt: skip
@@ -137,8 +142,11 @@ def render_job(result: JobReplay, console: Console) -> None:
                       _ms(r.held_us) if r.held_us else "-")  # fmt: skip
     table.add_row("[b]slowest[/]", _ms(result.measured_us), _ms(result.baseline_us), f"{100.0 * result.error:+.2f}%", "", "", "")
     console.print(table)
-    console.print("waiting: in collectives, for the last rank; late start: after the job's first rank's step; holds "
-                  "others: how much earlier the collectives it reached last would have started without it", highlight=False)
+    console.print(
+        "waiting: in collectives, for the last rank; late start: after the job's first rank's step; holds "
+        "others: how much earlier the collectives it reached last would have started without it",
+        highlight=False,
+    )
     s = result.straggler
     if s is not None:
         console.print(f"straggler: rank {s.rank} reached {_count(s.collectives, 'collective')} last, holding the "
@@ -244,7 +252,10 @@ def render_whatif(result: WhatIf, console: Console) -> None:
             cls.add_row(plain(name), ms(b), ms(a), _change(b, a))
         console.print(cls)
     st = Table(title="Statements", title_justify="left")
-    rows = [(f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe()) for e in result.session.effects.values()]
+    rows = [
+        (f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe())
+        for e in result.session.effects.values()
+    ]
     # widths set here, not left to the table: the place and the effect keep every figure (the effect folds at 80
     # columns); the statement's text gives way, cut at its end (the file:line says where it is in full)
     where_w = max([5, *(len(r[0]) for r in rows)])
@@ -282,7 +293,9 @@ def interval_note(iv: Interval | None) -> str:
 def speedup_note(samples: float | None = None) -> str:
     """What the speedup and throughput columns mean, and the samples per step a script left (None: several rows,
     each its own)."""
-    per_step = "" if samples is None else " (the same samples per step)" if samples == 1 else f" ({samples:g}x the samples per step)"
+    per_step = (
+        "" if samples is None else " (the same samples per step)" if samples == 1 else f" ({samples:g}x the samples per step)"
+    )
     return f"speedup: baseline / predicted step time (above 1 is faster); throughput: samples/s after / before{per_step}"
 
 
@@ -346,11 +359,15 @@ def render_script_list(scripts: list[ScriptInfo], console: Console) -> None:
 
 def render_accuracy(rows: list[Accuracy], console: Console) -> None:
     """``daydream models accuracy``: each model's held-out error, as the papers state it."""
-    table = Table(title="Model accuracy on held-out data (GMAE: geometric mean of |predicted - measured| / measured)", title_justify="left")
+    table = Table(
+        title="Model accuracy on held-out data (GMAE: geometric mean of |predicted - measured| / measured)", title_justify="left"
+    )
     table.add_column("model", ratio=1, overflow="fold")
     table.add_column("GMAE", justify="right", no_wrap=True)
     table.add_column("n", justify="right", no_wrap=True)
-    table.add_column("checked against", ratio=2, overflow="fold")  # names and data fold at 80 columns; the figures keep their widths
+    table.add_column(
+        "checked against", ratio=2, overflow="fold"
+    )  # names and data fold at 80 columns; the figures keep their widths
     for r in rows:
         table.add_row(plain(r.name), f"{r.gmae_pct:.2f}%", str(r.n), plain(r.data))
     console.print(table)
@@ -418,7 +435,7 @@ def render_devices(devices: list[Device], console: Console) -> None:
         full = [plain(d.full_name)] if wide else []
         table.add_row(plain(d.key), *full, *peaks, f"{d.hbm_gbps:g}", f"{d.l2_mb:g}", str(d.sms), f"gen{d.pcie_gen}")
     console.print(table)
-    console.print("TFLOP/s per dtype; `-p device=NAME` / device = \"NAME\" in scripts take the first column.", highlight=False)
+    console.print('TFLOP/s per dtype; `-p device=NAME` / device = "NAME" in scripts take the first column.', highlight=False)
 
 
 def render_kernel_model(model: DeviceModel, console: Console) -> None:
@@ -453,10 +470,18 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
     p, b = result.provenance, result.baseline
     console.print(styled(("daydream compare", "b"), " ", plain(f"{p.trace}  {p.scenarios_file or ''}", 2000)))
     measured = f"; measured {ms(b.measured_us)}" if b.measured_us == b.measured_us else ""
-    console.print(plain(f"baseline (the trace unchanged, simulated): {ms(b.baseline_us)}{measured}; bound by {b.bound.text()}", 2000))
+    console.print(
+        plain(f"baseline (the trace unchanged, simulated): {ms(b.baseline_us)}{measured}; bound by {b.bound.text()}", 2000)
+    )
     # numbers in ms, shares in % of each scenario's step, the units in the title: the table fits 80 columns
-    table = Table(title="Scenarios by predicted step time (ms; breakdown in % of the step)", title_justify="left", box=box.SIMPLE_HEAD,
-                  show_edge=False, pad_edge=False, collapse_padding=True)
+    table = Table(
+        title="Scenarios by predicted step time (ms; breakdown in % of the step)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     table.add_column("#", justify="right")
     table.add_column("scenario", overflow="fold")
     table.add_column("step", justify="right")
@@ -469,7 +494,9 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
     for i, s in enumerate(predicted, 1):
         bd, total = s.breakdown or {}, (s.breakdown or {}).get("total_us") or 1.0
         place = f"{s.rank if s.rank is not None else i}{'=' if s.ties else ''}"
-        step = _ms(s.predicted_us or 0.0) + (f"\n±{s.interval.half_width_pct:.0f}%" if s.interval is not None and s.interval.half_width_pct else "")
+        step = _ms(s.predicted_us or 0.0) + (
+            f"\n±{s.interval.half_width_pct:.0f}%" if s.interval is not None and s.interval.half_width_pct else ""
+        )
         table.add_row(place, plain(s.name), step, f"{s.speedup or 0.0:.3f}x",
                       *(f"{100 * bd.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN), plain(s.bound.text() if s.bound else "-"))  # fmt: skip
     total = b.breakdown.get("total_us") or 1.0
@@ -524,7 +551,11 @@ def render_report(report: Report, console: Console) -> None:
     """``daydream report``: the verdicts, the step, the layers and kernels that take longest, and where the page is."""
     for w in report.warnings:
         console.print(warning_line("warning:", w))
-    console.print(styled(("daydream report", "b"), " ", plain(f"{report.trace}  {' '.join(os.path.basename(s) for s in report.scripts)}", 2000)))
+    console.print(
+        styled(
+            ("daydream report", "b"), " ", plain(f"{report.trace}  {' '.join(os.path.basename(s) for s in report.scripts)}", 2000)
+        )
+    )
     if report.params_text:
         console.print(plain("params: " + ", ".join(f"{k} = {v}" for k, v in report.params_text.items()), 2000))
     for a in report.analyses:

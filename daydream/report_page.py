@@ -254,10 +254,13 @@ def page(report: Report) -> str:
     ivs = report.intervals
     steps = [["measured (the trace)", _ms(report.measured_us)], ["baseline (simulated)", _ms(a0.step_us) + _range(ivs, 0)]]
     if pred is not None:
-        steps += [["predicted", _ms(pred.step_us) + _range(ivs, 1)], ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"],
-                  ["throughput (samples/s after / before)", f"{report.throughput:.3f}x"]]
+        steps += [
+            ["predicted", _ms(pred.step_us) + _range(ivs, 1)],
+            ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"],
+            ["throughput (samples/s after / before)", f"{report.throughput:.3f}x"],
+        ]
     parts = [
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
         f"<title>daydream report: {_e(os.path.basename(report.trace))}</title><style>{STYLE}</style></head><body>",
         f"<h1>daydream report: {_e(os.path.basename(report.trace))}</h1>",
         f'<table class="meta">{meta_html}</table>',
@@ -266,11 +269,19 @@ def page(report: Report) -> str:
         *(f'<p class="verdict" id="verdict-{a.label}"><b>{_e(a.label)}:</b> {_e(a.verdict)}</p>' for a in report.analyses),
         _table("Step time (ms)", ["", "ms"], steps, "steps"),
         *(f'<p class="interval" id="interval-{i}">{_e(_interval_line(iv))}</p>' for i, iv in enumerate(ivs) if iv.parts),
-        "<h2>Breakdown</h2>", _img("breakdown", "Where the step's time goes: CPU only, GPU only, both, idle"),
-        _table("Breakdown (ms)", ["", *(a.label for a in report.analyses)],
-               [[label, *(_ms(a.breakdown[k]) for a in report.analyses)] for k, label in
-                [*BREAKDOWN_PARTS.items(), ("total_us", "total")]], "breakdown"),  # fmt: skip
-        "<h2>Timelines</h2>", _img("timeline_baseline", "The baseline: each CPU thread and GPU stream"),
+        "<h2>Breakdown</h2>",
+        _img("breakdown", "Where the step's time goes: CPU only, GPU only, both, idle"),
+        _table(
+            "Breakdown (ms)",
+            ["", *(a.label for a in report.analyses)],
+            [
+                [label, *(_ms(a.breakdown[k]) for a in report.analyses)]
+                for k, label in [*BREAKDOWN_PARTS.items(), ("total_us", "total")]
+            ],
+            "breakdown",
+        ),  # fmt: skip
+        "<h2>Timelines</h2>",
+        _img("timeline_baseline", "The baseline: each CPU thread and GPU stream"),
     ]
     if pred is not None:
         parts.append(_img("timeline_predicted", "The prediction, on the same scale"))
@@ -278,9 +289,13 @@ def page(report: Report) -> str:
               "under it); latency spans its first task's start to its last task's end; non-GPU time is the latency "
               "its kernels do not cover (framework, launches, waits), as XSP defines it.</p>",
               _img("layers", "GPU and non-GPU time of the layers that take longest")]  # fmt: skip
-    parts.append(_side(report, lambda a: _table(f"Layers ({a.label})", LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2)))
+    parts.append(
+        _side(report, lambda a: _table(f"Layers ({a.label})", LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2))
+    )
     if any(a.modules for a in report.analyses):
-        parts.append(_side(report, lambda a: _table(f"Modules ({a.label})", LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2)))
+        parts.append(
+            _side(report, lambda a: _table(f"Modules ({a.label})", LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2))
+        )
     if not any(a.kernels for a in report.analyses):  # a CPU recording: no GPU tables
         parts.append("<h2>Kernels</h2><p>The trace holds no GPU work (a CPU recording).</p>")
     else:
@@ -288,7 +303,12 @@ def page(report: Report) -> str:
         parts += ["<h2>Kernels</h2>", "<p>Roofline: memory- or compute-bound on " + _e(roof or "the trace's GPU")
                   + " where the op's shapes give its FLOPs and bytes (summed over the kernels before the ratio); '-' "
                   "where they do not.</p>"]  # fmt: skip
-        parts.append(_side(report, lambda a: _table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}")))
+        parts.append(
+            _side(
+                report,
+                lambda a: _table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}"),
+            )
+        )
         parts.append(_side(report, lambda a: _table(f"Kernels by layer ({a.label})", ["layer", *KERNEL_HEAD[1:]],
                                                     _kernel_rows(a.kernels_by_layer), f"kernels-by-layer-{a.label}")))  # fmt: skip
         parts.append("<h2>GPU streams</h2>")
@@ -297,7 +317,7 @@ def page(report: Report) -> str:
                                                     f"streams-{a.label}")))  # fmt: skip
     parts.append("<h2>Critical path</h2>")
     parts.append(_side(report, _critical_path))
-    parts.append("<p><small>Written by daydream; the data is in <a href=\"report.json\">report.json</a>.</small></p></body></html>")
+    parts.append('<p><small>Written by daydream; the data is in <a href="report.json">report.json</a>.</small></p></body></html>')
     return "\n".join(parts)
 
 

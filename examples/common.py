@@ -153,8 +153,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
             parser.error("--cuda-graphs needs a CUDA device, and this run is on the CPU (--device cpu, or no GPU)")
         if args.compile:
             parser.error(
-                "--cuda-graphs and --compile: choose one (torch.compile(mode='reduce-overhead') makes "
-                "CUDA graphs itself)"
+                "--cuda-graphs and --compile: choose one (torch.compile(mode='reduce-overhead') makes CUDA graphs itself)"
             )
         if args.amp == "fp16":
             parser.error(
@@ -166,9 +165,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
         try:
             torch.optim.Adam([probe], fused=True)
         except RuntimeError as err:
-            parser.error(
-                f"--optimizer adam-fused: torch {torch.__version__} has no fused Adam on {args.device.type} ({err})"
-            )
+            parser.error(f"--optimizer adam-fused: torch {torch.__version__} has no fused Adam on {args.device.type} ({err})")
     return args
 
 
@@ -296,9 +293,7 @@ class RandomDataset(Dataset):
     """`length` random samples: (inputs, target), each made from its field and the sample's index (deterministic,
     the same in any worker), after burning `transform_us` microseconds of CPU (calibrated when created)."""
 
-    def __init__(
-        self, inputs: Sequence[Field], target: Field, length: int, transform_us: float = 0.0, seed: int = 0
-    ) -> None:
+    def __init__(self, inputs: Sequence[Field], target: Field, length: int, transform_us: float = 0.0, seed: int = 0) -> None:
         self.inputs = tuple(inputs)
         self.target = target
         self.length = length
@@ -350,9 +345,7 @@ def copy_into(static: Any, batch: Any) -> None:
             copy_into(dst, src)
 
 
-def batches(
-    args: argparse.Namespace, dataset: RandomDataset, count: int, place: Callable[[Batch], Batch]
-) -> Iterator[Batch]:
+def batches(args: argparse.Namespace, dataset: RandomDataset, count: int, place: Callable[[Batch], Batch]) -> Iterator[Batch]:
     """`count` batches, placed: from a DataLoader (--workers / --transform-us), else one batch made once and reused."""
     if args.workers == 0 and args.transform_us == 0:
         batch = place(collate([dataset[i] for i in range(args.batch)]))
@@ -405,9 +398,7 @@ def train(
     cuda = args.device.type == "cuda"
     dtype = AMP_DTYPES[args.amp]
     # Autocast's weight cast cache would hold tensors made outside the graph's memory pool: off when capturing.
-    autocast = torch.autocast(
-        args.device.type, dtype=dtype, enabled=dtype is not None, cache_enabled=not args.cuda_graphs
-    )
+    autocast = torch.autocast(args.device.type, dtype=dtype, enabled=dtype is not None, cache_enabled=not args.cuda_graphs)
     scaler = torch.amp.GradScaler("cuda") if args.amp == "fp16" and cuda else None
     model.train()
 

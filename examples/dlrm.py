@@ -132,9 +132,7 @@ def main() -> None:
     group.add_argument(
         "--bottom", type=sizes, default=[64, 32], help="hidden widths of the bottom MLP, before --dim (default: 64,32)"
     )
-    group.add_argument(
-        "--top", type=sizes, default=[64, 32], help="hidden widths of the top MLP, before 1 (default: 64,32)"
-    )
+    group.add_argument("--top", type=sizes, default=[64, 32], help="hidden widths of the top MLP, before 1 (default: 64,32)")
     group.add_argument(
         "--tables-on-cpu",
         action="store_true",
@@ -159,9 +157,7 @@ def main() -> None:
     if args.zipf < 0:
         parser.error("--zipf must be >= 0")
     if args.sparse and args.optimizer != "sgd":
-        parser.error(
-            f"--sparse needs --optimizer sgd (torch.optim.Adam does not take sparse gradients; got {args.optimizer})"
-        )
+        parser.error(f"--sparse needs --optimizer sgd (torch.optim.Adam does not take sparse gradients; got {args.optimizer})")
     if args.cuda_graphs and args.tables_on_cpu:
         parser.error("--cuda-graphs with --tables-on-cpu: CPU lookups cannot be captured in a CUDA graph")
     if args.cuda_graphs and args.sparse:

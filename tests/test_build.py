@@ -138,7 +138,11 @@ def test_iterations_from_optimizer_steps_without_profiler_steps(tmp_path: Path) 
     assert names[0] == "cudaMemcpyAsync" and names[-1] == "void at::native::multi_tensor_apply_kernel<sgd>"
     assert names.count("void at::native::multi_tensor_apply_kernel<sgd>") == 1
     assert [s["name"] for s in build_graph(trace, "all").graph["steps"]] == ["iteration#0", "iteration#1", "iteration#2"]
-    assert [s["name"] for s in build_graph(trace, 2).graph["steps"]] == ["iteration#0", "iteration#1", "iteration#2"]  # two before
+    assert [s["name"] for s in build_graph(trace, 2).graph["steps"]] == [
+        "iteration#0",
+        "iteration#1",
+        "iteration#2",
+    ]  # two before
     with pytest.raises(TraceError, match=r"no step iteration#7 .*iteration#0, iteration#1, iteration#2"):
         build_graph(trace, 7)
 
@@ -146,7 +150,10 @@ def test_iterations_from_optimizer_steps_without_profiler_steps(tmp_path: Path) 
 def test_fbgemm_kernels_are_not_gemms() -> None:
     from daydream.graph import classify_kernel
 
-    assert classify_kernel("void split_embedding_codegen_forward_unweighted_kernel<float, float, fbgemm_gpu::PlaceholderType>") == "embedding"
+    assert (
+        classify_kernel("void split_embedding_codegen_forward_unweighted_kernel<float, float, fbgemm_gpu::PlaceholderType>")
+        == "embedding"
+    )
     assert classify_kernel("void bounds_check_indices_kernel<long>(at::GenericPackedTensorAccessor)") == "embedding"
     assert classify_kernel("void fbgemm_gpu::permute_2D_data_kernel<false, int, int>(int)") == "copy"
     assert classify_kernel("volta_sgemm_128x32_nt") == "gemm"
@@ -180,7 +187,9 @@ def test_slow_runtime_calls_are_named_in_a_warning() -> None:
     steady = [task("cudaLaunchKernel", 8), task("cudaStreamSynchronize", 50_000), task("aten::mm", 9_000),
               task("cudaMemcpyAsync", 3_000), {"kind": "gpu", "name": "cudaKernel", "duration": 5_000}]  # fmt: skip
     assert slow_runtime_calls(steady) == []
-    (warning,) = slow_runtime_calls([*steady, task("cudaFree", 6_000_000), task("hipLaunchKernel", 6_500), task("cuModuleLoadData", 999)])
+    (warning,) = slow_runtime_calls(
+        [*steady, task("cudaFree", 6_000_000), task("hipLaunchKernel", 6_500), task("cuModuleLoadData", 999)]
+    )
     assert warning.startswith("2 runtime calls of the step took 6.01 s of host time (cudaFree 6.00 s, hipLaunchKernel 6.5 ms)")
     assert "one-time setup" in warning
 
@@ -216,7 +225,9 @@ def test_a_later_micro_batchs_forward_pass_is_forward(tmp_path: Path) -> None:
     corr = 1000
 
     def x(name: str, tid: int, ts: float, dur: float, cat: str = "cpu_op", **args: object) -> None:
-        doc["traceEvents"].append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args})
+        doc["traceEvents"].append(
+            {"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        )
 
     def launch(tid: int, ts: float, kname: str, kts: float) -> None:
         nonlocal corr

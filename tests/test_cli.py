@@ -100,7 +100,10 @@ def test_one_did_you_mean_for_every_unknown_name(tmp_path: Path) -> None:
     assert users == ["errors.py"], users  # the one helper: no module matches names its own way
     trace = write_trace(tmp_path / "t.json", make_trace())
     out = run("simulate", str(trace), "--step", "profilerstep#2")
-    assert out.returncode == 1 and "did you mean 'ProfilerStep#2'? (steps: ProfilerStep#1, ProfilerStep#2, ProfilerStep#3;" in out.stderr
+    assert (
+        out.returncode == 1
+        and "did you mean 'ProfilerStep#2'? (steps: ProfilerStep#1, ProfilerStep#2, ProfilerStep#3;" in out.stderr
+    )
     out = run("run", str(trace), "ampp")
     assert out.returncode == 2 and "did you mean 'amp'?" in out.stderr
     out = run("run", str(trace), "device", "-p", "device=h10")

@@ -30,7 +30,9 @@ def _write(path: Path, text: str) -> Path:
 @pytest.fixture
 def scenarios(tmp_path: Path) -> Path:
     _write(tmp_path / "slower.whatif", SLOWER)
-    return _write(tmp_path / "s.toml", """
+    return _write(
+        tmp_path / "s.toml",
+        """
 [[scenario]]
 name = "batch"
 scripts = ["batch_size"]
@@ -47,7 +49,8 @@ scripts = ["dataloader"]
 
 [grid]
 kernel_fixed = ["1us", "5us"]
-""")
+""",
+    )
 
 
 def test_grid_expansion_and_names(scenarios: Path) -> None:
@@ -99,7 +102,10 @@ def test_bad_scenario_files(tmp_path: Path, text: str, message: str | None) -> N
 
 def test_grid_product_is_bounded(tmp_path: Path) -> None:
     big = ", ".join(str(i) for i in range(1, 200))
-    path = _write(tmp_path / "big.toml", f'[[scenario]]\nname = "a"\nscripts = ["batch_size"]\ngrid = {{ factor = [{big}], kernel_fixed = [{big}] }}')
+    path = _write(
+        tmp_path / "big.toml",
+        f'[[scenario]]\nname = "a"\nscripts = ["batch_size"]\ngrid = {{ factor = [{big}], kernel_fixed = [{big}] }}',
+    )
     with pytest.raises(DaydreamError, match="more than 10,000 scenarios"):
         load_scenarios(path)
 
@@ -126,7 +132,10 @@ def test_ranked_by_predicted_step_with_breakdown_and_bound(scenarios: Path) -> N
 
 
 def test_a_scenario_whose_script_stops_is_kept_last(tmp_path: Path) -> None:
-    path = _write(tmp_path / "s.toml", '[[scenario]]\nname = "amp"\nscripts = ["amp"]\n\n[[scenario]]\nname = "b"\nscripts = ["batch_size"]\n')
+    path = _write(
+        tmp_path / "s.toml",
+        '[[scenario]]\nname = "amp"\nscripts = ["amp"]\n\n[[scenario]]\nname = "b"\nscripts = ["batch_size"]\n',
+    )
     result = compare(CPU_TRACE, path)
     assert [s.name for s in result.scenarios] == ["b", "amp"]
     amp = result.scenarios[1]
@@ -202,12 +211,17 @@ def test_cli_save_and_against_both_ways(tmp_path: Path, scenarios: Path, capsys:
 
 
 def test_cli_against_new_gone_and_lost_prediction(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    first = _write(tmp_path / "a.toml", '[[scenario]]\nname = "b"\nscripts = ["batch_size"]\n\n[[scenario]]\nname = "old"\nscripts = ["threads"]\n')
+    first = _write(
+        tmp_path / "a.toml",
+        '[[scenario]]\nname = "b"\nscripts = ["batch_size"]\n\n[[scenario]]\nname = "old"\nscripts = ["threads"]\n',
+    )
     saved = tmp_path / "r.json"
     assert main(["compare", CPU_TRACE, str(first), "--save", str(saved), "--json"]) == 0
     capsys.readouterr()
     # "b" now runs a script that stops: it had a prediction and has none: a regression; "old" gone, "new" new
-    second = _write(tmp_path / "b.toml", '[[scenario]]\nname = "b"\nscripts = ["amp"]\n\n[[scenario]]\nname = "new"\nscripts = ["threads"]\n')
+    second = _write(
+        tmp_path / "b.toml", '[[scenario]]\nname = "b"\nscripts = ["amp"]\n\n[[scenario]]\nname = "new"\nscripts = ["threads"]\n'
+    )
     assert main(["compare", CPU_TRACE, str(second), "--against", str(saved), "--json"]) == 4
     doc = json.loads(capsys.readouterr().out)
     status = {v["name"]: v["status"] for v in doc["against"]["verdicts"]}
@@ -247,7 +261,10 @@ def test_cli_refusals(tmp_path: Path, scenarios: Path, capsys: pytest.CaptureFix
 
 
 def test_cli_a_stopped_scenario_exits_with_its_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = _write(tmp_path / "s.toml", '[[scenario]]\nname = "amp"\nscripts = ["amp"]\n\n[[scenario]]\nname = "b"\nscripts = ["batch_size"]\n')
+    path = _write(
+        tmp_path / "s.toml",
+        '[[scenario]]\nname = "amp"\nscripts = ["amp"]\n\n[[scenario]]\nname = "b"\nscripts = ["batch_size"]\n',
+    )
     assert main(["compare", CPU_TRACE, str(path)]) == 3
     captured = capsys.readouterr()
     assert "not predicted: amp:" in captured.out and "1 of 2 scenarios not predicted" in captured.err

@@ -19,7 +19,18 @@ from daydream.perf.devices import get_device
 from daydream.perf.roofline import Calibration, move_us
 
 NEUSIGHT = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "neusight"
-MEASURED = {"a100-pcie-40gb", "a100-pcie-80gb", "h100-sxm", "l4", "mi100", "mi210", "p100-pcie-16gb", "p4", "t4", "v100-pcie-32gb"}
+MEASURED = {
+    "a100-pcie-40gb",
+    "a100-pcie-80gb",
+    "h100-sxm",
+    "l4",
+    "mi100",
+    "mi210",
+    "p100-pcie-16gb",
+    "p4",
+    "t4",
+    "v100-pcie-32gb",
+}
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +95,9 @@ def test_a_swap_between_measured_gpus_is_the_models_ratio(model: device_model.De
     roofline = t4.peak_tflops["fp32"] / v100.peak_tflops["fp32"]
     # a T4 reaches far less of its peak on a large GEMM than a V100 does: the V100 gains more than the peaks say
     assert s.ratio < 0.8 * roofline
-    assert s.error_pct == next(r.calibrated_gmae_pct for r in model.accuracy if r.kernel_class == "gemm" and r.target == "v100-pcie-32gb")
+    assert s.error_pct == next(
+        r.calibrated_gmae_pct for r in model.accuracy if r.kernel_class == "gemm" and r.target == "v100-pcie-32gb"
+    )
     back = device_model.swap(*GEMM, v100, t4, "fp32", "fp32")
     assert back is not None and back.ratio == pytest.approx(1 / s.ratio, rel=1e-9)
 
@@ -99,7 +112,9 @@ def test_a_gpu_or_dtype_without_measured_kernels_is_extrapolated() -> None:
     measured = device_model.swap(*GEMM, h100, get_device("a100-pcie-40gb"), "fp32", "fp32")
     assert measured is not None and measured.measured and bf16.error_pct >= measured.error_pct
     # memory-bound kernels move by bandwidth efficiency, which the data set measured in any dtype's bytes
-    add = device_model.swap("elementwise", "aten::add", [[1 << 24], [1 << 24]], get_device("t4"), get_device("a100-pcie-40gb"), "bf16", "bf16")
+    add = device_model.swap(
+        "elementwise", "aten::add", [[1 << 24], [1 << 24]], get_device("t4"), get_device("a100-pcie-40gb"), "bf16", "bf16"
+    )
     assert add is not None and add.measured
 
 

@@ -106,7 +106,7 @@ def test_a_script_that_does_not_apply_says_so_the_same_way_everywhere(tmp_path: 
 
 def test_failed_assert_exits_3(tmp_path: Path, trace: Path) -> None:
     script = tmp_path / "slow.whatif"
-    script.write_text("scale gpu by 2\nassert predicted < baseline, \"expected a speedup\"\n")
+    script.write_text('scale gpu by 2\nassert predicted < baseline, "expected a speedup"\n')
     out = run("run", str(trace), str(script))
     assert out.returncode == 3
     assert f"{script}:2: assertion failed: predicted < baseline" in out.stderr and "expected a speedup" in out.stderr
@@ -169,7 +169,7 @@ def test_repl_piped(tmp_path: Path, trace: Path) -> None:
 
 
 def test_repl_bare_expressions(trace: Path) -> None:
-    session = "\n".join(["count(gpu)", "let x = 3", "x * 2", "scal x by 2", "count(gpu))", "select gpu where name ~ \"sgemm\""])
+    session = "\n".join(["count(gpu)", "let x = 3", "x * 2", "scal x by 2", "count(gpu))", 'select gpu where name ~ "sgemm"'])
     out = run("repl", str(trace), stdin=session + "\n")
     assert out.returncode == 2  # two inputs failed
     lines = out.stdout.splitlines()

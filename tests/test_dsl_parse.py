@@ -498,7 +498,9 @@ def test_if_statement() -> None:
     (bare,) = parse("if true { print 1 }").statements
     assert isinstance(bare, ast.If) and bare.orelse == ()
     assert "param belongs at the top of a script, not inside an if" in check_error("if true {\n  param x = 1\n}")
-    assert parse_error("if true print 1").startswith("t.whatif:1:9: unexpected 'print'; expected 'and', 'in', 'not', 'or', '{' or an operator")
+    assert parse_error("if true print 1").startswith(
+        "t.whatif:1:9: unexpected 'print'; expected 'and', 'in', 'not', 'or', '{' or an operator"
+    )
 
 
 def test_a_list_or_a_call_may_span_lines() -> None:

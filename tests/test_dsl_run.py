@@ -75,7 +75,12 @@ def test_select_by_kind_attribute_regex_and_ranges() -> None:
     assert names(s, "select comm") == ["ncclAllReduce"]
     assert len(names(s, "gpu")) == 5 and len(names(s, "kernel")) == 4 and len(names(s, "cpu")) == 6
     assert names(s, 'select gpu where name ~ "gemm" and duration >= 150us') == ["sm80_gemm_bwd"]
-    assert names(s, 'select where layer ~ "^model\\.fc"') == ["cudaLaunchKernel", "cudaLaunchKernel", "sm80_gemm_bwd", "sm80_gemm_fwd"]
+    assert names(s, 'select where layer ~ "^model\\.fc"') == [
+        "cudaLaunchKernel",
+        "cudaLaunchKernel",
+        "sm80_gemm_bwd",
+        "sm80_gemm_fwd",
+    ]
     assert names(s, "select gpu where bytes > 1MB") == ["ncclAllReduce"]  # none > 1MB is false, not an error
     assert names(s, 'select gpu where class not in ["gemm", "comm"] and name !~ "relu"') == ["multi_tensor_apply_adam"]
     assert names(s, "select where stream == 20") == ["ncclAllReduce"]
@@ -166,7 +171,9 @@ def test_queued_inserts_run_first_ready_first_or_by_priority() -> None:
         s.execute('let k1 = select where name == "sm80_gemm_fwd"')
         s.execute('let a = insert comm "a" after k1 duration 100us on 30 launch none queued with prio = 2, gap = 0')
         s.execute('let b = insert comm "b" after k1 duration 10us on 30 launch none queued with prio = 3')
-        s.execute('let c = insert comm "c" after (select where name == "relu_kernel") on 30 queued launch none duration 10us with prio = 1')
+        s.execute(
+            'let c = insert comm "c" after (select where name == "relu_kernel") on 30 queued launch none duration 10us with prio = 1'
+        )
         s.execute(policy)
         assert s.predicted_us == BASELINE_US and len(s.graph) == len(iteration()) + 3  # no launch calls
         check_threads(s.graph)
@@ -176,7 +183,9 @@ def test_queued_inserts_run_first_ready_first_or_by_priority() -> None:
             assert a["name"] == name and a["queued"] and a["thread"] == "gpu:0/30"
             assert not [v for v, e in s.graph.adj[node].items() if e["kind"] in ("stream", "thread")]
         t = s.predict()
-        return {s.graph.nodes[n]["name"]: (t.start[i], t.end[i]) for i, n in enumerate(t.nodes) if s.graph.nodes[n]["name"] in "abc"}
+        return {
+            s.graph.nodes[n]["name"]: (t.start[i], t.end[i]) for i, n in enumerate(t.nodes) if s.graph.nodes[n]["name"] in "abc"
+        }
 
     assert run("schedule earliest") == {"a": (112, 212), "b": (212, 222), "c": (222, 232)}
     # by priority (smallest first): at 212 c (1) goes before b (3)
@@ -195,7 +204,7 @@ def test_an_insert_next_to_a_queued_task_takes_its_place_in_time_and_waits() -> 
     # queued before a task: that task waits for it (the final sync, which started at 412, now waits for a 500 us
     # call queued on a thread of its own after K1: [112, 612])
     s.execute('let pre = insert cpu "pre" before last(cpu) duration 500us on "cpu:9/9" queued')
-    s.execute('wait pre for first(kernel)')
+    s.execute("wait pre for first(kernel)")
     (pre,) = s.scope["pre"]
     assert s.graph.has_edge(pre, next(n for n, a in s.graph.nodes(data=True) if a["name"] == "cudaDeviceSynchronize"))
     assert s.predicted_us == 615
@@ -221,7 +230,7 @@ def test_insert_refuses_a_cycle_and_leaves_the_graph_as_it_was() -> None:
 def test_remove_refuses_to_orphan_a_kernel() -> None:
     s = session()
     with pytest.raises(ScriptError, match="without its launch") as exc:
-        s.execute("remove launches(select gpu where name ~ \"relu\")")
+        s.execute('remove launches(select gpu where name ~ "relu")')
     assert "<repl>:1:1:" in str(exc.value)
 
 
@@ -238,7 +247,9 @@ def test_schedule_policies_order_tasks_that_share_a_thread_without_an_order_edge
         s = Session(g)
         s.execute(script)
         tl = s.predict()
-        return [tl.attrs(i)["name"] for i in sorted(range(len(tl.nodes)), key=lambda i: tl.start[i]) if tl.attrs(i)["kind"] == "gpu"]
+        return [
+            tl.attrs(i)["name"] for i in sorted(range(len(tl.nodes)), key=lambda i: tl.start[i]) if tl.attrs(i)["kind"] == "gpu"
+        ]
 
     assert order("schedule priority -bytes") == ["big", "small"]
     assert order("schedule priority bytes") == ["small", "big"]
@@ -260,7 +271,10 @@ def test_include_params_and_overrides(tmp_path: Path) -> None:
     main.write_text('"""Half the GPU time."""\ninclude "half.whatif"\nassert predicted < baseline, "should be faster"\n')
     result = run_whatif(iteration(), [str(main)])
     assert result.predicted_us == 215.0 and result.speedup == pytest.approx(415 / 215)
-    with pytest.raises(CheckFailed, match=r"main.whatif:3: assertion failed: predicted < baseline: predicted is 415, baseline is 415 \(should be faster\)"):
+    with pytest.raises(
+        CheckFailed,
+        match=r"main.whatif:3: assertion failed: predicted < baseline: predicted is 415, baseline is 415 \(should be faster\)",
+    ):
         run_whatif(iteration(), [str(main)], params={"factor": "1"})  # as -p factor=1 gives it
     with pytest.raises(ScriptError, match="unknown parameter factr .-p.: the scripts declare factor; did you mean 'factor'.$"):
         run_whatif(iteration(), [str(main)], params={"factr": 1})
@@ -272,7 +286,9 @@ def test_input_graph_is_never_modified() -> None:
     edges = sorted(g.edges)
     result = run_whatif(g, [], params=None)
     s = result.session
-    s.execute('remove (select gpu where name ~ "relu") with launches\nscale gpu by 0.1\ninsert gpu "k" after first(gpu) duration 1us')
+    s.execute(
+        'remove (select gpu where name ~ "relu") with launches\nscale gpu by 0.1\ninsert gpu "k" after first(gpu) duration 1us'
+    )
     assert {n: dict(a) for n, a in g.nodes(data=True)} == before and sorted(g.edges) == edges
 
 
@@ -289,7 +305,11 @@ def test_empty_selection_is_a_warning_with_the_statement() -> None:
     ("script", "message", "where"),
     [
         ("scale gpu by -1", "a scale factor must be a finite number >= 0; got -1", "<repl>:1:14:"),
-        ("scale gpu by bytes / 1MB", "a scale factor must be a finite number >= 0; got none for task gpu 'sm80_gemm_fwd'", "<repl>:1:14:"),
+        (
+            "scale gpu by bytes / 1MB",
+            "a scale factor must be a finite number >= 0; got none for task gpu 'sm80_gemm_fwd'",
+            "<repl>:1:14:",
+        ),
         ("scale 3 by 2", "scale needs a selection of tasks, not a number", "<repl>:1:7:"),
         ('insert gpu "k" after gpu duration 1us', "insert after needs one task, the selection holds 5", "<repl>:1:22:"),
         ('insert gpu "k" after first(gpu) duration "x"', "a duration is a number of microseconds >= 0", "<repl>:1:42:"),
@@ -316,7 +336,7 @@ def test_runtime_errors_name_the_statement(script: str, message: str, where: str
 def test_assert_on_an_empty_selection_fails() -> None:
     s = session()
     s.execute("assert select comm")
-    with pytest.raises(CheckFailed, match="assertion failed: select where name == \"nope\""):
+    with pytest.raises(CheckFailed, match='assertion failed: select where name == "nope"'):
         s.execute('assert select where name == "nope"')
 
 
@@ -324,7 +344,10 @@ def test_each_input_warns_for_its_own_empty_selection() -> None:
     s = session()
     s.execute('let a = select where name == "zz"')
     s.execute('let b = select where name == "yy"')
-    assert s.warnings == ['<repl>:1: `select where name == "zz"` matches no task', '<repl>:1: `select where name == "yy"` matches no task']
+    assert s.warnings == [
+        '<repl>:1: `select where name == "zz"` matches no task',
+        '<repl>:1: `select where name == "yy"` matches no task',
+    ]
 
 
 def test_gpu_task_before_a_kernel_without_launch_gets_its_launch_before_the_next_launch() -> None:
@@ -362,7 +385,9 @@ wait (select where name == "relu_kernel") for select where name == "early"
 def test_wait_refuses_a_cycle_and_leaves_the_graph_as_it_was() -> None:
     s = session()
     before = sorted(s.graph.edges)
-    with pytest.raises(ScriptError, match=r"^<repl>:1:1: that wait would close a dependency cycle: gpu 'relu_kernel' on gpu:0/7 at ts 112\.0 us"):
+    with pytest.raises(
+        ScriptError, match=r"^<repl>:1:1: that wait would close a dependency cycle: gpu 'relu_kernel' on gpu:0/7 at ts 112\.0 us"
+    ):
         # the all-reduce follows the backward gemm, which follows relu on stream 7
         s.execute('wait (select where name == "relu_kernel") for select comm')
     assert sorted(s.graph.edges) == before
@@ -410,11 +435,15 @@ def test_a_string_param_takes_unquoted_text() -> None:
 
 def test_runs_and_input_bytes() -> None:
     s = session()
-    s.execute("let r = runs(select gpu where stream == 7)\nprint count(r), count(r[0]), r[0].name, count(runs(select gpu where name ~ \"gemm\"))")
+    s.execute(
+        'let r = runs(select gpu where stream == 7)\nprint count(r), count(r[0]), r[0].name, count(runs(select gpu where name ~ "gemm"))'
+    )
     # stream 7 runs fwd gemm -> relu -> bwd gemm -> adam back to back: one run; the two gemms are not neighbours
     assert s.printed[0] == "1 4 ['sm80_gemm_fwd', 'relu_kernel', 'sm80_gemm_bwd', 'multi_tensor_apply_adam'] 2"
     s.graph.nodes[next(n for n, a in s.graph.nodes(data=True) if a["name"] == "relu_kernel")]["shapes"] = [[64, 1024], []]
-    s.execute('print input_bytes(select where name == "relu_kernel"), input_bytes(select gpu, element_bytes = 2), input_bytes(select comm)')
+    s.execute(
+        'print input_bytes(select where name == "relu_kernel"), input_bytes(select gpu, element_bytes = 2), input_bytes(select comm)'
+    )
     assert s.printed[1] == "262144 131072 none"
 
 
@@ -467,7 +496,9 @@ def test_repeats_reaches_out_to_every_back_to_back_repeat() -> None:
     g = repeated_calls(*[(c,) for c in calls])
     s = Session(g)
     s.execute("let found = repeats(select cpu)")
-    covered = "".join(g.nodes[n]["name"] for n in sorted((n for b in s.scope["found"] for n in b), key=lambda n: g.nodes[n]["start"]))
+    covered = "".join(
+        g.nodes[n]["name"] for n in sorted((n for b in s.scope["found"] for n in b), key=lambda n: g.nodes[n]["start"])
+    )
     assert covered.startswith("ABABCD") and covered in calls[1:-1] and len(covered) >= len(calls) - 3
 
 
@@ -502,15 +533,20 @@ def test_an_inserted_task_may_take_its_name_from_an_expression() -> None:
 def test_scale_samples_states_the_samples_a_step_processes(tmp_path: Path) -> None:
     # `samples` is 1 until a script scales it; the factors of several scripts multiply; the step's time is untouched
     twice = tmp_path / "twice.whatif"
-    twice.write_text('scale gpu by 2\nscale samples by 2\nassert samples == 2\n')
+    twice.write_text("scale gpu by 2\nscale samples by 2\nassert samples == 2\n")
     three = tmp_path / "three.whatif"
     three.write_text("print samples\nscale samples by 3\n")
     result = run_whatif(iteration(), [twice, three])
     assert result.session.printed == ["2"] and result.samples == 6
     assert result.throughput == pytest.approx(6 * result.speedup) and result.throughput > 1 > result.speedup
-    assert [e.describe() for e in result.session.effects.values() if e.kind == "samples"] == ["samples per step x2", "samples per step x3"]
+    assert [e.describe() for e in result.session.effects.values() if e.kind == "samples"] == [
+        "samples per step x2",
+        "samples per step x3",
+    ]
     untouched = run_whatif(iteration(), [])
-    assert untouched.samples == 1 and untouched.throughput == untouched.speedup == 1  # no change of samples: throughput is the speedup
+    assert (
+        untouched.samples == 1 and untouched.throughput == untouched.speedup == 1
+    )  # no change of samples: throughput is the speedup
 
 
 @pytest.mark.parametrize("script, message", [
@@ -532,9 +568,15 @@ def test_require_says_the_script_does_not_apply(tmp_path: Path) -> None:
         run_whatif(iteration(), [script])
     assert str(err.value) == (f"needs_comm does not apply to this trace: the step copies nothing: nothing to overlap "
                               f"({script}:2: select memcpy)")  # fmt: skip
-    assert (err.value.script, err.value.reason, err.value.exit_code) == ("needs_comm", "the step copies nothing: nothing to overlap", 3)
+    assert (err.value.script, err.value.reason, err.value.exit_code) == (
+        "needs_comm",
+        "the step copies nothing: nothing to overlap",
+        3,
+    )
     assert isinstance(err.value, CheckFailed)  # what catches a failed assert catches it too
-    with pytest.raises(NotApplicable, match=r"^the input does not apply to this trace: count\(memcpy\) > 0 does not hold \(<repl>:1: "):
+    with pytest.raises(
+        NotApplicable, match=r"^the input does not apply to this trace: count\(memcpy\) > 0 does not hold \(<repl>:1: "
+    ):
         session().execute("require count(memcpy) > 0")
     s = session()
     s.execute('require count(comm) > 0, "needs an all-reduce"')  # holds: nothing happens

@@ -243,7 +243,10 @@ def test_hot_inputs_are_estimated_on_held_out_inputs(criteo_like: Path) -> None:
     everyone = profile([criteo_like], **kw, classify_all=True)
     assert held_out.hot_bytes == everyone.hot_bytes  # the same hot set
     assert held_out.inputs_classified == held_out.inputs_read and everyone.inputs_classified == INPUTS
-    assert abs(held_out.hot_input_fraction - everyone.hot_input_fraction) < 0.02, (held_out.hot_input_fraction, everyone.hot_input_fraction)
+    assert abs(held_out.hot_input_fraction - everyone.hot_input_fraction) < 0.02, (
+        held_out.hot_input_fraction,
+        everyone.hot_input_fraction,
+    )
 
 
 def test_cli_profile(criteo_like: Path) -> None:

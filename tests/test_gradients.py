@@ -36,7 +36,9 @@ def test_ddp_buckets_close_at_their_limits() -> None:
 def test_gradient_buckets_from_a_script() -> None:
     g, ids = backward()
     s = Session(g)
-    s.execute("let b = gradient_buckets()\nprint count(b), b[0][1], b[1][1], b[1][0].name[0]\nprint count(gradient_buckets(first = 4MiB))")
+    s.execute(
+        "let b = gradient_buckets()\nprint count(b), b[0][1], b[1][1], b[1][0].name[0]\nprint count(gradient_buckets(first = 4MiB))"
+    )
     assert s.printed == ["2 2097152 790528 gemm_wgrad_2", "1"]
 
 
@@ -59,7 +61,9 @@ def test_gradients_of_a_real_trace_with_its_execution_trace(shared_traces: Path)
     buckets = ddp_buckets(grads)
     assert sum(len(b) for b in buckets) == 42 and len(buckets) == 4
     with pytest.raises(DaydreamError, match="of 62 gradients have no recorded size"):
-        gradients(build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"), context=False))  # no shapes, no ET of its own
+        gradients(
+            build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"), context=False)
+        )  # no shapes, no ET of its own
 
 
 @pytest.mark.parametrize("script", ["ddp", "scale_out", "p3"])

@@ -86,7 +86,7 @@ def test_per_task_scale_and_set_keep_the_launch_call_cost_current() -> None:
 def test_a_scale_by_a_per_task_expression_in_a_script_keeps_the_launch_call_cost_current() -> None:
     session = Session(iteration())
     session.execute('insert gpu "first" after (select where name == "relu_kernel") duration 1us')
-    session.execute('scale cpu by 0.1 + 0 * duration')  # a factor per task (it reads an attribute)
+    session.execute("scale cpu by 0.1 + 0 * duration")  # a factor per task (it reads an attribute)
     session.execute('insert gpu "second" after (select where name == "relu_kernel") duration 1us')
     assert _launch_call(session.graph, _kernel(session.graph, "second"))["duration"] == 1.0
 
@@ -169,11 +169,15 @@ def test_the_launch_call_cost_is_what_a_pass_over_the_graph_gives_after_any_edit
         on_s7 = [n for n, a in g.nodes(data=True) if a["thread"] == "gpu:0/7"]
         cpu = [n for n, a in g.nodes(data=True) if a["kind"] == "cpu"]
         gpu = [n for n, a in g.nodes(data=True) if a["kind"] in ("gpu", "comm")]
-        what = rng.choice(["insert", "insert", "insert_priced", "scale_gpu", "scale_cpu", "set_cpu", "launch", "gpu_launch", "remove"])
+        what = rng.choice(
+            ["insert", "insert", "insert_priced", "scale_gpu", "scale_cpu", "set_cpu", "launch", "gpu_launch", "remove"]
+        )
         try:
             if what in ("insert", "insert_priced"):
                 launch_us = rng.choice([1.0, 10.0, 37.0]) if what == "insert_priced" else None
-                inserted.append(insert_task(g, rng.choice(["gpu", "comm"]), f"k{step}", 1.0, after=rng.choice(on_s7), launch_us=launch_us)[-1])
+                inserted.append(
+                    insert_task(g, rng.choice(["gpu", "comm"]), f"k{step}", 1.0, after=rng.choice(on_s7), launch_us=launch_us)[-1]
+                )
             elif what == "scale_gpu":
                 scale(g, select(g, "gpu"), rng.choice([0.5, 2.0]))
             elif what == "scale_cpu":

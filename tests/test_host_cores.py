@@ -110,7 +110,7 @@ def test_the_thread_model() -> None:
     assert parallel_time_factor(4, 2) == 1.0  # cores unknown: one per recorded thread
     assert parallel_time_factor(4, 2, cores=4) == pytest.approx(1 / 1.8)
     assert parallel_time_factor(2, 8, cores=4) == pytest.approx(1.8)  # the recording had more threads than cores
-    assert thread_speedup(3, 4) == pytest.approx(3**math.log2(1.8))
+    assert thread_speedup(3, 4) == pytest.approx(3 ** math.log2(1.8))
     with pytest.raises(DaydreamError, match="whole number"):
         parallel_time_factor(1.5, 2)
     with pytest.raises(DaydreamError, match="cores"):

@@ -114,7 +114,9 @@ def test_a_world_size_in_a_trace_is_bounded(tmp_path: Path, info: dict[str, int]
     job = tmp_path / "job"
     job.mkdir()
     shutil.copyfile(t, job / "rank0.json.gz")
-    for path in (t, job) if message.startswith("distributedInfo.world_size") else (t,):  # (a job of world 4 with one rank file: its error)
+    for path in (
+        (t, job) if message.startswith("distributedInfo.world_size") else (t,)
+    ):  # (a job of world 4 with one rank file: its error)
         got = cli("simulate", str(path), timeout=60)
         clean(got, 0)
         assert message in got.stdout  # the run's warnings, with its tables

@@ -139,7 +139,9 @@ def test_includes_nested_too_deeply_are_an_error(tmp_path: Path) -> None:
 def test_long_number_literals_are_refused_before_lexing() -> None:
     start = time.monotonic()
     for digits in (4301, 30_000, 200_000):
-        with pytest.raises(ScriptError, match=rf"^n.whatif:1:7: a number of {digits:,} characters: a number literal has at most 100"):
+        with pytest.raises(
+            ScriptError, match=rf"^n.whatif:1:7: a number of {digits:,} characters: a number literal has at most 100"
+        ):
             parse_script("print " + "9" * digits, "n.whatif")
     assert time.monotonic() - start < 2
     s = session()
@@ -240,7 +242,9 @@ def test_p_values_are_parsed_and_bounded_like_scripts(tmp_path: Path) -> None:
     assert "-p ranks=1e999: not a value: -p ranks:1:1: number too large" in err
     err = script_error(tmp_path, "param ranks = 8\nprint allreduce(1MB, ranks = ranks)\n", "-p", "ranks=9**9**9")
     assert "-p ranks:1:1: 9 ** 387420489 has more than 1,000 bits" in err
-    err = script_error(tmp_path, "param ranks = 8\nprint allreduce(1MB, ranks = ranks)\n", "-p", "ranks=" + "(" * 500 + "1" + ")" * 500)
+    err = script_error(
+        tmp_path, "param ranks = 8\nprint allreduce(1MB, ranks = ranks)\n", "-p", "ranks=" + "(" * 500 + "1" + ")" * 500
+    )
     assert "more than 100 brackets open at once" in err
 
 
@@ -380,7 +384,10 @@ def test_a_catastrophic_pattern_matches_in_linear_time(tmp_path: Path) -> None:
 
 
 def test_patterns_that_need_backtracking_are_an_error_and_no_warning_leaks(tmp_path: Path) -> None:
-    fails('print "aa" ~ "(a)\\1"', r"bad regular expression '\(a\)\\\\1': .*" + ("backreferences are not supported" if RE2 else "backreference"))
+    fails(
+        'print "aa" ~ "(a)\\1"',
+        r"bad regular expression '\(a\)\\\\1': .*" + ("backreferences are not supported" if RE2 else "backreference"),
+    )
     fails('print "ab" ~ "a(?=b)"', r"look-around is not supported" if RE2 else "look-around")
     fails('print "ab" ~ "("', r"bad regular expression '\('")
     fails('print "ab" ~ "' + "a" * 10_001 + '"', r"a regular expression of 10,001 characters: at most 10,000")

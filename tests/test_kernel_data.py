@@ -35,13 +35,23 @@ def test_rows_of_a_table(tmp_path: Path) -> None:
             "linear,nan,GPU A,1,8,8,8", "unknown,1.0,GPU A,1,1,1,1", "linear,0.25,GPU B,1,64,64,64"]  # fmt: skip
     table.write_bytes(gzip.compress("\n".join(rows).encode()))
     got = list(read_measurements(tmp_path))
-    assert [(m.device, m.dims, m.latency_us) for m in got] == [("GPU A", (1, 64, 64, 64), 500.0), ("GPU B", (1, 64, 64, 64), 250.0)]
+    assert [(m.device, m.dims, m.latency_us) for m in got] == [
+        ("GPU A", (1, 64, 64, 64), 500.0),
+        ("GPU B", (1, 64, 64, 64), 250.0),
+    ]
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/calibration/neusight absent")
 def test_the_data_set() -> None:
     gpus = read_gpus(DATA)
     assert {"NVIDIA H100 80GB HBM3", "Tesla T4", "AMD Instinct MI210"} <= set(gpus)
-    assert gpus["NVIDIA H100 80GB HBM3"].sms == 132 and gpus["AMD Instinct MI210"].vector_gflops < gpus["AMD Instinct MI210"].fp32_gflops
+    assert (
+        gpus["NVIDIA H100 80GB HBM3"].sms == 132
+        and gpus["AMD Instinct MI210"].vector_gflops < gpus["AMD Instinct MI210"].fp32_gflops
+    )
     classes = {(m.kernel_class, m.device) for m in read_measurements(DATA)}
-    assert ("gemm", "NVIDIA H100 80GB HBM3") in classes and ("conv", "Tesla T4") in classes and ("norm", "AMD Instinct MI100") in classes
+    assert (
+        ("gemm", "NVIDIA H100 80GB HBM3") in classes
+        and ("conv", "Tesla T4") in classes
+        and ("norm", "AMD Instinct MI100") in classes
+    )

@@ -155,7 +155,9 @@ def test_collectives_issued_in_another_order_are_named() -> None:
 def test_crossed_collectives_of_two_groups_stop_with_a_message_not_a_hang() -> None:
     # the same stream issues group x then y on rank 0, y then x on rank 1: each waits for the other's first
     g = job([rank_graph([100, 100], groups=["x", "y"]), rank_graph([100, 100], groups=["y", "x"])])
-    with pytest.raises(DaydreamError, match=r"collective (x|y)#0 \(allreduce\) never starts: rank (0|1) reached it, rank (0|1) never"):
+    with pytest.raises(
+        DaydreamError, match=r"collective (x|y)#0 \(allreduce\) never starts: rank (0|1) reached it, rank (0|1) never"
+    ):
         simulate(g)
 
 
@@ -325,7 +327,12 @@ def test_process_groups_read_from_the_args_kineto_records() -> None:
     tp = {"Process Group Name": "3", "Process Group Description": "tp", "Process Group Ranks": "[4, 5, 6, 7]", "Group size": 4}
     assert process_group(args(**tp)) == {"group_size": 4, "group": "3", "group_ranks": [4, 5, 6, 7]}
     # the default group is the world: no name, as in traces that record none
-    default = {"Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": "[0, 1]", "Group size": 2}
+    default = {
+        "Process Group Name": "0",
+        "Process Group Description": "default_pg",
+        "Process Group Ranks": "[0, 1]",
+        "Group size": 2,
+    }
     assert process_group(args(**default)) == {"group_size": 2}
     # ranks that are no list of distinct ranks, or disagree with the size, are not believed; the name is kept
     for bad in ("[4, 4, 5, 6]", "[4, -5]", "4,5", "[4, 5]"):
@@ -355,10 +362,22 @@ def embedding_rank() -> nx.DiGraph:
     calls = [add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, step="s") for i in range(3)]
     for a, b in zip(calls, calls[1:]):
         add_dependency(g, a, b, "thread")
-    ef = add_task(g, "split_embedding_codegen_forward", "gpu", COMPUTE, 100, start=10, step="s", phase="forward", **{"class": "embedding"})
+    ef = add_task(
+        g, "split_embedding_codegen_forward", "gpu", COMPUTE, 100, start=10, step="s", phase="forward", **{"class": "embedding"}
+    )
     a2a = add_task(g, "ncclKernel_SendRecv", "comm", COMM, 50, start=110, step="s", phase="forward", collective="alltoall",
                    bytes=8192, group="world")  # fmt: skip
-    eb = add_task(g, "split_embedding_backward_codegen", "gpu", COMPUTE, 100, start=160, step="s", phase="backward", **{"class": "embedding"})
+    eb = add_task(
+        g,
+        "split_embedding_backward_codegen",
+        "gpu",
+        COMPUTE,
+        100,
+        start=160,
+        step="s",
+        phase="backward",
+        **{"class": "embedding"},
+    )
     for call, k in zip(calls, (ef, a2a, eb)):
         add_dependency(g, call, k, "launch")
     add_dependency(g, ef, a2a, "sync")
@@ -392,7 +411,15 @@ def test_sharding_on_a_job_by_hand() -> None:
     assert result.session.printed[-1].startswith("plan [0, 1, 1, 1] for naive [0, 1, 0, 1]")
     # every sharder's plan priced by the model; the best no slower than any
     modelled = {line.split()[0]: float(line.split()[1]) for line in result.session.printed[:7]}
-    assert list(modelled) == ["naive", "random", "size_greedy", "lookup_greedy", "norm_lookup_greedy", "size_lookup_greedy", "best"]
+    assert list(modelled) == [
+        "naive",
+        "random",
+        "size_greedy",
+        "lookup_greedy",
+        "norm_lookup_greedy",
+        "size_lookup_greedy",
+        "best",
+    ]
     assert modelled["best"] == min(modelled.values())
     # the plan the model calls best, found by the script: no slower than the sharders' by the model
     best = run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params={**params, "sharder": "best"})
@@ -430,7 +457,9 @@ def test_ray_absent_is_said(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without Ray gives an import
     from daydream.job import _build_on_ray
 
-    with pytest.raises(DaydreamError, match=r"--ray needs Ray: pip install 'ray\[default\]' \(local worker processes: --jobs N\)"):
+    with pytest.raises(
+        DaydreamError, match=r"--ray needs Ray: pip install 'ray\[default\]' \(local worker processes: --jobs N\)"
+    ):
         _build_on_ray("local", [(str(tmp_path / "rank1.json"), None, True)], 1)
 
 

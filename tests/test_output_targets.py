@@ -289,7 +289,9 @@ def test_a_killed_write_is_cleaned_by_the_next_run(tmp_path: Path, trace: Path) 
     assert out.is_file() and leftovers(tmp_path) == []
 
 
-@pytest.mark.parametrize(("raised", "code", "line"), [("KeyboardInterrupt()", 130, "interrupted"), ("signals.Terminated()", 143, "terminated")])
+@pytest.mark.parametrize(
+    ("raised", "code", "line"), [("KeyboardInterrupt()", 130, "interrupted"), ("signals.Terminated()", 143, "terminated")]
+)
 def test_an_error_raised_while_a_signal_unwinds_is_the_signal(tmp_path: Path, raised: str, code: int, line: str) -> None:
     """A library's cleanup that fails on half-done work while Ctrl-C or SIGTERM unwinds the command (matplotlib's
     "Invalid bounding box" inside savefig, found by the fuzzer) reports the signal, not an internal error (exit 70)."""

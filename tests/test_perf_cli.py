@@ -54,7 +54,14 @@ def test_calibrate_quick_writes_tables_and_models(tmp_path: Path) -> None:
     out = daydream("calibrate", "--quick", "--out", str(tmp_path / "cal"))
     assert out.returncode == 0, out.stderr
     names = sorted(p.name for p in (tmp_path / "cal").iterdir())
-    assert names == ["elementwise.csv", "elementwise.meta.json", "elementwise.mlp.json.gz", "gemm.csv", "gemm.meta.json", "gemm.mlp.json.gz"]
+    assert names == [
+        "elementwise.csv",
+        "elementwise.meta.json",
+        "elementwise.mlp.json.gz",
+        "gemm.csv",
+        "gemm.meta.json",
+        "gemm.mlp.json.gz",
+    ]
     assert "gemm-mlp/cpu" in out.stdout
     bad = daydream("calibrate", "--quick", "--kernels", "conv", "--out", str(tmp_path / "x"))
     assert bad.returncode == 1 and "unknown kernel table 'conv'" in bad.stderr

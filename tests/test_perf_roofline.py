@@ -373,7 +373,13 @@ def test_a_kernel_moves_by_its_own_roofline_in_its_own_precision() -> None:
     h100, v100 = get_device("h100"), get_device("v100-sxm2-32gb")
     empty = Calibration(A100, "fp32", {})
     # an FP32 GEMM and a GEMV (one row) move by the measured-kernels model's work ratio (test_device_model.py)
-    big = {"op": "aten::mm", "shapes": [[4096, 4096], [4096, 4096]], "class": "gemm", "duration": 8000.0, "name": "ampere_sgemm_128x64_nn"}
+    big = {
+        "op": "aten::mm",
+        "shapes": [[4096, 4096], [4096, 4096]],
+        "class": "gemm",
+        "duration": 8000.0,
+        "name": "ampere_sgemm_128x64_nn",
+    }
     gemv = {**big, "shapes": [[1, 4096], [4096, 4096]], "duration": 80.0}
     for task in (big, gemv):
         moved = swap("gemm", "aten::mm", task["shapes"], A100, h100, "fp32", "fp32")
@@ -389,7 +395,13 @@ def test_a_kernel_moves_by_its_own_roofline_in_its_own_precision() -> None:
     conv = {"op": "aten::cudnn_convolution", "shapes": None, "class": "conv", "duration": 300.0,
             "name": "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc"}  # fmt: skip
     assert move_us(conv, empty, v100) == pytest.approx(300 * 156 / 15.7)
-    relu = {"op": "aten::relu", "shapes": None, "class": "elementwise", "duration": 50.0, "name": "vectorized_elementwise_kernel<float>"}
+    relu = {
+        "op": "aten::relu",
+        "shapes": None,
+        "class": "elementwise",
+        "duration": 50.0,
+        "name": "vectorized_elementwise_kernel<float>",
+    }
     assert move_us(relu, empty, v100) == pytest.approx(50 * 1555 / 900)
     assert move_us({**relu, "duration": 0.0}, empty, v100) == 0.0
 

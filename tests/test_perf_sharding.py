@@ -424,10 +424,10 @@ def test_cli_shard_reports_every_sharder_by_predicted_time_and_the_best_plan(tmp
     assert times == sorted(times) and len(times) == len(SHARDERS)
     assert d["best"]["predicted_us"] <= times[0]
     assert d["tables"] == ["t0", "t1", "t2", "t3", "t4"]
-    spec.write_text("[[table]]\nname = \"x\"\nrows = -3\ndim = 4\npooling = 1\n")
+    spec.write_text('[[table]]\nname = "x"\nrows = -3\ndim = 4\npooling = 1\n')
     assert main(["shard", str(spec), "--ranks", "2", "--batch", "4096"]) != 0
     err = capsys.readouterr().err
     assert "rows" in err and "Traceback" not in err
-    spec.write_text("[[table]]\nname = \"x\"\nrowz = 3\n")
+    spec.write_text('[[table]]\nname = "x"\nrowz = 3\n')
     assert main(["shard", str(spec), "--ranks", "2", "--batch", "4096"]) != 0
     assert "unknown keys rowz" in capsys.readouterr().err

@@ -99,7 +99,9 @@ def steps_said(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float | None,
     return said
 
 
-def test_loading_building_and_simulating_report_progress(tmp_path: Path, steps_said: list[tuple[str, float | None, float]]) -> None:
+def test_loading_building_and_simulating_report_progress(
+    tmp_path: Path, steps_said: list[tuple[str, float | None, float]]
+) -> None:
     path = write_trace(tmp_path / "t.json.gz", make_trace(), gz=True)
     graph = build_graph(load_trace(path), "all")
     simulate(graph)

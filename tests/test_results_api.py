@@ -22,7 +22,12 @@ def _flat_rows(rows: list[dict[str, object]]) -> None:
 def test_a_whatif_and_a_replay_in_a_notebook() -> None:
     result = whatif(Workload(bundled_example(), step="all"), ["batch_size"])
     text = repr(result)
-    assert len(text) < 300 and "scripts=['batch_size']" in text and "speedup 0.603x, throughput 1.207x" in text and "390 tasks" in text
+    assert (
+        len(text) < 300
+        and "scripts=['batch_size']" in text
+        and "speedup 0.603x, throughput 1.207x" in text
+        and "390 tasks" in text
+    )
     rows = result.rows()
     _flat_rows(rows)
     assert [r["step"] for r in rows] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
@@ -78,7 +83,9 @@ def test_one_vocabulary_in_every_result() -> None:
     assert simulated["baseline_us"] == simulated["predicted_us"]  # predicted_us: the README's first name for it, kept
     assert [s["baseline_us"] for s in simulated["steps"]] == [s["predicted_us"] for s in simulated["steps"]]
     ran = whatif(trace, ["batch_size"]).to_dict()
-    assert ran["baseline_us"] == simulated["baseline_us"] and ran["speedup"] == pytest.approx(ran["baseline_us"] / ran["predicted_us"])
+    assert ran["baseline_us"] == simulated["baseline_us"] and ran["speedup"] == pytest.approx(
+        ran["baseline_us"] / ran["predicted_us"]
+    )
     assert (ran["samples"], ran["throughput"]) == (2, pytest.approx(2 * ran["speedup"]))
     demo = run_demo(trace).to_dict()
     assert demo["baseline_us"] == simulated["baseline_us"] and "simulated_us" not in demo

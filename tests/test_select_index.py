@@ -65,7 +65,9 @@ WHERE = [
 
 
 @pytest.mark.parametrize("where", WHERE)
-def test_the_index_selects_what_a_test_of_every_task_selects(session: Session, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_index_selects_what_a_test_of_every_task_selects(
+    session: Session, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: list[int] = []
     real = select_module.candidates
 
@@ -125,7 +127,9 @@ def test_the_index_follows_the_priorities_a_schedule_writes(session: Session) ->
 
 
 @pytest.mark.parametrize("start", [None, math.nan, "soon", [1.0]])
-def test_a_start_that_is_not_a_number_is_tested_by_the_clause(built: nx.DiGraph, start: object, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_start_that_is_not_a_number_is_tested_by_the_clause(
+    built: nx.DiGraph, start: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     graph = copy_graph(built)
     odd = list(graph)[150]
     graph.nodes[odd]["start"] = start  # before the session: as a graph from elsewhere may hold it
@@ -174,7 +178,6 @@ def test_the_index_grows_with_inserts_and_outlives_other_attributes(session: Ses
     assert index("thread") is not kept
 
 
-
 COMBINED = [
     "parents(x) & gpu",
     "gpu & children(x)",
@@ -185,9 +188,9 @@ COMBINED = [
     "task & kept",
     "kept - gpu - cpu",
     "gpu - kept",
-    "cpu - (select where name ~ \"Launch\")",
-    "(select where name ~ \"Launch\") & cpu",
-    "(select where name ~ \"Launch\") & dataloader",
+    'cpu - (select where name ~ "Launch")',
+    '(select where name ~ "Launch") & cpu',
+    '(select where name ~ "Launch") & dataloader',
 ]
 
 
@@ -213,7 +216,9 @@ def kinds_session() -> Session:
 
 
 @pytest.mark.parametrize("expr", COMBINED)
-def test_a_selection_combined_with_a_kind_word_is_what_the_two_selections_give(kinds_session: Session, expr: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_selection_combined_with_a_kind_word_is_what_the_two_selections_give(
+    kinds_session: Session, expr: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``SEL & KIND``, ``KIND & SEL`` and ``SEL - KIND`` test SEL's kinds instead of selecting every task of the kind:
     the same tasks (a task SEL holds that was removed since: in SEL - KIND, not in SEL & KIND), charged for the work
     done: SEL's tasks tested, not every task of the graph (the budget tracks time)."""
@@ -226,11 +231,13 @@ def test_a_selection_combined_with_a_kind_word_is_what_the_two_selections_give(k
 
 
 def test_the_kind_words_select_what_they_name(kinds_session: Session) -> None:
-    assert len(_combined(kinds_session, "kept - gpu")[0]) == 3  # the tasks removed since (a kernel, its launch call, the all-reduce)
+    assert (
+        len(_combined(kinds_session, "kept - gpu")[0]) == 3
+    )  # the tasks removed since (a kernel, its launch call, the all-reduce)
     assert len(_combined(kinds_session, "kept & gpu")[0]) == 2  # the kernels before and after the removed one
 
 
-@pytest.mark.parametrize("expr", ["1 & gpu", "gpu & true", "none - gpu", "\"a\" - cpu", "gpu - 1", "cpu & []", "x & gpu & 2"])
+@pytest.mark.parametrize("expr", ["1 & gpu", "gpu & true", "none - gpu", '"a" - cpu', "gpu - 1", "cpu & []", "x & gpu & 2"])
 def test_a_kind_word_combined_with_what_is_not_a_selection_fails_as_two_selections_do(
     kinds_session: Session, expr: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # fmt: skip
@@ -269,12 +276,12 @@ NARROWED = [
     'kept & (select where name == "sm80_gemm_bwd")',
     '(select where phase == "backward") & kept',
     'kept - (select where phase == "backward")',
-    'kept - (select where name == "no such kernel")',   # the select matches nothing: its warning
+    'kept - (select where name == "no such kernel")',  # the select matches nothing: its warning
     'kept & (select where name == "no such kernel")',
-    'kept & (select where bytes == 4000000)',
+    "kept & (select where bytes == 4000000)",
     'kept & (select where phase == "backward" and layer == none)',  # not one test: made as before
-    'kept & (select gpu where phase == "backward")',                # a kind: made as before
-    'kept & (select where shapes == none)',                         # shapes are lists: no index, made as before
+    'kept & (select gpu where phase == "backward")',  # a kind: made as before
+    "kept & (select where shapes == none)",  # shapes are lists: no index, made as before
     '1 & (select where name == "sm80_gemm_bwd")',
     'none - (select where name == "sm80_gemm_bwd")',
     '(select where name == "sm80_gemm_bwd") - kept',

@@ -48,7 +48,9 @@ def assert_same(python: Timeline, compiled: Timeline) -> None:
 
 
 def shared_trace_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.json*") if "_et" not in p.parent.name and ".et." not in p.name and "_et." not in p.name)
+    return sorted(
+        p for p in root.rglob("*.json*") if "_et" not in p.parent.name and ".et." not in p.name and "_et." not in p.name
+    )
 
 
 def test_the_same_timeline_on_every_shared_trace_and_policy(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,7 +109,9 @@ def random_dag(seed: int) -> nx.DiGraph:
             graph.nodes[task]["release"] = float(rng.randint(0, 20))
         for parent in rng.sample(tasks, min(len(tasks), rng.randint(0, 3))):
             kind = rng.choice(["thread", "stream", "sync", "launch"])
-            add_dependency(graph, parent, task, kind, **({} if kind in ("thread", "stream") else {"lag": float(rng.randint(0, 3))}))
+            add_dependency(
+                graph, parent, task, kind, **({} if kind in ("thread", "stream") else {"lag": float(rng.randint(0, 3))})
+            )
         tasks.append(task)
     return graph
 

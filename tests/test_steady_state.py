@@ -72,7 +72,9 @@ def test_every_command_reports_the_same_step_time(tmp_path: Path) -> None:
     assert result.baseline.baseline_us == base and result.scenarios[0].predicted_us == pytest.approx(base)
     assert write_report(trace, [], out_dir=str(tmp_path / "rep")).baseline_us == pytest.approx(base)
     assert run_demo(trace).baseline.baseline_us == base
-    out = subprocess.run([sys.executable, "-m", "daydream", "simulate", trace, "--json"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", "simulate", trace, "--json"], capture_output=True, text=True, timeout=120
+    )
     d = json.loads(out.stdout)
     assert d["baseline_us"] == base and d["measured_us"] == pytest.approx(base)
     # the measured step, after its context
@@ -145,12 +147,16 @@ def test_compare_ranks_overlapping_intervals_as_ties(tmp_path: Path) -> None:
 
 def test_every_predicted_time_carries_its_interval_in_json_and_text(tmp_path: Path) -> None:
     trace = bundled_example()
-    out = subprocess.run([sys.executable, "-m", "daydream", "run", trace, "batch_size", "--json"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", "run", trace, "batch_size", "--json"], capture_output=True, text=True, timeout=120
+    )
     d = json.loads(out.stdout)
     iv = d["predicted_interval"]
     assert iv["low_us"] < d["predicted_us"] < iv["high_us"] and iv["driver"] in ("noise", "batch_size")
     assert d["baseline_interval"]["parts"][0]["name"] == "noise"
-    text = subprocess.run([sys.executable, "-m", "daydream", "run", trace, "batch_size"], capture_output=True, text=True, timeout=120).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "daydream", "run", trace, "batch_size"], capture_output=True, text=True, timeout=120
+    ).stdout
     assert f"({iv['low_us'] / 1e3:,.3f}-{iv['high_us'] / 1e3:,.3f})" in text and "90% interval" in text
     report = write_report(trace, ["batch_size"], out_dir=str(tmp_path / "rep"))
     assert len(report.intervals) == 2 and report.intervals[1].half_width_pct == pytest.approx(iv["half_width_pct"])

@@ -26,7 +26,9 @@ from daydream.simulation.timeline import (
 )
 
 
-def _totals_one_by_one(timeline: Timeline, by: str, indices: list[int] | None, kinds: frozenset[str], times: list[float] | None) -> dict[str, float]:
+def _totals_one_by_one(
+    timeline: Timeline, by: str, indices: list[int] | None, kinds: frozenset[str], times: list[float] | None
+) -> dict[str, float]:
     attrs = timeline.task_attrs
     if indices is None:
         indices = [i for i, a in enumerate(attrs) if a["kind"] in kinds]
@@ -69,8 +71,15 @@ def _breakdown_one_by_one(timeline: Timeline) -> dict[str, float]:
 def _assert_same_summaries(timeline: Timeline, bys: tuple[str, ...]) -> None:
     path = critical_path(timeline)
     seg = critical_path_segments(timeline, path)
-    for indices, kinds, times in [(None, GPU_KINDS, None), (None, CPU_KINDS, None), (path, GPU_KINDS | CPU_KINDS, seg), (path, GPU_KINDS, seg)]:
-        fresh = Timeline(timeline.graph, timeline.nodes, timeline.start, timeline.end, timeline.cause, timeline.threads, timeline.task_attrs)
+    for indices, kinds, times in [
+        (None, GPU_KINDS, None),
+        (None, CPU_KINDS, None),
+        (path, GPU_KINDS | CPU_KINDS, seg),
+        (path, GPU_KINDS, seg),
+    ]:
+        fresh = Timeline(
+            timeline.graph, timeline.nodes, timeline.start, timeline.end, timeline.cause, timeline.threads, timeline.task_attrs
+        )
         got = totals_by(fresh, bys, indices, kinds, times)
         for by in bys:
             want = _totals_one_by_one(timeline, by, indices, kinds, times)
@@ -101,7 +110,9 @@ def test_values_of_every_type_are_summed_as_their_text(values: list[Any]) -> Non
     g = nx.DiGraph()
     prev = None
     for i, v in enumerate(values * 3):
-        call = add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 2.0 + i % 4, start=10.0 * i, step=v if i % 2 else None, op=None, tag=v)
+        call = add_task(
+            g, "cudaLaunchKernel", "cpu", "cpu:1/1", 2.0 + i % 4, start=10.0 * i, step=v if i % 2 else None, op=None, tag=v
+        )
         kernel = add_task(g, f"k{i % 5}", "gpu", "gpu:0/7", 1.0 + (i * 7) % 5 / 3, start=10.0 * i + 1, tag=v, layer=v)
         add_dependency(g, call, kernel, "launch", lag=1.0)
         if prev is not None:
@@ -129,7 +140,9 @@ def test_equal_sums_keep_the_order_their_keys_first_appear_in_among_the_tasks_su
     """The keys of a sum over GPU tasks in the order those tasks show them, not the order the CPU tasks before them
     (read into the same column) show them."""
     g = nx.DiGraph()
-    calls = [add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 2.0, start=2.0 * i, layer=layer) for i, layer in enumerate(["x", "y"])]
+    calls = [
+        add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 2.0, start=2.0 * i, layer=layer) for i, layer in enumerate(["x", "y"])
+    ]
     kernels = [add_task(g, "k", "gpu", "gpu:0/7", 5.0, start=10.0 + i, layer=layer) for i, layer in enumerate(["y", "x"])]
     add_dependency(g, calls[0], calls[1], "thread")
     add_dependency(g, kernels[0], kernels[1], "stream")

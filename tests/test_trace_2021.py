@@ -115,9 +115,7 @@ def test_autograd_nodes_set_the_backward_phase(legacy_graph: nx.DiGraph) -> None
         "void at::native::vectorized_elementwise_kernel<add>",
     }
     # a backward node takes the layer of the forward op with its sequence number
-    assert {legacy_graph.nodes[v]["layer"] for v in engine if legacy_graph.nodes[v]["region"] == "AddmmBackward"} == {
-        "Linear_0"
-    }
+    assert {legacy_graph.nodes[v]["layer"] for v in engine if legacy_graph.nodes[v]["region"] == "AddmmBackward"} == {"Linear_0"}
     # nothing else is backward: the forward's tasks and kernels keep their phase
     assert len(_tasks(legacy_graph, phase="backward")) == 12
     assert {legacy_graph.nodes[v]["phase"] for v in _tasks(legacy_graph, name="volta_sgemm_128x64_nn")} == {"forward"}
@@ -136,7 +134,6 @@ def test_ops_declare_no_other_phase(name: str) -> None:
     # an op declares no phase but the backward's; ranges refiled as annotations do (the loader passes them so)
     assert range_phase(name, "Operator") is None
     assert layer_part(name, "Operator").part is None
-
 
 
 def test_backward_call_and_return_are_sync_edges(legacy_graph: nx.DiGraph) -> None:

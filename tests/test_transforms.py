@@ -79,7 +79,9 @@ def test_cuda_graphs_by_hand() -> None:
 def test_dataloader_by_hand() -> None:
     g = chain(("k1", "gemm", 50, {}))
     first = next(iter(g.nodes))
-    loader = add_task(g, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "dataloader", CPU, 100, gap=10, start=-110.0)
+    loader = add_task(
+        g, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "dataloader", CPU, 100, gap=10, start=-110.0
+    )
     add_dependency(g, loader, first, "thread")
     # baseline: load [0,100], gap 10, launch [110,120], k1 [122,172]; 4x: load [0,25], gap 2.5, launch [27.5,37.5], k1 [39.5,89.5]
     assert predict(g, "dataloader") == (172.0, 89.5)
@@ -150,7 +152,10 @@ def test_a_negative_gap_the_trace_shows_stays_when_gaps_are_scaled() -> None:
 
 
 def test_fused_optimizer_by_hand() -> None:
-    step, zero = {"region": "Optimizer.step#Adam.step", "step": "s"}, {"region": "Optimizer.zero_grad#Adam.zero_grad", "step": "s"}
+    step, zero = (
+        {"region": "Optimizer.step#Adam.step", "step": "s"},
+        {"region": "Optimizer.zero_grad#Adam.zero_grad", "step": "s"},
+    )
     g = chain(("zero", "elementwise", 5, zero), ("gemm", "gemm", 100, {"step": "s"}),
               ("adam1", "optimizer", 10, step), ("adam2", "optimizer", 10, step), ("adam3", "optimizer", 10, step))  # fmt: skip
     # baseline: zero [12,17], gemm [22,122], adam [122,132] [132,142] [142,152] -> 152.
@@ -205,16 +210,24 @@ def test_fused_optimizer_on_a_cpu_recording_adds_adagrads_foreach_pass() -> None
         g.graph.update(measured_us=0.0, delays={})
         step = {"region": f"Optimizer.step#{optimizer}.step", "step": "s", "phase": "optimizer"}
         prev = add_task(g, "aten::linear", "cpu", CPU, 100, gap=5, start=0.0, phase="forward", step="s")
-        for name, dur, gap in [("aten::addcmul_", 10, 4), ("aten::sqrt", 20, 4), ("aten::addcmul_", 30, 4), ("aten::sqrt", 40, 4)]:
+        for name, dur, gap in [
+            ("aten::addcmul_", 10, 4),
+            ("aten::sqrt", 20, 4),
+            ("aten::addcmul_", 30, 4),
+            ("aten::sqrt", 40, 4),
+        ]:
             task = add_task(g, name, "cpu", CPU, dur, gap=gap, start=0.0, **step)
             add_dependency(g, prev, task, "thread")
             prev = task
         return g
+
     # as the Adam test above: 217 -> 209; Adagrad adds the mul, 20 + 40 = 60 us: 269.
     assert predict(step_graph("Adam"), "fused_optimizer") == (217.0, 209.0)
     result = run_whatif(step_graph("Adagrad"), [TRANSFORMS / "fused_optimizer.whatif"])
     assert (result.baseline_us, result.predicted_us) == (217.0, 269.0)
-    ops = sorted((a["name"], a["duration"], a["phase"]) for _, a in result.graph.nodes(data=True) if a.get("phase") == "optimizer")
+    ops = sorted(
+        (a["name"], a["duration"], a["phase"]) for _, a in result.graph.nodes(data=True) if a.get("phase") == "optimizer"
+    )
     assert ops == [("aten::addcmul_", 40.0, "optimizer"), ("aten::mul", 60.0, "optimizer"), ("aten::sqrt", 60.0, "optimizer")]
 
 
@@ -252,8 +265,10 @@ def test_fused_optimizer_on_a_cpu_recording(tmp_path: Path) -> None:
     # step's op time is kept and the framework time between the removed ops goes.
     graph = build_graph(load_trace(bundled_example()), "all")
     r = run_whatif(graph, ["fused_optimizer"])
+
     def opt(g: nx.DiGraph) -> list[dict]:
         return [a for _, a in g.nodes(data=True) if a["kind"] == "cpu" and (a["region"] or "").startswith("Optimizer.step")]
+
     before, after = opt(graph), opt(r.graph)
     assert len(after) < len(before)
     assert len({(a["step"], a["name"]) for a in after}) == len(after) == len({(a["step"], a["name"]) for a in before})
@@ -283,7 +298,10 @@ def test_ddp_on_a_real_trace_grows_as_bandwidth_falls(shared_traces: Path) -> No
     graph = build_graph(load_trace(path, et=shared_traces / "param" / "linear_et.json.gz"), 1)  # the step of the ET
     one = run_whatif(graph, ["ddp"], params={"ranks": 1})
     assert one.predicted_us == one.baseline_us
-    times = [run_whatif(graph, ["ddp"], params={"link": f"\"{link}\""}).predicted_us for link in ["nvlink3", "pcie4", "eth-25g", "eth-10g"]]
+    times = [
+        run_whatif(graph, ["ddp"], params={"link": f'"{link}"'}).predicted_us
+        for link in ["nvlink3", "pcie4", "eth-25g", "eth-10g"]
+    ]
     # slower links, longer steps: within 1% at the fast end, where the all-reduces hide under the backward pass and
     # the two-step window's ends (the context step's, the step's) move by about as much as each other
     assert all(b >= 0.99 * a for a, b in zip(times, times[1:])) and times[-1] > 2 * times[0] and times[0] >= one.baseline_us
@@ -339,7 +357,10 @@ def test_device_and_network_on_a_real_trace(shared_traces: Path) -> None:
     assert 0 < tf32 < sum(a["duration"] for a in gemms)
     expected = tf32 * 156 / 494.5 + (sum(a["duration"] for a in gemms) - tf32) * 19.5 / 67
     assert faster.predicted.gpu_time_by_class["gemm"] == pytest.approx(expected)
-    times = [run_whatif(graph, ["network"], params={"link": link}).predicted.gpu_time_by_class["comm"] for link in ("nvlink3", "ib-hdr", "eth-10g")]
+    times = [
+        run_whatif(graph, ["network"], params={"link": link}).predicted.gpu_time_by_class["comm"]
+        for link in ("nvlink3", "ib-hdr", "eth-10g")
+    ]
     assert times == sorted(times)
 
 
@@ -347,4 +368,6 @@ def test_each_script_is_summarized_by_its_first_paragraph_whole() -> None:
     """`list` and `demo` cut the dataloader's first sentence at its line end ("... or made by")."""
     infos = {i.name: i for i in describe_scripts([str(TRANSFORMS)])}
     assert infos["dataloader"].summary.endswith("`workers` DataLoader worker processes beside training.")
-    assert all("\n" not in i.summary and i.summary.endswith(".") for i in infos.values()), [i.name for i in infos.values() if not i.summary.endswith(".")]
+    assert all("\n" not in i.summary and i.summary.endswith(".") for i in infos.values()), [
+        i.name for i in infos.values() if not i.summary.endswith(".")
+    ]

@@ -74,7 +74,9 @@ def test_batch_size_by_hand() -> None:
     result = run(iteration(), "batch_size")
     assert (result.baseline_us, result.predicted_us) == (415.0, pytest.approx(729.0))
     # each step processes twice the samples: throughput (samples/s after / before) 2 x 415 / 729 = 1.1385
-    assert result.samples == 2 and result.throughput == pytest.approx(2 * 415 / 729) and result.speedup == pytest.approx(415 / 729)
+    assert (
+        result.samples == 2 and result.throughput == pytest.approx(2 * 415 / 729) and result.speedup == pytest.approx(415 / 729)
+    )
     d = result.to_dict()
     assert (d["samples"], d["throughput"]) == (2, pytest.approx(2 * 415 / 729))
     assert [r["throughput"] for r in result.rows()] == [pytest.approx(2 * 415 / 729)]
@@ -122,6 +124,7 @@ def test_batch_size_on_a_cpu_only_trace() -> None:
 def test_batch_size_keeps_the_parameter_sized_part_of_cpu_ops(tmp_path: Path) -> None:
     """A CPU recording: an embedding's backward op zero-fills the table's dense gradient (a parameter's dims, as the
     optimizer's ops take them) before adding the batch's rows: that part (`param_us`) does not grow with the batch."""
+
     def op(name: str, ts: float, dur: float, dims: list[object], cat: str = "cpu_op") -> dict[str, object]:
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {"Input Dims": dims}}
 
@@ -148,6 +151,7 @@ def test_batch_size_keeps_the_parameter_sized_part_of_cpu_ops(tmp_path: Path) ->
 def test_a_matrix_product_is_never_parameter_sized(tmp_path: Path) -> None:
     """A flattened activation may have a parameter's dims (batch x tokens = the vocabulary: [1024, 128] is also the
     embedding's): a matrix product still computes on the batch. Only the weight's transpose is parameter-sized."""
+
     def op(name: str, ts: float, dur: float, dims: list[object], cat: str = "cpu_op") -> dict[str, object]:
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {"Input Dims": dims}}
 
@@ -186,7 +190,9 @@ def test_batch_size_on_real_traces(shared_traces: Path) -> None:
         grown = runs[f].predicted_us - base
         assert 0.8 * added < grown <= added + 1e-6, (f, before.step_time_us, after.step_time_us)
     # hta/nccl_parser_config_nccl_data: CPU-bound (DDP ResNet-50): the CPU does not scale, the GPU work stays hidden
-    r = run_whatif(build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False), ["batch_size"])
+    r = run_whatif(
+        build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False), ["batch_size"]
+    )
     assert r.baseline_us <= r.predicted_us < 1.01 * r.baseline_us
     assert r.predicted.gpu_time_by_class["conv"] > 1.9 * r.baseline.gpu_time_by_class["conv"]
     assert r.predicted.gpu_time_by_class["comm"] == r.baseline.gpu_time_by_class["comm"]
@@ -275,10 +281,16 @@ def test_activation_checkpointing_by_hand() -> None:
     assert gpu_order(result) == ["sm80_gemm_fwd", "relu_kernel", "sm80_gemm_fwd", "sm80_gemm_bwd", "multi_tensor_apply_adam"]
     (copy,) = [a for _, a in result.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "gpu"]
     assert (copy["phase"], copy["layer"], copy["class"], copy["duration"]) == ("backward", "model.fc1", "gemm", 100)
-    assert predict(iteration(), "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="act") == (415.0, 415.0)  # no backward: no re-run
+    assert predict(iteration(), "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="act") == (
+        415.0,
+        415.0,
+    )  # no backward: no re-run
     # a 300 us re-run op on the CPU: L1' [20,320] delays L3 [320,330]: K1' [322,422], K3 [422,622], K4 [622,672],
     # K5 [672,702], sync [702,705]
-    assert predict(iteration(), "activation_checkpointing", segment_cpu=0, op_cpu=0, cpu_per_kernel=300) == (415.0, pytest.approx(705.0))
+    assert predict(iteration(), "activation_checkpointing", segment_cpu=0, op_cpu=0, cpu_per_kernel=300) == (
+        415.0,
+        pytest.approx(705.0),
+    )
     # the checkpoint's own machinery runs on the backward's thread before the re-run's launch: 50 us [20,70] hides
     # behind the GPU (L1' [70,80], K1' still at 132); 150 us [20,170] does not: L1' [170,180], K1' [182,282],
     # K3 [282,482], K4 [482,532], K5 [532,562], sync [562,565]
@@ -299,7 +311,10 @@ def test_activation_checkpointing_puts_each_segment_before_its_own_backward() ->
     result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (362.0, pytest.approx(512.0))
     assert gpu_order(result) == ["fc1_fwd", "fc2_fwd", "fc2_fwd", "fc2_bwd", "fc1_fwd", "fc1_bwd"]
-    assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc2$") == (362.0, pytest.approx(412.0))  # fc2 only
+    assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc2$") == (
+        362.0,
+        pytest.approx(412.0),
+    )  # fc2 only
 
 
 def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward() -> None:
@@ -315,7 +330,10 @@ def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward()
         "the first step's forward pass repeats no blocks holding 0.5 of its time (repeat_share): the whole pass is the segment",
     ]
     assert gpu_order(result) == ["fwd1", "fwd2", "fwd1", "fwd2", "bwd"]
-    assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc") == (332.0, 332.0)  # a regex needs layer names
+    assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc") == (
+        332.0,
+        332.0,
+    )  # a regex needs layer names
 
 
 def test_activation_checkpointing_without_layer_names_reruns_the_repeated_blocks() -> None:
@@ -329,7 +347,10 @@ def test_activation_checkpointing_without_layer_names_reruns_the_repeated_blocks
     result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (497.0, pytest.approx(737.0))
     # said once, with the blocks' share of the forward time: 240 / 285
-    assert result.session.printed[1] == "the first step's forward pass repeats 2 blocks holding 0.84 of its time: they are the segments"
+    assert (
+        result.session.printed[1]
+        == "the first step's forward pass repeats 2 blocks holding 0.84 of its time: they are the segments"
+    )
     assert sorted(a["name"] for _, a in result.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "gpu") == [
         "gemm_a", "gemm_a", "relu_b", "relu_b"
     ]  # fmt: skip
@@ -340,7 +361,10 @@ def test_activation_checkpointing_without_layer_names_reruns_the_repeated_blocks
     machinery = [[a["duration"] for _, a in r.graph.nodes(data=True) if a["name"] == "checkpoint machinery"] for r in (two, four)]
     assert machinery == [[1000.0, 1000.0], [2000.0, 2000.0]]
     # blocks that hold less than repeat_share of the forward time are not taken for the model's layers
-    assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, repeat_share=0.95) == (497.0, pytest.approx(497.0 + 285.0))
+    assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, repeat_share=0.95) == (
+        497.0,
+        pytest.approx(497.0 + 285.0),
+    )
 
 
 def test_activation_checkpointing_on_a_gpu_bound_trace(shared_traces: Path) -> None:

@@ -345,7 +345,10 @@ def test_ddp_on_a_trace_recorded_with_ddp_re_prices_its_collectives(shared_trace
         assert ddp.predicted_us == run(nccl_parser, [SCALE_OUT], ranks=n, intra="nvlink3").predicted_us
         assert ddp.predicted.tasks == ddp.baseline.tasks  # nothing inserted
         assert ddp.session.printed[0] == f"the trace holds collectives already: from 2 to {n} ranks, re-priced"
-    assert run(nccl_parser, ["ddp"], ranks=32).predicted.gpu_time_by_class["comm"] > run(nccl_parser, ["ddp"], ranks=8).predicted.gpu_time_by_class["comm"]
+    assert (
+        run(nccl_parser, ["ddp"], ranks=32).predicted.gpu_time_by_class["comm"]
+        > run(nccl_parser, ["ddp"], ranks=8).predicted.gpu_time_by_class["comm"]
+    )
 
 
 def inline(text: str) -> object:
@@ -356,11 +359,13 @@ def test_collective_functions_on_a_topology_and_their_errors() -> None:
     # the functions take the topology: 16 ranks in nodes of 8, one 10 GB/s NIC a node: the tree's 1e9 / 1e4 us
     priced = run(two_buckets(), [inline("print allreduce(1e9, ranks = 16, link = 100, inter = 10, nics_per_node = 1)")])
     assert priced.session.printed == ["100000"]
-    with pytest.raises(DaydreamError, match=r"allreduce\(\): link = \"auto\" is the link of the trace's GPU, and the trace names none"):
-        run(two_buckets(), [inline("print allreduce(1e9, ranks = 16, link = \"auto\")")])
+    with pytest.raises(
+        DaydreamError, match=r"allreduce\(\): link = \"auto\" is the link of the trace's GPU, and the trace names none"
+    ):
+        run(two_buckets(), [inline('print allreduce(1e9, ranks = 16, link = "auto")')])
     with pytest.raises(DaydreamError, match="gpus_per_node is a whole number >= 1"):
         run(two_buckets(), [inline("print allreduce(1e9, ranks = 16, link = 100, inter = 10, gpus_per_node = 0)")])
     with pytest.raises(DaydreamError, match="unknown link 'ib-ndx'"):
-        run(two_buckets(), [inline("print allgather(1e9, ranks = 16, link = 100, inter = \"ib-ndx\")")])
+        run(two_buckets(), [inline('print allgather(1e9, ranks = 16, link = 100, inter = "ib-ndx")')])
     # the trace's GPU names the link within its nodes
     assert run(a100_iteration(), [inline("print device_link(), device_link(8)")]).session.printed == ["nvlink3 nvlink3"]

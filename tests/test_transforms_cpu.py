@@ -90,7 +90,10 @@ def test_checkpointing_a_recording_without_layer_names() -> None:
     # a share of the forward time the blocks do not reach: the whole forward pass, one segment
     whole = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0, "repeat_share": 0.99})
     everything = sum(a["duration"] + a["gap"] for a in forward)
-    assert whole.predicted.step_time_us - whole.baseline.step_time_us == pytest.approx(everything, rel=1e-6) and everything > expected
+    assert (
+        whole.predicted.step_time_us - whole.baseline.step_time_us == pytest.approx(everything, rel=1e-6)
+        and everything > expected
+    )
     # one checkpoint call per block: `segments` of them over the three blocks, as many as without it
     calls = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0, "segments": 3})
     assert calls.predicted.step_time_us - result.predicted.step_time_us == pytest.approx(300.0, rel=1e-6)

@@ -329,7 +329,10 @@ def test_every_step_of_a_graph_gets_its_hot_batch() -> None:
     for step in ("s0", "s1"):
         mine = [a for a in g.nodes.values() if a["step"] == step]
         assert sorted(a["name"] for a in mine if "FAE" in a["name"]) == [
-            "embedding_bag_backward (FAE hot rows)", "embedding_bag_forward (FAE hot rows)", "ncclAllReduce (FAE hot rows)"]
+            "embedding_bag_backward (FAE hot rows)",
+            "embedding_bag_forward (FAE hot rows)",
+            "ncclAllReduce (FAE hot rows)",
+        ]
         assert not [a for a in mine if a["kind"] == "memcpy" or a["name"] == "aten::embedding_bag"]
 
 
@@ -372,7 +375,9 @@ def test_a_cpu_recording_stops_with_a_clear_message() -> None:
     g = nx.DiGraph()
     g.graph.update(delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
     add_task(g, "aten::embedding_bag", "cpu", CPU, 100, start=0.0, op="aten::embedding_bag", phase="forward")
-    with pytest.raises(NotApplicable, match=r"^fae does not apply to this trace: the trace has no GPU kernels \(recorded on the CPU\)"):
+    with pytest.raises(
+        NotApplicable, match=r"^fae does not apply to this trace: the trace has no GPU kernels \(recorded on the CPU\)"
+    ):
         run_whatif(g, [FAE], on_print=lambda _line: None)
 
 

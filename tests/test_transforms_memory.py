@@ -167,7 +167,9 @@ def test_memory_scripts_do_not_apply_to_the_bundled_cpu_example(script: str, cap
     # no GPU: nothing to offload or encode; the script says so (exit 3) rather than predicting "no change"
     assert main(["run", bundled_example(), script, "--json"]) == 3
     err = capsys.readouterr().err
-    assert err.startswith(f"daydream: error: {script} does not apply to this trace: the trace has no GPU kernels (recorded on the CPU)")
+    assert err.startswith(
+        f"daydream: error: {script} does not apply to this trace: the trace has no GPU kernels (recorded on the CPU)"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -74,7 +74,9 @@ def run(graph: nx.DiGraph, **params: object) -> WhatIf:
 
 def span(result: WhatIf, name: str, step: str) -> tuple[float, float]:
     t = result.timeline
-    ((i,),) = [[i for i, n in enumerate(t.nodes) if result.graph.nodes[n]["name"] == name and result.graph.nodes[n]["step"] == step]]
+    ((i,),) = [
+        [i for i, n in enumerate(t.nodes) if result.graph.nodes[n]["name"] == name and result.graph.nodes[n]["step"] == step]
+    ]
     return float(t.start[i]), float(t.end[i])
 
 
@@ -96,7 +98,12 @@ def test_parameter_server_without_p3_by_hand() -> None:
     # [2801, 3001], pull B [3001, 3601], pull A [3601, 3801]: the end.
     r = run(two_steps(), slice=0, priority=False)
     assert r.session.baseline.makespan() == 901  # both steps; the step time is their periods' median
-    assert transfers(r, "s1") == [(301, 901, "push", "B"), (901, 1101, "push", "A"), (1101, 1701, "pull", "B"), (1701, 1901, "pull", "A")]
+    assert transfers(r, "s1") == [
+        (301, 901, "push", "B"),
+        (901, 1101, "push", "A"),
+        (1101, 1701, "pull", "B"),
+        (1701, 1901, "pull", "A"),
+    ]
     assert span(r, "fwd_A_kernel", "s2") == (1901, 2001)
     assert r.timeline.makespan() == 3801
     # per step, from the end of the step before: s1 ends with its last pull, s2 1900 us later (the steady state);
@@ -113,7 +120,12 @@ def test_p3_priority_by_hand() -> None:
     # push B [2101, 2701], push A [2701, 2901], pull A [2901, 3101], pull B [3101, 3701]: the end.
     r = run(two_steps(), slice=0)
     assert r.session.policy_text == "priority p3_priority"
-    assert transfers(r, "s1") == [(301, 901, "push", "B"), (901, 1101, "push", "A"), (1101, 1301, "pull", "A"), (1301, 1901, "pull", "B")]
+    assert transfers(r, "s1") == [
+        (301, 901, "push", "B"),
+        (901, 1101, "push", "A"),
+        (1101, 1301, "pull", "A"),
+        (1301, 1901, "pull", "B"),
+    ]
     assert span(r, "fwd_A_kernel", "s2") == (1301, 1401)
     assert r.timeline.makespan() == 3701
     assert r.predicted.step_us == {"s1": 1901, "s2": 1800}  # 100 us a step less than without P3

@@ -156,7 +156,9 @@ def test_fsdp_on_a_real_trace_with_gradient_sizes(shared_traces: Path) -> None:
 
 
 def test_fsdp_replaces_the_traced_ddp_all_reduces(shared_traces: Path) -> None:
-    r = run_whatif(build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False), ["fsdp"])
+    r = run_whatif(
+        build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False), ["fsdp"]
+    )
     comm = [a for _, a in r.graph.nodes(data=True) if a["kind"] == "comm"]
     assert not [a for a in comm if a["collective"] == "allreduce"]
     added = [a for a in comm if "(FSDP)" in a["name"]]

@@ -118,7 +118,10 @@ def test_geomean_of_error_sizes() -> None:
         ("[[case]\nname = 1", "not a TOML cases file"),
         ('[[case]]\nname = "x"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\n', "scripts"),
         ('[[case]]\nname = "x"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["amp"]\nspeed = 2\n', "speed"),
-        ('[[case]]\nname = "x"\nbefore = ["nope.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["amp"]\n', "nope.json.gz does not exist"),
+        (
+            '[[case]]\nname = "x"\nbefore = ["nope.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["amp"]\n',
+            "nope.json.gz does not exist",
+        ),
         ('[[case]]\nname = "x"\nbefore = []\nafter = ["b.json.gz"]\nscripts = ["amp"]\n', "at least one entry"),
         ('[[case]]\nname = "x"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["amp"]\nratio = -1.0\n', "ratio"),
         ('[[case]]\nname = "x"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["amp"]\n' * 2, "a second case"),

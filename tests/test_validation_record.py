@@ -51,7 +51,9 @@ def test_a_deadline_keeps_the_rounds_whole(script, monkeypatch: pytest.MonkeyPat
     assert "stopped after 2 runs of each setting" in capsys.readouterr().out
 
 
-def test_a_failing_setting_stops_the_recording_or_is_dropped(script, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
+def test_a_failing_setting_stops_the_recording_or_is_dropped(
+    script, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+) -> None:
     module, calls = script
 
     def record(name: str, run: int, out: Path, timeout: float | None = None) -> None:

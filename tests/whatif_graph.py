@@ -26,8 +26,19 @@ def iteration() -> nx.DiGraph:
     g.graph.update(measured_us=BASELINE_US, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0}, steps=[])
     launches = []
     for i in range(5):
-        launches.append(add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, step="s", phase="forward" if i < 2 else "backward" if i < 4 else "optimizer",
-                                 layer="model.fc1" if i in (0, 2) else "model.act" if i == 1 else None))
+        launches.append(
+            add_task(
+                g,
+                "cudaLaunchKernel",
+                "cpu",
+                CPU,
+                10,
+                start=10.0 * i,
+                step="s",
+                phase="forward" if i < 2 else "backward" if i < 4 else "optimizer",
+                layer="model.fc1" if i in (0, 2) else "model.act" if i == 1 else None,
+            )
+        )
     for u, v in zip(launches, launches[1:]):
         add_dependency(g, u, v, "thread")
     specs = [

@@ -215,7 +215,9 @@ class Print:
     pos: Pos
 
 
-Statement = Docstring | Param | Let | Scale | SetAttr | Remove | Insert | Schedule | Wait | For | If | Include | Require | Assert | Print
+Statement = (
+    Docstring | Param | Let | Scale | SetAttr | Remove | Insert | Schedule | Wait | For | If | Include | Require | Assert | Print
+)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ def scales_samples(s: ast.Scale) -> bool:
     """``scale samples by F``: the samples per step change, not tasks (``samples`` cannot be rebound, so the bare
     name is always the built-in)."""
     return isinstance(s.target, ast.Name) and s.target.id == SAMPLES
+
+
 POLICIES = ("earliest", "fifo", "priority")
 INSERT_KINDS = ("cpu", "dataloader", "gpu", "memcpy", "memset", "comm")
 
@@ -144,9 +146,13 @@ class Checker(Visitor[None]):
         except OverBudget as exc:
             raise script_error(str(exc), s.pos, script.text) from None
         except RecursionError:
-            raise script_error("nested too deeply to check (includes in includes, blocks in blocks)", s.pos, script.text) from None
+            raise script_error(
+                "nested too deeply to check (includes in includes, blocks in blocks)", s.pos, script.text
+            ) from None
 
-    def error(self, message: str, node: Any, script: ast.Script, hint: str | None = None, pos: ast.Pos | None = None) -> Exception:
+    def error(
+        self, message: str, node: Any, script: ast.Script, hint: str | None = None, pos: ast.Pos | None = None
+    ) -> Exception:
         return script_error(message, pos or node.pos, script.text, hint)
 
     def bind(self, name: str, node: Any, script: ast.Script, what: str) -> None:
@@ -202,11 +208,15 @@ class Checker(Visitor[None]):
     def visit_Insert(self, s: ast.Insert, script: ast.Script) -> None:
         if s.kind not in INSERT_KINDS:
             hint = "a compute kernel is 'gpu'" if s.kind == "kernel" else did_you_mean(s.kind, INSERT_KINDS)
-            raise self.error(f"unknown task kind {s.kind!r}: insert one of {', '.join(INSERT_KINDS)}", s, script, hint, s.kind_pos)
+            raise self.error(
+                f"unknown task kind {s.kind!r}: insert one of {', '.join(INSERT_KINDS)}", s, script, hint, s.kind_pos
+            )
         self.visit(s.name, script, False)
         self.visit(s.anchor, script, False)
         if s.duration is None:
-            raise self.error(f"insert {s.kind} {_label(s.name)} needs a duration: add 'duration 10us' (or an expression)", s, script)
+            raise self.error(
+                f"insert {s.kind} {_label(s.name)} needs a duration: add 'duration 10us' (or an expression)", s, script
+            )
         for e in (s.duration, s.on, s.launch):
             if e is not None:
                 self.visit(e, script, False)
@@ -235,7 +245,9 @@ class Checker(Visitor[None]):
     def visit_For(self, s: ast.For, script: ast.Script) -> None:
         self.visit(s.iterable, script, False)
         if s.by is not None and s.by not in self.attributes:
-            raise self.error(f"unknown task attribute {s.by!r} to group by", s, script, did_you_mean(s.by, self.attributes), s.by_pos)
+            raise self.error(
+                f"unknown task attribute {s.by!r} to group by", s, script, did_you_mean(s.by, self.attributes), s.by_pos
+            )
         if s.var in self.known:
             raise self.error(f"loop variable {s.var!r} is already bound; choose another name", s, script)
         self.bind(s.var, s, script, "loop variable")
@@ -250,7 +262,11 @@ class Checker(Visitor[None]):
 
     def visit_Include(self, s: ast.Include, script: ast.Script) -> None:
         if len(self.stack) >= MAX_INCLUDE_DEPTH:
-            raise self.error(f"includes nested more than {MAX_INCLUDE_DEPTH} deep: {' -> '.join(os.path.basename(f) for f in self.stack)} ...", s, script)
+            raise self.error(
+                f"includes nested more than {MAX_INCLUDE_DEPTH} deep: {' -> '.join(os.path.basename(f) for f in self.stack)} ...",
+                s,
+                script,
+            )
         included = self.load_include(s.path, script, s)
         if included.file in self.stack:
             chain = " -> ".join(os.path.basename(f) for f in [*self.stack, included.file])

@@ -201,7 +201,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
 
         return run, (lookup[0] if exact and node.kind is None and lookup is not None else None)
 
-    def _lookup(self, where: ast.Expr) -> tuple[tuple[str, Any] | None, tuple[float, bool] | None, tuple[float, bool] | None] | None:
+    def _lookup(
+        self, where: ast.Expr
+    ) -> tuple[tuple[str, Any] | None, tuple[float, bool] | None, tuple[float, bool] | None] | None:
         """What an index can answer of a where-clause: of the tests it begins with, joined by ``and``, an
         ``ATTR == VALUE`` and a lower and an upper bound on ``start`` (each at most once), VALUE and the bounds
         literals or bound names. The clause still runs on every task the index returns; the tasks it leaves out
@@ -472,7 +474,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         env.matched(node, count)
         return count
 
-    def _combined(self, node: ast.Binary, select_fn: Compiled, other: Compiled, per_task: bool, select_first: bool) -> tuple[Compiled, bool]:
+    def _combined(
+        self, node: ast.Binary, select_fn: Compiled, other: Compiled, per_task: bool, select_first: bool
+    ) -> tuple[Compiled, bool]:
         """The plain ``&`` / ``-`` of a select (already evaluated) and another value."""
         if select_first:
             return (lambda t: self._set_operation(node, select_fn(t), other(t), t)), per_task

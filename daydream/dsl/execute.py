@@ -192,7 +192,10 @@ class Executor(Visitor[None]):
         touched: throughput = samples x baseline / predicted)."""
         f = self.env.value(s.factor)
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not f > 0 or not finite(f):
-            raise self.env.error(f"samples scale by a finite number > 0 (the samples a step processes, relative to before); got {format_value(f)}", s.factor)
+            raise self.env.error(
+                f"samples scale by a finite number > 0 (the samples a step processes, relative to before); got {format_value(f)}",
+                s.factor,
+            )
         effect = self.recorder.effect(s, "samples")
         effect.factor *= f
         self.state.samples *= f
@@ -202,7 +205,9 @@ class Executor(Visitor[None]):
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not f >= 0 or f == math.inf:
             raise self.env.error(f"a scale factor must be a finite number >= 0; got {format_value(f)}{where}", node)
         if task is not None and f * task["duration"] > MAX_TIME_US:
-            raise self.env.error(f"scaling by {format_value(f)} makes a duration over {MAX_TIME_US:.0e} us (about 31 years){where}", node)
+            raise self.env.error(
+                f"scaling by {format_value(f)} makes a duration over {MAX_TIME_US:.0e} us (about 31 years){where}", node
+            )
 
     def _check_value(self, attr: str, value: Any) -> None:
         """A value a task attribute is set to: numbers finite, durations and gaps at most MAX_TIME_US."""
@@ -384,13 +389,17 @@ class Executor(Visitor[None]):
             else:
                 items = [Selection([n]) for n in in_time_order(graph, live)]
             if not items and not isinstance(s.iterable, ast.Select):
-                self.recorder.warn(s.iterable.pos, f"`{clip(self.loader.source(s.iterable), 200)}` holds no task: the loop does not run")
+                self.recorder.warn(
+                    s.iterable.pos, f"`{clip(self.loader.source(s.iterable), 200)}` holds no task: the loop does not run"
+                )
         elif isinstance(value, list):
             if s.by is not None:
                 raise self.env.error("'by' groups a selection's tasks; this loop runs over a list", s)
             items = value
         else:
-            raise self.env.error(f"a loop runs over a selection or a list, not {type_name(value)}; for N times use range(N)", s.iterable)
+            raise self.env.error(
+                f"a loop runs over a selection or a list, not {type_name(value)}; for N times use range(N)", s.iterable
+            )
         self._bound_from(s.var, s.iterable)
         try:
             for item in items:
@@ -431,6 +440,7 @@ class Executor(Visitor[None]):
         value = self.env.value(s.test)
         if bool(value):  # an empty selection is false, as everywhere else
             return
+
         def source(node: Any) -> str:
             return clip(self.loader.source(node), 200)
 

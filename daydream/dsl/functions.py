@@ -229,10 +229,28 @@ def type_name(value: Any) -> str:
 for _name, _impl, _lo, _hi, _doc in [
     ("first", _first, 1, 2, "first(SEL) or first(SEL, N): the task (the N tasks) of SEL that start first"),
     ("last", _last, 1, 2, "last(SEL) or last(SEL, N): the task (the N tasks) of SEL that start last"),
-    ("launches", lambda g, s: sel.launches(g, _selection(s, "launches")), 1, 1, "launches(SEL): the CPU calls that launched SEL's GPU tasks"),
-    ("kernels", lambda g, s: sel.kernels(g, _selection(s, "kernels")), 1, 1, "kernels(SEL): the GPU tasks launched by SEL's CPU calls"),
+    (
+        "launches",
+        lambda g, s: sel.launches(g, _selection(s, "launches")),
+        1,
+        1,
+        "launches(SEL): the CPU calls that launched SEL's GPU tasks",
+    ),
+    (
+        "kernels",
+        lambda g, s: sel.kernels(g, _selection(s, "kernels")),
+        1,
+        1,
+        "kernels(SEL): the GPU tasks launched by SEL's CPU calls",
+    ),
     ("parents", lambda g, s: sel.parents(g, _selection(s, "parents")), 1, 1, "parents(SEL): tasks SEL depends on directly"),
-    ("children", lambda g, s: sel.children(g, _selection(s, "children")), 1, 1, "children(SEL): tasks that depend directly on SEL"),
+    (
+        "children",
+        lambda g, s: sel.children(g, _selection(s, "children")),
+        1,
+        1,
+        "children(SEL): tasks that depend directly on SEL",
+    ),
     ("count", _count, 1, 1, "count(X): tasks in a selection, items in a list"),
     ("sum", _aggregate("sum", math.fsum, 0.0), 1, 64, "sum(LIST): total (none values skipped)"),
     ("mean", _aggregate("mean", statistics.fmean, None), 1, 64, "mean(LIST): average"),
@@ -248,13 +266,27 @@ for _name, _impl, _lo, _hi, _doc in [
     ("log2", _math("log2", math.log2), 1, 1, "log2(X)"),
     ("exp", _math("exp", math.exp), 1, 1, "exp(X)"),
     ("range", _range, 1, 2, "range(N) or range(A, B): the whole numbers from 0 (or A) below N (or B)"),
-    ("repeats", lambda g, s: sel.repeats(g, _selection(s, "repeats")), 1, 1,
-     "repeats(SEL): a model's blocks by the structure of SEL's op calls (the stretch from the first to the last occurrence of its repeated block), a selection per block; [] where none repeats"),
-    ("runs", _runs, 1, 1, "runs(SEL): SEL split into maximal runs of tasks that follow each other directly on their thread (a list of selections)"),
+    (
+        "repeats",
+        lambda g, s: sel.repeats(g, _selection(s, "repeats")),
+        1,
+        1,
+        "repeats(SEL): a model's blocks by the structure of SEL's op calls (the stretch from the first to the last occurrence of its repeated block), a selection per block; [] where none repeats",
+    ),
+    (
+        "runs",
+        _runs,
+        1,
+        1,
+        "runs(SEL): SEL split into maximal runs of tasks that follow each other directly on their thread (a list of selections)",
+    ),
 ]:
     register_function(_name, _impl, _lo, _hi, _doc)
 register_function(
-    "input_bytes", _input_bytes, 1, 2,
+    "input_bytes",
+    _input_bytes,
+    1,
+    2,
     "input_bytes(SEL, element_bytes = 4): bytes of the first input tensor of the first task of SEL with recorded shapes (none without)",
     keywords=("element_bytes",),
 )
@@ -265,7 +297,10 @@ register_function(
     keywords=("element_bytes",),
 )  # fmt: skip
 register_function(
-    "gradients_missing", _gradients_missing, 0, 0,
+    "gradients_missing",
+    _gradients_missing,
+    0,
+    0,
     "gradients_missing(): why the step's gradients cannot be had (no AccumulateGrad calls, no recorded sizes), none "
     "where they can: `require gradients_missing() == none, gradients_missing()`",
 )

@@ -31,7 +31,9 @@ class GraphState:
             self._baseline_us = self._baseline.step_us()
         self.graph = copy_graph(graph) if copy else graph
         self.policy = policy
-        self.policy_text = policy.kind if policy.kind != "priority" else f"priority {'-' if policy.descending else ''}{policy.attribute}"
+        self.policy_text = (
+            policy.kind if policy.kind != "priority" else f"priority {'-' if policy.descending else ''}{policy.attribute}"
+        )
         self.priority: Expression | None = None
         self.version = 0
         # samples per step over the trace's (`scale samples by F`): throughput after / before = samples x speedup

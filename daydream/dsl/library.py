@@ -216,7 +216,9 @@ class Loader:
         return script_error(message, pos, self.texts.get(pos.file) if pos else None, hint)
 
 
-def script_inputs(scripts: Iterable[str | os.PathLike[str]], include_dirs: Iterable[str | os.PathLike[str]] | None = None) -> list[str]:
+def script_inputs(
+    scripts: Iterable[str | os.PathLike[str]], include_dirs: Iterable[str | os.PathLike[str]] | None = None
+) -> list[str]:
     """Every file running ``scripts`` reads: each script and, followed statically, every script it includes (the
     includes a run would refuse are left out: the run stops on them before writing anything). Read before the work,
     so that an output is checked against all of them (daydream.files.check_output_path)."""
@@ -248,7 +250,9 @@ def check_files(
         script = loader.load(path)
         checker = Checker(loader.resolve_include, budget=Budget(budget))
         checker.check(script)
-        params = ", ".join(f"{name} = {script_source(p.default, checker.params[name], loader)}" for name, p in checker.params.items())
+        params = ", ".join(
+            f"{name} = {script_source(p.default, checker.params[name], loader)}" for name, p in checker.params.items()
+        )
         n = len(script.statements)
         out.append(f"ok  {script.file}: {n} statement{'s' if n != 1 else ''}" + (f"; params {params}" if params else ""))
     return out
@@ -286,7 +290,10 @@ def describe_scripts(paths: list[str], keep_going: bool = False) -> list[ScriptI
         doc = script.docstring or "\n".join(script.comments)
         out.append(
             ScriptInfo(
-                path=str(t), name=t.stem, summary=" ".join(doc.strip().split("\n\n")[0].split()), docstring=doc,
+                path=str(t),
+                name=t.stem,
+                summary=" ".join(doc.strip().split("\n\n")[0].split()),
+                docstring=doc,
                 params=[(p.name, " ".join(script.source(p.default).split())) for p in script.params],
                 statements=len(script.statements),
             )  # fmt: skip

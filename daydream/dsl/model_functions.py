@@ -44,7 +44,7 @@ def _dimension(value: Any, fn: str, what: str) -> int:
 
 def _link(value: Any, fn: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise DaydreamError(f"{fn}(): link is a preset name (\"nvlink4\") or a bus bandwidth in GB/s, not {type_name(value)}")
+        raise DaydreamError(f'{fn}(): link is a preset name ("nvlink4") or a bus bandwidth in GB/s, not {type_name(value)}')
     return value
 
 
@@ -71,8 +71,8 @@ def _topology(graph: nx.DiGraph, fn: str, link: Any, inter: Any, gpus_per_node: 
         device = device_of_graph(graph)
         if device is None:
             raise DaydreamError(
-                f"{fn}(): link = \"auto\" is the link of the trace's GPU, and the trace names none the device catalog "
-                "holds; name the link (\"nvlink4\", \"pcie4\", or a bus bandwidth in GB/s)"
+                f'{fn}(): link = "auto" is the link of the trace\'s GPU, and the trace names none the device catalog '
+                'holds; name the link ("nvlink4", "pcie4", or a bus bandwidth in GB/s)'
             )
         intra = intra_node_link(device, g)
     if inter is None:
@@ -102,7 +102,7 @@ def _collective(name: str) -> Any:
 
 def _collective_any(graph: nx.DiGraph, name: Any, nbytes: Any, *args: Any, **kwargs: Any) -> float:
     if not isinstance(name, str):
-        raise DaydreamError(f"collective(): the first argument names the collective (\"allgather\"), not {type_name(name)}")
+        raise DaydreamError(f'collective(): the first argument names the collective ("allgather"), not {type_name(name)}')
     from daydream.perf.nccl_tests import normalize_collective
 
     return _collective(normalize_collective(name))(graph, nbytes, *args, **kwargs)
@@ -116,9 +116,9 @@ def _device_link(graph: nx.DiGraph, gpus_per_node: Any = 8) -> str:
 
 _TOPOLOGY_KEYWORDS = ("ranks", "link", "latency", "inter", "gpus_per_node", "nics_per_node")
 _COLLECTIVE_DOC = (
-    "{name}(BYTES, ranks = 8, link = \"nvlink4\", latency = none, inter = none, gpus_per_node = 8, nics_per_node = 0): "
+    '{name}(BYTES, ranks = 8, link = "nvlink4", latency = none, inter = none, gpus_per_node = 8, nics_per_node = 0): '
     "microseconds for one {name} by the nccl-tests formula, latency + {factor} x BYTES / bus bandwidth of the link "
-    "(a preset: nvlink2..5, pcie3..5, ib-edr/hdr/ndr, eth-10g/25g/100g/400g; a bus bandwidth in GB/s; \"auto\": the "
+    '(a preset: nvlink2..5, pcie3..5, ib-edr/hdr/ndr, eth-10g/25g/100g/400g; a bus bandwidth in GB/s; "auto": the '
     "trace's GPU's own NVLink or PCIe); 0 on one rank. With inter (a preset, one NIC's), the ranks fill nodes of "
     "gpus_per_node GPUs joined by link, nodes joined by nics_per_node NICs (0: one per GPU) of inter "
     "(daydream.perf.collectives.topology_collective_us)"
@@ -162,7 +162,7 @@ def _device(graph: nx.DiGraph, value: Any, fn: str) -> Any:
         if found is None:
             traced = graph.graph.get("device")
             why = f"its GPU {traced!r} is not in the device catalog" if traced else "the trace names no GPU"
-            raise DaydreamError(f"{fn}(): {why}; name one, e.g. device = \"h100\" (daydream models devices lists them)")
+            raise DaydreamError(f'{fn}(): {why}; name one, e.g. device = "h100" (daydream models devices lists them)')
         return found
     return get_device(_text(value, fn, "device"))
 
@@ -213,7 +213,7 @@ def _memcpy(graph: nx.DiGraph, nbytes: Any, direction: Any = "h2d", device: Any 
     way = _text(direction, "memcpy", "direction")
     if way.lower() not in ("h2d", "d2h", "d2d"):
         # checked before the device, which a wrong direction should not be blamed on
-        raise DaydreamError(f"memcpy(): direction is \"h2d\", \"d2h\" or \"d2d\", not {direction!r}")
+        raise DaydreamError(f'memcpy(): direction is "h2d", "d2h" or "d2d", not {direction!r}')
     return memcpy_us(size, way, _device(graph, device, "memcpy"))
 
 
@@ -222,7 +222,10 @@ def _embedding_bag(
 ) -> float:
     from daydream.perf.embedding import embedding_bag_us
 
-    args = [_dimension(x, "embedding_bag", w) for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))]
+    args = [
+        _dimension(x, "embedding_bag", w)
+        for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))
+    ]
     dev = _device(graph, device, "embedding_bag")
     return embedding_bag_us(*args, dev, backward=bool(backward), l2_aware=dev.l2_bytes_per_clk is not None)
 
@@ -339,8 +342,9 @@ def _device_speedup(graph: nx.DiGraph, kernel_class: Any, target: Any, source: A
     return device_speedup(_device(graph, source, fn), _device(graph, target, fn), cls, _text(dtype, fn, "dtype"))
 
 
-def _device_time(graph: nx.DiGraph, target: Any, name: Any, kernel_class: Any, duration: Any, op: Any, shapes: Any,
-                 dtype: Any = None) -> float:
+def _device_time(
+    graph: nx.DiGraph, target: Any, name: Any, kernel_class: Any, duration: Any, op: Any, shapes: Any, dtype: Any = None
+) -> float:
     from daydream.perf.roofline import Calibration, move_us
 
     fn = "device_time"
@@ -392,7 +396,9 @@ def _intra_op_factor_range(graph: nx.DiGraph, threads: Any, cores: Any = None, r
     return sorted(parallel_time_factor(threads, recorded, cores, efficiency=e) for e in OBSERVED_EFFICIENCY)
 
 
-def _thread_counts(graph: nx.DiGraph, fn: str, threads: Any, cores: Any, recorded: Any) -> tuple[float, float, float | None, bool]:
+def _thread_counts(
+    graph: nx.DiGraph, fn: str, threads: Any, cores: Any, recorded: Any
+) -> tuple[float, float, float | None, bool]:
     """(threads, recorded threads, cores, whether the host is the recording's) of an intra-op thread function's
     arguments, the sidecar's where not given."""
     traced_threads, traced_cores = recorded_host(graph.graph.get("recording"))

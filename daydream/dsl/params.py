@@ -72,4 +72,3 @@ class ParamBinder:
     def unused(self) -> list[str]:
         """Given names that no script run so far declared."""
         return sorted(set(self.given) - self.used)
-

@@ -210,7 +210,9 @@ def _comments(text: str) -> list[str]:
 # ---- errors -----------------------------------------------------------------------------------------------
 
 
-def script_error(message: str, pos: ast.Pos | None, text: str | None = None, hint: str | None = None, width: int | None = None) -> ScriptError:
+def script_error(
+    message: str, pos: ast.Pos | None, text: str | None = None, hint: str | None = None, width: int | None = None
+) -> ScriptError:
     """A ScriptError that reads ``file:line:col: message``, then the line with a caret under the spot. The message
     and hint are cut to MAX_MESSAGE characters, a long line to MAX_SHOWN_LINE characters around the column."""
     message = clip(message, MAX_MESSAGE)
@@ -315,20 +317,24 @@ def _parse_error(exc: UnexpectedInput, text: str, file: str) -> ScriptError:
         what = f"{kind.split(' ', 1)[1]} {shown!r}" if kind.startswith("a ") else repr(shown)
         options = _keyword_options(expected)
         if tok.type == "NAME" and "PARAM" in expected and "LET" in expected:
-            message = f"unknown statement {shown!r}: a statement starts with {_join([repr(k) for k in STATEMENT_KEYWORDS], limit=None)}"
+            message = (
+                f"unknown statement {shown!r}: a statement starts with {_join([repr(k) for k in STATEMENT_KEYWORDS], limit=None)}"
+            )
             return script_error(message, pos, text, did_you_mean(shown, STATEMENT_KEYWORDS))
         if tok.type in ("NAME", *(k.upper() for k in KEYWORDS)) and options:
             hint = did_you_mean(shown, options) or hint
         if shown == "=":
             hint = "compare with '=='; '=' only binds (param, let, set, with)"
         described = _describe_expected(expected)
-        message = f"unexpected {what}" + (f"; expected {_join(described)}" if described else "; expected the end of the expression")
+        message = f"unexpected {what}" + (
+            f"; expected {_join(described)}" if described else "; expected the end of the expression"
+        )
         return script_error(message, pos, text, hint)
     if isinstance(exc, UnexpectedCharacters):
         ch = text[offset] if offset < len(text) else ""
         pos = ast.Pos(file, line, column, offset, offset + 1)
         if ch in "\"'":
-            return script_error("unterminated string: a string ends on the line it starts (use \"\"\" for several lines)", pos, text)
+            return script_error('unterminated string: a string ends on the line it starts (use """ for several lines)', pos, text)
         if ch == "=" and text[offset : offset + 2] != "==":
             hint = "compare with '=='; '=' only binds (param, let, set, with)"
         if ch == "!" and text[offset : offset + 2] not in ("!=", "!~"):
@@ -446,7 +452,9 @@ class _Expressions(_Positions):
 
     def select(self, keyword: Token, kind: Token | None, where_keyword: Token | None, where: Any) -> ast.Select:
         last = where if where is not None else kind if kind is not None else keyword
-        return ast.Select(str(kind) if kind is not None else None, where, self._pos(keyword, last), self._pos(kind) if kind else None)
+        return ast.Select(
+            str(kind) if kind is not None else None, where, self._pos(keyword, last), self._pos(kind) if kind else None
+        )
 
     or_ = _keyword_binary("or")
     and_ = _keyword_binary("and")

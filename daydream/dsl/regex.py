@@ -114,8 +114,9 @@ def _compile_re(pattern: str) -> Callable[[str], bool]:  # pragma: no cover - us
             raise BadPattern(str(exc)) from None
     problem = _backtracking_problem(tree)
     if problem is not None:
-        raise BadPattern(f"{problem} is refused without google-re2, which matches it in linear time (Python's re could take "
-                         "exponential time)")
+        raise BadPattern(
+            f"{problem} is refused without google-re2, which matches it in linear time (Python's re could take exponential time)"
+        )
     search = rx.search
 
     def run(text: str) -> bool:

@@ -28,7 +28,9 @@ def _tables(fn: str, rows: Any, dims: Any, pooling: Any) -> list[Any]:
     dims = dims if isinstance(dims, list) else [dims] * n
     pooling = pooling if isinstance(pooling, list) else [pooling] * n
     if len(dims) != n or len(pooling) != n:
-        raise DaydreamError(f"{fn}(): {n} tables, but {len(dims)} dims and {len(pooling)} poolings (one per table, or one number)")
+        raise DaydreamError(
+            f"{fn}(): {n} tables, but {len(dims)} dims and {len(pooling)} poolings (one per table, or one number)"
+        )
     out = []
     for i, (e, d, p) in enumerate(zip(rows, dims, pooling, strict=True)):
         e, d = number_argument(e, fn, f"rows of table {i}"), number_argument(d, fn, f"dim of table {i}")
@@ -48,7 +50,9 @@ def _problem_args(graph: nx.DiGraph, fn: str, batch: Any, ranks: Any) -> tuple[i
         raise DaydreamError(f"{fn}(): batch and ranks are whole numbers >= 1, got {batch} and {ranks}")
     device = device_of_graph(graph)
     if device is None:
-        raise DaydreamError(f"{fn}(): the lookups are priced on the trace's GPU, and the trace names none the device catalog holds")
+        raise DaydreamError(
+            f"{fn}(): the lookups are priced on the trace's GPU, and the trace names none the device catalog holds"
+        )
     return int(b), int(n), device
 
 
@@ -62,7 +66,7 @@ def _plan(graph: nx.DiGraph, sharder: Any, rows: Any, dims: Any, pooling: Any, b
     if isinstance(sharder, list):
         return _checked_plan(fn, sharder, len(tables), n)
     if not isinstance(sharder, str):
-        raise DaydreamError(f"{fn}(): SHARDER is a sharder's name, \"best\", or a list of ranks, not {type_name(sharder)}")
+        raise DaydreamError(f'{fn}(): SHARDER is a sharder\'s name, "best", or a list of ranks, not {type_name(sharder)}')
     if sharder == "best":
         if n ** len(tables) > 100_000 and len(tables) * n > 4096:
             raise DaydreamError(f"{fn}(): {len(tables)} tables on {n} ranks is past the search's bound in a script; "

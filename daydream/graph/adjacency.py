@@ -51,7 +51,9 @@ def copy_graph(graph: nx.DiGraph) -> nx.DiGraph:
     """A copy whose task and edge attribute dicts are new (so changes stay in the copy); values are shared, and the
     dicts and lists of ``graph.graph`` are copied one level deep."""
     g = nx.DiGraph()
-    g.graph.update({k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in graph.graph.items()})
+    g.graph.update(
+        {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in graph.graph.items()}
+    )
     # .copy(), not dict(): it copies a key-sharing dict (graph.schema.new_task_attrs) as one, 3.5x faster than dict()
     g._node.update((n, a.copy()) for n, a in graph._node.items())
     succ, pred = g._succ, g._pred

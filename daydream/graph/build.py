@@ -114,7 +114,9 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         if step is None:
             steps = _choose_default(steps, step_of)
             steps = steps if context else steps[-1:]
-        context_steps = _context_of(steps, step_of, step is None or str(step).strip() not in ("all", "trace")) if context else set()
+        context_steps = (
+            _context_of(steps, step_of, step is None or str(step).strip() not in ("all", "trace")) if context else set()
+        )
         advance(1)
         graph = _cut(trace, table, steps, step_of, {"launch_latency_us": l0, "stream_gap_us": g0, "inferred_stream_waits": infer_waits},
                      context_steps)  # fmt: skip
@@ -417,8 +419,13 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
         if not inside and ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:
             unanchored += 1
             lead_us += ts[t] - origin
-    causality = {"unanchored_tasks": unanchored, "unanchored_lead_us": lead_us, "cut_edges": cut_edges, "held_back_us": held_back_us,
-                 "bridged_orders": bridged}
+    causality = {
+        "unanchored_tasks": unanchored,
+        "unanchored_lead_us": lead_us,
+        "cut_edges": cut_edges,
+        "held_back_us": held_back_us,
+        "bridged_orders": bridged,
+    }
     return out, causality
 
 

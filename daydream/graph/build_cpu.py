@@ -35,7 +35,11 @@ class Family(IntEnum):
 
 ANNOTATION, OP, RUNTIME = Family.ANNOTATION, Family.OP, Family.RUNTIME
 # An event's family by its category (the loader files ranges recorded as ops under "user_annotation").
-FAMILY_OF_CAT = {**dict.fromkeys(ANNOTATION_CATS, ANNOTATION), **dict.fromkeys(CPU_OP_CATS, OP), **dict.fromkeys(RUNTIME_CATS, RUNTIME)}
+FAMILY_OF_CAT = {
+    **dict.fromkeys(ANNOTATION_CATS, ANNOTATION),
+    **dict.fromkeys(CPU_OP_CATS, OP),
+    **dict.fromkeys(RUNTIME_CATS, RUNTIME),
+}
 
 
 class Frame:
@@ -301,7 +305,9 @@ def _close(sweep: _Sweep, stack: list[Frame], pending: list[_PendingTask], threa
             # through annotations too: the recorder's range sits between evaluate_function and AccumulateGrad
             parent.inner_shapes = (_shapes(sweep, ev) if is_op else None) or frame.inner_shapes
         if parent.inner_layer is None:
-            parent.inner_layer = frame.inner_layer or (frame.layer if frame.family is ANNOTATION and frame.layer != parent.layer else None)
+            parent.inner_layer = frame.inner_layer or (
+                frame.layer if frame.family is ANNOTATION and frame.layer != parent.layer else None
+            )
     outermost_loader = frame.dataloader and frame.family is ANNOTATION and (parent is None or not parent.dataloader)
     if outermost_loader:
         sweep.found.loader_ranges.append(LoaderRange(thread, ev.ts, ev.ts + ev.dur, ev.name))  # type: ignore[arg-type,operator]

@@ -271,7 +271,9 @@ def _engine_threads(table: TaskTable, threads: dict[str, list[int]]) -> dict[str
     return backward
 
 
-def loader_waits(table: TaskTable, loader_ranges: list[LoaderRange], threads: dict[str, list[int]], rank: int) -> list[LoaderWait]:
+def loader_waits(
+    table: TaskTable, loader_ranges: list[LoaderRange], threads: dict[str, list[int]], rank: int
+) -> list[LoaderWait]:
     """A DataLoader with worker processes hands out batches the workers made; where `__next__` idles waiting for
     one, the wait is a dependency on the workers, not the thread's own CPU time.
 

@@ -56,7 +56,9 @@ def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]
     return [_split_blocking_call(table, call, copy, issue_us) for call, copy in blocking]
 
 
-def _gpu_attrs(ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[int, Event], launcher: int | None) -> dict[str, Any]:
+def _gpu_attrs(
+    ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[int, Event], launcher: int | None
+) -> dict[str, Any]:
     """A GPU task's attributes: where it ran, what it is, and the context of the call that launched it (``src``);
     a collective's size and name may come from the op or range the call was made in (``comm_ev``)."""
     args = ev.args
@@ -88,7 +90,9 @@ def _gpu_attrs(ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[i
         attrs["bytes"] = int(args.bytes)
     if kind == "comm":
         around = comm_ev.get(launcher) if launcher is not None else None
-        named = collective_of(re.sub(r"[^0-9A-Za-z]", "", around.name[5:])) if around and around.name.startswith("nccl:") else None
+        named = (
+            collective_of(re.sub(r"[^0-9A-Za-z]", "", around.name[5:])) if around and around.name.startswith("nccl:") else None
+        )
         # all-to-all runs as SendRecv kernels: the range that launched them says what it was
         attrs["collective"] = named or collective_of(ev.name)
         nbytes = message_bytes(args) or (message_bytes(around.args) if around is not None else None)

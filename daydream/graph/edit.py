@@ -86,7 +86,6 @@ def task_label(graph: nx.DiGraph, node: Any) -> str:
     return text
 
 
-
 def scale(graph: nx.DiGraph, selection: Iterable[Any], factor: float) -> float:
     """Multiply the duration of every selected task by ``factor``; returns the change in total duration (us)."""
     if not factor >= 0:
@@ -481,7 +480,14 @@ def _new_task_gap(graph: nx.DiGraph, on_gpu: bool, attrs: dict[str, Any]) -> flo
 
 
 def _insert_launch_call(
-    graph: nx.DiGraph, kind: str, anchor: Any, side: str, key: float, launch_us: float | None, inherit: dict[str, Any], undo: _Undo
+    graph: nx.DiGraph,
+    kind: str,
+    anchor: Any,
+    side: str,
+    key: float,
+    launch_us: float | None,
+    inherit: dict[str, Any],
+    undo: _Undo,
 ) -> Any:
     """Add the launch call of a GPU-side task inserted next to ``anchor``, in its CPU thread's order; returns it."""
     call_anchor, call_side = _launch_anchor(graph, anchor, side)
@@ -613,7 +619,9 @@ def _launch_anchor(graph: nx.DiGraph, anchor: Any, side: str) -> tuple[Any, str]
             if e.get("kind") == "launch":
                 return u, side  # the nearest launch on the anchor's side: after an earlier one, before a later one
         other = step(graph, other)
-    raise DaydreamError(f"no CPU call launches work on {a['thread']} near {task_label(graph, anchor)}: insert the task with a CPU anchor")
+    raise DaydreamError(
+        f"no CPU call launches work on {a['thread']} near {task_label(graph, anchor)}: insert the task with a CPU anchor"
+    )
 
 
 def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, key: float, undo: _Undo) -> None:
@@ -633,7 +641,9 @@ def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, ke
         if prev is not None:
             nxt = _order_succ(graph, prev)
         else:
-            heads = [u for u in members if u != node and u in nodes and _order_pred(graph, u) is None and not nodes[u].get("queued")]
+            heads = [
+                u for u in members if u != node and u in nodes and _order_pred(graph, u) is None and not nodes[u].get("queued")
+            ]
             nxt = heads[0] if heads else None
     order = "stream" if thread.startswith("gpu:") else "thread"
     if prev is not None and nxt is not None:

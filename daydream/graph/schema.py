@@ -140,7 +140,9 @@ def _template(cls: type, keys: tuple[str, ...]) -> dict[str, Any]:
     return template
 
 
-_CPU_TASK = _template(_CpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "parallel_us", "param_us", "tensors_in", "tensors_out"))
+_CPU_TASK = _template(
+    _CpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "parallel_us", "param_us", "tensors_in", "tensors_out")
+)
 _GPU_TASK = _template(_GpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "class", "device", "stream", "bytes", "collective",
                                      "group", "group_size", "group_ranks", "collective_id", "traced_us", "tensors_in", "tensors_out"))  # fmt: skip
 _EDGE = _template(_EdgeKeys, tuple(Edge.__annotations__))

@@ -127,7 +127,9 @@ def select(
     return Selection(
         node
         for node, attrs in pairs
-        if (kinds is None or attrs["kind"] in kinds) and (where is None or where(attrs)) and (not tests or all(t(attrs) for t in tests))
+        if (kinds is None or attrs["kind"] in kinds)
+        and (where is None or where(attrs))
+        and (not tests or all(t(attrs) for t in tests))
     )
 
 
@@ -215,7 +217,6 @@ def _value_index(graph: nx.DiGraph, attribute: str | None) -> _ValueIndex:
     return found
 
 
-
 def candidates(graph: nx.DiGraph, equal: tuple[str, Any] | None = None, low: tuple[float, bool] | None = None,
                high: tuple[float, bool] | None = None) -> list[Any] | None:  # fmt: skip
     """The tasks, in graph order, that can pass a test beginning with ``ATTR == VALUE`` (``equal``) and start
@@ -247,7 +248,7 @@ def candidates(graph: nx.DiGraph, equal: tuple[str, Any] | None = None, low: tup
         lo = int(np.searchsorted(starts, low[0], "left" if low[1] else "right"))
     if high is not None:
         hi = int(np.searchsorted(starts, high[0], "right" if high[1] else "left"))
-    kept = np.sort(np.concatenate([ordered[lo:max(lo, hi)], others]))
+    kept = np.sort(np.concatenate([ordered[lo : max(lo, hi)], others]))
     nodes = index.nodes
     return [nodes[p] for p in kept.tolist()]
 
@@ -437,7 +438,9 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
         previous = call
     codes: dict[tuple[Any, ...], int] = {}
     seq = np.array([codes.setdefault(_call_key(nodes, c), len(codes)) for c in calls], dtype=np.int64)
-    longest: list[tuple[int, int, int, int]] = []  # per block length: (calls its longest back-to-back run covers, length, start, slack)
+    longest: list[
+        tuple[int, int, int, int]
+    ] = []  # per block length: (calls its longest back-to-back run covers, length, start, slack)
     repeating = (len(seq), -1)  # the calls from the first back-to-back repeat of a sequence to the end of the last
     for period in range(1, min(len(seq) // 2, MAX_REPEAT_CALLS) + 1):
         same = np.concatenate(([0], (seq[:-period] == seq[period:]).astype(np.int8), [0]))

@@ -104,7 +104,9 @@ def resolve_link(link: str | float | Link) -> Link:
     except ValueError:
         pass
     hint = did_you_mean(key, known)
-    raise DaydreamError(f"unknown link {link!r}" + (f"; {hint}" if hint else "") + f"; known: {', '.join(known)}, or a bus bandwidth in GB/s")
+    raise DaydreamError(
+        f"unknown link {link!r}" + (f"; {hint}" if hint else "") + f"; known: {', '.join(known)}, or a bus bandwidth in GB/s"
+    )
 
 
 def collective_us(collective: str, nbytes: float, ranks: int, link: str | float | Link, latency_us: float | None = None) -> float:
@@ -463,6 +465,7 @@ def sweep_accuracy(sweep: Sweep, label: str) -> Accuracy:
 
 
 # ---- real traces ------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TracedCollective:

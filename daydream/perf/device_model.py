@@ -54,7 +54,13 @@ FITTED_DTYPE = "fp32"  # what the data set measured
 # and convolutions' corrections carry over only in part (half is better than all or none on most GPUs).
 SHRINK = {"gemm": 1.0, "conv": 0.5, "elementwise": 0.5, "norm": 0.5}
 MIN_WORK_SHARE = 0.3  # a kernel teaches the shape correction only where its work is this share of its time or more
-TREE_PARAMS: dict[str, Any] = {"max_iter": 200, "learning_rate": 0.1, "max_leaf_nodes": 31, "min_samples_leaf": 20, "random_state": 0}
+TREE_PARAMS: dict[str, Any] = {
+    "max_iter": 200,
+    "learning_rate": 0.1,
+    "max_leaf_nodes": 31,
+    "min_samples_leaf": 20,
+    "random_state": 0,
+}
 TILES = (64, 128)
 FEATURES = ("log compute us", "log memory us", "log compute/memory", "log bytes/L2", "log waves64", "log waves128",
             "last wave fill64", "last wave fill128", "log batch", "log m", "log n", "log k", "amd")  # fmt: skip
@@ -218,8 +224,14 @@ def corrects(model: DeviceModel, kernel_class: str, *dtypes: str) -> bool:
     return kernel_class in model.trees and (kernel_class in MEMORY_CLASSES or all(d == model.dtype for d in dtypes))
 
 
-def work_us(model: DeviceModel, geoms: Sequence[Geometry], device: Device, dtype: str,
-            anchor: Anchor | None = None, correct: bool | None = None) -> np.ndarray:
+def work_us(
+    model: DeviceModel,
+    geoms: Sequence[Geometry],
+    device: Device,
+    dtype: str,
+    anchor: Anchor | None = None,
+    correct: bool | None = None,
+) -> np.ndarray:
     """Each kernel's modelled work on ``device`` (us): its anchored roofline times the shrunk shape correction
     (``correct``: default :func:`corrects` of this dtype)."""
     if not geoms:
@@ -273,8 +285,16 @@ def _frozen(x: Any) -> Any:
     return tuple(_frozen(v) for v in x) if isinstance(x, (list, tuple)) else x
 
 
-def swap(kernel_class: str, op: str | None, shapes: Any, src: Device, dst: Device, src_dtype: str, dst_dtype: str,
-         model: DeviceModel | None = None) -> Swap | None:
+def swap(
+    kernel_class: str,
+    op: str | None,
+    shapes: Any,
+    src: Device,
+    dst: Device,
+    src_dtype: str,
+    dst_dtype: str,
+    model: DeviceModel | None = None,
+) -> Swap | None:
     """Moving one traced kernel from ``src`` to ``dst``: its work's ratio there and here, or None where the model
     does not price it (a class it was not fitted on, an op whose shapes give no FLOPs and bytes, no model)."""
     if model is not None:
@@ -290,13 +310,16 @@ def swap(kernel_class: str, op: str | None, shapes: Any, src: Device, dst: Devic
 
 
 @lru_cache(maxsize=65536)  # a trace repeats its kernels' shapes layer after layer, step after step
-def _shipped_swap(kernel_class: str, op: str, shapes: Any, src: Device, dst: Device, src_dtype: str, dst_dtype: str) -> Swap | None:
+def _shipped_swap(
+    kernel_class: str, op: str, shapes: Any, src: Device, dst: Device, src_dtype: str, dst_dtype: str
+) -> Swap | None:
     model = shipped_model()
     return None if model is None else _swap(kernel_class, op, shapes, src, dst, src_dtype, dst_dtype, model)
 
 
-def _swap(kernel_class: str, op: str | None, shapes: Any, src: Device, dst: Device, src_dtype: str, dst_dtype: str,
-          model: DeviceModel) -> Swap | None:
+def _swap(
+    kernel_class: str, op: str | None, shapes: Any, src: Device, dst: Device, src_dtype: str, dst_dtype: str, model: DeviceModel
+) -> Swap | None:
     here, there = geometry(kernel_class, op, shapes, src_dtype), geometry(kernel_class, op, shapes, dst_dtype)
     if model is None or here is None or there is None:
         return None
@@ -420,8 +443,12 @@ def _leave_out(data: _ClassData, cls: str, target: str) -> AccuracyRow | None:
                        _gmae(p[:, 2] / p[:, 3] - 1))  # fmt: skip
 
 
-def fit(measurements: Iterable[Measurement], source: str, classes: Sequence[str] = CLASSES,
-        progress: Callable[[AccuracyRow], None] | None = None) -> DeviceModel:
+def fit(
+    measurements: Iterable[Measurement],
+    source: str,
+    classes: Sequence[str] = CLASSES,
+    progress: Callable[[AccuracyRow], None] | None = None,
+) -> DeviceModel:
     """Fit the model on every GPU's measured kernels and measure it leaving each GPU out in turn (scikit-learn)."""
     rows = list(measurements)
     devices: dict[str, Device] = {}
@@ -452,8 +479,9 @@ def write_model(path: str | Path, model: DeviceModel) -> None:
     write_atomically(path, msgspec.json.encode(model) + b"\n", "--out")
 
 
-def refit(data: str | Path, out: str | Path, classes: Sequence[str] = CLASSES,
-          progress: Callable[[AccuracyRow], None] | None = None) -> DeviceModel:
+def refit(
+    data: str | Path, out: str | Path, classes: Sequence[str] = CLASSES, progress: Callable[[AccuracyRow], None] | None = None
+) -> DeviceModel:
     """``daydream models kernels --refit DATA``: fit on a data set of measured kernels (the NeuSight layout,
     :mod:`daydream.perf.kernel_data`), measure each GPU left out, write the model to ``out``."""
     from daydream.perf.kernel_data import read_measurements

@@ -454,7 +454,9 @@ def _held_out(model: KernelModel, test: Sequence[Mapping[str, Any]], csv_path: P
                     f"{csv_path.name}: held-out {TEST_FRACTION:.0%} of shapes")  # fmt: skip
 
 
-def _scoreable(test: Sequence[Mapping[str, Any]], known: Callable[[Mapping[str, Any]], bool], csv_path: Path) -> list[Mapping[str, Any]]:
+def _scoreable(
+    test: Sequence[Mapping[str, Any]], known: Callable[[Mapping[str, Any]], bool], csv_path: Path
+) -> list[Mapping[str, Any]]:
     scored = [r for r in test if known(r)]
     if not scored:
         raise DaydreamError(f"{csv_path}: no held-out shape has an op and dtype seen in training; measure more shapes")

@@ -89,7 +89,7 @@ def memcpy_us(nbytes: float, direction: str, device: Device) -> float:
         return nbytes / (PCIE_GBPS[device.pcie_gen] * 1e3)  # GB/s = 1e3 bytes/us
     if way == "d2d":
         return 2 * nbytes / (device.hbm_gbps * 1e3)
-    raise DaydreamError(f"memcpy: direction is \"h2d\", \"d2h\" or \"d2d\", not {direction!r}")
+    raise DaydreamError(f'memcpy: direction is "h2d", "d2h" or "d2d", not {direction!r}')
 
 
 @dataclass(frozen=True)
@@ -310,7 +310,10 @@ def _resolve(device: Device | str) -> Device:
 
 
 def predict_us(
-    task_attrs: Mapping[str, Any], calibration: Calibration, device: Device | str | None = None, dtype: str | None = None,
+    task_attrs: Mapping[str, Any],
+    calibration: Calibration,
+    device: Device | str | None = None,
+    dtype: str | None = None,
     tally: dict[str, Any] | None = None,
 ) -> float:
     """A task's time on ``device`` (default: the calibration's) computing in ``dtype`` (default: its own).
@@ -416,8 +419,13 @@ def count_swap(tally: dict[str, Any], moved_us: float, priced: Any) -> None:
         tally["extrapolated_us"] = tally.get("extrapolated_us", 0.0) + moved_us
 
 
-def move_us(task_attrs: Mapping[str, Any], calibration: Calibration, device: Device | str,
-            dtype: str | None = None, tally: dict[str, Any] | None = None) -> float:
+def move_us(
+    task_attrs: Mapping[str, Any],
+    calibration: Calibration,
+    device: Device | str,
+    dtype: str | None = None,
+    tally: dict[str, Any] | None = None,
+) -> float:
     """A traced GPU task's time on ``device``, each side in its own precision: the task's ``dtype`` (default: what
     its kernel name says, else the calibration's) on the traced GPU; on ``device`` the same where it has it, else
     its fallback (:func:`native_dtype`) for GEMM-like classes, or ``dtype`` where given. Priced ops (op and

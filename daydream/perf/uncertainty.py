@@ -204,7 +204,9 @@ def interval(value_us: float, parts: Sequence[Part | None]) -> Interval:
 
 def numeric_params(params: Mapping[str, Any]) -> dict[str, float]:
     """The params that are numbers (not booleans): the ones a ledger's cases bound by value."""
-    return {k: float(v) for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    return {
+        k: float(v) for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 def write_table(path: str | os.PathLike[str], table: ErrorTable) -> None:

@@ -166,7 +166,9 @@ def simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_ptr
                         park_tail[tm] = -1
                         while x >= 0:
                             nxt = park_next[x]
-                            size, qtail, seq = _push(x, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
+                            size, qtail, seq = _push(
+                                x, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq
+                            )
                             x = nxt
                     size, qtail, seq = _run(m, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause, indegree, succ_ptr,
                                             succ_child, succ_order, succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip

@@ -236,7 +236,9 @@ def _durations(attrs: list[dict[str, Any]]) -> Iterator[float]:
     return map(float, map(itemgetter("duration"), attrs))
 
 
-def _task_columns(graph: nx.DiGraph, attrs: list[dict[str, Any]]) -> tuple[list[float], list[int], dict[Any, int], bool, list[float]]:
+def _task_columns(
+    graph: nx.DiGraph, attrs: list[dict[str, Any]]
+) -> tuple[list[float], list[int], dict[Any, int], bool, list[float]]:
     """Each task's gap, thread number and release time (-inf: none), the threads numbered in order of first use
     (a multi-rank job's told apart by rank), and whether they were. Read by map() over C-level getters: reading the
     graph, not the loop, is most of a simulation of a large graph."""

@@ -60,7 +60,10 @@ class Timeline:
             values = list(map(dict.get, self.task_attrs, repeat(attribute)))
             distinct = dict.fromkeys(values)
             number = dict(zip(distinct, count()))
-            found = self._columns[attribute] = (np.fromiter(map(number.__getitem__, values), np.int64, len(values)), list(distinct))
+            found = self._columns[attribute] = (
+                np.fromiter(map(number.__getitem__, values), np.int64, len(values)),
+                list(distinct),
+            )
         return found
 
     def attrs(self, i: int) -> dict[str, Any]:
@@ -223,7 +226,9 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
                 break
     cpu_ix = np.flatnonzero(np.isin(kind, _codes_of(kinds, CPU_KINDS)) & np.isin(thread, list(working)))
     # fmax: a NaN gap counts as none, as max(0.0, NaN) did
-    gaps = np.fmax(np.asarray(list(map(dict.get, map(attrs.__getitem__, cpu_ix.tolist()), repeat("gap"), repeat(0.0))), dtype=float), 0.0)
+    gaps = np.fmax(
+        np.asarray(list(map(dict.get, map(attrs.__getitem__, cpu_ix.tolist()), repeat("gap"), repeat(0.0))), dtype=float), 0.0
+    )
     # over the step's window (after its context step), in the step's time: several measured steps, their share each
     t0, t1, measured = timeline.step_window()
     total = t1 - t0
@@ -310,7 +315,10 @@ def _key_codes(timeline: Timeline, attrs: list[dict[str, Any]], by: str, ix: np.
         column = None
     if column is None or not all(type(values[v]) is str or values[v] is None for v in np.unique(column[ix]).tolist()):
         # values that the column numbers as one but show as different text (1, 1.0, True): one task at a time
-        keys = [k if type(k) is str else "-" if k is None else str(k) for k in map(dict.get, map(attrs.__getitem__, ix.tolist()), repeat(by))]
+        keys = [
+            k if type(k) is str else "-" if k is None else str(k)
+            for k in map(dict.get, map(attrs.__getitem__, ix.tolist()), repeat(by))
+        ]
         return np.asarray([code_of.setdefault(k, len(code_of)) for k in keys], np.int64), code_of
     raw = column[ix]
     uniq, first = np.unique(raw, return_index=True)

@@ -201,7 +201,9 @@ def missing_path_hint(path: str | os.PathLike[str]) -> str:
     if len(found) > 1 and None not in numbers and len(set(numbers)) == len(numbers):
         # a job's folder (rank0.json.gz, rank1.json.gz...): which ranks it holds, and that the folder is the job; the
         # file of the rank the name says (rnk0.json: rank0.json.gz), and none for a rank the folder lacks (rank9)
-        have = f"{parent} holds the traces of ranks {min(numbers)}-{max(numbers)} ({Path(found[0]).name} ... {Path(found[-1]).name})"
+        have = (
+            f"{parent} holds the traces of ranks {min(numbers)}-{max(numbers)} ({Path(found[0]).name} ... {Path(found[-1]).name})"
+        )
         rank = rank_from_name(p)
         hint = did_you_mean(p.name, names) if rank is None else None
         if rank in numbers:
@@ -558,7 +560,9 @@ class _Families:
         first = self.trace.event_count
         self.trace.event_count += len(events)
         if self.trace.event_count > MAX_EVENTS:
-            raise TraceError(f"{self.trace.path}: holds more than {MAX_EVENTS:,} events; daydream reads traces of at most that many")
+            raise TraceError(
+                f"{self.trace.path}: holds more than {MAX_EVENTS:,} events; daydream reads traces of at most that many"
+            )
         trace, families, strings = self.trace, self.families, self.strings
         thread_names, cpu_ops = trace.thread_names, trace.cpu_ops
         for ev in events:
@@ -594,7 +598,11 @@ class _Families:
         """Note an event whose shapes (``Input Dims``, ``Input type``) nest more than ``MAX_NESTING`` levels."""
         args = ev.args
         assert args is not None
-        for key, value in (("Input Dims", args.input_dims), ("Input dims", args.input_dims_2021), ("Input type", args.input_type)):
+        for key, value in (
+            ("Input Dims", args.input_dims),
+            ("Input dims", args.input_dims_2021),
+            ("Input type", args.input_type),
+        ):
             if value is not None and nesting_exceeds(value) and self.too_deep is None:
                 at = first + next(i for i, e in enumerate(events) if e is ev)
                 where = f"traceEvents[{at}] ({ev.name[:100]!r})"

@@ -96,8 +96,14 @@ def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
         raise TraceError(_no_step(trace, steps, f"no step {text} in the trace"))  # a number off: the list says it
     named = [Step(e.name, e.ts, e.ts + e.dur) for e in trace.annotations if e.name == text]  # type: ignore[operator]
     if not named:
-        raise TraceError(_no_step(trace, steps, f"no step or annotation named {text!r} in the trace", did_you_mean(text, [
-            *(s.name for s in steps), "all", "trace", *sorted({e.name for e in trace.annotations})])))
+        raise TraceError(
+            _no_step(
+                trace,
+                steps,
+                f"no step or annotation named {text!r} in the trace",
+                did_you_mean(text, [*(s.name for s in steps), "all", "trace", *sorted({e.name for e in trace.annotations})]),
+            )
+        )
     if len(named) > 1:
         # Repeated annotations (e.g. one per iteration) are distinct steps: name them by occurrence.
         named = [Step(f"{s.name}#{i}", s.start, s.end) for i, s in enumerate(named)]

@@ -277,9 +277,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def show(line: str) -> None:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
-    inputs = _run_inputs(args)
+    work, options = _workload(args), _options(args)
+    inputs = work.inputs(args.scripts, options)
     _check_export(args, inputs)  # before the work: a refused output path costs no simulation
-    result = whatif(_workload(args), args.scripts, _params(args.param), _options(args), on_print=show)
+    result = whatif(work, args.scripts, _params(args.param), options, on_print=show)
     _emit(args, result, render_whatif, "predicted", inputs)
     return 0
 
@@ -298,11 +299,6 @@ def _options(args: argparse.Namespace) -> Any:
     from daydream.workload import RunOptions
 
     return RunOptions(parse_policy(args.policy), getattr(args, "budget", None), getattr(args, "include_dir", None))
-
-
-def _run_inputs(args: argparse.Namespace) -> list[str]:
-    """Every file the command reads (Workload.inputs): outputs are checked against them."""
-    return _workload(args).inputs(getattr(args, "scripts", ()), _options(args))
 
 
 def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:
@@ -355,9 +351,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from daydream.report import render_report
     from daydream.report_page import check_report_dir, write_report
 
-    inputs = _run_inputs(args)
-    check_report_dir(args.out, inputs, bool(args.scripts))  # before the work
-    report = write_report(_workload(args), args.scripts, _params(args.param), args.out, _options(args))
+    work, options = _workload(args), _options(args)
+    check_report_dir(args.out, work.inputs(args.scripts, options), bool(args.scripts))  # before the work
+    report = write_report(work, args.scripts, _params(args.param), args.out, options)
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -575,18 +571,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from daydream.simulation import parse_policy
 
     work = _workload(args)
+    inputs = work.inputs()
     if work.is_job:
         from daydream.job import replay_job  # a job's collective models: imported for jobs only
 
         if args.jobs < 1:
             raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
-        inputs = _run_inputs(args)
         _check_export(args, inputs)
         job = replay_job(args.trace, step=args.step, link=args.link, jobs=args.jobs, policy=parse_policy(args.policy),
                          ray=args.ray)  # fmt: skip
         _emit(args, job, render_job, "simulated", inputs)
         return 0
-    inputs = _run_inputs(args)
     _check_export(args, inputs)
     result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
     _emit(args, result, render_replay, "simulated", inputs)

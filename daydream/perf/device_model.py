@@ -347,12 +347,12 @@ def measured_geometry(m: Measurement) -> Geometry:
     if m.kernel_class == "gemm":
         dims = d
     elif m.kernel_class == "conv":
-        b, c, f, r, s, stride, pad = d
-        out = max((s + 2 * pad - r) // max(stride, 1) + 1, 1)
-        dims = (1, b * out * out, f, c * r * r)
+        b, c, f, r = d[:4]
+        dims = (1, b * m.conv_out() ** 2, f, c * r * r)
     else:
         dims = (1, d[0], d[1], 1)
-    return Geometry(m.kernel_class, m.flops(), m.bytes(), *dims)
+    cost = m.cost()
+    return Geometry(m.kernel_class, cost.flops, cost.bytes, *dims)
 
 
 def _datasheet_roofline_us(g: Geometry, device: Device) -> float:

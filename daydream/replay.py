@@ -20,7 +20,16 @@ from daydream.graph.adjacency import successors_of
 from daydream.graph.build import build_graph
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
 from daydream.perf.uncertainty import Interval, interval, noise_of
-from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, critical_path, critical_path_segments, simulate, totals_by
+from daydream.simulation import (
+    EARLIEST,
+    Policy,
+    Timeline,
+    breakdown,
+    critical_path_indices,
+    critical_path_segments,
+    simulate,
+    totals_by,
+)
 from daydream.trace import load_trace
 from daydream.trace.job import rank_trace_files
 from daydream.trace.load import find_execution_trace
@@ -146,7 +155,7 @@ class Replay:
 def step_critical_path(timeline: Timeline) -> tuple[list[int], list[float]]:
     """The critical path's tasks within the step's window (after the context step) and the time each holds it
     there: the path of the step the step time measures, its times adding up to that window."""
-    path = critical_path(timeline)
+    path = critical_path_indices(timeline)
     seg = critical_path_segments(timeline, path)
     t0, t1, measured = timeline.step_window()
     if not measured:

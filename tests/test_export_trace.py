@@ -21,7 +21,7 @@ import pytest
 from daydream.cli import main
 from daydream.graph import add_dependency, add_task
 from daydream.replay import replay
-from daydream.simulation import Timeline, critical_path, simulate
+from daydream.simulation import Timeline, critical_path_indices, simulate
 from daydream.simulation.export import export_chrome_trace
 from daydream.whatif import whatif
 
@@ -145,7 +145,7 @@ def launch_edges(timeline: Timeline) -> int:
 
 def check_critical_path(trace: dict[str, Any], pid: int, timeline: Timeline) -> None:
     """The path's tasks are marked, and its track holds one slice per path task, in time order, not overlapping."""
-    path = critical_path(timeline)
+    path = critical_path_indices(timeline)
     marked = [e["args"]["task"] for e in task_slices(trace, pid) if e["args"].get("critical_path")]
     assert sorted(marked) == sorted(timeline.nodes[i] for i in path)
     track = sorted(trace["slices"][pid, tids(trace, pid)["critical path"]], key=lambda e: e["ts"])
@@ -218,7 +218,7 @@ def test_a_kernel_starting_before_its_launch_call_keeps_the_path_in_order(tmp_pa
     kernel = add_task(g, "k", "gpu", GPU, 30.0, rank=0)
     add_dependency(g, call, kernel, "launch", lag=-12.0)
     timeline = simulate(g)
-    assert critical_path(timeline) == [0, 1] and timeline.start[1] == -2.0
+    assert critical_path_indices(timeline) == [0, 1] and timeline.start[1] == -2.0
     export_chrome_trace(timeline, tmp_path / "t.json")
     trace = check_chrome_trace(load(tmp_path / "t.json"))
     track = trace["slices"][1, tids(trace, 1)["critical path"]]

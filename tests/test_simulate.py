@@ -178,7 +178,15 @@ def test_breakdown_and_critical_path() -> None:
     bd = breakdown(tl)
     # CPU busy [0, 15], GPU busy [12, 62]: overlap 3, CPU only 12, GPU only 47, nothing idle.
     assert bd == {"total_us": 62.0, "cpu_only_us": 12.0, "gpu_only_us": 47.0, "cpu_gpu_overlap_us": 3.0, "idle_us": 0.0}
-    assert [tl.nodes[i] for i in critical_path(tl)] == [a, k]
+    path = critical_path(tl)
+    assert [t.node for t in path] == [a, k] and [t.name for t in path] == ["launch", "k"]
+    # the launch holds the path until the kernel starts (10 us of call, then the 2 us lag), the kernel its 50 us
+    assert [(t.kind, t.start_us, t.duration_us, t.holds_us) for t in path] == [
+        ("cpu", 0.0, 10.0, 12.0),
+        ("gpu", 12.0, 50.0, 50.0),
+    ]
+    assert path[0].thread == CPU and path[1].thread == GPU and sum(t.holds_us for t in path) == bd["total_us"]
+    assert len(repr(path)) < 1000  # a notebook shows it as it is
 
 
 def test_add_dependency_rejects_unknown_kind_and_task() -> None:

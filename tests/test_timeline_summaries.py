@@ -19,7 +19,7 @@ from daydream.simulation import simulate
 from daydream.simulation.timeline import (
     Timeline,
     breakdown,
-    critical_path,
+    critical_path_indices,
     critical_path_segments,
     totals_by,
     union_intervals,
@@ -69,7 +69,7 @@ def _breakdown_one_by_one(timeline: Timeline) -> dict[str, float]:
 
 
 def _assert_same_summaries(timeline: Timeline, bys: tuple[str, ...]) -> None:
-    path = critical_path(timeline)
+    path = critical_path_indices(timeline)
     seg = critical_path_segments(timeline, path)
     for indices, kinds, times in [
         (None, GPU_KINDS, None),
@@ -193,7 +193,7 @@ def test_the_critical_path_times_are_those_of_one_task_at_a_time(shared_traces: 
         graph = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), "all")
     result = replay_graph(graph)
     timeline = simulate(graph)
-    path = critical_path(timeline)
+    path = critical_path_indices(timeline)
     seg = critical_path_segments(timeline, path)
     t0, t1, measured = timeline.step_window()
     if measured:  # the path within the measured steps' window (after the context step), each task's time clipped to it

@@ -2,7 +2,16 @@
 
 from daydream.simulation.engine import carry_arrays, simulate
 from daydream.simulation.policies import EARLIEST, FIFO, Policy, parse_policy
-from daydream.simulation.timeline import Timeline, breakdown, critical_path, critical_path_segments, totals, totals_by
+from daydream.simulation.timeline import (
+    PathTask,
+    Timeline,
+    breakdown,
+    critical_path,
+    critical_path_indices,
+    critical_path_segments,
+    totals,
+    totals_by,
+)
 
 __all__ = [
     "EARLIEST",
@@ -11,7 +20,9 @@ __all__ = [
     "Timeline",
     "breakdown",
     "carry_arrays",
+    "PathTask",
     "critical_path",
+    "critical_path_indices",
     "critical_path_segments",
     "parse_policy",
     "simulate",

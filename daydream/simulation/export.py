@@ -19,7 +19,7 @@ from typing import Any
 from daydream.files import json_bytes, write_atomically
 from daydream.graph.adjacency import predecessors_of
 from daydream.graph.schema import GPU_KINDS
-from daydream.simulation.timeline import Timeline, critical_path, critical_path_segments
+from daydream.simulation.timeline import Timeline, critical_path_indices, critical_path_segments
 
 _CATS = {
     "cpu": "cpu_op",
@@ -100,7 +100,7 @@ def timeline_events(
         events += _thread_tracks(th, timeline.task_attrs, pid, names, ts, te)
         for i, lane in zip(th.tasks, th.lanes):
             tid_of[i] = th.tids[lane]
-    path = critical_path(timeline)
+    path = critical_path_indices(timeline)
     events += _task_slices(timeline, pid, tid_of, ts, te, set(path))
     events += _critical_path_slices(timeline, path, pid, cp_tid, ts, te)
     flows = _flows(timeline, pid, tid_of, ts, te, flow_ids or itertools.count(1))

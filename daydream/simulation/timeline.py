@@ -10,6 +10,7 @@ from itertools import count, repeat
 from operator import itemgetter
 from typing import Any
 
+import msgspec
 import networkx as nx
 import numpy as np
 
@@ -252,7 +253,40 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     return {k: v * scale for k, v in parts.items()}
 
 
-def critical_path(timeline: Timeline) -> list[int]:
+class PathTask(msgspec.Struct, frozen=True):
+    """One task of the critical path, as a reader wants it: which task (``node``: its id in the graph; ``index``: in
+    the timeline), what it is, where and when it ran, and how long it holds the path (its run, then the gap or wait
+    until it releases the next task; these add up to the path's length)."""
+
+    index: int
+    node: Any
+    name: str
+    kind: str
+    thread: str  # the CPU thread or GPU stream it ran on
+    rank: int | None
+    phase: str | None
+    layer: str | None
+    start_us: float
+    duration_us: float
+    holds_us: float
+
+
+def critical_path(timeline: Timeline) -> list[PathTask]:
+    """The tasks on the critical path, first to last: the chain of tasks whose ends fixed the next one's start, back
+    from the last task to end (:func:`critical_path_indices` gives their indices alone)."""
+    path = critical_path_indices(timeline)
+    held = critical_path_segments(timeline, path)
+    out = []
+    for i, holds in zip(path, held):
+        a = timeline.task_attrs[i]
+        start, end = float(timeline.start[i]), float(timeline.end[i])
+        out.append(PathTask(index=i, node=timeline.nodes[i], name=str(a.get("name", "")), kind=str(a.get("kind", "")),
+                            thread=str(a.get("thread", "")), rank=a.get("rank"), phase=a.get("phase"),
+                            layer=a.get("layer"), start_us=start, duration_us=end - start, holds_us=holds))  # fmt: skip
+    return out
+
+
+def critical_path_indices(timeline: Timeline) -> list[int]:
     """Indices of the tasks on the critical path, first to last."""
     if not len(timeline.nodes):
         return []

@@ -48,6 +48,17 @@ def plain(value: object, limit: int = MAX_TEXT, style: str = "") -> Text:
     return Text(clip(str(value), limit), style=style)
 
 
+def middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, shortened in the middle: names that differ at their end (``day_0_sparse[3]``,
+    a kernel's template arguments) stay told apart."""
+    if len(text) <= width:
+        return text
+    if width < 2:
+        return text[:width]
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
+
+
 def styled(*parts: str | Text | tuple[str, str]) -> Text:
     """A line of our own words (str, or (str, style)) and data (Text from :func:`plain`)."""
     return Text.assemble(*parts)
@@ -616,11 +627,18 @@ def render_embedding_profile(result: EmbeddingProfile, console: Console) -> None
     console.print(plain(f"{result.inputs:,} inputs in {len(result.tables)} tables; budget {_size(result.budget_bytes)}; {how}"))
     table = Table(title=f"Hot rows: at least {result.threshold:.3g} of their table's lookups", title_justify="left",
                   box=box.SIMPLE_HEAD)  # fmt: skip
-    for col in ("table", "rows", "per input", "hot rows", "upper", "hot bytes", "hot lookups"):
-        table.add_column(col, justify="left" if col == "table" else "right")
-    for t in result.tables:
-        table.add_row(plain(t.name, 60), f"{t.rows:,}", f"{t.pooling:.3g}", f"{t.hot_rows:,.0f}" + (" (<1 MB)" if t.small else ""),
-                      f"{t.hot_rows_high:,.0f}", _size(t.hot_bytes), f"{100 * t.hot_access_fraction:.1f}%")  # fmt: skip
+    rows = [(f"{t.rows:,}", f"{t.pooling:.3g}", f"{t.hot_rows:,.0f}" + (" (<1 MB)" if t.small else ""), f"{t.hot_rows_high:,.0f}",
+             _size(t.hot_bytes), f"{100 * t.hot_access_fraction:.1f}%") for t in result.tables]  # fmt: skip
+    heads = ("rows", "per input", "hot rows", "upper", "hot bytes", "hot lookups")
+    fixed = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads)]
+    # the figures keep their widths; a table's name gives way in its middle (they differ at their end: file[3])
+    # (each column's padding and the gap between columns: 3 characters a column after the first, 4 at the edges)
+    name_w = max(8, min(60, console.width - sum(fixed) - 3 * len(fixed) - 4))
+    table.add_column("table", no_wrap=True, max_width=name_w)
+    for col, width in zip(heads, fixed):
+        table.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for t, row in zip(result.tables, rows):
+        table.add_row(plain(middle(t.name, name_w)), *row)
     console.print(table)
     console.print(plain(f"hot set {_size(result.hot_bytes)} (upper bound {_size(result.hot_bytes_high)}); "
                         f"{100 * result.hot_input_fraction:.1f}% of inputs hit only hot rows"))  # fmt: skip

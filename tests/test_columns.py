@@ -53,3 +53,22 @@ def test_report_kernel_table_keeps_its_figures(width: int, tmp_path: Path) -> No
     assert any("kernel (its signature" in line for line in tables)
     assert all(len(line) <= width for line in tables), max(tables, key=len)
     assert not [line for line in tables if CUT_FIGURE.search(line)]
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_embedding_tables_keep_their_figures_and_stay_told_apart(width: int, tmp_path: Path) -> None:
+    """Eight tables of one file are named file[0] .. file[7]: a name cut at its end would make them one."""
+    np = pytest.importorskip("numpy")
+    data = tmp_path / "day_0_sparse.npy"
+    np.save(data, (np.random.default_rng(0).zipf(1.2, (20000, 8)) % 5000).astype(np.int32))
+    out = subprocess.run([sys.executable, "-m", "daydream", "embeddings", "profile", str(data), "--budget", "1MB",
+                          "--dim", "64", "--batch", "128"], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "COLUMNS": str(width)})  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("table "))
+    rows = [line for line in lines[start + 2 : start + 10]]
+    assert all(len(line) <= width for line in lines[start : start + 10]), max(lines, key=len)
+    names = [row.split()[0] for row in rows]
+    assert len(set(names)) == 8 and all(n.endswith(f"[{k}]") for k, n in enumerate(names)), names
+    assert not [row for row in rows if CUT_FIGURE.search(row)]

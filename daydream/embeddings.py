@@ -269,7 +269,7 @@ class TableProfile(msgspec.Struct):
     hot_rows: float  # the estimate (exact: the count)
     hot_rows_high: float  # the upper end of its interval: what the budget is held to
     hot_bytes: float
-    hot_access_fraction: float  # of the sampled lookups, those into hot rows
+    hot_access_fraction: float  # of the held-out inputs' lookups (exact: all lookups), those into hot rows
     small: bool  # under 1 MB: hot outright
     rows_drawn: int  # rows the estimator looked at (its last threshold)
 
@@ -495,18 +495,34 @@ def _profile(paths: Sequence[str | os.PathLike[str]], tables: list[TableSource],
         table_counts.append(hr.TableCounts(table.name, c, int(d) * element))  # type: ignore[arg-type]
     chosen = hr.choose_threshold(table_counts, budget_bytes, np.random.default_rng(seed + 1), exact=exact,
                                  confidence=confidence)  # fmt: skip
+    if chosen.unranked_room and not exact:
+        # the sample's every row is hot with budget to spare: rows no sampled input looked up would be hot too
+        # (counting everything says which), so the estimate would leave room unused and hot inputs uncounted
+        exact_profile = _profile(paths, tables, budget_bytes, dim, element, 1.0, batch, rows, True, confidence, seed,
+                                 classify_all, update)  # fmt: skip
+        note = (f"every row the {to_read / inputs:.1%} sample looked up fits the budget with "
+                f"{size_text(budget_bytes - chosen.bytes_high)} to spare, and rows it never saw cannot be ranked: "
+                "every input was counted instead (as --exact)")  # fmt: skip
+        return msgspec.structs.replace(exact_profile, warnings=[note, *exact_profile.warnings])
     masks = [hr.hot_mask(t, chosen.threshold) for t in table_counts]
     hot_inputs = 0
+    # the lookups into hot rows, counted on the held-out inputs: on the counted ones the share is in-sample (their
+    # rows were chosen for being looked up there)
+    hot_lookups = [0] * len(tables)
+    held_lookups = [0] * len(tables)
     for start, stop, blocks in _blocks(tables, classify):
         hot = np.ones(stop - start, dtype=bool)
         for i, (mask, block) in enumerate(zip(masks, blocks)):
             _check(tables[i], block, start, row_counts[i])
             hot &= block.all_in(mask)
+            inside = block.values[block.values < mask.size]
+            hot_lookups[i] += int(np.count_nonzero(mask[inside]))
+            held_lookups[i] += block.values.size
         hot_inputs += int(hot.sum())
         done += stop - start
         update(done, total)
     blurred = [t for t in table_counts if not t.small and t.accesses and hr.cutoff(t, chosen.threshold) < BLURRED_CUTOFF]
-    if blurred and not exact and sample < 1:
+    if blurred and not exact and sample < 1 and chosen.threshold > 0:
         # a row's sampled count is about Poisson: under 10 lookups, +-30% or more, so the hot set's edge is noise
         names = ", ".join(t.name for t in blurred[:6]) + (f" and {len(blurred) - 6} more" if len(blurred) > 6 else "")
         least = min(hr.cutoff(t, chosen.threshold) for t in blurred)
@@ -519,7 +535,8 @@ def _profile(paths: Sequence[str | os.PathLike[str]], tables: list[TableSource],
     table_rows = [
         TableProfile(name=t.name, rows=t.rows, row_bytes=t.row_bytes, pooling=lookups[i] / to_read,
                      hot_rows=est.estimate, hot_rows_high=est.high, hot_bytes=est.estimate * t.row_bytes,
-                     hot_access_fraction=hr.hot_access_fraction(t, masks[i]), small=t.small, rows_drawn=est.drawn)
+                     hot_access_fraction=hot_lookups[i] / held_lookups[i] if held_lookups[i] else hr.hot_access_fraction(t, masks[i]),
+                     small=t.small, rows_drawn=est.drawn)
         for i, (t, est) in enumerate(zip(table_counts, chosen.tables))
     ]  # fmt: skip
     hot_batches = cold_batches = None
@@ -536,6 +553,14 @@ def _profile(paths: Sequence[str | os.PathLike[str]], tables: list[TableSource],
         hot_batch_fraction=fae_fraction, random_hot_batch_fraction=random_fraction, tables=table_rows,
         warnings=warnings,
     )  # fmt: skip
+
+
+def size_text(nbytes: float) -> str:
+    """Bytes in decimal multiples, three digits (``1.21 MB``)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
 
 
 def parse_size(text: str, what: str = "--budget") -> float:

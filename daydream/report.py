@@ -612,23 +612,19 @@ def _kernel_label(name: str) -> str:
     return text
 
 
-def _size(nbytes: float) -> str:
-    """Bytes in decimal multiples, three digits (``1.21 MB``)."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} B"
-
-
 def render_embedding_profile(result: EmbeddingProfile, console: Console) -> None:
     """The hot rows per table and what they make of inputs and mini-batches."""
+    from daydream.embeddings import size_text  # its module is loaded already: it made ``result``
+
     how = ("exact: every input read, every row counted" if result.method == "exact" else
            f"FAE's estimator on {result.sample_fraction:.1%} of the inputs, {result.confidence:.1%} upper bound held to the budget")  # fmt: skip
-    console.print(plain(f"{result.inputs:,} inputs in {len(result.tables)} tables; budget {_size(result.budget_bytes)}; {how}"))
+    console.print(
+        plain(f"{result.inputs:,} inputs in {len(result.tables)} tables; budget {size_text(result.budget_bytes)}; {how}")
+    )
     table = Table(title=f"Hot rows: at least {result.threshold:.3g} of their table's lookups", title_justify="left",
                   box=box.SIMPLE_HEAD)  # fmt: skip
     rows = [(f"{t.rows:,}", f"{t.pooling:.3g}", f"{t.hot_rows:,.0f}" + (" (<1 MB)" if t.small else ""), f"{t.hot_rows_high:,.0f}",
-             _size(t.hot_bytes), f"{100 * t.hot_access_fraction:.1f}%") for t in result.tables]  # fmt: skip
+             size_text(t.hot_bytes), f"{100 * t.hot_access_fraction:.1f}%") for t in result.tables]  # fmt: skip
     heads = ("rows", "per input", "hot rows", "upper", "hot bytes", "hot lookups")
     fixed = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads)]
     # the figures keep their widths; a table's name gives way in its middle (they differ at their end: file[3])
@@ -640,7 +636,7 @@ def render_embedding_profile(result: EmbeddingProfile, console: Console) -> None
     for t, row in zip(result.tables, rows):
         table.add_row(plain(middle(t.name, name_w)), *row)
     console.print(table)
-    console.print(plain(f"hot set {_size(result.hot_bytes)} (upper bound {_size(result.hot_bytes_high)}); "
+    console.print(plain(f"hot set {size_text(result.hot_bytes)} (upper bound {size_text(result.hot_bytes_high)}); "
                         f"{100 * result.hot_input_fraction:.1f}% of inputs hit only hot rows"))  # fmt: skip
     if result.batch is None:
         console.print(plain("mini-batches: give --batch B to see how many are all hot"))

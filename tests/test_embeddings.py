@@ -324,3 +324,31 @@ def test_parsers() -> None:
     for bad in ("-1MB", "0", "5XB"):
         with pytest.raises(DaydreamError):
             parse_size(bad)
+
+
+def test_a_budget_with_room_for_every_row_makes_every_row_hot(tmp_path: Path) -> None:
+    """Issue: the sampled estimate said "39.6 MB, 25.7% of inputs hit only hot rows" where counting everything said
+    "378 MB, 100%": rows no sampled input looked up stayed cold although the budget held them all."""
+    rng = np.random.default_rng(3)
+    data = tmp_path / "zipf.npy"
+    np.save(data, np.stack([zipf_indices(1.05, 200_000, 20_000, rng) for _ in range(4)], axis=1))
+    kw = {"budget_bytes": 40e6, "dim": 64, "rows": 20_000}  # 4 x 20,000 rows of 256 bytes: 20.5 MB
+    sampled, exact = profile([data], **kw), profile([data], **kw, exact=True)
+    assert sampled.hot_input_fraction == exact.hot_input_fraction == 1.0
+    assert sampled.hot_bytes == exact.hot_bytes == 4 * 20_000 * 256 and sampled.threshold == 0
+    assert all(t.hot_access_fraction == 1.0 for t in sampled.tables)
+    assert not any("told apart by chance" in w for w in sampled.warnings)
+
+
+def test_room_left_by_every_sampled_row_counts_everything(tmp_path: Path) -> None:
+    """The tables do not fit, but every row the sample saw does, with room to spare: the rows it never saw cannot be
+    ranked from it, so every input is counted (and said), and the answer is the exact one."""
+    rng = np.random.default_rng(4)
+    data = tmp_path / "few.npy"
+    # 100,000 rows declared per table, the inputs touching 3,000 of them: the sample sees most of those
+    np.save(data, np.stack([rng.integers(0, 3_000, 200_000) for _ in range(3)], axis=1).astype(np.int32))
+    kw = {"budget_bytes": 5e6, "dim": 64, "rows": 100_000}  # 3 x 100,000 x 256 bytes = 76.8 MB; 3 x 3,000 rows: 2.3 MB
+    sampled, exact = profile([data], **kw), profile([data], **kw, exact=True)
+    assert sampled.method == "exact" and any("every input was counted instead" in w for w in sampled.warnings)
+    assert sampled.hot_input_fraction == exact.hot_input_fraction == 1.0
+    assert sampled.hot_bytes == exact.hot_bytes

@@ -87,7 +87,8 @@ def hot_mask(table: TableCounts, threshold: float) -> np.ndarray:
 
 
 def hot_access_fraction(table: TableCounts, mask: np.ndarray) -> float:
-    """The share of the table's sampled lookups that hit hot rows."""
+    """The share of the table's sampled lookups that hit hot rows (in-sample: the rows were chosen on these counts,
+    so this overstates the share on other inputs; the profile measures that on its held-out inputs)."""
     total = table.accesses
     return float(table.counts[mask].sum(dtype=np.int64)) / total if total else 0.0
 
@@ -156,6 +157,8 @@ class Threshold(msgspec.Struct, frozen=True):
     tables: list[HotRows]
     bytes_estimate: float
     bytes_high: float
+    # every row the counts saw is hot and the budget has room left: the rows they never saw cannot be ranked
+    unranked_room: bool = False
 
 
 def _hot_bytes(tables: Sequence[TableCounts], rows: Sequence[HotRows], which: str) -> float:
@@ -175,6 +178,11 @@ def choose_threshold(tables: Sequence[TableCounts], budget_bytes: float, rng: np
     if small > budget_bytes:
         raise DaydreamError(f"the tables under 1 MB, hot outright, take {small:,} bytes: more than the budget "
                             f"({budget_bytes:,.0f} bytes)")  # fmt: skip
+    whole = sum(t.rows * t.row_bytes for t in tables)
+    if whole <= budget_bytes:
+        # every row fits, the ones no sampled input looked up too: all hot (t = 0), as counting everything finds;
+        # the search below could not get there, its lowest threshold keeps a row no sampled input touched cold
+        return Threshold(0.0, [HotRows(*(float(t.rows),) * 3, 0) for t in tables], float(whole), float(whole))
     samplers = [RowSampler(t, rng) for t in tables]
 
     def at(threshold: float) -> list[HotRows]:
@@ -187,9 +195,11 @@ def choose_threshold(tables: Sequence[TableCounts], budget_bytes: float, rng: np
     lo, hi = math.log(least / 2), math.log(2.0)
     best = at(math.exp(hi))
     best_t = math.exp(hi)
+    floor = False
     if _hot_bytes(tables, at(math.exp(lo)), "high") <= budget_bytes:  # everything seen fits
         best_t = math.exp(lo)
         best = at(best_t)
+        floor = any(t.accesses and not t.small and np.count_nonzero(t.counts) < t.rows for t in tables)
     else:
         for _ in range(SEARCH_STEPS):
             mid = (lo + hi) / 2
@@ -200,7 +210,7 @@ def choose_threshold(tables: Sequence[TableCounts], budget_bytes: float, rng: np
                 lo = mid
             if hi - lo < 1e-3:  # t within 0.1%: far finer than the step between whole sampled counts
                 break
-    return Threshold(best_t, best, _hot_bytes(tables, best, "estimate"), _hot_bytes(tables, best, "high"))
+    return Threshold(best_t, best, _hot_bytes(tables, best, "estimate"), _hot_bytes(tables, best, "high"), floor)
 
 
 def random_batch_hot_fraction(hot_input_fraction: float, batch: int) -> float:

@@ -436,12 +436,12 @@ def _cmd_shard(args: argparse.Namespace) -> int:
 
 
 def _cmd_embeddings_profile(args: argparse.Namespace) -> int:
-    from daydream.embeddings import parse_counts, parse_fraction, parse_size, profile
+    from daydream.embeddings import ProfileOptions, parse_counts, parse_fraction, parse_size, profile
 
-    result = profile(args.indices, parse_size(args.budget), parse_counts(args.dim, "--dim"), dtype=args.dtype,
-                     sample=parse_fraction(args.sample), batch=args.batch,
-                     rows=parse_counts(args.rows, "--rows") if args.rows else None, layout=args.layout,
-                     exact=args.exact, confidence=args.confidence, seed=args.seed, classify_all=args.classify_all)  # fmt: skip
+    options = ProfileOptions(dtype=args.dtype, sample=parse_fraction(args.sample),
+                             rows=parse_counts(args.rows, "--rows") if args.rows else None, layout=args.layout,
+                             exact=args.exact, confidence=args.confidence, seed=args.seed, classify_all=args.classify_all)  # fmt: skip
+    result = profile(args.indices, parse_size(args.budget), parse_counts(args.dim, "--dim"), args.batch, options)
     if args.json:
         _print_json(result.to_dict())
     else:

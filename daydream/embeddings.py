@@ -425,15 +425,32 @@ def _add_counts(counts: np.ndarray, flat: np.ndarray) -> np.ndarray:
     return counts
 
 
+class ProfileOptions(msgspec.Struct, frozen=True):
+    """How :func:`profile` reads and counts (the command's options past the budget, dims and batch): ``dtype`` of the
+    rows; ``sample``: the share of inputs counted; ``rows``: each table's row count (one for all or one per table;
+    checked; default: its largest index + 1); ``layout``: "columns" (an input per row, a table per column) or "bags";
+    ``exact``: every input read and every row counted; ``confidence`` of the estimator's bound; ``seed`` of its
+    draws; ``classify_all``: the hot inputs counted over every input (FAE's classifier's pass) rather than estimated
+    on a held-out sample."""
+
+    dtype: str = "fp32"
+    sample: float = 0.05
+    rows: Sequence[int] | int | None = None
+    layout: str = "columns"
+    exact: bool = False
+    confidence: float = hr.CONFIDENCE
+    seed: int = 0
+    classify_all: bool = False
+
+
 def profile(paths: Sequence[str | os.PathLike[str]], budget_bytes: float, dim: Sequence[int] | int,
-            dtype: str = "fp32", sample: float = 0.05, batch: int | None = None,
-            rows: Sequence[int] | int | None = None, layout: str = "columns", exact: bool = False,
-            confidence: float = hr.CONFIDENCE, seed: int = 0, classify_all: bool = False) -> EmbeddingProfile:  # fmt: skip
+            batch: int | None = None, options: ProfileOptions | None = None) -> EmbeddingProfile:  # fmt: skip
     """Profile the index data in ``paths`` (module docstring): the hot rows under ``budget_bytes`` with rows of
-    ``dim`` elements of ``dtype`` (one dim for all tables or one per table), the hot inputs and mini-batches of
-    ``batch``. ``rows``: each table's row count (checked; default: its largest index + 1). ``exact``: every input
-    read and every row counted. ``classify_all``: the hot inputs counted over every input (FAE's classifier's pass)
-    rather than estimated on a held-out sample."""
+    ``dim`` elements (one dim for all tables or one per table), the hot inputs and mini-batches of ``batch``, read
+    and counted as ``options`` say (:class:`ProfileOptions`; default: a 5% sample of FP32 rows)."""
+    o = options or ProfileOptions()
+    dtype, sample, rows, layout, exact, confidence, seed, classify_all = (
+        o.dtype, o.sample, o.rows, o.layout, o.exact, o.confidence, o.seed, o.classify_all)  # fmt: skip
     if not 0 < sample <= 1:
         raise DaydreamError(f"sample: a fraction of the inputs in (0, 1] (e.g. 5%), not {sample:g}")
     if not 0 <= seed < 2**63:

@@ -14,10 +14,11 @@ import pytest
 
 from daydream import embeddings
 from daydream.cli import main
-from daydream.embeddings import parse_fraction, parse_size, profile
+from daydream.embeddings import ProfileOptions, parse_fraction, parse_size, profile
 from daydream.errors import DaydreamError
 from daydream.perf import hot_rows as hr
 
+EXACT = ProfileOptions(exact=True)
 ROWS = 200_000
 INPUTS = 2_000_000
 ROW_BYTES = 64  # dim 16, fp32
@@ -147,7 +148,7 @@ def hand_data(tmp_path: Path) -> Path:
 def test_profile_by_hand(tmp_path: Path) -> None:
     """Exact: a budget of 2 rows of a (plus b, hot outright: 4 x 64 B) holds rows 0 and 1 of a (4 and 2 of the 8
     lookups: threshold between 1/8 and 2/8); inputs 0-5 touch only them: 6 of 8 hot; batches of 2: 3 hot, 1 cold."""
-    result = profile([hand_data(tmp_path)], 2 * 64 + 4 * 64, 16, batch=2, rows=[100_000, 4], exact=True)
+    result = profile([hand_data(tmp_path)], 2 * 64 + 4 * 64, 16, batch=2, options=ProfileOptions(rows=[100_000, 4], exact=True))
     a, b = result.tables
     assert (a.name, a.rows, a.hot_rows, a.hot_bytes, a.pooling) == ("a", 100_000, 2, 128, 1)
     assert (b.name, b.rows, b.hot_rows, b.small, b.pooling) == ("b", 4, 4, True, 2)
@@ -170,7 +171,7 @@ def test_bags_of_varying_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     np.savez(tmp_path / "bags.npz", b=b, **{"b.offsets": offsets}, a=np.array([0, 1, 0, 1, 0]))
     for read_bytes in (8 << 20, 8):  # one block, and blocks of one input
         monkeypatch.setattr(embeddings, "READ_BYTES", read_bytes)
-        result = profile([tmp_path / "bags.npz"], 64 + 2 * 64, 16, rows=[40_000, 2], batch=1, exact=True)
+        result = profile([tmp_path / "bags.npz"], 64 + 2 * 64, 16, batch=1, options=ProfileOptions(rows=[40_000, 2], exact=True))
         by_name = {t.name: t for t in result.tables}
         assert set(by_name) == {"a", "b"} and by_name["b"].pooling == 7 / 5 and by_name["a"].small
         assert by_name["b"].hot_rows == 1 and by_name["b"].hot_access_fraction == 3 / 7
@@ -179,7 +180,7 @@ def test_bags_of_varying_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     fixed = np.array([[0, 1], [2, 0], [5, 5]])
     np.savez(tmp_path / "fixed.npz", t=fixed)
     np.savez(tmp_path / "ragged.npz", t=fixed.reshape(-1), **{"t.offsets": np.array([0, 2, 4])})
-    a, c = (profile([tmp_path / n], 1e6, 16, batch=2, exact=True).to_dict() for n in ("fixed.npz", "ragged.npz"))
+    a, c = (profile([tmp_path / n], 1e6, 16, batch=2, options=EXACT).to_dict() for n in ("fixed.npz", "ragged.npz"))
     assert a.pop("files") != c.pop("files") and a == c
     np.savez(tmp_path / "down.npz", t=b, **{"t.offsets": np.array([0, 3, 2, 4, 6])})
     with pytest.raises(DaydreamError, match="not rising"):
@@ -210,7 +211,7 @@ def test_formats_agree(criteo_like: Path, tmp_path: Path) -> None:
         np.save(tmp_path / f"c[{j}].npy", data[:, j])
     np.save(tmp_path / "f.npy", np.asfortranarray(data))
     np.savez_compressed(tmp_path / "c.npz", **{f"c[{j}]": data[:, j] for j in range(3)})
-    kw = {"budget_bytes": 200_000, "dim": 16, "batch": 32, "sample": 0.2}
+    kw = {"budget_bytes": 200_000, "dim": 16, "batch": 32, "options": ProfileOptions(sample=0.2)}
 
     def numbers(paths: list[Path]) -> dict:
         d = profile(paths, **kw).to_dict()
@@ -222,13 +223,13 @@ def test_formats_agree(criteo_like: Path, tmp_path: Path) -> None:
     ref = numbers([tmp_path / "c.npy"])
     for paths in ([tmp_path / f"c[{j}].npy" for j in range(3)], [tmp_path / "c.npz"], [tmp_path / "f.npy"]):
         assert numbers(paths) == ref, paths
-    bags = profile([tmp_path / "c.npy"], 200_000, 16, batch=32, layout="bags", exact=True)
+    bags = profile([tmp_path / "c.npy"], 200_000, 16, batch=32, options=ProfileOptions(layout="bags", exact=True))
     assert len(bags.tables) == 1 and bags.tables[0].pooling == 3
 
 
 def test_blocks_do_not_change_the_result(criteo_like: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Streaming: reads of 4 kB give the same profile as reads of 8 MB (only memory differs)."""
-    kw = {"budget_bytes": 1e6, "dim": 16, "batch": 64, "exact": True}
+    kw = {"budget_bytes": 1e6, "dim": 16, "batch": 64, "options": EXACT}
     ref = profile([criteo_like], **kw).to_dict()
     monkeypatch.setattr(embeddings, "READ_BYTES", 4096)
     assert profile([criteo_like], **kw).to_dict() == ref
@@ -240,7 +241,7 @@ def test_hot_inputs_are_estimated_on_held_out_inputs(criteo_like: Path) -> None:
     with classifying every input with the same hot set."""
     kw = {"budget_bytes": 3e6, "dim": 16}
     held_out = profile([criteo_like], **kw)
-    everyone = profile([criteo_like], **kw, classify_all=True)
+    everyone = profile([criteo_like], **kw, options=ProfileOptions(classify_all=True))
     assert held_out.hot_bytes == everyone.hot_bytes  # the same hot set
     assert held_out.inputs_classified == held_out.inputs_read and everyone.inputs_classified == INPUTS
     assert abs(held_out.hot_input_fraction - everyone.hot_input_fraction) < 0.02, (
@@ -271,8 +272,8 @@ def test_torch_files(tmp_path: Path) -> None:
     data = np.array([[0, 1], [1, 1], [2, 0]], dtype=np.int64)
     torch.save({"x": torch.from_numpy(data[:, 0]), "y": torch.from_numpy(data[:, 1])}, tmp_path / "d.pt")
     np.savez(tmp_path / "d.npz", x=data[:, 0], y=data[:, 1])
-    a = profile([tmp_path / "d.pt"], 1e6, 4, exact=True).to_dict()
-    b = profile([tmp_path / "d.npz"], 1e6, 4, exact=True).to_dict()
+    a = profile([tmp_path / "d.pt"], 1e6, 4, options=EXACT).to_dict()
+    b = profile([tmp_path / "d.npz"], 1e6, 4, options=EXACT).to_dict()
     assert a.pop("files") != b.pop("files") and a == b
     torch.save(torch.rand(4), tmp_path / "f.pt")
     with pytest.raises(DaydreamError, match="integers"):
@@ -332,8 +333,9 @@ def test_a_budget_with_room_for_every_row_makes_every_row_hot(tmp_path: Path) ->
     rng = np.random.default_rng(3)
     data = tmp_path / "zipf.npy"
     np.save(data, np.stack([zipf_indices(1.05, 200_000, 20_000, rng) for _ in range(4)], axis=1))
-    kw = {"budget_bytes": 40e6, "dim": 64, "rows": 20_000}  # 4 x 20,000 rows of 256 bytes: 20.5 MB
-    sampled, exact = profile([data], **kw), profile([data], **kw, exact=True)
+    kw = {"budget_bytes": 40e6, "dim": 64}  # 4 x 20,000 rows of 256 bytes: 20.5 MB
+    sampled = profile([data], **kw, options=ProfileOptions(rows=20_000))
+    exact = profile([data], **kw, options=ProfileOptions(rows=20_000, exact=True))
     assert sampled.hot_input_fraction == exact.hot_input_fraction == 1.0
     assert sampled.hot_bytes == exact.hot_bytes == 4 * 20_000 * 256 and sampled.threshold == 0
     assert all(t.hot_access_fraction == 1.0 for t in sampled.tables)
@@ -347,8 +349,9 @@ def test_room_left_by_every_sampled_row_counts_everything(tmp_path: Path) -> Non
     data = tmp_path / "few.npy"
     # 100,000 rows declared per table, the inputs touching 3,000 of them: the sample sees most of those
     np.save(data, np.stack([rng.integers(0, 3_000, 200_000) for _ in range(3)], axis=1).astype(np.int32))
-    kw = {"budget_bytes": 5e6, "dim": 64, "rows": 100_000}  # 3 x 100,000 x 256 bytes = 76.8 MB; 3 x 3,000 rows: 2.3 MB
-    sampled, exact = profile([data], **kw), profile([data], **kw, exact=True)
+    kw = {"budget_bytes": 5e6, "dim": 64}  # 3 x 100,000 x 256 bytes = 76.8 MB; 3 x 3,000 rows: 2.3 MB
+    sampled = profile([data], **kw, options=ProfileOptions(rows=100_000))
+    exact = profile([data], **kw, options=ProfileOptions(rows=100_000, exact=True))
     assert sampled.method == "exact" and any("every input was counted instead" in w for w in sampled.warnings)
     assert sampled.hot_input_fraction == exact.hot_input_fraction == 1.0
     assert sampled.hot_bytes == exact.hot_bytes

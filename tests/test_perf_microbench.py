@@ -127,8 +127,8 @@ def test_quick_run_writes_well_formed_tables(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     threads_before = torch.get_num_threads()
     seen: list[tuple[str, int, int]] = []
-    paths = mb.run_microbenchmarks(tmp_path, device="cpu", seed=1, threads=1, progress=lambda *a: seen.append(a),
-                                   **mb.QUICK.as_kwargs())  # fmt: skip
+    paths = mb.run_microbenchmarks(tmp_path, device="cpu", settings=mb.QUICK, seed=1, threads=1,
+                                   progress=lambda *a: seen.append(a))  # fmt: skip
     assert paths == [tmp_path / "gemm.csv", tmp_path / "elementwise.csv"]
     assert torch.get_num_threads() == threads_before
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -171,4 +171,4 @@ def test_no_cuda_is_a_clear_error(tmp_path: Path) -> None:
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     with pytest.raises(DaydreamError, match="no CUDA device"):
-        mb.run_microbenchmarks(tmp_path, device="cuda", **mb.QUICK.as_kwargs())
+        mb.run_microbenchmarks(tmp_path, device="cuda", settings=mb.QUICK)

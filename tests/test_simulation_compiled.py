@@ -151,7 +151,7 @@ def test_a_nan_goes_to_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
         a["rank_order"] = math.nan if k % 2 else float(k)
     python, compiled = both(graph, parse_policy("priority:rank_order"), monkeypatch)
     assert_same(python, compiled)
-    monkeypatch.setattr(compiled_loop, "simulate_arrays", lambda *args: pytest.fail("the compiled loop ran"))
+    monkeypatch.setattr(compiled_loop, "_simulate_arrays", lambda *args: pytest.fail("the compiled loop ran"))
     monkeypatch.setattr(engine, "COMPILED_MIN_TASKS", 0)
     graph = random_job(4)
     next(iter(graph.nodes.values()))["duration"] = math.nan

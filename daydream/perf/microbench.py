@@ -390,13 +390,13 @@ def table_metadata(kernel: str, device: str, threads: int, settings: BenchSettin
 
 
 def run_microbenchmarks(out_dir: str | Path, kernels: Iterable[str] = KERNELS, device: str = "cpu",
-                        n_shapes: int = FULL.n_shapes, repeats: int = FULL.repeats, warmup: int = FULL.warmup,
-                        seed: int = 0, progress: Progress | None = None, passes: int = FULL.passes,
+                        settings: BenchSettings = FULL, seed: int = 0, progress: Progress | None = None,
                         threads: int | None = None, dtypes: Sequence[str] | None = None) -> list[Path]:  # fmt: skip
     """Measure each kernel table on ``device`` and write ``out_dir/<kernel>.csv`` (+ ``.meta.json``); returns the CSVs.
 
+    ``settings``: how much to measure (``FULL``: the bundled tables; ``QUICK``: a seconds-long run for checks).
     ``threads``: torch intra-op threads on CPU (default: torch's current setting); fixed for the whole run and
-    recorded in the metadata, then restored. ``QUICK.as_kwargs()`` gives a seconds-long run for checks."""
+    recorded in the metadata, then restored."""
     torch = _torch()
     kind = _device_kind(device)
     if kind == "cuda" and not torch.cuda.is_available():
@@ -408,13 +408,13 @@ def run_microbenchmarks(out_dir: str | Path, kernels: Iterable[str] = KERNELS, d
     out = Path(out_dir)
     previous_threads = torch.get_num_threads()
     threads = threads or previous_threads
-    settings = BenchSettings(n_shapes=n_shapes, repeats=repeats, warmup=warmup, passes=passes)
     written = []
     torch.set_num_threads(threads)
     try:
         for kernel in kernels:
-            shapes = sample_shapes(kernel, n_shapes, device, dtypes, seed)
-            rows = [measurement_row(m) for m in measure(shapes, device, repeats, warmup, passes, seed, progress)]
+            shapes = sample_shapes(kernel, settings.n_shapes, device, dtypes, seed)
+            rows = [measurement_row(m) for m in measure(shapes, device, settings.repeats, settings.warmup,
+                                                        settings.passes, seed, progress)]  # fmt: skip
             csv_path = out / f"{kernel}.csv"
             meta = table_metadata(kernel, device, threads, settings, seed, len(rows))
             write_atomic(csv_path.with_suffix(".meta.json"), json.dumps(meta, indent=2) + "\n")

@@ -557,7 +557,7 @@ def calibrate(out_dir: str | Path, kernels: Iterable[str] = ("gemm", "elementwis
         if progress is not None and (done == total or done % max(total // 10, 1) == 0):
             progress(f"{kernel}: {done}/{total} shape-passes measured")
 
-    tables = run_microbenchmarks(out_dir, kernels, device, **settings.as_kwargs(), threads=threads, progress=bench_progress)
+    tables = run_microbenchmarks(out_dir, kernels, device, settings, threads=threads, progress=bench_progress)
     return [fit_and_save(t, QUICK_GRID if quick else DEFAULT_GRID, progress) for t in tables]
 
 

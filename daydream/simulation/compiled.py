@@ -52,7 +52,7 @@ def _push(j, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queu
 
 
 @_jit
-def simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_child, succ_order, succ_lag,  # type: ignore[no-untyped-def]
+def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_child, succ_order, succ_lag,  # type: ignore[no-untyped-def]
               gang_of, gang_ptr, gang_members, n_threads):  # fmt: skip
     """Simulate over flat arrays; returns start, end, cause, arrival, arrived (per gang) and how many tasks ran.
     ``ready`` and ``indegree`` change in place: what is left in them tells which tasks never became ready."""

@@ -339,7 +339,7 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, po
         return None
     mode = compiled.PRIORITY if prio is not None else compiled.FIFO if policy.kind == "fifo" else compiled.EARLIEST
     indegree = arrays.indegree.copy()
-    start, end, cause, arrival, arrived, done = compiled.simulate_arrays(
+    start, end, cause, arrival, arrived, done = compiled._simulate_arrays(
         mode, duration_a, arrays.gap, arrays.thread, arrays.ready.copy(), prio_a, indegree, arrays.ptr, arrays.child,
         arrays.order, arrays.lag, arrays.gang_of, arrays.gang_ptr, arrays.gang_members, len(arrays.thread_ids))  # fmt: skip
     if done != len(arrays.nodes):

@@ -8,7 +8,7 @@ import pytest
 
 from daydream.errors import DaydreamError
 from daydream.perf.devices import get_device
-from daydream.perf.embedding import cached_rows, embedding_bag_us, group_bytes, hit_rate, tables_at_once
+from daydream.perf.embedding import BagModel, cached_rows, embedding_bag_us, group_bytes, hit_rate, tables_at_once
 
 V100 = get_device("v100-sxm2-32gb")  # 900 GB/s DRAM, 6 MiB L2, 80 SMs, L2 2048 B/clk at 1530 MHz
 V100_L2_GBPS = 2048 * 1530 / 1e3
@@ -27,12 +27,14 @@ def test_group_bytes_by_hand() -> None:
 
 def test_plain_model_by_hand() -> None:
     # B=256, T=8: 2048 groups x (32+64+32+256+1024) bytes at 900 GB/s
-    assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, l2_aware=False) == pytest.approx(2048 * 1408 / 900e9 * 1e6)
-    assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, l2_aware=False) == pytest.approx(3.20398, rel=1e-5)
-    assert embedding_bag_us(256, 100_000, 8, 4, 64, "v100", backward=True, l2_aware=False) == pytest.approx(
+    assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, model=BagModel(l2_aware=False)) == pytest.approx(
+        2048 * 1408 / 900e9 * 1e6
+    )
+    assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, model=BagModel(l2_aware=False)) == pytest.approx(3.20398, rel=1e-5)
+    assert embedding_bag_us(256, 100_000, 8, 4, 64, "v100", backward=True, model=BagModel(l2_aware=False)) == pytest.approx(
         2048 * (32 + 64 + 32 + 256 + 2048) / 900e9 * 1e6
     )
-    assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, l2_aware=False, dram_gbps=800) == pytest.approx(
+    assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, model=BagModel(l2_aware=False, dram_gbps=800)) == pytest.approx(
         2048 * 1408 / 800e9 * 1e6
     )
 
@@ -61,15 +63,17 @@ def test_l2_aware_model_by_hand() -> None:
     l2 = 32 + 64 + p * 512  # table offsets, offsets, hits of the 2 x 256-byte rows
     dram = 32 + 256 + (1 - p) * 512  # indices, output, misses
     l2_t, dram_t = 2048 * l2 / (V100_L2_GBPS * 1e9) * 1e6, 2048 * dram / 900e9 * 1e6
-    got = embedding_bag_us(256, 2500, 8, 2, 64, V100, rows_per_block=32)
+    got = embedding_bag_us(256, 2500, 8, 2, 64, V100, model=BagModel(rows_per_block=32))
     assert got == pytest.approx(l2_t + dram_t)  # the paper's sum
-    assert embedding_bag_us(256, 2500, 8, 2, 64, V100, rows_per_block=32, combine="max") == pytest.approx(max(l2_t, dram_t))
+    assert embedding_bag_us(256, 2500, 8, 2, 64, V100, model=BagModel(rows_per_block=32, combine="max")) == pytest.approx(
+        max(l2_t, dram_t)
+    )
     # the hit rate moves traffic from DRAM to the faster L2: below the plain model
-    assert got < embedding_bag_us(256, 2500, 8, 2, 64, V100, l2_aware=False)
+    assert got < embedding_bag_us(256, 2500, 8, 2, 64, V100, model=BagModel(l2_aware=False))
 
 
 def test_l2_aware_small_table_all_hits() -> None:
-    got = embedding_bag_us(256, 1000, 8, 2, 64, V100, rows_per_block=32)
+    got = embedding_bag_us(256, 1000, 8, 2, 64, V100, model=BagModel(rows_per_block=32))
     assert got == pytest.approx(2048 * ((96 + 512) / (V100_L2_GBPS * 1e9) + 288 / 900e9) * 1e6)
 
 
@@ -77,14 +81,16 @@ def test_l2_aware_backward_by_hand() -> None:
     p = 2211 / 2500 * 2210 / 2499
     w = 2 * 4 * 2 * 64  # ceil(2*4*L*D/32)*32 with L=2, D=64: 1024
     expected = 2048 * ((96 + p * w) / (V100_L2_GBPS * 1e9) + (288 + (1 - p) * w) / 900e9) * 1e6
-    assert embedding_bag_us(256, 2500, 8, 2, 64, V100, backward=True, rows_per_block=32) == pytest.approx(expected)
+    assert embedding_bag_us(256, 2500, 8, 2, 64, V100, backward=True, model=BagModel(rows_per_block=32)) == pytest.approx(
+        expected
+    )
 
 
 def test_l2_bandwidth_needed_where_the_catalog_lacks_it() -> None:
     h100 = get_device("h100")
-    with pytest.raises(DaydreamError, match="no L2 bandwidth for h100-sxm: pass l2_gbps="):
+    with pytest.raises(DaydreamError, match=r"no L2 bandwidth for h100-sxm: give BagModel\(l2_gbps="):
         embedding_bag_us(256, 2500, 8, 2, 64, h100)
-    assert embedding_bag_us(256, 2500, 8, 2, 64, h100, l2_gbps=7000.0) > 0
+    assert embedding_bag_us(256, 2500, 8, 2, 64, h100, model=BagModel(l2_gbps=7000.0)) > 0
 
 
 @pytest.mark.parametrize("bad", [{"batch": 0}, {"pooling": -1}, {"dim": 2.5}])
@@ -93,4 +99,4 @@ def test_bad_arguments_are_user_errors(bad: dict) -> None:
     with pytest.raises(DaydreamError, match="must be a positive integer"):
         embedding_bag_us(device=V100, **args)
     with pytest.raises(DaydreamError, match="combine is 'sum' or 'max'"):
-        embedding_bag_us(256, 2500, 8, 2, 64, V100, combine="avg")  # type: ignore[arg-type]
+        embedding_bag_us(256, 2500, 8, 2, 64, V100, model=BagModel(combine="avg"))  # type: ignore[arg-type]

@@ -220,14 +220,14 @@ def _memcpy(graph: nx.DiGraph, nbytes: Any, direction: Any = "h2d", device: Any 
 def _embedding_bag(
     graph: nx.DiGraph, batch: Any, rows: Any, tables: Any, pooling: Any, dim: Any, device: Any = None, backward: Any = False
 ) -> float:
-    from daydream.perf.embedding import embedding_bag_us
+    from daydream.perf.embedding import BagModel, embedding_bag_us
 
     args = [
         _dimension(x, "embedding_bag", w)
         for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))
     ]
     dev = _device(graph, device, "embedding_bag")
-    return embedding_bag_us(*args, dev, backward=bool(backward), l2_aware=dev.l2_bytes_per_clk is not None)
+    return embedding_bag_us(*args, dev, backward=bool(backward), model=BagModel(l2_aware=dev.l2_bytes_per_clk is not None))
 
 
 def _per_table(value: Any, n: int, fn: str, what: str) -> list[float] | None:

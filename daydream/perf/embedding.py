@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
+import msgspec
+
 from daydream.errors import DaydreamError
 from daydream.perf.devices import Device, get_device
 
@@ -79,6 +81,20 @@ def hit_rate(cached: int, rows: int, pooling: int) -> float:
     return p
 
 
+class BagModel(msgspec.Struct, frozen=True):
+    """The embedding-bag model's settings: ``l2_aware`` (the rows the L2 holds read at its bandwidth; False: every
+    byte from DRAM), ``rows_per_block`` (the rows one thread block reads at once), ``l2_gbps`` / ``dram_gbps``
+    (override the catalog's bandwidths: the paper uses the best bandwidth measured by microbenchmarks; the L2-aware
+    model needs an L2 bandwidth, which the catalog has for some parts only), ``combine`` (the L2 and DRAM times
+    added, or the larger taken)."""
+
+    l2_aware: bool = True
+    rows_per_block: int = DEFAULT_ROWS_PER_BLOCK
+    l2_gbps: float | None = None
+    dram_gbps: float | None = None
+    combine: Literal["sum", "max"] = "sum"
+
+
 def embedding_bag_us(
     batch: int,
     rows: int,
@@ -87,17 +103,12 @@ def embedding_bag_us(
     dim: int,
     device: Device | str,
     backward: bool = False,
-    l2_aware: bool = True,
-    rows_per_block: int = DEFAULT_ROWS_PER_BLOCK,
-    l2_gbps: float | None = None,
-    dram_gbps: float | None = None,
-    combine: Literal["sum", "max"] = "sum",
+    model: BagModel | None = None,
 ) -> float:
-    """Time of one batched embedding-bag kernel (forward, or ``backward``: the gradient update), microseconds.
-
-    ``l2_gbps`` / ``dram_gbps`` override the catalog's bandwidths (the paper uses the best bandwidth measured
-    by microbenchmarks); the L2-aware model needs an L2 bandwidth, which the catalog has for some parts only.
-    """
+    """Time of one batched embedding-bag kernel (forward, or ``backward``: the gradient update), microseconds, as
+    ``model`` says (:class:`BagModel`; default: L2-aware at the catalog's bandwidths)."""
+    m = model or BagModel()
+    l2_aware, rows_per_block, l2_gbps, dram_gbps, combine = m.l2_aware, m.rows_per_block, m.l2_gbps, m.dram_gbps, m.combine
     dev = device if isinstance(device, Device) else get_device(device)
     for name, value in (("batch", batch), ("rows", rows), ("tables", tables), ("pooling", pooling), ("dim", dim)):
         if int(value) != value or value < 1:
@@ -111,7 +122,7 @@ def embedding_bag_us(
         return groups * sum(b.values()) / dram_bw * 1e6
     l2_rate = l2_gbps if l2_gbps is not None else dev.l2_gbps
     if l2_rate is None:
-        raise DaydreamError(f"embedding_bag: the catalog has no L2 bandwidth for {dev.key}: pass l2_gbps=")
+        raise DaydreamError(f"embedding_bag: the catalog has no L2 bandwidth for {dev.key}: give BagModel(l2_gbps=...)")
     x = cached_rows(dev.l2_bytes, rows, dim, tables_at_once(batch, dev.sms, rows_per_block))
     p = hit_rate(x, rows, pooling)
     l2_t = groups * (b["table_offsets"] + b["offsets"] + p * b["weights"]) / (l2_rate * 1e9)

@@ -75,7 +75,7 @@ from daydream.errors import DaydreamError, did_you_mean
 from daydream.files import clip, read_toml
 from daydream.perf.collectives import Link, collective_us, resolve_link
 from daydream.perf.devices import Device, get_device
-from daydream.perf.embedding import embedding_bag_us
+from daydream.perf.embedding import BagModel, embedding_bag_us
 
 __all__ = [
     "BRUTE_FORCE_LIMIT", "SHARDERS", "PlanCost", "RankLoad", "Table", "best_plan", "brute_force", "compare_sharders",
@@ -235,10 +235,10 @@ def _lookup_us(t: Table, batch: int, device: Device, backward: bool, l2_aware: b
     """One table's lookups for the whole batch; fractional pooling interpolated, below 1 priced as 1."""
     pooling = max(float(t.pooling), 1.0)
     lo, hi = math.floor(pooling), math.ceil(pooling)
-    t_lo = embedding_bag_us(batch, t.rows, 1, lo, t.dim, device, backward=backward, l2_aware=l2_aware)
+    t_lo = embedding_bag_us(batch, t.rows, 1, lo, t.dim, device, backward=backward, model=BagModel(l2_aware=l2_aware))
     if hi == lo:
         return t_lo
-    t_hi = embedding_bag_us(batch, t.rows, 1, hi, t.dim, device, backward=backward, l2_aware=l2_aware)
+    t_hi = embedding_bag_us(batch, t.rows, 1, hi, t.dim, device, backward=backward, model=BagModel(l2_aware=l2_aware))
     return t_lo + (pooling - lo) * (t_hi - t_lo)
 
 

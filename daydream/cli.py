@@ -417,12 +417,12 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
 
 def _cmd_shard(args: argparse.Namespace) -> int:
-    from daydream.perf.sharding import best_plan, compare_sharders, format_plans, load_tables
+    from daydream.perf.sharding import ShardingProblem, best_plan, compare_sharders, format_plans, load_tables
 
     tables = load_tables(args.tables)
     link = args.link
-    plans = compare_sharders(tables, args.ranks, args.batch, args.device, link, memory_bytes=args.memory)
-    best = best_plan(tables, args.ranks, args.batch, args.device, link, memory_bytes=args.memory)
+    plans = compare_sharders(ShardingProblem(tables, args.ranks, args.batch, args.device, link, memory_bytes=args.memory))
+    best = best_plan(ShardingProblem(tables, args.ranks, args.batch, args.device, link, memory_bytes=args.memory))
     if args.json:
         _print_json({"sharders": [msgspec.to_builtins(p) for p in plans], "best": msgspec.to_builtins(best),
                      "tables": [t.name for t in tables]})  # fmt: skip

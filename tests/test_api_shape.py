@@ -10,11 +10,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "daydream"
 MAX_PARAMS = 8
 STILL_OVER = {  # parameters each takes today; fix and remove
-    "perf/sharding.py:best_plan": 11,
     "graph/edit.py:insert_task": 11,
-    "perf/sharding.py:evaluate": 10,
-    "perf/sharding.py:compare_sharders": 9,
-    "perf/sharding.py:brute_force": 9,
 }
 
 

@@ -388,14 +388,14 @@ def embedding_rank() -> nx.DiGraph:
 
 def test_sharding_on_a_job_by_hand() -> None:
     from daydream.perf.collectives import collective_us
-    from daydream.perf.sharding import Table, evaluate, shard
+    from daydream.perf.sharding import ShardingProblem, Table, evaluate, shard
     from daydream.whatif import run_whatif
 
     rows, pooling, dim, batch = [4_000_000, 1_000_000, 10_000, 1_000], [20, 5, 1, 1], 64, 512
     tables = [Table(f"t{i}", e, dim, p) for i, (e, p) in enumerate(zip(rows, pooling))]
     # the sharding model's loads of the traced (naive: tables 0, 2 on rank 0) and the size_greedy plan
-    before = evaluate(tables, shard(tables, 2, "naive"), 2, batch, "v100-sxm2-32gb", "nvlink2")
-    after = evaluate(tables, shard(tables, 2, "size_greedy"), 2, batch, "v100-sxm2-32gb", "nvlink2")
+    before = evaluate(ShardingProblem(tables, 2, batch, "v100-sxm2-32gb", "nvlink2"), shard(tables, 2, "naive"))
+    after = evaluate(ShardingProblem(tables, 2, batch, "v100-sxm2-32gb", "nvlink2"), shard(tables, 2, "size_greedy"))
     assert after.assignment != before.assignment
     f = [a.forward_us / b.forward_us for a, b in zip(after.ranks, before.ranks)]
     b = [a.backward_us / b.backward_us for a, b in zip(after.ranks, before.ranks)]

@@ -18,6 +18,7 @@ from daydream.perf.embedding import embedding_bag_us
 from daydream.perf.sharding import (
     SHARDERS,
     PlanCost,
+    ShardingProblem,
     Table,
     best_plan,
     brute_force,
@@ -100,7 +101,7 @@ def test_alltoall_bytes_two_ranks_by_hand() -> None:
     # rank 1 sends 1 * 2048 * 384 = 786,432; receives 2048 * 64 = 131,072
     # priced size = max over ranks of max(sent, received) = 786,432
     # time = 15 us + (R-1)/R * 786,432 / 120e3 bytes/us = 15 + 3.2768 = 18.2768 us
-    plan = evaluate(THREE, (0, 1, 1), 2, 4096, V100, LINK)
+    plan = evaluate(ShardingProblem(THREE, 2, 4096, V100, LINK), (0, 1, 1))
     r0, r1 = plan.ranks
     assert (r0.sent_bytes, r0.received_bytes) == (131_072, 786_432)
     assert (r1.sent_bytes, r1.received_bytes) == (786_432, 131_072)
@@ -114,19 +115,19 @@ def test_alltoall_bytes_three_ranks_by_hand() -> None:
     # one table per rank, B = 3072, B/R = 1024: rank 2 (c, 256 bytes) sends 2 * 1024 * 256 = 524,288 and receives
     # 1024 * (64 + 128) = 196,608; rank 0 (a) sends 2 * 1024 * 64 = 131,072, receives 1024 * 384 = 393,216;
     # rank 1 (b) sends 262,144, receives 1024 * 320 = 327,680. Size: 524,288 (rank 2's send).
-    plan = evaluate(THREE, (0, 1, 2), 3, 3072, V100, LINK)
+    plan = evaluate(ShardingProblem(THREE, 3, 3072, V100, LINK), (0, 1, 2))
     assert [(r.sent_bytes, r.received_bytes) for r in plan.ranks] == [
         (131_072, 393_216), (262_144, 327_680), (524_288, 196_608)
     ]  # fmt: skip
     assert plan.alltoall_bytes == 524_288
     # and with bf16 tables the bytes halve
     half = [Table(t.name, t.rows, t.dim, t.pooling, bytes_per_element=2) for t in THREE]
-    assert evaluate(half, (0, 1, 2), 3, 3072, V100, LINK).alltoall_bytes == 262_144
+    assert evaluate(ShardingProblem(half, 3, 3072, V100, LINK), (0, 1, 2)).alltoall_bytes == 262_144
 
 
 def test_predicted_time_is_composed_as_documented() -> None:
     batch, other = 4096, 250.0
-    plan = evaluate(THREE, (0, 1, 1), 2, batch, V100, LINK, other_us=other)
+    plan = evaluate(ShardingProblem(THREE, 2, batch, V100, LINK, other_us=other), (0, 1, 1))
 
     def lookups(names: tuple[str, ...], backward: bool) -> float:
         return sum(embedding_bag_us(batch, t.rows, 1, int(t.pooling), t.dim, V100, backward=backward)
@@ -146,7 +147,7 @@ def test_predicted_time_is_composed_as_documented() -> None:
 
 
 def test_one_rank_has_no_alltoall() -> None:
-    plan = evaluate(THREE, (0, 0, 0), 1, 512, V100, LINK, other_us=10.0)
+    plan = evaluate(ShardingProblem(THREE, 1, 512, V100, LINK, other_us=10.0), (0, 0, 0))
     assert plan.alltoall_bytes == 0 and plan.alltoall_us == 0.0
     assert plan.ranks[0].sent_bytes == plan.ranks[0].received_bytes == 0
     assert plan.predicted_us == pytest.approx(plan.ranks[0].forward_us + plan.ranks[0].backward_us + 10.0)
@@ -154,7 +155,7 @@ def test_one_rank_has_no_alltoall() -> None:
 
 def test_fractional_pooling_interpolates_and_zero_prices_as_one() -> None:
     def fwd(pooling: float) -> float:
-        return evaluate([Table("x", 100_000, 64, pooling)], (0,), 1, 1024, V100, LINK).ranks[0].forward_us
+        return evaluate(ShardingProblem([Table("x", 100_000, 64, pooling)], 1, 1024, V100, LINK), (0,)).ranks[0].forward_us
 
     assert fwd(2.5) == pytest.approx((fwd(2) + fwd(3)) / 2)
     assert fwd(2.25) == pytest.approx(fwd(2) + 0.25 * (fwd(3) - fwd(2)))
@@ -162,9 +163,9 @@ def test_fractional_pooling_interpolates_and_zero_prices_as_one() -> None:
 
 
 def test_relabelling_ranks_does_not_change_the_cost() -> None:
-    base = evaluate(FIVE, (0, 1, 2, 0, 1), 3, 3072, V100, LINK)
+    base = evaluate(ShardingProblem(FIVE, 3, 3072, V100, LINK), (0, 1, 2, 0, 1))
     for perm in itertools.permutations(range(3)):
-        other = evaluate(FIVE, tuple(perm[r] for r in (0, 1, 2, 0, 1)), 3, 3072, V100, LINK)
+        other = evaluate(ShardingProblem(FIVE, 3, 3072, V100, LINK), tuple(perm[r] for r in (0, 1, 2, 0, 1)))
         assert other.predicted_us == base.predicted_us
         assert other.alltoall_bytes == base.alltoall_bytes
 
@@ -173,13 +174,13 @@ def test_relabelling_ranks_does_not_change_the_cost() -> None:
 
 
 def test_compare_sharders_sorted_fastest_first() -> None:
-    plans = compare_sharders(FIVE, 3, 3072, V100, LINK)
+    plans = compare_sharders(ShardingProblem(FIVE, 3, 3072, V100, LINK))
     assert sorted(p.sharder for p in plans) == sorted(SHARDERS)
     times = [p.predicted_us for p in plans]
     assert times == sorted(times)
     for p in plans:  # each is its sharder's plan, priced as evaluate prices it
         assert p.assignment == shard(FIVE, 3, p.sharder)
-        assert p.predicted_us == evaluate(FIVE, p.assignment, 3, 3072, V100, LINK).predicted_us
+        assert p.predicted_us == evaluate(ShardingProblem(FIVE, 3, 3072, V100, LINK), p.assignment).predicted_us
     table = format_plans(plans)
     assert [line.split()[0] for line in table.splitlines()[1:]] == [p.sharder for p in plans]
     print("\n" + table)  # the sharders' predicted order (pytest -s shows it)
@@ -187,7 +188,7 @@ def test_compare_sharders_sorted_fastest_first() -> None:
 
 def test_compare_sharders_ties_keep_the_sharders_order() -> None:
     # one rank: every sharder puts every table on it, so all six cost the same
-    plans = compare_sharders(FIVE, 1, 1024, V100, LINK)
+    plans = compare_sharders(ShardingProblem(FIVE, 1, 1024, V100, LINK))
     assert [p.sharder for p in plans] == list(SHARDERS)
     assert len({p.predicted_us for p in plans}) == 1
 
@@ -201,39 +202,39 @@ CAP = 300_000_000
 
 
 def test_a_plan_over_memory_is_infeasible_not_picked() -> None:
-    naive = evaluate(BIG, shard(BIG, 2, "naive"), 2, 4096, V100, LINK, memory_bytes=CAP)  # big0, big2 on rank 0
+    naive = evaluate(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=CAP), shard(BIG, 2, "naive"))  # big0, big2 on rank 0
     assert not naive.feasible and naive.predicted_us == math.inf
     assert naive.reason == "rank 0 holds 512,000,000 bytes of tables (big0, big2), over its 300,000,000"  # 2 x 1e6*64*4
-    assert evaluate(BIG, (0, 0, 1, 1), 2, 4096, V100, LINK, memory_bytes=CAP).feasible
+    assert evaluate(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=CAP), (0, 0, 1, 1)).feasible
 
-    plans = compare_sharders(BIG, 2, 4096, V100, LINK, memory_bytes=CAP)
+    plans = compare_sharders(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=CAP))
     infeasible = [p for p in plans if not p.feasible]
     assert plans[-len(infeasible) :] == infeasible  # at inf, after every plan that fits
     assert "naive" in {p.sharder for p in infeasible}
 
     # without the cap naive is the fastest here (the two small, lookup-heavy tables are split); with it the
     # searches never return a plan that does not fit
-    for plan in (best_plan(BIG, 2, 4096, V100, LINK, memory_bytes=CAP),
-                 best_plan(BIG, 2, 4096, V100, LINK, memory_bytes=CAP, exhaustive_limit=0),
-                 brute_force(BIG, 2, 4096, V100, LINK, memory_bytes=CAP)):  # fmt: skip
+    for plan in (best_plan(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=CAP)),
+                 best_plan(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=CAP), exhaustive_limit=0),
+                 brute_force(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=CAP))):  # fmt: skip
         assert plan.feasible and plan.assignment[0] != plan.assignment[2]
-    uncapped = best_plan(BIG, 2, 4096, V100, LINK)
-    capped = best_plan(BIG, 2, 4096, V100, LINK, memory_bytes=CAP)
+    uncapped = best_plan(ShardingProblem(BIG, 2, 4096, V100, LINK))
+    capped = best_plan(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=CAP))
     assert capped.predicted_us >= uncapped.predicted_us
-    assert capped.assignment == brute_force(BIG, 2, 4096, V100, LINK, memory_bytes=CAP).assignment
+    assert capped.assignment == brute_force(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=CAP)).assignment
 
 
 def test_no_plan_fits() -> None:
     with pytest.raises(DaydreamError, match=r"exhaustive search found no plan that fits 100,000,000 bytes per rank.*'big0'"):
-        best_plan(BIG, 2, 4096, V100, LINK, memory_bytes=100e6)
+        best_plan(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=100e6))
     with pytest.raises(DaydreamError, match="local search from every sharder's plan found no plan that fits"):
-        best_plan(BIG, 2, 4096, V100, LINK, memory_bytes=100e6, exhaustive_limit=0)
+        best_plan(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=100e6), exhaustive_limit=0)
     with pytest.raises(DaydreamError, match="brute force found no plan that fits"):
-        brute_force(BIG, 2, 4096, V100, LINK, memory_bytes=100e6)
+        brute_force(ShardingProblem(BIG, 2, 4096, V100, LINK, memory_bytes=100e6))
     # three big tables (256 MB each) on two ranks of 500 MB: each fits alone, but some rank must take two
     three = [*BIG, Table("big4", 1_000_000, 64, 2)]
     with pytest.raises(DaydreamError, match="no plan that fits"):
-        best_plan(three, 2, 4096, V100, LINK, memory_bytes=500e6)
+        best_plan(ShardingProblem(three, 2, 4096, V100, LINK, memory_bytes=500e6))
 
 
 def test_local_search_walks_out_of_infeasible_starts() -> None:
@@ -242,13 +243,13 @@ def test_local_search_walks_out_of_infeasible_starts() -> None:
     # lookup_greedy by L*D: C 100 -> r0, A 64 -> r1, B -> r1 (64 < 100); norm_lookup: D 0.1 -> r0, C -> r1, A, B -> r1;
     # size_lookup: C 100*log10(3e6) = 648 -> r0, A 384 -> r1, B -> r1; random with seed 2: 0 0 0 1
     tables = [Table("A", 1_000_000, 64, 1), Table("C", 3_000_000, 1, 100), Table("B", 1_000_000, 64, 1), Table("D", 10, 16, 1)]
-    plans = compare_sharders(tables, 2, 4096, V100, LINK, memory_bytes=CAP, seed=2)
+    plans = compare_sharders(ShardingProblem(tables, 2, 4096, V100, LINK, memory_bytes=CAP), seed=2)
     assert not any(p.feasible for p in plans)
     assert all(p.predicted_us == math.inf for p in plans)
     # local search minimises the excess first, then the time: it reaches the constrained optimum
-    plan = best_plan(tables, 2, 4096, V100, LINK, memory_bytes=CAP, exhaustive_limit=0, seed=2)
+    plan = best_plan(ShardingProblem(tables, 2, 4096, V100, LINK, memory_bytes=CAP), exhaustive_limit=0, seed=2)
     assert plan.feasible and plan.assignment[0] != plan.assignment[2]
-    assert plan.predicted_us == brute_force(tables, 2, 4096, V100, LINK, memory_bytes=CAP).predicted_us
+    assert plan.predicted_us == brute_force(ShardingProblem(tables, 2, 4096, V100, LINK, memory_bytes=CAP)).predicted_us
 
 
 # ---- searches against plain enumeration -------------------------------------------------------------------------
@@ -284,16 +285,15 @@ def test_synthetic_dlrms_are_skewed() -> None:
 @pytest.mark.parametrize(("seed", "n", "ranks"), CASES)
 def test_best_plan_is_the_brute_force_optimum(seed: int, n: int, ranks: int) -> None:
     tables = synthetic_dlrm(seed * 100 + n, n)
-    exact = brute_force(tables, ranks, batch_for(ranks), V100, LINK, other_us=100.0)
-    found = best_plan(tables, ranks, batch_for(ranks), V100, LINK, other_us=100.0)
+    exact = brute_force(ShardingProblem(tables, ranks, batch_for(ranks), V100, LINK, other_us=100.0))
+    found = best_plan(ShardingProblem(tables, ranks, batch_for(ranks), V100, LINK, other_us=100.0))
     assert found.sharder == "exhaustive" and exact.sharder == "brute force"
     # both return the lexicographically first optimum, so they agree to the bit, not just in time
     assert found.assignment == exact.assignment
     assert found.predicted_us == exact.predicted_us
     assert found.assignment[0] == 0  # symmetry: the canonical labelling
     # no sharder beats the optimum
-    assert all(p.predicted_us >= exact.predicted_us for p in compare_sharders(tables, ranks, batch_for(ranks), V100, LINK,
-                                                                               other_us=100.0))  # fmt: skip
+    assert all(p.predicted_us >= exact.predicted_us for p in compare_sharders(ShardingProblem(tables, ranks, batch_for(ranks), V100, LINK, other_us=100.0)))  # fmt: skip
 
 
 # Measured on CASES (40 synthetic DLRMs, 5-7 tables on 2-3 ranks): local search from every sharder's plan reaches
@@ -307,13 +307,14 @@ def test_local_search_reaches_the_optimum_or_near() -> None:
     gaps, sharder_gaps = [], []
     for seed, n, ranks in CASES:
         tables = synthetic_dlrm(seed * 100 + n, n)
-        exact = brute_force(tables, ranks, batch_for(ranks), V100, LINK)
-        local = best_plan(tables, ranks, batch_for(ranks), V100, LINK, exhaustive_limit=0)
+        exact = brute_force(ShardingProblem(tables, ranks, batch_for(ranks), V100, LINK))
+        local = best_plan(ShardingProblem(tables, ranks, batch_for(ranks), V100, LINK), exhaustive_limit=0)
         start = local.sharder.removesuffix("+local search")
         assert local.sharder.endswith("+local search") and start in SHARDERS
         gaps.append(local.predicted_us / exact.predicted_us - 1)
         sharder_gaps.append(
-            compare_sharders(tables, ranks, batch_for(ranks), V100, LINK)[0].predicted_us / exact.predicted_us - 1
+            compare_sharders(ShardingProblem(tables, ranks, batch_for(ranks), V100, LINK))[0].predicted_us / exact.predicted_us
+            - 1
         )
     assert min(gaps) >= 0
     assert max(gaps) <= LOCAL_SEARCH_MARGIN, f"local search off by {max(gaps):.2%}"
@@ -326,13 +327,13 @@ def test_local_search_reaches_the_optimum_or_near() -> None:
 def test_local_search_improves_on_the_sharders() -> None:
     for seed, n, ranks in CASES[::4]:
         tables = synthetic_dlrm(seed * 100 + n, n)
-        best_sharder = compare_sharders(tables, ranks, batch_for(ranks), V100, LINK)[0]
-        local = best_plan(tables, ranks, batch_for(ranks), V100, LINK, exhaustive_limit=0)
+        best_sharder = compare_sharders(ShardingProblem(tables, ranks, batch_for(ranks), V100, LINK))[0]
+        local = best_plan(ShardingProblem(tables, ranks, batch_for(ranks), V100, LINK), exhaustive_limit=0)
         assert local.predicted_us <= best_sharder.predicted_us
     # no step allowed: the result is the best sharder's plan itself
     tables = synthetic_dlrm(7 * 100 + 7, 7)
-    frozen = best_plan(tables, 3, batch_for(3), V100, LINK, exhaustive_limit=0, max_iterations=0)
-    first = compare_sharders(tables, 3, batch_for(3), V100, LINK)[0]
+    frozen = best_plan(ShardingProblem(tables, 3, batch_for(3), V100, LINK), exhaustive_limit=0, max_iterations=0)
+    first = compare_sharders(ShardingProblem(tables, 3, batch_for(3), V100, LINK))[0]
     assert frozen.assignment == first.assignment and frozen.sharder == f"{first.sharder}+local search"
 
 
@@ -341,11 +342,11 @@ def test_exact_ties_give_the_lexicographically_first_plan() -> None:
     # same to the bit; every search returns the first in lexicographic order, (0, 0, 1, 1)
     same = [Table(f"t{i}", 100_000, 64, 8) for i in range(4)]
     assert (
-        evaluate(same, (0, 1, 1, 0), 2, 4096, V100, LINK).predicted_us
-        == evaluate(same, (0, 0, 1, 1), 2, 4096, V100, LINK).predicted_us
+        evaluate(ShardingProblem(same, 2, 4096, V100, LINK), (0, 1, 1, 0)).predicted_us
+        == evaluate(ShardingProblem(same, 2, 4096, V100, LINK), (0, 0, 1, 1)).predicted_us
     )
-    assert best_plan(same, 2, 4096, V100, LINK).assignment == (0, 0, 1, 1)
-    assert brute_force(same, 2, 4096, V100, LINK).assignment == (0, 0, 1, 1)
+    assert best_plan(ShardingProblem(same, 2, 4096, V100, LINK)).assignment == (0, 0, 1, 1)
+    assert brute_force(ShardingProblem(same, 2, 4096, V100, LINK)).assignment == (0, 0, 1, 1)
 
 
 def test_exhaustive_search_with_many_tables_stays_fast() -> None:
@@ -353,9 +354,9 @@ def test_exhaustive_search_with_many_tables_stays_fast() -> None:
     # (29,525 of them), pruned
     tables = synthetic_dlrm(11, 11)
     start = time.perf_counter()
-    plan = best_plan(tables, 3, batch_for(3), V100, LINK, exhaustive_limit=10**6)
+    plan = best_plan(ShardingProblem(tables, 3, batch_for(3), V100, LINK), exhaustive_limit=10**6)
     assert plan.sharder == "exhaustive" and time.perf_counter() - start < 2.0
-    assert plan.predicted_us <= compare_sharders(tables, 3, batch_for(3), V100, LINK)[0].predicted_us
+    assert plan.predicted_us <= compare_sharders(ShardingProblem(tables, 3, batch_for(3), V100, LINK))[0].predicted_us
 
 
 # ---- bad input --------------------------------------------------------------------------------------------------
@@ -374,19 +375,28 @@ def test_exhaustive_search_with_many_tables_stays_fast() -> None:
         (lambda: Table("t", 10, 16, -1), "table 't': pooling must be a finite number, not negative, got -1"),
         (lambda: Table("t", 10, 16, math.nan), "table 't': pooling must be a finite number"),
         (lambda: Table("t", 10, 16, 1, bytes_per_element=0), "table 't': bytes_per_element must be a positive integer"),
-        (lambda: evaluate(THREE, (0, 1, 1), 2, 0, V100, LINK), "batch must be a positive integer, got 0"),
-        (lambda: evaluate(THREE, (0, 1, 1), 3, 4096, V100, LINK), "batch 4096 is not divisible by 3 ranks"),
-        (lambda: evaluate(THREE, (0, 1), 2, 4096, V100, LINK), "the assignment has 2 ranks for 3 tables"),
-        (lambda: evaluate(THREE, (0, 1, 2), 2, 4096, V100, LINK), r"table 'c' is assigned to rank 2, not one of 0\.\.1"),
-        (lambda: evaluate(THREE, (0, 1, 1), 2, 4096, V100, LINK, other_us=-1), "other_us must be a finite time"),
-        (lambda: evaluate(THREE, (0, 1, 1), 2, 4096, V100, LINK, memory_bytes=0), "memory_bytes must be positive"),
-        (lambda: evaluate(THREE, (0, 1, 1), 2, 4096, "V1000", LINK), "unknown device 'V1000'"),
-        (lambda: evaluate(THREE, (0, 1, 1), 2, 4096, V100, "nvlnk2"), r"unknown link 'nvlnk2'; did you mean 'nvlink2'\?"),
-        (lambda: compare_sharders([], 2, 4096, V100, LINK), "no tables to shard"),
-        (lambda: best_plan(THREE, 0, 4096, V100, LINK), "ranks must be a positive integer"),
-        (lambda: brute_force(THREE, 2, 4097, V100, LINK), "batch 4097 is not divisible by 2 ranks"),
+        (lambda: evaluate(ShardingProblem(THREE, 2, 0, V100, LINK), (0, 1, 1)), "batch must be a positive integer, got 0"),
+        (lambda: evaluate(ShardingProblem(THREE, 3, 4096, V100, LINK), (0, 1, 1)), "batch 4096 is not divisible by 3 ranks"),
+        (lambda: evaluate(ShardingProblem(THREE, 2, 4096, V100, LINK), (0, 1)), "the assignment has 2 ranks for 3 tables"),
         (
-            lambda: brute_force(synthetic_dlrm(0, 21), 2, 4096, V100, LINK),
+            lambda: evaluate(ShardingProblem(THREE, 2, 4096, V100, LINK), (0, 1, 2)),
+            r"table 'c' is assigned to rank 2, not one of 0\.\.1",
+        ),
+        (lambda: evaluate(ShardingProblem(THREE, 2, 4096, V100, LINK, other_us=-1), (0, 1, 1)), "other_us must be a finite time"),
+        (
+            lambda: evaluate(ShardingProblem(THREE, 2, 4096, V100, LINK, memory_bytes=0), (0, 1, 1)),
+            "memory_bytes must be positive",
+        ),
+        (lambda: evaluate(ShardingProblem(THREE, 2, 4096, "V1000", LINK), (0, 1, 1)), "unknown device 'V1000'"),
+        (
+            lambda: evaluate(ShardingProblem(THREE, 2, 4096, V100, "nvlnk2"), (0, 1, 1)),
+            r"unknown link 'nvlnk2'; did you mean 'nvlink2'\?",
+        ),
+        (lambda: compare_sharders(ShardingProblem([], 2, 4096, V100, LINK)), "no tables to shard"),
+        (lambda: best_plan(ShardingProblem(THREE, 0, 4096, V100, LINK)), "ranks must be a positive integer"),
+        (lambda: brute_force(ShardingProblem(THREE, 2, 4097, V100, LINK)), "batch 4097 is not divisible by 2 ranks"),
+        (
+            lambda: brute_force(ShardingProblem(synthetic_dlrm(0, 21), 2, 4096, V100, LINK)),
             "brute force over 21 tables on 2 ranks is 2,097,152 assignments, over the limit of 2,000,000: use best_plan",
         ),
     ],
@@ -397,7 +407,7 @@ def test_bad_input_raises_a_clear_error(call, message) -> None:  # noqa: ANN001
 
 
 def test_more_ranks_than_tables_is_fine() -> None:
-    plan = best_plan(THREE, 8, 8192, V100, LINK)
+    plan = best_plan(ShardingProblem(THREE, 8, 8192, V100, LINK))
     assert plan.feasible and len(plan.ranks) == 8
     assert sum(len(r.tables) for r in plan.ranks) == 3
     assert isinstance(plan, PlanCost)
@@ -405,7 +415,7 @@ def test_more_ranks_than_tables_is_fine() -> None:
 
 def test_one_rank_with_many_tables() -> None:
     many = [Table(f"t{i}", 1_000 + i, 16, 2) for i in range(3000)]  # deeper than Python's recursion limit
-    plan = best_plan(many, 1, 256, V100, LINK)
+    plan = best_plan(ShardingProblem(many, 1, 256, V100, LINK))
     assert plan.sharder == "exhaustive" and set(plan.assignment) == {0} and plan.alltoall_us == 0.0
 
 

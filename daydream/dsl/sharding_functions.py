@@ -58,7 +58,7 @@ def _problem_args(graph: nx.DiGraph, fn: str, batch: Any, ranks: Any) -> tuple[i
 
 def _plan(graph: nx.DiGraph, sharder: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None,
           link: Any = "nvlink4") -> list[int]:  # fmt: skip
-    from daydream.perf.sharding import best_plan, shard
+    from daydream.perf.sharding import ShardingProblem, best_plan, shard
 
     fn = "shard_plan"
     tables = _tables(fn, rows, dims, pooling)
@@ -71,7 +71,7 @@ def _plan(graph: nx.DiGraph, sharder: Any, rows: Any, dims: Any, pooling: Any, b
         if n ** len(tables) > 100_000 and len(tables) * n > 4096:
             raise DaydreamError(f"{fn}(): {len(tables)} tables on {n} ranks is past the search's bound in a script; "
                                 "use daydream shard, or a sharder")  # fmt: skip
-        return list(best_plan(tables, n, b, device, link).assignment)
+        return list(best_plan(ShardingProblem(tables, n, b, device, link)).assignment)
     return list(shard(tables, n, sharder))
 
 
@@ -84,13 +84,13 @@ def _checked_plan(fn: str, plan: list[Any], tables: int, ranks: int) -> list[int
 def _evaluate(graph: nx.DiGraph, fn: str, plan: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any,
               link: Any) -> Any:  # fmt: skip
     """The sharding model's cost of ``plan`` (daydream.perf.sharding.PlanCost), the arguments checked for ``fn``."""
-    from daydream.perf.sharding import evaluate
+    from daydream.perf.sharding import ShardingProblem, evaluate
 
     tables = _tables(fn, rows, dims, pooling)
     b, n, device = _problem_args(graph, fn, batch, ranks)
     if not isinstance(plan, list):
         raise DaydreamError(f"{fn}(): PLAN is a list of ranks, one per table (shard_plan gives one), not {type_name(plan)}")
-    return evaluate(tables, _checked_plan(fn, plan, len(tables), n), n, b, device, link)
+    return evaluate(ShardingProblem(tables, n, b, device, link), _checked_plan(fn, plan, len(tables), n))
 
 
 def _plan_loads(graph: nx.DiGraph, plan: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None) -> list[Any]:

@@ -261,9 +261,10 @@ class _Problem:
     _a2a: dict[int, float] = field(default_factory=dict)
 
     @classmethod
-    def make(cls, tables: Sequence[Table], ranks: int, batch: int, device: Device | str, link: str | float | Link,
-             other_us: float, memory_bytes: float | None, l2_aware: bool) -> _Problem:  # fmt: skip
-        tables = _check_tables(tables)
+    def make(cls, problem: ShardingProblem) -> _Problem:
+        ranks, batch, device, link = problem.ranks, problem.batch, problem.device, problem.link
+        other_us, memory_bytes, l2_aware = problem.other_us, problem.memory_bytes, problem.l2_aware
+        tables = _check_tables(problem.tables)
         _check_ranks(ranks)
         if not _positive_int(batch):
             raise DaydreamError(f"sharding: batch must be a positive integer, got {batch!r}")
@@ -359,12 +360,25 @@ class _Problem:
         return PlanCost(label, a, loads, size, a2a, predicted, self.other_us, reason)
 
 
-def evaluate(tables: Sequence[Table], assignment: Sequence[int], ranks: int, batch: int, device: Device | str,
-             link: str | float | Link, other_us: float = 0.0, memory_bytes: float | None = None, *,
-             label: str = "plan", l2_aware: bool = True) -> PlanCost:  # fmt: skip
-    """The cost of one plan: ``assignment[i]`` is the rank of ``tables[i]``; ``batch`` the global batch."""
-    p = _Problem.make(tables, ranks, batch, device, link, other_us, memory_bytes, l2_aware)
-    return p.plan(assignment, label)
+class ShardingProblem(msgspec.Struct, frozen=True):
+    """What a plan is sought for: the ``tables``, the ``ranks`` they are spread over, the global ``batch``, the GPU
+    (``device``, a catalog name or a Device), the ``link`` the all-to-all crosses (a preset name, GB/s or a Link),
+    the step's time outside the embeddings (``other_us``), each rank's memory for tables (``memory_bytes``; None:
+    unbounded) and whether lookups are priced with the L2 term (``l2_aware``). Checked when a function reads it."""
+
+    tables: Sequence[Table]
+    ranks: int
+    batch: int
+    device: Device | str
+    link: str | float | Link
+    other_us: float = 0.0
+    memory_bytes: float | None = None
+    l2_aware: bool = True
+
+
+def evaluate(problem: ShardingProblem, assignment: Sequence[int], label: str = "plan") -> PlanCost:
+    """The cost of one plan: ``assignment[i]`` is the rank of ``problem.tables[i]``."""
+    return _Problem.make(problem).plan(assignment, label)
 
 
 def _sharder_plans(p: _Problem, seed: int) -> list[PlanCost]:
@@ -372,12 +386,10 @@ def _sharder_plans(p: _Problem, seed: int) -> list[PlanCost]:
     return sorted(plans, key=lambda c: c.predicted_us)  # stable: equal times keep SHARDERS order
 
 
-def compare_sharders(tables: Sequence[Table], ranks: int, batch: int, device: Device | str, link: str | float | Link,
-                     other_us: float = 0.0, memory_bytes: float | None = None, *, seed: int = 0,
-                     l2_aware: bool = True) -> list[PlanCost]:  # fmt: skip
+def compare_sharders(problem: ShardingProblem, seed: int = 0) -> list[PlanCost]:
     """Every sharder's plan, fastest first (equal times: :data:`SHARDERS` order; infeasible plans, at inf, last).
     ``seed`` drives the random sharder."""
-    return _sharder_plans(_Problem.make(tables, ranks, batch, device, link, other_us, memory_bytes, l2_aware), seed)
+    return _sharder_plans(_Problem.make(problem), seed)
 
 
 # ---- search -----------------------------------------------------------------------------------------------------
@@ -462,13 +474,13 @@ def _local_search(p: _Problem, start: tuple[int, ...], max_iterations: int) -> t
     return tuple(a), max_iterations
 
 
-def best_plan(tables: Sequence[Table], ranks: int, batch: int, device: Device | str, link: str | float | Link,
-              other_us: float = 0.0, memory_bytes: float | None = None, *, exhaustive_limit: int = 100_000,
-              seed: int = 0, max_iterations: int = DEFAULT_MAX_ITERATIONS, l2_aware: bool = True) -> PlanCost:  # fmt: skip
+def best_plan(problem: ShardingProblem, *, exhaustive_limit: int = 100_000, seed: int = 0,
+              max_iterations: int = DEFAULT_MAX_ITERATIONS) -> PlanCost:  # fmt: skip
     """The fastest plan found: exhaustive (labelled ``exhaustive``) when ranks ** tables <= ``exhaustive_limit``,
     else local search from each sharder's plan, the best result kept (``<sharder>+local search``, the sharder it
     started from). DaydreamError when no plan that fits ``memory_bytes`` is found."""
-    p = _Problem.make(tables, ranks, batch, device, link, other_us, memory_bytes, l2_aware)
+    p = _Problem.make(problem)
+    ranks = p.ranks
     if not (isinstance(max_iterations, int) and max_iterations >= 0):
         raise DaydreamError(f"sharding: max_iterations must be a non-negative integer, got {max_iterations!r}")
     if ranks ** len(p.tables) <= exhaustive_limit:
@@ -489,13 +501,12 @@ def best_plan(tables: Sequence[Table], ranks: int, batch: int, device: Device | 
     return result
 
 
-def brute_force(tables: Sequence[Table], ranks: int, batch: int, device: Device | str, link: str | float | Link,
-                other_us: float = 0.0, memory_bytes: float | None = None, *, limit: int = BRUTE_FORCE_LIMIT,
-                l2_aware: bool = True) -> PlanCost:  # fmt: skip
+def brute_force(problem: ShardingProblem, *, limit: int = BRUTE_FORCE_LIMIT) -> PlanCost:
     """The optimum by plain enumeration of all ranks ** tables assignments (no symmetry, no pruning; the first
     optimal one in lexicographic order), labelled ``brute force``. DaydreamError above ``limit`` assignments, or when
     none fits ``memory_bytes``."""
-    p = _Problem.make(tables, ranks, batch, device, link, other_us, memory_bytes, l2_aware)
+    p = _Problem.make(problem)
+    ranks = p.ranks
     count = ranks ** len(p.tables)
     if count > limit:
         raise DaydreamError(

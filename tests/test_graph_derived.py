@@ -14,7 +14,7 @@ from whatif_graph import iteration
 from daydream.dsl import Session
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task
-from daydream.graph.edit import insert_task, scale, scale_each, set_attribute, set_each, typical_launch_call_us
+from daydream.graph.edit import Placement, insert_task, scale, scale_each, set_attribute, set_each, typical_launch_call_us
 from daydream.graph.order import topological_order
 from daydream.graph.select import select
 
@@ -47,13 +47,13 @@ def test_the_launch_call_cost_follows_durations_changed_by_scale_and_set() -> No
     g = iteration()
     relu = _kernel(g, "relu_kernel")
     assert typical_launch_call_us(g, "gpu") == 10.0
-    insert_task(g, "gpu", "a", 1.0, after=relu)
+    insert_task(g, "gpu", "a", 1.0, Placement(after=relu))
     assert typical_launch_call_us(g, "gpu") == 10.0  # an inserted call costs the median: it stays
     scale(g, select(g, "cpu"), 0.5)
     assert typical_launch_call_us(g, "gpu") == 5.0
     set_attribute(g, select(g, "cpu", name="cudaLaunchKernel"), "duration", 3.0)
     assert typical_launch_call_us(g, "gpu") == 3.0
-    new = insert_task(g, "gpu", "b", 1.0, after=relu)
+    new = insert_task(g, "gpu", "b", 1.0, Placement(after=relu))
     assert g.nodes[new[0]]["duration"] == 3.0
 
 
@@ -176,7 +176,9 @@ def test_the_launch_call_cost_is_what_a_pass_over_the_graph_gives_after_any_edit
             if what in ("insert", "insert_priced"):
                 launch_us = rng.choice([1.0, 10.0, 37.0]) if what == "insert_priced" else None
                 inserted.append(
-                    insert_task(g, rng.choice(["gpu", "comm"]), f"k{step}", 1.0, after=rng.choice(on_s7), launch_us=launch_us)[-1]
+                    insert_task(
+                        g, rng.choice(["gpu", "comm"]), f"k{step}", 1.0, Placement(after=rng.choice(on_s7)), launch_us=launch_us
+                    )[-1]
                 )
             elif what == "scale_gpu":
                 scale(g, select(g, "gpu"), rng.choice([0.5, 2.0]))
@@ -232,7 +234,7 @@ def test_a_task_inserted_on_another_thread_follows_the_latest_task_started_by_th
         key = a["start"] + a["duration"] if where == "after" else a["start"]
         queued = rng.random() < 0.15
         try:
-            new = insert_task(g, "gpu", f"n{step}", 1.0, thread=side, queued=queued, **{where: anchor})[-1]
+            new = insert_task(g, "gpu", f"n{step}", 1.0, Placement(thread=side, queued=queued, **{where: anchor}))[-1]
         except DaydreamError:
             continue  # a wait that closes a cycle: refused
         if queued:
@@ -249,9 +251,9 @@ def test_a_call_inserted_at_another_cost_counts_once_durations_change_even_if_on
     for i, call in enumerate(u for u, a in g.nodes(data=True) if a["name"] == "cudaLaunchKernel"):
         g.nodes[call]["duration"] = [4.0, 10.0, 7.0, 25.0, 13.0][i]  # the kernels' calls: 4, 10, 7, 13 (25: the all-reduce's)
     assert typical_launch_call_us(g, "gpu") == 8.5
-    insert_task(g, "gpu", "x", 1.0, after=_kernel(g, "relu_kernel"), launch_us=37.0)
+    insert_task(g, "gpu", "x", 1.0, Placement(after=_kernel(g, "relu_kernel")), launch_us=37.0)
     assert typical_launch_call_us(g, "gpu") == 8.5  # kept through the insert
-    insert_task(g, "gpu", "y", 1.0, after=_kernel(g, "relu_kernel"))  # at the median: changes no median
+    insert_task(g, "gpu", "y", 1.0, Placement(after=_kernel(g, "relu_kernel")))  # at the median: changes no median
     scale(g, select(g, "gpu"), 2.0)  # no host task changed, but a call that does not cost the median came
     assert typical_launch_call_us(g, "gpu") == 8.5 + 1.5 / 2  # 4, 7, 8.5, 10, 13, 37
     scale(g, select(g, "gpu"), 2.0)

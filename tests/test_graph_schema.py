@@ -11,7 +11,7 @@ from synth import make_trace, write_trace
 
 from daydream import load_trace
 from daydream.graph import build_graph, schema
-from daydream.graph.edit import insert_task
+from daydream.graph.edit import Placement, insert_task
 from daydream.graph.select import KIND_SELECTORS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "graph.md"
@@ -75,7 +75,7 @@ def test_script_attributes_and_kind_selectors_come_from_the_schema() -> None:
 def test_a_built_graph_holds_only_what_the_schema_names(tmp_path: Path, step: str | None) -> None:
     g = build_graph(load_trace(write_trace(tmp_path / "t.json", make_trace())), step)
     kernel = next(n for n, a in g.nodes(data=True) if a["kind"] == "gpu")
-    insert_task(g, "comm", "x", 5.0, after=kernel, queued=True)
+    insert_task(g, "comm", "x", 5.0, Placement(after=kernel, queued=True))
     task_keys = set(schema.Task.__annotations__)
     required = schema.Task.__required_keys__
     for _, a in g.nodes(data=True):

@@ -309,11 +309,11 @@ class Executor(Visitor[None]):
             except DaydreamError as exc:
                 raise error(str(exc), s) from None
         self.budget.charge(INSERT_COST + _stored_size(name) + sum(map(_stored_size, attrs.values())))
-        kwargs = {"after": anchor} if s.side == "after" else {"before": anchor}
+        at = edit.Placement(**({"after": anchor} if s.side == "after" else {"before": anchor}), thread=thread, queued=s.queued)
         work = Work()
         try:
-            new = edit.insert_task(graph, s.kind, name, float(duration), thread=thread, launch_us=launch, launched=launched,
-                                   queued=s.queued, work=work, **kwargs, **attrs)  # fmt: skip
+            new = edit.insert_task(graph, s.kind, name, float(duration), at, launch_us=launch, launched=launched, work=work,
+                                   **attrs)  # fmt: skip
         except DaydreamError as exc:
             raise error(str(exc), s) from None
         finally:

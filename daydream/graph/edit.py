@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import networkx as nx
 
 from daydream.errors import DaydreamError
@@ -373,24 +374,32 @@ class _Undo:
         derived.changed(graph, derived.TASKS, derived.EDGES)
 
 
+class Placement(msgspec.Struct, frozen=True):
+    """Where :func:`insert_task` puts a task: next to the task ``after`` or ``before`` (exactly one), on ``thread``
+    (None: the default below), ``queued`` (no fixed place in its thread's order)."""
+
+    after: Any = None
+    before: Any = None
+    thread: str | None = None
+    queued: bool = False
+
+
 def insert_task(
     graph: nx.DiGraph,
     kind: str,
     name: str,
     duration: float,
+    at: Placement,
     *,
-    after: Any = None,
-    before: Any = None,
-    thread: str | None = None,
     launch_us: float | None = None,
     launched: bool = True,
-    queued: bool = False,
     work: Work | None = None,
     **attrs: Any,
 ) -> list[Any]:
-    """Insert a task next to the task ``after`` or ``before`` and return the new task ids.
+    """Insert a task where ``at`` says (:class:`Placement`: next to the task ``at.after`` or ``at.before``) and return
+    the new task ids.
 
-    The task runs on ``thread`` (default: the anchor's thread if it is on the same side, CPU or GPU;
+    The task runs on ``at.thread`` (default: the anchor's thread if it is on the same side, CPU or GPU;
     a GPU task anchored on a CPU call goes to the stream that call's thread launched to last; a CPU task
     anchored on a GPU task goes to the thread that launched it). On the anchor's thread it goes right
     next to the anchor; elsewhere it takes its place in time order and depends on (or holds back) the
@@ -400,11 +409,12 @@ def insert_task(
     from the anchor unless given.
 
     ``launched=False``: a GPU-side task without a launch call (work issued outside the traced threads: a NIC, a
-    server process). ``queued=True``: the task joins its thread without a fixed place in its order (attribute
+    server process). ``at.queued``: the task joins its thread without a fixed place in its order (attribute
     ``queued``): it depends on the anchor (or the anchor on it, ``before``) and runs when its thread is free and
     the schedule policy picks it among the tasks waiting there (earliest ready first, or by priority). ``work``
     counts the tasks the order's repair went over (a script's budget charges them).
     """
+    after, before, thread, queued = at.after, at.before, at.thread, at.queued
     anchor, side = _anchor_and_side(graph, after, before)
     _check_new_task(kind, name, duration, attrs)
     a = attrs_of(graph)[anchor]

@@ -601,8 +601,8 @@ def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console]
 
     if args.export_trace is not None:
         _check_export(args, inputs)
-        session = getattr(result, "session", None)  # a WhatIf: its baseline is the graph before the scripts, simulated
-        timelines = [("baseline", session.baseline), (what, result.timeline)] if session is not None else result.timeline
+        before = getattr(result, "baseline_timeline", None)  # a WhatIf: the graph before the scripts, simulated
+        timelines = [("baseline", before), (what, result.timeline)] if before is not None else result.timeline
         export_chrome_trace(timelines, args.export_trace, label=what)
     if args.json:
         _print_json(result.to_dict())

@@ -330,12 +330,12 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
         return ScenarioResult(scenario.name, scenario.scripts, {k: json_param(v) for k, v in scenario.params.items()},
                               None, None, None, None, None, script_sha256=_hashes(loader.texts, base), printed=printed,
                               error=str(exc).splitlines()[0], exit_code=int(getattr(exc, "exit_code", 1)))  # fmt: skip
-    hashes = _hashes(result.session.loader.texts, base)
+    hashes = _hashes(result.texts, base)
     total = result.predicted_us
     return ScenarioResult(
         name=scenario.name,
         scripts=scenario.scripts,
-        params={k: json_param(v) for k, v in result.session.param_values.items()},
+        params={k: json_param(v) for k, v in result.param_values.items()},
         predicted_us=total,
         speedup=result.speedup,
         throughput=result.throughput,
@@ -343,7 +343,7 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
         bound=Bound.of(critical_path_summary(result.timeline, top=3), total),
         script_sha256=hashes,
         printed=printed,
-        warnings=result.session.warnings,
+        warnings=result.script_warnings,
         interval=result.interval,
     )
 

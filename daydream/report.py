@@ -263,10 +263,7 @@ def render_whatif(result: WhatIf, console: Console) -> None:
             cls.add_row(plain(name), ms(b), ms(a), _change(b, a))
         console.print(cls)
     st = Table(title="Statements", title_justify="left")
-    rows = [
-        (f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe())
-        for e in result.session.effects.values()
-    ]
+    rows = [(f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe()) for e in result.effects]
     # widths set here, not left to the table: the place and the effect keep every figure (the effect folds at 80
     # columns); the statement's text gives way, cut at its end (the file:line says where it is in full)
     where_w = max([5, *(len(r[0]) for r in rows)])

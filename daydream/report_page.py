@@ -121,7 +121,7 @@ def write_report(
         result = run_whatif(graph, scripts, params, opts.policy, copy=True, on_print=lambda _line: None, budget=opts.budget,
                             include_dirs=opts.include_dirs)  # fmt: skip
         analyses.append(analyse(result.timeline, "predicted"))
-    warnings = list(graph.graph.get("warnings", [])) + (result.session.warnings if result else [])
+    warnings = list(graph.graph.get("warnings", [])) + (result.script_warnings if result else [])
     if not has_gpu:
         warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
     with _written_whole(out_dir, report_files(out_dir, result is not None)):
@@ -162,9 +162,9 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
         trace=path, out_dir=out_dir, index=os.path.join(out_dir, "index.html"), files=files, analyses=analyses,
         measured_us=base.measured_us, device=graph.graph.get("device"),
         scripts=result.scripts if result else [],
-        params={k: json_param(v) for k, v in result.session.param_values.items()} if result else {},
-        params_text=result.session.binder.shown() if result else {},
-        warnings=warnings, printed=result.session.printed if result else [], samples=result.samples if result else 1.0,
+        params={k: json_param(v) for k, v in result.param_values.items()} if result else {},
+        params_text=result.params_text if result else {},
+        warnings=warnings, printed=result.printed if result else [], samples=result.samples if result else 1.0,
         intervals=intervals,
     )  # fmt: skip
     data = os.path.join(out_dir, "report.json")

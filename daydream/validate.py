@@ -338,7 +338,7 @@ def validate_case(case: Case, graphs: _Graphs | None = None) -> CaseResult:
             result = run_whatif(graph, case.scripts, dict(case.params), on_print=lambda _line: None)
             periods = result.timeline.step_periods()
             predictions.extend(periods[n] for n in result.timeline.measured_steps() if n in periods)
-            params = params or numeric_params(result.session.param_values)
+            params = params or numeric_params(result.param_values)
         except DaydreamError as exc:
             message = str(exc).splitlines()[0]
             break

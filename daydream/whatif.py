@@ -12,8 +12,10 @@ import msgspec
 import networkx as nx
 
 from daydream.dsl import Session, ast
+from daydream.dsl.effects import Effect
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import library_name
+from daydream.dsl.limits import Budget
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph import derived
 from daydream.perf.uncertainty import Interval, device_part, interval, model_parts, noise_of, numeric_params
@@ -92,17 +94,24 @@ class WhatIf:
     :meth:`rows` gives a table a DataFrame takes (``pandas.DataFrame(result.rows())``)."""
 
     graph: nx.DiGraph
-    session: Session
     scripts: list[str]
     baseline: Summary
     predicted: Summary
     timeline: Timeline
+    baseline_timeline: Timeline  # the unchanged graph simulated
+    measured_us: float
+    # what the scripts' run left (data, not the interpreter that ran them: the REPL keeps a live Session)
+    samples: float  # samples per step after the scripts, relative to the trace's: see :attr:`throughput`
+    param_values: dict[str, Any]  # each param's value as the scripts saw it
+    params_text: dict[str, str]  # the same as given or declared (a bare word as its text)
+    policy: str  # the schedule policy, as written
+    effects: list[Effect]  # what each statement did
+    printed: list[str]  # the scripts' print lines
+    texts: dict[str, str]  # each script file read (includes too): its text
+    budget: Budget  # the work units the run could spend and spent
+    script_warnings: list[str]  # the scripts' own warnings (``warnings`` holds the trace's before them)
     warnings: list[str] = field(default_factory=list)
     baseline_ranks: list[RankResult] | None = None  # a multi-rank job's ranks before the scripts
-
-    @property
-    def measured_us(self) -> float:
-        return self.session.measured_us
 
     def rank_changes(self) -> list[dict[str, Any]] | None:
         """A multi-rank job: each rank's measured step, and its predicted step before and after the scripts."""
@@ -147,7 +156,7 @@ class WhatIf:
         measured error of the scripts run (the validation ledger), widened and marked extrapolated where the change
         leaves what was validated (daydream.perf.uncertainty)."""
         names = [library_name(s) if not s.startswith("<") else None for s in self.scripts]
-        parts = model_parts(names, numeric_params(self.session.param_values))
+        parts = model_parts(names, numeric_params(self.param_values))
         swapped = device_part(derived.cached(self.graph, "device_swaps", ()), self.predicted_us)
         if swapped is not None:
             # the kernels moved to another GPU: the kernel model's part stands in for the device script's ledger part
@@ -167,12 +176,6 @@ class WhatIf:
         return self.baseline_us / self.predicted_us if self.predicted_us else math.inf
 
     @property
-    def samples(self) -> float:
-        """The samples a step processes after the scripts, relative to the trace's (1 unless a script says
-        ``scale samples by F``: a larger batch, gradient accumulation)."""
-        return self.session.samples
-
-    @property
     def throughput(self) -> float:
         """Samples per second after over before: the speedup times :attr:`samples` (the speedup itself where the
         scripts leave the samples per step as they were)."""
@@ -188,9 +191,9 @@ class WhatIf:
             rank=g.graph.get("rank"),
             steps=[s["name"] for s in g.graph.get("steps", [])],
             scripts=self.scripts,
-            params={k: json_param(v) for k, v in self.session.param_values.items()},
-            params_text=self.session.binder.shown(),
-            policy=self.session.policy_text,
+            params={k: json_param(v) for k, v in self.param_values.items()},
+            params_text=self.params_text,
+            policy=self.policy,
             measured_us=measured,
             baseline_us=self.baseline_us,
             predicted_us=self.predicted_us,
@@ -205,8 +208,8 @@ class WhatIf:
             breakdown=Change(before.breakdown, after.breakdown),
             gpu_time_by_class=Change(before.gpu_time_by_class, after.gpu_time_by_class),
             gpu_time_by_phase=Change(before.gpu_time_by_phase, after.gpu_time_by_phase),
-            statements=[e.to_dict() for e in self.session.effects.values()],
-            printed=self.session.printed,
+            statements=[e.to_dict() for e in self.effects],
+            printed=self.printed,
             warnings=self.warnings,
             ranks=self.rank_changes(),
         )
@@ -267,11 +270,21 @@ def run_whatif(
     timeline = session.predict()
     return WhatIf(
         graph=session.graph,
-        session=session,
         scripts=[s.file for s in parsed],
         baseline=baseline,
         predicted=Summary.of(timeline),
         timeline=timeline,
+        baseline_timeline=session.baseline,
+        measured_us=session.measured_us,
+        samples=session.samples,
+        param_values=dict(session.param_values),
+        params_text=session.binder.shown(),
+        policy=session.policy_text,
+        effects=list(session.effects.values()),
+        printed=list(session.printed),
+        texts=dict(session.loader.texts),
+        budget=session.budget,
+        script_warnings=list(session.warnings),
         warnings=list(graph.graph.get("warnings", [])) + session.warnings,
         baseline_ranks=baseline_ranks,
     )

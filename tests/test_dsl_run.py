@@ -285,7 +285,7 @@ def test_input_graph_is_never_modified() -> None:
     before = {n: dict(a) for n, a in g.nodes(data=True)}
     edges = sorted(g.edges)
     result = run_whatif(g, [], params=None)
-    s = result.session
+    s = Session(result.graph, copy=False)  # go on editing the run's own graph: a copy of the input
     s.execute(
         'remove (select gpu where name ~ "relu") with launches\nscale gpu by 0.1\ninsert gpu "k" after first(gpu) duration 1us'
     )
@@ -537,9 +537,9 @@ def test_scale_samples_states_the_samples_a_step_processes(tmp_path: Path) -> No
     three = tmp_path / "three.whatif"
     three.write_text("print samples\nscale samples by 3\n")
     result = run_whatif(iteration(), [twice, three])
-    assert result.session.printed == ["2"] and result.samples == 6
+    assert result.printed == ["2"] and result.samples == 6
     assert result.throughput == pytest.approx(6 * result.speedup) and result.throughput > 1 > result.speedup
-    assert [e.describe() for e in result.session.effects.values() if e.kind == "samples"] == [
+    assert [e.describe() for e in result.effects if e.kind == "samples"] == [
         "samples per step x2",
         "samples per step x3",
     ]

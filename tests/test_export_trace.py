@@ -274,7 +274,7 @@ def test_run_exports_the_baseline_and_the_prediction(
     trace = check_chrome_trace(load(out))
     assert {pid: name.split(" ")[0] for pid, name in trace["processes"].items()} == {1: "baseline", 2: "predicted"}
     result = whatif(path, ["amp"])
-    for pid, timeline in ((1, result.session.baseline), (2, result.timeline)):
+    for pid, timeline in ((1, result.baseline_timeline), (2, result.timeline)):
         assert len(task_slices(trace, pid)) == len(timeline.nodes)
         assert flows_of(trace, pid) == launch_edges(timeline) > 0
         check_critical_path(trace, pid, timeline)

@@ -152,16 +152,16 @@ def test_a_given_efficiency_prices_the_recordings_host(tmp_path: Path) -> None:
     # unmeasured: the default, and the factor at both ends of what hosts showed, in the script's message
     default = run_whatif(graph, ["threads"], {"threads": 1, "recorded": 2})
     low, high = (2 * e for e in OBSERVED_EFFICIENCY)
-    assert default.session.printed == [f"threaded CPU work x 1.8 (the host's thread scaling is not measured: 0.9 per doubling taken; "
+    assert default.printed == [f"threaded CPU work x 1.8 (the host's thread scaling is not measured: 0.9 per doubling taken; "
                                f"hosts measured so far give x {low:g} to x {high:g} - give efficiency, or record with "
                                f"daydream record)"]  # fmt: skip
     given = run_whatif(graph, ["threads"], {"threads": 1, "recorded": 2, "efficiency": 0.74})
-    assert given.session.printed == ["threaded CPU work x 1.48"]
+    assert given.printed == ["threaded CPU work x 1.48"]
     assert given.predicted.step_time_us - given.baseline.step_time_us == pytest.approx(125.0 * 0.48)
     # a host whose scaling the sidecar measured: the measurement, no range
     measured = {"host": {"threads": 2, "cores": 2, "thread_speedup": [[1, 1.0], [2, 1.6]]}}
     graph = build_graph(load_trace(_linear_trace(tmp_path, measured)))
-    assert run_whatif(graph, ["threads"], {"threads": 1}).session.printed == ["threaded CPU work x 1.6"]
+    assert run_whatif(graph, ["threads"], {"threads": 1}).printed == ["threaded CPU work x 1.6"]
 
 
 @pytest.mark.parametrize("points", [None, [], [[2, 1.8]], [[1, 1.0], [2, "x"]], [[1, 1.0], [2, -1.0]], [[1, 1.0, 3]]])
@@ -239,7 +239,7 @@ def test_workers_on_a_trace_without_a_sidecar(tmp_path: Path) -> None:
                                                                               "handoff": 20}).predicted.step_time_us  # fmt: skip
     unknown = run_whatif(graph, ["dataloader"], {"workers": 2, "handoff": 20})
     assert list(unknown.timeline.step_periods().values())[1:] == pytest.approx([720.0] * 3)  # no sharing priced
-    assert any("not modelled" in line for line in unknown.session.printed)
+    assert any("not modelled" in line for line in unknown.printed)
 
 
 def test_workers_that_fall_behind_hold_the_step(tmp_path: Path) -> None:

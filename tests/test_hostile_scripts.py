@@ -279,7 +279,7 @@ def test_the_budget_is_a_parameter_of_the_python_api(tmp_path: Path) -> None:
     script.write_text("for k in select {\n    for j in select { let x = k }\n}\n")
     with pytest.raises(ScriptError, match=r"w.whatif:2:\d+: work budget exceeded"):
         run_whatif(iteration(), [str(script)], budget=1_000)
-    assert run_whatif(iteration(), [str(script)], budget=None).session.budget.limit == default_budget(14)
+    assert run_whatif(iteration(), [str(script)], budget=None).budget.limit == default_budget(14)
     with pytest.raises(DaydreamError, match="the work budget is a whole number of units >= 1"):
         Session(iteration(), budget=0)
 
@@ -320,7 +320,7 @@ def test_the_heaviest_bundled_scripts_fit_the_default_budget_on_a_million_tasks(
     small, large = build_graph(trace, None), build_graph(trace, "all")
     n1, n2 = small.number_of_nodes(), large.number_of_nodes()
     for name in QUADRATIC:
-        used = [run_whatif(g, [name], on_print=lambda _line: None).session.budget.used for g in (small, large)]
+        used = [run_whatif(g, [name], on_print=lambda _line: None).budget.used for g in (small, large)]
         exponent = max(1.0, math.log(used[1] / used[0]) / math.log(n2 / n1))
         passes_at_a_million = used[1] * (1e6 / n2) ** exponent / 1e6
         assert passes_at_a_million < BUDGET_PASSES, (name, used, exponent, passes_at_a_million)
@@ -443,7 +443,7 @@ def test_include_reads_its_folder_tree_the_library_and_the_folders_given(tmp_pat
     with pytest.raises(ScriptError, match=r"main.whatif:2:1: include .*: refused: it is outside the folders"):
         run_whatif(iteration(), [str(home / "main.whatif")])
     result = run_whatif(iteration(), [str(home / "main.whatif")], include_dirs=[extra], on_print=lambda _line: None)
-    assert result.session.printed[:3] == ["b", "a", "c"]
+    assert result.printed[:3] == ["b", "a", "c"]
     assert check_files([str(home / "main.whatif")], include_dirs=[str(extra)])[0].startswith("ok")
 
 

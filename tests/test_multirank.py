@@ -215,7 +215,7 @@ def test_dlrm8_scaled_out_from_8_to_1024_ranks() -> None:
     # the same 8 V100s on their own NVLink2 ("auto"): the collectives priced as --link nvlink2 prices them
     same = whatif(Workload(DLRM8, link="nvlink2"), ["scale_out"], params={"ranks": 8})
     assert same.predicted_us == pytest.approx(same.baseline_us)
-    assert same.session.printed == ["from 8 to 8 ranks", "one node of 8 GPUs joined by nvlink2"]
+    assert same.printed == ["from 8 to 8 ranks", "one node of 8 GPUs joined by nvlink2"]
     steps = [whatif(Workload(DLRM8, link="nvlink2"), ["scale_out"], params={"ranks": n}) for n in (8, 16, 128, 1024)]
     # more nodes: the all-to-alls and all-reduces cross more of the network; no rank's step shorter, the job's longer
     # (rank 7, the straggler, ends its step on the CPU before its last collective ends)
@@ -408,9 +408,9 @@ def test_sharding_on_a_job_by_hand() -> None:
     params = {"rows": rows, "pooling": pooling, "dims": dim, "batch": batch, "sharder": "size_greedy", "link": "nvlink2"}
     result = run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params=params)
     assert [c["predicted_us"] for c in result.rank_changes() or []] == pytest.approx(expected)
-    assert result.session.printed[-1].startswith("plan [0, 1, 1, 1] for naive [0, 1, 0, 1]")
+    assert result.printed[-1].startswith("plan [0, 1, 1, 1] for naive [0, 1, 0, 1]")
     # every sharder's plan priced by the model; the best no slower than any
-    modelled = {line.split()[0]: float(line.split()[1]) for line in result.session.printed[:7]}
+    modelled = {line.split()[0]: float(line.split()[1]) for line in result.printed[:7]}
     assert list(modelled) == [
         "naive",
         "random",

@@ -121,7 +121,7 @@ def test_a_param_two_scripts_bind_apart_is_shown_with_each() -> None:
 
     g = chain(("volta_sgemm_128x64_nn", "gemm", 100, {}), ("relu", "elementwise", 20, {}))
     g.graph["device"] = "NVIDIA A100-SXM4-40GB"
-    shown = run_whatif(g, ["amp", "device"]).session.binder.shown()
+    shown = run_whatif(g, ["amp", "device"]).params_text
     assert shown["dtype"] == "fp16 (amp), none (device)" and shown["device"] == "h100"
-    same = run_whatif(g, ["amp", "device"], params={"dtype": "bf16"}).session.binder.shown()  # a bare word: its text
+    same = run_whatif(g, ["amp", "device"], params={"dtype": "bf16"}).params_text  # a bare word: its text
     assert same["dtype"] == "bf16"

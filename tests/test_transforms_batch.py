@@ -80,7 +80,7 @@ def test_batch_size_by_hand() -> None:
     d = result.to_dict()
     assert (d["samples"], d["throughput"]) == (2, pytest.approx(2 * 415 / 729))
     assert [r["throughput"] for r in result.rows()] == [pytest.approx(2 * 415 / 729)]
-    assert [e.describe() for e in result.session.effects.values() if e.kind == "samples"] == ["samples per step x2"]
+    assert [e.describe() for e in result.effects if e.kind == "samples"] == ["samples per step x2"]
     # factor 0.5: K1 51 [12,63], K2 11 [63,74], K3 101 [74,175], K4 [175,225], K5 [225,255], sync [255,258]
     assert predict(iteration(), "batch_size", factor=0.5) == (415.0, pytest.approx(258.0))
     assert predict(iteration(), "batch_size", factor=1) == (415.0, 415.0)
@@ -324,7 +324,7 @@ def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward()
     # (10 us) before L3: L3 [40,50]; fwd1' [132,232], fwd2' [232,252], bwd [252,452]
     result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (332.0, pytest.approx(452.0))
-    assert result.session.printed == [
+    assert result.printed == [
         "no layer names on the forward kernels: each step's segments are the blocks its forward pass repeats "
         "(repeats()), or the whole forward pass",
         "the first step's forward pass repeats no blocks holding 0.5 of its time (repeat_share): the whole pass is the segment",
@@ -347,10 +347,7 @@ def test_activation_checkpointing_without_layer_names_reruns_the_repeated_blocks
     result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (497.0, pytest.approx(737.0))
     # said once, with the blocks' share of the forward time: 240 / 285
-    assert (
-        result.session.printed[1]
-        == "the first step's forward pass repeats 2 blocks holding 0.84 of its time: they are the segments"
-    )
+    assert result.printed[1] == "the first step's forward pass repeats 2 blocks holding 0.84 of its time: they are the segments"
     assert sorted(a["name"] for _, a in result.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "gpu") == [
         "gemm_a", "gemm_a", "relu_b", "relu_b"
     ]  # fmt: skip

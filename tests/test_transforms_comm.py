@@ -270,7 +270,7 @@ def test_blueconnect_on_a_traced_ddp_job(shared_traces: Path, nccl_parser: nx.Di
     )
     # the trace's own 2 ranks (the default) in one node: only the NVLink stages
     default = run(nccl_parser, [BLUECONNECT])
-    assert default.session.printed == ["blueconnect: 5 all-reduces over 1 nodes of 2 GPUs"]
+    assert default.printed == ["blueconnect: 5 all-reduces over 1 nodes of 2 GPUs"]
     assert default.predicted.gpu_time_by_class["comm"] < default.baseline.gpu_time_by_class["comm"]
 
 
@@ -287,7 +287,7 @@ def test_scale_out_by_hand() -> None:
     r = run(two_buckets(), [SCALE_OUT], ranks=16, **NODES)
     assert r.predicted_us == pytest.approx(425.0)
     assert [a["duration"] for _, a in tasks(r, "AR1") + tasks(r, "AR2")] == pytest.approx([140.0, 140.0])
-    assert r.session.printed[-1] == "2 nodes of 8 GPUs joined by 100 ; between nodes 8 x 10"
+    assert r.printed[-1] == "2 nodes of 8 GPUs joined by 100 ; between nodes 8 x 10"
     # one NIC a node (10 GB/s): the tree's 8e6 / 1e4 = 800 us beats the ring's 1500; AR2 ends at 1712, S at 1745
     assert run(two_buckets(), [SCALE_OUT], ranks=16, nics_per_node=1, **NODES).predicted_us == pytest.approx(1745.0)
     # 4 ranks in one node: the ring over NVLink, 1.5 x 8e6 / 1e5 = 120 us each; S at 385
@@ -314,7 +314,7 @@ def test_scale_out_of_a_one_gpu_trace_is_ddp(shared_traces: Path, linear_step1: 
     scaled = run(linear_step1, [SCALE_OUT], ranks=32, intra="nvlink3", inter="ib-hdr")
     ddp = run(linear_step1, ["ddp"], ranks=32, link="nvlink3", inter="ib-hdr")
     assert scaled.predicted_us == pytest.approx(ddp.predicted_us) and scaled.predicted_us > scaled.baseline_us
-    assert scaled.session.printed[0] == "from 1 to 32 ranks: DDP's gradient all-reduces inserted"
+    assert scaled.printed[0] == "from 1 to 32 ranks: DDP's gradient all-reduces inserted"
     # the trace is an RTX 2080 Ti's, whose NVLink bridge joins two cards: "auto" is PCIe 3 in a node of 8, the
     # bridge in a node of 2
     auto = {"ranks": 32, "inter": "ib-hdr"}
@@ -322,7 +322,7 @@ def test_scale_out_of_a_one_gpu_trace_is_ddp(shared_traces: Path, linear_step1: 
         run(linear_step1, [SCALE_OUT], intra="pcie3", **auto).predicted_us
     )
     pairs = run(linear_step1, [SCALE_OUT], gpus_per_node=2, **auto)
-    assert pairs.session.printed[-1] == "16 nodes of 2 GPUs joined by rtx-2080-ti link ; between nodes 2 x ib-hdr"
+    assert pairs.printed[-1] == "16 nodes of 2 GPUs joined by rtx-2080-ti link ; between nodes 2 x ib-hdr"
 
 
 def test_scale_out_of_a_traced_ddp_rank(shared_traces: Path, nccl_parser: nx.DiGraph) -> None:
@@ -332,7 +332,7 @@ def test_scale_out_of_a_traced_ddp_rank(shared_traces: Path, nccl_parser: nx.DiG
     assert comm == sorted(comm) and len(set(comm)) == 4
     slow = run(nccl_parser, [SCALE_OUT], ranks=256, inter="eth-25g").predicted.gpu_time_by_class["comm"]
     assert slow > 5 * comm[-1]
-    assert run(nccl_parser, [SCALE_OUT], ranks=16).session.printed == [
+    assert run(nccl_parser, [SCALE_OUT], ranks=16).printed == [
         "from 2 to 16 ranks", "2 nodes of 8 GPUs joined by nvlink3 ; between nodes 8 x ib-ndr",
     ]  # fmt: skip
 
@@ -344,7 +344,7 @@ def test_ddp_on_a_trace_recorded_with_ddp_re_prices_its_collectives(shared_trace
         ddp = run(nccl_parser, ["ddp"], ranks=n, link="nvlink3")
         assert ddp.predicted_us == run(nccl_parser, [SCALE_OUT], ranks=n, intra="nvlink3").predicted_us
         assert ddp.predicted.tasks == ddp.baseline.tasks  # nothing inserted
-        assert ddp.session.printed[0] == f"the trace holds collectives already: from 2 to {n} ranks, re-priced"
+        assert ddp.printed[0] == f"the trace holds collectives already: from 2 to {n} ranks, re-priced"
     assert (
         run(nccl_parser, ["ddp"], ranks=32).predicted.gpu_time_by_class["comm"]
         > run(nccl_parser, ["ddp"], ranks=8).predicted.gpu_time_by_class["comm"]
@@ -358,7 +358,7 @@ def inline(text: str) -> object:
 def test_collective_functions_on_a_topology_and_their_errors() -> None:
     # the functions take the topology: 16 ranks in nodes of 8, one 10 GB/s NIC a node: the tree's 1e9 / 1e4 us
     priced = run(two_buckets(), [inline("print allreduce(1e9, ranks = 16, link = 100, inter = 10, nics_per_node = 1)")])
-    assert priced.session.printed == ["100000"]
+    assert priced.printed == ["100000"]
     with pytest.raises(
         DaydreamError, match=r"allreduce\(\): link = \"auto\" is the link of the trace's GPU, and the trace names none"
     ):
@@ -368,4 +368,4 @@ def test_collective_functions_on_a_topology_and_their_errors() -> None:
     with pytest.raises(DaydreamError, match="unknown link 'ib-ndx'"):
         run(two_buckets(), [inline('print allgather(1e9, ranks = 16, link = 100, inter = "ib-ndx")')])
     # the trace's GPU names the link within its nodes
-    assert run(a100_iteration(), [inline("print device_link(), device_link(8)")]).session.printed == ["nvlink3 nvlink3"]
+    assert run(a100_iteration(), [inline("print device_link(), device_link(8)")]).printed == ["nvlink3 nvlink3"]

@@ -67,7 +67,7 @@ def test_checkpointing_recomputes_in_every_step_of_a_multi_step_graph() -> None:
         per_step[a["step"]] = per_step.get(a["step"], 0) + 1
     assert len(per_step) == 4 and set(per_step.values()) == {len(added) // 4}
     after = list(result.timeline.step_periods().values())
-    before = list(result.session.baseline.step_periods().values())
+    before = list(result.baseline_timeline.step_periods().values())
     assert len(after) == 4 and all(a > b + 1000 for a, b in zip(after, before))  # every step pays its re-run
 
 

@@ -169,7 +169,7 @@ def test_metaflow_by_hand_cpu_bound_keeps_the_framework_time_after_the_layer() -
 def test_metaflow_on_a_real_mlp(shared_traces: Path) -> None:
     graph = build_graph(load_trace(shared_traces / "param" / "linear_kineto.json.gz"), context=False)
     r = run_whatif(graph, ["metaflow"])
-    assert r.session.printed[-1] == "21 kernels fused into 21 layers"  # every Linear + ReLU of the forward pass
+    assert r.printed[-1] == "21 kernels fused into 21 layers"  # every Linear + ReLU of the forward pass
     relu_us = sum(a["duration"] for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and a["op"] == "aten::clamp_min")
     assert r.baseline.gpu_time_by_class["elementwise"] - r.predicted.gpu_time_by_class["elementwise"] == pytest.approx(relu_us)
     assert r.predicted.gpu_time_by_class["gemm"] - r.baseline.gpu_time_by_class["gemm"] == pytest.approx(0.33 * relu_us)

@@ -131,7 +131,7 @@ def test_vdnn_leaves_unpaired_layers_alone() -> None:
     g = cnn(backward_op="SomethingElseBackward0")  # the conv's backward is not recognized: 1 layer, 0 backward ops
     r = run(g, "vdnn")
     assert r.predicted_us == r.baseline_us == 512.0
-    assert any("cannot be paired" in line for line in r.session.printed)
+    assert any("cannot be paired" in line for line in r.printed)
     assert not added(r, "vdnn", "offload")
 
 
@@ -150,7 +150,7 @@ def test_vdnn_pairs_layers_within_each_step() -> None:
     # prefetch on the copy stream), conv [662,762], relu2 waits: [812,862], prefetch [862,1012], relu2's backward
     # [862,962], the conv's backward [1012,1212]. (The four copy calls delay only the CPU, which is ahead.)
     r = run(g, "vdnn")
-    assert (r.session.baseline.makespan(), r.timeline.makespan()) == (1012.0, pytest.approx(1212.0))  # both steps
+    assert (r.baseline_timeline.makespan(), r.timeline.makespan()) == (1012.0, pytest.approx(1212.0))  # both steps
     assert [(a["vdnn"], a["step"]) for a in added(r, "vdnn", "offload") + added(r, "vdnn", "prefetch")] == [
         ("offload", "s1"), ("offload", "s2"), ("prefetch", "s1"), ("prefetch", "s2")]  # fmt: skip
 
@@ -159,7 +159,7 @@ def test_vdnn_needs_the_gpu_in_the_catalog() -> None:
     g = cnn()
     g.graph["device"] = "Some Unknown GPU"
     r = run(g, "vdnn")
-    assert r.predicted_us == r.baseline_us and any("not in the device catalog" in line for line in r.session.printed)
+    assert r.predicted_us == r.baseline_us and any("not in the device catalog" in line for line in r.printed)
 
 
 @pytest.mark.parametrize("script", ["vdnn", "gist"])
@@ -241,7 +241,7 @@ def test_gist_leaves_unpaired_activations_alone() -> None:
     g = relu_conv()
     r = run(g, "gist", backward_ops="NoSuchBackward")
     assert r.predicted_us == r.baseline_us and not added(r, "gist", "encode")
-    assert any("cannot be paired" in line for line in r.session.printed)
+    assert any("cannot be paired" in line for line in r.printed)
 
 
 def test_gist_on_a_gpu_bound_cnn(shared_traces: Path, resnet: nx.DiGraph) -> None:

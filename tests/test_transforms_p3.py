@@ -97,7 +97,7 @@ def test_parameter_server_without_p3_by_hand() -> None:
     # for pull A: [1901, 2001], FB [2001, 2101], BB [2101, 2201], BA [2201, 2301]; then push B [2201, 2801], push A
     # [2801, 3001], pull B [3001, 3601], pull A [3601, 3801]: the end.
     r = run(two_steps(), slice=0, priority=False)
-    assert r.session.baseline.makespan() == 901  # both steps; the step time is their periods' median
+    assert r.baseline_timeline.makespan() == 901  # both steps; the step time is their periods' median
     assert transfers(r, "s1") == [
         (301, 901, "push", "B"),
         (901, 1101, "push", "A"),
@@ -110,7 +110,7 @@ def test_parameter_server_without_p3_by_hand() -> None:
     # before, s1 ended with its optimizer kernel [401, 451] and s2 450 us later
     assert r.predicted.step_us == {"s1": 1901, "s2": 1900} and r.baseline.step_us == {"s1": 451, "s2": 450}
     assert not [a for a in r.graph.nodes.values() if a["name"] == "sgd_kernel"]
-    assert r.session.policy_text == "earliest"
+    assert r.policy == "earliest"
 
 
 def test_p3_priority_by_hand() -> None:
@@ -119,7 +119,7 @@ def test_p3_priority_by_hand() -> None:
     # [1301, 1901]. Step 2's FA starts at 1301, FB waits for pull B: [1901, 2001], BB [2001, 2101], BA [2101, 2201];
     # push B [2101, 2701], push A [2701, 2901], pull A [2901, 3101], pull B [3101, 3701]: the end.
     r = run(two_steps(), slice=0)
-    assert r.session.policy_text == "priority p3_priority"
+    assert r.policy == "priority p3_priority"
     assert transfers(r, "s1") == [
         (301, 901, "push", "B"),
         (901, 1101, "push", "A"),
@@ -167,7 +167,7 @@ def test_without_modules_the_reverse_ready_order_stands_in() -> None:
     # cut into two runs, [FA] waiting for A's pulls, [FB] for B's: the same predictions as with the modules.
     for params in ({"slice": 0, "priority": False}, {"slice": 0}, {"slice": 1000}):
         assert run(two_steps(layers=False), **params).predicted_us == run(two_steps(), **params).predicted_us
-    assert "reverse of their ready order" in " ".join(run(two_steps(layers=False)).session.printed)
+    assert "reverse of their ready order" in " ".join(run(two_steps(layers=False)).printed)
 
 
 def test_one_rank_changes_nothing() -> None:
@@ -192,7 +192,7 @@ def test_recorded_example_over_three_steps() -> None:
     p3 = predict(link=0.5)
     ps = predict(link=0.5, slice=0, priority=False)
     # 10 gradients a step (5 Linear layers), 4.2 MB in 34 slices, by module; the network queue is a CPU thread
-    assert all("10 gradients, 4.223 MB in 34 slices" in line and "modules" in line for line in p3.session.printed)
+    assert all("10 gradients, 4.223 MB in 34 slices" in line and "modules" in line for line in p3.printed)
     assert {p3.graph.nodes[n]["thread"] for n in p3.graph if p3.graph.nodes[n].get("collective") == "push"} == {"cpu:p3/network"}
     # at 0.5 GB/s the network (4.2 MB x 2 x 3/4 / 0.5 GB/s = 12.7 ms a step) is close to the compute: P3 lets the next
     # forward start sooner than the plain parameter server does
@@ -219,7 +219,7 @@ def test_shared_gpu_trace_one_step(linear: nx.DiGraph) -> None:
     r = {link: run_whatif(linear, [P3], params={"link": link}) for link in ("eth-10g", "eth-25g", "eth-100g")}
     ps = run_whatif(linear, [P3], params={"link": "eth-10g", "slice": 0, "priority": False})
     assert r["eth-10g"].predicted_us == pytest.approx(ps.predicted_us)
-    assert "42 gradients, 88.166 MB in 588 slices" in r["eth-10g"].session.printed[0]
+    assert "42 gradients, 88.166 MB in 588 slices" in r["eth-10g"].printed[0]
     # the step ends with its last pull: 88 MB x 2 x 3/4 over 1.06 GB/s is 125 ms of network after the backward
     assert 120_000 < r["eth-10g"].predicted_us < 140_000
     assert r["eth-10g"].predicted_us > r["eth-25g"].predicted_us > r["eth-100g"].predicted_us > r["eth-100g"].baseline_us
@@ -255,6 +255,6 @@ def test_a_data_parallel_trace_loses_its_all_reduces(shared_traces: Path) -> Non
     r = run_whatif(graph, [P3])
     check_threads(r.graph)
     assert reduces and not [a for a in r.graph.nodes.values() if a.get("collective") == "allreduce"]
-    assert "16 gradients, 2.485 MB in 29 slices" in r.session.printed[0]
+    assert "16 gradients, 2.485 MB in 29 slices" in r.printed[0]
     slow = run_whatif(graph, [P3], params={"link": "eth-10g", "ranks": 16})
     assert slow.predicted_us > r.predicted_us  # 15/16 of each slice on the wire instead of 3/4

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from daydream.files import clip
+from daydream.names import kernel_label, middle
 from daydream.simulation.timeline import BREAKDOWN_PARTS
 
 if TYPE_CHECKING:  # what each renderer is given: importing them all would cost every command 0.2 s
@@ -46,17 +47,6 @@ MAX_TEXT = 500
 def plain(value: object, limit: int = MAX_TEXT, style: str = "") -> Text:
     """Data for a table cell or a line: a Text of ``str(value)``, cut to ``limit`` characters."""
     return Text(clip(str(value), limit), style=style)
-
-
-def middle(text: str, width: int) -> str:
-    """``text`` in ``width`` characters, shortened in the middle: names that differ at their end (``day_0_sparse[3]``,
-    a kernel's template arguments) stay told apart."""
-    if len(text) <= width:
-        return text
-    if width < 2:
-        return text[:width]
-    tail = (width - 1) // 2
-    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
 
 
 def styled(*parts: str | Text | tuple[str, str]) -> Text:
@@ -583,7 +573,7 @@ def render_report(report: Report, console: Console) -> None:
         console.print(plain(f"report written to {report.index} (figures and report.json beside it)"))
         return
     kernels = Table(title=f"Kernels that take longest ({last.label}, ms)", title_justify="left")
-    rows = [(_kernel_label(k.name), k.kernel_class, k.bound or "-", str(k.count), _ms(k.total_us), f"{k.share_pct:.0f}")
+    rows = [(kernel_label(k.name), k.kernel_class, k.bound or "-", str(k.count), _ms(k.total_us), f"{k.share_pct:.0f}")
             for k in last.kernels[:8]]  # fmt: skip
     # the figures keep their widths; the kernel's name gives way (cut at its end: the page has it whole)
     fixed = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("class", "roofline", "n", "total", "%"), 1)]
@@ -595,18 +585,6 @@ def render_report(report: Report, console: Console) -> None:
         kernels.add_row(plain(name), *(plain(x) for x in rest))
     console.print(kernels)
     console.print(plain(f"report written to {report.index} (figures and report.json beside it)"))
-
-
-def _kernel_label(name: str) -> str:
-    """A kernel's name without its return type and parameter list (the signature is on the page)."""
-    text = name.removeprefix("void ")
-    depth = 0
-    for i, ch in enumerate(text):  # the parameter list: the first "(" outside template brackets
-        depth += ch == "<"
-        depth -= ch == ">"
-        if ch == "(" and depth == 0 and i > 0:
-            return text[:i]
-    return text
 
 
 def render_embedding_profile(result: EmbeddingProfile, console: Console) -> None:

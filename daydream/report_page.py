@@ -18,6 +18,7 @@ import msgspec
 from daydream.analyses import Analysis, KernelRow, LayerRow, analyse
 from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
+from daydream.names import kernel_label, middle
 from daydream.perf.uncertainty import Interval
 from daydream.replay import replay_graph
 from daydream.simulation.timeline import BREAKDOWN_PARTS
@@ -206,12 +207,20 @@ def _img(stem: str, alt: str) -> str:
             f"<figcaption>{_e(alt)} (<a href=\"{stem}.svg\">SVG</a>)</figcaption></figure>")  # fmt: skip
 
 
+NAME_CHARS = 90  # a name cell's text: a mangled template kernel's full name runs to 1,600 characters
+
+
+def _cell(value: str, numeric: bool) -> str:
+    """A table cell; a long name (a kernel's signature) without its return type and parameters and shortened in its
+    middle, whole on hover (and in report.json)."""
+    if numeric or len(value) <= NAME_CHARS:
+        return f'<td class="{"num" if numeric else "name"}">{_e(value)}</td>'
+    return f'<td class="name" title="{_e(value)}">{_e(middle(kernel_label(value), NAME_CHARS))}</td>'
+
+
 def _table(title: str, head: list[str], rows: list[list[str]], ident: str, numeric_from: int = 1) -> str:
     th = "".join(f"<th>{_e(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{"num" if i >= numeric_from else "name"}">{_e(c)}</td>' for i, c in enumerate(r)) + "</tr>"
-        for r in rows
-    )  # fmt: skip
+    body = "".join("<tr>" + "".join(_cell(c, i >= numeric_from) for i, c in enumerate(r)) + "</tr>" for r in rows)
     return f'<h3>{_e(title)}</h3><table id="{ident}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 

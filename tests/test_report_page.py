@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,24 @@ def test_report_folder_of_a_real_trace(hta_report: Path) -> None:
                   "streams-baseline", "critical-path-predicted", "verdict-baseline"):  # fmt: skip
         assert f'id="{ident}"' in html
     assert "http://" not in html.replace('href="http', "") and "<script" not in html  # nothing fetched, no code
+
+
+def test_long_kernel_names_are_short_on_the_page_and_whole_on_hover(hta_report: Path) -> None:
+    """The issue's report was 15,300 px tall, mostly full kernel names (a mangled cutlass one of 1,644 characters): a
+    name cell holds at most NAME_CHARS characters, its full name in the title (hover) and in report.json."""
+    from daydream.names import kernel_label
+    from daydream.report_page import NAME_CHARS
+
+    html = (hta_report / "index.html").read_text()
+    cells = re.findall(r'<td class="name"(?: title="([^"]*)")?>([^<]*)</td>', html)
+    assert cells and all(len(unescape(text)) <= NAME_CHARS for _, text in cells), max((t for _, t in cells), key=len)
+    long = [(unescape(title), unescape(text)) for title, text in cells if title]
+    assert any(title.startswith("_ZN19cutlass_cudnn_train") and len(title) > 1000 for title, _ in long)
+    for title, text in long:  # the kernel's name without its signature, shortened in the middle: its start and end kept
+        label = kernel_label(title)
+        assert label.startswith(text.split("…")[0]) and label.endswith(text.split("…")[-1]), (text, label)
+    assert any("…" in text for _, text in long)
+    assert "_ZN19cutlass_cudnn_train" in (hta_report / "report.json").read_text()
 
 
 def _chromium() -> str | None:

@@ -28,6 +28,24 @@ from daydream.workload import RunOptions, Workload
 TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
 
 
+class StepRow(msgspec.Struct, frozen=True):
+    """One simulated step of the report: its measured period, the baseline's and the prediction's (us); ``context``:
+    the step before the measured ones, simulated so that they start with what it left pending, not measured."""
+
+    step: str
+    measured_us: float | None
+    baseline_us: float
+    predicted_us: float | None
+    context: bool
+
+
+def step_rows(base: Any, result: WhatIf | None) -> list[StepRow]:
+    """The steps of a replay (``base.rows()``), with the prediction's where scripts ran."""
+    predicted = {r["step"]: r["predicted_us"] for r in result.rows() if "step" in r} if result is not None else {}
+    return [StepRow(r["step"], r["measured_us"], r["baseline_us"], predicted.get(r["step"]), bool(r.get("context")))
+            for r in base.rows()]  # fmt: skip
+
+
 @dataclass
 class Report:
     """What ``daydream report`` wrote and found: the folder, its files, the analyses (baseline first)."""
@@ -46,6 +64,7 @@ class Report:
     printed: list[str] = field(default_factory=list)
     samples: float = 1.0  # the samples a step processes after the scripts, relative to the trace (scale samples)
     intervals: list[Interval] = field(default_factory=list)  # 90%, one per analysis: the baseline's, the prediction's
+    steps: list[StepRow] = field(default_factory=list)  # each simulated step: measured, baseline, predicted
 
     @property
     def baseline_us(self) -> float:
@@ -76,7 +95,7 @@ class Report:
                 "measured_us": self.measured_us, "baseline_us": self.baseline_us, "predicted_us": self.predicted_us,
                 "speedup": self.speedup, "samples": self.samples, "throughput": self.throughput, "out_dir": self.out_dir, "index": self.index,
                 "files": self.files, "analyses": msgspec.to_builtins(self.analyses), "warnings": self.warnings,
-                "intervals": msgspec.to_builtins(self.intervals)}  # fmt: skip
+                "intervals": msgspec.to_builtins(self.intervals), "steps": msgspec.to_builtins(self.steps)}  # fmt: skip
 
 
 def report_files(out_dir: str, predicted: bool) -> list[str]:
@@ -166,7 +185,7 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
         params={k: json_param(v) for k, v in result.param_values.items()} if result else {},
         params_text=result.params_text if result else {},
         warnings=warnings, printed=result.printed if result else [], samples=result.samples if result else 1.0,
-        intervals=intervals,
+        intervals=intervals, steps=step_rows(base, result),
     )  # fmt: skip
     data = os.path.join(out_dir, "report.json")
     report.files += [data, report.index]
@@ -278,6 +297,21 @@ def page(report: Report) -> str:
         *(f'<p class="verdict" id="verdict-{a.label}"><b>{_e(a.label)}:</b> {_e(a.verdict)}</p>' for a in report.analyses),
         _table("Step time (ms)", ["", "ms"], steps, "steps"),
         *(f'<p class="interval" id="interval-{i}">{_e(_interval_line(iv))}</p>' for i, iv in enumerate(ivs) if iv.parts),
+        _table(
+            "Each step (ms; the context step is simulated first, so that the measured ones start with what it left "
+            "pending, and is not part of the step time)",
+            ["step", "measured", "baseline", *(["predicted"] if pred is not None else [])],
+            [
+                [
+                    r.step + (" (context)" if r.context else ""),
+                    _ms(r.measured_us) if r.measured_us else "-",
+                    _ms(r.baseline_us),
+                    *([_ms(r.predicted_us)] if pred is not None else []),
+                ]
+                for r in report.steps
+            ],
+            "each-step",
+        ),
         "<h2>Breakdown</h2>",
         _img("breakdown", "Where the step's time goes: CPU only, GPU only, both, idle"),
         _table(

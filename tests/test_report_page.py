@@ -173,6 +173,18 @@ def test_report_page_in_headless_chromium(hta_report: Path, tmp_path: Path) -> N
     assert shot.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_each_step_before_and_after(tmp_path: Path) -> None:
+    """The page and report.json show each simulated step: measured, baseline and predicted (the context step marked)."""
+    out = tmp_path / "r"
+    assert main(["report", CPU_TRACE, "batch_size", "--out", str(out)]) == 0
+    doc = json.loads((out / "report.json").read_text())
+    steps = doc["steps"]
+    assert [s["context"] for s in steps] == [True, False] and all(s["predicted_us"] > s["baseline_us"] for s in steps)
+    assert steps[-1]["baseline_us"] == pytest.approx(doc["baseline_us"])
+    table = re.search(r'<table id="each-step">.*?</table>', (out / "index.html").read_text(), re.S)
+    assert table and table.group(0).count("<tr>") == 1 + len(steps) and "(context)" in table.group(0)
+
+
 def test_report_of_a_cpu_recording_and_its_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cpu"
     assert main(["report", CPU_TRACE, "--out", str(out), "--json"]) == 0

@@ -141,8 +141,9 @@ def _parser() -> argparse.ArgumentParser:
     dev.set_defaults(func=_cmd_models_devices)
     ker = msub.add_parser("kernels", help="the device-swap kernel model: its error per class and GPU, each GPU left out")
     ker.add_argument("--json", action="store_true", help='print {"data", "anchors", "accuracy": [...]}')
-    ker.add_argument("--refit", metavar="DATA", help="refit on a data set of measured kernels (NeuSight layout; needs scikit-learn: "
-                     "pip install 'daydream-whatif[calibrate]') and write the model to --out")  # fmt: skip
+    ker.add_argument("--refit", metavar="DATA", nargs="+", help="refit on data sets of measured kernels (NeuSight layout, "
+                     "or a GPU's kernel tables such as kernels/data/h100-sxm: each GPU and class from the first that "
+                     "has it; needs scikit-learn: pip install 'daydream-whatif[calibrate]') and write the model to --out")  # fmt: skip
     ker.add_argument("--out", metavar="FILE", help="where --refit writes the model (default: the shipped one, "
                      "daydream/kernels/data/device_model.json)")  # fmt: skip
     ker.add_argument("--classes", default="gemm,conv,elementwise,norm", metavar="LIST",
@@ -518,7 +519,8 @@ def _cmd_models_kernels(args: argparse.Namespace) -> int:
         from daydream.files import check_output_path
 
         out = args.out or device_model.MODEL_PATH
-        check_output_path(out, [str(p) for p in Path(args.refit).glob("**/*") if p.is_file()], "--out")  # never onto the data
+        data = [str(p) for root in args.refit for p in Path(root).glob("**/*") if p.is_file()]
+        check_output_path(out, data, "--out")  # never onto the data
         model = device_model.refit(args.refit, out, classes,
                                    progress=None if args.json else lambda r: print(f"  {r.kernel_class} without {r.target}: "
                                    f"{r.calibrated_gmae_pct:.1f}% (roofline {r.roofline_gmae_pct:.1f}%)", file=sys.stderr, flush=True))  # fmt: skip

@@ -3,6 +3,7 @@ as sklearn does, swaps through `device`, the interval's device part, `daydream m
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -116,6 +117,23 @@ def test_a_gpu_or_dtype_without_measured_kernels_is_extrapolated() -> None:
         "elementwise", "aten::add", [[1 << 24], [1 << 24]], get_device("t4"), get_device("a100-pcie-40gb"), "bf16", "bf16"
     )
     assert add is not None and add.measured
+
+
+def test_refit_data_sets_each_gpu_and_class_from_the_first(tmp_path: Path) -> None:
+    """Several data sets refit one model: each GPU and class from the first that holds it (two sessions of one GPU are
+    not mixed in one anchor), a sweep's tables (with a DType column) by their FP32 rows."""
+    from daydream.perf.kernel_data import read_sources
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir(), second.mkdir()
+    head = "OPName,B,M,N,K,Device,Latency"
+    (first / "bmm.csv.gz").write_bytes(gzip.compress(f"{head}\nbmm,1,64,64,64,NVIDIA H100 80GB HBM3,0.05\n".encode()))
+    rows = ["OPName,B,M,N,K,H,DType,Device,Latency", "bmm,1,64,64,64,,fp32,NVIDIA H100 80GB HBM3,0.01",
+            "bmm,1,128,64,64,,fp32,NVIDIA H100 80GB HBM3,0.01", "add,1,,,,4096,fp32,NVIDIA H100 80GB HBM3,0.004",
+            "add,1,,,,4096,bf16,NVIDIA H100 80GB HBM3,0.003"]  # fmt: skip
+    (second / "t.csv.gz").write_bytes(gzip.compress("\n".join(rows).encode()))
+    got = read_sources([first, second])
+    assert [(m.kernel_class, m.latency_us) for m in got] == [("gemm", 50.0), ("elementwise", 4.0)]
 
 
 def test_a_gpu_without_measured_kernels_takes_its_chips_measured_sibling(model: device_model.DeviceModel) -> None:

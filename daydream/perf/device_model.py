@@ -527,17 +527,22 @@ def write_model(path: str | Path, model: DeviceModel) -> None:
 
 
 def refit(
-    data: str | Path, out: str | Path, classes: Sequence[str] = CLASSES, progress: Callable[[AccuracyRow], None] | None = None
+    data: str | Path | Sequence[str | Path],
+    out: str | Path,
+    classes: Sequence[str] = CLASSES,
+    progress: Callable[[AccuracyRow], None] | None = None,
 ) -> DeviceModel:
-    """``daydream models kernels --refit DATA``: fit on a data set of measured kernels (the NeuSight layout,
-    :mod:`daydream.perf.kernel_data`), measure each GPU left out, write the model to ``out``."""
-    from daydream.perf.kernel_data import read_measurements
+    """``daydream models kernels --refit DATA...``: fit on data sets of measured kernels (the NeuSight layout,
+    :mod:`daydream.perf.kernel_data`; each GPU and class from the first that holds it), measure each GPU left out,
+    write the model to ``out``."""
+    from daydream.perf.kernel_data import read_sources
 
     try:
         import sklearn  # noqa: F401
     except ImportError:
         raise DaydreamError("refitting the device model needs scikit-learn: pip install 'daydream-whatif[calibrate]'") from None
-    model = fit(read_measurements(data), Path(data).name, classes, progress)
+    roots = [data] if isinstance(data, (str, Path)) else list(data)
+    model = fit(read_sources(roots), " + ".join(Path(r).name for r in roots), classes, progress)
     write_model(out, model)
     if Path(out).resolve() == MODEL_PATH.resolve():
         shipped_model.cache_clear()

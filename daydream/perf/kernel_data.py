@@ -18,7 +18,7 @@ import gzip
 import io
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -108,9 +108,23 @@ _DIMS = {"gemm": ("B", "M", "N", "K"), "conv": ("B", "Input_Channel", "Output_Ch
          "elementwise": ("B", "H"), "norm": ("B", "H")}  # fmt: skip
 
 
+def read_sources(roots: Sequence[str | Path]) -> list[Measurement]:
+    """The measured kernels of several data sets (the NeuSight set, a GPU's kernel tables such as
+    ``kernels/data/h100-sxm``), each GPU and class from the first root that holds it: two measurement sessions of one
+    GPU (other software, another machine, a timed call against a timed kernel) are not mixed in one anchor."""
+    out: list[Measurement] = []
+    taken: dict[tuple[str, str], int] = {}
+    for k, root in enumerate(roots):
+        for m in read_measurements(root):
+            if taken.setdefault((m.device, m.kernel_class), k) == k:
+                out.append(m)
+    return out
+
+
 def read_measurements(root: str | Path) -> Iterator[Measurement]:
     """Every measured kernel under ``root`` (train and test, NVIDIA and AMD), each once: a row repeated in several
-    files (the test set's ``vec`` and ``habitat`` repeat ``elem``, ``ln`` and ``softmax``) counts once."""
+    files (the test set's ``vec`` and ``habitat`` repeat ``elem``, ``ln`` and ``softmax``) counts once. A table with
+    a ``DType`` column (bench/calibrate_gpu.py's) gives its FP32 rows."""
     seen: set[tuple[str, tuple[int, ...], str]] = set()
     files = [p for p in sorted(Path(root).glob("**/*.csv.gz")) if "/dims/" not in str(p)]
     if not files:
@@ -121,6 +135,8 @@ def read_measurements(root: str | Path) -> Iterator[Measurement]:
             op = row.get("OPName", "")
             cls = OP_CLASS.get(op)
             if cls is None or not row.get("Device") or not row.get("Latency"):
+                continue
+            if row.get("DType", "fp32") != "fp32":  # a sweep's other dtypes (bench/calibrate_gpu.py): FP32 only here
                 continue
             try:
                 dims = tuple(int(float(row[k])) for k in _DIMS[cls])

@@ -193,7 +193,12 @@ def test_device_swap_interval_has_a_device_part() -> None:
     part = {p.name: p for p in to_v100.interval.parts}["device"]
     assert 0 < part.half_width_pct < 30 and not part.extrapolated
     to_mi300x = run_whatif(g, ["device"], params={"device": "mi300x"})
-    assert {p.name: p for p in to_mi300x.interval.parts}["device"].extrapolated
+    mi300x_part = {p.name: p for p in to_mi300x.interval.parts}["device"]
+    assert mi300x_part.extrapolated and "read as" not in mi300x_part.source
+    # an H200 has no measured kernels either, but it is read as the H100 SXM, and the interval says so
+    to_h200 = run_whatif(g, ["device"], params={"device": "h200"})
+    assert "h200 read as h100-sxm, its chip's measured GPU" in {p.name: p for p in to_h200.interval.parts}["device"].source
+    assert "read as" not in part.source  # the V100's own kernels were measured
     # the tally lives beside the graph it was counted on: the unchanged graph has none
     assert "device" not in {p.name for p in run_whatif(g, [], params=None).interval.parts}
 

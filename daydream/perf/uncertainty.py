@@ -189,7 +189,27 @@ def device_part(swaps: Mapping[str, Mapping[str, Any]] | None, step_us: float) -
     extrapolated = extrapolated_us > 0.5 * time_us
     source = (f"the kernel model's error per kernel, {modelled:,} of {kernels:,} kernels priced by it, the rest by the "
               f"roofline ratio" + (" (mostly extrapolated: a GPU or dtype the model has no measured kernels of)" if extrapolated else ""))  # fmt: skip
-    return Part("device", half, source, extrapolated)
+    return Part("device", half, source + _read_as(swaps), extrapolated)
+
+
+def _read_as(swaps: Mapping[str, Any]) -> str:
+    """Where a target GPU without measured kernels was read as its chip's measured one: said (an H200 as the H100
+    SXM), so that "extrapolated" says from what."""
+    from daydream.errors import DaydreamError
+    from daydream.perf.device_model import shipped_model
+    from daydream.perf.devices import get_device
+
+    model = shipped_model()
+    said = []
+    for key in swaps:
+        try:
+            target = get_device(key)
+        except DaydreamError:
+            continue
+        twin = model.measured_sibling(target, "gemm") if model is not None else None
+        if twin is not None:
+            said.append(f"{target.key} read as {twin.key}, its chip's measured GPU")
+    return f"; {', '.join(said)}" if said else ""
 
 
 def interval(value_us: float, parts: Sequence[Part | None]) -> Interval:

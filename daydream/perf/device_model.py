@@ -226,12 +226,14 @@ def _vendor(key: str) -> str:
 
 class Swap(msgspec.Struct, frozen=True):
     """What moving one kernel to another GPU does to its work: the ratio (target / source), whether both GPUs'
-    anchors were measured, and the per-kernel error to expect (%)."""
+    anchors were measured, the per-kernel error to expect (%), and the measured GPU the target was read as where it
+    was (its chip's sibling: an H200 as the H100 SXM)."""
 
     ratio: float
     measured: bool
     error_pct: float
     kernel_class: str
+    read_as: str | None = None
 
 
 # -- features ------------------------------------------------------------------------------------------------------
@@ -382,7 +384,8 @@ def _swap(
     if not (w_src > 0 and math.isfinite(w_src) and math.isfinite(w_dst)):
         return None
     measured = a_src.kernels > 0 and a_dst.kernels > 0
-    return Swap(w_dst / w_src, measured, model.error_pct(dst, cls, measured), cls)
+    twin = model.measured_sibling(dst, cls) if correct else None  # the sibling only where the anchors took it
+    return Swap(w_dst / w_src, measured, model.error_pct(dst, cls, measured), cls, twin.key if twin else None)
 
 
 # -- fitting and leave-one-GPU-out -----------------------------------------------------------------------------------

@@ -401,8 +401,8 @@ def native_dtype(device: Device, dtype: str) -> str:
 
 def count_swap(tally: dict[str, Any], moved_us: float, priced: Any) -> None:
     """Add one kernel moved to another GPU to ``tally`` (plain data, kept on the graph for the interval): its new
-    time, and where the measured-kernels model priced it, that time times the error to expect of it and whether
-    the target was extrapolated."""
+    time, and where the measured-kernels model priced it, that time times the error to expect of it, whether the
+    target was extrapolated and the measured GPU it was read as (``read_as``)."""
     from daydream.perf.device_model import roofline_error_pct
 
     tally["kernels"] = tally.get("kernels", 0) + 1
@@ -416,6 +416,8 @@ def count_swap(tally: dict[str, Any], moved_us: float, priced: Any) -> None:
     tally["error_us"] = tally.get("error_us", 0.0) + moved_us * priced.error_pct / 100
     if not priced.measured:
         tally["extrapolated_us"] = tally.get("extrapolated_us", 0.0) + moved_us
+    if priced.read_as is not None:
+        tally["read_as"] = priced.read_as
 
 
 def move_us(

@@ -78,8 +78,8 @@ from daydream.perf.devices import Device, get_device
 from daydream.perf.embedding import BagModel, embedding_bag_us
 
 __all__ = [
-    "BRUTE_FORCE_LIMIT", "SHARDERS", "PlanCost", "RankLoad", "Table", "best_plan", "brute_force", "compare_sharders",
-    "evaluate", "format_plans", "shard",
+    "BRUTE_FORCE_LIMIT", "SHARDERS", "PlanCost", "RankLoad", "ShardingProblem", "Table", "best_plan", "brute_force",
+    "compare_sharders", "evaluate", "format_plans", "shard",
 ]  # fmt: skip
 
 BRUTE_FORCE_LIMIT = 2_000_000  # assignments: about 10 s of plain enumeration (about 5 us each on one core)

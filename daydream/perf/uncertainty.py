@@ -192,23 +192,10 @@ def device_part(swaps: Mapping[str, Mapping[str, Any]] | None, step_us: float) -
     return Part("device", half, source + _read_as(swaps), extrapolated)
 
 
-def _read_as(swaps: Mapping[str, Any]) -> str:
-    """Where a target GPU without measured kernels was read as its chip's measured one: said (an H200 as the H100
-    SXM), so that "extrapolated" says from what."""
-    from daydream.errors import DaydreamError
-    from daydream.perf.device_model import shipped_model
-    from daydream.perf.devices import get_device
-
-    model = shipped_model()
-    said = []
-    for key in swaps:
-        try:
-            target = get_device(key)
-        except DaydreamError:
-            continue
-        twin = model.measured_sibling(target, "gemm") if model is not None else None
-        if twin is not None:
-            said.append(f"{target.key} read as {twin.key}, its chip's measured GPU")
+def _read_as(swaps: Mapping[str, Mapping[str, Any]]) -> str:
+    """Where a target GPU without measured kernels was read as its chip's measured one (``roofline.count_swap``
+    tallies it): said (an H200 as the H100 SXM), so that "extrapolated" says from what."""
+    said = [f"{key} read as {t['read_as']}, its chip's measured GPU" for key, t in swaps.items() if t.get("read_as")]
     return f"; {', '.join(said)}" if said else ""
 
 

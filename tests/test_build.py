@@ -160,6 +160,28 @@ def test_fbgemm_kernels_are_not_gemms() -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "cls"),
+    [  # names from the shared traces: MIOpen on an MI300X (TraceLens), cuDNN on a V100 (PARAM's ResNet)
+        ("MIOpenBatchNormFwdTrainSpatialMeanVariance", "norm"),
+        ("MIOpenBatchNormBwdSpatial", "norm"),
+        ("SubTensorOpWithScalar1d", "elementwise"),
+        ("void cudnn::ops::scalePackedTensor_kernel<float, float>(long, float*, float)", "elementwise"),
+        ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>(cudnn::ops::", "copy"),
+        ("void cudnn::ops::nhwcToNchwKernel<float, float, float, true, false, (cudnnKernelDataType_t)0>(cudnn::ops::", "copy"),
+        ("batched_transpose_32x32_half", "copy"),
+        ("igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x64x32_wt32x32x8_ws1x1_wr1x2", "conv"),
+        ("_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle_v3", "conv"),
+        ("MIOpenConvUni", "conv"),
+    ],
+)
+def test_library_helper_kernels_are_classed_by_what_they_do(name: str, cls: str) -> None:
+    """A convolution library's batch norm, layout changes and scalings are not convolutions, nor "other"."""
+    from daydream.graph import classify_kernel
+
+    assert classify_kernel(name) == cls
+
+
+@pytest.mark.parametrize(
     "name", ["param/dlrm8/rank0.json.gz", "param/resnet_kineto.json.gz", "hta/nccl_parser_config_nccl_data.json.gz",
              "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"],
 )  # fmt: skip

@@ -28,6 +28,8 @@ GPU_TRACES = [
     "param/linear_kineto.json.gz",
     "param/resnet_kineto.json.gz",
     *[f"param/dlrm8/rank{r}.json.gz" for r in range(8)],
+    "tracelens/mi300_train_resnet18.json.gz",
+    "tracelens/mi300_normalization_layer_test.json.gz",
 ]
 MAX_ERROR = 0.03
 MAX_GEOMEAN = 0.015

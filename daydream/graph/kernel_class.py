@@ -17,7 +17,8 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # FBGEMM's embedding kernels name the fbgemm namespace in their template arguments: not GEMMs
         ("embedding", r"embedding_codegen|bounds_check_indices|fbgemm_gpu::.*(lookup|embedding)"),
         ("copy", r"fbgemm_gpu::permute|fbgemm_gpu::.*(jagged|pack)"),
-        ("conv", r"conv|wgrad|dgrad|implicit_gemm|cudnn::detail::|winograd|fft2d|MIOpen|igemm|scudnn"),
+        # MIOpen names its other kernels after the library too (MIOpenBatchNormFwdTrainSpatial, MIOpenSoftmax, ...)
+        ("conv", r"conv|wgrad|dgrad|implicit_gemm|cudnn::detail::|winograd|fft2d|MIOpen(?!BatchNorm|LayerNorm|GroupNorm|Softmax|Pool|LRN|Activ)|igemm|scudnn"),
         (
             "gemm",
             r"(?<!fb)gemm|gemv|cutlass|sm\d+_xmma|ampere_|volta_|turing_|hopper_|Cijk_|matmul|dot_kernel|cublas|splitKreduce|nvjet",
@@ -34,10 +35,12 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"reduce_kernel|reduction|reduce|sum_kernel|norm_kernel|argmax|cub::|DeviceReduce|DeviceScan|nll_loss|cross_entropy|mean_kernel",
         ),
         ("pooling", r"pool"),
-        ("copy", r"copy|cat_|CatArray|transpose|permute|contiguous"),
+        # cuDNN's and MIOpen's layout changes around a convolution (nchwToNhwcKernel) and MIOpen's tensor ops
+        ("copy", r"copy|cat_|CatArray|transpose|permute|contiguous|nchwToNhwc|nhwcToNchw"),
         (
             "elementwise",
-            r"elementwise|vectorized|unrolled|pointwise|triton_|kernelPointwiseApply|activation|relu|gelu|silu|sigmoid|tanh|dropout|fill|add|mul|div|where|clamp",
+            r"elementwise|vectorized|unrolled|pointwise|triton_|kernelPointwiseApply|activation|relu|gelu|silu|sigmoid|tanh|dropout|fill|add|mul|div|where|clamp|"
+            r"scalePackedTensor|SubTensorOp|MIOpenActiv",
         ),
     )
 )

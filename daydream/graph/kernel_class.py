@@ -18,7 +18,10 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("embedding", r"embedding_codegen|bounds_check_indices|fbgemm_gpu::.*(lookup|embedding)"),
         ("copy", r"fbgemm_gpu::permute|fbgemm_gpu::.*(jagged|pack)"),
         # MIOpen names its other kernels after the library too (MIOpenBatchNormFwdTrainSpatial, MIOpenSoftmax, ...)
-        ("conv", r"conv|wgrad|dgrad|implicit_gemm|cudnn::detail::|winograd|fft2d|MIOpen(?!BatchNorm|LayerNorm|GroupNorm|Softmax|Pool|LRN|Activ)|igemm|scudnn"),
+        (
+            "conv",
+            r"conv|wgrad|dgrad|implicit_gemm|cudnn::detail::|winograd|fft2d|MIOpen(?!BatchNorm|LayerNorm|GroupNorm|Softmax|Pool|LRN|Activ)|igemm|scudnn",
+        ),
         (
             "gemm",
             r"(?<!fb)gemm|gemv|cutlass|sm\d+_xmma|ampere_|volta_|turing_|hopper_|Cijk_|matmul|dot_kernel|cublas|splitKreduce|nvjet",

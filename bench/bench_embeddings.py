@@ -44,7 +44,7 @@ def write_indices(path: Path, inputs: int, tables: int, rows: int, seed: int = 0
 # The child's own peak: VmHWM, the high-water mark of the memory it maps itself. Not ru_maxrss: Linux carries that
 # across fork and exec, so a child of this process (which has just written a multi-GB file) would report our peak.
 CHILD = """import resource, sys
-from daydream.cli import main
+from daydream.commands.cli import main
 code = main(sys.argv[1:])
 try:
     peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))

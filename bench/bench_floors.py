@@ -5,7 +5,7 @@
 
 Each part runs in a fresh process (the best of --repeat), timed inside it unless said otherwise:
 
-- interpreter: `python -c pass`, timed from outside; imports: `import daydream.cli` (what every run imports).
+- interpreter: `python -c pass`, timed from outside; imports: `import daydream.commands.cli` (what every run imports).
 - gunzip: the file inflated whole in one thread; decode: its text decoded whole into the loader's typed events
   (msgspec structs), the collector paused as the loader pauses it.
 - load: `load_trace` as the CLI runs it (the file read and inflated ahead by a thread, decoded a batch at a time,
@@ -75,7 +75,7 @@ def part(name: str, trace: str) -> float:
 
     if name == "imports":
         t0 = time.perf_counter()
-        import daydream.cli  # noqa: F401
+        import daydream.commands.cli  # noqa: F401
 
         return time.perf_counter() - t0
     if name == "gunzip":
@@ -137,7 +137,7 @@ def part(name: str, trace: str) -> float:
         engine._simulate_compiled(compiled, graph, arrays, EARLIEST)
         return time.perf_counter() - t0
     if name == "report":
-        from daydream.replay import replay_graph
+        from daydream.api.replay import replay_graph
 
         result = replay_graph(graph)
         t0 = time.perf_counter()

@@ -31,7 +31,7 @@ DEFAULT_SOURCE = HERE.parent.parent / "shared" / "traces" / "hta" / "nccl_parser
 def phases(trace: str) -> dict[str, float]:
     """Seconds per phase and the peak memory once each has run, in this process, as the CLI runs them."""
     from daydream import build_graph, load_trace
-    from daydream.replay import replay_graph
+    from daydream.api.replay import replay_graph
 
     def peak_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -101,7 +101,7 @@ def reference_s() -> float:
     one hour to the next (the 10M-event run 120 s one day, 189 s another, the code the same but for 10%), and a
     plain Python loop does not show it (0.24 s on the slow day, 0.42-1.05 s on faster ones): figures compare
     through this one."""
-    code = ("import time, sys\nfrom daydream.replay import replay\nbest = 1e9\nfor _ in range(3):\n"
+    code = ("import time, sys\nfrom daydream.api.replay import replay\nbest = 1e9\nfor _ in range(3):\n"
             "    t = time.perf_counter(); replay(sys.argv[1], step='all'); best = min(best, time.perf_counter() - t)\n"
             "print(best)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code, str(DEFAULT_SOURCE)], capture_output=True, text=True)

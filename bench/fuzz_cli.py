@@ -80,7 +80,7 @@ HOSTILE_SNIPPETS = [
 
 
 def _small_traces() -> list[Path]:
-    from daydream.demo import bundled_example
+    from daydream.api.demo import bundled_example
 
     out = [Path(bundled_example())]
     if SHARED.is_dir():
@@ -244,7 +244,7 @@ def _child(argv: list[str], cwd: str, out_path: str, err_path: str) -> None:
     os.dup2(err, 2)
     sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
     sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), write_through=True)
-    from daydream.cli import main
+    from daydream.commands.cli import main
 
     try:
         code = main(argv)
@@ -651,7 +651,7 @@ def _worker(job: tuple[int, int, str, list[str], list[str], float]) -> dict[str,
 def _preload() -> None:
     """Each worker imports the CLI once, before it forks the runs: a signal sent to a run lands in daydream's code,
     not in the import of it."""
-    import daydream.cli  # noqa: F401
+    import daydream.commands.cli  # noqa: F401
 
 
 def main() -> int:

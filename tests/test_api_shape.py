@@ -46,6 +46,6 @@ def test_no_public_function_takes_more_than_eight_parameters() -> None:
 def test_the_scan_sees_a_long_signature(tmp_path: Path) -> None:
     """The scan counts positional, keyword-only and method parameters (not self)."""
     functions = _public_functions()
-    assert functions["embeddings.py:profile"] == 5  # paths, budget, dim, batch, options
-    assert functions["workload.py:Workload.load"] == 0
+    assert functions["api/embeddings.py:profile"] == 5  # paths, budget, dim, batch, options
+    assert functions["api/workload.py:Workload.load"] == 0
     assert functions["graph/edit.py:insert_task"] == 8  # graph, kind, name, duration, at, and 3 keyword-only

@@ -10,7 +10,7 @@ import pytest
 from synth import BWD, MAIN, PID, STEP_MEASURED_US, STEP_PERIOD_US, STREAM, make_trace, write_trace
 
 from daydream import TraceError, build_graph, load_trace, simulate
-from daydream.replay import replay
+from daydream.api.replay import replay
 
 
 def _graph(tmp_path: Path, step: str | None = None, context: bool = True, **kw: object) -> nx.DiGraph:

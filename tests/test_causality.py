@@ -15,11 +15,11 @@ import pytest
 from test_real_traces import GPU_TRACES
 
 from daydream import build_graph, load_trace, simulate
-from daydream.cli import main
+from daydream.api.replay import edges_by_kind, replay, replay_graph
+from daydream.api.whatif import run_whatif
+from daydream.commands.cli import main
 from daydream.dsl import Session
 from daydream.graph import GPU_KINDS
-from daydream.replay import edges_by_kind, replay, replay_graph
-from daydream.whatif import run_whatif
 
 # Traces whose steps wait on the GPU through synchronize calls or blocking copies.
 SYNCING_TRACES = [n for n in GPU_TRACES if "triton" not in n and "execution_trace" not in n and "simple_add" not in n]

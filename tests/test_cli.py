@@ -63,7 +63,7 @@ def test_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
 
 
 def test_the_command_exits_with_its_output_written(tmp_path: Path) -> None:
-    # the command leaves without tearing the interpreter down (daydream.cli.run): its output still arrives whole,
+    # the command leaves without tearing the interpreter down (daydream.commands.cli.run): its output still arrives whole,
     # a reader that stops early is no error, an output that does not fit is one
     trace = write_trace(tmp_path / "t.json", make_trace())
     out = subprocess.run(f"{sys.executable} -m daydream simulate {trace} --json | head -c 20", shell=True,

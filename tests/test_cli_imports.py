@@ -18,12 +18,16 @@ def _imported(*argv: str) -> set[str]:
 
 def test_simulate_of_one_trace_leaves_the_other_commands_unimported() -> None:
     modules = _imported("simulate", str(EXAMPLE), "--json")
-    assert {"daydream.replay", "daydream.report", "daydream.simulation.engine"} <= modules  # the probe sees imports
+    assert {
+        "daydream.api.replay",
+        "daydream.presentation.terminal",
+        "daydream.simulation.engine",
+    } <= modules  # the probe sees imports
     assert not modules & {
         "daydream.dsl",
-        "daydream.compare",
-        "daydream.whatif",
-        "daydream.job",
+        "daydream.api.compare",
+        "daydream.api.whatif",
+        "daydream.api.job",
         "daydream.perf.collectives",
         "lark",
     }

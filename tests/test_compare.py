@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from daydream.cli import main
-from daydream.compare import Scenario, ScenarioSpec, compare, expand, load_saved, load_scenarios, parse_tolerance
-from daydream.demo import bundled_traces
+from daydream.api.compare import Scenario, ScenarioSpec, compare, expand, load_saved, load_scenarios, parse_tolerance
+from daydream.api.demo import bundled_traces
+from daydream.commands.cli import main
 from daydream.dsl.library import library_dirs
 from daydream.errors import DaydreamError
 

@@ -180,7 +180,7 @@ def test_move_us_applies_the_ratio_above_the_fixed_time_and_tallies_the_swap() -
 def test_device_swap_interval_has_a_device_part() -> None:
     from test_transforms import chain
 
-    from daydream.whatif import run_whatif
+    from daydream.api.whatif import run_whatif
 
     g = chain(("volta_sgemm_128x64_nn", "gemm", 40_000, {"op": GEMM[1], "shapes": GEMM[2]}),
               ("vectorized_elementwise_kernel", "elementwise", 500, {"op": "aten::relu", "shapes": [[4096, 4096]]}))  # fmt: skip

@@ -96,8 +96,8 @@ def test_a_script_that_does_not_apply_says_so_the_same_way_everywhere(tmp_path: 
     assert out.stderr == f"daydream: 1 of 1 scenarios not predicted (first: faster loading: {said})\n"
     out = run("repl", str(trace), "--include-dir", str(tmp_path), stdin=f'include "{script}"\nprint 1\n')
     assert out.returncode == 3 and f"error: {said}\n" in out.stdout
+    from daydream.api.whatif import whatif
     from daydream.errors import NotApplicable
-    from daydream.whatif import whatif
 
     with pytest.raises(NotApplicable) as err:
         whatif(trace, [script])

@@ -11,13 +11,13 @@ import networkx as nx
 import pytest
 from whatif_graph import BASELINE_US, CPU, S7, iteration
 
+from daydream.api.whatif import run_whatif
 from daydream.dsl import Session
 from daydream.dsl.parse import parse_script
 from daydream.errors import CheckFailed, NotApplicable, ScriptError
 from daydream.graph import add_dependency, add_task
 from daydream.graph.edit import check_threads
 from daydream.graph.select import Selection
-from daydream.whatif import run_whatif
 
 
 def session(**kw: object) -> Session:

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daydream import embeddings
-from daydream.cli import main
-from daydream.embeddings import ProfileOptions, parse_fraction, parse_size, profile
+from daydream.api import embeddings
+from daydream.api.embeddings import ProfileOptions, parse_fraction, parse_size, profile
+from daydream.commands.cli import main
 from daydream.errors import DaydreamError
 from daydream.perf import hot_rows as hr
 

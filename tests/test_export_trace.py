@@ -18,12 +18,12 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from daydream.cli import main
+from daydream.api.replay import replay
+from daydream.api.whatif import whatif
+from daydream.commands.cli import main
 from daydream.graph import add_dependency, add_task
-from daydream.replay import replay
 from daydream.simulation import Timeline, critical_path_indices, simulate
 from daydream.simulation.export import export_chrome_trace
-from daydream.whatif import whatif
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "daydream" / "examples" / "mlp_cpu.json.gz"
 HTA = "hta/nccl_parser_config_nccl_data.json.gz"

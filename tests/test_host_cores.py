@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from daydream import build_graph, load_trace
+from daydream.api.whatif import run_whatif
 from daydream.errors import DaydreamError
 from daydream.perf.host import (
     OBSERVED_EFFICIENCY,
@@ -22,7 +23,6 @@ from daydream.perf.host import (
     thread_speedup,
 )
 from daydream.trace.intra_op import GRAIN_SIZE, runs_across_threads
-from daydream.whatif import run_whatif
 
 VALIDATION = Path(__file__).resolve().parents[1] / "validation" / "traces"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
 
 MARKUP = "[/k]"  # a closing tag that matches nothing: rich.errors.MarkupError where it is read as markup
 STYLE = "[bold red]x"  # an opening tag: where it is read as markup the text vanishes into a style
@@ -30,7 +30,7 @@ def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None,
 
 def run_patched(patch: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The CLI's main() with ``patch`` (Python) run first: for failures no input can cause on purpose."""
-    code = f"import sys\nimport daydream.cli as cli\n{patch}\nraise SystemExit(cli.main(sys.argv[1:]))"
+    code = f"import sys\nimport daydream.commands.cli as cli\n{patch}\nraise SystemExit(cli.main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60, env=env)
 
 

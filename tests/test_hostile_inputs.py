@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from synth import make_trace, write_trace
 
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -197,7 +197,7 @@ def test_an_op_named_as_math_text_reports(tmp_path: Path) -> None:
 
 
 def test_a_failed_report_leaves_no_half_written_folder(tmp_path: Path, trace: Path) -> None:
-    code = ("import sys, daydream.plots as p, daydream.cli as cli\n"
+    code = ("import sys, daydream.presentation.plots as p, daydream.commands.cli as cli\n"
             "def boom(*a, **k): raise RuntimeError('drawing failed')\n"
             "p.timeline_figure = boom\n"
             "raise SystemExit(cli.main(sys.argv[1:]))\n")  # fmt: skip

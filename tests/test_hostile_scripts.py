@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from whatif_graph import iteration
 
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
+from daydream.api.whatif import run_whatif
 from daydream.dsl import Session, parse_expression, parse_script
 from daydream.dsl import regex as dsl_regex
 from daydream.dsl.evaluate import format_value
@@ -38,7 +39,6 @@ from daydream.dsl.limits import (
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
 from daydream.graph.build import build_graph
 from daydream.trace import load_trace
-from daydream.whatif import run_whatif
 
 TRANSFORMS = Path(__file__).resolve().parents[1] / "transforms"
 POSITIONED = re.compile(r"^(\S+):(\d+):(\d+): ")

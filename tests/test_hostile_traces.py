@@ -26,7 +26,7 @@ import pytest
 from synth import make_trace, write_trace
 
 from daydream import DaydreamError, TraceError, build_graph, load_trace, simulate
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
 from daydream.graph.edit import add_dependency, add_waits
 from daydream.trace import load as loader
 

@@ -1,8 +1,9 @@
 """The package reads in one direction: a module imports only from its own layer or the layers below it.
 
-trace -> graph -> simulation -> perf -> dsl -> whatif/replay/job -> validate/demo/compare/analyses -> report/plots/report_page -> repl -> cli; errors,
-files, workers, progress, signals and _gc sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed), so a
-lazy import inside a function counts like one at the top.
+trace -> graph -> simulation -> perf -> dsl -> api (whatif/replay/job/workload, then validate/demo/compare/analyses/
+embeddings) -> presentation (terminal/plots/page) -> commands (repl, then cli); errors, files, workers, progress,
+signals and _gc sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed),
+so a lazy import inside a function counts like one at the top.
 """
 
 from __future__ import annotations
@@ -24,18 +25,32 @@ LAYERS: dict[str, int] = {
     "simulation": 5,
     "perf": 6,
     "dsl": 7,
-    "whatif": 8, "replay": 8, "job": 8, "workload": 8,
-    "validate": 9, "demo": 9, "compare": 9, "analyses": 9, "embeddings": 9,
-    "report": 10, "plots": 10, "report_page": 10,
-    "repl": 11,
-    "cli": 12,
+    # the API a notebook uses (api/): a run, then what is built from runs
+    "api": 8, "api.whatif": 8, "api.replay": 8, "api.job": 8, "api.workload": 8,
+    "api.validate": 9, "api.demo": 9, "api.compare": 9, "api.analyses": 9, "api.embeddings": 9,
+    # presentation/: results rendered for people
+    "presentation": 10, "presentation.terminal": 10, "presentation.plots": 10, "presentation.page": 10,
+    # commands/: what people type
+    "commands": 11, "commands.repl": 11,
+    "commands.cli": 12,
     "__init__": 13, "__main__": 14,
 }  # fmt: skip
+# packages whose modules are units of their own (the top of the house: api, presentation, commands)
+SPLIT = frozenset({"api", "presentation", "commands"})
 
 
 def _unit(path: Path) -> str:
-    rel = path.relative_to(PACKAGE).with_suffix("")
-    return rel.parts[0]
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if parts[0] in SPLIT and len(parts) > 1 and parts[1] != "__init__":
+        return f"{parts[0]}.{parts[1]}"
+    return parts[0]
+
+
+def _unit_of(parts: list[str]) -> str:
+    """The unit of a dotted name's parts after ``daydream``: a module of a split package, or the top-level unit."""
+    if parts[0] in SPLIT and len(parts) > 1:
+        return f"{parts[0]}.{parts[1]}"
+    return parts[0]
 
 
 def _module_name(path: Path) -> list[str]:
@@ -65,10 +80,13 @@ def _imported_units(path: Path) -> set[str]:
             # `from daydream import dsl` names the unit in the imported names; `__version__` is the package itself
             if names == ["daydream"]:
                 names = [f"daydream.{alias.name}" if _is_unit(alias.name) else "daydream" for alias in node.names]
+            elif len(names[0].split(".")) == 2 and names[0].split(".")[1] in SPLIT:
+                # `from daydream.api import whatif` names the module in the imported names
+                names = [f"{names[0]}.{alias.name}" for alias in node.names]
         for name in names:
             parts = name.split(".")
             if parts[0] == "daydream":
-                units.add(parts[1] if len(parts) > 1 else "__init__")
+                units.add(_unit_of(parts[1:]) if len(parts) > 1 else "__init__")
     return units
 
 
@@ -104,14 +122,15 @@ def test_no_import_cycle_between_units() -> None:
     ("import daydream.dsl.parse", {"dsl"}),
     ("from daydream import dsl, errors", {"dsl", "errors"}),
     ("from daydream import __version__", {"__init__"}),
-    ("def f():\n    from daydream.report import x", {"report"}),
+    ("def f():\n    from daydream.presentation.terminal import x", {"presentation.terminal"}),
+    ("from daydream.api import whatif, compare", {"api.whatif", "api.compare"}),
     ("from ..perf import costs", {"perf"}),
 ])  # fmt: skip
 def test_imports_are_read_at_any_depth_and_relative(tmp_path: Path, source: str, expected: set[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     fake = tmp_path / "daydream" / "graph" / "x.py"
     fake.parent.mkdir(parents=True)
-    for unit in ("perf", "dsl", "report"):
+    for unit in ("perf", "dsl", "presentation", "api"):
         (tmp_path / "daydream" / unit).mkdir()
     (tmp_path / "daydream" / "errors.py").write_text("")
     fake.write_text(source)

@@ -11,7 +11,7 @@ import pytest
 from synth import make_trace, write_trace
 
 from daydream import TraceError, build_graph, load_trace
-from daydream.replay import edges_by_kind
+from daydream.api.replay import edges_by_kind
 
 
 def test_current_schema_gzip(tmp_path: Path) -> None:

@@ -12,16 +12,16 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from daydream.cli import main
+from daydream.api.job import load_job, replay_job, replay_job_graph
+from daydream.api.whatif import whatif
+from daydream.api.workload import Workload
+from daydream.commands.cli import main
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task
 from daydream.graph.job import RankInfo, join_ranks
-from daydream.job import load_job, replay_job, replay_job_graph
 from daydream.perf.job_collectives import price_collectives
 from daydream.simulation import simulate
 from daydream.simulation.ranks import rank_results
-from daydream.whatif import whatif
-from daydream.workload import Workload
 
 DLRM8 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "dlrm8"
 needs_dlrm8 = pytest.mark.skipif(not DLRM8.is_dir(), reason=f"{DLRM8} not present (shared traces)")
@@ -387,9 +387,9 @@ def embedding_rank() -> nx.DiGraph:
 
 
 def test_sharding_on_a_job_by_hand() -> None:
+    from daydream.api.whatif import run_whatif
     from daydream.perf.collectives import collective_us
     from daydream.perf.sharding import ShardingProblem, Table, evaluate, shard
-    from daydream.whatif import run_whatif
 
     rows, pooling, dim, batch = [4_000_000, 1_000_000, 10_000, 1_000], [20, 5, 1, 1], 64, 512
     tables = [Table(f"t{i}", e, dim, p) for i, (e, p) in enumerate(zip(rows, pooling))]
@@ -427,7 +427,7 @@ def test_sharding_on_a_job_by_hand() -> None:
 
 
 def test_sharding_needs_a_job_and_sound_tables() -> None:
-    from daydream.whatif import run_whatif
+    from daydream.api.whatif import run_whatif
 
     with pytest.raises(DaydreamError, match="a multi-rank job only"):
         run_whatif(embedding_rank(), ["sharding"])
@@ -455,7 +455,7 @@ def test_ray_absent_is_said(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     import sys
 
     monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without Ray gives an import
-    from daydream.job import _build_on_ray
+    from daydream.api.job import _build_on_ray
 
     with pytest.raises(
         DaydreamError, match=r"--ray needs Ray: pip install 'ray\[default\]' \(local worker processes: --jobs N\)"

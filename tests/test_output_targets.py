@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
 from daydream.errors import DaydreamError
 from daydream.files import check_output_path, output_target, remove_stale_temporaries, temporary_file, write_atomically
 
@@ -258,7 +258,7 @@ def test_a_signal_during_a_write_leaves_no_temporary(tmp_path: Path, sig: int) -
     out = tmp_path / "out.json"
     out.write_bytes(b"old")
     code = (
-        "import sys, time, daydream.files as f, daydream.cli as cli\n"
+        "import sys, time, daydream.files as f, daydream.commands.cli as cli\n"
         "real = f.os.replace\n"
         "def slow(a, b):\n"
         "    print('writing', flush=True); time.sleep(30); real(a, b)\n"
@@ -296,7 +296,7 @@ def test_an_error_raised_while_a_signal_unwinds_is_the_signal(tmp_path: Path, ra
     """A library's cleanup that fails on half-done work while Ctrl-C or SIGTERM unwinds the command (matplotlib's
     "Invalid bounding box" inside savefig, found by the fuzzer) reports the signal, not an internal error (exit 70)."""
     script = (
-        "import sys, daydream.cli as cli, daydream.signals as signals\n"
+        "import sys, daydream.commands.cli as cli, daydream.signals as signals\n"
         "def cmd(args):\n"
         "    try:\n"
         f"        raise {raised}\n"

@@ -422,7 +422,7 @@ def test_one_rank_with_many_tables() -> None:
 def test_cli_shard_reports_every_sharder_by_predicted_time_and_the_best_plan(tmp_path, capsys) -> None:
     import json
 
-    from daydream.cli import main
+    from daydream.commands.cli import main
 
     spec = tmp_path / "tables.toml"
     spec.write_text("".join(f"[[table]]\nname = \"t{k}\"\nrows = {rows}\ndim = {dim}\npooling = {pool}\n\n"

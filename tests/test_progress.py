@@ -17,7 +17,7 @@ from rich.console import Console
 from synth import make_trace, write_trace
 
 from daydream import progress
-from daydream.cli import _progress_shown
+from daydream.commands.cli import _progress_shown
 from daydream.graph.build import build_graph
 from daydream.record.command import _wait
 from daydream.simulation import simulate
@@ -114,7 +114,7 @@ def test_loading_building_and_simulating_report_progress(
 
 
 def test_models_accuracy_and_jobs_report_progress(tmp_path: Path, steps_said: list[tuple[str, float | None, float]]) -> None:
-    from daydream.job import load_job
+    from daydream.api.job import load_job
     from daydream.perf.models import model_accuracy
 
     for r in range(2):
@@ -159,8 +159,8 @@ def test_validate_reports_each_case(tmp_path: Path, steps_said: list[tuple[str, 
     """A ledger takes minutes: at a terminal the cases done so far show (it showed nothing for 141 s)."""
     import shutil
 
-    from daydream.demo import bundled_example
-    from daydream.validate import validate
+    from daydream.api.demo import bundled_example
+    from daydream.api.validate import validate
 
     for name in ("a.json.gz", "b.json.gz"):
         shutil.copy(bundled_example(), tmp_path / name)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from daydream import build_graph, load_trace
-from daydream.replay import replay_graph
-from daydream.whatif import run_whatif
+from daydream.api.replay import replay_graph
+from daydream.api.whatif import run_whatif
 
 TRACES = Path(__file__).resolve().parent.parent / "validation" / "traces" / "gpu" / "transformer"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from daydream.api.replay import replay
 from daydream.graph import GPU_KINDS
-from daydream.replay import replay
 
 GPU_TRACES = [
     "hta/nccl_parser_config_nccl_data.json.gz",
@@ -127,7 +127,7 @@ def test_a_kernel_takes_the_phase_of_its_launch_not_of_when_it_ran(shared_traces
 
 
 def test_the_main_thread_waits_for_the_backward_thread(shared_traces: Path) -> None:
-    from daydream.whatif import run_whatif
+    from daydream.api.whatif import run_whatif
 
     path = shared_traces / "param/linear_kineto.json.gz"
     g = replay(path).graph

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from whatif_graph import iteration
 
-from daydream.analyses import analyse
-from daydream.cli import main
-from daydream.demo import bundled_traces
-from daydream.replay import replay_graph
-from daydream.report_page import write_report
+from daydream.api.analyses import analyse
+from daydream.api.demo import bundled_traces
+from daydream.api.replay import replay_graph
+from daydream.commands.cli import main
+from daydream.presentation.page import write_report
 
 CPU_TRACE = next(t for t in bundled_traces() if t.endswith("_cpu.json.gz"))
 
@@ -118,7 +118,7 @@ def test_long_kernel_names_are_short_on_the_page_and_whole_on_hover(hta_report: 
     """The issue's report was 15,300 px tall, mostly full kernel names (a mangled cutlass one of 1,644 characters): a
     name cell holds at most NAME_CHARS characters, its full name in the title (hover) and in report.json."""
     from daydream.names import kernel_label
-    from daydream.report_page import NAME_CHARS
+    from daydream.presentation.page import NAME_CHARS
 
     html = (hta_report / "index.html").read_text()
     cells = re.findall(r'<td class="name"(?: title="([^"]*)")?>([^<]*)</td>', html)

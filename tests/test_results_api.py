@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from daydream.demo import bundled_example
-from daydream.replay import replay
-from daydream.whatif import whatif
-from daydream.workload import Workload
+from daydream.api.demo import bundled_example
+from daydream.api.replay import replay
+from daydream.api.whatif import whatif
+from daydream.api.workload import Workload
 
 DLRM8 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "dlrm8"
 
@@ -43,7 +43,7 @@ def test_a_whatif_and_a_replay_in_a_notebook() -> None:
 
 @pytest.mark.skipif(not DLRM8.is_dir(), reason="shared traces absent")
 def test_a_job_in_a_notebook() -> None:
-    from daydream.job import replay_job
+    from daydream.api.job import replay_job
 
     job = replay_job(DLRM8)
     assert repr(job) == ("JobReplay(trace='" + str(DLRM8) + "', 8 ranks, slowest rank 1: measured 19.717 ms, baseline "
@@ -59,8 +59,8 @@ def test_a_job_in_a_notebook() -> None:
 
 def test_params_are_shown_in_their_units() -> None:
     # bucket_cap's default is written 25MiB: shown "25 MiB", not 2.62144e+07; a value given with a unit keeps it
-    from daydream.demo import bundled_traces
-    from daydream.whatif import whatif
+    from daydream.api.demo import bundled_traces
+    from daydream.api.whatif import whatif
 
     trace = next(t for t in bundled_traces() if t.endswith("_cpu.json.gz"))
     shown = whatif(trace, ["ddp"], {"ranks": 2}).to_dict()["params_text"]
@@ -75,8 +75,8 @@ def test_one_vocabulary_in_every_result() -> None:
     """The unchanged trace replayed is the baseline (``baseline_us``) in simulate, run, demo, compare and report; the
     prediction after scripts ``predicted_us``; speedup baseline / predicted (above 1 faster) everywhere; throughput
     the speedup times the samples a step processes."""
-    from daydream.compare import Scenario, compare
-    from daydream.demo import run_demo
+    from daydream.api.compare import Scenario, compare
+    from daydream.api.demo import run_demo
 
     trace = bundled_example()
     simulated = replay(trace).to_dict()
@@ -106,7 +106,7 @@ def test_a_trace_in_a_notebook_is_one_line() -> None:
 
 
 def test_a_change_too_small_to_show_has_no_sign_or_percent() -> None:
-    from daydream.report import _change
+    from daydream.presentation.terminal import _change
 
     assert _change(0.3, 0.0) == "0.000 ms"  # was "-0.000 ms (-100.0%)"
     assert _change(0.3, 1500.3) == "+1.500 ms"  # before shows as 0.000 ms: no percent of it
@@ -117,7 +117,7 @@ def test_a_param_two_scripts_bind_apart_is_shown_with_each() -> None:
     """`run T amp device` printed `dtype = none` while amp ran fp16: each script's value, by script, where they differ."""
     from test_transforms import chain
 
-    from daydream.whatif import run_whatif
+    from daydream.api.whatif import run_whatif
 
     g = chain(("volta_sgemm_128x64_nn", "gemm", 100, {}), ("relu", "elementwise", 20, {}))
     g.graph["device"] = "NVIDIA A100-SXM4-40GB"

@@ -12,7 +12,7 @@ import pytest
 import daydream.dsl.evaluate as evaluate
 import daydream.graph.select as select_module
 from daydream import build_graph, load_trace
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
 from daydream.dsl import Session
 from daydream.dsl.limits import SELECT_COST
 from daydream.errors import ScriptError

@@ -10,16 +10,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from daydream.demo import DemoReport, run_demo
+from daydream.api.demo import DemoReport, run_demo
+from daydream.api.replay import ReplayReport, replay_graph
+from daydream.api.validate import CaseResult, Ledger, LedgerReport
+from daydream.api.whatif import WhatIfReport, run_whatif
 from daydream.graph import build_graph
 from daydream.perf import mlp
 from daydream.perf.collectives import TraceCollectiveCosts, model_from_dict
 from daydream.perf.e2e import predict_e2e
 from daydream.perf.overhead_table import Overheads, extract_overheads
-from daydream.replay import ReplayReport, replay_graph
 from daydream.trace import load_trace
-from daydream.validate import CaseResult, Ledger, LedgerReport
-from daydream.whatif import WhatIfReport, run_whatif
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "daydream" / "examples" / "mlp_cpu.json.gz"

@@ -15,9 +15,9 @@ from test_multirank import DLRM8, job, needs_dlrm8, rank_graph
 
 import daydream.simulation.engine as engine
 from daydream import build_graph, load_trace
+from daydream.api.job import load_job
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task
-from daydream.job import load_job
 from daydream.simulation import Timeline, simulate
 from daydream.simulation.policies import EARLIEST, FIFO, Policy, parse_policy
 

@@ -11,7 +11,7 @@ import pytest
 
 import daydream.simulation.engine as engine
 from daydream import build_graph, load_trace
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
 from daydream.dsl import Session
 from daydream.graph import derived
 from daydream.graph.adjacency import copy_graph

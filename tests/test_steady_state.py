@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from daydream import build_graph, load_trace
-from daydream.compare import compare
-from daydream.demo import bundled_example, run_demo
+from daydream.api.compare import compare
+from daydream.api.demo import bundled_example, run_demo
+from daydream.api.replay import replay, replay_graph
+from daydream.api.whatif import whatif
 from daydream.perf import uncertainty
-from daydream.replay import replay, replay_graph
-from daydream.report_page import write_report
+from daydream.presentation.page import write_report
 from daydream.trace.steps import iteration_steps
-from daydream.whatif import whatif
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 

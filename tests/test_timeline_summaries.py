@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from daydream import build_graph, load_trace
+from daydream.api.replay import replay_graph
 from daydream.graph import add_dependency, add_task
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
-from daydream.replay import replay_graph
 from daydream.simulation import simulate
 from daydream.simulation.timeline import (
     Timeline,

@@ -12,15 +12,15 @@ import networkx as nx
 import pytest
 from whatif_graph import CPU, S7, backward, iteration
 
-from daydream.cli import main
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
+from daydream.api.whatif import run_whatif, whatif
+from daydream.commands.cli import main
 from daydream.dsl.library import describe_scripts, library_dirs
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.perf.roofline import kernel_dtype
 from daydream.trace import load_trace
-from daydream.whatif import run_whatif, whatif
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
 

@@ -12,11 +12,11 @@ import pytest
 from test_transforms import chain, predict
 from whatif_graph import CPU, iteration
 
+from daydream.api.whatif import WhatIf, run_whatif
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.simulation import simulate
 from daydream.trace import load_trace
-from daydream.whatif import WhatIf, run_whatif
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
 ACC = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"

@@ -12,13 +12,13 @@ import networkx as nx
 import pytest
 from whatif_graph import CPU, S7, S20, iteration
 
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
+from daydream.api.whatif import WhatIf, run_whatif
 from daydream.dsl.parse import parse_script
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.trace import load_trace
-from daydream.whatif import WhatIf, run_whatif
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
 DGC = TRANSFORMS / "dgc.whatif"

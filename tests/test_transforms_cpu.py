@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from daydream import build_graph, load_trace
+from daydream.api.whatif import run_whatif
 from daydream.errors import DaydreamError
-from daydream.whatif import run_whatif
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "daydream" / "examples" / "mlp_cpu.json.gz"
 

@@ -10,6 +10,7 @@ import pytest
 from whatif_graph import iteration
 
 from daydream import simulate
+from daydream.api.whatif import run_whatif, whatif
 from daydream.dsl import parse_script
 from daydream.errors import DaydreamError, NotApplicable
 from daydream.graph import add_dependency, add_task
@@ -20,7 +21,6 @@ from daydream.perf.collectives import collective_us, intra_node_link
 from daydream.perf.devices import get_device
 from daydream.perf.embedding import bag_shape, embedding_bag_us
 from daydream.perf.roofline import PCIE_GBPS
-from daydream.whatif import run_whatif, whatif
 
 FAE = Path(__file__).resolve().parent.parent / "transforms" / "fae.whatif"
 V100 = get_device("v100-sxm2-16gb")  # FAE's GPUs (4x V100 16 GB)

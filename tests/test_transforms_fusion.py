@@ -10,9 +10,9 @@ import pytest
 from test_transforms import chain, predict
 from whatif_graph import CPU, S7, S20, iteration
 
+from daydream.api.whatif import WhatIf, run_whatif
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.trace import load_trace
-from daydream.whatif import WhatIf, run_whatif
 
 
 def gpu_names(graph: nx.DiGraph) -> list[str]:

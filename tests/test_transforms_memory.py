@@ -8,12 +8,12 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from daydream.cli import main
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
+from daydream.api.whatif import WhatIf, run_whatif
+from daydream.commands.cli import main
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.trace import load_trace
-from daydream.whatif import WhatIf, run_whatif
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
 CPU, S7 = "cpu:1/1", "gpu:0/7"

@@ -12,11 +12,11 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from daydream.demo import bundled_example
+from daydream.api.demo import bundled_example
+from daydream.api.whatif import WhatIf, run_whatif
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.trace import load_trace
-from daydream.whatif import WhatIf, run_whatif
 
 P3 = Path(__file__).resolve().parent.parent / "transforms" / "p3.whatif"
 CPU, S7, NET = "cpu:1/1", "gpu:0/7", "gpu:0/1000"

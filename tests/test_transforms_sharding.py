@@ -9,10 +9,10 @@ import networkx as nx
 import pytest
 from whatif_graph import iteration
 
+from daydream.api.whatif import WhatIf, run_whatif
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.trace import load_trace
-from daydream.whatif import WhatIf, run_whatif
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
 CPU, AUTOGRAD, S7 = "cpu:1/1", "cpu:1/2", "gpu:0/7"

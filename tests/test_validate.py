@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from daydream.api.validate import geomean_pct, load_cases, step_times_us, validate
 from daydream.errors import DaydreamError
-from daydream.validate import geomean_pct, load_cases, step_times_us, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "validation" / "cases.toml"

@@ -1,4 +1,4 @@
-"""daydream.workload: a trace or a job folder read one way for every command (Workload), the run's options
+"""daydream.api.workload: a trace or a job folder read one way for every command (Workload), the run's options
 (RunOptions), and the functions that take them."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from daydream.demo import bundled_example
-from daydream.whatif import whatif
-from daydream.workload import RunOptions, Workload
+from daydream.api.demo import bundled_example
+from daydream.api.whatif import whatif
+from daydream.api.workload import RunOptions, Workload
 
 
 def test_a_gpu_trace_loads_with_its_gpu_activity(shared_traces: Path) -> None:

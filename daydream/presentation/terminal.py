@@ -15,19 +15,19 @@ from daydream.names import kernel_label, middle
 from daydream.simulation.timeline import BREAKDOWN_PARTS
 
 if TYPE_CHECKING:  # what each renderer is given: importing them all would cost every command 0.2 s
-    from daydream.compare import Against, Comparison
-    from daydream.demo import Demo
+    from daydream.api.compare import Against, Comparison
+    from daydream.api.demo import Demo
+    from daydream.api.embeddings import EmbeddingProfile
+    from daydream.api.job import JobReplay
+    from daydream.api.replay import Replay
+    from daydream.api.validate import Ledger
+    from daydream.api.whatif import WhatIf
     from daydream.dsl.library import ScriptInfo
-    from daydream.embeddings import EmbeddingProfile
-    from daydream.job import JobReplay
     from daydream.perf.accuracy import Accuracy
     from daydream.perf.device_model import DeviceModel
     from daydream.perf.devices import Device
     from daydream.perf.uncertainty import Interval
-    from daydream.replay import Replay
-    from daydream.report_page import Report
-    from daydream.validate import Ledger
-    from daydream.whatif import WhatIf
+    from daydream.presentation.page import Report
 
 
 def ms(us: float) -> str:
@@ -589,7 +589,7 @@ def render_report(report: Report, console: Console) -> None:
 
 def render_embedding_profile(result: EmbeddingProfile, console: Console) -> None:
     """The hot rows per table and what they make of inputs and mini-batches."""
-    from daydream.embeddings import size_text  # its module is loaded already: it made ``result``
+    from daydream.api.embeddings import size_text  # its module is loaded already: it made ``result``
 
     how = ("exact: every input read, every row counted" if result.method == "exact" else
            f"FAE's estimator on {result.sample_fraction:.1%} of the inputs, {result.confidence:.1%} upper bound held to the budget")  # fmt: skip

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from daydream import signals
+from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
 from daydream.dsl.check import BUILTIN_VALUES
 from daydream.dsl.evaluate import format_value
@@ -29,9 +30,8 @@ from daydream.errors import CheckFailed, DaydreamError, ScriptError, did_you_mea
 from daydream.files import check_output_path, write_atomically
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order
-from daydream.report import ms, plain, styled, warning_line
+from daydream.presentation.terminal import ms, plain, styled, warning_line
 from daydream.simulation import Policy
-from daydream.workload import RunOptions, Workload
 
 COMMANDS = {
     ":predict": "the predicted iteration now, against the baseline, with the breakdown",
@@ -221,7 +221,7 @@ class Repl:
             iv = interval(p, [noise_of(s.state.graph), *model_parts([None], {})])
             self.console.print(plain(f"90% interval {ms(iv.low_us)}-{ms(iv.high_us)} (+-{iv.half_width_pct:.1f}%, extrapolated: "
                                      "statements typed here have no ledger case)", 2000))  # fmt: skip
-        from daydream.report import breakdown_table
+        from daydream.presentation.terminal import breakdown_table
         from daydream.simulation import breakdown
 
         self.console.print(breakdown_table(breakdown(s.baseline), breakdown(s.predict())))

@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="predict scenarios on one trace, ranked; save the results; catch regressions",
                          description="Predict every scenario of SCENARIOS.toml on TRACE, each on its own copy of the "
                          "graph, and rank them by predicted step time with the breakdown and what bounds each. "
-                         "The file's format: python -c 'import daydream.compare as c; print(c.__doc__)', or "
+                         "The file's format: python -c 'import daydream.api.compare as c; print(c.__doc__)', or "
                          "docs/compare.md.")  # fmt: skip
     cmp.add_argument("trace", metavar="TRACE",
                      help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
@@ -164,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
                            description="Estimate, from a sample of the inputs, the embedding rows that are hot under "
                            "--budget (FAE's sampling, chunked confidence-interval estimator and threshold search), "
                            "and how many inputs and mini-batches touch only hot rows. The formats: python -c "
-                           "'import daydream.embeddings as e; print(e.__doc__)', or docs/embeddings.md.")  # fmt: skip
+                           "'import daydream.api.embeddings as e; print(e.__doc__)', or docs/embeddings.md.")  # fmt: skip
     prof.add_argument("indices", metavar="INDICES", nargs="+", help="index data: .npy, .npz or .pt files (one row per input)")
     prof.add_argument("--budget", required=True, metavar="SIZE", help="GPU memory for hot rows, e.g. 512MB or 256MiB")
     prof.add_argument(
@@ -186,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     prof.set_defaults(func=_cmd_embeddings_profile)
     val = sub.add_parser("validate", help="predict measured changes and compare: the accuracy ledger")
     val.add_argument("cases", metavar="CASES.toml", nargs="?", default=None,
-                     help="cases file (default: validation/cases.toml); see daydream.validate for its format")  # fmt: skip
+                     help="cases file (default: validation/cases.toml); see daydream.api.validate for its format")  # fmt: skip
     val.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     val.add_argument("--jobs", type=int, default=1, metavar="N",
                      help="worker processes, each taking one BEFORE setting's cases at a time (default 1)")  # fmt: skip
@@ -271,8 +271,8 @@ def _params(pairs: list[str]) -> dict[str, str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from daydream.report import render_whatif
-    from daydream.whatif import whatif
+    from daydream.api.whatif import whatif
+    from daydream.presentation.terminal import render_whatif
 
     # print statements show as they run (so they are there when an assert fails); --json keeps stdout to one object
     def show(line: str) -> None:
@@ -287,17 +287,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _workload(args: argparse.Namespace) -> Any:
-    """The command's trace or job folder with how to read it (daydream.workload.Workload), built once."""
-    from daydream.workload import Workload
+    """The command's trace or job folder with how to read it (daydream.api.workload.Workload), built once."""
+    from daydream.api.workload import Workload
 
     return Workload(args.trace, step=getattr(args, "step", None), et=getattr(args, "et", None), link=getattr(args, "link", None),
                     jobs=getattr(args, "jobs", 1), ray=getattr(args, "ray", None))  # fmt: skip
 
 
 def _options(args: argparse.Namespace) -> Any:
-    """How the command runs its scripts (daydream.workload.RunOptions): --policy, --budget, --include-dir."""
+    """How the command runs its scripts (daydream.api.workload.RunOptions): --policy, --budget, --include-dir."""
+    from daydream.api.workload import RunOptions
     from daydream.simulation import parse_policy
-    from daydream.workload import RunOptions
 
     return RunOptions(parse_policy(args.policy), getattr(args, "budget", None), getattr(args, "include_dir", None))
 
@@ -310,9 +310,9 @@ def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from daydream.compare import EXIT_REGRESSED, check_against, compare, compare_inputs, load_saved, parse_tolerance, save
+    from daydream.api.compare import EXIT_REGRESSED, check_against, compare, compare_inputs, load_saved, parse_tolerance, save
     from daydream.files import check_output_path
-    from daydream.report import render_comparison
+    from daydream.presentation.terminal import render_comparison
 
     # everything that can be refused is refused before the work
     tolerance = parse_tolerance(args.tolerance)
@@ -349,8 +349,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from daydream.report import render_report
-    from daydream.report_page import check_report_dir, write_report
+    from daydream.presentation.page import check_report_dir, write_report
+    from daydream.presentation.terminal import render_report
 
     work, options = _workload(args), _options(args)
     check_report_dir(args.out, work.inputs(args.scripts, options), bool(args.scripts))  # before the work
@@ -373,7 +373,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     from daydream.dsl.library import describe_scripts
     from daydream.errors import ScriptError
-    from daydream.report import render_script_list
+    from daydream.presentation.terminal import render_script_list
 
     scripts = describe_scripts(args.paths, keep_going=True)
     render_script_list(scripts, _console())
@@ -389,7 +389,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from daydream.perf import mlp
-    from daydream.report import render_accuracy
+    from daydream.presentation.terminal import render_accuracy
 
     console = _console(stderr=True)
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
@@ -437,7 +437,7 @@ def _cmd_shard(args: argparse.Namespace) -> int:
 
 
 def _cmd_embeddings_profile(args: argparse.Namespace) -> int:
-    from daydream.embeddings import ProfileOptions, parse_counts, parse_fraction, parse_size, profile
+    from daydream.api.embeddings import ProfileOptions, parse_counts, parse_fraction, parse_size, profile
 
     options = ProfileOptions(dtype=args.dtype, sample=parse_fraction(args.sample),
                              rows=parse_counts(args.rows, "--rows") if args.rows else None, layout=args.layout,
@@ -446,17 +446,17 @@ def _cmd_embeddings_profile(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(result.to_dict())
     else:
-        from daydream.report import render_embedding_profile
+        from daydream.presentation.terminal import render_embedding_profile
 
         render_embedding_profile(result, _console())
     return 0
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from daydream.api.validate import DEFAULT_CASES, load_cases, validate
     from daydream.files import check_output_path
     from daydream.perf.uncertainty import write_table
-    from daydream.report import render_ledger
-    from daydream.validate import DEFAULT_CASES, load_cases, validate
+    from daydream.presentation.terminal import render_ledger
 
     cases = args.cases or DEFAULT_CASES
     if args.errors_out is not None:  # never onto the cases file, a trace of it or a script it names
@@ -481,7 +481,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_models_accuracy(args: argparse.Namespace) -> int:
     from daydream.perf.models import model_accuracy
-    from daydream.report import render_accuracy
+    from daydream.presentation.terminal import render_accuracy
 
     rows = model_accuracy(args.traces)
     if args.json:
@@ -493,7 +493,7 @@ def _cmd_models_accuracy(args: argparse.Namespace) -> int:
 
 def _cmd_models_devices(args: argparse.Namespace) -> int:
     from daydream.perf.devices import load_catalog
-    from daydream.report import render_devices
+    from daydream.presentation.terminal import render_devices
 
     catalog = load_catalog()
     if args.json:
@@ -507,7 +507,7 @@ def _cmd_models_kernels(args: argparse.Namespace) -> int:
     import msgspec
 
     from daydream.perf import device_model
-    from daydream.report import render_kernel_model
+    from daydream.presentation.terminal import render_kernel_model
 
     if args.out and not args.refit:
         raise DaydreamError("--out is where --refit writes the model: give --refit DATA")
@@ -549,7 +549,7 @@ def _print_json(obj: object) -> None:
 
 
 def _cmd_repl(args: argparse.Namespace) -> int:
-    from daydream.repl import run_repl
+    from daydream.commands.repl import run_repl
 
     return run_repl(_workload(args), _params(args.param), _options(args))
 
@@ -568,14 +568,14 @@ def _json_value(obj: object) -> object:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from daydream.replay import replay
-    from daydream.report import render_job, render_replay
+    from daydream.api.replay import replay
+    from daydream.presentation.terminal import render_job, render_replay
     from daydream.simulation import parse_policy
 
     work = _workload(args)
     inputs = work.inputs()
     if work.is_job:
-        from daydream.job import replay_job  # a job's collective models: imported for jobs only
+        from daydream.api.job import replay_job  # a job's collective models: imported for jobs only
 
         if args.jobs < 1:
             raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
@@ -616,8 +616,8 @@ def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console]
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from daydream.demo import run_demo
-    from daydream.report import render_demo
+    from daydream.api.demo import run_demo
+    from daydream.presentation.terminal import render_demo
 
     demo = run_demo(args.trace)
     if args.json:

@@ -20,10 +20,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from daydream.api.replay import CriticalPath, critical_path_summary
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS
 from daydream.perf.devices import device_of_graph
 from daydream.perf.roofline import compute_peak, observations
-from daydream.replay import CriticalPath, critical_path_summary
 from daydream.simulation import Timeline, breakdown
 from daydream.simulation.timeline import union_intervals
 

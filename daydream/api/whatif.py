@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import networkx as nx
 
+from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
 from daydream.dsl.effects import Effect
 from daydream.dsl.evaluate import format_value
@@ -21,7 +22,6 @@ from daydream.graph import derived
 from daydream.perf.uncertainty import Interval, device_part, interval, model_parts, noise_of, numeric_params
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.ranks import RankResult, rank_results
-from daydream.workload import RunOptions, Workload
 
 
 class Summary(msgspec.Struct):
@@ -297,7 +297,7 @@ def whatif(
     options: RunOptions | None = None,
     on_print: Callable[[str], None] | None = None,
 ) -> WhatIf:
-    """Load the workload (a trace path, or a :class:`~daydream.workload.Workload`: a trace or a job folder with its
+    """Load the workload (a trace path, or a :class:`~daydream.api.workload.Workload`: a trace or a job folder with its
     step, execution trace, link and workers), build the graph of the step, run the scripts with ``params``: what
     ``daydream run`` does. ``options``: the policy, the scripts' budget and include folders (the CLI's ``--policy``,
     ``--budget``, ``--include-dir``); ``on_print``: where the scripts' ``print`` goes."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from daydream.analyses import Analysis
+from daydream.api.analyses import Analysis
 from daydream.files import write_atomically
 from daydream.simulation import Timeline
 from daydream.simulation.timeline import BREAKDOWN_PARTS, union_intervals

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from daydream.api.replay import run_inputs
 from daydream.files import open_input
 from daydream.graph.build import build_graph
-from daydream.replay import run_inputs
 from daydream.simulation import EARLIEST, Policy
 from daydream.trace import load_trace
 from daydream.trace.job import is_job
@@ -48,7 +48,7 @@ class Workload:
         """The graph scripts run on: one trace's step, or the job's ranks in one graph with its collectives priced
         (every rank its own tasks: a script may change one). With whether the trace holds GPU activity."""
         if self.is_job:
-            from daydream.job import load_priced_job  # a job's collective models: imported for jobs only
+            from daydream.api.job import load_priced_job  # a job's collective models: imported for jobs only
 
             return load_priced_job(self.path, self.step, self.link, self.jobs, share=False, ray=self.ray), True
         trace = load_trace(self.path, et=self.et)
@@ -64,7 +64,7 @@ class Workload:
         """The trace file, or each rank trace of the job."""
         if not self.is_job:
             return [self.path]
-        from daydream.job import job_inputs
+        from daydream.api.job import job_inputs
 
         return sorted(job_inputs(self.path))
 

@@ -45,12 +45,12 @@ from typing import Any
 import msgspec
 
 from daydream import progress
+from daydream.api.whatif import run_whatif
+from daydream.api.workload import Workload
 from daydream.dsl.library import library_name, script_path
 from daydream.errors import DaydreamError
 from daydream.files import read_toml
 from daydream.perf.uncertainty import ErrorTable, Interval, Part, ScriptErrors, interval, model_parts, noise_of, numeric_params
-from daydream.whatif import run_whatif
-from daydream.workload import Workload
 
 DEFAULT_CASES = Path("validation") / "cases.toml"
 # Geometric means of error sizes: an exact prediction counts as this error (%), so that one case does not zero it.
@@ -266,7 +266,7 @@ def load_cases(path: str | os.PathLike[str]) -> list[Case]:
     try:
         cases = msgspec.convert(doc, _CasesFile).case
     except msgspec.ValidationError as exc:
-        raise DaydreamError(f"{p}: {exc} (each [[case]] has name, before, after, scripts; see daydream.validate)") from None
+        raise DaydreamError(f"{p}: {exc} (each [[case]] has name, before, after, scripts; see daydream.api.validate)") from None
     names = set()
     for c in cases:
         where = f"{p}: case {c.name!r}"

@@ -42,15 +42,15 @@ import networkx as nx
 
 from daydream import progress
 from daydream._version import __version__
+from daydream.api.replay import CriticalPath, critical_path_summary, replay_graph, run_inputs
+from daydream.api.whatif import json_param, run_whatif
+from daydream.api.workload import RunOptions, Workload
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
 from daydream.errors import DaydreamError
 from daydream.files import read_input, read_toml
 from daydream.perf.uncertainty import Interval
-from daydream.replay import CriticalPath, critical_path_summary, replay_graph, run_inputs
-from daydream.whatif import json_param, run_whatif
 from daydream.workers import connect_ray
-from daydream.workload import RunOptions, Workload
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
 EXIT_REGRESSED = 4  # --against: a scenario's prediction regressed beyond the tolerance
@@ -93,7 +93,7 @@ def load_scenarios(path: str | os.PathLike[str], include_dirs: Sequence[str | os
         parsed = msgspec.convert(doc, _ScenariosFile)
     except msgspec.ValidationError as exc:
         raise DaydreamError(f"{p}: {exc} (each [[scenario]] has name and scripts, optional params and grid; an "
-                            "optional [grid] table of lists; see daydream.compare)") from None  # fmt: skip
+                            "optional [grid] table of lists; see daydream.api.compare)") from None  # fmt: skip
     return expand(parsed.scenario, parsed.grid, p.parent, str(p), include_dirs)
 
 
@@ -381,7 +381,7 @@ def compare(
     ray: str | None = None,
 ) -> Comparison:
     """Predict every scenario (a scenarios file, or :class:`Scenario` values) on the workload (a trace path, or a
-    :class:`~daydream.workload.Workload`: a trace or a job folder with its step, execution trace and link), each on
+    :class:`~daydream.api.workload.Workload`: a trace or a job folder with its step, execution trace and link), each on
     its own copy of the graph, and sort them by predicted step time. ``jobs`` > 1: that many worker processes, each
     loading the trace once; ``ray``: chunks of scenarios on the Ray cluster at that address. The results are the
     same either way. At a terminal the scenarios predicted so far show on stderr (daydream.progress)."""
@@ -469,7 +469,7 @@ def rank_with_ties(scenarios: list[ScenarioResult]) -> list[ScenarioResult]:
 def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathLike[str], et: str | None = None,
                    include_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[str]:  # fmt: skip
     """Every file ``compare`` reads: the trace (and what it reads beside it), the scenarios file, every scenario's
-    scripts and all they include (daydream.replay.run_inputs)."""
+    scripts and all they include (daydream.api.replay.run_inputs)."""
     scripts = dict.fromkeys(s for sc in load_scenarios(scenarios_file, include_dirs or ()) for s in sc.scripts)
     return [*run_inputs(trace, et, list(scripts), include_dirs), os.fspath(scenarios_file)]
 

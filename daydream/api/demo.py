@@ -15,13 +15,13 @@ from typing import Any
 
 import msgspec
 
+from daydream.api.replay import Replay, replay_graph
+from daydream.api.whatif import WhatIf, run_whatif
 from daydream.dsl.library import describe_scripts
 from daydream.errors import DaydreamError, NotApplicable
 from daydream.graph.build import build_graph
 from daydream.perf.uncertainty import Interval
-from daydream.replay import Replay, replay_graph
 from daydream.trace import load_trace
-from daydream.whatif import WhatIf, run_whatif
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""``daydream report``: the XSP analyses (:mod:`daydream.analyses`) of the baseline and of the prediction after
-scripts, their figures (:mod:`daydream.plots`), and one static HTML page that holds them, in a folder: it opens
+"""``daydream report``: the XSP analyses (:mod:`daydream.api.analyses`) of the baseline and of the prediction after
+scripts, their figures (:mod:`daydream.presentation.plots`), and one static HTML page that holds them, in a folder: it opens
 from disk, no server, nothing fetched."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from typing import Any
 
 import msgspec
 
-from daydream.analyses import Analysis, KernelRow, LayerRow, analyse
+from daydream.api.analyses import Analysis, KernelRow, LayerRow, analyse
+from daydream.api.replay import replay_graph
+from daydream.api.whatif import WhatIf, json_param, run_whatif
+from daydream.api.workload import RunOptions, Workload
 from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
 from daydream.names import kernel_label, middle
 from daydream.perf.uncertainty import Interval
-from daydream.replay import replay_graph
 from daydream.simulation.timeline import BREAKDOWN_PARTS
-from daydream.whatif import WhatIf, json_param, run_whatif
-from daydream.workload import RunOptions, Workload
 
 TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
 
@@ -128,7 +128,7 @@ def write_report(
     out_dir: str = "daydream-report",
     options: RunOptions | None = None,
 ) -> Report:
-    """Simulate the workload (a trace path, or a :class:`~daydream.workload.Workload`) - the baseline - and, with
+    """Simulate the workload (a trace path, or a :class:`~daydream.api.workload.Workload`) - the baseline - and, with
     ``scripts``, predict the change; analyse both, draw them, and write the folder ``out_dir``: index.html, the
     figures (PNG and SVG) and report.json."""
     work, opts = Workload.of(workload), options or RunOptions()
@@ -170,7 +170,7 @@ def _written_whole(out_dir: str, files: Sequence[str]) -> Iterator[None]:
 def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list[Any], result: WhatIf | None,
                   warnings: list[str]) -> Report:  # fmt: skip
     os.makedirs(out_dir, exist_ok=True)
-    from daydream import plots
+    from daydream.presentation import plots
 
     intervals = [base.interval] + ([result.interval] if result is not None else [])
     files = plots.breakdown_figure(analyses, out_dir, intervals) + plots.layers_figure(analyses, out_dir)

@@ -24,11 +24,11 @@ def _by_name(g: nx.DiGraph, fragment: str) -> list[int]:
 def test_default_step_is_steady_state(tmp_path: Path) -> None:
     g = _graph(tmp_path)
     # the middle step, after the step before it as its context: its time is its period, what a run pays per step
-    assert [(s["name"], s["context"]) for s in g.graph["steps"]] == [("ProfilerStep#1", True), ("ProfilerStep#2", False)]
+    assert [(s.name, s.context) for s in g.graph["steps"]] == [("ProfilerStep#1", True), ("ProfilerStep#2", False)]
     assert g.graph["measured_us"] == STEP_PERIOD_US
     assert simulate(g).step_us() == pytest.approx(STEP_PERIOD_US)
     alone = _graph(tmp_path, context=False)  # a cold start: the step's span
-    assert [s["name"] for s in alone.graph["steps"]] == ["ProfilerStep#2"]
+    assert [s.name for s in alone.graph["steps"]] == ["ProfilerStep#2"]
     assert alone.graph["measured_us"] == STEP_MEASURED_US
 
 
@@ -36,7 +36,7 @@ def test_default_step_is_steady_state(tmp_path: Path) -> None:
 def test_replay_reproduces_every_task(tmp_path: Path, schema: str) -> None:
     g = _graph(tmp_path, "all", schema=schema)
     tl = simulate(g)
-    assert tl.makespan() == pytest.approx(sum(s["measured_us"] for s in g.graph["steps"]))  # the periods add up
+    assert tl.makespan() == pytest.approx(sum(s.measured_us for s in g.graph["steps"]))  # the periods add up
     assert tl.step_us() == pytest.approx(g.graph["measured_us"]) == pytest.approx(STEP_PERIOD_US)  # the median's
     for i, node in enumerate(tl.nodes):
         a = g.nodes[node]
@@ -130,15 +130,15 @@ def test_iterations_from_optimizer_steps_without_profiler_steps(tmp_path: Path) 
     doc = make_trace()
     doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
     trace = load_trace(write_trace(tmp_path / "t.json", doc))
-    assert [s["name"] for s in build_graph(trace).graph["steps"]] == ["iteration#0", "iteration#1"]  # with its context
+    assert [s.name for s in build_graph(trace).graph["steps"]] == ["iteration#0", "iteration#1"]  # with its context
     g = build_graph(trace, context=False)
-    assert [s["name"] for s in g.graph["steps"]] == ["iteration#1"]  # the middle one of three
+    assert [s.name for s in g.graph["steps"]] == ["iteration#1"]  # the middle one of three
     names = [a["name"] for _, a in sorted(g.nodes(data=True), key=lambda na: na[1]["start"])]
     # Iteration 1 = (end of step 1's optimizer at 1600, end of step 2's at 2600]: step 1's sync, then step 2's work.
     assert names[0] == "cudaMemcpyAsync" and names[-1] == "void at::native::multi_tensor_apply_kernel<sgd>"
     assert names.count("void at::native::multi_tensor_apply_kernel<sgd>") == 1
-    assert [s["name"] for s in build_graph(trace, "all").graph["steps"]] == ["iteration#0", "iteration#1", "iteration#2"]
-    assert [s["name"] for s in build_graph(trace, 2).graph["steps"]] == [
+    assert [s.name for s in build_graph(trace, "all").graph["steps"]] == ["iteration#0", "iteration#1", "iteration#2"]
+    assert [s.name for s in build_graph(trace, 2).graph["steps"]] == [
         "iteration#0",
         "iteration#1",
         "iteration#2",

@@ -43,7 +43,7 @@ def halved_ratio(graph: nx.DiGraph) -> float:
 def test_half_test(shared_traces: Path, name: str, step: str | None) -> None:
     graph = build_graph(load_trace(shared_traces / name), step)
     assert halved_ratio(graph) == pytest.approx(0.5, rel=0.01)
-    assert graph.graph["causality"]["pinned_tasks"] == 0
+    assert graph.graph["causality"].pinned_tasks == 0
 
 
 def test_forward_pass_moves_the_prediction(shared_traces: Path) -> None:
@@ -51,7 +51,7 @@ def test_forward_pass_moves_the_prediction(shared_traces: Path) -> None:
     graph = build_graph(load_trace(shared_traces / "hta/nccl_parser_config_nccl_data.json.gz"))
     session = Session(graph)
     baseline = session.baseline_us
-    measured_step = graph.graph["steps"][-1]["name"]  # after its context step, whose forward goes too
+    measured_step = graph.graph["steps"][-1].name  # after its context step, whose forward goes too
     forward_cpu = sum(a["duration"] for _, a in graph.nodes(data=True)
                       if a["phase"] == "forward" and a["kind"] not in GPU_KINDS and a["step"] == measured_step)  # fmt: skip
     session.execute('scale (select where phase == "forward") by 0')
@@ -199,8 +199,8 @@ def test_a_thread_keeps_its_order_across_work_between_the_steps(tmp_path: Path) 
     assert graph.edges[first, second]["kind"] == "thread"
     assert graph.nodes[first]["gap"] == pytest.approx(600.0)  # the stretch from step 1's op to step 2's, as traced
     causality = graph.graph["causality"]
-    assert (causality["unanchored_tasks"], causality["bridged_orders"], causality["cut_edges"]) == (0, 1, {"thread": 1})
-    assert causality["held_back_us"] == 0.0
+    assert (causality.unanchored_tasks, causality.bridged_orders, causality.cut_edges) == (0, 1, {"thread": 1})
+    assert causality.held_back_us == 0.0
     timeline = simulate(graph)
     assert timeline.makespan() == pytest.approx(2400.0)
     # a shorter step 1 moves step 2 with it: the stretch between them stays

@@ -85,3 +85,21 @@ def test_a_built_graph_holds_only_what_the_schema_names(tmp_path: Path, step: st
         assert e["kind"] in schema.EDGE_KINDS
         assert set(e) == ({"kind"} if e["kind"] in schema.ORDER_KINDS else {"kind", "lag"})
     assert set(g.graph) <= set(schema.GraphInfo.__annotations__)
+
+
+def test_graph_metadata_are_typed(tmp_path: Path) -> None:
+    """``graph.graph`` holds the types GraphInfo names: a step, the delays, the causality are structs read by their
+    fields (a dict where a struct belongs fails), a job's ranks too."""
+    import msgspec
+
+    from daydream.graph.job import join_ranks
+
+    g = build_graph(load_trace(write_trace(tmp_path / "t.json", make_trace())))
+    info = msgspec.convert(dict(g.graph), schema.GraphInfo, from_attributes=True)
+    assert all(isinstance(s, schema.StepInfo) for s in g.graph["steps"]) and g.graph["steps"][-1].measured_us > 0
+    assert isinstance(g.graph["delays"], schema.Delays) and isinstance(g.graph["causality"], schema.Causality)
+    assert info["steps"] == g.graph["steps"]
+    ranks = [schema.RankInfo(rank=r, trace=f"rank{r}", measured_us=1.0, origin_us=0.0) for r in range(2)]
+    job = join_ranks([g, g], ranks)
+    assert [r.rank for r in job.graph["ranks"]] == [0, 1] and job.graph["ranks"][0] is not ranks[0]
+    assert job.graph["steps"][-1].measured_us == 1.0 and g.graph["steps"][-1].measured_us != 1.0  # a copy, not shared

@@ -254,7 +254,7 @@ def test_the_threads_case_of_the_corpus() -> None:
     speedup of two threads over one, and nothing else."""
     trace = VALIDATION / "base" / "run1" / "rank0.json.gz"
     graph = build_graph(load_trace(trace))
-    step = graph.graph["steps"][-1]["name"]  # the measured step (the one before it is its context)
+    step = graph.graph["steps"][-1].name  # the measured step (the one before it is its context)
     threaded = sum(a["parallel_us"] for _, a in graph.nodes(data=True) if a["step"] == step)
     assert 0.5 < threaded / graph.graph["measured_us"] < 0.8  # GEMMs and Adam's weight-sized element-wise ops
     (one, _), (two, speedup) = graph.graph["recording"]["host"]["thread_speedup"]

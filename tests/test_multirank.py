@@ -18,7 +18,8 @@ from daydream.api.workload import Workload
 from daydream.commands.cli import main
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task
-from daydream.graph.job import RankInfo, join_ranks
+from daydream.graph.job import join_ranks
+from daydream.graph.schema import RankInfo, StepInfo
 from daydream.perf.job_collectives import price_collectives
 from daydream.simulation import simulate
 from daydream.simulation.ranks import rank_results
@@ -34,7 +35,7 @@ def rank_graph(compute_us: list[float], comm_us: float = 50.0, groups: list[str]
     launch (10 us) of a collective that waits for it (sync edge) on the communication stream. Launch lag 0, no
     gaps. Alone, with compute [100]: launch [0,10], kernel [10,110], launch [10,20], collective [110,160]."""
     g = nx.DiGraph()
-    g.graph.update(measured_us=0.0, origin_us=0.0, steps=[{"name": "s", "measured_us": 0.0}])
+    g.graph.update(measured_us=0.0, origin_us=0.0, steps=[StepInfo("s", 0.0)])
     prev_call = prev_kernel = prev_comm = None
     t = 0.0
     for k, c in enumerate(compute_us):
@@ -90,7 +91,7 @@ def test_the_longest_member_sets_the_end_and_a_rank_alone_is_unchanged() -> None
 def test_a_late_rank_holds_every_collective() -> None:
     # rank 1's step starts 1000 us after rank 0's: its roots are released then; kernels [1010,1110], [1110,1210]
     g = job([rank_graph([100, 100]), rank_graph([100, 100])], origins=[0.0, 1000.0])
-    assert g.graph["ranks"][1]["offset_us"] == 1000.0
+    assert g.graph["ranks"][1].offset_us == 1000.0
     t = ends(g)
     assert t[(0, "ncclKernel_AllReduce_0")] == (1110.0, 1160.0)
     # rank 0's second all-reduce waits behind its first on the stream; rank 1 arrives at 1210
@@ -345,7 +346,7 @@ def test_a_traced_rank_carries_its_process_group(shared_traces: Path) -> None:
     from daydream.trace import load_trace
 
     g = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"))
-    step = g.graph["steps"][-1]["name"]  # the measured step (the step before it is its context)
+    step = g.graph["steps"][-1].name  # the measured step (the step before it is its context)
     comms = [a for a in g.nodes.values() if a["kind"] == "comm" and a["step"] == step]
     assert len(comms) == 7 and all(a["group_size"] == 2 and "group" not in a for a in comms)
 
@@ -358,7 +359,7 @@ def embedding_rank() -> nx.DiGraph:
     [10,110], the all-to-all of their outputs (8 KiB) on stream 20 after them [110,160], the backward lookups EB
     100 us after it [160,260]."""
     g = nx.DiGraph()
-    g.graph.update(measured_us=0.0, origin_us=0.0, steps=[{"name": "s", "measured_us": 0.0}], device="Tesla V100-SXM2-32GB")
+    g.graph.update(measured_us=0.0, origin_us=0.0, steps=[StepInfo("s", 0.0)], device="Tesla V100-SXM2-32GB")
     calls = [add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, step="s") for i in range(3)]
     for a, b in zip(calls, calls[1:]):
         add_dependency(g, a, b, "thread")

@@ -51,7 +51,7 @@ def test_replay_error_within_bound(shared_traces: Path, name: str) -> None:
 @pytest.mark.parametrize("name", GPU_TRACES)
 def test_default_step_replay(shared_traces: Path, name: str) -> None:
     result = replay(shared_traces / name)
-    held_back = result.graph.graph["causality"]["held_back_us"] > HELD_BACK_SHARE * result.measured_us
+    held_back = result.graph.graph["causality"].held_back_us > HELD_BACK_SHARE * result.measured_us
     bound = MAX_ERROR_HELD_BACK if held_back else MAX_ERROR
     assert abs(result.error) <= bound, f"{name}: measured {result.measured_us:.1f} us, predicted {result.predicted_us:.1f} us"
 
@@ -90,7 +90,7 @@ def test_backward_kernels_map_to_forward_layers(shared_traces: Path) -> None:
 def test_execution_trace_supplies_shapes(shared_traces: Path) -> None:
     # The execution trace was recorded over the first iteration only.
     g = replay(shared_traces / "param/linear_kineto.json.gz", step=0).graph
-    assert g.graph["steps"][0]["name"] == "iteration#0"
+    assert g.graph["steps"][0].name == "iteration#0"
     addmm = [a for _, a in g.nodes(data=True) if a["kind"] == "gpu" and a["op"] == "aten::addmm" and a["shapes"]]
     assert addmm and addmm[0]["shapes"][1] == [512, 1024]
 
@@ -131,7 +131,7 @@ def test_the_main_thread_waits_for_the_backward_thread(shared_traces: Path) -> N
 
     path = shared_traces / "param/linear_kineto.json.gz"
     g = replay(path).graph
-    step = g.graph["steps"][-1]["name"]  # the measured step (the step before it is its context, with waits of its own)
+    step = g.graph["steps"][-1].name  # the measured step (the step before it is its context, with waits of its own)
     waits = [(u, v) for u, v, e in g.edges(data=True)
              if e["kind"] == "sync" and g.nodes[u]["kind"] == g.nodes[v]["kind"] == "cpu" and g.nodes[v]["step"] == step]  # fmt: skip
     # the call hands the backward pass to the autograd thread, and the main thread waits for its end

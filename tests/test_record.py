@@ -77,7 +77,7 @@ def test_recorded_example_simulates_with_layers(recorded: dict[str, Path], name:
     graph = build_graph(load_trace(trace))
     assert graph.graph["recording"]["format"] == "daydream.recording/1"
     # the steady step of the three, after the step before it (its context)
-    assert [(s["name"], s["context"]) for s in graph.graph["steps"]] == [("ProfilerStep#2", True), ("ProfilerStep#3", False)]
+    assert [(s.name, s.context) for s in graph.graph["steps"]] == [("ProfilerStep#2", True), ("ProfilerStep#3", False)]
     timeline = simulate(graph)
     assert timeline.step_us() == pytest.approx(graph.graph["measured_us"], rel=0.02)
     # Every forward and backward op of the step is some module's, but for the ops no module runs.
@@ -159,7 +159,7 @@ def test_crashing_program_keeps_partial_trace(tmp_path: Path) -> None:
     assert "the program failed after 4 of 5 steps" in proc.stderr and "partial trace kept" in proc.stderr
     trace = tmp_path / "out" / "rank0.json.gz"
     graph = build_graph(load_trace(trace), step="all")
-    assert [s["name"] for s in graph.graph["steps"]][0] == "ProfilerStep#2"
+    assert [s.name for s in graph.graph["steps"]][0] == "ProfilerStep#2"
     meta = json.loads((tmp_path / "out" / "rank0.daydream.json").read_text())
     assert meta["error"] == "RuntimeError: boom at step 3" and not meta["steps"]["complete"]
 
@@ -274,7 +274,7 @@ def test_python_api_steps(tmp_path: Path) -> None:
     meta = json.loads((tmp_path / "two" / "rank0.daydream.json").read_text())
     assert [o["type"] for o in meta["optimizers"]] == ["SGD", "Adam"]
     graph = build_graph(load_trace(tmp_path / "two" / "rank0.json.gz"), step="all")
-    assert [s["name"] for s in graph.graph["steps"]] == ["ProfilerStep#1", "ProfilerStep#2"]
+    assert [s.name for s in graph.graph["steps"]] == ["ProfilerStep#1", "ProfilerStep#2"]
     for s in ("ProfilerStep#1", "ProfilerStep#2"):  # each step holds both optimizers' steps
         regions = {x["region"] for _, x in graph.nodes(data=True) if x["step"] == s and x["phase"] == "optimizer"}
         assert {r.split("#")[0] for r in regions if r} >= {"Optimizer.step"}

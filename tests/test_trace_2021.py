@@ -75,7 +75,7 @@ def test_recorder_module_ranges_still_set_the_layer(tmp_path: Path) -> None:
 
 
 def test_steps_are_the_profiler_steps(legacy_graph: nx.DiGraph) -> None:
-    assert [s["name"] for s in legacy_graph.graph["steps"]] == STEPS
+    assert [s.name for s in legacy_graph.graph["steps"]] == STEPS
 
 
 def test_dataloader_range_is_one_task_per_step(legacy_graph: nx.DiGraph) -> None:

@@ -19,6 +19,7 @@ from daydream.dsl.library import describe_scripts, library_dirs
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
+from daydream.graph.schema import Delays
 from daydream.perf.roofline import kernel_dtype
 from daydream.trace import load_trace
 
@@ -28,7 +29,7 @@ TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
 def chain(*specs: tuple[str, str, float, dict[str, object]]) -> nx.DiGraph:
     """One CPU thread launching one kernel per spec on stream 7 (launch calls 10 us, lag 2)."""
     g = nx.DiGraph()
-    g.graph.update(measured_us=0.0, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
+    g.graph.update(measured_us=0.0, delays=Delays(2.0, 0.0))
     prev_call = prev_kernel = None
     for i, (name, cls, dur, attrs) in enumerate(specs):
         call = add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, phase="forward")
@@ -185,7 +186,7 @@ def test_fused_optimizer_on_a_real_trace_makes_one_kernel_per_step(shared_traces
 def test_fused_optimizer_on_a_cpu_recording_by_hand() -> None:
     # Two parameters' for-loop Adam ops (mul_, sqrt) on one thread, each with framework time after it.
     g = nx.DiGraph()
-    g.graph.update(measured_us=0.0, delays={})
+    g.graph.update(measured_us=0.0, delays=Delays())
     step = {"region": "Optimizer.step#Adam.step", "step": "s", "phase": "optimizer"}
     specs = [("aten::mul_", 10, 4), ("aten::sqrt", 20, 4), ("aten::mul_", 30, 4), ("aten::sqrt", 40, 4)]
     prev = add_task(g, "aten::linear", "cpu", CPU, 100, gap=5, start=0.0, phase="forward", step="s")
@@ -207,7 +208,7 @@ def test_fused_optimizer_on_a_cpu_recording_adds_adagrads_foreach_pass() -> None
     # addcdiv_: the same two parameters' ops under an Adagrad step gain one `aten::mul` of the step's sqrt time.
     def step_graph(optimizer: str) -> nx.DiGraph:
         g = nx.DiGraph()
-        g.graph.update(measured_us=0.0, delays={})
+        g.graph.update(measured_us=0.0, delays=Delays())
         step = {"region": f"Optimizer.step#{optimizer}.step", "step": "s", "phase": "optimizer"}
         prev = add_task(g, "aten::linear", "cpu", CPU, 100, gap=5, start=0.0, phase="forward", step="s")
         for name, dur, gap in [
@@ -237,7 +238,7 @@ def test_fused_optimizer_kind_fused_on_a_cpu_recording_by_hand() -> None:
     from test_perf_optimizer_step import ADAM_LOOP
 
     g = nx.DiGraph()
-    g.graph.update(measured_us=0.0, delays={})
+    g.graph.update(measured_us=0.0, delays=Delays())
     step = {"region": "Optimizer.step#Adam.step", "step": "s", "phase": "optimizer"}
     prev = add_task(g, "aten::linear", "cpu", CPU, 100, gap=5, start=0.0, phase="forward", step="s")
     for name, shapes, dur in ADAM_LOOP:
@@ -351,7 +352,7 @@ def test_device_and_network_on_a_real_trace(shared_traces: Path) -> None:
     assert slower.predicted_us > faster.baseline_us and faster.predicted_us == pytest.approx(faster.baseline_us, rel=1e-5)
     # without shapes in this trace each GEMM kernel moves by the peaks of its own precision: TF32 (the cuDNN and
     # CUTLASS tensor-op kernels of the convolutions) 156 -> 494.5 TFLOP/s, FP32 (sgemm) 19.5 -> 67
-    step = graph.graph["steps"][-1]["name"]  # the measured step's kernels (the tables count one step)
+    step = graph.graph["steps"][-1].name  # the measured step's kernels (the tables count one step)
     gemms = [a for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and a.get("class") == "gemm" and a["step"] == step]
     tf32 = sum(a["duration"] for a in gemms if kernel_dtype(a["name"]) == "tf32")
     assert 0 < tf32 < sum(a["duration"] for a in gemms)

@@ -15,6 +15,7 @@ from whatif_graph import CPU, iteration
 from daydream.api.whatif import WhatIf, run_whatif
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
+from daydream.graph.schema import Delays
 from daydream.simulation import simulate
 from daydream.trace import load_trace
 
@@ -106,7 +107,7 @@ def test_batch_size_scales_data_loading() -> None:
 
 def test_batch_size_on_a_cpu_only_trace() -> None:
     g = nx.DiGraph()
-    g.graph.update(measured_us=0.0, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
+    g.graph.update(measured_us=0.0, delays=Delays(2.0, 0.0))
     ops = [("aten::linear", 100, "forward", None), ("aten::relu", 1.5, "forward", None), ("backward", 40, "backward", None),
            (ACC, 10, "backward", ACC), ("aten::add_", 30, "optimizer", None)]  # fmt: skip
     prev = None

@@ -18,6 +18,7 @@ from daydream.dsl.parse import parse_script
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
+from daydream.graph.schema import Delays
 from daydream.trace import load_trace
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
@@ -113,7 +114,7 @@ def two_buckets() -> nx.DiGraph:
     s20                  AR1[112,162] AR2[212,262]
     """
     g = nx.DiGraph()
-    g.graph.update(measured_us=295.0, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0}, steps=[])
+    g.graph.update(measured_us=295.0, delays=Delays(2.0, 0.0), steps=[])
     specs = [("K1", "gemm", S7, 100, 12), ("AR1", "comm", S20, 50, 112), ("K2", "gemm", S7, 100, 112),
              ("AR2", "comm", S20, 50, 212), ("KO", "optimizer", S7, 30, 262)]  # fmt: skip
     ids, prev_call, prev_on = {}, None, {}

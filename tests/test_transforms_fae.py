@@ -15,7 +15,8 @@ from daydream.dsl import parse_script
 from daydream.errors import DaydreamError, NotApplicable
 from daydream.graph import add_dependency, add_task
 from daydream.graph.edit import check_threads
-from daydream.graph.job import RankInfo, join_ranks
+from daydream.graph.job import join_ranks
+from daydream.graph.schema import Delays, RankInfo
 from daydream.perf import fae
 from daydream.perf.collectives import collective_us, intra_node_link
 from daydream.perf.devices import get_device
@@ -148,7 +149,7 @@ def hybrid(with_comm: bool = False, steps: int = 1) -> nx.DiGraph:
     the iteration repeats, step k (``s0``, ``s1``...) 786 us after the one before on the same thread and stream.
     """
     g = nx.DiGraph()
-    g.graph.update(measured_us=786.0 * steps, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0}, steps=[],
+    g.graph.update(measured_us=786.0 * steps, delays=Delays(2.0, 0.0), steps=[],
                    device="Tesla V100-SXM2-16GB")  # fmt: skip
     prev: int | None = None
     name, at = "s", 0.0  # the step being built and its start
@@ -373,7 +374,7 @@ def test_a_trace_with_the_tables_on_the_gpu_stops_with_a_clear_message() -> None
 
 def test_a_cpu_recording_stops_with_a_clear_message() -> None:
     g = nx.DiGraph()
-    g.graph.update(delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
+    g.graph.update(delays=Delays(2.0, 0.0))
     add_task(g, "aten::embedding_bag", "cpu", CPU, 100, start=0.0, op="aten::embedding_bag", phase="forward")
     with pytest.raises(
         NotApplicable, match=r"^fae does not apply to this trace: the trace has no GPU kernels \(recorded on the CPU\)"
@@ -385,7 +386,7 @@ def test_a_blocking_copy_removed_with_its_call_takes_its_wait_along() -> None:
     """The edit the script relies on: the thread no longer waits for the stream's earlier work through a copy that is
     gone. cpu L0 [0,10] C [10,20] W(ait) X [..]; s7 K0 [12,112] then M, the pageable copy, [112,122]: W waits for M."""
     g = nx.DiGraph()
-    g.graph.update(delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
+    g.graph.update(delays=Delays(2.0, 0.0))
     l0 = add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=0.0)
     k0 = add_task(g, "sgemm", "gpu", S7, 100, start=12.0, stream=7)
     c = add_task(g, "cudaMemcpyAsync", "cpu", CPU, 10, start=10.0)

@@ -12,6 +12,7 @@ from whatif_graph import CPU, S7, S20, iteration
 
 from daydream.api.whatif import WhatIf, run_whatif
 from daydream.graph import add_dependency, add_task, build_graph
+from daydream.graph.schema import Delays
 from daydream.trace import load_trace
 
 
@@ -22,7 +23,7 @@ def gpu_names(graph: nx.DiGraph) -> list[str]:
 def cpu_thread(*calls: tuple[str, float, float]) -> tuple[nx.DiGraph, list[int]]:
     """One CPU thread of calls (name, duration, gap after it), back to back from 0; launch latency 2, stream gap 0."""
     g = nx.DiGraph()
-    g.graph.update(measured_us=0.0, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
+    g.graph.update(measured_us=0.0, delays=Delays(2.0, 0.0))
     ids, t, prev = [], 0.0, None
     for name, dur, gap in calls:
         v = add_task(g, name, "cpu", CPU, dur, gap=gap, start=t, phase="forward", step="s")

@@ -13,6 +13,7 @@ from daydream.api.whatif import WhatIf, run_whatif
 from daydream.commands.cli import main
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
+from daydream.graph.schema import Delays
 from daydream.trace import load_trace
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
@@ -26,7 +27,7 @@ def layers(*specs: tuple[str, str, str, float, dict[str, object]]) -> nx.DiGraph
     (launch lag 2, no stream gap); spec = (kernel name, phase, top-level op, duration, more attributes). Each
     spec is its own top-level op call (top_op_id = its index + 1), on the A100 of the catalog."""
     g = nx.DiGraph()
-    g.graph.update(measured_us=0.0, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0}, steps=[], device=A100)
+    g.graph.update(measured_us=0.0, delays=Delays(2.0, 0.0), steps=[], device=A100)
     prev_call = prev_kernel = None
     end = 0.0
     for i, (name, phase, top_op, dur, attrs) in enumerate(specs):

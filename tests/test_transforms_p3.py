@@ -16,6 +16,7 @@ from daydream.api.demo import bundled_example
 from daydream.api.whatif import WhatIf, run_whatif
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
+from daydream.graph.schema import Delays
 from daydream.trace import load_trace
 
 P3 = Path(__file__).resolve().parent.parent / "transforms" / "p3.whatif"
@@ -30,7 +31,7 @@ def two_steps(layers: bool = True) -> nx.DiGraph:
     (12 kB), layer A's 1000 (4 kB). Step s1: FA [1,101] FB [101,201] BB [201,301] BA [301,401] OPT [401,451]; s2
     follows on the stream, ending at 901 us (the first call starts at 0)."""
     g = nx.DiGraph()
-    g.graph.update(delays={"launch_latency_us": 0.0, "stream_gap_us": 0.0})
+    g.graph.update(delays=Delays(0.0, 0.0))
     prev_call = prev_kernel = None
     t = 0.0
     gpu_t = 1.0

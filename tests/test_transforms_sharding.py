@@ -12,6 +12,7 @@ from whatif_graph import iteration
 from daydream.api.whatif import WhatIf, run_whatif
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
+from daydream.graph.schema import Delays
 from daydream.trace import load_trace
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
@@ -28,7 +29,7 @@ def model(layers: bool = True, gradients: bool = False) -> nx.DiGraph:
     nothing, on the autograd thread, record b's gradient (30,000 fp32: 120 kB) once Bb2 is launched (at 60 us) and
     a's (10,000: 40 kB) once Ba2 is (at 80 us)."""
     g = nx.DiGraph()
-    g.graph.update(measured_us=452.0, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
+    g.graph.update(measured_us=452.0, delays=Delays(2.0, 0.0))
     specs = [("Fa1", "forward", "a"), ("Fa2", "forward", "a"), ("Fb1", "forward", "b"), ("Fb2", "forward", "b"),
              ("Bb1", "backward", "b"), ("Bb2", "backward", "b"), ("Ba1", "backward", "a"), ("Ba2", "backward", "a"),
              ("O", "optimizer", None)]  # fmt: skip

@@ -16,6 +16,7 @@ from __future__ import annotations
 import networkx as nx
 
 from daydream.graph import add_dependency, add_task
+from daydream.graph.schema import Delays
 
 CPU, S7, S20 = "cpu:1/1", "gpu:0/7", "gpu:0/20"
 BASELINE_US = 415.0
@@ -23,7 +24,7 @@ BASELINE_US = 415.0
 
 def iteration() -> nx.DiGraph:
     g = nx.DiGraph()
-    g.graph.update(measured_us=BASELINE_US, delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0}, steps=[])
+    g.graph.update(measured_us=BASELINE_US, delays=Delays(2.0, 0.0), steps=[])
     launches = []
     for i in range(5):
         launches.append(
@@ -79,7 +80,7 @@ def backward(optimizer: bool = False) -> tuple[nx.DiGraph, dict[str, int]]:
     GEMM L2 [20,30] -> K2 [112,162]; AccumulateGrads that launch nothing: A2 [30,40] (1024: 4 KiB), A3 [40,50]
     (3x256x256: 768 KiB). With ``optimizer``: O1 [50,60] in the Optimizer.step range launches KO [162,212]."""
     g = nx.DiGraph()
-    g.graph.update(delays={"launch_latency_us": 2.0, "stream_gap_us": 0.0})
+    g.graph.update(delays=Delays(2.0, 0.0))
     ids: dict[str, int] = {}
     prev = None
 

@@ -22,7 +22,8 @@ import networkx as nx
 from daydream import progress
 from daydream.errors import TraceError
 from daydream.graph.build import build_graph
-from daydream.graph.job import RankInfo, join_ranks, rank_fingerprint
+from daydream.graph.job import join_ranks, rank_fingerprint
+from daydream.graph.schema import RankInfo
 from daydream.perf.collectives import Link
 from daydream.perf.job_collectives import price_collectives
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, simulate
@@ -56,7 +57,7 @@ def _build_rank(path: str, step: str | int | None, seen: set[str] | None = None,
     seen.add(fp)
     info = RankInfo(rank=-1, trace=path, measured_us=float(graph.graph.get("measured_us", math.nan)),
                     origin_us=float(graph.graph.get("origin_us", 0.0)), fingerprint=fp)  # fmt: skip
-    return _Built(info, size if isinstance(size, int) else None, named, [s["name"] for s in graph.graph.get("steps", [])],
+    return _Built(info, size if isinstance(size, int) else None, named, [s.name for s in graph.graph.get("steps", [])],
                   graph if new else None)  # fmt: skip
 
 
@@ -190,7 +191,7 @@ class JobReplay:
             "predicted_us": self.baseline_us,
             "error_pct": 100.0 * self.error,
             "slowest_rank": slowest.rank,
-            "steps": [s["name"] for s in g.get("steps", [])],
+            "steps": [s.name for s in g.get("steps", [])],
             "ranks": [{**_rank_row(r), "predicted_us": r.step_us} for r in self.ranks],
             "straggler": msgspec.to_builtins(self.straggler) if self.straggler else None,
             "collectives": g.get("collectives"),

@@ -18,7 +18,7 @@ import numpy as np
 from daydream.errors import TraceError
 from daydream.graph.adjacency import successors_of
 from daydream.graph.build import build_graph
-from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
+from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, Causality, Delays
 from daydream.perf.uncertainty import Interval, interval, noise_of
 from daydream.simulation import (
     EARLIEST,
@@ -71,9 +71,9 @@ class ReplayReport(msgspec.Struct):
     gpu_time_by_class: dict[str, float]
     gpu_time_by_layer: dict[str, float]
     critical_path: CriticalPath
-    delays: Any
+    delays: Delays | None
     edges_by_kind: dict[str, int]
-    causality: Any
+    causality: Causality | None
     warnings: list[str]
 
 
@@ -215,8 +215,8 @@ def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
     periods = timeline.step_periods()
     # each step's "predicted_us" repeats its baseline under the name the README gave it first
     steps = [
-        {"name": s["name"], "measured_us": s["measured_us"], "baseline_us": (b := periods.get(s["name"], math.nan)), "predicted_us": b,
-         "context": bool(s.get("context"))}
+        {"name": s.name, "measured_us": s.measured_us, "baseline_us": (b := periods.get(s.name, math.nan)), "predicted_us": b,
+         "context": s.context}
         for s in graph.graph.get("steps", [])
     ]  # fmt: skip
     return Replay(

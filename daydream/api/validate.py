@@ -310,7 +310,7 @@ class _Graphs:
 def step_times_us(path: str, graphs: _Graphs | None = None) -> list[float]:
     """The periods of the measured steps of a trace (``--step all``: every step but the first, its context)."""
     graph = (graphs or _Graphs()).get(path)
-    return [float(s["measured_us"]) for s in graph.graph["steps"] if not s.get("context")]
+    return [float(s.measured_us) for s in graph.graph["steps"] if not s.context]
 
 
 def setting_us(paths: list[str], graphs: _Graphs | None = None) -> tuple[float, float]:

@@ -130,7 +130,7 @@ class WhatIf:
             rows = [{**r, "speedup": r["baseline_us"] / r["predicted_us"] if r["predicted_us"] else math.inf} for r in ranks]
         else:
             before, after = self.baseline.step_us, self.predicted.step_us
-            measured = {s["name"]: s.get("measured_us", math.nan) for s in self.graph.graph.get("steps", [])}
+            measured = {s.name: s.measured_us for s in self.graph.graph.get("steps", [])}
             rows = [{"step": name, "measured_us": measured.get(name, math.nan), "baseline_us": before.get(name, math.nan),
                      "predicted_us": a, "speedup": before.get(name, math.nan) / a if a else math.inf}
                     for name, a in after.items()]  # fmt: skip
@@ -189,7 +189,7 @@ class WhatIf:
             trace=g.graph.get("trace"),
             device=g.graph.get("device"),
             rank=g.graph.get("rank"),
-            steps=[s["name"] for s in g.graph.get("steps", [])],
+            steps=[s.name for s in g.graph.get("steps", [])],
             scripts=self.scripts,
             params={k: json_param(v) for k, v in self.param_values.items()},
             params_text=self.params_text,

@@ -20,7 +20,7 @@ from daydream.simulation.ranks import RankResult, Straggler, rank_results
 def _ranks_of(graph: nx.DiGraph) -> list[int]:
     ranks = graph.graph.get("ranks")
     if ranks:
-        return [int(r["rank"]) for r in ranks]
+        return [r.rank for r in ranks]
     return [int(graph.graph.get("rank") or 0)]
 
 
@@ -58,13 +58,13 @@ def _rank_works(graph: nx.DiGraph) -> list[float]:
 
 
 def _rank_offsets(graph: nx.DiGraph) -> list[float]:
-    ranks = graph.graph.get("ranks") or [{"offset_us": 0.0}]
-    return [float(r.get("offset_us", 0.0)) for r in ranks]
+    ranks = graph.graph.get("ranks")
+    return [float(r.offset_us) for r in ranks] if ranks else [0.0]
 
 
 def _rank_offset(graph: nx.DiGraph, rank: Any) -> float:
     r = _rank(graph, rank, "rank_offset")
-    return next(float(x.get("offset_us", 0.0)) for x in graph.graph.get("ranks") or [{"rank": r}] if int(x["rank"]) == r)
+    return next((float(x.offset_us) for x in graph.graph.get("ranks") or () if x.rank == r), 0.0)
 
 
 for _name, _impl, _lo, _hi, _doc, _cost in [

@@ -16,6 +16,7 @@ import re
 import statistics
 from typing import Any
 
+import msgspec
 import networkx as nx
 
 from daydream import progress
@@ -35,7 +36,18 @@ from daydream.graph.build_edges import (
 )
 from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
-from daydream.graph.schema import CPU_KINDS, GPU_KINDS, ORDER_KINDS, Edge, Task, new_edge_attrs
+from daydream.graph.schema import (
+    CPU_KINDS,
+    GPU_KINDS,
+    ORDER_KINDS,
+    Causality,
+    Delays,
+    Edge,
+    ExecutionTraceUse,
+    StepInfo,
+    Task,
+    new_edge_attrs,
+)
 from daydream.trace.model import Trace
 from daydream.trace.steps import Step, default_step, iteration_steps, select_steps
 
@@ -118,8 +130,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
             _context_of(steps, step_of, step is None or str(step).strip() not in ("all", "trace")) if context else set()
         )
         advance(1)
-        graph = _cut(trace, table, steps, step_of, {"launch_latency_us": l0, "stream_gap_us": g0, "inferred_stream_waits": infer_waits},
-                     context_steps)  # fmt: skip
+        graph = _cut(trace, table, steps, step_of, Delays(l0, g0, infer_waits), context_steps)
         graph.graph["steady_periods_us"] = steady_periods(table, numbered, step_of)
         advance(1)
         return graph
@@ -255,7 +266,7 @@ def steady_periods(table: TaskTable, steps: list[Step], step_of: list[str | None
         return []
     names = {s.name for s in held}
     selected = [t for t in range(len(table.attrs)) if step_of[t] in names]
-    return [p["measured_us"] for p in _step_periods(table, held, step_of, selected)[1:]]
+    return [p.measured_us for p in _step_periods(table, held, step_of, selected)[1:]]
 
 
 def _with_context(iterations: list[Step], step: Step) -> list[Step]:
@@ -287,7 +298,7 @@ def _device_properties(trace: Trace) -> dict[str, Any]:
     return {k: v for k, v in (("numSms", d.numSms), ("totalGlobalMem", d.totalGlobalMem)) if v is not None}
 
 
-def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | None], delays: dict[str, Any],
+def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | None], delays: Delays,
          context: set[str] | frozenset[str] = frozenset()) -> nx.DiGraph:  # fmt: skip
     """The graph of the selected steps' tasks, with the work outside them finished before they start.
 
@@ -311,17 +322,15 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | 
     # numbered in order of start; the attribute dicts become the graph's (networkx's API would copy them, a third
     # of the build time on a 300k-task graph)
     fill(g, range(len(selected)), tasks, parents)
-    step_info = _step_periods(table, steps, step_of, selected)
-    for s in step_info:
-        s["context"] = s["name"] in context
-    measured = [s["measured_us"] for s in step_info if not s["context"]]
+    step_info = [msgspec.structs.replace(s, context=s.name in context) for s in _step_periods(table, steps, step_of, selected)]
+    measured = [s.measured_us for s in step_info if not s.context]
     g.graph.update(
         trace=trace.path, rank=trace.rank, world_size=trace.world_size, device=trace.device_name,
         device_properties=_device_properties(trace),
         origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings) + slow_runtime_calls([a for a in tasks if a["step"] not in context]),
         measured_us=statistics.median(measured) if measured else math.nan, recording=trace.recording,
-        execution_trace={"path": trace.et_path, "ops": len(trace.et_ops)} if trace.et_path else None,
-        causality={"pinned_tasks": pinned, **causality},
+        execution_trace=ExecutionTraceUse(trace.et_path, len(trace.et_ops)) if trace.et_path else None,
+        causality=msgspec.structs.replace(causality, pinned_tasks=pinned),
     )  # fmt: skip
     return g
 
@@ -369,7 +378,7 @@ def _window_tasks(table: TaskTable, selected: list[int], step_of: list[str | Non
 
 
 def _window_edges(table: TaskTable, selected: list[int], index: list[int],
-                  origin: float) -> tuple[list[dict[int, Edge]], dict[str, Any]]:  # fmt: skip
+                  origin: float) -> tuple[list[dict[int, Edge]], Causality]:  # fmt: skip
     """Each selected task's parents among the selected tasks (a task whose every dependency the cut dropped keeps its
     fallback, if it has one inside), and what the cut leaves unexplained: how long work outside the window held
     tasks back in the trace, and the tasks with no dependency left that started after the window did.
@@ -419,17 +428,17 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
         if not inside and ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:
             unanchored += 1
             lead_us += ts[t] - origin
-    causality = {
-        "unanchored_tasks": unanchored,
-        "unanchored_lead_us": lead_us,
-        "cut_edges": cut_edges,
-        "held_back_us": held_back_us,
-        "bridged_orders": bridged,
-    }
+    causality = Causality(
+        unanchored_tasks=unanchored,
+        unanchored_lead_us=lead_us,
+        cut_edges=cut_edges,
+        held_back_us=held_back_us,
+        bridged_orders=bridged,
+    )
     return out, causality
 
 
-def _step_periods(table: TaskTable, steps: list[Step], step_of: list[str | None], selected: list[int]) -> list[dict[str, Any]]:
+def _step_periods(table: TaskTable, steps: list[Step], step_of: list[str | None], selected: list[int]) -> list[StepInfo]:
     """Each selected step's measured time as a period: from the end of the work issued before it (the step before)
     to its own end, or from its first start where that work had ended by then. Where the CPU runs ahead of the GPU a
     step's span (its first CPU task to its last kernel) holds several periods; the period is what a training run
@@ -453,6 +462,6 @@ def _step_periods(table: TaskTable, steps: list[Step], step_of: list[str | None]
     out = []
     begin = max(before, first[chosen[0].name])
     for s in chosen:
-        out.append({"name": s.name, "measured_us": last[s.name] - begin, "span_us": last[s.name] - first[s.name]})
+        out.append(StepInfo(s.name, last[s.name] - begin, last[s.name] - first[s.name]))
         begin = last[s.name]  # the next step's period counts the idle time between the two: the graph holds it
     return out

@@ -20,7 +20,7 @@ from daydream.errors import DaydreamError
 from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of, predecessors_of, successors_of
 from daydream.graph.order import Work, edited, find_back_edge_cycle, forget, place_new, topological_order
-from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS, Task
+from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS, Task, delays_of
 from daydream.graph.select import Selection, in_time_order, is_real_number
 
 # Attributes that place a task (its thread order, its kind of work): changing them would break the
@@ -440,7 +440,7 @@ def insert_task(
     if not queued:
         _place(graph, task, thread, anchor, side, key, undo)
     if launcher is not None:
-        graph.add_edge(launcher, task, kind="launch", lag=float(graph.graph.get("delays", {}).get("launch_latency_us", 0.0)))
+        graph.add_edge(launcher, task, kind="launch", lag=float(delays_of(graph).launch_latency_us))
     _wait_for_anchor(graph, anchor, task, side, queued, launcher is not None)
     derived.changed(graph, derived.EDGES)
     cycle = _rolled_back_cycle(graph, order, new_nodes, undo, work)
@@ -482,7 +482,7 @@ def _thread_for(graph: nx.DiGraph, anchor: Any, kind: str, thread: str | None) -
 def _new_task_gap(graph: nx.DiGraph, on_gpu: bool, attrs: dict[str, Any]) -> float:
     """The new task's gap: the one given (a network queue has no kernel-to-kernel gap), else the stream's typical
     gap for a GPU task, none for a CPU task (``_place`` gives it its share of the gap it splits)."""
-    gap = float(graph.graph.get("delays", {}).get("stream_gap_us", 0.0)) if on_gpu else 0.0
+    gap = float(delays_of(graph).stream_gap_us) if on_gpu else 0.0
     if "gap" in attrs:
         check_settable("gap", attrs["gap"])
         gap = float(attrs.pop("gap"))

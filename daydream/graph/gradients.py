@@ -92,9 +92,9 @@ def gradients(graph: nx.DiGraph, element_bytes: int = 4) -> list[Gradient]:
         et = graph.graph.get("execution_trace")
         if et:  # one was read with the trace: say why it did not give the sizes, not to give one
             why = ("it covers another iteration than this step (an execution trace records one): choose that step "
-                   "(--step)" if et["ops"] else "it was not used: its ops do not match the trace's (see the warning)")  # fmt: skip
+                   "(--step)" if et.ops else "it was not used: its ops do not match the trace's (see the warning)")  # fmt: skip
             raise DaydreamError(
-                f"{missing} of {len(calls)} gradients have no recorded size, and the execution trace {et['path']} does not "
+                f"{missing} of {len(calls)} gradients have no recorded size, and the execution trace {et.path} does not "
                 f"give them: {why}; or record the trace with shapes (torch.profiler.profile(record_shapes=True))"
             )
         raise DaydreamError(

@@ -21,21 +21,9 @@ import networkx as nx
 
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of, fill, predecessors_of
-from daydream.graph.schema import Edge, Task
+from daydream.graph.schema import Edge, RankInfo, Task
 
 WORLD = "world"  # the process group of a collective whose trace names none: every rank of the job
-
-
-class RankInfo(msgspec.Struct):
-    """One rank of a job: where its trace is, what it measured, and which rank's tasks stand for it."""
-
-    rank: int
-    trace: str | None
-    measured_us: float
-    origin_us: float  # trace time its step started at
-    fingerprint: str = ""
-    same_as: int | None = None  # the rank whose graph is the same (None: its own tasks are in the job graph)
-    offset_us: float = 0.0  # its step's start after the first rank's
 
 
 def rank_fingerprint(graph: nx.DiGraph) -> str:
@@ -94,10 +82,10 @@ def join_ranks(graphs: Sequence[nx.DiGraph], ranks: Sequence[RankInfo], where: s
     job.graph.update(
         trace=where, rank=None, world_size=max(len(ranks), int(first.get("world_size") or 0)),
         device=first.get("device"), device_properties=first.get("device_properties", {}), origin_us=origin,
-        steps=[dict(s, measured_us=max(r.measured_us for r in ranks)) for s in first.get("steps", [])],
+        steps=[msgspec.structs.replace(s, measured_us=max(r.measured_us for r in ranks)) for s in first.get("steps", [])],
         delays=first.get("delays"), warnings=warnings, measured_us=max(r.measured_us for r in ranks),
         recording=first.get("recording"), causality=first.get("causality"), next_task_id=len(nodes),
-        ranks=[msgspec.to_builtins(r) for r in ranks],
+        ranks=[msgspec.structs.replace(r) for r in ranks],
     )  # fmt: skip
     job.graph["collectives"] = match_collectives(job, ranks)
     return job

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict, get_args
 
+import msgspec
+
 TaskKind = Literal["cpu", "dataloader", "gpu", "memcpy", "memset", "comm"]
 EdgeKind = Literal["thread", "stream", "launch", "sync", "comm"]
 Phase = Literal["forward", "backward", "optimizer", "dataloader", "other"]
@@ -86,8 +88,66 @@ class Edge(_EdgeBase, total=False):
     lag: float  # microseconds after the parent's end (negative: a kernel may start before its launch call returns)
 
 
+class StepInfo(msgspec.Struct, frozen=True):  # shared by a graph's copies
+    """One step of the graph: its name, its measured period (from the end of the step before to its own end, us), its
+    span (from its first task's start to its last task's end) and whether it is context (simulated before the
+    measured steps so that they start with what it left pending; not measured)."""
+
+    name: str
+    measured_us: float
+    span_us: float = 0.0
+    context: bool = False
+
+
+class Delays(msgspec.Struct, frozen=True):
+    """The typical delays the builder measured, which inserted tasks take: a launch's latency (a kernel's start after
+    its launch call's) and the gap between kernels of a stream; whether waits on other streams were inferred."""
+
+    launch_latency_us: float = 0.0
+    stream_gap_us: float = 0.0
+    inferred_stream_waits: bool = False
+
+
+class Causality(msgspec.Struct, frozen=True):
+    """What the graph does not explain of its window of the trace: tasks whose start was pinned, tasks nothing in the
+    graph anchors (and how far after the window's start they began), dependencies cut at the window's edge, how long
+    the work before the window held it back, and thread orders bridged over tasks outside it."""
+
+    pinned_tasks: int = 0
+    unanchored_tasks: int = 0
+    unanchored_lead_us: float = 0.0
+    cut_edges: dict[str, int] = {}  # by kind
+    held_back_us: float = 0.0
+    bridged_orders: int = 0
+
+
+class ExecutionTraceUse(msgspec.Struct, frozen=True):
+    """The execution trace read with the trace: its path and how many of its ops matched the trace's."""
+
+    path: str
+    ops: int
+
+
+class RankInfo(msgspec.Struct):
+    """One rank of a job: where its trace is, what it measured, and which rank's tasks stand for it."""
+
+    rank: int
+    trace: str | None
+    measured_us: float
+    origin_us: float  # trace time its step started at
+    fingerprint: str = ""
+    same_as: int | None = None  # the rank whose graph is the same (None: its own tasks are in the job graph)
+    offset_us: float = 0.0  # its step's start after the first rank's
+
+
+def delays_of(graph: Any) -> Delays:
+    """The graph's measured delays (none on a graph built by hand without them)."""
+    return graph.graph.get("delays") or Delays()
+
+
 class GraphInfo(TypedDict, total=False):
-    """What the graph as a whole carries (``graph.graph``), written by the builder."""
+    """What the graph as a whole carries (``graph.graph``), written by the builder: plain values and the structs
+    above."""
 
     trace: str  # the trace file
     rank: int  # its distributed rank
@@ -95,17 +155,16 @@ class GraphInfo(TypedDict, total=False):
     device: str | None  # the trace's GPU name
     device_properties: dict[str, Any]  # numSms, totalGlobalMem of its first GPU, where the trace has them
     origin_us: float  # the trace time every task's ``start`` counts from
-    steps: list[dict[str, Any]]  # the selected steps: name, measured_us (the period), span_us, context (the step
-    # before the measured one(s), simulated so that they start with what it left pending; not measured)
-    delays: dict[str, Any]  # launch_latency_us and stream_gap_us (typical delays measured), inferred_stream_waits
+    steps: list[StepInfo]  # the selected steps, the context ones first
+    delays: Delays  # typical delays measured
     warnings: list[str]  # what the loader noticed; runtime calls of 1 ms or more (build.slow_runtime_calls)
     measured_us: float  # the step time measured: the period of the step, the median of the steps' ("all")
     steady_periods_us: list[float]  # the measured periods of every step of the trace but its first: its own noise
     recording: Any  # the ``daydream record`` sidecar, or None
-    execution_trace: dict[str, Any] | None  # the execution trace read with the trace: its path and the ops it matched
-    causality: dict[str, Any]  # what the graph does not explain: held_back_us, unanchored tasks, cut_edges, ...
+    execution_trace: ExecutionTraceUse | None  # the execution trace read with the trace
+    causality: Causality  # what the graph does not explain
     next_task_id: int  # the id the next added task gets (ids of removed tasks are not reused)
-    ranks: list[dict[str, Any]]  # a multi-rank job: per rank its trace, measured_us, offset_us, and same_as
+    ranks: list[RankInfo]  # a multi-rank job: its ranks
     collectives: dict[str, Any]  # a multi-rank job: how its collectives were matched and priced
 
 

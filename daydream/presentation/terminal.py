@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from daydream.files import clip
+from daydream.graph.schema import Causality
 from daydream.names import kernel_label, middle
 from daydream.simulation.timeline import BREAKDOWN_PARTS
 
@@ -127,7 +128,7 @@ def render_job(result: JobReplay, console: Console) -> None:
     head.add_row("device", plain(g.get("device") or "-"), "ranks", f"{world} ({simulated} simulated, the others share "
                  "their tasks)" if simulated < world else str(world))  # fmt: skip
     head.add_row(
-        "tasks", f"{result.graph.number_of_nodes():,}", "steps", plain(", ".join(s["name"] for s in g.get("steps", [])) or "-")
+        "tasks", f"{result.graph.number_of_nodes():,}", "steps", plain(", ".join(s.name for s in g.get("steps", [])) or "-")
     )
     if pricing:
         head.add_row("collectives", f"{pricing['collectives']:,}", "priced by",
@@ -159,23 +160,23 @@ def render_job(result: JobReplay, console: Console) -> None:
     console.print(breakdown_shares(result.breakdown, "Breakdown (baseline, all ranks)"))
 
 
-def _causality_line(edges_by_kind: dict[str, int], causality: Any, steps: list[dict[str, Any]]) -> str:
+def _causality_line(edges_by_kind: dict[str, int], causality: Causality | None, steps: list[dict[str, Any]]) -> str:
     """What explains the timeline: the dependencies by kind, and what nothing in the graph explains."""
     edges = ", ".join(f"{k} {n:,}" for k, n in edges_by_kind.items())
-    c = causality or {}
+    c = causality or Causality()
     weak = []
-    if c.get("pinned_tasks"):
-        weak.append(f"{_count(c['pinned_tasks'], 'task')} pinned to a release time")
-    if c.get("unanchored_tasks"):
-        weak.append(f"{_count(c['unanchored_tasks'], 'task')} with no dependency that explains its start "
-                    f"({ms(c['unanchored_lead_us'])} of traced lead time dropped)")  # fmt: skip
-    if c.get("held_back_us"):
+    if c.pinned_tasks:
+        weak.append(f"{_count(c.pinned_tasks, 'task')} pinned to a release time")
+    if c.unanchored_tasks:
+        weak.append(f"{_count(c.unanchored_tasks, 'task')} with no dependency that explains its start "
+                    f"({ms(c.unanchored_lead_us)} of traced lead time dropped)")  # fmt: skip
+    if c.held_back_us:
         context = any(s.get("context") for s in steps or ())
         first = "the context step (the step before the measured one)" if context else "the step"
-        weak.append(f"work before {first} held it back up to {ms(c['held_back_us'])} in the trace "
+        weak.append(f"work before {first} held it back up to {ms(c.held_back_us)} in the trace "
                     f"({'it is' if context else 'the step is'} simulated with nothing pending)")  # fmt: skip
-    if c.get("bridged_orders"):
-        n = c["bridged_orders"]
+    if c.bridged_orders:
+        n = c.bridged_orders
         weak.append(f"{n:,} stretch{'' if n == 1 else 'es'} of work between the steps kept as traced on "
                     f"{'its thread' if n == 1 else 'their threads'}")  # fmt: skip
     return f"dependencies: {edges}\n" + ("explained: every start" if not weak else "not explained: " + "; ".join(weak))
@@ -236,7 +237,7 @@ def render_whatif(result: WhatIf, console: Console) -> None:
         per = Table(title="Per step (from the end of the step before to its end)", title_justify="left")
         for col in ("step", "baseline", "predicted", "change"):
             per.add_column(col, justify="right" if col != "step" else "left")
-        context = {s["name"] for s in result.graph.graph.get("steps") or () if s.get("context")}
+        context = {s.name for s in result.graph.graph.get("steps") or () if s.context}
         for name, a in a_steps.items():
             b = b_steps.get(name)
             label = styled(plain(name), (" (context)", "dim")) if name in context else plain(name)

@@ -17,7 +17,7 @@ import msgspec
 import networkx as nx
 import numpy as np
 
-from daydream.graph.job import RankInfo
+from daydream.graph.schema import RankInfo
 from daydream.simulation.timeline import Timeline
 
 
@@ -49,7 +49,7 @@ class Straggler(msgspec.Struct):
 def rank_results(graph: nx.DiGraph, timeline: Timeline) -> tuple[list[RankResult], Straggler | None]:
     """Per rank of a simulated job graph: measured and predicted step, wait in collectives, how much it held the
     others; and the straggler."""
-    infos = [RankInfo(**r) for r in graph.graph["ranks"]]
+    infos: list[RankInfo] = graph.graph["ranks"]
     twins: dict[int, int] = defaultdict(int)  # ranks each rank with tasks stands for, itself included
     for info in infos:
         twins[info.rank if info.same_as is None else info.same_as] += 1

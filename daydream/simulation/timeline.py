@@ -101,7 +101,7 @@ class Timeline:
         listed = self.graph.graph.get("steps")
         if not listed:
             return [name for name in self.step_indices() if name not in ("inserted", None)]
-        return [s["name"] for s in listed if not s.get("context")]
+        return [s.name for s in listed if not s.context]
 
     def step_us(self, indices: np.ndarray | None = None) -> float:
         """The step time, one meaning everywhere (simulate, run, compare, report, the scripts' ``baseline`` and

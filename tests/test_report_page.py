@@ -83,7 +83,7 @@ def hta_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_report_folder_of_a_real_trace(hta_report: Path) -> None:
     names = sorted(p.name for p in hta_report.iterdir())
-    assert names == ["breakdown.png", "breakdown.svg", "index.html", "layers.png", "layers.svg", "report.json",
+    assert names == ["breakdown.png", "breakdown.svg", "index.html", "layers.png", "layers.svg", "report.json", "timeline.json.gz",
                      "timeline_baseline.png", "timeline_baseline.svg", "timeline_predicted.png", "timeline_predicted.svg"]  # fmt: skip
     for png in hta_report.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -112,6 +112,24 @@ def test_report_folder_of_a_real_trace(hta_report: Path) -> None:
                   "streams-baseline", "critical-path-predicted", "verdict-baseline"):  # fmt: skip
         assert f'id="{ident}"' in html
     assert "http://" not in html.replace('href="http', "") and "<script" not in html  # nothing fetched, no code
+
+
+def test_the_interactive_timeline_is_one_click_from_the_page(hta_report: Path) -> None:
+    """The report's timelines zoom in Perfetto: timeline.json.gz holds the baseline and the prediction as two
+    processes of one Chrome-trace file, linked from the Timelines section; every link of the page resolves (a file
+    of the folder, or an https address)."""
+    import gzip
+    import json
+
+    html = (hta_report / "index.html").read_text()
+    assert re.search(r'id="interactive-timeline">[^<]*<a href="timeline.json.gz">', html)
+    for href in re.findall(r'href="([^"]+)"', html):
+        assert href.startswith("https://") or (hta_report / unescape(href)).is_file(), href
+    trace = json.loads(gzip.decompress((hta_report / "timeline.json.gz").read_bytes()))
+    processes = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+    assert sorted(name.split()[0] for name in processes.values()) == ["baseline", "predicted"]
+    kernels = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    assert {e["pid"] for e in kernels} == set(processes)  # each timeline's kernels in its own process
 
 
 def test_long_kernel_names_are_short_on_the_page_and_whole_on_hover(hta_report: Path) -> None:

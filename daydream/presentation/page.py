@@ -23,9 +23,13 @@ from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
 from daydream.names import kernel_label, middle
 from daydream.perf.uncertainty import Interval
+from daydream.simulation.export import export_chrome_trace
 from daydream.simulation.timeline import BREAKDOWN_PARTS
 
 TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
+
+
+TIMELINE_FILE = "timeline.json.gz"  # the report's interactive timeline (Perfetto, chrome://tracing)
 
 
 class StepRow(msgspec.Struct, frozen=True):
@@ -102,7 +106,7 @@ def report_files(out_dir: str, predicted: bool) -> list[str]:
     """The files a report writes into ``out_dir``."""
     stems = ["breakdown", "layers", "timeline_baseline"] + (["timeline_predicted"] if predicted else [])
     return [os.path.join(out_dir, f"{s}.{ext}") for s in stems for ext in ("png", "svg")] + [
-        os.path.join(out_dir, "report.json"), os.path.join(out_dir, "index.html")]  # fmt: skip
+        os.path.join(out_dir, TIMELINE_FILE), os.path.join(out_dir, "report.json"), os.path.join(out_dir, "index.html")]  # fmt: skip
 
 
 def check_report_dir(out_dir: str, inputs: Sequence[str], predicted: bool) -> None:
@@ -178,6 +182,11 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
     files += plots.timeline_figure(base.timeline, "baseline", out_dir, "timeline_baseline", span)
     if result is not None:
         files += plots.timeline_figure(result.timeline, "predicted", out_dir, "timeline_predicted", span)
+    # the interactive timeline: both as processes of one Chrome-trace file, to zoom and search in Perfetto
+    files.append(os.path.join(out_dir, TIMELINE_FILE))
+    export_chrome_trace(
+        [("baseline", base.timeline)] + ([("predicted", result.timeline)] if result is not None else []), files[-1]
+    )
     report = Report(
         trace=path, out_dir=out_dir, index=os.path.join(out_dir, "index.html"), files=files, analyses=analyses,
         measured_us=base.measured_us, device=graph.graph.get("device"),
@@ -328,6 +337,12 @@ def page(report: Report) -> str:
     ]
     if pred is not None:
         parts.append(_img("timeline_predicted", "The prediction, on the same scale"))
+    parts.append(
+        f'<p id="interactive-timeline">To zoom, search and follow each launch to its kernel: <a href="{TIMELINE_FILE}">'
+        f"{TIMELINE_FILE}</a> holds the {'two timelines as two processes' if pred is not None else 'timeline'} (Chrome-trace "
+        'JSON, the critical path a track of its own); open it in <a href="https://ui.perfetto.dev">Perfetto</a> ("Open '
+        'trace file") or chrome://tracing.</p>'
+    )
     parts += ["<h2>Layers</h2>", "<p>A layer is a framework operator (each instance of a top-level op with every op and kernel "
               "under it); latency spans its first task's start to its last task's end; non-GPU time is the latency "
               "its kernels do not cover (framework, launches, waits), as XSP defines it.</p>",

@@ -38,6 +38,11 @@ def test_analyses_by_hand() -> None:
     streams = {s.stream: s for s in a.streams}
     assert (streams["gpu:0/7"].busy_us, streams["gpu:0/7"].idle_us, streams["gpu:0/7"].tasks) == (350, 65, 4)
     assert (streams["gpu:0/20"].busy_us, streams["gpu:0/20"].idle_us) == (50, 365)
+    # idle time by what the task after it waited for: K1 its launch L1 [0,12]; K5 the all-reduce K4 [332,382]; the
+    # sync's last 3 us after K5; K4 on stream 20 waited for K3 on stream 7 [0,332], then 33 us to the step's end
+    by_cause = {k: v for k, v in streams["gpu:0/7"].idle_by_cause.items() if v}
+    assert by_cause == {"cpu_us": 12, "comm_us": 50, "after_us": 3}
+    assert {k: v for k, v in streams["gpu:0/20"].idle_by_cause.items() if v} == {"other_stream_us": 332, "after_us": 33}
     kernels = {k.name: k for k in a.kernels}
     assert kernels["sm80_gemm_bwd"].total_us == 200 and kernels["sm80_gemm_bwd"].share_pct == pytest.approx(100 * 200 / 400)
     assert kernels["ncclAllReduce"].kernel_class == "comm"
@@ -105,11 +110,12 @@ def test_report_folder_of_a_real_trace(hta_report: Path) -> None:
             assert r["non_gpu_us"] >= 0
         for s in a["streams"]:
             assert s["busy_us"] + s["idle_us"] == pytest.approx(a["step_us"])
+            assert sum(s["idle_by_cause"].values()) == pytest.approx(s["idle_us"])
     layers = {(r["name"], r["phase"]) for r in base["layers"]}
     assert ("aten::conv2d", "forward") in layers and ("aten::batch_norm", "forward") in layers
     html = (hta_report / "index.html").read_text()
     for ident in ("steps", "breakdown", "layers-baseline", "layers-predicted", "kernels-baseline", "kernels-by-layer-predicted",
-                  "streams-baseline", "critical-path-predicted", "verdict-baseline"):  # fmt: skip
+                  "streams-baseline", "critical-path-predicted", "verdict-baseline", "idle-by-cause"):  # fmt: skip
         assert f'id="{ident}"' in html
     assert "http://" not in html.replace('href="http', "") and "<script" not in html  # nothing fetched, no code
 

@@ -55,12 +55,27 @@ class KernelRow(msgspec.Struct):
     bound: str | None  # "memory" or "compute" on the trace's GPU, where the cost is known
 
 
+# What a GPU stream's idle time waited for, by what fixed the start of the task after it (the timeline's cause):
+IDLE_CAUSES = {
+    "cpu_us": "the CPU (its launch)",  # a CPU task: the launch call, or a CPU-side sync, came late
+    "stream_us": "between kernels",  # the stream's own previous task and the gap measured after it (launch latency)
+    "other_stream_us": "another stream",  # a kernel or copy on another stream (an event or sync)
+    "comm_us": "a collective",  # a communication task (another rank's member of a collective)
+    "release_us": "a release time",  # nothing in the graph: the task's traced release (pinned)
+    "after_us": "the step's end",  # after the stream's last task of the step: the rest holds the step
+}
+
+
 class StreamRow(msgspec.Struct):
+    """One GPU stream over the step: busy (the union of its tasks), idle, and the idle time by what the task after it
+    waited for (:data:`IDLE_CAUSES`; its parts add up to ``idle_us``)."""
+
     stream: str
     busy_us: float
     idle_us: float
     idle_pct: float
     tasks: int
+    idle_by_cause: dict[str, float] = {}
 
 
 class Analysis(msgspec.Struct):
@@ -208,7 +223,8 @@ def _measured(timeline: Timeline) -> list[int] | range:
 
 def stream_rows(timeline: Timeline) -> list[StreamRow]:
     """Each GPU stream (thread of GPU tasks): busy (union of its tasks) and idle over the step's window (after the
-    context step), in the step's time where it holds several steps."""
+    context step), in the step's time where it holds several steps; each idle stretch is put down to what fixed the
+    start of the task that ended it (HolisticTraceAnalysis splits idle time alike: host, kernel and other waits)."""
     t0, t1, measured = timeline.step_window()
     scale = timeline.step_us() / (t1 - t0) if measured > 1 and t1 > t0 else 1.0
     total = (t1 - t0) * scale
@@ -221,10 +237,38 @@ def stream_rows(timeline: Timeline) -> list[StreamRow]:
         arr = np.clip(np.stack([timeline.start[ix], timeline.end[ix]], axis=1), t0, t1)
         s, e = union_intervals(arr)
         busy = float((e - s).sum()) * scale
+        idle = max(0.0, total - busy)
         rows.append(
-            StreamRow(lane, busy, max(0.0, total - busy), 100 * max(0.0, total - busy) / total if total else 0.0, len(ix))
+            StreamRow(lane, busy, idle, 100 * idle / total if total else 0.0, len(ix), _idle_by_cause(timeline, lane, ix, scale))
         )
     return sorted(rows, key=lambda r: (-r.busy_us, r.stream))
+
+
+def _idle_by_cause(timeline: Timeline, lane: str, ix: list[int], scale: float) -> dict[str, float]:
+    """The stream's idle stretches in the step's window, each put down to the cause of the task after it."""
+    t0, t1, _ = timeline.step_window()
+    out = dict.fromkeys(IDLE_CAUSES, 0.0)
+    attrs, start, end, cause = timeline.task_attrs, timeline.start, timeline.end, timeline.cause
+    cursor = t0
+    for i in sorted(ix, key=lambda k: (start[k], end[k])):
+        begin = min(float(start[i]), t1)
+        if begin > cursor:
+            out[_idle_cause(attrs, lane, int(cause[i]))] += begin - cursor
+        cursor = max(cursor, min(float(end[i]), t1))
+    if t1 > cursor:
+        out["after_us"] += t1 - cursor
+    return {k: v * scale for k, v in out.items()}
+
+
+def _idle_cause(attrs: list[dict[str, Any]], lane: str, c: int) -> str:
+    if c < 0:
+        return "release_us"
+    other = attrs[c]
+    if other["kind"] in CPU_KINDS:
+        return "cpu_us"
+    if other["kind"] == "comm":
+        return "comm_us"
+    return "stream_us" if other.get("thread") == lane else "other_stream_us"
 
 
 def verdict(bd: dict[str, float], path: CriticalPath, timeline: Timeline) -> str:

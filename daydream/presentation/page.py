@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from daydream.api.analyses import Analysis, KernelRow, LayerRow, analyse
+from daydream.api.analyses import IDLE_CAUSES, Analysis, KernelRow, LayerRow, analyse
 from daydream.api.replay import replay_graph
 from daydream.api.whatif import WhatIf, json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
@@ -370,6 +370,16 @@ def page(report: Report) -> str:
         parts.append(_side(report, lambda a: _table(f"Kernels by layer ({a.label})", ["layer", *KERNEL_HEAD[1:]],
                                                     _kernel_rows(a.kernels_by_layer), f"kernels-by-layer-{a.label}")))  # fmt: skip
         parts.append("<h2>GPU streams</h2>")
+        parts.append(
+            _table(
+                "Idle time by what it waited for (ms, over every stream; each idle stretch put down to what fixed the "
+                "start of the task after it)",
+                ["waiting for", *(a.label for a in report.analyses)],
+                [[label, *(_ms(sum(r.idle_by_cause.get(k, 0.0) for r in a.streams)) for a in report.analyses)]
+                 for k, label in IDLE_CAUSES.items()],
+                "idle-by-cause",
+            )
+        )  # fmt: skip
         parts.append(_side(report, lambda a: _table(f"Idle time per stream ({a.label})", ["stream", "busy ms", "idle ms", "idle %", "tasks"],
                                                     [[s.stream, _ms(s.busy_us), _ms(s.idle_us), f"{s.idle_pct:.0f}", str(s.tasks)] for s in a.streams],
                                                     f"streams-{a.label}")))  # fmt: skip

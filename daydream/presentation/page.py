@@ -21,7 +21,7 @@ from daydream.api.whatif import WhatIf, json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
 from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
-from daydream.names import kernel_label, middle
+from daydream.names import kernel_short
 from daydream.perf.uncertainty import Interval
 from daydream.simulation.export import export_chrome_trace
 from daydream.simulation.timeline import BREAKDOWN_PARTS
@@ -243,7 +243,7 @@ def _cell(value: str, numeric: bool) -> str:
     middle, whole on hover (and in report.json)."""
     if numeric or len(value) <= NAME_CHARS:
         return f'<td class="{"num" if numeric else "name"}">{_e(value)}</td>'
-    return f'<td class="name" title="{_e(value)}">{_e(middle(kernel_label(value), NAME_CHARS))}</td>'
+    return f'<td class="name" title="{_e(value)}">{_e(kernel_short(value, NAME_CHARS))}</td>'
 
 
 def _table(title: str, head: list[str], rows: list[list[str]], ident: str, numeric_from: int = 1) -> str:

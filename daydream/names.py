@@ -61,3 +61,18 @@ def kernel_short(name: str, width: int) -> str:
     if head > 0 and head + 8 <= width and len(label) > width:
         return label[:head] + middle(label[head:], width - head)
     return middle(label, width)
+
+
+def track_label(track: str, doing: str | None = None) -> str:
+    """A thread or stream of the graph (``cpu:PID/TID``, ``gpu:DEVICE/STREAM``) as a reader names it, with what it
+    mostly does where given: ``cpu:2910249/2919752`` -> ``CPU thread 2919752 (backward)``, ``gpu:0/7`` -> ``GPU 0
+    stream 7 (gemm)``; other names (``cpu:1/DataLoader workers``) keep their own words."""
+    kind, _, rest = track.partition(":")
+    owner, _, lane = rest.partition("/")
+    if kind == "gpu" and lane:
+        text = f"GPU {owner} stream {lane}"
+    elif kind == "cpu" and lane:
+        text = f"CPU thread {lane}" if lane.lstrip("-").isdigit() else f"CPU {lane}"
+    else:
+        text = track
+    return f"{text} ({doing})" if doing else text

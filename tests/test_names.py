@@ -42,3 +42,35 @@ def test_mangled_kernels_of_a_real_trace_read_as_source(shared_traces: Path) -> 
     short = kernel_short(mangled[0], 120)
     assert len(short) == 120 and short.startswith(labels[0].split("<")[0] + "<ck::Gridwise") and short.endswith(labels[0][-10:])
     assert middle(labels[0], 60) == kernel_short(mangled[0], 60)  # no room for the qualified name: the label's middle
+
+
+def test_tracks_are_named_as_a_reader_names_them() -> None:
+    from daydream.names import track_label
+
+    assert track_label("cpu:2910249/2919752", "backward") == "CPU thread 2919752 (backward)"
+    assert track_label("cpu:2910249/-549452224") == "CPU thread -549452224"
+    assert track_label("gpu:0/7", "gemm") == "GPU 0 stream 7 (gemm)"
+    assert track_label("cpu:1/DataLoader workers") == "CPU DataLoader workers"
+    assert track_label("inserted") == "inserted"
+
+
+def test_the_timeline_figure_names_its_tracks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's timeline rows say which thread or stream and what it mostly does (the issue: raw track names
+    such as cpu:2910249/-549452224 and gpu:0/7)."""
+    import matplotlib.axes
+    from whatif_graph import iteration
+
+    from daydream.api.replay import replay_graph
+    from daydream.presentation import plots
+
+    labels: list[str] = []
+    original = matplotlib.axes.Axes.set_yticks
+
+    def spy(self: matplotlib.axes.Axes, ticks: object, labels_: object = None, **kw: object) -> object:
+        labels.extend(labels_ or [])
+        return original(self, ticks, labels_, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_yticks", spy)
+    plots.timeline_figure(replay_graph(iteration()).timeline, "baseline", str(tmp_path), "t")
+    assert "GPU 0 stream 7 (gemm)" in labels and "GPU 0 stream 20 (comm)" in labels, labels
+    assert any(label.startswith("CPU thread ") for label in labels), labels

@@ -163,7 +163,7 @@ def _chromium() -> str | None:
 def _dump_dom(browser: str, page: Path, tmp: Path) -> str:
     done = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files", f"--user-data-dir={tmp}",
-         "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+         "--virtual-time-budget=5000", "--window-size=1280,900", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -184,6 +184,10 @@ def test_report_page_in_headless_chromium(hta_report: Path, tmp_path: Path) -> N
     for ident in ("layers-baseline", "kernels-predicted", "streams-baseline"):
         table = re.search(rf'<table id="{ident}">.*?</table>', dom, re.S)
         assert table and table.group(0).count("<tr>") > 2
+    # short enough to read (the page was 15,300 px tall): long tables show their first rows, the rest fold
+    height = re.search(r'<body [^>]*data-height="(\d+)"', dom)
+    assert height and 3000 < int(height.group(1)) < 9000, height
+    assert re.search(r'<details id="kernels-baseline-more"><summary>15 more rows</summary>', dom)
     # a page moved without its figures says so
     moved = tmp_path / "moved"
     moved.mkdir()

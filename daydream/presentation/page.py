@@ -27,6 +27,7 @@ from daydream.simulation.export import export_chrome_trace
 from daydream.simulation.timeline import BREAKDOWN_PARTS
 
 TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
+SHOWN_ROWS = 10  # of those, shown open; the rest fold under a summary
 
 
 TIMELINE_FILE = "timeline.json.gz"  # the report's interactive timeline (Perfetto, chrome://tracing)
@@ -247,9 +248,19 @@ def _cell(value: str, numeric: bool) -> str:
 
 
 def _table(title: str, head: list[str], rows: list[list[str]], ident: str, numeric_from: int = 1) -> str:
-    th = "".join(f"<th>{_e(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(_cell(c, i >= numeric_from) for i, c in enumerate(r)) + "</tr>" for r in rows)
-    return f'<h3>{_e(title)}</h3><table id="{ident}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+    """A titled table; past SHOWN_ROWS rows, the rest folded under a summary that opens them (the page stays short
+    enough to read the verdict and scan each section; report.json holds every row)."""
+    th = f"<thead><tr>{''.join(f'<th>{_e(h)}</th>' for h in head)}</tr></thead>"
+
+    def body(part: list[list[str]]) -> str:
+        return "".join("<tr>" + "".join(_cell(c, i >= numeric_from) for i, c in enumerate(r)) + "</tr>" for r in part)
+
+    out = f'<h3>{_e(title)}</h3><table id="{ident}">{th}<tbody>{body(rows[:SHOWN_ROWS])}</tbody></table>'
+    if len(rows) > SHOWN_ROWS:
+        more = len(rows) - SHOWN_ROWS
+        out += (f'<details id="{ident}-more"><summary>{more} more row{"s" if more > 1 else ""}</summary>'
+                f"<table>{th}<tbody>{body(rows[SHOWN_ROWS:])}</tbody></table></details>")  # fmt: skip
+    return out
 
 
 def _layer_rows(rows: list[LayerRow]) -> list[list[str]]:
@@ -276,6 +287,7 @@ td.name { max-width: 560px; overflow-wrap: anywhere; }
 figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #666; font-size: 12px; }
 .side { display: flex; gap: 2em; flex-wrap: wrap; } .side > div { flex: 1 1 520px; min-width: 0; }
 .meta td:first-child { color: #666; }
+details { margin: -1em 0 1.5em; } summary { color: #4c72b0; cursor: pointer; font-size: 13px; }
 """
 
 
@@ -298,7 +310,9 @@ def page(report: Report) -> str:
         ]
     parts = [
         '<!doctype html><html lang="en"><head><meta charset="utf-8">',
-        f"<title>daydream report: {_e(os.path.basename(report.trace))}</title><style>{STYLE}</style></head><body>",
+        f"<title>daydream report: {_e(os.path.basename(report.trace))}</title><style>{STYLE}</style></head>"
+        # the page's laid-out height, marked once its figures are in (a reader scrolls it; a test bounds it)
+        '<body onload="document.body.dataset.height=document.documentElement.scrollHeight">',
         f"<h1>daydream report: {_e(os.path.basename(report.trace))}</h1>",
         f'<table class="meta">{meta_html}</table>',
         *(f'<p class="warning">warning: {_e(w)}</p>' for w in report.warnings[:20]),

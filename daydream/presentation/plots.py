@@ -12,6 +12,8 @@ import numpy as np
 
 from daydream.api.analyses import Analysis
 from daydream.files import write_atomically
+from daydream.graph.schema import GPU_KINDS
+from daydream.names import track_label
 from daydream.simulation import Timeline
 from daydream.simulation.timeline import BREAKDOWN_PARTS, union_intervals
 
@@ -51,6 +53,18 @@ def _short(text: str, limit: int = MAX_LABEL) -> str:
     text = text.removeprefix("autograd::engine::evaluate_function: ")
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return text.replace("$", r"\$")
+
+
+def _doing(timeline: Timeline, kinds: dict[str, list[int]]) -> str | None:
+    """What a thread or stream mostly does, by time: its GPU tasks' class, or its CPU tasks' phase."""
+    time: dict[str, float] = {}
+    for kind, ix in kinds.items():
+        for i in ix:
+            a = timeline.task_attrs[i]
+            key = a.get("class") if kind in GPU_KINDS else a.get("phase")
+            if key and key != "other":
+                time[key] = time.get(key, 0.0) + float(timeline.end[i] - timeline.start[i])
+    return max(time, key=time.__getitem__) if time else None
 
 
 def breakdown_figure(analyses: Sequence[Analysis], out_dir: str, intervals: Sequence[Any] = ()) -> list[str]:
@@ -120,7 +134,7 @@ def timeline_figure(timeline: Timeline, label: str, out_dir: str, stem: str, spa
             s, e = union_intervals(arr)
             ax.broken_barh(list(zip(s.tolist(), (e - s - pixel / 1e3).clip(min=pixel / 1e3).tolist())), (row - 0.4, 0.8),
                            facecolors=_KIND_COLOURS.get(kind, "#999999"), linewidth=0)  # fmt: skip
-    ax.set_yticks(range(len(shown)), [_short(lane, 30) for lane in shown], fontsize=7)
+    ax.set_yticks(range(len(shown)), [_short(track_label(lane, _doing(timeline, lanes[lane])), 40) for lane in shown], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, span / 1e3)
     ax.set_xlabel("ms from the step's start")

@@ -245,3 +245,21 @@ def test_a_cpu_recording_gets_no_empty_gpu_tables(capsys: pytest.CaptureFixture[
     assert main(["run", CPU_TRACE, "batch_size"]) == 0
     out = capsys.readouterr().out
     assert "GPU time by kernel class" not in out and "Breakdown" in out
+
+
+def test_names_from_a_trace_are_text_on_the_page(tmp_path: Path) -> None:
+    """The page is a template filled with autoescaped values: a kernel or op named like markup shows as its text,
+    it does not become markup (a trace is data)."""
+    from synth import make_trace, write_trace
+
+    doc = make_trace()
+    hostile = '<img src=x onerror="alert(1)">'
+    for e in doc["traceEvents"]:
+        if "sgemm" in str(e.get("name")) and e.get("cat") == "kernel":
+            e["name"] = f"sgemm{hostile}"
+        elif e.get("name") == "aten::relu":
+            e["name"] = "aten::relu</td><script>alert(2)</script>"
+    report = write_report(str(write_trace(tmp_path / "t<b>.json", doc)), out_dir=str(tmp_path / "r"))
+    html = Path(report.index).read_text()
+    assert hostile not in html and "<script>" not in html and "t<b>.json" not in html
+    assert "sgemm&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in html and "t&lt;b&gt;.json" in html

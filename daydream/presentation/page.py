@@ -1,18 +1,20 @@
 """``daydream report``: the XSP analyses (:mod:`daydream.api.analyses`) of the baseline and of the prediction after
 scripts, their figures (:mod:`daydream.presentation.plots`), and one static HTML page that holds them, in a folder: it opens
-from disk, no server, nothing fetched."""
+from disk, no server, nothing fetched. The page is ``templates/report.html.j2`` (jinja2, autoescaped) filled with
+plain rows of text this module prepares."""
 
 from __future__ import annotations
 
 import contextlib
-import html
 import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import jinja2
 import msgspec
 
 from daydream.api.analyses import IDLE_CAUSES, Analysis, KernelRow, LayerRow, analyse
@@ -207,10 +209,6 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
 # --- the page -------------------------------------------------------------------------------------------------------
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
 def _ms(us: float | None) -> str:
     return "-" if us is None or (isinstance(us, float) and math.isnan(us)) else f"{us / 1e3:,.3f}"
 
@@ -228,39 +226,41 @@ def _interval_line(iv: Interval) -> str:
     return f"90% interval ±{iv.half_width_pct:.1f}%, driven by {iv.driver}: {parts}"
 
 
-def _img(stem: str, alt: str) -> str:
-    # onload/onerror mark each image, so a page moved without its figures says so (and a test can tell)
-    return (f'<figure><a href="{stem}.svg"><img src="{stem}.png" alt="{_e(alt)}" '
-            f'onload="this.dataset.loaded=this.naturalWidth" '
-            f"onerror=\"this.dataset.broken='1'; this.alt='figure missing: {stem}.png'\"></a>"
-            f"<figcaption>{_e(alt)} (<a href=\"{stem}.svg\">SVG</a>)</figcaption></figure>")  # fmt: skip
-
-
 NAME_CHARS = 90  # a name cell's text: a mangled template kernel's full name runs to 1,600 characters
 
 
-def _cell(value: str, numeric: bool) -> str:
-    """A table cell; a long name (a kernel's signature) without its return type and parameters and shortened in its
-    middle, whole on hover (and in report.json)."""
+class Cell(NamedTuple):
+    """A table cell as the page shows it: its text, whether it is a figure (right-aligned), its whole text on hover
+    where the cell shortened it."""
+
+    text: str
+    numeric: bool
+    title: str | None = None
+
+
+class PageTable(NamedTuple):
+    """A titled table of the page: its rows shown, and those folded under a summary."""
+
+    title: str
+    ident: str
+    head: list[str]
+    shown: list[list[Cell]]
+    more: list[list[Cell]]
+
+
+def _cell(value: str, numeric: bool) -> Cell:
+    """A long name (a kernel's signature) demangled, without its return type and parameters and shortened, whole on
+    hover (and in report.json)."""
     if numeric or len(value) <= NAME_CHARS:
-        return f'<td class="{"num" if numeric else "name"}">{_e(value)}</td>'
-    return f'<td class="name" title="{_e(value)}">{_e(kernel_short(value, NAME_CHARS))}</td>'
+        return Cell(value, numeric)
+    return Cell(kernel_short(value, NAME_CHARS), False, value)
 
 
-def _table(title: str, head: list[str], rows: list[list[str]], ident: str, numeric_from: int = 1) -> str:
-    """A titled table; past SHOWN_ROWS rows, the rest folded under a summary that opens them (the page stays short
-    enough to read the verdict and scan each section; report.json holds every row)."""
-    th = f"<thead><tr>{''.join(f'<th>{_e(h)}</th>' for h in head)}</tr></thead>"
-
-    def body(part: list[list[str]]) -> str:
-        return "".join("<tr>" + "".join(_cell(c, i >= numeric_from) for i, c in enumerate(r)) + "</tr>" for r in part)
-
-    out = f'<h3>{_e(title)}</h3><table id="{ident}">{th}<tbody>{body(rows[:SHOWN_ROWS])}</tbody></table>'
-    if len(rows) > SHOWN_ROWS:
-        more = len(rows) - SHOWN_ROWS
-        out += (f'<details id="{ident}-more"><summary>{more} more row{"s" if more > 1 else ""}</summary>'
-                f"<table>{th}<tbody>{body(rows[SHOWN_ROWS:])}</tbody></table></details>")  # fmt: skip
-    return out
+def _table(title: str, head: list[str], rows: list[list[str]], ident: str, numeric_from: int = 1) -> PageTable:
+    """Past SHOWN_ROWS rows, the rest fold under a summary that opens them (the page stays short enough to read the
+    verdict and scan each section; report.json holds every row)."""
+    cells = [[_cell(c, i >= numeric_from) for i, c in enumerate(r)] for r in rows]
+    return PageTable(title, ident, head, cells[:SHOWN_ROWS], cells[SHOWN_ROWS:])
 
 
 def _layer_rows(rows: list[LayerRow]) -> list[list[str]]:
@@ -276,30 +276,24 @@ def _kernel_rows(rows: list[KernelRow]) -> list[list[str]]:
 LAYER_HEAD = ["layer", "phase", "instances", "latency ms", "GPU ms", "non-GPU ms", "CPU ms", "kernels"]
 KERNEL_HEAD = ["kernel", "class", "roofline", "count", "total ms", "mean us", "% of GPU time"]
 
-STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
-h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 2em; }
-table { border-collapse: collapse; margin: .5em 0 1.5em; font-size: 13px; }
-th, td { padding: .2em .6em; border-bottom: 1px solid #eee; vertical-align: top; }
-th { text-align: left; background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.name { max-width: 560px; overflow-wrap: anywhere; }
-.verdict { font-size: 1.15em; padding: .6em 1em; background: #f3f6fb; border-left: 4px solid #4c72b0; margin: .4em 0; }
-figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #666; font-size: 12px; }
-.side { display: flex; gap: 2em; flex-wrap: wrap; } .side > div { flex: 1 1 520px; min-width: 0; }
-.meta td:first-child { color: #666; }
-details { margin: -1em 0 1.5em; } summary { color: #4c72b0; cursor: pointer; font-size: 13px; }
-"""
+
+@cache
+def _template() -> jinja2.Template:
+    """templates/report.html.j2, autoescaped: every value the page shows is text from a trace or a script."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=False)  # fmt: skip
+    return env.get_template("report.html.j2")
 
 
 def page(report: Report) -> str:
     """The report as one static HTML page (the figures beside it in the folder)."""
-    a0 = report.analyses[0]
-    pred = report.analyses[1] if len(report.analyses) > 1 else None
-    meta = [["trace", report.trace], ["device", report.device or "-"]]
+    analyses = report.analyses
+    a0 = analyses[0]
+    pred = analyses[1] if len(analyses) > 1 else None
+    meta = [("trace", report.trace), ("device", report.device or "-")]
     if report.scripts:
-        meta.append(["scripts", " ".join(os.path.basename(s) for s in report.scripts)])
-        meta.append(["params", ", ".join(f"{k} = {v}" for k, v in report.params_text.items()) or "-"])
-    meta_html = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in meta)
+        meta.append(("scripts", " ".join(os.path.basename(s) for s in report.scripts)))
+        meta.append(("params", ", ".join(f"{k} = {v}" for k, v in report.params_text.items()) or "-"))
     ivs = report.intervals
     steps = [["measured (the trace)", _ms(report.measured_us)], ["baseline (simulated)", _ms(a0.step_us) + _range(ivs, 0)]]
     if pred is not None:
@@ -308,106 +302,48 @@ def page(report: Report) -> str:
             ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"],
             ["throughput (samples/s after / before)", f"{report.throughput:.3f}x"],
         ]
-    parts = [
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
-        f"<title>daydream report: {_e(os.path.basename(report.trace))}</title><style>{STYLE}</style></head>"
-        # the page's laid-out height, marked once its figures are in (a reader scrolls it; a test bounds it)
-        '<body onload="document.body.dataset.height=document.documentElement.scrollHeight">',
-        f"<h1>daydream report: {_e(os.path.basename(report.trace))}</h1>",
-        f'<table class="meta">{meta_html}</table>',
-        *(f'<p class="warning">warning: {_e(w)}</p>' for w in report.warnings[:20]),
-        "<h2>Verdict</h2>",
-        *(f'<p class="verdict" id="verdict-{a.label}"><b>{_e(a.label)}:</b> {_e(a.verdict)}</p>' for a in report.analyses),
-        _table("Step time (ms)", ["", "ms"], steps, "steps"),
-        *(f'<p class="interval" id="interval-{i}">{_e(_interval_line(iv))}</p>' for i, iv in enumerate(ivs) if iv.parts),
-        _table(
+    each_step = [
+        [r.step + (" (context)" if r.context else ""), _ms(r.measured_us) if r.measured_us else "-", _ms(r.baseline_us),
+         *([_ms(r.predicted_us)] if pred is not None else [])]
+        for r in report.steps
+    ]  # fmt: skip
+    return _template().render(
+        name=os.path.basename(report.trace),
+        meta=meta,
+        warnings=report.warnings[:20],
+        verdicts=[(a.label, a.verdict) for a in analyses],
+        steps=_table("Step time (ms)", ["", "ms"], steps, "steps"),
+        intervals=[(i, _interval_line(iv)) for i, iv in enumerate(ivs) if iv.parts],
+        each_step=_table(
             "Each step (ms; the context step is simulated first, so that the measured ones start with what it left "
             "pending, and is not part of the step time)",
-            ["step", "measured", "baseline", *(["predicted"] if pred is not None else [])],
-            [
-                [
-                    r.step + (" (context)" if r.context else ""),
-                    _ms(r.measured_us) if r.measured_us else "-",
-                    _ms(r.baseline_us),
-                    *([_ms(r.predicted_us)] if pred is not None else []),
-                ]
-                for r in report.steps
-            ],
-            "each-step",
-        ),
-        "<h2>Breakdown</h2>",
-        _img("breakdown", "Where the step's time goes: CPU only, GPU only, both, idle"),
-        _table(
-            "Breakdown (ms)",
-            ["", *(a.label for a in report.analyses)],
-            [
-                [label, *(_ms(a.breakdown[k]) for a in report.analyses)]
-                for k, label in [*BREAKDOWN_PARTS.items(), ("total_us", "total")]
-            ],
-            "breakdown",
-        ),  # fmt: skip
-        "<h2>Timelines</h2>",
-        _img("timeline_baseline", "The baseline: each CPU thread and GPU stream"),
-    ]
-    if pred is not None:
-        parts.append(_img("timeline_predicted", "The prediction, on the same scale"))
-    parts.append(
-        f'<p id="interactive-timeline">To zoom, search and follow each launch to its kernel: <a href="{TIMELINE_FILE}">'
-        f"{TIMELINE_FILE}</a> holds the {'two timelines as two processes' if pred is not None else 'timeline'} (Chrome-trace "
-        'JSON, the critical path a track of its own); open it in <a href="https://ui.perfetto.dev">Perfetto</a> ("Open '
-        'trace file") or chrome://tracing.</p>'
-    )
-    parts += ["<h2>Layers</h2>", "<p>A layer is a framework operator (each instance of a top-level op with every op and kernel "
-              "under it); latency spans its first task's start to its last task's end; non-GPU time is the latency "
-              "its kernels do not cover (framework, launches, waits), as XSP defines it.</p>",
-              _img("layers", "GPU and non-GPU time of the layers that take longest")]  # fmt: skip
-    parts.append(
-        _side(report, lambda a: _table(f"Layers ({a.label})", LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2))
-    )
-    if any(a.modules for a in report.analyses):
-        parts.append(
-            _side(report, lambda a: _table(f"Modules ({a.label})", LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2))
-        )
-    if not any(a.kernels for a in report.analyses):  # a CPU recording: no GPU tables
-        parts.append("<h2>Kernels</h2><p>The trace holds no GPU work (a CPU recording).</p>")
-    else:
-        roof = a0.roofline_device
-        parts += ["<h2>Kernels</h2>", "<p>Roofline: memory- or compute-bound on " + _e(roof or "the trace's GPU")
-                  + " where the op's shapes give its FLOPs and bytes (summed over the kernels before the ratio); '-' "
-                  "where they do not.</p>"]  # fmt: skip
-        parts.append(
-            _side(
-                report,
-                lambda a: _table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}"),
-            )
-        )
-        parts.append(_side(report, lambda a: _table(f"Kernels by layer ({a.label})", ["layer", *KERNEL_HEAD[1:]],
-                                                    _kernel_rows(a.kernels_by_layer), f"kernels-by-layer-{a.label}")))  # fmt: skip
-        parts.append("<h2>GPU streams</h2>")
-        parts.append(
-            _table(
-                "Idle time by what it waited for (ms, over every stream; each idle stretch put down to what fixed the "
-                "start of the task after it)",
-                ["waiting for", *(a.label for a in report.analyses)],
-                [[label, *(_ms(sum(r.idle_by_cause.get(k, 0.0) for r in a.streams)) for a in report.analyses)]
-                 for k, label in IDLE_CAUSES.items()],
-                "idle-by-cause",
-            )
-        )  # fmt: skip
-        parts.append(_side(report, lambda a: _table(f"Idle time per stream ({a.label})", ["stream", "busy ms", "idle ms", "idle %", "tasks"],
-                                                    [[s.stream, _ms(s.busy_us), _ms(s.idle_us), f"{s.idle_pct:.0f}", str(s.tasks)] for s in a.streams],
-                                                    f"streams-{a.label}")))  # fmt: skip
-    parts.append("<h2>Critical path</h2>")
-    parts.append(_side(report, _critical_path))
-    parts.append('<p><small>Written by daydream; the data is in <a href="report.json">report.json</a>.</small></p></body></html>')
-    return "\n".join(parts)
+            ["step", "measured", "baseline", *(["predicted"] if pred is not None else [])], each_step, "each-step"),
+        breakdown=_table("Breakdown (ms)", ["", *(a.label for a in analyses)],
+                         [[label, *(_ms(a.breakdown[k]) for a in analyses)] for k, label in [*BREAKDOWN_PARTS.items(), ("total_us", "total")]],
+                         "breakdown"),
+        predicted=pred is not None,
+        timeline_file=TIMELINE_FILE,
+        layers=[_table(f"Layers ({a.label})", LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2) for a in analyses],
+        modules=[_table(f"Modules ({a.label})", LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2)
+                 for a in analyses] if any(a.modules for a in analyses) else [],
+        kernels=[_table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}")
+                 for a in analyses] if any(a.kernels for a in analyses) else [],
+        kernels_by_layer=[_table(f"Kernels by layer ({a.label})", ["layer", *KERNEL_HEAD[1:]], _kernel_rows(a.kernels_by_layer),
+                                 f"kernels-by-layer-{a.label}") for a in analyses],
+        roofline_device=a0.roofline_device or "the trace's GPU",
+        idle_by_cause=_table(
+            "Idle time by what it waited for (ms, over every stream; each idle stretch put down to what fixed the "
+            "start of the task after it)", ["waiting for", *(a.label for a in analyses)],
+            [[label, *(_ms(sum(r.idle_by_cause.get(k, 0.0) for r in a.streams)) for a in analyses)] for k, label in IDLE_CAUSES.items()],
+            "idle-by-cause"),
+        streams=[_table(f"Idle time per stream ({a.label})", ["stream", "busy ms", "idle ms", "idle %", "tasks"],
+                        [[s.stream, _ms(s.busy_us), _ms(s.idle_us), f"{s.idle_pct:.0f}", str(s.tasks)] for s in a.streams],
+                        f"streams-{a.label}") for a in analyses],
+        critical_path=[_critical_path(a) for a in analyses],
+    )  # fmt: skip
 
 
-def _side(report: Report, render: Any) -> str:
-    return '<div class="side">' + "".join(f"<div>{render(a)}</div>" for a in report.analyses) + "</div>"
-
-
-def _critical_path(a: Analysis) -> str:
+def _critical_path(a: Analysis) -> PageTable:
     cp = a.critical_path
     rows = [["tasks", f"{cp.tasks:,}"], ["GPU ms", _ms(cp.gpu_us)], ["CPU ms", _ms(cp.cpu_us)]]
     rows += [[f"phase: {k}", _ms(v)] for k, v in cp.by_phase.items()]

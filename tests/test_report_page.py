@@ -161,12 +161,16 @@ def _chromium() -> str | None:
 
 
 def _dump_dom(browser: str, page: Path, tmp: Path) -> str:
+    """The page's DOM after it loaded (its images' onload/onerror run), with no message on its console (Chromium
+    logs each as an INFO:CONSOLE line: a script error, a console.error)."""
     done = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files", f"--user-data-dir={tmp}",
-         "--virtual-time-budget=5000", "--window-size=1280,900", "--dump-dom", page.as_uri()],
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--window-size=1280,900", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    assert not console, console
     return done.stdout
 
 

@@ -289,3 +289,19 @@ def test_recorded_accumulation_labels_every_micro_batchs_forward_pass() -> None:
     assert count["forward"] == 2 * Counter(a["phase"] for _, a in base.nodes(data=True))["forward"]
     last_backward = max(a["start"] for _, a in accum.nodes(data=True) if a["phase"] == "backward")
     assert not [a["name"] for _, a in accum.nodes(data=True) if a["phase"] == "other" and a["start"] < last_backward]
+
+
+def test_python_stack_frames_do_not_take_a_ranges_place(tmp_path: Path) -> None:
+    """A trace recorded with the Python stack (with_stack=True: TraceLens's MI300X traces) holds frames such as
+    `torch/optim/optimizer.py(60): _use_grad` inside `Optimizer.step#SGD.step`: a frame names a file, not a phase,
+    and the step stays the region of its kernels (fused_optimizer found no optimizer step there)."""
+    doc = make_trace()
+    step = next(e for e in doc["traceEvents"] if e.get("name") == "Optimizer.step#SGD.step")
+    frame = dict(
+        step, cat="python_function", name="torch/optim/optimizer.py(60): _use_grad", ts=step["ts"] + 1, dur=step["dur"] - 2
+    )
+    doc["traceEvents"].append(frame)
+    g = build_graph(load_trace(write_trace(tmp_path / "t.json", doc)))
+    optimizer = [a for _, a in g.nodes(data=True) if a.get("class") == "optimizer"]
+    assert optimizer and {a["region"] for a in optimizer} == {"Optimizer.step#SGD.step"}
+    assert {a["phase"] for a in optimizer} == {"optimizer"}

@@ -40,6 +40,10 @@ def range_phase(name: str, cat: str | None) -> str | None:
     Ops declare only the backward pass (autograd nodes and their wrappers); step, optimizer and DataLoader ranges that
     a trace files as ops arrive here as annotations (the loader recategorizes them: daydream.trace.model.is_annotation).
     """
+    if cat == "python_function":
+        # a frame of the Python stack (with_stack=True), not an annotation: `torch/optim/optimizer.py(60): _use_grad`
+        # inside `Optimizer.step#SGD.step` names the file it runs in, and would take the step's place as the region
+        return None
     if _BACKWARD_RE.search(name) or _AUTOGRAD_NODE_RE.search(name):
         return "backward"
     if cat not in CPU_OP_CATS:

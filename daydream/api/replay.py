@@ -48,6 +48,18 @@ class CriticalPath(msgspec.Struct):
     by_name: dict[str, float]
 
 
+class StepTime(msgspec.Struct, frozen=True):
+    """One simulated step of a replay: its name, the period the trace measured and the one simulated
+    (``predicted_us`` repeats ``baseline_us`` under the name the README gave it first), and whether it is context
+    (simulated before the measured steps so that they start with what it left pending; not measured)."""
+
+    name: str
+    measured_us: float
+    baseline_us: float
+    predicted_us: float
+    context: bool
+
+
 class ReplayReport(msgspec.Struct):
     """What ``daydream simulate --json`` prints (:meth:`Replay.to_dict`), in this order. ``baseline_us`` is the
     unchanged trace's step as replayed (the baseline of ``daydream run``); ``predicted_us`` repeats it, under the
@@ -62,7 +74,7 @@ class ReplayReport(msgspec.Struct):
     predicted_us: float
     error_pct: float
     baseline_interval: Interval  # 90%: the trace's own step-to-step noise
-    steps: list[dict[str, Any]]
+    steps: list[StepTime]
     breakdown: dict[str, float]
     tasks: int
     edges: int
@@ -87,15 +99,16 @@ class Replay:
     timeline: Timeline
     measured_us: float
     baseline_us: float
-    steps: list[dict[str, Any]]
+    steps: list[StepTime]
     breakdown: dict[str, float]
     warnings: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per simulated step: the step, its measured and baseline time (us), and whether it is the context of
         the measured step (simulated before it, not measured); the columns of :meth:`WhatIf.rows` of the same name."""
-        return [{"step": s["name"], "measured_us": s["measured_us"], "baseline_us": s["baseline_us"], "context": s["context"]}
-                for s in self.steps]  # fmt: skip
+        return [
+            {"step": s.name, "measured_us": s.measured_us, "baseline_us": s.baseline_us, "context": s.context} for s in self.steps
+        ]
 
     def __repr__(self) -> str:
         return (
@@ -215,10 +228,8 @@ def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
     periods = timeline.step_periods()
     # each step's "predicted_us" repeats its baseline under the name the README gave it first
     steps = [
-        {"name": s.name, "measured_us": s.measured_us, "baseline_us": (b := periods.get(s.name, math.nan)), "predicted_us": b,
-         "context": s.context}
-        for s in graph.graph.get("steps", [])
-    ]  # fmt: skip
+        StepTime(s.name, s.measured_us, (b := periods.get(s.name, math.nan)), b, s.context) for s in graph.graph.get("steps", [])
+    ]
     return Replay(
         graph=graph,
         timeline=timeline,

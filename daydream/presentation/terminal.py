@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # what each renderer is given: importing them all would cost 
     from daydream.api.demo import Demo
     from daydream.api.embeddings import EmbeddingProfile
     from daydream.api.job import JobReplay
-    from daydream.api.replay import Replay
+    from daydream.api.replay import Replay, StepTime
     from daydream.api.validate import Ledger
     from daydream.api.whatif import WhatIf
     from daydream.dsl.library import ScriptInfo
@@ -75,12 +75,12 @@ def render_replay(result: Replay, console: Console) -> None:
     steps.add_column("baseline (simulated)", justify="right")
     steps.add_column("error", justify="right")
     for s in d.steps:
-        if s.get("context"):  # simulated so that the step after it starts with what it left pending; not measured
-            steps.add_row(styled(plain(s["name"]), (" (context)", "dim")), "", "", "")
+        if s.context:  # simulated so that the step after it starts with what it left pending; not measured
+            steps.add_row(styled(plain(s.name), (" (context)", "dim")), "", "", "")
             continue
-        err = (s["baseline_us"] - s["measured_us"]) / s["measured_us"] * 100 if s["measured_us"] else 0.0
-        steps.add_row(plain(s["name"]), ms(s["measured_us"]), ms(s["baseline_us"]), f"{err:+.2f}%")
-    if sum(not s.get("context") for s in d.steps) > 1:
+        err = (s.baseline_us - s.measured_us) / s.measured_us * 100 if s.measured_us else 0.0
+        steps.add_row(plain(s.name), ms(s.measured_us), ms(s.baseline_us), f"{err:+.2f}%")
+    if sum(not s.context for s in d.steps) > 1:
         steps.add_row("[b]median[/]", ms(d.measured_us), ms(d.baseline_us), f"{d.error_pct:+.2f}%")
     if d.baseline_interval.half_width_pct:
         steps.add_row("90% interval", "", _range(d.baseline_interval), "")
@@ -160,7 +160,7 @@ def render_job(result: JobReplay, console: Console) -> None:
     console.print(breakdown_shares(result.breakdown, "Breakdown (baseline, all ranks)"))
 
 
-def _causality_line(edges_by_kind: dict[str, int], causality: Causality | None, steps: list[dict[str, Any]]) -> str:
+def _causality_line(edges_by_kind: dict[str, int], causality: Causality | None, steps: list[StepTime]) -> str:
     """What explains the timeline: the dependencies by kind, and what nothing in the graph explains."""
     edges = ", ".join(f"{k} {n:,}" for k, n in edges_by_kind.items())
     c = causality or Causality()
@@ -171,7 +171,7 @@ def _causality_line(edges_by_kind: dict[str, int], causality: Causality | None, 
         weak.append(f"{_count(c.unanchored_tasks, 'task')} with no dependency that explains its start "
                     f"({ms(c.unanchored_lead_us)} of traced lead time dropped)")  # fmt: skip
     if c.held_back_us:
-        context = any(s.get("context") for s in steps or ())
+        context = any(s.context for s in steps or ())
         first = "the context step (the step before the measured one)" if context else "the step"
         weak.append(f"work before {first} held it back up to {ms(c.held_back_us)} in the trace "
                     f"({'it is' if context else 'the step is'} simulated with nothing pending)")  # fmt: skip

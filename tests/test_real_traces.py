@@ -65,9 +65,9 @@ def test_replay_geomean(shared_traces: Path) -> None:
 
 def test_every_step_of_a_multistep_trace(shared_traces: Path) -> None:
     result = replay(shared_traces / "hta/nccl_parser_config_nccl_data.json.gz", step="all")
-    assert [s["name"] for s in result.steps] == ["ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]
+    assert [s.name for s in result.steps] == ["ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]
     for s in result.steps:
-        assert abs(s["predicted_us"] - s["measured_us"]) <= MAX_ERROR * s["measured_us"]
+        assert abs(s.predicted_us - s.measured_us) <= MAX_ERROR * s.measured_us
 
 
 def test_nccl_kernels_are_comm_tasks_with_sizes(shared_traces: Path) -> None:

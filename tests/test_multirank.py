@@ -452,6 +452,24 @@ def test_ray_builds_the_same_job(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
 
 
+def test_ray_loads_rank_traces_as_a_serial_load_does(tmp_path: Path) -> None:
+    """Per-rank loads on a local Ray (--ray local), on rank traces made here (CI holds no shared traces): the same
+    job as the serial load, rank for rank (Ray is a test dependency: this runs in CI)."""
+    pytest.importorskip("ray")
+    from synth import make_trace, write_trace
+
+    for r in range(4):
+        doc = make_trace()
+        doc["distributedInfo"] = {"rank": r, "world_size": 4}
+        write_trace(tmp_path / f"rank{r}.json", doc)
+    serial = replay_job(tmp_path)
+    on_ray = replay_job(tmp_path, ray="local", jobs=2)
+    assert [(r.rank, r.measured_us, r.step_us, r.same_as) for r in on_ray.ranks] == [
+        (r.rank, r.measured_us, r.step_us, r.same_as) for r in serial.ranks
+    ]
+    assert len(on_ray.ranks) == 4 and on_ray.baseline_us == serial.baseline_us
+
+
 def test_ray_absent_is_said(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import sys
 

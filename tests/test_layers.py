@@ -40,10 +40,8 @@ SPLIT = frozenset({"api", "presentation", "commands"})
 
 
 def _unit(path: Path) -> str:
-    parts = path.relative_to(PACKAGE).with_suffix("").parts
-    if parts[0] in SPLIT and len(parts) > 1 and parts[1] != "__init__":
-        return f"{parts[0]}.{parts[1]}"
-    return parts[0]
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    return _unit_of(parts[:-1] if len(parts) > 1 and parts[-1] == "__init__" else parts)
 
 
 def _unit_of(parts: list[str]) -> str:

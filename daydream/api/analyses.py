@@ -239,14 +239,21 @@ def stream_rows(timeline: Timeline) -> list[StreamRow]:
         busy = float((e - s).sum()) * scale
         idle = max(0.0, total - busy)
         rows.append(
-            StreamRow(lane, busy, idle, 100 * idle / total if total else 0.0, len(ix), _idle_by_cause(timeline, lane, ix, scale))
+            StreamRow(
+                lane,
+                busy,
+                idle,
+                100 * idle / total if total else 0.0,
+                len(ix),
+                _idle_by_cause(timeline, lane, ix, (t0, t1), scale),
+            )
         )
     return sorted(rows, key=lambda r: (-r.busy_us, r.stream))
 
 
-def _idle_by_cause(timeline: Timeline, lane: str, ix: list[int], scale: float) -> dict[str, float]:
-    """The stream's idle stretches in the step's window, each put down to the cause of the task after it."""
-    t0, t1, _ = timeline.step_window()
+def _idle_by_cause(timeline: Timeline, lane: str, ix: list[int], window: tuple[float, float], scale: float) -> dict[str, float]:
+    """The stream's idle stretches in the step's ``window``, each put down to the cause of the task after it."""
+    t0, t1 = window
     out = dict.fromkeys(IDLE_CAUSES, 0.0)
     attrs, start, end, cause = timeline.task_attrs, timeline.start, timeline.end, timeline.cause
     cursor = t0

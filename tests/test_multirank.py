@@ -204,7 +204,7 @@ def test_dlrm8_balancing_the_straggler_predicts_less() -> None:
     assert base.straggler is not None and base.straggler.rank == 7
     balanced = whatif(DLRM8, ["straggler"])
     assert balanced.predicted_us < balanced.baseline_us
-    changes = balanced.rank_changes()
+    changes = balanced.report.ranks
     assert changes is not None
     slowest_before = max(c["baseline_us"] for c in changes)
     slowest_after = max(c["predicted_us"] for c in changes)
@@ -221,7 +221,7 @@ def test_dlrm8_scaled_out_from_8_to_1024_ranks() -> None:
     # more nodes: the all-to-alls and all-reduces cross more of the network; no rank's step shorter, the job's longer
     # (rank 7, the straggler, ends its step on the CPU before its last collective ends)
     for fewer, more in zip(steps, steps[1:]):
-        pairs = zip(fewer.rank_changes() or [], more.rank_changes() or [], strict=True)
+        pairs = zip(fewer.report.ranks or [], more.report.ranks or [], strict=True)
         assert all(b["predicted_us"] >= a["predicted_us"] for a, b in pairs)
         assert more.predicted_us > fewer.predicted_us
     # and a slower network, longer still
@@ -408,7 +408,7 @@ def test_sharding_on_a_job_by_hand() -> None:
     expected = [start + a2a + 100 * y for y in b]
     params = {"rows": rows, "pooling": pooling, "dims": dim, "batch": batch, "sharder": "size_greedy", "link": "nvlink2"}
     result = run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params=params)
-    assert [c["predicted_us"] for c in result.rank_changes() or []] == pytest.approx(expected)
+    assert [c["predicted_us"] for c in result.report.ranks or []] == pytest.approx(expected)
     assert result.printed[-1].startswith("plan [0, 1, 1, 1] for naive [0, 1, 0, 1]")
     # every sharder's plan priced by the model; the best no slower than any
     modelled = {line.split()[0]: float(line.split()[1]) for line in result.printed[:7]}
@@ -489,5 +489,5 @@ def test_one_word_one_value_for_a_job(shared_traces: Path) -> None:
     simulated = replay_job(job)
     ran = whatif(job, ["straggler"])
     assert ran.baseline_us == pytest.approx(simulated.baseline_us, rel=1e-9)
-    assert ran.baseline_us == pytest.approx(max(r["baseline_us"] for r in ran.rank_changes() or []), rel=1e-9)
-    assert ran.predicted_us == pytest.approx(max(r["predicted_us"] for r in ran.rank_changes() or []), rel=1e-9)
+    assert ran.baseline_us == pytest.approx(max(r["baseline_us"] for r in ran.report.ranks or []), rel=1e-9)
+    assert ran.predicted_us == pytest.approx(max(r["predicted_us"] for r in ran.report.ranks or []), rel=1e-9)

@@ -36,7 +36,7 @@ def test_a_launch_that_waited_for_the_queue_waits_for_the_kernel_that_freed_a_sl
     for _u, v in waited:
         assert graph.nodes[v]["duration"] < 50.0  # the call keeps its own cost after the wait
     # replay stays exact (the first step, as before: work issued before the recording held it back, 0.06%)
-    for step in replay_graph(graph).report().steps[1:]:
+    for step in replay_graph(graph).report.steps[1:]:
         assert step.baseline_us == step.measured_us
     # the blocked calls of a later step are waits now, not a slow host: no warning about them; the first step's
     # waits on work issued before the recording began are

@@ -157,7 +157,7 @@ def test_the_replay_report_counts_tasks_and_edges_as_one_at_a_time(shared_traces
     graph = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), "all")
     edge = next(iter(graph.edges))
     graph.edges[edge]["kind"] = "made up"  # a kind the schema does not name: counted after those it does
-    report = replay_graph(graph).report()
+    report = replay_graph(graph).report
     kinds: dict[str, int] = {}
     for a in graph.nodes.values():
         kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
@@ -202,7 +202,7 @@ def test_the_critical_path_times_are_those_of_one_task_at_a_time(shared_traces: 
     attrs = timeline.task_attrs
     gpu_us = sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in GPU_KINDS)
     cpu_us = sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in CPU_KINDS)
-    report = result.report().critical_path
+    report = result.report.critical_path
     assert (report.gpu_us, report.cpu_us) == (gpu_us, cpu_us)
     assert gpu_us > 0 and cpu_us > 0 and report.tasks == len(path)
     if source == "chain":

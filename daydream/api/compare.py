@@ -33,7 +33,7 @@ import multiprocessing
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -241,24 +241,15 @@ class Provenance(msgspec.Struct):
     script_sha256: dict[str, str]
 
 
-class ComparisonReport(msgspec.Struct):
-    """What ``daydream compare --json`` prints and ``--save`` writes (:meth:`Comparison.to_dict`)."""
+class Comparison(msgspec.Struct):
+    """The baseline and every scenario's prediction, sorted by predicted step time: all data (what ``daydream compare
+    --json`` prints and ``--save`` writes, what :func:`load_saved` reads back). ``repr`` is one line; ``rows()`` gives
+    a table a DataFrame takes."""
 
     provenance: Provenance
     baseline: Baseline
     scenarios: list[ScenarioResult]  # by predicted step time, fastest first; those without a prediction last
     warnings: list[str] = []
-
-
-@dataclass(repr=False)
-class Comparison:
-    """The baseline and every scenario's prediction, sorted by predicted step time. ``rows()`` gives a table a
-    DataFrame takes."""
-
-    provenance: Provenance
-    baseline: Baseline
-    scenarios: list[ScenarioResult]
-    warnings: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
         best = self.scenarios[0] if self.scenarios and self.scenarios[0].predicted_us is not None else None
@@ -284,11 +275,8 @@ class Comparison:
             out.append(row)
         return out
 
-    def report(self) -> ComparisonReport:
-        return ComparisonReport(self.provenance, self.baseline, self.scenarios, self.warnings)
-
     def to_dict(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self.report())
+        return msgspec.to_builtins(self)
 
 
 def script_key(path: str, base: Path | None) -> str:
@@ -477,14 +465,14 @@ def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathL
 # --- saved results and regressions ----------------------------------------------------------------------------------
 
 
-def load_saved(path: str | os.PathLike[str]) -> ComparisonReport:
+def load_saved(path: str | os.PathLike[str]) -> Comparison:
     """Results saved by ``daydream compare --save``."""
     p = Path(path)
     if not os.path.lexists(p):
         raise DaydreamError(f"{p}: no such results file (write one with daydream compare ... --save {p})")
     data = read_input(p, "results file", MAX_SAVED_BYTES)
     try:
-        return msgspec.convert(_from_before_one_vocabulary(msgspec.json.decode(data)), ComparisonReport)
+        return msgspec.convert(_from_before_one_vocabulary(msgspec.json.decode(data)), Comparison)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise DaydreamError(f"{p}: not results saved by daydream compare --save: {exc}") from None
 
@@ -507,7 +495,7 @@ def _from_before_one_vocabulary(doc: Any) -> Any:
 def save(comparison: Comparison, path: str | os.PathLike[str]) -> None:
     from daydream.files import json_bytes, write_atomically
 
-    write_atomically(path, json_bytes(comparison.report(), indent=2), "--save")
+    write_atomically(path, json_bytes(comparison, indent=2), "--save")
 
 
 class Verdict(msgspec.Struct):
@@ -546,7 +534,7 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
-def check_against(comparison: Comparison, saved: ComparisonReport, saved_path: str, tolerance_pct: float) -> Against:
+def check_against(comparison: Comparison, saved: Comparison, saved_path: str, tolerance_pct: float) -> Against:
     """Each scenario's prediction against the saved one: regressed when it grew by more than ``tolerance_pct``
     percent (or lost its prediction), faster when it shrank by more, else the same; scenarios new or gone."""
     old = {s.name: s for s in saved.scenarios}

@@ -9,7 +9,7 @@ rather than predicted as "no change".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
@@ -66,7 +66,7 @@ class DemoSkipped(msgspec.Struct):
 
 
 class DemoReport(msgspec.Struct):
-    """What ``daydream demo --json`` prints (:meth:`Demo.to_dict`), in this order."""
+    """The demo as data: what ``daydream demo --json`` prints, in this order, and what renderers read."""
 
     trace: str
     device: str | None
@@ -82,44 +82,49 @@ class DemoReport(msgspec.Struct):
 
 @dataclass
 class Demo:
-    trace: str
-    baseline: Replay
-    results: list[tuple[Scenario, WhatIf]] = field(default_factory=list)
-    skipped: list[tuple[Scenario, str]] = field(default_factory=list)
-    summaries: dict[str, str] = field(default_factory=dict)  # script -> first docstring line
+    """The demo: :attr:`report`, the data (what ``daydream demo --json`` prints), with the baseline's replay and each
+    what-if's result that it summarises."""
 
-    def report(self) -> DemoReport:
-        g = self.baseline.graph
-        # the recording's device where the trace names none (a CPU recording); the sidecar, or a dict like it
-        device = (g.graph.get("recording") or {}).get("device") or {}
-        return DemoReport(
-            trace=self.trace,
-            device=g.graph.get("device") or device.get("name"),
-            device_type=device.get("type") or ("cuda" if g.graph.get("device") else None),
-            measured_us=self.baseline.measured_us,
-            baseline_us=self.baseline.baseline_us,
-            baseline_interval=self.baseline.interval,
-            breakdown=self.baseline.breakdown,
-            whatifs=[
-                DemoWhatIf(
-                    s.script,
-                    dict(s.params),
-                    self.summaries.get(s.script, ""),
-                    r.baseline_us,
-                    r.predicted_us,
-                    r.speedup,
-                    r.throughput,
-                    r.interval,
-                )
-                for s, r in self.results
-            ],  # fmt: skip
-            skipped=[DemoSkipped(s.script, dict(s.params), why) for s, why in self.skipped],
-            warnings=self.baseline.warnings,
-        )
+    report: DemoReport
+    baseline: Replay
+    results: list[tuple[Scenario, WhatIf]]
 
     def to_dict(self) -> dict[str, Any]:
-        """:meth:`report` as JSON values."""
-        return msgspec.to_builtins(self.report())
+        """:attr:`report` as JSON values."""
+        return msgspec.to_builtins(self.report)
+
+
+def demo_report(trace: str, baseline: Replay, results: list[tuple[Scenario, WhatIf]],
+                skipped: list[tuple[Scenario, str]], summaries: dict[str, str]) -> DemoReport:  # fmt: skip
+    """The demo's data: the baseline, each what-if's prediction (``summaries``: a script's first docstring line) and
+    each scenario that does not apply, with why."""
+    g = baseline.graph
+    # the recording's device where the trace names none (a CPU recording); the sidecar, or a dict like it
+    device = (g.graph.get("recording") or {}).get("device") or {}
+    return DemoReport(
+        trace=trace,
+        device=g.graph.get("device") or device.get("name"),
+        device_type=device.get("type") or ("cuda" if g.graph.get("device") else None),
+        measured_us=baseline.measured_us,
+        baseline_us=baseline.baseline_us,
+        baseline_interval=baseline.interval,
+        breakdown=baseline.breakdown,
+        whatifs=[
+            DemoWhatIf(
+                s.script,
+                dict(s.params),
+                summaries.get(s.script, ""),
+                r.baseline_us,
+                r.predicted_us,
+                r.speedup,
+                r.throughput,
+                r.interval,
+            )
+            for s, r in results
+        ],  # fmt: skip
+        skipped=[DemoSkipped(s.script, dict(s.params), why) for s, why in skipped],
+        warnings=baseline.warnings,
+    )
 
 
 def bundled_traces() -> list[str]:
@@ -145,15 +150,16 @@ def run_demo(trace: str | None = None, scenarios: tuple[Scenario, ...] = SCENARI
     baseline = replay_graph(graph)
     if not loaded.has_gpu_activity:
         baseline.warnings.insert(0, "a CPU-only recording: what-ifs about GPU kernels do not apply to it")
-    demo = Demo(trace=path, baseline=baseline)
-    demo.summaries = {i.name: i.summary for i in describe_scripts([s.script for s in scenarios])}
+    summaries = {i.name: i.summary for i in describe_scripts([s.script for s in scenarios])}
+    results: list[tuple[Scenario, WhatIf]] = []
+    skipped: list[tuple[Scenario, str]] = []
     for s in scenarios:
         try:
             result = run_whatif(graph, [s.script], dict(s.params))
         except NotApplicable as exc:
-            demo.skipped.append((s, exc.reason))
+            skipped.append((s, exc.reason))
             continue
         if not math.isfinite(result.predicted_us):
             raise DaydreamError(f"{s.label}: the prediction is not a number")
-        demo.results.append((s, result))
-    return demo
+        results.append((s, result))
+    return Demo(demo_report(path, baseline, results, skipped, summaries), baseline, results)

@@ -7,7 +7,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from typing import Any
 
@@ -61,7 +61,7 @@ class StepTime(msgspec.Struct, frozen=True):
 
 
 class ReplayReport(msgspec.Struct):
-    """What ``daydream simulate --json`` prints (:meth:`Replay.to_dict`), in this order. ``baseline_us`` is the
+    """A replay as data: what ``daydream simulate --json`` prints, in this order, and what renderers read. ``baseline_us`` is the
     unchanged trace's step as replayed (the baseline of ``daydream run``); ``predicted_us`` repeats it, under the
     name the README gave it before the vocabulary was one (each step's ``predicted_us`` too)."""
 
@@ -91,17 +91,14 @@ class ReplayReport(msgspec.Struct):
 
 @dataclass(repr=False)
 class Replay:
-    """A simulated graph of one trace: the measured iteration and the baseline, the unchanged graph replayed (what
-    ``daydream run`` calls the baseline). ``repr`` is one line; :meth:`rows` gives one row per step
-    (``pandas.DataFrame(replay.rows())``)."""
+    """A simulated graph of one trace: :attr:`report`, the data (the measured iteration and the baseline - the
+    unchanged graph replayed, what ``daydream run`` calls the baseline -, where its time goes; what ``daydream simulate
+    --json`` prints), with the graph and its timeline. The report's fields are read through it; ``repr`` is one line;
+    :meth:`rows` gives one row per step (``pandas.DataFrame(replay.rows())``)."""
 
+    report: ReplayReport
     graph: nx.DiGraph
     timeline: Timeline
-    measured_us: float
-    baseline_us: float
-    steps: list[StepTime]
-    breakdown: dict[str, float]
-    warnings: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per simulated step: the step, its measured and baseline time (us), and whether it is the context of
@@ -112,57 +109,47 @@ class Replay:
 
     def __repr__(self) -> str:
         return (
-            f"Replay(trace={self.graph.graph.get('trace')!r}, measured {self.measured_us / 1e3:,.3f} ms, baseline "
+            f"Replay(trace={self.report.trace!r}, measured {self.measured_us / 1e3:,.3f} ms, baseline "
             f"{self.baseline_us / 1e3:,.3f} ms, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)"
         )
+
+    # the report's fields, read through it: the data has one copy, the report's
+    @property
+    def measured_us(self) -> float:
+        return self.report.measured_us
+
+    @property
+    def baseline_us(self) -> float:
+        return self.report.baseline_us
+
+    @property
+    def steps(self) -> list[StepTime]:
+        return self.report.steps
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        return self.report.breakdown
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.report.warnings
 
     @property
     def error(self) -> float:
         """Relative error of the baseline against the measurement (signed)."""
-        return (self.baseline_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
+        return _error(self.baseline_us, self.measured_us)
 
     @property
     def interval(self) -> Interval:
         """The baseline's 90% interval: the trace's own step-to-step noise (daydream.perf.uncertainty)."""
-        return interval(self.baseline_us, [noise_of(self.graph)])
+        return self.report.baseline_interval
 
     def critical_path_summary(self, top: int = 8) -> CriticalPath:
         return critical_path_summary(self.timeline, top)
 
-    def report(self) -> ReplayReport:
-        g = self.graph
-        kind, kind_values = self.timeline.codes("kind")  # counted by numpy, in order of first appearance
-        kinds: dict[str, int] = dict(zip(kind_values, np.bincount(kind, minlength=len(kind_values)).tolist()))
-        edge_counts = edges_by_kind(g)
-        gpu_time = totals_by(self.timeline, ("phase", "class", "layer"), self.timeline.measured_indices())
-        return ReplayReport(
-            trace=g.graph.get("trace"),
-            device=g.graph.get("device"),
-            rank=g.graph.get("rank"),
-            world_size=g.graph.get("world_size"),
-            measured_us=self.measured_us,
-            baseline_us=self.baseline_us,
-            predicted_us=self.baseline_us,
-            error_pct=100.0 * self.error,
-            baseline_interval=self.interval,
-            steps=self.steps,
-            breakdown=self.breakdown,
-            tasks=g.number_of_nodes(),
-            edges=sum(edge_counts.values()),
-            tasks_by_kind=kinds,
-            gpu_time_by_phase=gpu_time["phase"],
-            gpu_time_by_class=gpu_time["class"],
-            gpu_time_by_layer=_top(gpu_time["layer"], 20),
-            critical_path=self.critical_path_summary(),
-            delays=g.graph.get("delays"),
-            edges_by_kind=edge_counts,
-            causality=g.graph.get("causality"),
-            warnings=self.warnings,
-        )
-
     def to_dict(self) -> dict[str, Any]:
-        """:meth:`report` as JSON values."""
-        return msgspec.to_builtins(self.report())
+        """:attr:`report` as JSON values."""
+        return msgspec.to_builtins(self.report)
 
 
 def step_critical_path(timeline: Timeline) -> tuple[list[int], list[float]]:
@@ -218,6 +205,10 @@ def edges_by_kind(graph: nx.DiGraph) -> dict[str, int]:
     return counts
 
 
+def _error(baseline_us: float, measured_us: float) -> float:
+    return (baseline_us - measured_us) / measured_us if measured_us else 0.0
+
+
 def _top(d: dict[str, float], n: int) -> dict[str, float]:
     return dict(list(d.items())[:n])
 
@@ -230,15 +221,36 @@ def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
     steps = [
         StepTime(s.name, s.measured_us, (b := periods.get(s.name, math.nan)), b, s.context) for s in graph.graph.get("steps", [])
     ]
-    return Replay(
-        graph=graph,
-        timeline=timeline,
-        measured_us=float(graph.graph.get("measured_us", math.nan)),
-        baseline_us=timeline.step_us(),
+    measured, baseline = float(graph.graph.get("measured_us", math.nan)), timeline.step_us()
+    kind, kind_values = timeline.codes("kind")  # counted by numpy, in order of first appearance
+    kinds: dict[str, int] = dict(zip(kind_values, np.bincount(kind, minlength=len(kind_values)).tolist()))
+    edge_counts = edges_by_kind(graph)
+    gpu_time = totals_by(timeline, ("phase", "class", "layer"), timeline.measured_indices())
+    report = ReplayReport(
+        trace=graph.graph.get("trace"),
+        device=graph.graph.get("device"),
+        rank=graph.graph.get("rank"),
+        world_size=graph.graph.get("world_size"),
+        measured_us=measured,
+        baseline_us=baseline,
+        predicted_us=baseline,
+        error_pct=100.0 * _error(baseline, measured),
+        baseline_interval=interval(baseline, [noise_of(graph)]),
         steps=steps,
         breakdown=breakdown(timeline),
+        tasks=graph.number_of_nodes(),
+        edges=sum(edge_counts.values()),
+        tasks_by_kind=kinds,
+        gpu_time_by_phase=gpu_time["phase"],
+        gpu_time_by_class=gpu_time["class"],
+        gpu_time_by_layer=_top(gpu_time["layer"], 20),
+        critical_path=critical_path_summary(timeline),
+        delays=graph.graph.get("delays"),
+        edges_by_kind=edge_counts,
+        causality=graph.graph.get("causality"),
         warnings=list(graph.graph.get("warnings", [])),
     )
+    return Replay(report=report, graph=graph, timeline=timeline)
 
 
 def replay(

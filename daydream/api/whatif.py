@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -58,7 +58,7 @@ class Change(msgspec.Struct, Generic[T]):
 
 
 class WhatIfReport(msgspec.Struct):
-    """What ``daydream run --json`` prints (:meth:`WhatIf.to_dict`), in this order."""
+    """A what-if's prediction as data: what ``daydream run --json`` prints, in this order, and what renderers read."""
 
     trace: str | None
     device: str | None
@@ -90,46 +90,31 @@ class WhatIfReport(msgspec.Struct):
 
 @dataclass(repr=False)
 class WhatIf:
-    """The baseline (the unchanged graph, simulated) and the prediction after the scripts. ``repr`` is one line;
-    :meth:`rows` gives a table a DataFrame takes (``pandas.DataFrame(result.rows())``)."""
+    """A what-if's prediction: :attr:`report`, the data (what ``daydream run --json`` prints, what renderers read),
+    with what a notebook goes on from - the changed graph, its timeline and the baseline's - and what the scripts'
+    run left (data, not the interpreter that ran them: the REPL keeps a live Session). The report's fields are read
+    through it (``result.predicted_us``, ``result.baseline.breakdown``); ``repr`` is one line; :meth:`rows` gives a
+    table a DataFrame takes (``pandas.DataFrame(result.rows())``)."""
 
+    report: WhatIfReport
     graph: nx.DiGraph
-    scripts: list[str]
-    baseline: Summary
-    predicted: Summary
     timeline: Timeline
     baseline_timeline: Timeline  # the unchanged graph simulated
-    measured_us: float
-    # what the scripts' run left (data, not the interpreter that ran them: the REPL keeps a live Session)
-    samples: float  # samples per step after the scripts, relative to the trace's: see :attr:`throughput`
-    param_values: dict[str, Any]  # each param's value as the scripts saw it
-    params_text: dict[str, str]  # the same as given or declared (a bare word as its text)
-    policy: str  # the schedule policy, as written
+    param_values: dict[str, Any]  # each param's value as the scripts saw it (the report holds them as JSON values)
     effects: list[Effect]  # what each statement did
-    printed: list[str]  # the scripts' print lines
     texts: dict[str, str]  # each script file read (includes too): its text
     budget: Budget  # the work units the run could spend and spent
-    script_warnings: list[str]  # the scripts' own warnings (``warnings`` holds the trace's before them)
-    warnings: list[str] = field(default_factory=list)
-    baseline_ranks: list[RankResult] | None = None  # a multi-rank job's ranks before the scripts
-
-    def rank_changes(self) -> list[dict[str, Any]] | None:
-        """A multi-rank job: each rank's measured step, and its predicted step before and after the scripts."""
-        if self.baseline_ranks is None:
-            return None
-        after, _ = rank_results(self.graph, self.timeline)
-        return [{"rank": b.rank, "measured_us": b.measured_us, "baseline_us": b.step_us, "predicted_us": a.step_us,
-                 "baseline_wait_us": b.wait_us, "wait_us": a.wait_us} for b, a in zip(self.baseline_ranks, after)]  # fmt: skip
+    script_warnings: list[str]  # the scripts' own warnings (the report's hold the trace's before them)
 
     def rows(self) -> list[dict[str, Any]]:
-        """One row per rank of a job (:meth:`rank_changes`), else one per simulated step: measured, baseline and
+        """One row per rank of a job (the report's ``ranks``), else one per simulated step: measured, baseline and
         predicted (us), the speedup (baseline over predicted) and the throughput (samples per second after over
         before)."""
-        ranks = self.rank_changes()
+        ranks = self.report.ranks
         if ranks is not None:
             rows = [{**r, "speedup": r["baseline_us"] / r["predicted_us"] if r["predicted_us"] else math.inf} for r in ranks]
         else:
-            before, after = self.baseline.step_us, self.predicted.step_us
+            before, after = self.report.step_us.baseline, self.report.step_us.predicted
             measured = {s.name: s.measured_us for s in self.graph.graph.get("steps", [])}
             rows = [{"step": name, "measured_us": measured.get(name, math.nan), "baseline_us": before.get(name, math.nan),
                      "predicted_us": a, "speedup": before.get(name, math.nan) / a if a else math.inf}
@@ -138,85 +123,119 @@ class WhatIf:
 
     def __repr__(self) -> str:
         names = [os.path.basename(s).removesuffix(".whatif") for s in self.scripts]
-        return (f"WhatIf(trace={self.graph.graph.get('trace')!r}, scripts={names}, baseline {self.baseline_us / 1e3:,.3f} ms, "
+        return (f"WhatIf(trace={self.report.trace!r}, scripts={names}, baseline {self.baseline_us / 1e3:,.3f} ms, "
                 f"predicted {self.predicted_us / 1e3:,.3f} ms, speedup {self.speedup:.3f}x, throughput {self.throughput:.3f}x, "
                 f"{self.graph.number_of_nodes():,} tasks)")  # fmt: skip
 
+    # the report's fields, read through it: the data has one copy, the report's
+    @property
+    def scripts(self) -> list[str]:
+        return self.report.scripts
+
+    @property
+    def measured_us(self) -> float:
+        return self.report.measured_us
+
     @property
     def baseline_us(self) -> float:
-        return self.baseline.step_time_us
+        return self.report.baseline_us
 
     @property
     def predicted_us(self) -> float:
-        return self.predicted.step_time_us
-
-    @property
-    def interval(self) -> Interval:
-        """How far to trust :attr:`predicted_us`: a 90% interval from the trace's own step-to-step noise and the
-        measured error of the scripts run (the validation ledger), widened and marked extrapolated where the change
-        leaves what was validated (daydream.perf.uncertainty)."""
-        names = [library_name(s) if not s.startswith("<") else None for s in self.scripts]
-        parts = model_parts(names, numeric_params(self.param_values))
-        swapped = device_part(derived.cached(self.graph, "device_swaps", ()), self.predicted_us)
-        if swapped is not None:
-            # the kernels moved to another GPU: the kernel model's part stands in for the device script's ledger part
-            # where the ledger has measured no swap (its pooled bound says nothing of GPUs), else the larger of the two
-            ledger = [p for p in parts if p.name == swapped.name and not p.extrapolated]
-            parts = [p for p in parts if p.name != swapped.name] + [max([swapped, *ledger], key=lambda p: p.half_width_pct)]
-        return interval(self.predicted_us, [noise_of(self.graph), *parts])
-
-    @property
-    def baseline_interval(self) -> Interval:
-        """The baseline's 90% interval: the trace's own noise (the unchanged graph replays its steps)."""
-        return interval(self.baseline_us, [noise_of(self.graph)])
+        return self.report.predicted_us
 
     @property
     def speedup(self) -> float:
         """Baseline over predicted step time: above 1 is faster."""
-        return self.baseline_us / self.predicted_us if self.predicted_us else math.inf
+        return self.report.speedup
+
+    @property
+    def samples(self) -> float:
+        """Samples per step after the scripts, relative to the trace's (``scale samples by F``)."""
+        return self.report.samples
 
     @property
     def throughput(self) -> float:
-        """Samples per second after over before: the speedup times :attr:`samples` (the speedup itself where the
-        scripts leave the samples per step as they were)."""
-        return self.speedup * self.samples
+        """Samples per second after over before: the speedup times :attr:`samples`."""
+        return self.report.throughput
 
-    def report(self) -> WhatIfReport:
-        g = self.graph
-        measured = self.measured_us
-        before, after = self.baseline, self.predicted
-        return WhatIfReport(
-            trace=g.graph.get("trace"),
-            device=g.graph.get("device"),
-            rank=g.graph.get("rank"),
-            steps=[s.name for s in g.graph.get("steps", [])],
-            scripts=self.scripts,
-            params={k: json_param(v) for k, v in self.param_values.items()},
-            params_text=self.params_text,
-            policy=self.policy,
-            measured_us=measured,
-            baseline_us=self.baseline_us,
-            predicted_us=self.predicted_us,
-            speedup=self.speedup,
-            samples=self.samples,
-            throughput=self.throughput,
-            baseline_error_pct=100.0 * (self.baseline_us - measured) / measured if measured else None,
-            predicted_interval=self.interval,
-            baseline_interval=self.baseline_interval,
-            tasks=Change(before.tasks, after.tasks),
-            step_us=Change(before.step_us, after.step_us),
-            breakdown=Change(before.breakdown, after.breakdown),
-            gpu_time_by_class=Change(before.gpu_time_by_class, after.gpu_time_by_class),
-            gpu_time_by_phase=Change(before.gpu_time_by_phase, after.gpu_time_by_phase),
-            statements=[e.to_dict() for e in self.effects],
-            printed=self.printed,
-            warnings=self.warnings,
-            ranks=self.rank_changes(),
-        )
+    @property
+    def interval(self) -> Interval:
+        """The 90% interval of :attr:`predicted_us` (the report's ``predicted_interval``): the trace's noise and
+        the scripts' measured errors, marked extrapolated where the change leaves what was validated."""
+        return self.report.predicted_interval
+
+    @property
+    def baseline_interval(self) -> Interval:
+        """The baseline's 90% interval: the trace's own noise."""
+        return self.report.baseline_interval
+
+    @property
+    def params_text(self) -> dict[str, str]:
+        return self.report.params_text
+
+    @property
+    def policy(self) -> str:
+        """The schedule policy, as written."""
+        return self.report.policy
+
+    @property
+    def printed(self) -> list[str]:
+        """The scripts' print lines."""
+        return self.report.printed
+
+    @property
+    def warnings(self) -> list[str]:
+        """The trace's warnings, then the scripts'."""
+        return self.report.warnings
+
+    @property
+    def baseline(self) -> Summary:
+        """Where the time goes before the scripts."""
+        return _summary(self.report, "baseline")
+
+    @property
+    def predicted(self) -> Summary:
+        """Where the time goes after the scripts."""
+        return _summary(self.report, "predicted")
 
     def to_dict(self) -> dict[str, Any]:
-        """:meth:`report` as JSON values."""
-        return msgspec.to_builtins(self.report())
+        """:attr:`report` as JSON values."""
+        return msgspec.to_builtins(self.report)
+
+
+def _summary(report: WhatIfReport, side: str) -> Summary:
+    """One side of the report's changes, as the :class:`Summary` it was taken from."""
+    return Summary(
+        step_time_us=getattr(report, f"{side}_us"),
+        breakdown=getattr(report.breakdown, side),
+        gpu_time_by_class=getattr(report.gpu_time_by_class, side),
+        gpu_time_by_phase=getattr(report.gpu_time_by_phase, side),
+        tasks=getattr(report.tasks, side),
+        step_us=getattr(report.step_us, side),
+    )
+
+
+def predicted_interval(graph: nx.DiGraph, scripts: Sequence[str], param_values: dict[str, Any], predicted_us: float) -> Interval:
+    """How far to trust a prediction: a 90% interval from the trace's own step-to-step noise and the measured error
+    of the scripts run (the validation ledger), widened and marked extrapolated where the change leaves what was
+    validated (daydream.perf.uncertainty)."""
+    names = [library_name(s) if not s.startswith("<") else None for s in scripts]
+    parts = model_parts(names, numeric_params(param_values))
+    swapped = device_part(derived.cached(graph, "device_swaps", ()), predicted_us)
+    if swapped is not None:
+        # the kernels moved to another GPU: the kernel model's part stands in for the device script's ledger part
+        # where the ledger has measured no swap (its pooled bound says nothing of GPUs), else the larger of the two
+        ledger = [p for p in parts if p.name == swapped.name and not p.extrapolated]
+        parts = [p for p in parts if p.name != swapped.name] + [max([swapped, *ledger], key=lambda p: p.half_width_pct)]
+    return interval(predicted_us, [noise_of(graph), *parts])
+
+
+def rank_changes(graph: nx.DiGraph, baseline: list[RankResult], timeline: Timeline) -> list[dict[str, Any]]:
+    """A multi-rank job: each rank's measured step, and its predicted step before and after the scripts."""
+    after, _ = rank_results(graph, timeline)
+    return [{"rank": b.rank, "measured_us": b.measured_us, "baseline_us": b.step_us, "predicted_us": a.step_us,
+             "baseline_wait_us": b.wait_us, "wait_us": a.wait_us} for b, a in zip(baseline, after)]  # fmt: skip
 
 
 def json_param(value: Any) -> Any:
@@ -268,25 +287,49 @@ def run_whatif(
     for script in parsed:
         session.run(script, checked=True)
     timeline = session.predict()
-    return WhatIf(
-        graph=session.graph,
-        scripts=[s.file for s in parsed],
-        baseline=baseline,
-        predicted=Summary.of(timeline),
-        timeline=timeline,
-        baseline_timeline=session.baseline,
-        measured_us=session.measured_us,
-        samples=session.samples,
-        param_values=dict(session.param_values),
+    g = session.graph
+    before, after = baseline, Summary.of(timeline)
+    measured = session.measured_us
+    scripts_run = [s.file for s in parsed]
+    speedup = before.step_time_us / after.step_time_us if after.step_time_us else math.inf
+    report = WhatIfReport(
+        trace=g.graph.get("trace"),
+        device=g.graph.get("device"),
+        rank=g.graph.get("rank"),
+        steps=[s.name for s in g.graph.get("steps", [])],
+        scripts=scripts_run,
+        params={k: json_param(v) for k, v in session.param_values.items()},
         params_text=session.binder.shown(),
         policy=session.policy_text,
-        effects=list(session.effects.values()),
+        measured_us=measured,
+        baseline_us=before.step_time_us,
+        predicted_us=after.step_time_us,
+        speedup=speedup,
+        samples=session.samples,
+        throughput=speedup * session.samples,
+        baseline_error_pct=100.0 * (before.step_time_us - measured) / measured if measured else None,
+        predicted_interval=predicted_interval(g, scripts_run, session.param_values, after.step_time_us),
+        baseline_interval=interval(before.step_time_us, [noise_of(g)]),
+        tasks=Change(before.tasks, after.tasks),
+        step_us=Change(before.step_us, after.step_us),
+        breakdown=Change(before.breakdown, after.breakdown),
+        gpu_time_by_class=Change(before.gpu_time_by_class, after.gpu_time_by_class),
+        gpu_time_by_phase=Change(before.gpu_time_by_phase, after.gpu_time_by_phase),
+        statements=[e.to_dict() for e in session.effects.values()],
         printed=list(session.printed),
+        warnings=list(graph.graph.get("warnings", [])) + session.warnings,
+        ranks=rank_changes(g, baseline_ranks, timeline) if baseline_ranks is not None else None,
+    )
+    return WhatIf(
+        report=report,
+        graph=g,
+        timeline=timeline,
+        baseline_timeline=session.baseline,
+        param_values=dict(session.param_values),
+        effects=list(session.effects.values()),
         texts=dict(session.loader.texts),
         budget=session.budget,
         script_warnings=list(session.warnings),
-        warnings=list(graph.graph.get("warnings", [])) + session.warnings,
-        baseline_ranks=baseline_ranks,
     )
 
 

@@ -60,7 +60,7 @@ def warning_line(label: str, message: object) -> Text:
 
 
 def render_replay(result: Replay, console: Console) -> None:
-    d = result.report()
+    d = result.report
     for w in result.warnings:
         console.print(warning_line("warning:", w))
     console.print(styled(("daydream simulate", "b"), " ", plain(d.trace, 2000)))
@@ -207,7 +207,7 @@ def breakdown_table(before: dict[str, float], after: dict[str, float]) -> Table:
 
 def render_whatif(result: WhatIf, console: Console) -> None:
     """Baseline against prediction, where the time went, and what each statement did."""
-    d = result.report()
+    d = result.report
     for w in d.warnings:
         console.print(warning_line("warning:", w))
     console.print(styled(("daydream run", "b"), " ", plain(f"{d.trace}  {' '.join(d.scripts)}", 2000)))
@@ -300,7 +300,7 @@ def speedup_note(samples: float | None = None) -> str:
 
 def render_demo(demo: Demo, console: Console) -> None:
     """``daydream demo``: the replayed step, where its time goes, and each what-if's prediction."""
-    d = demo.report()
+    d = demo.report
     for w in d.warnings:
         console.print(warning_line("note:", w))
     console.print(styled(("daydream demo", "b"), " ", plain(d.trace, 2000)))

@@ -89,7 +89,7 @@ def test_a_built_graph_holds_only_what_the_schema_names(tmp_path: Path, step: st
 
 def test_graph_metadata_are_typed(tmp_path: Path) -> None:
     """``graph.graph`` holds the types GraphInfo names: a step, the delays, the causality are structs read by their
-    fields (a dict where a struct belongs fails), a job's ranks too."""
+    fields (a dict where a struct belongs fails), a job's ranks and collectives too."""
     import msgspec
 
     from daydream.graph.job import join_ranks
@@ -103,3 +103,5 @@ def test_graph_metadata_are_typed(tmp_path: Path) -> None:
     job = join_ranks([g, g], ranks)
     assert [r.rank for r in job.graph["ranks"]] == [0, 1] and job.graph["ranks"][0] is not ranks[0]
     assert job.graph["steps"][-1].measured_us == 1.0 and g.graph["steps"][-1].measured_us != 1.0  # a copy, not shared
+    assert isinstance(job.graph["collectives"], schema.JobCollectives) and job.graph["collectives"].pricing is None
+    assert msgspec.convert(dict(job.graph), schema.GraphInfo, from_attributes=True)["collectives"] == job.graph["collectives"]

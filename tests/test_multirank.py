@@ -19,7 +19,7 @@ from daydream.commands.cli import main
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task
 from daydream.graph.job import join_ranks
-from daydream.graph.schema import RankInfo, StepInfo
+from daydream.graph.schema import ProcessGroup, RankInfo, StepInfo
 from daydream.perf.job_collectives import price_collectives
 from daydream.simulation import simulate
 from daydream.simulation.ranks import rank_results
@@ -112,7 +112,7 @@ def test_two_process_groups_synchronise_only_their_own_ranks() -> None:
     t = ends(g)
     assert t[(0, "ncclKernel_AllReduce_0")] == (210.0, 260.0) == t[(1, "ncclKernel_AllReduce_0")]
     assert t[(2, "ncclKernel_AllReduce_0")] == (410.0, 460.0) == t[(3, "ncclKernel_AllReduce_0")]
-    assert g.graph["collectives"]["a"] == {"ranks": 2, "collectives": 1}
+    assert g.graph["collectives"].groups["a"] == ProcessGroup(ranks=2, collectives=1)
 
 
 def _named_groups(groups: str, members: dict[str, list[int]], compute: list[float]) -> list[nx.DiGraph]:
@@ -182,7 +182,7 @@ def test_dlrm8_every_rank_within_5_percent_with_modelled_collectives(link: str |
     comms = [a for a in result.graph.nodes.values() if a["kind"] == "comm"]
     assert len(comms) == 64 and all("collective_id" in a for a in comms)
     assert sum(a["duration"] != a["traced_us"] for a in comms) >= 60  # modelled, not copied
-    assert result.graph.graph["collectives"]["pricing"]["modelled"] == 8
+    assert result.graph.graph["collectives"].pricing.modelled == 8
     # the measured steps differ by 7 ms; the ranks started at different times and waited for each other
     assert max(r.wait_us for r in result.ranks) > 5000
 

@@ -29,7 +29,7 @@ def test_a_job_folder_is_a_job(shared_traces: Path) -> None:
     job = Workload(str(shared_traces / "param" / "dlrm8"), link="nvlink2")
     assert job.is_job and len(job.trace_files()) == 8
     graph, has_gpu = job.load()
-    assert has_gpu and graph.graph["collectives"]["pricing"]
+    assert has_gpu and graph.graph["collectives"].pricing
     assert len(job.sha256()) == 64 and job.sha256() == Workload(job.path).sha256()  # the files, not how they are read
 
 

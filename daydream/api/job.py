@@ -13,7 +13,7 @@ import math
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -139,79 +139,128 @@ def load_job(
     return join_ranks(graphs, [b.info for b in built], where)
 
 
+class JobRank(msgspec.Struct):
+    """A rank of the unchanged job as a row: its step under the one name a replay's step has, ``baseline_us``;
+    ``predicted_us`` repeats it under the name docs/multigpu.md gave it first."""
+
+    rank: int
+    measured_us: float
+    baseline_us: float
+    error_pct: float
+    wait_us: float  # in collectives, waiting for the ranks that reached them later
+    offset_us: float  # its step's start after the job's first rank's
+    held_us: float  # how much later collectives started because this rank reached them last
+    same_as: int | None
+    predicted_us: float
+
+    @classmethod
+    def of(cls, r: RankResult) -> JobRank:
+        return cls(r.rank, r.measured_us, r.step_us, r.error_pct, r.wait_us, r.offset_us, r.held_us, r.same_as, r.step_us)
+
+
+class JobReplayReport(msgspec.Struct):
+    """A simulated job as data: what ``daydream simulate DIR --json`` prints, in this order, and what renderers read.
+    ``predicted_us`` repeats the baseline under the name docs/multigpu.md gave it first."""
+
+    trace: str | None
+    device: str | None
+    world_size: int | None
+    measured_us: float  # the slowest rank's measured step
+    baseline_us: float  # the slowest rank's step, the unchanged job replayed
+    predicted_us: float
+    error_pct: float
+    slowest_rank: int
+    steps: list[str]
+    ranks: list[JobRank]
+    straggler: Straggler | None
+    collectives: dict[str, Any] | None  # JobCollectives in the shape the job's JSON has had (its to_builtins)
+    tasks: int
+    simulated_ranks: int  # ranks with tasks of their own (the others share a twin's)
+    breakdown: dict[str, float]
+    warnings: list[str]
+
+
 @dataclass(repr=False)
 class JobReplay:
-    """A simulated multi-rank job. ``repr`` is one line; :meth:`rows` gives one row per rank
-    (``pandas.DataFrame(job.rows())``)."""
+    """A simulated multi-rank job: :attr:`report`, the data, with the job graph, its timeline and each rank's result.
+    ``repr`` is one line; :meth:`rows` gives one row per rank (``pandas.DataFrame(job.rows())``)."""
 
+    report: JobReplayReport
     graph: nx.DiGraph
     timeline: Timeline
     ranks: list[RankResult]
     straggler: Straggler | None
-    breakdown: dict[str, float]
-    warnings: list[str] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per rank: measured and baseline step, error, waits, offset, held time (us), and ``same_as``."""
-        return [_rank_row(r) for r in self.ranks]
+        return [{k: v for k, v in msgspec.to_builtins(r).items() if k != "predicted_us"} for r in self.report.ranks]
 
     def __repr__(self) -> str:
         slowest = max(self.ranks, key=lambda r: r.step_us)
         return (
-            f"JobReplay(trace={self.graph.graph.get('trace')!r}, {len(self.ranks)} ranks, slowest rank {slowest.rank}: "
+            f"JobReplay(trace={self.report.trace!r}, {len(self.ranks)} ranks, slowest rank {slowest.rank}: "
             f"measured {slowest.measured_us / 1e3:,.3f} ms, baseline {slowest.step_us / 1e3:,.3f} ms, straggler "
             f"{self.straggler.rank if self.straggler is not None else None})"
         )
 
+    # the report's fields, read through it: the data has one copy, the report's
     @property
     def measured_us(self) -> float:
         """The slowest rank's measured step."""
-        return max(r.measured_us for r in self.ranks)
+        return self.report.measured_us
 
     @property
     def baseline_us(self) -> float:
         """The slowest rank's step, the unchanged job replayed."""
-        return max(r.step_us for r in self.ranks)
+        return self.report.baseline_us
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        return self.report.breakdown
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.report.warnings
 
     @property
     def error(self) -> float:
-        return (self.baseline_us - self.measured_us) / self.measured_us if self.measured_us else 0.0
+        return _error(self.baseline_us, self.measured_us)
 
     def to_dict(self) -> dict[str, Any]:
-        """What ``daydream simulate DIR --json`` prints; ``predicted_us`` (top level and per rank) repeats the baseline
-        under the name docs/multigpu.md gave it first."""
-        g = self.graph.graph
-        slowest = max(self.ranks, key=lambda r: r.step_us)
-        return {
-            "trace": g.get("trace"),
-            "device": g.get("device"),
-            "world_size": g.get("world_size"),
-            "measured_us": self.measured_us,
-            "baseline_us": self.baseline_us,
-            "predicted_us": self.baseline_us,
-            "error_pct": 100.0 * self.error,
-            "slowest_rank": slowest.rank,
-            "steps": [s.name for s in g.get("steps", [])],
-            "ranks": [{**_rank_row(r), "predicted_us": r.step_us} for r in self.ranks],
-            "straggler": msgspec.to_builtins(self.straggler) if self.straggler else None,
-            "collectives": g.get("collectives"),
-            "tasks": self.graph.number_of_nodes(),
-            "simulated_ranks": sum(1 for r in self.ranks if r.same_as is None),
-            "breakdown": self.breakdown,
-            "warnings": self.warnings,
-        }
+        """:attr:`report` as JSON values."""
+        return msgspec.to_builtins(self.report)
 
 
-def _rank_row(r: RankResult) -> dict[str, Any]:
-    """A rank of the unchanged job as a row: its step under the one name a replay's step has, ``baseline_us``."""
-    return {("baseline_us" if k == "step_us" else k): v for k, v in msgspec.to_builtins(r).items()}
+def _error(baseline_us: float, measured_us: float) -> float:
+    return (baseline_us - measured_us) / measured_us if measured_us else 0.0
 
 
 def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
     """Simulate a job graph (collectives priced) and compare each rank with its measurement."""
     timeline = simulate(graph, policy)
     ranks, straggler = rank_results(graph, timeline)
-    return JobReplay(graph, timeline, ranks, straggler, breakdown(timeline), list(graph.graph.get("warnings", [])))
+    g = graph.graph
+    measured, baseline = max(r.measured_us for r in ranks), max(r.step_us for r in ranks)
+    collectives = g.get("collectives")
+    report = JobReplayReport(
+        trace=g.get("trace"),
+        device=g.get("device"),
+        world_size=g.get("world_size"),
+        measured_us=measured,
+        baseline_us=baseline,
+        predicted_us=baseline,
+        error_pct=100.0 * _error(baseline, measured),
+        slowest_rank=max(ranks, key=lambda r: r.step_us).rank,
+        steps=[s.name for s in g.get("steps", [])],
+        ranks=[JobRank.of(r) for r in ranks],
+        straggler=straggler,
+        collectives=collectives.to_builtins() if collectives is not None else None,
+        tasks=graph.number_of_nodes(),
+        simulated_ranks=sum(1 for r in ranks if r.same_as is None),
+        breakdown=breakdown(timeline),
+        warnings=list(g.get("warnings", [])),
+    )
+    return JobReplay(report, graph, timeline, ranks, straggler)
 
 
 def load_priced_job(
@@ -219,9 +268,9 @@ def load_priced_job(
     jobs: int = 1, share: bool = True, ray: str | None = None,
 ) -> nx.DiGraph:  # fmt: skip
     """:func:`load_job`, its collectives priced (``link``: a preset or GB/s; None: fitted to the job's own transfers;
-    how, in ``graph.graph["collectives"]["pricing"]``)."""
+    how, in ``graph.graph["collectives"].pricing``)."""
     graph = load_job(directory, step, jobs, share, ray)
-    graph.graph["collectives"]["pricing"] = msgspec.to_builtins(price_collectives(graph, link))
+    graph.graph["collectives"].pricing = price_collectives(graph, link)
     return graph
 
 

@@ -21,7 +21,7 @@ import networkx as nx
 
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of, fill, predecessors_of
-from daydream.graph.schema import Edge, RankInfo, Task
+from daydream.graph.schema import Edge, JobCollectives, ProcessGroup, RankInfo, Task
 
 WORLD = "world"  # the process group of a collective whose trace names none: every rank of the job
 
@@ -105,7 +105,7 @@ def _label(a: Task) -> str:
     return f"{a.get('collective') or a['name']}{size}"
 
 
-def match_collectives(graph: nx.DiGraph, ranks: Sequence[RankInfo]) -> dict[str, Any]:
+def match_collectives(graph: nx.DiGraph, ranks: Sequence[RankInfo]) -> JobCollectives:
     """Give each comm task of a job graph its ``collective_id``, ``group`` and ``group_size``; check that every rank
     of a group issues the same collectives in the same order. Returns what was matched: collectives per group."""
     attrs = attrs_of(graph)
@@ -118,7 +118,7 @@ def match_collectives(graph: nx.DiGraph, ranks: Sequence[RankInfo]) -> dict[str,
     for n, a in attrs.items():
         if a["kind"] == "comm":
             issued[a.get("group") or WORLD][a["rank"]].append(n)
-    out: dict[str, Any] = {}
+    out: dict[str, ProcessGroup] = {}
     for group, by_rank in sorted(issued.items()):
         for nodes in by_rank.values():
             nodes.sort(key=lambda n: (_issue_time(graph, n), n))
@@ -164,8 +164,8 @@ def match_collectives(graph: nx.DiGraph, ranks: Sequence[RankInfo]) -> dict[str,
                 a["collective_id"] = cid
                 a["group"] = group
                 a["group_size"] = size
-        out[group] = {"ranks": size, "collectives": len(by_rank[reps[0]])}
-    return out
+        out[group] = ProcessGroup(ranks=size, collectives=len(by_rank[reps[0]]))
+    return JobCollectives(out)
 
 
 def _at(attrs: dict[Any, Task], nodes: list[Any], k: int) -> str | None:

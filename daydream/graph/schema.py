@@ -140,6 +140,38 @@ class RankInfo(msgspec.Struct):
     offset_us: float = 0.0  # its step's start after the first rank's
 
 
+class ProcessGroup(msgspec.Struct, frozen=True):
+    """A process group of a job, as matched across its ranks: the ranks it spans and the collectives each issues."""
+
+    ranks: int
+    collectives: int
+
+
+class CollectivePricing(msgspec.Struct):
+    """How a job's collectives were priced (daydream.perf.job_collectives)."""
+
+    model: str  # "fitted to the job's transfers" or the link's name
+    collectives: int  # collectives of the job (each counted once, not once per rank)
+    modelled: int  # priced by the model
+    as_traced: int  # kept at their last member's traced duration (no size, or no model for their kind)
+    models: dict[str, Any]  # the fitted models, by collective
+
+
+class JobCollectives(msgspec.Struct):
+    """A multi-rank job's collectives: its process groups by name, and how the collectives were priced (None until
+    they are)."""
+
+    groups: dict[str, ProcessGroup]
+    pricing: CollectivePricing | None = None
+
+    def to_builtins(self) -> dict[str, Any]:
+        """As a job's JSON has them since jobs were simulated: each group under its name, then ``pricing``."""
+        out: dict[str, Any] = msgspec.to_builtins(self.groups)
+        if self.pricing is not None:
+            out["pricing"] = msgspec.to_builtins(self.pricing)
+        return out
+
+
 def delays_of(graph: Any) -> Delays:
     """The graph's measured delays (none on a graph built by hand without them)."""
     return graph.graph.get("delays") or Delays()
@@ -149,8 +181,8 @@ class GraphInfo(TypedDict, total=False):
     """What the graph as a whole carries (``graph.graph``), written by the builder: plain values and the structs
     above."""
 
-    trace: str  # the trace file
-    rank: int  # its distributed rank
+    trace: str | None  # the trace file (a job: its folder; a job joined in memory: None)
+    rank: int | None  # its distributed rank (a job: None)
     world_size: int  # ranks in the job
     device: str | None  # the trace's GPU name
     device_properties: dict[str, Any]  # numSms, totalGlobalMem of its first GPU, where the trace has them
@@ -165,7 +197,7 @@ class GraphInfo(TypedDict, total=False):
     causality: Causality  # what the graph does not explain
     next_task_id: int  # the id the next added task gets (ids of removed tasks are not reused)
     ranks: list[RankInfo]  # a multi-rank job: its ranks
-    collectives: dict[str, Any]  # a multi-rank job: how its collectives were matched and priced
+    collectives: JobCollectives  # a multi-rank job: how its collectives were matched and priced
 
 
 class _CpuTaskKeys:

@@ -21,22 +21,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-import msgspec
 import networkx as nx
 
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of
+from daydream.graph.schema import CollectivePricing
 from daydream.perf.collectives import AlphaBeta, Link, collective_us, normalize_collective, resolve_link
-
-
-class CollectivePricing(msgspec.Struct):
-    """How a job's collectives were priced (``graph.graph["collectives"]["pricing"]``)."""
-
-    model: str  # "fitted to the job's transfers" or the link's name
-    collectives: int  # collectives of the job (each counted once, not once per rank)
-    modelled: int  # priced by the model
-    as_traced: int  # kept at their last member's traced duration (no size, or no model for their kind)
-    models: dict[str, Any]  # the fitted models, by collective
 
 
 def _gangs(graph: nx.DiGraph) -> dict[str, list[Any]]:

@@ -122,7 +122,8 @@ def render_job(result: JobReplay, console: Console) -> None:
     for w in result.warnings:
         console.print(warning_line("warning:", w))
     console.print(styled(("daydream simulate", "b"), " ", plain(g.get("trace"), 2000)))
-    pricing = (g.get("collectives") or {}).get("pricing") or {}
+    collectives = g.get("collectives")
+    pricing = collectives.pricing if collectives is not None else None
     world, simulated = g.get("world_size"), sum(1 for r in result.ranks if r.same_as is None)
     head = Table(show_header=False, box=None)
     head.add_row("device", plain(g.get("device") or "-"), "ranks", f"{world} ({simulated} simulated, the others share "
@@ -130,9 +131,9 @@ def render_job(result: JobReplay, console: Console) -> None:
     head.add_row(
         "tasks", f"{result.graph.number_of_nodes():,}", "steps", plain(", ".join(s.name for s in g.get("steps", [])) or "-")
     )
-    if pricing:
-        head.add_row("collectives", f"{pricing['collectives']:,}", "priced by",
-                     plain(f"{pricing['model']} ({pricing['modelled']} modelled, {pricing['as_traced']} as traced)"))  # fmt: skip
+    if pricing is not None:
+        head.add_row("collectives", f"{pricing.collectives:,}", "priced by",
+                     plain(f"{pricing.model} ({pricing.modelled} modelled, {pricing.as_traced} as traced)"))  # fmt: skip
     console.print(head)
     # numbers in ms, the unit in the title: the table fits 80 columns
     table = Table(title="Iteration time per rank, ms (each from its own step's start)", title_justify="left")

@@ -55,7 +55,7 @@ def test_collective_us_each_link(link: str, expected_us: float) -> None:
 def test_every_preset_has_a_note_and_sane_numbers() -> None:
     presets = C.links()
     assert set(presets) == {"nvlink2", "nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5", "ib-edr", "ib-hdr",
-                            "ib-ndr", "eth-10g", "eth-25g", "eth-100g", "eth-400g"}  # fmt: skip
+                            "ib-ndr", "eth-10g", "eth-25g", "eth-100g", "eth-400g", "gloo-local"}  # fmt: skip
     for link in presets.values():
         assert link.note and link.peak_gbs is not None
         assert 0 < link.bus_bw_gbs <= link.peak_gbs and link.latency_us > 0

@@ -34,6 +34,12 @@ TRANSFORMER = ["examples/transformer.py", "--device", "cpu", "--batch", "16", "-
 LSTM = ["validation/programs/lstm.py"]
 # A ConvNet (convolutions, BatchNorm, max-pooling) that records itself likewise; about 80 ms a step on 2 cores.
 CONVNET = ["validation/programs/convnet.py"]
+# Tensor parallelism on the CPU: the encoder split Megatron's way over 2 gloo processes (one thread each), recording
+# itself with daydream's recorder (rank0 and rank1 files), against the unsplit model in one process of one thread
+TP_TRANSFORMER = ["validation/programs/tp_transformer.py"]
+# Pipeline parallelism on the CPU: the same encoder in 2 stages over 2 gloo processes (GPipe, 4 micro-batches), its
+# BEFORE the unsplit model recorded again beside it
+PP_TRANSFORMER = ["validation/programs/pp_transformer.py"]
 TRANSFORMER_GPU = [
     "examples/transformer.py", "--device", "cuda", "--batch", "16", "--layers", "4", "--hidden", "1024",
     "--heads", "16", "--seq", "256", "--vocab", "8192", "--optimizer", "adam",
@@ -83,6 +89,10 @@ SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "convnet/threads1": (CONVNET, ["--threads", "1"], None),
     "convnet/accumulate2": (CONVNET, ["--accumulate", "2"], None),
     "convnet/checkpoint": (CONVNET, ["--checkpoint"], None),
+    "tp/base": (TP_TRANSFORMER, ["--tp", "1"], None),
+    "tp/tp2": (TP_TRANSFORMER, ["--tp", "2"], None),
+    "pp/base": (TP_TRANSFORMER, ["--tp", "1"], None),
+    "pp/pp2": (PP_TRANSFORMER, ["--micro-batches", "4"], None),
     # On a GPU (validation/record_gpu.sh runs these on a lent H100/H200). A transformer encoder whose fp32 GEMMs
     # (~1.4 TFLOP a step) make it GPU-bound, so that precision, batch and recomputation move the step; an MLP of
     # small kernels whose step is bound by the CPU launching them (optimizer for-loop, CUDA graphs); a ResNet-50

@@ -13,6 +13,7 @@ import networkx as nx
 from daydream.dsl.limits import MAX_LIST
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.graph import gradients as grad
+from daydream.graph import pipeline, tensor_parallel
 from daydream.graph import select as sel
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import Selection
@@ -201,6 +202,39 @@ def _gradients(graph: nx.DiGraph, element_bytes: Any = 4) -> list[list[Any]]:
     return [[Selection([g.ready]), g.nbytes, g.layer] for g in grad.gradients(graph, size)]
 
 
+def _text(graph: nx.DiGraph, value: Any) -> str:
+    """A value as ``print`` shows it: a string as it is, a number to 6 significant digits (a whole number in full)."""
+    from daydream.dsl.evaluate import format_value  # (evaluate calls these functions)
+
+    return value if isinstance(value, str) else format_value(value)
+
+
+def _tensor_parallel_pairs(graph: nx.DiGraph) -> list[list[Any]]:
+    def linear(x: Any) -> list[Any]:
+        return [x.layer, x.tokens, x.in_features, x.out_features]
+
+    return [[p.step, [linear(c) for c in p.columns], linear(p.row), list(p.sharded), list(p.replicated)]
+            for p in tensor_parallel.split_pairs(graph)]  # fmt: skip
+
+
+def _linears(graph: nx.DiGraph) -> list[list[Any]]:
+    return [[step, x.layer, x.tokens, x.in_features, x.out_features] for step, x in tensor_parallel.linear_calls(graph)]
+
+
+def _pipeline_stages(graph: nx.DiGraph, stages: Any, step: Any = None, cut: Any = None) -> list[list[Any]]:
+    fn = "pipeline_stages"
+    n = whole_argument(stages, fn, "STAGES", 1, 4096)
+    if step is not None and not isinstance(step, str):
+        raise DaydreamError(f"{fn}(): step is a step's name (a string) or none, not {type_name(step)}")
+    if cut is not None and not (isinstance(cut, list) and all(isinstance(c, str) for c in cut)):
+        raise DaydreamError(f"{fn}(): cut is a list of block names (strings) or none, not {type_name(cut)}")
+    found = pipeline.blocks(graph, step)
+    if not found:
+        return []
+    return [[list(s.blocks), s.forward_us, s.backward_us, s.forward_tasks, s.backward_tasks, s.send_elements,
+             s.cpu_forward_us, s.cpu_backward_us] for s in pipeline.cut_stages(found, n, cut)]  # fmt: skip
+
+
 def _gradients_missing(graph: nx.DiGraph) -> str | None:
     """Why the step's gradients cannot be had (none where they can): what a script that needs them requires."""
     try:
@@ -295,6 +329,33 @@ register_function(
     "gradients(element_bytes = 4): the step's gradients in the order they became ready, each step's in turn, each "
     "[the task after which it is ready, its bytes, its module (none where the trace does not say)]",
     keywords=("element_bytes",),
+)  # fmt: skip
+register_function(
+    "text", _text, 1, 1,
+    "text(X): X as print shows it, a string: a name that holds a number (\"gpu:\" + text(k) + \"/7\")",
+)  # fmt: skip
+register_function(
+    "tensor_parallel_pairs", _tensor_parallel_pairs, 0, 0,
+    "tensor_parallel_pairs(): the Linear pairs Megatron-LM's tensor parallelism splits, found in the forward pass "
+    "(daydream.graph.tensor_parallel), in time order, each [STEP, COLUMNS, ROW, SHARDED, REPLICATED]: COLUMNS the "
+    "column-parallel Linears and ROW the row-parallel one as [MODULE, TOKENS, IN_FEATURES, OUT_FEATURES], SHARDED the "
+    "modules of the ops between them (on activations split by the ranks), REPLICATED those of the ops since the "
+    "step's previous ROW (norms, residual adds); [] without modules and shapes in the trace",
+)  # fmt: skip
+register_function(
+    "linears", _linears, 0, 0,
+    "linears(): the forward pass's Linear calls (aten::linear, or addmm / mm / matmul by a 2-D weight) with their "
+    "modules and input shapes, in time order, each [STEP, MODULE, TOKENS, IN_FEATURES, OUT_FEATURES]",
+)  # fmt: skip
+register_function(
+    "pipeline_stages", _pipeline_stages, 1, 3,
+    "pipeline_stages(STAGES, step = none, cut = none): the forward pass's blocks (daydream.graph.pipeline: a numbered "
+    "module of the model's layer list, or a top-level child) cut into STAGES contiguous stages, balanced by their "
+    "measured forward + backward time, or cut where the blocks named in `cut` begin; per stage [BLOCKS, FORWARD_US, "
+    "BACKWARD_US, FORWARD_TASKS, BACKWARD_TASKS, SEND_ELEMENTS, CPU_FORWARD_US, CPU_BACKWARD_US] (the elements of the "
+    "activation it sends the next stage, none for the last; on a GPU trace the CPU time of the calls that issue its "
+    "work); `step` (none: the graph's last step); [] without modules",
+    keywords=("step", "cut"),
 )  # fmt: skip
 register_function(
     "gradients_missing",

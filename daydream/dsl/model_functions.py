@@ -197,6 +197,8 @@ def _gemm(graph: nx.DiGraph, m: Any, n: Any, k: Any, dtype: Any = "fp32", device
     if min(dims) < 1:
         raise DaydreamError(f"gemm(): m, n, k and batch must be >= 1, got {dims}")
     dt = _text(dtype, "gemm", "dtype")
+    if device == "cpu":
+        return _cpu_gemm(dims, dt)
     dev = _device(graph, device, "gemm")
     bound = roofline_us(gemm_cost(dims[0], dims[1], dims[2], dt, batch=dims[3]), dev, dt, "gemm")
     cal = _calibration(graph, "fp32")
@@ -204,6 +206,21 @@ def _gemm(graph: nx.DiGraph, m: Any, n: Any, k: Any, dtype: Any = "fp32", device
     # The trace's GEMMs tell how far from the roofline they ran (and their fixed cost); that carries to other
     # shapes, devices and dtypes. Without priced GEMMs in the trace the roofline itself is the (optimistic) answer.
     return entry.predict_us(bound) if entry is not None else bound
+
+
+# the precisions the bundled CPU GEMM model was measured in (kernels/data/cpu/gemm.csv)
+_CPU_DTYPES = {"fp32": "float32", "fp64": "float64"}
+
+
+def _cpu_gemm(dims: list[int], dtype: str) -> float:
+    """A GEMM on the CPU: the bundled model of the CPU's measured GEMMs (daydream.perf.mlp; `daydream calibrate` refits
+    it for another host), in fp32 or fp64."""
+    from daydream.perf import mlp
+
+    if dtype not in _CPU_DTYPES:
+        raise DaydreamError(f'gemm(): the CPU GEMM model knows fp32 and fp64, not {dtype!r} (device = "cpu")')
+    m, n, k, batch = dims
+    return float(mlp.predict("gemm", {"batch": batch, "m": m, "n": n, "k": k, "dtype": _CPU_DTYPES[dtype]}))
 
 
 def _memcpy(graph: nx.DiGraph, nbytes: Any, direction: Any = "h2d", device: Any = None) -> float:
@@ -456,7 +473,8 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
     ("roofline", _roofline, 2, 4, "roofline(FLOPS, BYTES, device = none, dtype = \"fp32\"): microseconds at the device's "
      "peak: max(FLOPS / peak FLOP/s, BYTES / memory bandwidth); device none = the trace's GPU", ("device", "dtype")),
     ("gemm", _gemm, 3, 6, "gemm(M, N, K, dtype = \"fp32\", device = none, batch = 1): microseconds for a GEMM: the "
-     "roofline of 2MNK flops, at the efficiency and fixed cost the trace's own GEMMs showed", ("dtype", "device", "batch")),
+     "roofline of 2MNK flops, at the efficiency and fixed cost the trace's own GEMMs showed; device = \"cpu\": the "
+     "bundled model of a CPU's measured GEMMs (fp32, fp64)", ("dtype", "device", "batch")),
     ("memcpy", _memcpy, 1, 3, "memcpy(BYTES, direction = \"h2d\", device = none): microseconds for a copy over PCIe "
      "(h2d, d2h) or within device memory (d2d)", ("direction", "device")),
     ("embedding_bag", _embedding_bag, 5, 7, "embedding_bag(BATCH, ROWS, TABLES, POOLING, DIM, device = none, backward = "

@@ -254,3 +254,20 @@ def test_pipeline_on_a_gpu_trace_issues_every_micro_batch() -> None:
     assert (fast.baseline_us, fast.predicted_us) == (612.0, pytest.approx(450.0, rel=1e-6))
     slow = run(gpu_stack(300.0), "pipeline_parallel", pp=2, micro_batches=2, link=1e9, kernel_fixed=0)
     assert (slow.baseline_us, slow.predicted_us) == (1402.0, pytest.approx(1800.0, rel=1e-6))
+
+
+def test_interleaved_pipeline_by_hand() -> None:
+    # 4 equal blocks, 2 ranks, 2 micro-batches: 1F1B cuts 2 stages of 2 blocks (f 100, b 200 per micro-batch):
+    # (m + p - 1) x (f + b) = 3 x 300 = 900 us. Interleaved with 2 chunks: 4 stages of one block, rank 0 holding the
+    # 1st and 3rd (f 50, b 100): rank 0 F(0,0) [0,50] F(0,1) [50,100] F(2,0) [100,150] F(2,1) [150,200]; rank 1 F(1,0)
+    # [50,100] F(1,1) [100,150] F(3,0) [150,200] B(3,0) [200,300] F(3,1) [300,350] B(3,1) [350,450]; rank 0 B(2,0)
+    # [300,400] B(2,1) [450,550]; rank 1 B(1,0) [450,550] B(1,1) [550,650]; rank 0 B(0,0) [550,650] B(0,1) [650,750]:
+    # the bubble (p - 1) x (f + b) / chunks
+    flat = run(layer_stack(), "pipeline_parallel", pp=2, micro_batches=2, link=1e9, kernel_fixed=0)
+    assert flat.predicted_us == pytest.approx(900.0, rel=1e-6)
+    inter = run(layer_stack(), "pipeline_parallel", pp=2, micro_batches=2, schedule="interleaved", chunks=2, link=1e9,
+                kernel_fixed=0)  # fmt: skip
+    assert inter.predicted_us == pytest.approx(750.0, rel=1e-6)
+    rank0 = sorted((a["start"], a["stage"]) for _, a in inter.graph.nodes(data=True) if a.get("stage") in (0, 2))
+    assert {a["thread"] for _, a in inter.graph.nodes(data=True) if a.get("stage") in (1, 3)} == {"cpu:pipeline1/1"}
+    assert len(rank0) == 8

@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 
 from daydream.api.whatif import WhatIf, run_whatif
-from daydream.errors import NotApplicable
+from daydream.errors import DaydreamError, NotApplicable
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.graph.schema import Delays
@@ -271,3 +271,22 @@ def test_interleaved_pipeline_by_hand() -> None:
     rank0 = sorted((a["start"], a["stage"]) for _, a in inter.graph.nodes(data=True) if a.get("stage") in (0, 2))
     assert {a["thread"] for _, a in inter.graph.nodes(data=True) if a.get("stage") in (1, 3)} == {"cpu:pipeline1/1"}
     assert len(rank0) == 8
+
+
+@pytest.mark.parametrize(
+    ("script", "params", "says"),
+    [
+        ("tensor_parallel", {"tp": 2.5}, "tp must be a whole number"),
+        ("tensor_parallel", {"element_bytes": 0}, "element_bytes must be > 0"),
+        ("pipeline_parallel", {"pp": 0}, "whole numbers >= 1"),
+        ("pipeline_parallel", {"pp": 50}, "50 pipeline stages for 4 blocks"),
+        ("pipeline_parallel", {"cut": ["model.layers.9"]}, "cut: 1 block names"),
+        ("pipeline_parallel", {"schedule": "zero-bubble"}, "schedule must be"),
+        ("pipeline_parallel", {"chunks": 2}, "chunks > 1 needs the interleaved schedule"),
+        ("pipeline_parallel", {"schedule": "interleaved", "chunks": 2, "micro_batches": 3}, "a multiple of pp"),
+        ("pipeline_parallel", {"kernel_fixed": -1}, "kernel_fixed >= 0"),
+    ],
+)
+def test_bad_parallel_params_say_what(script: str, params: dict[str, object], says: str) -> None:
+    with pytest.raises(DaydreamError, match=says):
+        run(layer_stack(), script, **params)

@@ -5,9 +5,11 @@ The job is built from real rank traces: ../shared/traces/param/dlrm8's eight ran
 ``daydream simulate DIR`` then loads every rank's trace in worker processes, finds the ranks whose graphs are the
 same (here: 8 distinct ones), simulates those with every collective spanning all 1,024 ranks, and reports every rank.
 
-    python bench/bench_multirank.py [--ranks 1024] [--jobs 2] [--keep DIR] [--no-share]
+    python bench/bench_multirank.py [--ranks 1024] [--jobs 2] [--keep DIR] [--no-share] [--ray local]
 
-Prints the wall time of each phase and the peak resident memory of the main process and of the workers.
+Prints the wall time of each phase and the peak resident memory of the main process and of the workers. With
+``--ray ADDRESS`` the ranks' graphs are built on Ray (``local``: a Ray started here with ``--jobs`` CPUs; its start
+counts in the load), as ``daydream simulate DIR --ray`` does.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--keep", type=Path, default=None, help="write the rank traces here and keep them (default: a temp folder)")
     p.add_argument("--no-share", action="store_true", help="every rank its own tasks (what sharing saves)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS", help="build the ranks on Ray (local: started here)")
     args = p.parse_args()
     if not DLRM8.is_dir():
         print(f"{DLRM8} not found (the shared traces)", file=sys.stderr)
@@ -58,7 +61,7 @@ def main() -> int:
             make_job(folder, args.ranks)
             print(f"wrote {args.ranks} rank traces in {time.perf_counter() - t:.1f} s (not timed below)")
         t0 = time.perf_counter()
-        graph = load_job(folder, jobs=args.jobs, share=not args.no_share)
+        graph = load_job(folder, jobs=args.jobs, share=not args.no_share, ray=args.ray)
         t1 = time.perf_counter()
         pricing = price_collectives(graph)
         t2 = time.perf_counter()
@@ -67,7 +70,8 @@ def main() -> int:
         d = result.to_dict()
     print(f"ranks {len(result.ranks)}, simulated {d['simulated_ranks']} (the others share their tasks), tasks {d['tasks']:,}, "
           f"collectives {pricing.collectives} priced for {graph.graph['world_size']} ranks")  # fmt: skip
-    print(f"load + build ({args.jobs} processes) {t1 - t0:.1f} s, price {t2 - t1:.2f} s, simulate + per-rank results "
+    where = f"Ray {args.ray}, {args.jobs} CPUs" if args.ray else f"{args.jobs} processes"
+    print(f"load + build ({where}) {t1 - t0:.1f} s, price {t2 - t1:.2f} s, simulate + per-rank results "
           f"{t3 - t2:.2f} s, total {t3 - t0:.1f} s")  # fmt: skip
     print(f"peak memory: main process {peak_mb(resource.RUSAGE_SELF):,.0f} MB, largest worker "
           f"{peak_mb(resource.RUSAGE_CHILDREN):,.0f} MB")  # fmt: skip

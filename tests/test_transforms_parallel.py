@@ -290,3 +290,18 @@ def test_interleaved_pipeline_by_hand() -> None:
 def test_bad_parallel_params_say_what(script: str, params: dict[str, object], says: str) -> None:
     with pytest.raises(DaydreamError, match=says):
         run(layer_stack(), script, **params)
+
+
+def test_parallel_transforms_compose_with_data_parallelism() -> None:
+    # ddp first (its buckets read the traced backward pass), then tensor and pipeline parallelism: tensor parallelism's
+    # collectives (blocking the compute stream) become a stage's work, ddp's all-reduces (on a stream of their own)
+    # stay
+    trace = Path(__file__).resolve().parent.parent / "validation/traces/gpu/transformer/base/run1/rank0.json.gz"
+    graph = build_graph(load_trace(trace))
+    alone = run(graph, "ddp", ranks=2)
+    both = run_whatif(graph, [TRANSFORMS / f"{s}.whatif" for s in ("ddp", "tensor_parallel", "pipeline_parallel")],
+                      params={"ranks": 2, "tp": 2, "pp": 2})  # fmt: skip
+    buckets = [n for n, a in both.graph.nodes(data=True) if a["kind"] == "comm" and "DDP bucket" in a["name"]]
+    assert len(buckets) == len([a for _, a in alone.graph.nodes(data=True) if a["kind"] == "comm"]) > 0
+    assert not [a for _, a in both.graph.nodes(data=True) if a["name"].endswith("(tensor parallel)")]  # in the stages
+    assert not both.script_warnings

@@ -4,8 +4,8 @@ of balanced time.
 
 A block is a module of the repeated list a model is made of (``Encoder.layers.3``: the path up to the first numbered
 module), or, outside it, a top-level child (``Encoder.embed``, ``Encoder.head``); work of the root module or of none
-(the loss) joins the block that ran before it in its pass. Its time is the time of its work (kernels and the
-collectives inside a layer - tensor parallelism's - on a GPU trace; CPU ops on a CPU recording) in the forward and in
+(the loss) joins the block that ran before it in its pass. Its time is the time of its work (kernels and tensor
+parallelism's collectives on a GPU trace; CPU ops on a CPU recording) in the forward and in
 the backward pass, and the CPU time each micro-batch repeats whatever its size (the calls that issue the work on a GPU
 trace; the framework time after each op on a CPU recording). The cut minimises the slowest stage's time (the classic
 linear partition, by dynamic programming), or follows the blocks a user names. What crosses a cut is the activation
@@ -29,6 +29,9 @@ from daydream.graph.schema import CPU_KINDS
 from daydream.graph.tensor_parallel import linear_dims
 
 _NUMBERED = re.compile(r"^(.*?\.\d+)(\.|$)")
+# how transforms/tensor_parallel.whatif names its collectives, which block the compute stream: a stage's work (a data
+# parallel all-reduce, on a stream of its own, is not)
+TENSOR_PARALLEL_COLLECTIVE = "(tensor parallel)"
 
 
 @dataclass
@@ -127,14 +130,16 @@ def blocks(graph: nx.DiGraph, step: str | None = None) -> list[Block]:
             if phase == "forward" and a["kind"] in CPU_KINDS and b.input_elements is None:
                 b.input_elements = _activation_elements(a.get("op"), a.get("shapes"))
             current[phase] = b
-        # a stage's work: kernels and the collectives inside a layer (tensor parallelism's); a CPU recording's ops.
-        # On a GPU trace the CPU calls that issue them (with the framework time after each) are the stage's CPU time.
+        # a stage's work: kernels and tensor parallelism's collectives; a CPU recording's ops (not a data-parallel
+        # all-reduce on a thread of its own). On a GPU trace the CPU calls that issue the work (with the framework
+        # time after each) are the stage's CPU time.
+        tensor_parallel = a["name"].endswith(TENSOR_PARALLEL_COLLECTIVE)
         if on_gpu:
-            work = a["kind"] == "gpu" or (a["kind"] == "comm" and a.get("layer") is not None)
+            work = a["kind"] == "gpu" or (a["kind"] == "comm" and tensor_parallel)
             if not work and a["kind"] not in CPU_KINDS:
                 continue
         else:
-            work = a["kind"] in CPU_KINDS
+            work = a["kind"] in CPU_KINDS and (a.get("collective") is None or tensor_parallel)
             if not work:
                 continue
         # a CPU op's framework time after it (its gap) comes with every micro-batch: per-call time, not per sample

@@ -27,6 +27,25 @@ def run(graph: nx.DiGraph, script: str, **params: object) -> WhatIf:
     return result
 
 
+def launched(g: nx.DiGraph, calls: list[tuple[str, str, object, str, str, float, str]], call_us: float = 10.0) -> None:
+    """One CPU thread launching one kernel per call (op, module, input shapes, kernel, class, us, phase) on stream 7:
+    calls of `call_us` (launch lag 2), each kernel starting once launched and the one before it is done. Each call and
+    its kernel carry the op, its module and the step's attributes, as `daydream record` gives them."""
+    prev_call = prev_kernel = None
+    end = 0.0
+    for i, (op, layer, shapes, kname, cls, us, phase) in enumerate(calls):
+        common = {"step": "s", "phase": phase, "layer": layer, "op": op, "top_op": op, "top_op_id": i}
+        call = add_task(g, "cudaLaunchKernel", "cpu", CPU, call_us, start=call_us * i, shapes=shapes, **common)
+        start = max(end, call_us * (i + 1) + 2)
+        k = add_task(g, kname, "gpu", S7, us, start=start, stream=7, **{"class": cls}, **common)
+        end = start + us
+        add_dependency(g, call, k, "launch", lag=2)
+        if prev_call is not None:
+            add_dependency(g, prev_call, call, "thread")
+            add_dependency(g, prev_kernel, k, "stream")
+        prev_call, prev_kernel = call, k
+
+
 def mlp_block(hidden: int = 1024, tokens: int = 64) -> nx.DiGraph:
     """A transformer's MLP block on an H100, one CPU thread launching one kernel per op call (calls 10 us, launch lag
     2) on stream 7: forward fc1 (gemm 100 us), act (gelu 20), fc2 (gemm 100); backward fc2 (gemm 200), act (20), fc1
@@ -45,18 +64,7 @@ def mlp_block(hidden: int = 1024, tokens: int = 64) -> nx.DiGraph:
         ("aten::gelu_backward", "blk.mlp.act", [[tokens, inner], [tokens, inner]], "gelu_bwd_kernel", "elementwise", 20, "backward"),
         ("aten::mm", "blk.mlp.fc1", [[tokens, inner], [inner, hidden]], "sm90_gemm_f32_fc1_bwd", "gemm", 200, "backward"),
     ]  # fmt: skip
-    prev_call = prev_kernel = None
-    start = 12.0
-    for i, (op, layer, shapes, kname, cls, us, phase) in enumerate(specs):
-        common = {"step": "s", "phase": phase, "layer": layer, "op": op, "top_op": op, "top_op_id": i}
-        call = add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, shapes=shapes, **common)
-        k = add_task(g, kname, "gpu", S7, us, start=start, stream=7, **{"class": cls}, **common)
-        start += us
-        add_dependency(g, call, k, "launch", lag=2)
-        if prev_call is not None:
-            add_dependency(g, prev_call, call, "thread")
-            add_dependency(g, prev_kernel, k, "stream")
-        prev_call, prev_kernel = call, k
+    launched(g, specs)
     return g
 
 
@@ -230,18 +238,8 @@ def gpu_stack(call_us: float) -> nx.DiGraph:
     g = nx.DiGraph()
     g.graph.update(measured_us=0.0, delays=Delays(2.0, 0.0), device="NVIDIA H100 80GB HBM3", steps=[])
     specs = [("forward", 0, 100), ("forward", 1, 100), ("backward", 1, 200), ("backward", 0, 200)]
-    prev_call = prev_kernel = None
-    for i, (phase, b, us) in enumerate(specs):
-        common = {"step": "s", "phase": phase, "layer": f"model.layers.{b}.act", "top_op_id": i}
-        call = add_task(g, "cudaLaunchKernel", "cpu", CPU, call_us, start=call_us * i, op="aten::gelu",
-                        shapes=[[64, 512]], **common)  # fmt: skip
-        k = add_task(g, "gelu_kernel", "gpu", S7, us, start=call_us * i + 2, stream=7, op="aten::gelu", **common,
-                     **{"class": "elementwise"})  # fmt: skip
-        add_dependency(g, call, k, "launch", lag=2)
-        if prev_call is not None:
-            add_dependency(g, prev_call, call, "thread")
-            add_dependency(g, prev_kernel, k, "stream")
-        prev_call, prev_kernel = call, k
+    launched(g, [("aten::gelu", f"model.layers.{b}.act", [[64, 512]], "gelu_kernel", "elementwise", us, phase)
+                 for phase, b, us in specs], call_us)  # fmt: skip
     return g
 
 

@@ -95,12 +95,13 @@ class Analysis(msgspec.Struct):
     roofline_device: str | None  # the catalog GPU the roofline classes are for (None: none known)
 
 
-def analyse(timeline: Timeline, label: str) -> Analysis:
-    """Every analysis of ``timeline`` (the graph's current attributes name its tasks)."""
+def analyse(timeline: Timeline, label: str, path: CriticalPath | None = None) -> Analysis:
+    """Every analysis of ``timeline`` (the graph's current attributes name its tasks); ``path``: its critical path's
+    summary where a replay's report has it already."""
     bd = breakdown(timeline)
     total = bd["total_us"] or 1.0
     gpu_busy = 100 * (bd["gpu_only_us"] + bd["cpu_gpu_overlap_us"]) / total
-    path = critical_path_summary(timeline, top=8)
+    path = path or critical_path_summary(timeline, top=8)
     costs, device = _kernel_costs(timeline)
     return Analysis(
         label=label,

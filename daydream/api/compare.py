@@ -395,7 +395,7 @@ def compare(
     graph, has_gpu = work.load()
     base_run = replay_graph(graph, opts.policy)
     baseline = Baseline(base_run.measured_us, base_run.baseline_us, base_run.breakdown,
-                        Bound.of(critical_path_summary(base_run.timeline, top=3), base_run.baseline_us))  # fmt: skip
+                        Bound.of(base_run.report.critical_path, base_run.baseline_us))  # fmt: skip
     n = len(scenarios)
     with progress.task(f"predicting {n:,} scenario{'s' if n != 1 else ''}", total=n) as advance:
         if ray is not None:

@@ -20,6 +20,7 @@ import msgspec
 import networkx as nx
 
 from daydream import progress
+from daydream.api.replay import relative_error
 from daydream.errors import TraceError
 from daydream.graph.build import build_graph
 from daydream.graph.job import join_ranks, rank_fingerprint
@@ -224,15 +225,11 @@ class JobReplay:
 
     @property
     def error(self) -> float:
-        return _error(self.baseline_us, self.measured_us)
+        return relative_error(self.baseline_us, self.measured_us)
 
     def to_dict(self) -> dict[str, Any]:
         """:attr:`report` as JSON values."""
         return msgspec.to_builtins(self.report)
-
-
-def _error(baseline_us: float, measured_us: float) -> float:
-    return (baseline_us - measured_us) / measured_us if measured_us else 0.0
 
 
 def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
@@ -249,7 +246,7 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
         measured_us=measured,
         baseline_us=baseline,
         predicted_us=baseline,
-        error_pct=100.0 * _error(baseline, measured),
+        error_pct=100.0 * relative_error(baseline, measured),
         slowest_rank=max(ranks, key=lambda r: r.step_us).rank,
         steps=[s.name for s in g.get("steps", [])],
         ranks=[JobRank.of(r) for r in ranks],

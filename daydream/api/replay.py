@@ -137,7 +137,7 @@ class Replay:
     @property
     def error(self) -> float:
         """Relative error of the baseline against the measurement (signed)."""
-        return _error(self.baseline_us, self.measured_us)
+        return relative_error(self.baseline_us, self.measured_us)
 
     @property
     def interval(self) -> Interval:
@@ -205,7 +205,8 @@ def edges_by_kind(graph: nx.DiGraph) -> dict[str, int]:
     return counts
 
 
-def _error(baseline_us: float, measured_us: float) -> float:
+def relative_error(baseline_us: float, measured_us: float) -> float:
+    """A replay's signed error against the measurement (0 where nothing was measured)."""
     return (baseline_us - measured_us) / measured_us if measured_us else 0.0
 
 
@@ -234,7 +235,7 @@ def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
         measured_us=measured,
         baseline_us=baseline,
         predicted_us=baseline,
-        error_pct=100.0 * _error(baseline, measured),
+        error_pct=100.0 * relative_error(baseline, measured),
         baseline_interval=interval(baseline, [noise_of(graph)]),
         steps=steps,
         breakdown=breakdown(timeline),

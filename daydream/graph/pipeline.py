@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -78,11 +78,6 @@ class Stage:
     send_elements: int | None
     cpu_forward_us: float = 0.0  # the CPU time each micro-batch repeats (Block's)
     cpu_backward_us: float = 0.0
-
-
-@dataclass
-class _Step:
-    blocks: dict[str, Block] = field(default_factory=dict)
 
 
 def block_of(layer: str | None) -> str | None:

@@ -142,7 +142,9 @@ def write_report(
     path = work.path
     graph, has_gpu = work.load()
     base = replay_graph(graph, opts.policy)
-    analyses = [analyse(base.timeline, "baseline")]  # before any script: the timeline shares the graph's task dicts
+    analyses = [
+        analyse(base.timeline, "baseline", base.report.critical_path)
+    ]  # before any script: the timeline shares the graph's task dicts
     result: WhatIf | None = None
     if scripts:
         result = run_whatif(graph, scripts, params, opts.policy, copy=True, on_print=lambda _line: None, budget=opts.budget,

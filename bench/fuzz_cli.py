@@ -2,7 +2,8 @@
 
     python bench/fuzz_cli.py [--cases 4000] [--seed 0] [--timeout 15] [--jobs 2] [--out fuzz-report.json]
 
-Each case is one CLI run (`daydream run TRACE SCRIPT --json`, `daydream simulate TRACE`, `daydream check SCRIPT`) on
+Each case is one CLI run (`daydream run TRACE SCRIPT --json`, `daydream simulate TRACE`, `daydream plan TRACE`,
+`daydream check SCRIPT`) on
 inputs made by mutating real ones: the bundled example trace and those of ../shared/traces (the smaller ones) at
 the byte level (flips, cuts, inserted bytes, truncation) and the JSON level (fields given other types, huge or
 non-finite numbers, deep nesting, names holding rich markup or invalid UTF-8, events removed or duplicated), special
@@ -397,8 +398,11 @@ def make_case(index: int, seed: int, base: Path, traces: list[Path],
         if rng.random() < 0.2:
             argv += ["-p", rng.choice(["factor=1e999", "factor=9**9**9", 'factor="x"', "k=-1", "ranks=1e999", "threads=0",
                                        'layers="(a+)+$"', "factor=" + "9" * 5000])]  # fmt: skip
-    elif which < 0.85:
+    elif which < 0.8:
         argv = ["simulate", str(trace)] + (["--json"] if rng.random() < 0.5 else [])
+    elif which < 0.88:  # the plan search over a (mutated) trace: its memory model reads shapes and modules
+        argv = ["plan", str(trace), "--gpus", rng.choice(["2", "4", "0", "-1", "99999999"]), "--micro-batches",
+                rng.choice(["2", "0", "1,2", "100000", "x"]), "--json"]  # fmt: skip
     else:
         argv = ["check", str(script)]
     return argv, inputs, work, {}
@@ -610,7 +614,7 @@ def names_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path
     shutil.copyfile(traces[0], trace)
     argv = rng.choice([["simulate", str(trace), "--json"], ["run", str(trace), str(main), "--json"], ["demo", str(trace), "--json"],
                        ["simulate", str(trace), "--export-trace", "o.json"], ["report", str(trace), "--out", "rep"],
-                       ["compare", str(trace), str(scenarios), "--json"]])  # fmt: skip
+                       ["compare", str(trace), str(scenarios), "--json"], ["plan", str(trace), "--gpus", "2", "--json"]])  # fmt: skip
     return argv, [trace, main, part, scenarios], {"outputs": ["o.json", "rep"]}
 
 

@@ -276,7 +276,10 @@ def test_include_params_and_overrides(tmp_path: Path) -> None:
         match=r"main.whatif:3: assertion failed: predicted < baseline: predicted is 415, baseline is 415 \(should be faster\)",
     ):
         run_whatif(iteration(), [str(main)], params={"factor": "1"})  # as -p factor=1 gives it
-    with pytest.raises(ScriptError, match="unknown parameter factr .-p.: the scripts declare factor; did you mean 'factor'.$"):
+    with pytest.raises(
+        ScriptError,
+        match=r"unknown parameter factr .-p.: the scripts declare factor \(each also as SCRIPT\.NAME\); did you mean 'factor'.$",
+    ):
         run_whatif(iteration(), [str(main)], params={"factr": 1})
 
 

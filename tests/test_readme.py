@@ -62,7 +62,7 @@ def test_each_readme_command_runs(command: str, tmp_path: Path) -> None:
     script = next(b for b in _blocks("") if '"""Mixed precision, by hand' in b)
     (tmp_path / "my_amp.whatif").write_text(script)
     places = {"TRACE": str(TRACE), "JOB": str(JOB)}
-    words = [places.get(w, str(ROOT / w) if w.startswith("examples/") else w) for w in command.split()]
+    words = [places.get(w, str(ROOT / w) if w.startswith(("examples/", "validation/")) else w) for w in command.split()]
     assert words[0] == "daydream"
     run = subprocess.run([sys.executable, "-m", "daydream", *words[1:]], cwd=tmp_path, capture_output=True, text=True,
                          timeout=600, env={**os.environ, "COLUMNS": "160"})  # fmt: skip

@@ -377,14 +377,14 @@ def test_each_script_is_summarized_by_its_first_paragraph_whole() -> None:
 def test_amp_does_not_apply_to_a_trace_already_in_mixed_precision() -> None:
     """The corpus's ResNet-50 run with autocast (bf16 convolutions, H100): amp would speed it up a second time.
     compute_dtype() reads the GEMM-like kernels' names; the TF32 run of the same program still applies."""
-    from daydream.dsl.model_functions import _compute_dtype
+    from daydream.dsl.model_functions import compute_dtype
     from daydream.errors import NotApplicable
 
     runs = Path(__file__).resolve().parents[1] / "validation" / "traces" / "h100" / "resnet"
     mixed, plain = runs / "amp" / "run1" / "rank0.json.gz", runs / "base" / "run1" / "rank0.json.gz"
-    assert _compute_dtype(build_graph(load_trace(str(mixed)))) == "bf16"
+    assert compute_dtype(build_graph(load_trace(str(mixed)))) == "bf16"
     with pytest.raises(NotApplicable, match=r"already compute in bf16 \(their names say so\)"):
         whatif(str(mixed), ["amp"])
-    assert _compute_dtype(build_graph(load_trace(str(plain)))) == "tf32"
+    assert compute_dtype(build_graph(load_trace(str(plain)))) == "tf32"
     result = whatif(str(plain), ["amp"])  # applies: its kernels get faster (the step, CPU-bound, hardly moves)
     assert result.effects[0].statement == "scale compute by 1 / factor" and result.effects[0].duration_delta_us < 0

@@ -47,6 +47,7 @@ from daydream.api.whatif import json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
+from daydream.dsl.params import script_name
 from daydream.errors import DaydreamError
 from daydream.files import read_input, read_toml
 from daydream.perf.uncertainty import Interval
@@ -160,7 +161,8 @@ def _check_axis(where: str, table: str, name: str, values: list[Any]) -> None:
 
 def _declared_params(scripts: list[str], where: str) -> set[str]:
     try:
-        return {name for info in describe_scripts(scripts) for name, _ in info.params}
+        infos = describe_scripts(scripts)
+        return {n for info in infos for name, _ in info.params for n in (name, f"{script_name(info.path)}.{name}")}
     except DaydreamError as exc:
         raise DaydreamError(f"{where}: {str(exc).splitlines()[0]}") from None
 

@@ -17,6 +17,7 @@ from daydream.dsl.effects import Effect
 from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import library_name
 from daydream.dsl.limits import Budget
+from daydream.dsl.params import script_name
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph import derived
 from daydream.perf.uncertainty import Interval, device_part, interval, model_parts, noise_of, numeric_params
@@ -254,11 +255,14 @@ def load_scripts(session: Session, scripts: Sequence[str | os.PathLike[str] | as
     """Parse and check every script before any runs; params given that no script declares are an error."""
     parsed = [s if isinstance(s, ast.Script) else session.load(s) for s in scripts]
     declared: set[str] = set()
+    scoped: set[str] = set()  # -p ddp.link: ddp's link alone
     for script in parsed:
-        declared |= set(session.check(script, fresh_scope=True).params)
-    unknown = sorted(set(session.params) - declared)
+        names = set(session.check(script, fresh_scope=True).params)
+        declared |= names
+        scoped |= {f"{script_name(script.file)}.{n}" for n in names}
+    unknown = sorted(set(session.params) - declared - scoped)
     if unknown:
-        have = ", ".join(sorted(declared)) or "none"
+        have = ", ".join(sorted(declared)) + " (each also as SCRIPT.NAME)" if declared else "none"
         hints = [h for u in unknown if (h := did_you_mean(u, declared))]
         raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (-p): the scripts declare {have}"
                           + "".join(f"; {h}" for h in hints))  # fmt: skip

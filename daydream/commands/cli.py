@@ -97,6 +97,39 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--tolerance", default="5%", metavar="PCT",
                      help="how much longer a predicted step may get before --against calls it a regression (default 5%%)")  # fmt: skip
     cmp.set_defaults(func=_cmd_compare)
+    pln = sub.add_parser("plan", help="the best data/tensor/pipeline-parallel plan for N GPUs, from one GPU's trace",
+                         description="Predict every (dp, tp, pp, micro-batches) plan for --gpus GPUs from one GPU's "
+                         "trace (the ddp, tensor_parallel and pipeline_parallel scripts, as compare scenarios) and rank "
+                         "them by throughput among those whose memory fits; docs/optimizations.md, Planning.")  # fmt: skip
+    pln.add_argument(
+        "trace",
+        metavar="TRACE",
+        help="one GPU's Kineto trace (.json or .json.gz) with modules and shapes (daydream record), or a job's folder (its first rank)",
+    )
+    pln.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs to plan for")
+    pln.add_argument("--memory-gb", type=float, default=None, metavar="GiB",
+                     help="memory of each GPU in GiB (default: the trace's GPU's)")  # fmt: skip
+    pln.add_argument("--gpus-per-node", type=int, default=8, metavar="N", help="GPUs in one node (default 8)")
+    pln.add_argument("--link", default="auto", metavar="LINK",
+                     help="link within a node: a preset or GB/s (default auto: the trace's GPU's NVLink or PCIe)")  # fmt: skip
+    pln.add_argument("--inter", default="ib-ndr", metavar="LINK", help="one NIC between nodes, one per GPU (default ib-ndr)")
+    pln.add_argument("--micro-batches", default=None, metavar="M,M,...",
+                     help="micro-batch counts a pipeline may use (default: pp, 2 pp and 4 pp)")  # fmt: skip
+    pln.add_argument(
+        "--schedule", default="1f1b", choices=("1f1b", "gpipe", "interleaved"), help="pipeline schedule (default 1f1b)"
+    )
+    pln.add_argument("--sequence-parallel", action="store_true", help="tensor parallelism with Megatron's sequence parallelism")
+    pln.add_argument("--max-tp", type=int, default=None, metavar="N", help="the largest tensor-parallel group (default: a node)")
+    pln.add_argument("--top", type=int, default=None, metavar="N", help="show the N best plans (default: all)")
+    pln.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
+    pln.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
+    pln.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
+    _script_options(pln)
+    pln.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that predict plans (default 1)")
+    pln.add_argument("--ray", default=None, metavar="ADDRESS",
+                     help="predict plans on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
+    pln.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    pln.set_defaults(func=_cmd_plan)
     rep = sub.add_parser("report", help="a report to share: XSP's layer and kernel tables, plots, one HTML page",
                          description="Simulate TRACE (and predict SCRIPTS, applied in order, if given), analyse the "
                          "baseline and the prediction as XSP does (layers, kernels by name and by layer with their "
@@ -243,7 +276,8 @@ def _link_option(p: argparse.ArgumentParser) -> None:
 
 def _graph_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="set a script param (a .whatif value: 2, 1.5ms, 4MB, \"text\", [1, 2]); repeatable")  # fmt: skip
+                   help="set a script param (a .whatif value: 2, 1.5ms, 4MB, \"text\", [1, 2]); SCRIPT.NAME=VALUE sets one "
+                        "script's alone (-p ddp.link=ib-ndr); repeatable")  # fmt: skip
     p.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
     p.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
     p.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
@@ -264,8 +298,9 @@ def _params(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         name = name.strip()
-        if not sep or not name.isidentifier() or not value.strip():
-            raise DaydreamError(f"-p {pair!r}: write NAME=VALUE, e.g. -p speedup=2")
+        scope, dot, param = name.rpartition(".")  # SCRIPT.NAME: the param of that script alone
+        if not sep or not param.isidentifier() or (dot and not scope.strip()) or not value.strip():
+            raise DaydreamError(f"-p {pair!r}: write NAME=VALUE (or SCRIPT.NAME=VALUE for one script's), e.g. -p speedup=2")
         out[name] = value.strip()
     return out
 
@@ -414,6 +449,34 @@ def _cmd_record(args: argparse.Namespace) -> int:
         print(f"  {path}")
     if report.trace:
         print(f"next: daydream simulate {report.trace}")
+    return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from daydream.api.plan import PlanOptions, plan
+    from daydream.presentation.terminal import render_plans
+
+    counts = None
+    if args.micro_batches is not None:
+        try:
+            counts = tuple(int(x) for x in args.micro_batches.split(","))
+        except ValueError:
+            raise DaydreamError(
+                f"--micro-batches {args.micro_batches!r}: whole numbers separated by commas, e.g. 4,8,16"
+            ) from None
+    if args.top is not None and args.top < 1:
+        raise DaydreamError(f"--top {args.top}: give at least 1")
+    options = PlanOptions(args.gpus, args.memory_gb, args.gpus_per_node, args.link, args.inter, counts, args.schedule,
+                          args.sequence_parallel, args.max_tp)  # fmt: skip
+    result = plan(_workload(args), options, _options(args), jobs=args.jobs, ray=args.ray)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        render_plans(result, _console(), args.top)
+    failed = [p for p in result.plans if p.predicted_us is None]
+    if failed and len(failed) == len(result.plans):
+        _say(f"daydream: no plan predicted (first: {failed[0].name}: {failed[0].error})")
+        return 1
     return 0
 
 

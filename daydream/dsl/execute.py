@@ -85,7 +85,8 @@ class Executor(Visitor[None]):
 
     def _depends_on(self, s: Any) -> set[str]:
         if isinstance(s, ast.Param):
-            return {s.name} if s.name in self.params.used else set()
+            key = self.params.key(s)
+            return {key} if key is not None and key in self.params.used else set()
         out: set[str] = set()
         for name in self._statement_names(s):
             out |= self.origins.get(name, frozenset())
@@ -143,8 +144,9 @@ class Executor(Visitor[None]):
 
     def visit_Param(self, s: ast.Param, script: ast.Script) -> None:
         self.env.scope[s.name] = self.params.bind(s)
-        if s.name in self.params.used:
-            self.origins[s.name] = frozenset({s.name})
+        key = self.params.key(s)
+        if key is not None:
+            self.origins[s.name] = frozenset({key})
         else:
             self._bound_from(s.name, s.default)
 

@@ -381,7 +381,7 @@ def _device_time(
     return move_us(attrs, calibration, dst, None if dtype is None else _text(dtype, fn, "dtype"), tally)
 
 
-def _compute_dtype(graph: nx.DiGraph) -> str | None:
+def compute_dtype(graph: nx.DiGraph) -> str | None:
     """The precision most of the graph's GEMM-like kernel time computes in, as the kernels' names tell
     (:func:`daydream.perf.roofline.kernel_dtype`: ``..._bf16_...``, Tensile's ``Cijk_..._BBS_``, ``sgemm``); None
     where no such kernel's name tells."""
@@ -509,7 +509,7 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
      "(the kernel name's, else fp32; TF32 becomes FP32 where the target has none; dtype: the target's); kernels "
      "without a priced op by their class's ratio (device_speedup)", ("dtype",)),
     ("trace_device", _trace_device, 0, 0, "trace_device(): the catalog name of the trace's GPU, none if unknown", ()),
-    ("compute_dtype", _compute_dtype, 0, 0, "compute_dtype(): the precision most of the trace's GEMM, convolution and "
+    ("compute_dtype", compute_dtype, 0, 0, "compute_dtype(): the precision most of the trace's GEMM, convolution and "
      "attention kernel time computes in, as the kernels' names tell (fp32, tf32, bf16, fp16, fp8), none if no name "
      "tells", ()),
     ("trace_ranks", trace_ranks, 0, 0, "trace_ranks(): the traced job's world size (1 without distributed info)", ()),

@@ -1,5 +1,6 @@
 """Binding ``param`` statements: the value given to the session for the name (``-p NAME=VALUE``), else the
-script's default."""
+script's default. A name may be given for one script of several: ``-p ddp.link=ib-ndr`` binds ``link`` in
+ddp.whatif alone (its file's name without .whatif), ahead of a plain ``-p link=...``."""
 
 from __future__ import annotations
 
@@ -30,29 +31,35 @@ class ParamBinder:
         self.env = env
         self.texts = texts  # a parsed -p value's text joins the scripts', for its error messages
 
+    def key(self, s: ast.Param) -> str | None:
+        """The given name that binds ``param NAME``: ``SCRIPT.NAME`` for its script, else ``NAME``; None: neither."""
+        scoped = f"{script_name(s.pos.file)}.{s.name}"
+        return scoped if scoped in self.given else s.name if s.name in self.given else None
+
     def bind(self, s: ast.Param) -> Any:
         """The value of ``param NAME = DEFAULT``, recorded in ``values``."""
-        if s.name in self.given:
-            value = self.given[s.name]
+        key = self.key(s)
+        if key is not None:
+            value = self.given[key]
             if isinstance(value, str) and not value.lstrip().startswith('"') and isinstance(self.env.value(s.default), str):
                 pass  # a string param: -p link=eth-10g means the text, quotes optional
             elif isinstance(value, str):
                 try:
-                    expr = parse_expression(value, f"-p {s.name}")
+                    expr = parse_expression(value, f"-p {key}")
                 except ScriptError as exc:
-                    raise ScriptError(f"-p {s.name}={clip(value, 100)}: not a value: {str(exc).splitlines()[0]}") from None
-                self.texts[f"-p {s.name}"] = value
+                    raise ScriptError(f"-p {key}={clip(value, 100)}: not a value: {str(exc).splitlines()[0]}") from None
+                self.texts[f"-p {key}"] = value
                 if isinstance(expr, ast.Literal) and (m := _UNIT.search(expr.text or "")):
                     self.units[s.name] = m.group(1)  # shown as given: -p bucket_cap=10MB is 10 MB
                 if isinstance(expr, ast.Name) and not self.env.knows(expr.id) and self.env.value(s.default) is None:
                     value = expr.id  # a bare word for a param whose default is none is its text: -p dtype=bf16
                 else:
                     value = self.env.value(expr)
-            self.used.add(s.name)
+            self.used.add(key)
         else:
             value = self.env.value(s.default)
         self.values[s.name] = value
-        self.scripts.setdefault(s.name, {})[os.path.basename(s.pos.file).removesuffix(".whatif")] = value
+        self.scripts.setdefault(s.name, {})[script_name(s.pos.file)] = value
         if s.name not in self.units and isinstance(s.default, ast.Literal) and (m := _UNIT.search(s.default.text or "")):
             self.units[s.name] = m.group(1)
         return value
@@ -72,3 +79,8 @@ class ParamBinder:
     def unused(self) -> list[str]:
         """Given names that no script run so far declared."""
         return sorted(set(self.given) - self.used)
+
+
+def script_name(file: str) -> str:
+    """How a -p name scopes a script: its file's name without .whatif (``ddp`` for .../ddp.whatif)."""
+    return os.path.basename(file).removesuffix(".whatif")

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what each renderer is given: importing them all would cost 
     from daydream.api.demo import Demo
     from daydream.api.embeddings import EmbeddingProfile
     from daydream.api.job import JobReplay
+    from daydream.api.plan import Plans
     from daydream.api.replay import Replay, StepTime
     from daydream.api.validate import Ledger
     from daydream.api.whatif import WhatIf
@@ -525,6 +526,69 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
             console.print(styled(("not predicted:", "yellow"), " ", plain(f"{s.name}: {s.error}", 2000)))
     if against is not None:
         render_against(against, console)
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:,.2f}"
+
+
+def render_plans(result: Plans, console: Console, top: int | None = None) -> None:
+    """``daydream plan``: the plans by throughput among those that fit, each one's step time, interval, memory and
+    what bounds it; then those that do not fit, and those not predicted."""
+    for w in result.warnings:
+        console.print(warning_line("warning:", w))
+    cap = f"{_gib(result.memory_bytes)} GiB" if result.memory_bytes is not None else "memory unknown"
+    console.print(styled(("daydream plan", "b"), " ", plain(f"{result.trace}: {result.gpus} GPUs ({result.gpus_per_node} "
+                                                            f"a node), {result.device or 'CPU'}, {cap} each", 2000)))  # fmt: skip
+    console.print(plain(f"one GPU (the trace, simulated): {ms(result.baseline_us)} a step; {result.parameters:,} parameters, "
+                        f"{result.optimizer or 'no optimizer step'}", 2000))  # fmt: skip
+    for note in result.notes:
+        console.print(plain(f"note: {note}", 2000))
+    predicted = [p for p in result.plans if p.predicted_us is not None]
+    shown = predicted if top is None else predicted[:top]
+    table = Table(title="Plans by throughput (step in ms; throughput: samples/s over one GPU's; memory: the fullest "
+                  "rank's GiB, state + activations)", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, collapse_padding=True)  # fmt: skip
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("plan", no_wrap=True)
+    table.add_column("step", justify="right", no_wrap=True)
+    table.add_column("thr.", justify="right", no_wrap=True)
+    table.add_column("memory", justify="right", no_wrap=True)
+    table.add_column("bound by", overflow="fold")
+    for p in shown:
+        fullest = max(p.memory, key=lambda m: m.total)
+        state = fullest.parameters + fullest.gradients + fullest.optimizer + fullest.buckets
+        place = "-" if p.fits is False else f"{p.rank}{'=' if p.ties else ''}"
+        step = _ms(p.predicted_us or 0.0) + (
+            f" ±{p.interval.half_width_pct:.0f}%" if p.interval and p.interval.half_width_pct else ""
+        )
+        memory = f"{_gib(p.memory_bytes)} ({_gib(state)}+{_gib(fullest.activations)})" + (
+            " [red]no fit[/]" if p.fits is False else ""
+        )
+        table.add_row(place, plain(p.name), step, f"{p.throughput or 0.0:,.2f}x", Text.from_markup(memory),
+                      plain(p.bound.text() if p.bound else "-"))  # fmt: skip
+    console.print(table)
+    if top is not None and len(predicted) > top:
+        console.print(plain(f"... and {len(predicted) - top} more plans (--top, or --json for all)"))
+    console.print("plan: data x tensor x pipeline parallel ranks, m micro-batches; each replica keeps the traced batch; "
+                  "=: the plan's 90% interval overlaps another's (ranks tell apart only plans beyond each other's "
+                  "intervals); -: does not fit", highlight=False, markup=False)  # fmt: skip
+    best = result.best
+    if best is not None:
+        console.print(styled(("best:", "b"), " ", plain(f"{best.name}: {best.throughput:,.2f}x one GPU's throughput, "
+                                                        f"{ms(best.predicted_us or 0.0)} a step, {_gib(best.memory_bytes)} GiB"
+                                                        + (f"; as good within the intervals: {', '.join(best.ties)}" if best.ties else ""),
+                                                        4000)))  # fmt: skip
+    elif predicted:
+        console.print(
+            styled(
+                ("no plan fits", "yellow"),
+                plain(f" in {cap}: the fewest GiB, {min(predicted, key=lambda p: p.memory_bytes).name}"),
+            )
+        )
+    for p in result.plans:
+        if p.predicted_us is None:
+            console.print(styled(("not predicted:", "yellow"), " ", plain(f"{p.name}: {p.error}", 2000)))
 
 
 def render_against(against: Against, console: Console) -> None:

@@ -1,9 +1,10 @@
 """Where work fans out: a Ray cluster (optional dependency) for ``--ray ADDRESS``; a thread reading ahead
-(:func:`read_ahead`). Local worker processes are ``concurrent.futures`` with the ``spawn`` context, used directly
-where they are needed."""
+(:func:`read_ahead`); how many local worker processes are worth starting (:func:`processes_for`). Local worker
+processes are ``concurrent.futures`` with the ``spawn`` context, used directly where they are needed."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from queue import Full, Queue
@@ -13,6 +14,20 @@ from typing import Any, TypeVar
 from daydream.errors import DaydreamError
 
 T = TypeVar("T")
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def processes_for(items: int, per_process: int) -> int:
+    """Local worker processes worth starting for ``items`` pieces of work: one for each ``per_process`` of them (a
+    process pays about a second to start and import what it runs), at most one per core, at least one."""
+    return max(1, min(cores(), items // per_process))
 
 
 def connect_ray(address: str, cpus: int) -> ModuleType:

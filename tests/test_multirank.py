@@ -470,6 +470,40 @@ def test_ray_loads_rank_traces_as_a_serial_load_does(tmp_path: Path) -> None:
     assert len(on_ray.ranks) == 4 and on_ray.baseline_us == serial.baseline_us
 
 
+def test_workers_by_default_one_per_32_ranks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The CLI's default --jobs (None): a worker process for every RANKS_PER_PROCESS ranks past the first, at most one
+    per core; the job built so is the serial one, rank for rank."""
+    from synth import make_trace, write_trace
+
+    import daydream.api.job as job_api
+    import daydream.workers as workers
+
+    monkeypatch.setattr(workers, "cores", lambda: 2)
+    assert [workers.processes_for(n, 32) for n in (0, 31, 32, 63, 64, 1023)] == [1, 1, 1, 1, 2, 2]
+    monkeypatch.setattr(workers, "cores", lambda: 16)
+    assert workers.processes_for(1023, 32) == 16 and workers.processes_for(200, 32) == 6
+    for r in range(5):
+        doc = make_trace()
+        doc["distributedInfo"] = {"rank": r, "world_size": 5}
+        write_trace(tmp_path / f"rank{r}.json", doc)
+    pools: list[int] = []
+    real_pool = job_api.ProcessPoolExecutor
+
+    def pool(*args: object, **kwargs: object) -> object:
+        pools.append(int(kwargs["max_workers"]))  # type: ignore[call-overload]
+        return real_pool(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(job_api, "ProcessPoolExecutor", pool)
+    monkeypatch.setattr(job_api, "RANKS_PER_PROCESS", 2)  # 4 ranks past the first: 2 workers
+    auto = replay_job(tmp_path, jobs=None)
+    assert pools == [2]
+    serial = replay_job(tmp_path)
+    assert pools == [2]  # (jobs=1: no pool)
+    assert [(r.rank, r.measured_us, r.step_us, r.same_as) for r in auto.ranks] == [
+        (r.rank, r.measured_us, r.step_us, r.same_as) for r in serial.ranks
+    ]
+
+
 def test_ray_absent_is_said(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import sys
 

@@ -31,7 +31,11 @@ from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, simulate
 from daydream.simulation.ranks import RankResult, Straggler, rank_results
 from daydream.trace import load_trace
 from daydream.trace.job import check_ranks, is_job, rank_trace_files
-from daydream.workers import connect_ray
+from daydream.workers import connect_ray, processes_for
+
+# ranks a worker process builds before it pays for its start (bench/bench_multirank.py on 2 cores: 32 ranks of dlrm8
+# built in 1.2 s by this process, 1.3 s by 2 workers; 64 ranks 2.6 s against 2.0 s; 128 ranks 4.9 s against 2.9 s)
+RANKS_PER_PROCESS = 32
 
 
 @dataclass
@@ -82,15 +86,18 @@ def _build_chunk(chunk: list[tuple[str, str | int | None, bool]]) -> list[_Built
 
 
 def load_job(
-    directory: str | os.PathLike[str], step: str | int | None = None, jobs: int = 1, share: bool = True,
+    directory: str | os.PathLike[str], step: str | int | None = None, jobs: int | None = 1, share: bool = True,
     ray: str | None = None,
 ) -> nx.DiGraph:  # fmt: skip
     """The job graph of the rank traces in ``directory`` (collectives matched, not yet priced). ``step`` as for one
     trace; every rank simulates the step the first rank's trace selects. ``jobs``: worker processes that build the
-    ranks' graphs; ``ray``: build them on the Ray cluster at this address instead (``local``: a Ray started here,
-    with ``jobs`` CPUs); ``share``: ranks with the same graph share one set of tasks (False: every rank its own)."""
+    ranks' graphs (None: one for every RANKS_PER_PROCESS ranks, at most one per core - the CLI's default); ``ray``:
+    build them on the Ray cluster at this address instead (``local``: a Ray started here, with ``jobs`` CPUs);
+    ``share``: ranks with the same graph share one set of tasks (False: every rank its own)."""
     where = os.fspath(directory)
     files = rank_trace_files(where)
+    if jobs is None:
+        jobs = processes_for(len(files) - 1, RANKS_PER_PROCESS)
     with progress.task(f"building the graphs of {len(files):,} ranks", total=len(files)) as advance:
         first = _build_rank(files[0], step, set())
         advance(1)
@@ -262,7 +269,7 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
 
 def load_priced_job(
     directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
-    jobs: int = 1, share: bool = True, ray: str | None = None,
+    jobs: int | None = 1, share: bool = True, ray: str | None = None,
 ) -> nx.DiGraph:  # fmt: skip
     """:func:`load_job`, its collectives priced (``link``: a preset or GB/s; None: fitted to the job's own transfers;
     how, in ``graph.graph["collectives"].pricing``)."""
@@ -273,7 +280,7 @@ def load_priced_job(
 
 def replay_job(
     directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
-    jobs: int = 1, policy: Policy = EARLIEST, share: bool = True, ray: str | None = None,
+    jobs: int | None = 1, policy: Policy = EARLIEST, share: bool = True, ray: str | None = None,
 ) -> JobReplay:  # fmt: skip
     """Load the job in ``directory``, price its collectives (:func:`load_priced_job`) and simulate all ranks
     together."""

@@ -31,7 +31,7 @@ class Workload:
     step: str | int | None = None
     et: str | None = None
     link: str | float | None = None
-    jobs: int = 1
+    jobs: int | None = 1  # None: as many as the job's ranks are worth (daydream.api.job.load_job)
     ray: str | None = None
 
     @classmethod

@@ -264,7 +264,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _job_options(p: argparse.ArgumentParser) -> None:
     _link_option(p)
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that build a job's rank graphs (default 1)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="worker processes that build a job's rank graphs (default: one per 32 ranks, at most one per core)")  # fmt: skip
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="build a job's rank graphs on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
 
@@ -640,7 +641,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if work.is_job:
         from daydream.api.job import replay_job  # a job's collective models: imported for jobs only
 
-        if args.jobs < 1:
+        if args.jobs is not None and args.jobs < 1:
             raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
         _check_export(args, inputs)
         job = replay_job(args.trace, step=args.step, link=args.link, jobs=args.jobs, policy=parse_policy(args.policy),

@@ -2,6 +2,7 @@
 
     python bench/bench_floors.py [TRACE]          # default: the shared trace tiled to ~1M events (bench_simulate.py's)
     python bench/bench_floors.py --repeat 5       # the best of 5 fresh processes per part (default 3)
+    python bench/bench_floors.py --side-by-side-only   # the whole run, json.load and HTA's load alone
 
 Each part runs in a fresh process (the best of --repeat), timed inside it unless said otherwise:
 
@@ -23,6 +24,12 @@ Each part runs in a fresh process (the best of --repeat), timed inside it unless
 - graph copy: `copy_graph` of the built graph: making one dict per task and per dependency and networkx's adjacency
   once, the least any build that ends in this graph pays.
 - report: the replay's report of the simulated graph as JSON text.
+
+And side by side on the same file (issue 55), each in a fresh process with its peak memory: the whole run, `daydream
+simulate --step all --json TRACE` (timed from outside); Python's `json.load` of the file (gzip.open, the standard
+library's parser: the bound is the whole simulation no slower than this parse alone); HolisticTraceAnalysis's own
+load of it (`TraceAnalysis(trace_dir=...)` on a folder holding the file; `pip install 'daydream-whatif[bench]'`,
+left out where it is not installed).
 
 With them, ``reference_s`` (bench_simulate.py): this VM's speed varies by 1.5x from one hour to the next.
 """
@@ -67,6 +74,7 @@ def design_floor(result: dict[str, float], parts: tuple[str | tuple[tuple[str, .
 
 PARTS = ("interpreter", "imports", "gunzip", "decode", "load", "load_columns", "scan_columns", "numba", "read_arrays",
          "compiled_loop", "python_loop", "graph_copy", "report")  # fmt: skip
+SIDE_BY_SIDE = ("cli", "json_load", "hta_load")  # the whole run, and two other programs' parse of the same file
 
 
 def part(name: str, trace: str) -> float:
@@ -100,6 +108,15 @@ def part(name: str, trace: str) -> float:
         t0 = time.perf_counter()
         load_trace(trace)
         return time.perf_counter() - t0
+    if name == "json_load":
+        import gzip
+
+        t0 = time.perf_counter()
+        with gzip.open(trace, "rt", encoding="utf-8") if trace.endswith(".gz") else open(trace, encoding="utf-8") as f:
+            json.load(f)
+        return time.perf_counter() - t0
+    if name == "hta_load":
+        return _hta_load(trace)
     if name == "load_columns":
         return _load_columns(trace)
     if name == "scan_columns":
@@ -144,6 +161,22 @@ def part(name: str, trace: str) -> float:
         json.dumps(result.to_dict())
         return time.perf_counter() - t0
     raise SystemExit(f"unknown part {name}")
+
+
+def _hta_load(trace: str) -> float:
+    """HolisticTraceAnalysis's parse of the file as its users start: a TraceAnalysis of a folder holding it."""
+    import logging
+    import os
+    import tempfile
+
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.disable(logging.INFO)
+    with tempfile.TemporaryDirectory() as folder:
+        os.symlink(os.path.abspath(trace), os.path.join(folder, "rank0" + "".join(Path(trace).suffixes[-2:])))
+        t0 = time.perf_counter()
+        TraceAnalysis(trace_dir=folder)
+        return time.perf_counter() - t0
 
 
 def _load_columns(trace: str) -> float:
@@ -218,30 +251,56 @@ def _numba() -> float:
     return time.perf_counter() - t0
 
 
-def measure(trace: str, repeat: int) -> dict[str, float]:
-    """The best of ``repeat`` fresh processes per part."""
-    out = {}
-    for name in PARTS:
-        best = float("inf")
+def _child(argv: list[str]) -> tuple[float, float, str]:
+    """Run ``argv``: its wall time from outside, its own peak resident memory (MiB) and its stdout."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)}: exit {proc.returncode}\n{err.read().decode(errors='replace')[-2000:]}")
+        return seconds, usage.ru_maxrss / 1024, out.read().decode()
+
+
+def measure(trace: str, repeat: int, parts: tuple[str, ...] = PARTS) -> tuple[dict[str, float], dict[str, float]]:
+    """The best of ``repeat`` fresh processes per part: seconds, and the peak memory (MiB) of that best run."""
+    out, peaks = {}, {}
+    for name in parts:
+        best, best_peak = float("inf"), 0.0
         for _ in range(repeat):
             if name == "interpreter":
-                t0 = time.perf_counter()
-                subprocess.run([sys.executable, "-c", "pass"], check=True)
-                seconds = time.perf_counter() - t0
+                seconds, peak, _ = _child([sys.executable, "-c", "pass"])
+            elif name == "cli":
+                seconds, peak, _ = _child([sys.executable, "-m", "daydream", "simulate", "--step", "all", "--json", trace])
             else:
-                run = subprocess.run([sys.executable, __file__, "--part", name, trace], capture_output=True, text=True)
-                if run.returncode != 0:
-                    raise SystemExit(run.stderr)
-                seconds = float(run.stdout)
-            best = min(best, seconds)
-        out[name] = best
-    return out
+                _, peak, text = _child([sys.executable, __file__, "--part", name, trace])
+                seconds = float(text)
+            if seconds < best:
+                best, best_peak = seconds, peak
+        out[name], peaks[name] = best, best_peak
+    return out, peaks
+
+
+def side_by_side(trace: str, repeat: int) -> tuple[dict[str, float], dict[str, float]]:
+    """The whole run, json.load and HTA's load of ``trace`` (HTA where it is installed)."""
+    import importlib.util
+
+    parts = tuple(p for p in SIDE_BY_SIDE if p != "hta_load" or importlib.util.find_spec("hta") is not None)
+    return measure(trace, repeat, parts)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace", nargs="?")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--side-by-side-only", action="store_true", help="only the whole run, json.load and HTA's load")
     p.add_argument("--part", help=argparse.SUPPRESS)  # the child process: one part
     args = p.parse_args()
     if args.part:
@@ -253,12 +312,27 @@ def main() -> None:
     from bench_simulate import reference_s, tiled
 
     trace = args.trace or tiled(1_000_000, tempfile.mkdtemp())
-    result = measure(trace, args.repeat)
+    beside, beside_peaks = side_by_side(trace, args.repeat)
+    result, peaks = ({}, {}) if args.side_by_side_only else measure(trace, args.repeat)
     result["reference_s"] = reference_s()  # how fast the machine ran this kind of work at the time (bench_simulate.py)
-    print(json.dumps(result, indent=2))
-    print("| part | seconds |\n| --- | --- |")
+    print(json.dumps({"parts": result, "side_by_side": beside, "peak_mib": {**peaks, **beside_peaks}}, indent=2))
+    print("| run on the same file | seconds | peak memory |\n| --- | --- | --- |")
+    labels = {
+        "cli": "daydream simulate --step all --json",
+        "json_load": "Python's json.load",
+        "hta_load": "HTA's TraceAnalysis load",
+    }
+    for name, seconds in beside.items():
+        print(f"| {labels[name]} | {seconds:.2f} | {beside_peaks[name]:,.0f} MiB |")
+    if "hta_load" not in beside:
+        print("(HTA not installed: pip install 'daydream-whatif[bench]')")
+    print(f"the whole simulation over json.load alone: {beside['cli'] / beside['json_load']:.2f} (the bound: <= 1.0)")
+    if args.side_by_side_only:
+        return
+    print("| part | seconds | peak memory |\n| --- | --- | --- |")
     for name, seconds in result.items():
-        print(f"| {name.replace('_', ' ')} | {seconds:.2f} |")
+        peak = f"{peaks[name]:,.0f} MiB" if name in peaks else ""
+        print(f"| {name.replace('_', ' ')} | {seconds:.2f} | {peak} |")
     for design, parts in DESIGN_FLOORS.items():
         seconds, names = design_floor(result, parts)
         print(f"{design}: {seconds:.2f} s ({names})")

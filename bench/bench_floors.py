@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -253,20 +252,10 @@ def _numba() -> float:
 
 def _child(argv: list[str]) -> tuple[float, float, str]:
     """Run ``argv``: its wall time from outside, its own peak resident memory (MiB) and its stdout."""
-    import os
-    import tempfile
+    from bench_simulate import run_child
 
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if proc.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)}: exit {proc.returncode}\n{err.read().decode(errors='replace')[-2000:]}")
-        return seconds, usage.ru_maxrss / 1024, out.read().decode()
+    seconds, usage, out = run_child(argv)
+    return seconds, usage.ru_maxrss / 1024, out.decode()
 
 
 def measure(trace: str, repeat: int, parts: tuple[str, ...] = PARTS) -> tuple[dict[str, float], dict[str, float]]:

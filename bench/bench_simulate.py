@@ -56,22 +56,25 @@ def phases(trace: str) -> dict[str, float]:
             "report_peak_mb": peak_mb(), "baseline_ms": result.baseline_us / 1e3, "json_bytes": len(text)}  # fmt: skip
 
 
-def cli_run(trace: str) -> dict[str, float]:
-    """The whole CLI run: its wall time and its own peak memory (wait4's rusage of that child alone: the children's
-    maximum would count the tiling's)."""
+def run_child(argv: list[str]) -> tuple[float, Any, bytes]:
+    """Run ``argv``: its wall time from outside, its own rusage (wait4's, of that child alone: the children's maximum
+    would count earlier children's) and its stdout; exits with its stderr where it fails."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "daydream", "simulate", trace, "--step", "all", "--json"], stdout=out, stderr=err
-        )
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        if proc.returncode != 0:
-            raise SystemExit(err.read().decode())
-        d = json.loads(out.read())
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{' '.join(argv)}:\n{err.read().decode(errors='replace')[-2000:]}")
+        return wall, usage, out.read()
+
+
+def cli_run(trace: str) -> dict[str, float]:
+    """The whole CLI run: its wall time and its own peak memory."""
+    wall, usage, text = run_child([sys.executable, "-m", "daydream", "simulate", trace, "--step", "all", "--json"])
+    d = json.loads(text)
     return {
         "cli_wall_s": wall,
         "cli_peak_rss_mb": usage.ru_maxrss / 1024,

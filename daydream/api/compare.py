@@ -369,12 +369,14 @@ def compare(
     options: RunOptions | None = None,
     jobs: int = 1,
     ray: str | None = None,
+    loaded: tuple[nx.DiGraph, bool] | None = None,
 ) -> Comparison:
     """Predict every scenario (a scenarios file, or :class:`Scenario` values) on the workload (a trace path, or a
     :class:`~daydream.api.workload.Workload`: a trace or a job folder with its step, execution trace and link), each on
     its own copy of the graph, and sort them by predicted step time. ``jobs`` > 1: that many worker processes, each
     loading the trace once; ``ray``: chunks of scenarios on the Ray cluster at that address. The results are the
-    same either way. At a terminal the scenarios predicted so far show on stderr (daydream.progress)."""
+    same either way. ``loaded``: the workload's graph and whether it has GPU work, where the caller built it already
+    (not changed). At a terminal the scenarios predicted so far show on stderr (daydream.progress)."""
     if jobs < 1:
         raise DaydreamError(f"--jobs {jobs}: give at least 1")
     work, opts = Workload.of(workload), options or RunOptions()
@@ -394,7 +396,7 @@ def compare(
     work = Workload(work.path, work.step, work.et, work.link)
     opts = RunOptions(opts.policy, opts.budget, [os.fspath(d) for d in opts.include_dirs or []])
     job = _Job(work, opts, base)
-    graph, has_gpu = work.load()
+    graph, has_gpu = loaded or work.load()
     base_run = replay_graph(graph, opts.policy)
     baseline = Baseline(base_run.measured_us, base_run.baseline_us, base_run.breakdown,
                         Bound.of(base_run.report.critical_path, base_run.baseline_us))  # fmt: skip

@@ -41,7 +41,8 @@ class PlanOptions(msgspec.Struct, frozen=True):
     """What a search may choose from and the machine it plans for: ``gpus`` in nodes of ``gpus_per_node`` joined
     by ``inter`` (a NIC per GPU), ``link`` within a node ("auto": the trace's GPU's own); GPU memory ``memory_gb``
     (None: the trace's GPU's); ``micro_batches``: the counts a pipeline may cut the batch into (None: pp, 2 pp and
-    4 pp); ``max_tp``: the largest tensor-parallel group."""
+    4 pp), run in ``schedule``'s order (interleaved: 2 model chunks a rank); ``max_tp``: the largest tensor-parallel
+    group."""
 
     gpus: int
     memory_gb: float | None = None
@@ -172,9 +173,25 @@ def _scenario(layout: Layout, options: PlanOptions, on_gpu: bool, share: float) 
     return Scenario(layout.name, scripts, params)
 
 
-def _stage_blocks(cut: list[tuple[str, ...]], pp: int) -> list[list[str]]:
+def _stage_blocks(cut: list[list[str]], pp: int) -> list[list[str]]:
     """Each rank's blocks: stage r, r + pp, ... of the cut (one chunk each, or several interleaved)."""
     return [[b for k in range(r, len(cut), pp) for b in cut[k]] for r in range(pp)]
+
+
+def _check(options: PlanOptions) -> None:
+    """Refuse what cannot be planned before any work."""
+    if options.schedule not in SCHEDULES:
+        raise DaydreamError(f"--schedule {options.schedule}: one of {', '.join(SCHEDULES)}")
+    if not 1 <= options.gpus <= MAX_GPUS:
+        raise DaydreamError(f"--gpus {options.gpus}: give 1 to {MAX_GPUS:,}")
+    counts = options.micro_batches
+    if counts is not None and max(counts, default=0) > MAX_MICRO_BATCHES:
+        raise DaydreamError(f"--micro-batches: at most {MAX_MICRO_BATCHES:,} (a pipeline's tasks grow with them)")
+    too_few = options.gpus_per_node < 1 or (options.max_tp is not None and options.max_tp < 1)
+    if too_few or (counts is not None and min(counts, default=0) < 1):
+        raise DaydreamError("--gpus-per-node, --max-tp and --micro-batches: whole numbers >= 1")
+    if options.memory_gb is not None and not (0 < options.memory_gb < math.inf):
+        raise DaydreamError(f"--memory-gb {options.memory_gb}: a size in GiB above 0")
 
 
 def plan(
@@ -187,21 +204,7 @@ def plan(
     """Predict every plan for ``options.gpus`` GPUs (module docstring) from the workload's one-GPU trace, each as a
     scenario of :func:`~daydream.api.compare.compare` (``jobs`` worker processes, or Ray at ``ray``), with its memory;
     ranked by throughput among the plans that fit."""
-    if options.schedule not in SCHEDULES:
-        raise DaydreamError(f"--schedule {options.schedule}: one of {', '.join(SCHEDULES)}")
-    if not 1 <= options.gpus <= MAX_GPUS:
-        raise DaydreamError(f"--gpus {options.gpus}: give 1 to {MAX_GPUS:,}")
-    counts = options.micro_batches
-    if counts is not None and max(counts, default=0) > MAX_MICRO_BATCHES:
-        raise DaydreamError(f"--micro-batches: at most {MAX_MICRO_BATCHES:,} (a pipeline's tasks grow with them)")
-    if (
-        options.gpus_per_node < 1
-        or (options.max_tp is not None and options.max_tp < 1)
-        or (counts is not None and min(counts, default=0) < 1)
-    ):
-        raise DaydreamError("--gpus-per-node, --max-tp and --micro-batches: whole numbers >= 1")
-    if options.memory_gb is not None and not (0 < options.memory_gb < math.inf):
-        raise DaydreamError(f"--memory-gb {options.memory_gb}: a size in GiB above 0")
+    _check(options)
     work, notes = Workload.of(workload), []
     if work.is_job:  # a data-parallel job: its first rank is a replica (its collectives re-priced by ddp)
         first = work.trace_files()[0]
@@ -223,17 +226,20 @@ def plan(
     scenarios = []
     for layout in candidates:
         chunks = 2 if options.schedule == "interleaved" and layout.pp > 1 else 1
+        # the cut pipeline_parallel makes (balanced on the traced times); one stage: every block
         cut = (
-            [list(s.blocks) for s in cut_stages(found, layout.pp * chunks)] if layout.pp > 1 else [[b.name for b in model.blocks]]
+            [list(st.blocks) for st in cut_stages(found, layout.pp * chunks)]
+            if layout.pp > 1
+            else [[b.name for b in model.blocks]]
         )
         split = Parallelism(layout.tp, layout.micro_batches, options.schedule if layout.pp > 1 else "1f1b", chunks,
                             layout.dp > 1, options.sequence_parallel)  # fmt: skip
-        ranks = rank_memory(model, _stage_blocks([tuple(c) for c in cut], layout.pp), split, dtypes)
+        ranks = rank_memory(model, _stage_blocks(cut, layout.pp), split, dtypes)
         memories[layout.name] = ranks
         largest = max(r.parameters for r in ranks) / options.param_bytes
         share = min(1.0, largest / model.parameters) if model.parameters else 1.0
         scenarios.append(_scenario(layout, options, has_gpu, share))
-    result = compare(work, scenarios, run, jobs=jobs, ray=ray)
+    result = compare(work, scenarios, run, jobs=jobs, ray=ray, loaded=(graph, has_gpu))
     by_name = {s.name: s for s in result.scenarios}
     total = (
         options.memory_gb * GiB

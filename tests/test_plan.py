@@ -114,6 +114,24 @@ def test_layouts_for_64_gpus() -> None:
     assert len(layouts(12, PlanOptions(gpus=12), 6, True)) == 13 + 10 + 4
 
 
+def test_layouts_under_a_fixed_global_batch() -> None:
+    # 8 GPUs, 16 samples a step: dp 8, 4, 2, 1 give replicas of 2, 4, 8, 16 samples, cut into whole micro-batches
+    options = PlanOptions(gpus=8, batch=16, global_batch=16, micro_batches=(4, 8))
+    found = layouts(8, options, max_pp=6, can_split=True)
+    assert all(16 % x.dp == 0 and (16 // x.dp) % x.micro_batches == 0 for x in found)
+    assert (4, 1, 2, 4) in {(x.dp, x.tp, x.pp, x.micro_batches) for x in found}  # a replica of 4 in 4 micro-batches
+    assert (4, 1, 2, 8) not in {(x.dp, x.tp, x.pp, x.micro_batches) for x in found}  # ... not in 8
+    # 3 samples on 8 GPUs without tensor parallelism: dp 8, 4 or 2 - no whole replica batch
+    assert not layouts(8, PlanOptions(gpus=8, batch=16, global_batch=3, max_tp=1), 6, True)
+    assert [(x.dp, x.tp) for x in layouts(8, PlanOptions(gpus=8, batch=16, global_batch=3), 6, True)] == [(1, 8)]
+    # a replica of 4 samples where the trace had 16: batch_size first, at a quarter
+    s = _scenario(Layout(4, 1, 2, 4), options, on_gpu=True, share=0.5)
+    assert s.scripts == ["batch_size", "ddp", "pipeline_parallel"] and s.params["batch_size.factor"] == 0.25
+    assert _scenario(Layout(1, 2, 1, 1), options, True, 1.0).scripts == ["tensor_parallel"]  # the traced batch
+    with pytest.raises(DaydreamError, match="--global-batch needs --batch"):
+        plan(GPU_TRANSFORMER, PlanOptions(gpus=2, global_batch=32))
+
+
 def test_a_plan_places_ranks_as_megatron_does() -> None:
     # 64 GPUs as dp 8 x tp 2 x pp 4: each data-parallel group has 8 / 2 = 4 ranks a node and reduces the largest
     # stage's share; the pipeline spans nodes, over the NIC
@@ -189,6 +207,19 @@ def test_plan_on_a_recorded_transformer() -> None:
     for p in fitting:  # a rank counts the plans beyond its interval
         assert p.rank == 1 + sum(1 for o in fitting if o.throughput * o.predicted_us / o.interval.high_us
                                  > p.throughput * p.predicted_us / p.interval.low_us)  # fmt: skip
+
+
+def test_plan_under_a_fixed_global_batch() -> None:
+    # the transformer's 16 samples a step kept on 2 GPUs: data parallelism gives each replica 8 (batch_size at a half,
+    # its activations halved); throughput = the plan's samples over the trace's x the trace's step over the plan's
+    result = plan(GPU_TRANSFORMER, PlanOptions(gpus=2, batch=16, global_batch=16, micro_batches=(2,)))
+    by = {p.name: p for p in result.plans}
+    dp, tp = by["dp=2 tp=1 pp=1"], by["dp=1 tp=2 pp=1"]
+    assert dp.scripts == ["batch_size", "ddp"] and dp.params["batch_size.factor"] == 0.5
+    assert dp.throughput == pytest.approx(result.baseline_us / dp.predicted_us)  # 2 replicas x half the samples
+    assert tp.throughput == pytest.approx(result.baseline_us / tp.predicted_us)
+    assert dp.memory[0].activations == pytest.approx(339_738_624 * 4 / 2)
+    assert result.global_batch == 16 and result.batch == 16
 
 
 def test_a_trace_without_modules_is_one_block_and_needs_gradient_sizes() -> None:

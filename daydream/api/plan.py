@@ -10,8 +10,10 @@ part of the gradients (``ddp.share``: the largest stage's, split Linears by tp);
 nodes once the plan spans more than one.
 
 Each plan keeps the traced batch per model replica (weak scaling: dp replicas process dp times the samples of the
-trace's step), so plans are ranked by throughput - samples per second over the traced GPU's: dp x the trace's step
-time / the plan's - among those that fit in ``memory_gb``; plans whose intervals overlap share a rank. A plan's memory
+trace's step), or with a fixed ``global_batch`` gives each replica global_batch / dp samples (``batch_size`` first),
+so plans are ranked by throughput - samples per second over the traced GPU's: the plan's samples a step over the
+trace's x the trace's step time / the plan's - among those that fit in ``memory_gb``; plans whose intervals overlap
+share a rank. A plan's memory
 is what its fullest rank holds (daydream.graph.model_memory): parameters, gradients and optimizer state of its stage
 (split by tp), DDP's buckets, and the activations of the micro-batches its schedule keeps in flight.
 """
@@ -42,7 +44,8 @@ class PlanOptions(msgspec.Struct, frozen=True):
     by ``inter`` (a NIC per GPU), ``link`` within a node ("auto": the trace's GPU's own); GPU memory ``memory_gb``
     (None: the trace's GPU's); ``micro_batches``: the counts a pipeline may cut the batch into (None: pp, 2 pp and
     4 pp), run in ``schedule``'s order (interleaved: 2 model chunks a rank); ``max_tp``: the largest tensor-parallel
-    group."""
+    group. ``global_batch`` (with ``batch``, the traced step's samples): every plan processes that many samples a
+    step, a replica global_batch / dp of them (``batch_size`` scales its work), in whole micro-batches."""
 
     gpus: int
     memory_gb: float | None = None
@@ -54,6 +57,12 @@ class PlanOptions(msgspec.Struct, frozen=True):
     sequence_parallel: bool = False
     max_tp: int | None = None
     param_bytes: int = 4  # bytes per parameter element (and its gradient): fp32, as PyTorch's mixed precision keeps them
+    batch: int | None = None  # the samples of the traced step (with global_batch)
+    global_batch: int | None = None  # the samples of every plan's step (None: each replica keeps the traced batch)
+
+    def replica_batch(self, dp: int) -> float | None:
+        """The samples a model replica processes a step under a fixed global batch (None: the traced batch)."""
+        return None if self.global_batch is None else self.global_batch / dp
 
 
 class Layout(msgspec.Struct, frozen=True):
@@ -101,6 +110,8 @@ class Plans(msgspec.Struct):
     optimizer: str | None
     parameters: int  # the model's, from the step's gradients
     plans: list[PlanResult]
+    batch: int | None = None  # the traced step's samples, where given
+    global_batch: int | None = None  # every plan's samples a step (None: each replica keeps the traced batch)
     notes: list[str] = []
     warnings: list[str] = []
 
@@ -138,10 +149,15 @@ def layouts(gpus: int, options: PlanOptions, max_pp: int, can_split: bool) -> li
             if pp > max_pp:
                 continue
             dp = gpus // (tp * pp)
+            replica = options.global_batch // dp if options.global_batch is not None else None
+            if options.global_batch is not None and (replica == 0 or options.global_batch % dp):
+                continue  # a fixed global batch splits into whole replica batches
             counts = options.micro_batches or (pp, 2 * pp, 4 * pp)
             for m in sorted(set(counts)) if pp > 1 else [1]:
                 if options.schedule == "interleaved" and m % pp:
                     continue
+                if replica is not None and replica % m:
+                    continue  # ... and those into whole micro-batches
                 out.append(Layout(dp, tp, pp, m))
     if len(out) > MAX_PLANS:
         raise DaydreamError(f"{len(out):,} plans for {gpus} GPUs: more than {MAX_PLANS:,} (give --micro-batches, --max-tp)")
@@ -155,7 +171,11 @@ def _scenario(layout: Layout, options: PlanOptions, on_gpu: bool, share: float) 
     inter = options.inter if on_gpu else "gloo-local"
     scripts: list[str] = []
     params: dict[str, object] = {}
-    if layout.dp > 1 or (layout.tp == 1 and layout.pp == 1):  # (one GPU: ddp of 1 rank, the trace unchanged)
+    replica = options.replica_batch(layout.dp)
+    if replica is not None and options.batch is not None and replica != options.batch:
+        scripts.append("batch_size")  # first: the other scripts split the replica's step
+        params["batch_size.factor"] = replica / options.batch
+    if layout.dp > 1 or (layout.tp == 1 and layout.pp == 1 and not scripts):  # (one GPU: ddp of 1 rank, unchanged)
         scripts.append("ddp")
         params |= {"ddp.ranks": layout.dp, "ddp.link": link, "ddp.inter": inter, "ddp.gpus_per_node": max(1, g // layout.tp),
                    "ddp.share": share, "ddp.element_bytes": options.param_bytes}  # fmt: skip
@@ -192,6 +212,10 @@ def _check(options: PlanOptions) -> None:
         raise DaydreamError("--gpus-per-node, --max-tp and --micro-batches: whole numbers >= 1")
     if options.memory_gb is not None and not (0 < options.memory_gb < math.inf):
         raise DaydreamError(f"--memory-gb {options.memory_gb}: a size in GiB above 0")
+    if (options.global_batch is None) != (options.batch is None):
+        raise DaydreamError("--global-batch needs --batch (the samples of the traced step), and --batch --global-batch")
+    if options.batch is not None and options.global_batch is not None and min(options.batch, options.global_batch) < 1:
+        raise DaydreamError("--batch and --global-batch: whole numbers >= 1")
 
 
 def plan(
@@ -219,6 +243,9 @@ def plan(
     if not can_split:
         notes.append("no Linear pairs to split in the forward pass: tensor parallelism left out (tp = 1)")
     candidates = layouts(options.gpus, options, max(1, len(found)), can_split)
+    if not candidates:
+        raise DaydreamError(f"no plan for {options.gpus} GPUs splits the global batch of {options.global_batch} into whole "
+                            "replica batches and micro-batches (--global-batch, --micro-batches)")  # fmt: skip
     dtype = compute_dtype(graph)
     act_bytes = {"bf16": 2, "fp16": 2, "fp8": 1}.get(dtype or "", 4)
     dtypes = (options.param_bytes, 4, act_bytes)
@@ -232,8 +259,10 @@ def plan(
             if layout.pp > 1
             else [[b.name for b in model.blocks]]
         )
+        replica = options.replica_batch(layout.dp)
         split = Parallelism(layout.tp, layout.micro_batches, options.schedule if layout.pp > 1 else "1f1b", chunks,
-                            layout.dp > 1, options.sequence_parallel)  # fmt: skip
+                            layout.dp > 1, options.sequence_parallel,
+                            1.0 if replica is None or options.batch is None else replica / options.batch)  # fmt: skip
         ranks = rank_memory(model, _stage_blocks(cut, layout.pp), split, dtypes)
         memories[layout.name] = ranks
         largest = max(r.parameters for r in ranks) / options.param_bytes
@@ -282,6 +311,8 @@ def plan(
         optimizer=model.optimizer,
         parameters=model.parameters,
         plans=ranked,
+        batch=options.batch,
+        global_batch=options.global_batch,
         notes=notes,
         warnings=result.warnings,
     )

@@ -221,9 +221,9 @@ def in_flight(schedule: str, pp: int, micro_batches: int, rank: int, chunks: int
 
 @dataclass(frozen=True)
 class Parallelism:
-    """How a plan splits a model replica: ``tp`` tensor-parallel ranks, the traced batch cut into ``micro_batches``
-    run in ``schedule``'s order (``chunks`` a rank, interleaved), DDP's buckets when ``data_parallel``, Megatron's
-    sequence parallelism."""
+    """How a plan splits a model replica: ``tp`` tensor-parallel ranks, the replica's batch (``batch_scale`` times the
+    traced one) cut into ``micro_batches`` run in ``schedule``'s order (``chunks`` a rank, interleaved), DDP's buckets
+    when ``data_parallel``, Megatron's sequence parallelism."""
 
     tp: int = 1
     micro_batches: int = 1
@@ -231,6 +231,7 @@ class Parallelism:
     chunks: int = 1
     data_parallel: bool = False
     sequence_parallel: bool = False
+    batch_scale: float = 1.0  # a replica's batch over the traced one: the activations scale with it
 
 
 def rank_memory(
@@ -266,7 +267,7 @@ def rank_memory(
                 gradients=params * param_b,
                 optimizer=params * model.optimizer_states * state_b,
                 buckets=params * param_b if split.data_parallel else 0.0,
-                activations=acts * act_b * flying / (split.micro_batches * split.chunks),
+                activations=acts * act_b * split.batch_scale * flying / (split.micro_batches * split.chunks),
                 in_flight=flying,
             )
         )

@@ -570,9 +570,11 @@ def render_plans(result: Plans, console: Console, top: int | None = None) -> Non
     console.print(table)
     if top is not None and len(predicted) > top:
         console.print(plain(f"... and {len(predicted) - top} more plans (--top, or --json for all)"))
-    console.print("plan: data x tensor x pipeline parallel ranks, m micro-batches; each replica keeps the traced batch; "
-                  "=: the plan's 90% interval overlaps another's (ranks tell apart only plans beyond each other's "
-                  "intervals); -: does not fit", highlight=False, markup=False)  # fmt: skip
+    batch = ("each replica keeps the traced batch" if result.global_batch is None else
+             f"{result.global_batch:,} samples a step, {result.global_batch:,} / dp a replica (the trace: {result.batch:,})")  # fmt: skip
+    console.print(f"plan: data x tensor x pipeline parallel ranks, m micro-batches; {batch}; =: the plan's 90% interval "
+                  "overlaps another's (ranks tell apart only plans beyond each other's intervals); -: does not fit",
+                  highlight=False, markup=False)  # fmt: skip
     best = result.best
     if best is not None:
         console.print(styled(("best:", "b"), " ", plain(f"{best.name}: {best.throughput:,.2f}x one GPU's throughput, "

@@ -93,6 +93,8 @@ SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "tp/tp2": (TP_TRANSFORMER, ["--tp", "2"], None),
     "pp/base": (TP_TRANSFORMER, ["--tp", "1"], None),
     "pp/pp2": (PP_TRANSFORMER, ["--micro-batches", "4"], None),
+    "dp/base": (TP_TRANSFORMER, ["--tp", "1"], None),
+    "dp/dp2": (TP_TRANSFORMER, ["--tp", "1", "--dp", "2"], None),
     # On a GPU (validation/record_gpu.sh runs these on a lent H100/H200). A transformer encoder whose fp32 GEMMs
     # (~1.4 TFLOP a step) make it GPU-bound, so that precision, batch and recomputation move the step; an MLP of
     # small kernels whose step is bound by the CPU launching them (optimizer for-loop, CUDA graphs); a ResNet-50

@@ -10,6 +10,11 @@ and `fc2` row-parallel (in_features / tp), their outputs summed by an all-reduce
 rank trains on the same batch (TP ranks share it) with one intra-op thread, so two ranks use the two cores.
 
     python validation/programs/tp_transformer.py --tp 2 --out DIR/rank0.json.gz [--steps 6]
+    python validation/programs/tp_transformer.py --tp 1 --dp 2 --out DIR/rank0.json.gz   # data parallel (DDP)
+
+`--dp 2` trains the unsplit model with PyTorch's DistributedDataParallel over 2 gloo processes instead, each rank on
+its own batch of the same size (weak scaling), its gradients' buckets all-reduced during the backward pass: the AFTER
+of the data-parallel case.
 """
 
 from __future__ import annotations
@@ -123,17 +128,20 @@ class Encoder(nn.Module):
         return self.decoder(self.head_norm(F.gelu(self.transform(x))))
 
 
-def train(rank: int, tp: int, steps: int, out_dir: str, init: str) -> None:
+def train(rank: int, tp: int, steps: int, out_dir: str, init: str, dp: int = 1) -> None:
     from daydream.record import record
 
     torch.set_num_threads(1)
     _SPLIT["tp"] = tp
-    if tp > 1:
-        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=tp)
-    torch.manual_seed(rank)
-    model = Encoder(tp)
+    if tp > 1 or dp > 1:
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=max(tp, dp))
+    torch.manual_seed(rank if dp == 1 else 0)  # data-parallel replicas start alike, as DDP makes them
+    model: nn.Module = Encoder(tp)
+    if dp > 1:
+        model = nn.parallel.DistributedDataParallel(model)  # its buckets' all-reduces overlap the backward pass
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    gen = torch.Generator().manual_seed(0)  # the same batches on every rank
+    # the same batches on every tensor-parallel rank; a data-parallel rank its own
+    gen = torch.Generator().manual_seed(rank if dp > 1 else 0)
     with record(out_dir, warmup=2, steps=steps):
         for _ in range(steps + 4):
             ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)
@@ -142,27 +150,31 @@ def train(rank: int, tp: int, steps: int, out_dir: str, init: str) -> None:
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
-    if tp > 1:
+    if tp > 1 or dp > 1:
         dist.destroy_process_group()
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tp", type=int, default=2, help="tensor-parallel ranks (1: the unsplit model in one process)")
+    p.add_argument("--dp", type=int, default=1, help="data-parallel ranks of the unsplit model (DDP; with --tp 1)")
     p.add_argument("--steps", type=int, default=3, help="steps recorded (after 2 of warm-up)")
     p.add_argument("--out", required=True, help="rank 0's trace to write (DIR/rank0.json.gz): every rank's goes to DIR")
     args = p.parse_args()
     if args.tp < 1 or HEADS % args.tp:
         p.error(f"--tp must divide the {HEADS} heads")
+    if args.dp < 1 or (args.dp > 1 and args.tp > 1):
+        p.error("--dp: a whole number >= 1, with --tp 1")
     out_dir = str(Path(args.out).parent)
-    if args.tp == 1:
+    if args.tp == 1 and args.dp == 1:
         train(0, 1, args.steps, out_dir, "")
         return
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         init = f"file://{os.path.join(tmp, 'rendezvous')}"
-        mp.spawn(train, args=(args.tp, args.steps, out_dir, init), nprocs=args.tp, join=True)
+        ranks = max(args.tp, args.dp)
+        mp.spawn(train, args=(args.tp, args.steps, out_dir, init, args.dp), nprocs=ranks, join=True)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def test_rank_memory_by_hand() -> None:
     assert (one.parameters, one.gradients, one.optimizer, one.buckets) == (6000, 6000, 12000, 0)
     assert one.activations == 12_000 * 4 and one.total == 6000 * 4 + 48_000
     # tp 2, data parallel: A keeps 600 / 2 + 400 parameters; its sharded activations halve; DDP's buckets a copy
-    tp = rank_memory(model, [["A", "B"]], Parallelism(tp=2, data_parallel=True))[0]
+    tp = rank_memory(model, [["A", "B"]], Parallelism(tp=2, data_parallel=2))[0]
     assert tp.parameters == (300 + 400 + 500) * 4 and tp.buckets == tp.gradients
     assert tp.activations == (2000 + 6000 + 2000) * 4
     assert rank_memory(model, [["A", "B"]], Parallelism(tp=2, sequence_parallel=True))[0].activations == 6000 * 4
@@ -98,6 +98,37 @@ def test_rank_memory_by_hand() -> None:
     assert (b.in_flight, b.activations) == (1, 2000 * 4 / 4)
     with pytest.raises(DaydreamError, match="blocks C: not among"):
         rank_memory(model, [["C"]])
+
+
+def test_rank_memory_with_a_distributed_optimizer() -> None:
+    # ZeRO over 4 data-parallel ranks: stage 1 shards Adam's state (no DDP buckets: the distributed optimizer's
+    # gradient buffer is the gradients), stage 2 the gradients as well; the parameters stay whole
+    model = ModelMemory((BlockMemory("A", 1000, 600, 10_000, 4000),), "Adam", 2)
+    ddp, one, two = (rank_memory(model, [["A"]], Parallelism(data_parallel=4, zero=z))[0] for z in (0, 1, 2))
+    assert (ddp.parameters, ddp.gradients, ddp.optimizer, ddp.buckets) == (4000, 4000, 8000, 4000)
+    assert (one.parameters, one.gradients, one.optimizer, one.buckets) == (4000, 4000, 2000, 0)
+    assert (two.parameters, two.gradients, two.optimizer, two.buckets) == (4000, 1000, 2000, 0)
+
+
+def test_ddp_with_a_distributed_optimizer(transformer) -> None:  # type: ignore[no-untyped-def]
+    # zero = 1: each bucket reduce-scattered (half a ring all-reduce's traffic), then after each step's optimizer the
+    # step's gradient bytes all-gathered on the communication stream, nothing waiting for it
+    from daydream.perf.collectives import collective_us
+
+    step = transformer.graph["steps"][-1].name
+    r = run_whatif(transformer, [ROOT / "transforms/ddp.whatif"], params={"ranks": 4, "link": "nvlink4", "zero": 1})
+    comm = [(n, a) for n, a in r.graph.nodes(data=True) if a["kind"] == "comm" and a.get("step") == step]
+    scattered = [a for _, a in comm if a["collective"] == "reducescatter"]
+    ((gather_node, gather),) = [(n, a) for n, a in comm if a["collective"] == "allgather"]
+    assert scattered and not [a for _, a in comm if a["collective"] == "allreduce"]
+    link = "nvlink4"
+    for a in scattered:
+        assert a["duration"] == pytest.approx(collective_us("reducescatter", a["bytes"], 4, link))
+    assert gather["bytes"] == sum(a["bytes"] for a in scattered) == 60_097_536 * 4
+    assert gather["duration"] == pytest.approx(collective_us("allgather", gather["bytes"], 4, link))
+    assert not [v for v in r.graph.successors(gather_node) if r.graph.nodes[v]["kind"] != "cpu"]  # nothing waits
+    with pytest.raises(DaydreamError, match="zero must be 0, 1 or 2"):
+        run_whatif(transformer, [ROOT / "transforms/ddp.whatif"], params={"ranks": 4, "zero": 3})
 
 
 def test_layouts_for_64_gpus() -> None:

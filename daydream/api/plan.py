@@ -45,7 +45,9 @@ class PlanOptions(msgspec.Struct, frozen=True):
     (None: the trace's GPU's); ``micro_batches``: the counts a pipeline may cut the batch into (None: pp, 2 pp and
     4 pp), run in ``schedule``'s order (interleaved: 2 model chunks a rank); ``max_tp``: the largest tensor-parallel
     group. ``global_batch`` (with ``batch``, the traced step's samples): every plan processes that many samples a
-    step, a replica global_batch / dp of them (``batch_size`` scales its work), in whole micro-batches."""
+    step, a replica global_batch / dp of them (``batch_size`` scales its work), in whole micro-batches. ``zero``: data
+    parallelism with Megatron's distributed optimizer (ZeRO stage 1: optimizer state sharded over dp; 2: gradients too;
+    ``ddp -p zero``)."""
 
     gpus: int
     memory_gb: float | None = None
@@ -59,6 +61,7 @@ class PlanOptions(msgspec.Struct, frozen=True):
     param_bytes: int = 4  # bytes per parameter element (and its gradient): fp32, as PyTorch's mixed precision keeps them
     batch: int | None = None  # the samples of the traced step (with global_batch)
     global_batch: int | None = None  # the samples of every plan's step (None: each replica keeps the traced batch)
+    zero: int = 0  # ZeRO stage of data parallelism: 1 shards the optimizer state, 2 the gradients too
 
     def replica_batch(self, dp: int) -> float | None:
         """The samples a model replica processes a step under a fixed global batch (None: the traced batch)."""
@@ -178,7 +181,7 @@ def _scenario(layout: Layout, options: PlanOptions, on_gpu: bool, share: float) 
     if layout.dp > 1 or (layout.tp == 1 and layout.pp == 1 and not scripts):  # (one GPU: ddp of 1 rank, unchanged)
         scripts.append("ddp")
         params |= {"ddp.ranks": layout.dp, "ddp.link": link, "ddp.inter": inter, "ddp.gpus_per_node": max(1, g // layout.tp),
-                   "ddp.share": share, "ddp.element_bytes": options.param_bytes}  # fmt: skip
+                   "ddp.share": share, "ddp.element_bytes": options.param_bytes, "ddp.zero": options.zero}  # fmt: skip
     if layout.tp > 1:
         scripts.append("tensor_parallel")
         params |= {"tensor_parallel.tp": layout.tp, "tensor_parallel.link": link,
@@ -212,6 +215,8 @@ def _check(options: PlanOptions) -> None:
         raise DaydreamError("--gpus-per-node, --max-tp and --micro-batches: whole numbers >= 1")
     if options.memory_gb is not None and not (0 < options.memory_gb < math.inf):
         raise DaydreamError(f"--memory-gb {options.memory_gb}: a size in GiB above 0")
+    if options.zero not in (0, 1, 2):
+        raise DaydreamError(f"--zero {options.zero}: 0, 1 or 2 (stage 3 shards the parameters too: the fsdp script)")
     if (options.global_batch is None) != (options.batch is None):
         raise DaydreamError("--global-batch needs --batch (the samples of the traced step), and --batch --global-batch")
     if options.batch is not None and options.global_batch is not None and min(options.batch, options.global_batch) < 1:
@@ -261,8 +266,8 @@ def plan(
         )
         replica = options.replica_batch(layout.dp)
         split = Parallelism(layout.tp, layout.micro_batches, options.schedule if layout.pp > 1 else "1f1b", chunks,
-                            layout.dp > 1, options.sequence_parallel,
-                            1.0 if replica is None or options.batch is None else replica / options.batch)  # fmt: skip
+                            layout.dp, options.sequence_parallel,
+                            1.0 if replica is None or options.batch is None else replica / options.batch, options.zero)  # fmt: skip
         ranks = rank_memory(model, _stage_blocks(cut, layout.pp), split, dtypes)
         memories[layout.name] = ranks
         largest = max(r.parameters for r in ranks) / options.param_bytes

@@ -120,6 +120,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     pln.add_argument("--sequence-parallel", action="store_true", help="tensor parallelism with Megatron's sequence parallelism")
     pln.add_argument("--max-tp", type=int, default=None, metavar="N", help="the largest tensor-parallel group (default: a node)")
+    pln.add_argument("--zero", type=int, default=0, choices=(0, 1, 2),
+                     help="data parallelism's ZeRO stage: 1 shards the optimizer state, 2 the gradients too (default 0: DDP)")  # fmt: skip
     pln.add_argument("--batch", type=int, default=None, metavar="B", help="the samples of the traced step (with --global-batch)")
     pln.add_argument("--global-batch", type=int, default=None, metavar="G",
                      help="samples a step for every plan, G / dp a replica (default: each replica keeps the traced batch)")  # fmt: skip
@@ -471,7 +473,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.top is not None and args.top < 1:
         raise DaydreamError(f"--top {args.top}: give at least 1")
     options = PlanOptions(args.gpus, args.memory_gb, args.gpus_per_node, args.link, args.inter, counts, args.schedule,
-                          args.sequence_parallel, args.max_tp, batch=args.batch, global_batch=args.global_batch)  # fmt: skip
+                          args.sequence_parallel, args.max_tp, batch=args.batch, global_batch=args.global_batch,
+                          zero=args.zero)  # fmt: skip
     result = plan(_workload(args), options, _options(args), jobs=args.jobs, ray=args.ray)
     if args.json:
         _print_json(result.to_dict())

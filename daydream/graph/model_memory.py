@@ -96,7 +96,7 @@ class RankMemory(msgspec.Struct, frozen=True):
     parameters: float
     gradients: float
     optimizer: float
-    buckets: float  # DDP's flat gradient buckets (gradient_as_bucket_view=False, its default): a second copy
+    buckets: float  # DDP's flat gradient buckets (gradient_as_bucket_view=False, its default): a second copy (ZeRO: none)
     activations: float
     in_flight: int  # the micro-batches (virtual ones, interleaved) whose activations the rank keeps at once
 
@@ -222,16 +222,19 @@ def in_flight(schedule: str, pp: int, micro_batches: int, rank: int, chunks: int
 @dataclass(frozen=True)
 class Parallelism:
     """How a plan splits a model replica: ``tp`` tensor-parallel ranks, the replica's batch (``batch_scale`` times the
-    traced one) cut into ``micro_batches`` run in ``schedule``'s order (``chunks`` a rank, interleaved), DDP's buckets
-    when ``data_parallel``, Megatron's sequence parallelism."""
+    traced one) cut into ``micro_batches`` run in ``schedule``'s order (``chunks`` a rank, interleaved), Megatron's
+    sequence parallelism; ``data_parallel`` replicas, whose gradients go through DDP's buckets, or with ``zero`` 1 the
+    optimizer state and with 2 the gradients too sharded over them (ZeRO, Rajbhandari et al., SC 2020: its stages 1
+    and 2, as Megatron-LM's distributed optimizer keeps them)."""
 
     tp: int = 1
     micro_batches: int = 1
     schedule: str = "1f1b"
     chunks: int = 1
-    data_parallel: bool = False
+    data_parallel: int = 1
     sequence_parallel: bool = False
     batch_scale: float = 1.0  # a replica's batch over the traced one: the activations scale with it
+    zero: int = 0
 
 
 def rank_memory(
@@ -250,7 +253,7 @@ def rank_memory(
     if missing:
         raise DaydreamError(f"blocks {', '.join(missing)}: not among the model's ({', '.join(by_name)})")
     out = []
-    tp = split.tp
+    tp, dp = split.tp, max(1, split.data_parallel)
     for r, names in enumerate(stages):
         held = [by_name[n] for n in names]
         params = sum(b.split_parameters / tp + (b.parameters - b.split_parameters) for b in held)
@@ -264,9 +267,9 @@ def rank_memory(
                 stage=r,
                 blocks=list(names),
                 parameters=params * param_b,
-                gradients=params * param_b,
-                optimizer=params * model.optimizer_states * state_b,
-                buckets=params * param_b if split.data_parallel else 0.0,
+                gradients=params * param_b / (dp if split.zero >= 2 else 1),
+                optimizer=params * model.optimizer_states * state_b / (dp if split.zero >= 1 else 1),
+                buckets=params * param_b if dp > 1 and split.zero == 0 else 0.0,
                 activations=acts * act_b * split.batch_scale * flying / (split.micro_batches * split.chunks),
                 in_flight=flying,
             )

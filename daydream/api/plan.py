@@ -13,9 +13,9 @@ Each plan keeps the traced batch per model replica (weak scaling: dp replicas pr
 trace's step), or with a fixed ``global_batch`` gives each replica global_batch / dp samples (``batch_size`` first),
 so plans are ranked by throughput - samples per second over the traced GPU's: the plan's samples a step over the
 trace's x the trace's step time / the plan's - among those that fit in ``memory_gb``; plans whose intervals overlap
-share a rank. A plan's memory
-is what its fullest rank holds (daydream.graph.model_memory): parameters, gradients and optimizer state of its stage
-(split by tp), DDP's buckets, and the activations of the micro-batches its schedule keeps in flight.
+share a rank. A plan's memory is what its fullest rank holds (daydream.graph.model_memory): parameters, gradients and
+optimizer state of its stage (split by tp; with ``zero``, sharded over dp), DDP's buckets, and the activations of the
+micro-batches its schedule keeps in flight.
 """
 
 from __future__ import annotations

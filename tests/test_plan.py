@@ -286,6 +286,9 @@ def test_plan_from_the_cli() -> None:
     assert doc["memory_bytes"] == 150_109_880_320 and all(p["fits"] for p in doc["plans"])  # the H200's, from the trace
     table = _cli("plan", str(GPU_TRANSFORMER), "--gpus", "2", "--micro-batches", "2", "--memory-gb", "1.5")
     assert table.returncode == 0 and "Plans by throughput" in table.stdout and "no fit" in table.stdout
+    # the pipeline of 2 micro-batches lies beyond the ledger's pipeline case (4): its interval widened, and said
+    assert [p["name"] for p in doc["plans"] if p["interval"]["extrapolated"]] == ["dp=1 tp=1 pp=2 m=2"]
+    assert "extrapolated (a script or param beyond the validation ledger's cases" in table.stdout
     assert "best: dp=1 tp=2 pp=1" in table.stdout or "best: dp=1 tp=1 pp=2" in table.stdout
     bad = _cli("plan", str(GPU_TRANSFORMER), "--gpus", "2", "--micro-batches", "two")
     assert bad.returncode == 1 and "--micro-batches 'two': whole numbers" in bad.stderr and "Traceback" not in bad.stderr

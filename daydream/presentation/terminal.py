@@ -570,6 +570,10 @@ def render_plans(result: Plans, console: Console, top: int | None = None) -> Non
     console.print(table)
     if top is not None and len(predicted) > top:
         console.print(plain(f"... and {len(predicted) - top} more plans (--top, or --json for all)"))
+    extrapolated = [p.name for p in shown if p.interval is not None and p.interval.extrapolated]
+    if extrapolated:
+        console.print(plain(f"extrapolated (a script or param beyond the validation ledger's cases; the interval widened): "
+                            f"{len(extrapolated)} of {len(shown)} shown", 4000))  # fmt: skip
     batch = ("each replica keeps the traced batch" if result.global_batch is None else
              f"{result.global_batch:,} samples a step, {result.global_batch:,} / dp a replica (the trace: {result.batch:,})")  # fmt: skip
     console.print(f"plan: data x tensor x pipeline parallel ranks, m micro-batches; {batch}; =: the plan's 90% interval "

@@ -22,6 +22,7 @@ Not counted: the allocator's fragmentation and cache, temporary buffers, cuBLAS 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ from daydream.graph.adjacency import attrs_of
 from daydream.graph.gradients import gradients
 from daydream.graph.pipeline import block_of
 from daydream.graph.schema import CPU_KINDS
-from daydream.graph.tensor_parallel import _ATTENTION, _VIEW, linear_dims, split_pairs
+from daydream.graph.tensor_parallel import ATTENTION_OP, VIEW_OP, linear_dims, split_pairs
 
 # ops whose backward keeps no activation (or only indices): residual adds, copies, factories, embedding lookups
 _KEEPS_NOTHING = re.compile(
@@ -110,7 +111,7 @@ def _activation_elements(calls: dict[Any, list[dict[str, Any]]]) -> dict[Any, in
     out: dict[Any, int] = {}
     for key, tasks in calls.items():
         top = tasks[0].get("top_op") or tasks[0].get("op") or ""
-        if _VIEW.match(top) or _KEEPS_NOTHING.match(top) or _KEEPS_OUTPUT.match(top):
+        if VIEW_OP.match(top) or _KEEPS_NOTHING.match(top) or _KEEPS_OUTPUT.match(top):
             continue
         shaped = [t for t in tasks if isinstance(t.get("shapes"), list)]
         dims = next((d for t in shaped if (d := linear_dims(t.get("op"), t.get("shapes"))) is not None), None)
@@ -123,21 +124,14 @@ def _activation_elements(calls: dict[Any, list[dict[str, Any]]]) -> dict[Any, in
         tensors = [d for d in own["shapes"] if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
         if not tensors:
             continue
-        sizes = [_elements(d) for d in tensors]
-        if _ATTENTION.search(top):  # attention keeps its inputs (q, k, v) and its output, the size of q
+        sizes = [math.prod(d) for d in tensors]
+        if ATTENTION_OP.search(top):  # attention keeps its inputs (q, k, v) and its output, the size of q
             out[key] = sum(sizes) + sizes[0]
         elif _DROPOUT.match(top):  # its mask, a byte an element: a quarter of an fp32 element
             out[key] = sizes[0] // 4
         else:
             out[key] = sizes[0]
     return out
-
-
-def _elements(dims: list[int]) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n
 
 
 def model_memory(graph: nx.DiGraph, step: str | None = None) -> ModelMemory:

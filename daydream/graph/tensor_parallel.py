@@ -36,12 +36,13 @@ import networkx as nx
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.schema import CPU_KINDS
 
-# ops that only re-describe a tensor: between two columns they do not make the second read something else
-_VIEW = re.compile(
+# ops that only re-describe a tensor: between two columns they do not make the second read something else (and
+# keep nothing for the backward: daydream.graph.model_memory)
+VIEW_OP = re.compile(
     r"^aten::(view|reshape|_reshape_alias|_unsafe_view|permute|transpose|t|unbind|split|split_with_sizes|chunk|"
     r"expand|select|slice|unsqueeze|squeeze|flatten|unflatten|as_strided|alias|detach|narrow|contiguous)$"
 )
-_ATTENTION = re.compile(r"attention|^aten::(bmm|baddbmm|_?softmax|matmul|einsum)$|flash|sdpa|efficient_attn", re.I)
+ATTENTION_OP = re.compile(r"attention|^aten::(bmm|baddbmm|_?softmax|matmul|einsum)$|flash|sdpa|efficient_attn", re.I)
 _NORM = re.compile(r"norm", re.I)
 _LINEAR_OPS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul"}
 
@@ -172,9 +173,9 @@ def split_pairs(graph: nx.DiGraph) -> list[SplitPair]:
             replicated = since_row if last_row_seen else []
             continue
         if columns:
-            if not _VIEW.match(call.op):
+            if not VIEW_OP.match(call.op):
                 views_only = False
-                attention = attention or bool(_ATTENTION.search(call.op))
+                attention = attention or bool(ATTENTION_OP.search(call.op))
             if call.layer is not None:
                 sharded.append(call.layer)
         elif call.layer is not None:

@@ -11,12 +11,9 @@ Each part runs in a fresh process (the best of --repeat), timed inside it unless
   (msgspec structs), the collector paused as the loader pauses it.
 - load: `load_trace` as the CLI runs it (the file read and inflated ahead by a thread, decoded a batch at a time,
   the events filed by family and kind, sorted).
-- load into columns: the same batched read and decode, each batch's events then transposed into typed columns (ts,
-  dur, codes of ph/cat/name/pid/tid, correlation, external id, sequence number) instead of filed: the least a
-  columnar loader built on the same decoder does (issue 22's proposal), with none of the filing's checks.
-- scan into columns: the inflated text scanned by compiled code straight into columns (`scan_columns.py`: ts, dur,
-  ph, cat, name, pid, tid, correlation, external id; no Python object per event, and none of a loader's checks):
-  the least a decoder that does not make one object per event pays.
+- scan into columns: `daydream.trace.columns.load_columns`, the columnar loader: the file read and inflated ahead by
+  a thread, each batch of text scanned by compiled code into typed columns (every field of the loader's events, with
+  its checks; no Python object per event), its machine code loaded first.
 - numba: importing the compiled frontier loop and loading its cached machine code (its first call, on the example).
 - read arrays: reading the built graph into the simulation's arrays (tasks, threads, dependencies, lags).
 - compiled loop: the compiled simulation of those arrays, its code loaded; Python loop: the simulation without
@@ -37,7 +34,6 @@ With them, ``reference_s`` (bench_simulate.py): this VM's speed varies by 1.5x f
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
@@ -47,16 +43,14 @@ HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "daydream" / "examples"
 
 # What each design pays at the least before the work this bench cannot isolate: the parts it cannot skip, summed.
-# This one: the graph of dicts (its builder's own work not counted); a columnar one on the same decoder (issue 22's
-# proposal: typed columns, a compiled build, networkx only where users touch the graph), and one on a compiled
-# scanner: their build and report not counted, nor reading a graph into arrays, which such a design would not do.
+# This one: the graph of dicts (its builder's own work not counted); a columnar one (typed columns from the compiled
+# scanner, a compiled build, networkx only where users touch the graph): its build and report not counted, nor
+# reading a graph into arrays, which such a design would not do.
 # A tuple inside is a choice: the cheaper of its ways (the compiled simulation with numba's import, or the Python loop).
 SIMULATION = (("numba", "read_arrays", "compiled_loop"), ("python_loop",))
 DESIGN_FLOORS: dict[str, tuple[str | tuple[tuple[str, ...], ...], ...]] = {
     "this design, before its builder's own work": ("interpreter", "imports", "load", SIMULATION, "graph_copy", "report"),
-    "a columnar design on this decoder, before its build and report": ("interpreter", "imports", "load_columns", "numba", "compiled_loop"),
-    "a columnar design on a compiled scanner, before its build and report": ("interpreter", "imports", "gunzip", "scan_columns", "numba",
-                                                                             "compiled_loop"),
+    "a columnar design, before its build and report": ("interpreter", "imports", "scan_columns", "numba", "compiled_loop"),
 }  # fmt: skip
 
 
@@ -71,7 +65,7 @@ def design_floor(result: dict[str, float], parts: tuple[str | tuple[tuple[str, .
     return total, " + ".join(n.replace("_", " ") for n in names)
 
 
-PARTS = ("interpreter", "imports", "gunzip", "decode", "load", "load_columns", "scan_columns", "numba", "read_arrays",
+PARTS = ("interpreter", "imports", "gunzip", "decode", "load", "scan_columns", "numba", "read_arrays",
          "compiled_loop", "python_loop", "graph_copy", "report")  # fmt: skip
 SIDE_BY_SIDE = ("cli", "json_load", "hta_load")  # the whole run, and two other programs' parse of the same file
 
@@ -116,8 +110,6 @@ def part(name: str, trace: str) -> float:
         return time.perf_counter() - t0
     if name == "hta_load":
         return _hta_load(trace)
-    if name == "load_columns":
-        return _load_columns(trace)
     if name == "scan_columns":
         return _scan_columns(trace)
     if name == "numba":
@@ -178,61 +170,16 @@ def _hta_load(trace: str) -> float:
         return time.perf_counter() - t0
 
 
-def _load_columns(trace: str) -> float:
-    """The batched read and decode of load_trace, each batch transposed into typed columns instead of filed."""
-    from operator import attrgetter
-
-    import numpy as np
-
-    import daydream.trace.load as loader
-
-    columns: dict[str, list[np.ndarray]] = {k: [] for k in ("ts", "dur", "ph", "cat", "name", "pid", "tid", "corr", "ext", "seq")}
-    codes: dict[object, int] = {}
-    args_of = attrgetter("args")
-
-    def transpose(families: loader._Families, events: list) -> None:
-        n = len(events)
-        families.trace.event_count += n
-        columns["ts"].append(np.fromiter((np.nan if x is None else x for x in map(attrgetter("ts"), events)), np.float64, n))
-        columns["dur"].append(np.fromiter((np.nan if x is None else x for x in map(attrgetter("dur"), events)), np.float64, n))
-        for key in ("ph", "cat", "name", "pid", "tid"):
-            values = list(map(attrgetter(key), events))
-            columns[key].append(np.fromiter(map(codes.setdefault, values, range(len(codes), len(codes) + n)), np.int64, n))
-        args = list(map(args_of, events))
-        for key, field in (("corr", "correlation"), ("ext", "external_id"), ("seq", "sequence_number")):
-            get = attrgetter(field)
-            columns[key].append(np.fromiter((-1 if a is None or (v := get(a)) is None else v for a in args), np.int64, n))
-
-    loader._Families.add = transpose  # type: ignore[method-assign]
-    loader._Families.finish = lambda self: None  # type: ignore[method-assign]
-    t0 = time.perf_counter()
-    # what follows the events (steps, devices) reads the families, which this load leaves empty
-    with contextlib.suppress(loader.TraceError):
-        loader.load_trace(trace)
-    return time.perf_counter() - t0
-
-
 def _scan_columns(trace: str) -> float:
-    """The inflated text scanned into columns by compiled code (scan_columns.py), its code loaded first."""
-    import gc
+    """The columnar loader's read of the file, its machine code loaded first (on the example)."""
+    from daydream.trace.columns import load_columns
 
-    import numpy as np
-    from scan_columns import scan_columns
-
-    from daydream.trace.load import read_trace_bytes
-    from daydream.trace.schema import TRACE_DECODER
-
-    scan_columns(bytearray(b'{"traceEvents": [{"ts": 1.5}]}'))  # its machine code loaded (a bytearray, as the text)
-    text = read_trace_bytes(trace)
-    gc.disable()
+    load_columns(str(next(EXAMPLE.glob("*.json.gz"))))
     t0 = time.perf_counter()
-    floats, _ = scan_columns(text)
+    columns = load_columns(trace)
     seconds = time.perf_counter() - t0
-    # held to the loader's decoder: every event, its times to the bit (untimed)
-    events = TRACE_DECODER.decode(text).traceEvents
-    times = np.array([[np.nan if v is None else v for v in (e.ts, e.dur)] for e in events], np.float64).reshape(-1, 2)
-    if not np.array_equal(times, floats, equal_nan=True):
-        raise SystemExit(f"the scan's times ({len(floats):,} events) are not the decoder's ({len(events):,} events)")
+    if not columns.scanned:
+        raise SystemExit(f"{trace}: read by the reference decoder, not scanned")
     return seconds
 
 

@@ -119,9 +119,9 @@ def _read_json_text(p: str, limit: int, starts: bytes, empty: str) -> bytearray:
     for chunk in _text_chunks(p, limit, starts, empty):
         text += chunk
         if values >= 0:
-            values += _values_in(chunk)
+            values += values_in(chunk)
         elif len(text) > MAX_JSON_VALUES:
-            values = _values_in(text)
+            values = values_in(text)
         if values > MAX_JSON_VALUES:
             raise TraceError(f"{p}: holds more than {MAX_JSON_VALUES:,} JSON values; daydream reads traces of at most that many")
     return text
@@ -276,7 +276,7 @@ def _checked(p: str, chunks: Iterator[bytes], limit: int, too_large: str, starts
         raise TraceError(f"{p}: {empty}")
 
 
-def _values_in(text: bytes | bytearray | memoryview) -> int:
+def values_in(text: bytes | bytearray | memoryview) -> int:
     """An upper bound on the JSON values that begin in ``text``: its commas and opening brackets."""
     if isinstance(text, memoryview):
         text = text.tobytes()
@@ -431,22 +431,35 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
 
 
 def _load_in_batches(spath: str) -> Trace | None:
-    """The trace, its events decoded a batch at a time as the text is read (:mod:`daydream.trace.batches`): the text
-    of a batch is dropped once decoded, so memory grows with the events kept, not with the text. None where the text
-    cannot be cut into batches that decode (malformed, invalid UTF-8, nested too deeply, a structure the cutting does
-    not expect): :func:`_load_whole` then reads it whole and says what is wrong where."""
-    batches = EventBatches(_decode_batch, BATCH_BYTES, MAX_PENDING_BYTES)
+    """The trace, its events decoded a batch at a time as the text is read (:func:`decode_in_batches`). None where
+    the text cannot be cut into batches that decode: :func:`_load_whole` then reads it whole and says what is wrong
+    where."""
     trace = Trace(path=spath)
     families = _Families(trace)
+    document = decode_in_batches(spath, _decode_batch, families.add)
+    if document is None:
+        return None
+    _finish(trace, document, families)
+    return trace
+
+
+def decode_in_batches(spath: str, decode: Callable[[memoryview], Any], take: Callable[[Any], None]) -> TraceFile | None:
+    """Read the trace file ``spath`` (:func:`read_trace_bytes`'s checks, inflated ahead by a thread), its events
+    ``decode``-d a batch at a time as the text is read (:mod:`daydream.trace.batches`; ``decode`` as
+    :class:`~daydream.trace.batches.EventBatches` calls it), each batch's result given to ``take``; the text of a
+    batch is dropped once decoded, so memory grows with what ``take`` keeps, not with the text. Returns the rest of
+    the document (its ``traceEvents`` empty); None where the text cannot be cut into batches that decode (malformed,
+    invalid UTF-8, nested too deeply, a structure the cutting does not expect): the caller reads it whole."""
+    batches = EventBatches(decode, BATCH_BYTES, MAX_PENDING_BYTES)
     document: TraceFile | None = None
     with contextlib.closing(read_ahead(_text_chunks(spath, MAX_TRACE_BYTES, b"{[", _EMPTY_TRACE))) as chunks:
         try:
             for chunk in chunks:
                 batches.feed(chunk)
                 for events in batches.decoded():
-                    families.add(events)
+                    take(events)
             events, rest = batches.end()
-            families.add(events)
+            take(events)
             if not batches.array_format:
                 document = _decode_batch(rest, TRACE_DECODER.decode)
             elif rest.strip(_JSON_SPACE) == b"[]":  # nothing but whitespace after the array
@@ -455,15 +468,14 @@ def _load_in_batches(spath: str) -> Trace | None:
             return None
     if document is None or document.traceEvents:  # the rest is not a trace, or holds a second traceEvents
         return None
-    _finish(trace, document, families)
-    return trace
+    return document
 
 
 def _decode_batch(text: bytes | memoryview, decode: Callable[[Any], Any] = EVENTS_DECODER.decode) -> Any:
     """``decode(text)``; None where it is not JSON (a batch cut inside an event); :class:`Unsplittable` where what
     is wrong is more than the cut (a value of the wrong type, invalid UTF-8, nesting too deep) or the text holds
     more values than MAX_JSON_VALUES: reading the text whole says so."""
-    if len(text) > MAX_JSON_VALUES and _values_in(text) > MAX_JSON_VALUES:
+    if len(text) > MAX_JSON_VALUES and values_in(text) > MAX_JSON_VALUES:
         raise Unsplittable("too many values")
     try:
         return decode(text)

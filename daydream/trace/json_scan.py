@@ -1,0 +1,455 @@
+"""A strict JSON scanner, compiled with numba, that reads a JSON array of objects (a batch of a trace's events) into
+slots: for each object, the values of the keys asked for, and of the keys asked for inside one of its objects
+(``args``). No Python object is made per event: a value is a tag and a number, or a span of the text.
+
+Strict: it accepts exactly the JSON grammar (RFC 8259: literals, numbers, strings with valid escapes and UTF-8, no
+control bytes, whitespace of four kinds), so that a batch cut inside an event is told from a whole one, as
+:class:`~daydream.trace.batches.EventBatches` needs of a decoder. What is valid JSON but not certain here - a key
+with escapes, a key twice in one object, nesting deeper than ``max_depth``, invalid UTF-8, an element that is no
+object - it reports as such, and the caller reads the text with the reference decoder (msgspec), whose messages say
+what is wrong where: the scanner only has to be exact on what it accepts.
+
+Values, by tag: numbers that fit exactly (integers of int64; decimals whose digits fit in 53 bits and whose power of
+ten is at most 22: one division or product of exact doubles, rounded as a correct decoder rounds) are read here;
+every other number is read from its text by Python (``NUMBER_TEXT``). Strings come as an id, the same for the same
+raw text (a table of 64-bit hashes, FNV-1a, whose strings are compared byte for byte), so
+that the caller decodes each distinct string once; arrays and objects as their span.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# tags of a slot's value
+ABSENT, NULL, FALSE, TRUE, INT, FLOAT, NUMBER_TEXT, STRING, STRING_ESCAPED, ARRAY, OBJECT = range(11)
+TAG_NAMES = ("absent", "null", "false", "true", "int", "float", "number", "str", "str", "array", "object")
+# what the scan of a batch came to (a count of objects >= 0 where it read them all)
+NOT_JSON = -1  # not JSON: a batch cut inside an event, or malformed text
+UNSURE = -2  # JSON, but not read here: the reference decoder reads it (and words what is wrong)
+FULL = -3  # the string table is full: the caller grows it (Strings.grow) and scans the batch again
+
+_jit = numba.njit(cache=True, nogil=True)
+
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+_EXACT_DIGITS = 1 << 53  # decimal digits below this convert to a double exactly
+_EXACT_POWER = 22  # 10**22 is the largest power of ten a double holds exactly
+_POWERS = np.array([float(f"1e{k}") for k in range(_EXACT_POWER + 1)])  # each exact, read by Python's parser
+
+
+def key_table(keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keys as the scanner matches them: their hashes, their bytes joined and each one's offsets."""
+    raw = [k.encode() for k in keys]
+    data = np.frombuffer(b"".join(raw) or b"\0", np.uint8).copy()
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(k) for k in raw])
+    hashes = np.array([string_hash(k) for k in raw], np.int64)
+    return hashes, data, offsets
+
+
+def string_hash(raw: bytes) -> int:
+    """The scanner's hash of a string's raw text (as a signed 64-bit integer)."""
+    h = 14695981039346656037
+    for b in raw:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+@_jit
+def _space(text, i, n):  # type: ignore[no-untyped-def]
+    while i < n:
+        c = text[i]
+        if c != 32 and c != 10 and c != 13 and c != 9:
+            return i
+        i += 1
+    return i
+
+
+@_jit
+def _hex(c):  # type: ignore[no-untyped-def]
+    return (48 <= c <= 57) or (65 <= c <= 70) or (97 <= c <= 102)
+
+
+@_jit
+def _string(text, i, n):  # type: ignore[no-untyped-def]
+    """The string whose opening quote is at i: (index of its closing quote, escaped, hash of its raw text), the index
+    -1 where the text ends inside it or it is not valid JSON, -2 where its bytes are not valid UTF-8."""
+    h = _FNV_OFFSET
+    escaped = False
+    j = i + 1
+    while j < n:
+        c = text[j]
+        if c == 34:
+            return j, escaped, np.int64(h)
+        h = (h ^ np.uint64(c)) * _FNV_PRIME
+        if c == 92:
+            escaped = True
+            if j + 1 >= n:
+                return -1, escaped, np.int64(0)
+            e = text[j + 1]
+            h = (h ^ np.uint64(e)) * _FNV_PRIME
+            if e == 117:  # \uXXXX
+                if j + 5 >= n:
+                    return -1, escaped, np.int64(0)
+                for k in range(j + 2, j + 6):
+                    if not _hex(text[k]):
+                        return -1, escaped, np.int64(0)
+                    h = (h ^ np.uint64(text[k])) * _FNV_PRIME
+                j += 6
+                continue
+            if e != 34 and e != 92 and e != 47 and e != 98 and e != 102 and e != 110 and e != 114 and e != 116:
+                return -1, escaped, np.int64(0)
+            j += 2
+            continue
+        if c < 32:
+            return -1, escaped, np.int64(0)
+        if c >= 128:  # a UTF-8 sequence: its lead byte says how many continuation bytes follow, and their range
+            if 0xC2 <= c <= 0xDF:
+                more, lo, hi = 1, 0x80, 0xBF
+            elif c == 0xE0:
+                more, lo, hi = 2, 0xA0, 0xBF
+            elif c == 0xED:
+                more, lo, hi = 2, 0x80, 0x9F  # not the UTF-16 surrogates
+            elif 0xE1 <= c <= 0xEF:
+                more, lo, hi = 2, 0x80, 0xBF
+            elif c == 0xF0:
+                more, lo, hi = 3, 0x90, 0xBF
+            elif 0xF1 <= c <= 0xF3:
+                more, lo, hi = 3, 0x80, 0xBF
+            elif c == 0xF4:
+                more, lo, hi = 3, 0x80, 0x8F
+            else:
+                return -2, escaped, np.int64(0)
+            if j + more >= n:
+                return -1, escaped, np.int64(0)
+            for k in range(1, more + 1):
+                b = text[j + k]
+                if k == 1:
+                    if b < lo or b > hi:
+                        return -2, escaped, np.int64(0)
+                elif b < 0x80 or b > 0xBF:
+                    return -2, escaped, np.int64(0)
+                h = (h ^ np.uint64(b)) * _FNV_PRIME
+            j += more + 1
+            continue
+        j += 1
+    return -1, escaped, np.int64(0)
+
+
+@_jit
+def _number(text, i, n):  # type: ignore[no-untyped-def]
+    """The number starting at i: (index after it, tag, integer value, float value); the index -1 where the text is
+    not a JSON number (or ends inside it)."""
+    j = i
+    negative = False
+    if text[j] == 45:
+        negative = True
+        j += 1
+        if j >= n:
+            return -1, NUMBER_TEXT, np.int64(0), 0.0
+    if not (48 <= text[j] <= 57):
+        return -1, NUMBER_TEXT, np.int64(0), 0.0
+    digits = np.int64(0)
+    count = 0  # significant digits read (leading zeros are not)
+    if text[j] == 48:
+        j += 1
+        if j < n and 48 <= text[j] <= 57:
+            return -1, NUMBER_TEXT, np.int64(0), 0.0  # no leading zeros in JSON
+    else:
+        while j < n and 48 <= text[j] <= 57:
+            if count < 18:
+                digits = digits * 10 + (text[j] - 48)
+            count += 1
+            j += 1
+    decimals = 0
+    fraction = False
+    if j < n and text[j] == 46:
+        fraction = True
+        j += 1
+        start = j
+        while j < n and 48 <= text[j] <= 57:
+            if count > 0 or text[j] != 48:
+                if count < 18:
+                    digits = digits * 10 + (text[j] - 48)
+                count += 1
+            if count <= 18:
+                decimals += 1
+            j += 1
+        if j == start:
+            return -1, NUMBER_TEXT, np.int64(0), 0.0
+    exponent = 0
+    has_exponent = False
+    if j < n and (text[j] == 101 or text[j] == 69):
+        has_exponent = True
+        j += 1
+        esign = 1
+        if j < n and (text[j] == 45 or text[j] == 43):
+            esign = -1 if text[j] == 45 else 1
+            j += 1
+        start = j
+        while j < n and 48 <= text[j] <= 57:
+            if exponent < 100000:
+                exponent = exponent * 10 + (text[j] - 48)
+            j += 1
+        if j == start:
+            return -1, NUMBER_TEXT, np.int64(0), 0.0
+        exponent *= esign
+    if j >= n:
+        return -1, NUMBER_TEXT, np.int64(0), 0.0  # a number the text ends in may go on in the next chunk
+    if not fraction and not has_exponent:
+        if count > 18:  # perhaps beyond int64: Python reads it
+            return j, NUMBER_TEXT, np.int64(0), 0.0
+        return j, INT, -digits if negative else digits, 0.0  # -0 too: an integer 0, as msgspec reads it
+    if count > 18 or digits >= _EXACT_DIGITS:
+        return j, NUMBER_TEXT, np.int64(0), 0.0
+    power = exponent - decimals
+    if power > _EXACT_POWER or power < -_EXACT_POWER:
+        return j, NUMBER_TEXT, np.int64(0), 0.0
+    value = float(digits) * _POWERS[power] if power >= 0 else float(digits) / _POWERS[-power]
+    return j, FLOAT, np.int64(0), -value if negative else value
+
+
+@_jit
+def _literal(text, i, n, word):  # type: ignore[no-untyped-def]
+    """Whether the literal ``word`` (bytes) is at i."""
+    if i + len(word) > n:
+        return False
+    for k in range(len(word)):
+        if text[i + k] != word[k]:
+            return False
+    return True
+
+
+@_jit
+def _slot_of(text, start, end, h, hashes, keys, offsets):  # type: ignore[no-untyped-def]
+    """Which of the keys the key text[start:end] (hash h) is, or -1."""
+    for k in range(len(hashes)):
+        if hashes[k] != h:
+            continue
+        a, b = offsets[k], offsets[k + 1]
+        if b - a != end - start:
+            continue
+        same = True
+        for m in range(end - start):
+            if text[start + m] != keys[a + m]:
+                same = False
+                break
+        if same:
+            return k
+    return -1
+
+
+@_jit
+def _intern(text, start, end, h, table, raw, raw_at, counts):  # type: ignore[no-untyped-def]
+    """The id of the string text[start:end] (hash h): found in the table (open addressing over ``table``'s rows of
+    hash and id), or added with the next id, its raw text appended to ``raw`` (``raw_at[id]`` its offset). -1 where
+    the table, the ids or ``raw`` are full (past half the table, to keep probes short); -2 where two strings share a
+    hash (the reference decoder then reads the text)."""
+    mask = table.shape[0] - 1
+    k = h & mask
+    while True:
+        sid = table[k, 1]
+        if sid < 0:
+            break
+        if table[k, 0] == h:
+            a, b = raw_at[sid], raw_at[sid + 1]
+            if b - a != end - start:
+                return -2
+            for m in range(end - start):
+                if raw[a + m] != text[start + m]:
+                    return -2
+            return sid
+        k = (k + 1) & mask
+    sid = counts[0]
+    used = counts[1]
+    if 2 * (sid + 1) > table.shape[0] or sid + 2 > raw_at.shape[0] or used + end - start > raw.shape[0]:
+        return -1
+    table[k, 0] = h
+    table[k, 1] = sid
+    raw[used : used + end - start] = text[start:end]
+    raw_at[sid + 1] = used + end - start
+    counts[0] = sid + 1
+    counts[1] = used + end - start
+    return sid
+
+
+# what the scanner expects next
+_VALUE, _VALUE_OR_CLOSE, _KEY, _KEY_OR_CLOSE, _COLON, _AFTER = range(6)
+# what a container open at a depth is
+_OTHER, _EVENT, _ARGS = 0, 1, 2
+_TRUE = np.frombuffer(b"true", np.uint8)
+_FALSE = np.frombuffer(b"false", np.uint8)
+_NULL = np.frombuffer(b"null", np.uint8)
+
+
+@_jit
+def scan(text, schema, strings, slots):  # type: ignore[no-untyped-def]
+    """Scan ``text``, a JSON array of objects, into the ``slots`` (tags, ints, floats, starts, ends; a row per
+    object, a column per slot). ``schema`` is (event_keys, args_keys, args_slot, allowed, max_depth): row r, slot s
+    holds the value of the s-th key of ``event_keys`` in the r-th object, or (s past them) of ``args_keys`` in the
+    object that the ``args_slot``-th event key holds; each key table is (hashes, bytes, offsets) of
+    :func:`key_table`; ``allowed[s, tag]`` the tags slot s takes (another is UNSURE); nesting past ``max_depth`` is
+    UNSURE. ``strings`` is the table (:func:`_intern`'s arguments but the text) that gives a string value its id, in
+    ``ints``. Returns (the number of objects or NOT_JSON / UNSURE / FULL, the byte offset where the scan stopped)."""
+    event_keys, args_keys, args_slot, allowed, max_depth = schema
+    tags, ints, floats, starts, ends = slots
+    table, raw, raw_at, counts = strings
+    e_hashes, e_keys, e_offsets = event_keys
+    a_hashes, a_keys, a_offsets = args_keys
+    n_event = len(e_hashes)
+    n = len(text)
+    rows = tags.shape[0]
+    kind = np.zeros(max_depth + 2, np.int8)  # per depth: 1 an object, 0 an array
+    role = np.zeros(max_depth + 2, np.int8)  # per depth: what the container is (_OTHER, _EVENT, _ARGS)
+    owner = np.full(max_depth + 2, -1, np.int64)  # per depth: the slot the container is the value of, or -1
+    depth = 0
+    row = -1
+    slot = -1  # the slot the next value fills
+    state = _VALUE
+    i = _space(text, 0, n)
+    if i >= n or text[i] != 91:
+        return NOT_JSON, i
+    while True:
+        i = _space(text, i, n)
+        if i >= n:
+            return NOT_JSON, i
+        c = text[i]
+        if state == _VALUE_OR_CLOSE or state == _KEY_OR_CLOSE:
+            if (state == _VALUE_OR_CLOSE and c == 93) or (state == _KEY_OR_CLOSE and c == 125):
+                state = _AFTER  # an empty container: closed below
+            else:
+                state = _VALUE if state == _VALUE_OR_CLOSE else _KEY
+                continue
+        if state == _AFTER:
+            if c == 44:
+                state = _KEY if kind[depth] == 1 else _VALUE
+                i += 1
+                continue
+            if (c == 125 and kind[depth] == 1) or (c == 93 and kind[depth] == 0):
+                if owner[depth] >= 0:
+                    ends[row, owner[depth]] = i + 1
+                depth -= 1
+                i += 1
+                if depth == 0:  # the batch's array closed: nothing but whitespace may follow
+                    i = _space(text, i, n)
+                    return (row + 1, i) if i == n else (NOT_JSON, i)
+                continue
+            return NOT_JSON, i
+        if state == _KEY:
+            if c != 34:
+                return NOT_JSON, i
+            end, escaped, h = _string(text, i, n)
+            if end == -2:
+                return UNSURE, i
+            if end < 0:
+                return NOT_JSON, i
+            slot = -1
+            r = role[depth]
+            if r != _OTHER:
+                if escaped:
+                    return UNSURE, i  # a key spelled with escapes: the reference decoder matches it
+                if r == _EVENT:
+                    slot = _slot_of(text, i + 1, end, h, e_hashes, e_keys, e_offsets)
+                else:
+                    slot = _slot_of(text, i + 1, end, h, a_hashes, a_keys, a_offsets)
+                    if slot >= 0:
+                        slot += n_event
+                if slot >= 0 and tags[row, slot] != ABSENT:
+                    return UNSURE, i  # a key twice in one object
+            i = end + 1
+            state = _COLON
+            continue
+        if state == _COLON:
+            if c != 58:
+                return NOT_JSON, i
+            i += 1
+            state = _VALUE
+            continue
+        # a value
+        if c == 123 or c == 91:
+            if depth == max_depth:
+                return UNSURE, i
+            depth += 1
+            kind[depth] = 1 if c == 123 else 0
+            owner[depth] = slot
+            role[depth] = _OTHER
+            if depth == 2:
+                if c != 123:
+                    return UNSURE, i  # an event that is no object
+                row += 1
+                if row == rows:
+                    return UNSURE, i  # more events than rows given: not expected (the caller counts braces)
+                for s in range(tags.shape[1]):
+                    tags[row, s] = ABSENT
+                role[depth] = _EVENT
+                owner[depth] = -1
+            elif slot >= 0:
+                tag = OBJECT if c == 123 else ARRAY
+                if not allowed[slot, tag]:
+                    return UNSURE, i
+                tags[row, slot] = tag
+                starts[row, slot] = i
+                if slot == args_slot and c == 123:
+                    role[depth] = _ARGS
+            slot = -1
+            state = _KEY_OR_CLOSE if c == 123 else _VALUE_OR_CLOSE
+            i += 1
+            continue
+        if depth == 1:
+            return UNSURE, i  # an event that is no object
+        if c == 34:
+            end, escaped, h = _string(text, i, n)
+            if end == -2:
+                return UNSURE, i
+            if end < 0:
+                return NOT_JSON, i
+            if slot >= 0:
+                tag = STRING_ESCAPED if escaped else STRING
+                if not allowed[slot, tag]:
+                    return UNSURE, i
+                sid = _intern(text, i + 1, end, h, table, raw, raw_at, counts)
+                if sid == -1:
+                    return FULL, i
+                if sid < 0:
+                    return UNSURE, i
+                tags[row, slot] = tag
+                ints[row, slot] = sid
+            i = end + 1
+        elif c == 45 or 48 <= c <= 57:
+            j, tag, iv, fv = _number(text, i, n)
+            if j < 0:
+                return NOT_JSON, i
+            if slot >= 0:
+                if not allowed[slot, tag]:
+                    return UNSURE, i
+                tags[row, slot] = tag
+                if tag == FLOAT:  # ints and floats may share their memory (a slot holds one or the other)
+                    floats[row, slot] = fv
+                else:
+                    ints[row, slot] = iv
+                starts[row, slot] = i
+                ends[row, slot] = j
+            i = j
+        elif c == 116 and _literal(text, i, n, _TRUE):
+            if slot >= 0:
+                if not allowed[slot, TRUE]:
+                    return UNSURE, i
+                tags[row, slot] = TRUE
+            i += 4
+        elif c == 102 and _literal(text, i, n, _FALSE):
+            if slot >= 0:
+                if not allowed[slot, FALSE]:
+                    return UNSURE, i
+                tags[row, slot] = FALSE
+            i += 5
+        elif c == 110 and _literal(text, i, n, _NULL):
+            if slot >= 0:
+                if not allowed[slot, NULL]:
+                    return UNSURE, i
+                tags[row, slot] = NULL
+            i += 4
+        else:
+            return NOT_JSON, i
+        slot = -1
+        state = _AFTER

@@ -215,3 +215,116 @@ def test_a_file_that_is_no_trace_is_refused_as_the_loader_refuses_it(tmp_path: P
     with pytest.raises(TraceError) as also:
         load_columns(str(path))
     assert str(also.value) == str(refused.value)
+
+
+FAMILIES = ("cpu_ops", "annotations", "runtime", "gpu", "gpu_annotations", "syncs")
+
+
+def load_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    """The trace as load_trace reads it through the columns (every size) and through the batched decoder."""
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
+    columnar = load_trace(path)
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", float("inf"))
+    return columnar, load_trace(path)
+
+
+def assert_same_trace(a: object, b: object) -> None:
+    for family in FAMILIES:
+        assert [msgspec.json.encode(e) for e in getattr(a, family)] == [msgspec.json.encode(e) for e in getattr(b, family)], (
+            family
+        )
+    for field in ("thread_names", "devices", "distributed", "schema_version", "event_count", "skipped", "warnings", "et_ops"):
+        assert getattr(a, field) == getattr(b, field), field
+
+
+@pytest.mark.parametrize("path", [EXAMPLE, *shared_trace_files()], ids=lambda p: p.name)
+def test_the_trace_filed_from_columns_is_the_decoders(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert_same_trace(*load_both(path, monkeypatch))
+
+
+def test_filing_skips_files_names_and_correlates_as_the_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events without a valid time skipped (and counted), ranges recorded as ops filed as annotations, the last name
+    of a thread kept, a kernel bound to its launch by the flow alone, ties ordered the longest first then as written,
+    categories no family takes left out."""
+    events = [
+        '{"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 0, "dur": 100}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 10, "dur": 7}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::sub", "pid": 1, "tid": 1, "ts": 10, "dur": 7}',
+        '{"ph": "X", "cat": "cpu_op", "name": "no dur", "pid": 1, "tid": 1, "ts": 11}',
+        '{"ph": "X", "cat": "cpu_op", "name": "negative", "pid": 1, "tid": 1, "ts": 11, "dur": -1}',
+        '{"ph": "X", "cat": "cpu_op", "name": "far", "pid": 1, "tid": 1, "ts": 2e18, "dur": 1}',
+        '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 3}',
+        '{"ph": "s", "cat": "ac2g", "id": 42, "pid": 1, "tid": 1, "ts": 20, "name": "ac2g"}',
+        '{"ph": "f", "cat": "ac2g", "id": 42, "pid": 0, "tid": 7, "ts": 30, "name": "ac2g", "bp": "e"}',
+        '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30, "dur": 4, "args": {"stream": 7}}',
+        '{"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 1, "dur": 1}',
+        '{"ph": "X", "cat": "something else", "name": "g", "pid": 1, "tid": 1, "ts": 1, "dur": 1}',
+        '{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}}',
+        '{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main thread"}}',
+        '{"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": 7}}',
+    ]
+    columnar, decoded = load_both(write(tmp_path, trace_text(events)), monkeypatch)
+    assert_same_trace(columnar, decoded)
+    assert columnar.skipped == 3 and [e.name for e in columnar.cpu_ops] == ["aten::mul", "aten::sub", "aten::add"]
+    assert columnar.gpu[0].args.correlation == 42 and columnar.thread_names == {(1, 1): "main thread"}
+    assert [e.cat for e in columnar.annotations] == ["user_annotation", "python_function"]
+
+
+def test_large_traces_are_filed_from_columns_small_ones_decoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_trace takes the columns from COLUMNAR_MIN_TEXT_BYTES of text on (a gzip file's estimated from its size):
+    below, numba is not imported for a small trace."""
+    import daydream.trace.filing as filing
+
+    calls: list[str] = []
+    real = filing.load_filed
+    monkeypatch.setattr(filing, "load_filed", lambda p: calls.append(p) or real(p))
+    plain = write(tmp_path, trace_text(EVENTS[:1]))
+    packed = write(tmp_path, gzip.compress(trace_text(EVENTS[:1]).encode()), "t.json.gz")
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", plain.stat().st_size + 1)
+    load_trace(plain)
+    assert calls == []
+    load_trace(packed)  # its estimate: GZIP_TEXT_RATIO times its size
+    assert calls == ([str(packed)] if packed.stat().st_size * loader.GZIP_TEXT_RATIO > plain.stat().st_size else [])
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", plain.stat().st_size)
+    load_trace(plain)
+    assert calls[-1] == str(plain)
+
+
+def hostile(tmp_path: Path, kind: str) -> Path:
+    import os
+    import socket
+
+    p = tmp_path / f"{kind}.json"
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "socket":
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(p))
+    elif kind == "directory":
+        p.mkdir()
+    elif kind == "loop":
+        p.symlink_to(p)
+    elif kind == "whitespace":
+        p.write_bytes(b" \n\t" * 1000)
+    elif kind == "truncated gzip":
+        p = tmp_path / "t.json.gz"
+        p.write_bytes(gzip.compress(trace_text(EVENTS).encode())[:-20])
+    elif kind == "gzip bomb":
+        p = tmp_path / "bomb.json.gz"
+        p.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (80 << 20) + b"]}"))
+    return p
+
+
+@pytest.mark.parametrize("kind", ["missing", "fifo", "socket", "directory", "loop", "whitespace", "truncated gzip", "gzip bomb"])
+def test_hostile_files_get_the_same_message_through_the_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    path = hostile(tmp_path, kind)
+    messages = []
+    for threshold in (0, float("inf")):
+        monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", threshold)
+        with pytest.raises(TraceError) as refused:
+            load_trace(path)
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1]

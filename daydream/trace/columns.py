@@ -15,6 +15,7 @@ is wrong where, and its events put into columns: the columns are the same either
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,6 +175,41 @@ class EventColumns:
             return float(col.data[i : i + 1].view(np.float64)[0])
         return self.values[int(v)]
 
+    def field_values(self, column: str, rows: np.ndarray) -> list[Any]:
+        """The field in ``column`` of the events ``rows`` (sorted or not), as the typed events hold it: one pass of
+        numpy per field rather than one call per event."""
+        col = self.columns[column]
+        if col.rows is None:
+            return self._objects(col, rows).tolist()
+        out = np.full(len(rows), None, object)
+        if len(col.rows):
+            at = np.minimum(np.searchsorted(col.rows, rows), len(col.rows) - 1)
+            present = col.rows[at] == rows
+            out[present] = self._objects(col, at[present])
+        return out.tolist()
+
+    def _objects(self, col: Column, at: np.ndarray) -> np.ndarray:
+        """The values of ``col`` at its positions ``at``, as Python objects."""
+        if col.storage == STR:
+            return _with_none(self.strings)[col.data[at]]
+        if col.storage == ANY:
+            return _with_none(self.values)[col.data[at]]
+        data = col.data[at]
+        if col.storage == FLOAT_COLUMN:
+            out = data.astype(object)
+            out[np.isnan(data)] = None
+            return out
+        assert col.kind is not None
+        kind = col.kind[at]
+        out = data.astype(object)  # the integers as Python's
+        for k, table in ((K_STR, self.strings), (K_OBJECT, self.values)):
+            if (is_k := kind == k).any():
+                out[is_k] = _with_none(table)[data[is_k]]
+        if (is_float := kind == K_FLOAT).any():
+            out[is_float] = data[is_float].view(np.float64).astype(object)
+        out[kind == K_NONE] = None
+        return out
+
     def event(self, row: int) -> Event:
         """Event ``row`` as the typed decoder makes it (for checks and for code not yet reading columns)."""
         args = None
@@ -181,6 +217,11 @@ class EventColumns:
             args = EventArgs(**{f.name: self.value(f.column, row) for f in ARGS_FIELDS})
         fields = {f.name: self.value(f.name, row) for f in EVENT_FIELDS if f.storage != "args"}
         return Event(**fields, args=args)
+
+
+def _with_none(items: list[Any]) -> np.ndarray:
+    """``items`` as an object array with None after them: index -1, the columns' None, gives None."""
+    return np.fromiter([*items, None], object, len(items) + 1)  # not np.array: a list in items is one object
 
 
 class _Interned:
@@ -281,9 +322,9 @@ class _Scanner:
     """The decoder :class:`EventBatches` calls a batch at a time: the batch scanned into slots, the slots checked
     against the fields' types and turned into the batch's columns."""
 
-    def __init__(self, interned: _Interned, parts: _Parts) -> None:
+    def __init__(self, interned: _Interned) -> None:
         self.interned = interned
-        self.parts = parts
+        self.events = 0  # in the batches scanned so far
 
     def __call__(self, batch: memoryview) -> Any:
         if len(batch) > MAX_JSON_VALUES and values_in(batch) > MAX_JSON_VALUES:
@@ -306,14 +347,18 @@ class _Scanner:
         if count < 0:
             raise Unsplittable("not read by the scanner")
         interned.decode_new()
-        self._add(batch, tags[:count], ints[:count], starts[:count], ends[:count])
-        return count
-
-    def _add(self, raw: memoryview, tags: np.ndarray, ints: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
-        n = len(tags)
-        parts, first = self.parts, self.parts.count
-        if parts.count + n > MAX_EVENTS:
+        if self.events + count > MAX_EVENTS:
             raise Unsplittable("too many events")  # the reference decoder says so
+        parts = _Parts()
+        self._add(parts, batch, tags[:count], ints[:count], starts[:count], ends[:count])
+        self.events += count
+        has_args = parts.has_args[0]
+        return EventColumns("", count, parts.columns(), has_args, interned.strings, interned.values)
+
+    def _add(self, parts: _Parts, raw: memoryview, tags: np.ndarray, ints: np.ndarray, starts: np.ndarray,
+             ends: np.ndarray) -> None:  # fmt: skip
+        n = len(tags)
+        first = parts.count
         has_args = tags[:, _ARGS_SLOT] == OBJECT
         parts.has_args.append(has_args)
         present = (tags != ABSENT).any(axis=0)
@@ -405,7 +450,7 @@ def load_columns(path: str) -> EventColumns:
     says it."""
     spath = str(path)
     try:
-        columns = _scan(spath)
+        columns = scan_columns(spath)
         if columns is None:
             columns = _reference(spath)
     except MemoryError:
@@ -415,15 +460,38 @@ def load_columns(path: str) -> EventColumns:
     return columns
 
 
-def _scan(spath: str) -> EventColumns | None:
-    """The columns, scanned a batch at a time as the text is read; None where the scanner is not certain of the
-    text (the reference decoder then reads it)."""
-    interned, parts = _Interned(), _Parts()
-    document = decode_in_batches(spath, _Scanner(interned, parts), lambda _: None)
+def column_batches(spath: str, take: Callable[[EventColumns], None]) -> TraceFile | None:
+    """Scan the trace file ``spath`` a batch at a time as its text is read (:func:`~daydream.trace.load.
+    decode_in_batches`), each batch's columns (:class:`EventColumns` of its events, their rows numbered from the
+    batch's first, sharing one table of strings and one of values) given to ``take``. Returns the rest of the
+    document; None where the scanner is not certain of the text (the reference decoder then reads it)."""
+    return decode_in_batches(spath, _Scanner(_Interned()), take)
+
+
+def scan_columns(spath: str) -> EventColumns | None:
+    """The columns of the trace file ``spath``, scanned; None where the scanner is not certain of the text."""
+    pieces: list[EventColumns] = []
+    document = column_batches(spath, pieces.append)
     if document is None:
         return None
+    return join_columns(spath, pieces, document)
+
+
+def join_columns(path: str, pieces: list[EventColumns], document: TraceFile | None) -> EventColumns:
+    """One trace's columns from its batches' (:func:`column_batches`), in order."""
+    parts = _Parts()
+    for piece in pieces:
+        for name, col in piece.columns.items():
+            parts.data[name].append(col.data)
+            if col.kind is not None:
+                parts.kind[name].append(col.kind)
+            if col.rows is not None:
+                parts.rows[name].append(col.rows + parts.count)
+        parts.has_args.append(piece.has_args)
+        parts.count += piece.count
     has_args = np.concatenate(parts.has_args) if parts.has_args else np.empty(0, bool)
-    return EventColumns(spath, parts.count, parts.columns(), has_args, interned.strings, interned.values, document)
+    strings, values = (pieces[0].strings, pieces[0].values) if pieces else ([], [])
+    return EventColumns(path, parts.count, parts.columns(), has_args, strings, values, document)
 
 
 def _reference(spath: str) -> EventColumns:

@@ -85,6 +85,12 @@ GZIP_RATIO_FLOOR = 64 << 20  # ... or to this many bytes, whichever is more
 MAX_LEADING_WHITESPACE = 64 << 20  # whitespace before the JSON text starts: past it, the file holds no events
 MAX_SIDECAR_BYTES = 256 << 20  # the recording sidecar: a few hundred kB for a large model
 
+# Traces of this much text or more (about 150k events) are read into columns by compiled code: importing numba costs
+# about 0.5 s, what the decoder saves on some 500k events; from this size on the simulation imports it too
+# (simulation.engine.COMPILED_MIN_TASKS)
+COLUMNAR_MIN_TEXT_BYTES = 32 << 20
+GZIP_TEXT_RATIO = 12  # the text of a gzip trace, in times its file's size (real traces: 10-20)
+
 MAX_EVENTS = 1 << 25  # events in traceEvents (a kept event costs about 450 bytes: at most ~15 GB)
 
 _READ_CHUNK = 4 << 20  # bytes read (or decompressed) at a time
@@ -407,7 +413,9 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
     """
     spath = str(path)
     try:
-        trace = _load_in_batches(spath)
+        trace = _load_columnar(spath) if _text_estimate(spath) >= COLUMNAR_MIN_TEXT_BYTES else None
+        if trace is None:
+            trace = _load_in_batches(spath)
         if trace is None:
             trace = _load_whole(spath)
     except MemoryError:  # past every limit, still more than this machine holds
@@ -428,6 +436,26 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
         except TraceError as exc:  # found by its name, not asked for: the Kineto trace stands without it
             trace.warnings.append(f"execution trace next to the trace not used: {exc}")
     return trace
+
+
+def _text_estimate(spath: str) -> int:
+    """About how many bytes of text the file holds, from its size (a gzip file's by its name: nothing is opened)."""
+    try:
+        size = os.stat(spath).st_size
+    except (OSError, ValueError):
+        return 0  # the loader says why
+    return size * GZIP_TEXT_RATIO if spath.endswith(".gz") else size
+
+
+def _load_columnar(spath: str) -> Trace | None:
+    """The trace, its text scanned into columns by compiled code (:mod:`daydream.trace.columns`) and its families
+    filed from them (:mod:`daydream.trace.filing`); None where the scanner is not certain of the text, or numba does
+    not import: the batched decoder then reads it."""
+    try:
+        from daydream.trace.filing import load_filed
+    except Exception:  # noqa: BLE001 - numba missing or broken: not an error, only slower
+        return None
+    return load_filed(spath)
 
 
 def _load_in_batches(spath: str) -> Trace | None:
@@ -524,6 +552,12 @@ def _whole(value: Any) -> bool:
 
 def _finish(trace: Trace, document: TraceFile, families: _Families) -> None:
     """The trace's metadata from its document, and its event families sorted."""
+    read_document(trace, document)
+    families.finish()
+
+
+def read_document(trace: Trace, document: TraceFile) -> None:
+    """The trace's metadata from the rest of its document (its devices, its rank), checked."""
     if not trace.event_count:
         raise TraceError(f"{trace.path}: no events (the trace's 'traceEvents' list is empty)")
     trace.devices = list(document.deviceProperties or [])
@@ -532,7 +566,6 @@ def _finish(trace: Trace, document: TraceFile, families: _Families) -> None:
     trace.distributed = dict(document.distributedInfo or {})
     _check_distributed(trace)
     trace.schema_version = document.schemaVersion
-    families.finish()
 
 
 def read_sidecar(path: str, warnings: list[str] | None = None) -> Recording:
@@ -626,20 +659,27 @@ class _Families:
         if self.too_deep is not None:
             raise TraceError(self.too_deep)
         trace = self.trace
-        _correlate_by_flows(trace, self.launch_flows)
+        correlate_by_flows(trace, self.launch_flows)
         for family_list in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu, trace.gpu_annotations, trace.syncs):
             sort_by_start(family_list)
-        skipped = trace.skipped = self.skipped
-        if skipped:
-            trace.warnings.append(
-                f"{trace.path}: skipped {skipped} complete events without a valid ts/dur (missing, negative, or beyond {MAX_TIME_US:g} us)"
-            )
-        if trace.event_count and not (trace.cpu_ops or trace.runtime or trace.gpu or trace.annotations):
-            why = f"; {skipped} complete events skipped without a valid ts/dur" if skipped else ""
-            raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}")
+        trace.skipped = self.skipped
+        check_families(trace)
 
 
-def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:
+def check_families(trace: Trace) -> None:
+    """Once the events are filed: a warning for the complete events skipped, and a trace with nothing to simulate
+    refused."""
+    skipped = trace.skipped
+    if skipped:
+        trace.warnings.append(
+            f"{trace.path}: skipped {skipped} complete events without a valid ts/dur (missing, negative, or beyond {MAX_TIME_US:g} us)"
+        )
+    if trace.event_count and not (trace.cpu_ops or trace.runtime or trace.gpu or trace.annotations):
+        why = f"; {skipped} complete events skipped without a valid ts/dur" if skipped else ""
+        raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}")
+
+
+def correlate_by_flows(trace: Trace, flows: list[Event]) -> None:
     """Give runtime calls and GPU events without ``args.correlation`` the id of the launch flow
     ('s' on the call, 'f' on the kernel) that binds them, as some exporters record only the flow."""
     lacking = [e for e in (*trace.runtime, *trace.gpu) if e.args is None or e.args.correlation is None]

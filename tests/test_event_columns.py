@@ -204,6 +204,9 @@ def test_what_the_scanner_is_unsure_of_is_the_reference_decoders(tmp_path: Path,
         trace_text(['{"ph": "X", "ts": 01}']),
         trace_text(['{"ph": "X", "name": "a\\qb"}']),
         trace_text(['{"ph": "X", "ts": NaN}']),
+        trace_text(['{"ph": "X", "dur": 1e999}']),  # beyond a double: "Number out of range"
+        trace_text(['{"ph": "X", "args": {"bytes": -1e400}}']),
+        trace_text(['{"ph": "X", "args": {"name": 1' + "0" * 400 + ".5}}"]),
         trace_text([]),
         "",
     ],
@@ -310,13 +313,17 @@ def hostile(tmp_path: Path, kind: str) -> Path:
     elif kind == "truncated gzip":
         p = tmp_path / "t.json.gz"
         p.write_bytes(gzip.compress(trace_text(EVENTS).encode())[:-20])
+    elif kind == "number out of range":
+        p.write_text(trace_text(['{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1e999}']))
     elif kind == "gzip bomb":
         p = tmp_path / "bomb.json.gz"
         p.write_bytes(gzip.compress(b'{"traceEvents": [' + b" " * (80 << 20) + b"]}"))
     return p
 
 
-@pytest.mark.parametrize("kind", ["missing", "fifo", "socket", "directory", "loop", "whitespace", "truncated gzip", "gzip bomb"])
+@pytest.mark.parametrize(
+    "kind", ["missing", "fifo", "socket", "directory", "loop", "whitespace", "truncated gzip", "gzip bomb", "number out of range"]
+)
 def test_hostile_files_get_the_same_message_through_the_columns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:

@@ -15,6 +15,7 @@ is wrong where, and its events put into columns: the columns are the same either
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,6 +220,15 @@ class EventColumns:
         return Event(**fields, args=args)
 
 
+def _finite(text: bytes | memoryview) -> float:
+    """A number's text as a double; beyond a double's range, the reference decoder's to refuse ("Number out of
+    range")."""
+    value = float(bytes(text))
+    if value in (math.inf, -math.inf):
+        raise Unsplittable("a number out of range")
+    return value
+
+
 def _with_none(items: list[Any]) -> np.ndarray:
     """``items`` as an object array with None after them: index -1, the columns' None, gives None."""
     return np.fromiter([*items, None], object, len(items) + 1)  # not np.array: a list in items is one object
@@ -383,7 +393,7 @@ class _Scanner:
                 is_int = t == INT
                 data[is_int] = col_ints[is_int].astype(np.float64)
                 for i in np.flatnonzero(t == NUMBER_TEXT):
-                    data[i] = float(raw[starts[rows, s][i] : ends[rows, s][i]])
+                    data[i] = _finite(raw[starts[rows, s][i] : ends[rows, s][i]])
             elif f.storage == SCALAR:
                 kind = np.zeros(len(t), np.int8)
                 data = col_ints.copy()
@@ -406,7 +416,7 @@ class _Scanner:
         if b"." in text or b"e" in text or b"E" in text:
             if not f.allowed[FLOAT]:
                 raise Unsplittable(f"a decimal in {f.key!r}")  # the reference decoder refuses it
-            return K_FLOAT, int(np.float64(float(text)).view(np.int64))
+            return K_FLOAT, int(np.float64(_finite(text)).view(np.int64))
         value = int(text)
         if -(1 << 63) < value < 1 << 63:
             return K_INT, value
@@ -429,7 +439,7 @@ class _Scanner:
                 out[i] = interned.value(b"true" if tag == TRUE else b"false", tag == TRUE)
                 continue
             if tag in (INT, FLOAT, NUMBER_TEXT):
-                number = int(text) if tag == INT or not (b"." in text or b"e" in text or b"E" in text) else float(text)
+                number = int(text) if tag == INT or not (b"." in text or b"e" in text or b"E" in text) else _finite(text)
                 out[i] = interned.value(b"int:" + text if isinstance(number, int) else text, number)
                 continue
             key = bytes(text)

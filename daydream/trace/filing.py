@@ -60,14 +60,16 @@ class ColumnFamilies:
         self.trace = trace
         self.skipped = 0
         self.flows: list[tuple[list[Any], ...]] = []  # launch flows' pid, tid, ts and id, a batch at a time
+        self.ids = _Ids()
 
     def add(self, columns: EventColumns) -> None:
         trace, strings, cols = self.trace, columns.strings, columns.columns
         trace.event_count += columns.count
-        ids = _Ids(strings)
+        ids = self.ids
+        ids.update(strings)
         ph, cat, name = cols["ph"].data, cols["cat"].data, cols["name"].data
         ts, dur = cols["ts"].data, cols["dur"].data
-        family = np.where(np.isin(ph, ids("X")), ids.family_of()[cat], -1)
+        family = np.where(np.isin(ph, ids("X")), ids.families[cat], -1)
         with np.errstate(invalid="ignore"):  # NaN (no ts or dur) compares False: invalid
             valid = (dur >= 0) & (dur <= MAX_TIME_US) & (ts >= -MAX_TIME_US) & (ts <= MAX_TIME_US)
         self.skipped += int(np.count_nonzero((family >= 0) & ~valid))
@@ -106,21 +108,27 @@ class ColumnFamilies:
 
 
 class _Ids:
-    """The ids of strings in a table of them (a string written two ways has two)."""
+    """The ids of strings in the scanner's table of them (a string written two ways has two), kept up to date as
+    the table grows batch by batch: each string is looked at once, however many batches there are."""
 
-    def __init__(self, strings: list[str]) -> None:
-        self.strings = strings
+    def __init__(self) -> None:
+        self.seen = 0  # strings of the table looked at
+        self.of: dict[str, list[int]] = {}
+        self.families = np.full(1, -1, np.int8)  # a category's id -> its family; the last entry: None
 
-    def __call__(self, *values: str) -> np.ndarray:
-        wanted = set(values)
-        return np.array([i for i, s in enumerate(self.strings) if s in wanted], np.int64)
+    def update(self, strings: list[str]) -> None:
+        if len(strings) == self.seen:
+            return
+        family = {cat: k for k, (_, cats) in enumerate(FAMILIES) for cat in cats}
+        grown = np.full(len(strings) + 1, -1, np.int8)
+        grown[: self.seen] = self.families[: self.seen]
+        for i in range(self.seen, len(strings)):
+            self.of.setdefault(strings[i], []).append(i)
+            grown[i] = family.get(strings[i], -1)
+        self.families, self.seen = grown, len(strings)
 
-    def family_of(self) -> np.ndarray:
-        """A category's id -> its family (index into FAMILIES); -1 (None, or no family's category) for none."""
-        out = np.full(len(self.strings) + 1, -1, np.int8)
-        for k, (_, cats) in enumerate(FAMILIES):
-            out[self(*cats)] = k
-        return out
+    def __call__(self, *values: str) -> list[int]:
+        return [i for v in values for i in self.of.get(v, ())]
 
 
 def _events(columns: EventColumns, rows: np.ndarray, ranges: np.ndarray | None) -> list[Event]:

@@ -16,25 +16,11 @@ from typing import Any
 import numpy as np
 
 from daydream.trace.columns import ARGS_FIELDS, EventColumns, column_batches
-from daydream.trace.load import MAX_TIME_US, check_families, correlate_by_flows, read_document, sort_by_start
-from daydream.trace.model import (
-    ANNOTATION_CATS,
-    CPU_OP_CATS,
-    GPU_ANNOTATION_CATS,
-    GPU_CATS,
-    LAUNCH_FLOW_CATS,
-    RUNTIME_CATS,
-    SYNC_CATS,
-    Trace,
-    is_annotation,
-)
+from daydream.trace.load import MAX_TIME_US, finish_families, read_document
+from daydream.trace.model import FAMILIES, LAUNCH_FLOW_CATS, RANGE_CAT, Trace, is_annotation
 from daydream.trace.schema import Event, EventArgs
 
-# the families, in Trace's fields, and the categories filed in each
-FAMILIES = (("cpu_ops", CPU_OP_CATS), ("annotations", ANNOTATION_CATS), ("runtime", RUNTIME_CATS), ("gpu", GPU_CATS),
-            ("gpu_annotations", GPU_ANNOTATION_CATS), ("syncs", SYNC_CATS))  # fmt: skip
-_CPU_OPS, _ANNOTATIONS = 0, 1
-RANGE_CAT = "user_annotation"  # the category of a range filed as an op, once filed as an annotation
+_CPU_OPS, _ANNOTATIONS = 0, 1  # their places in FAMILIES
 
 
 def load_filed(spath: str) -> Trace | None:
@@ -94,17 +80,15 @@ class ColumnFamilies:
                     trace.thread_names[(pid, tid)] = value
 
     def finish(self) -> None:
-        """Launch flows bind their calls and kernels; each family ordered by start, the longest first."""
+        """The families finished as the loader finishes them; the launch flows made events only where a call or a
+        kernel lacks its correlation id (they bind it)."""
         trace = self.trace
+        flows = []
         if any(e.args is None or e.args.correlation is None for e in (*trace.runtime, *trace.gpu)):
             flows = [
                 Event(ph="f", pid=pid, tid=tid, ts=ts, id=ident) for batch in self.flows for pid, tid, ts, ident in zip(*batch)
             ]
-            correlate_by_flows(trace, flows)
-        for field, _ in FAMILIES:
-            sort_by_start(getattr(trace, field))
-        trace.skipped = self.skipped
-        check_families(trace)
+        finish_families(trace, flows, self.skipped)
 
 
 class _Ids:

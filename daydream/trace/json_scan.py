@@ -431,24 +431,20 @@ def scan(text, schema, strings, slots):  # type: ignore[no-untyped-def]
                 starts[row, slot] = i
                 ends[row, slot] = j
             i = j
-        elif c == 116 and _literal(text, i, n, _TRUE):
+        elif c == 116 or c == 102 or c == 110:  # true, false, null
+            if c == 116:
+                tag, word = TRUE, _TRUE
+            elif c == 102:
+                tag, word = FALSE, _FALSE
+            else:
+                tag, word = NULL, _NULL
+            if not _literal(text, i, n, word):
+                return NOT_JSON, i
             if slot >= 0:
-                if not allowed[slot, TRUE]:
+                if not allowed[slot, tag]:
                     return UNSURE, i
-                tags[row, slot] = TRUE
-            i += 4
-        elif c == 102 and _literal(text, i, n, _FALSE):
-            if slot >= 0:
-                if not allowed[slot, FALSE]:
-                    return UNSURE, i
-                tags[row, slot] = FALSE
-            i += 5
-        elif c == 110 and _literal(text, i, n, _NULL):
-            if slot >= 0:
-                if not allowed[slot, NULL]:
-                    return UNSURE, i
-                tags[row, slot] = NULL
-            i += 4
+                tags[row, slot] = tag
+            i += len(word)
         else:
             return NOT_JSON, i
         slot = -1

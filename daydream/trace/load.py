@@ -58,17 +58,7 @@ from daydream.errors import TraceError, did_you_mean
 from daydream.files import FILE_KINDS, open_input
 from daydream.trace.batches import EventBatches, Unsplittable
 from daydream.trace.job import MAX_RANKS, rank_from_name, rank_trace_files
-from daydream.trace.model import (
-    ANNOTATION_CATS,
-    CPU_OP_CATS,
-    GPU_ANNOTATION_CATS,
-    GPU_CATS,
-    LAUNCH_FLOW_CATS,
-    RUNTIME_CATS,
-    SYNC_CATS,
-    Trace,
-    is_annotation,
-)
+from daydream.trace.model import FAMILIES, LAUNCH_FLOW_CATS, RANGE_CAT, Trace, is_annotation
 from daydream.trace.recording import Recording, as_recording, recording_path
 from daydream.trace.schema import EVENTS_DECODER, TRACE_DECODER, Event, EventArgs, TraceFile
 from daydream.workers import read_ahead
@@ -589,11 +579,8 @@ class _Families:
         self.trace = trace
         # category -> (its family, one object for the category's name)
         self.families: dict[str | None, tuple[list[Event], str]] = {
-            cat: (family, cat)
-            for cats, family in ((CPU_OP_CATS, trace.cpu_ops), (ANNOTATION_CATS, trace.annotations), (RUNTIME_CATS, trace.runtime),
-                                 (GPU_CATS, trace.gpu), (GPU_ANNOTATION_CATS, trace.gpu_annotations), (SYNC_CATS, trace.syncs))
-            for cat in cats
-        }  # fmt: skip
+            cat: (getattr(trace, field), cat) for field, cats in FAMILIES for cat in cats
+        }
         self.launch_flows: list[Event] = []
         self.skipped = 0
         # One object per distinct string and id: a 1M-event trace repeats a few thousand names, a handful of
@@ -631,7 +618,7 @@ class _Families:
                 if family is cpu_ops and is_annotation(ev.name, ev.cat):
                     # a range filed as an op (2021-era ProfilerStep#N, Optimizer.step#..., the recorder's module
                     # ranges): an annotation from here on, for the step finder and the graph builder alike
-                    family, ev.cat = trace.annotations, "user_annotation"
+                    family, ev.cat = trace.annotations, RANGE_CAT
                 family.append(ev)
             elif ph in ("s", "f", "t"):
                 if ev.cat in LAUNCH_FLOW_CATS and ev.ts is not None and -MAX_TIME_US <= ev.ts <= MAX_TIME_US:
@@ -658,18 +645,17 @@ class _Families:
         ordered by start, the longest first."""
         if self.too_deep is not None:
             raise TraceError(self.too_deep)
-        trace = self.trace
-        correlate_by_flows(trace, self.launch_flows)
-        for family_list in (trace.cpu_ops, trace.annotations, trace.runtime, trace.gpu, trace.gpu_annotations, trace.syncs):
-            sort_by_start(family_list)
-        trace.skipped = self.skipped
-        check_families(trace)
+        finish_families(self.trace, self.launch_flows, self.skipped)
 
 
-def check_families(trace: Trace) -> None:
-    """Once the events are filed: a warning for the complete events skipped, and a trace with nothing to simulate
-    refused."""
-    skipped = trace.skipped
+def finish_families(trace: Trace, launch_flows: list[Event], skipped: int) -> None:
+    """Once the events are filed (``skipped`` complete events without a valid time): the launch flows bind their
+    calls and kernels, each family ordered by start, the longest first; a warning for the events skipped, and a
+    trace with nothing to simulate refused."""
+    _correlate_by_flows(trace, launch_flows)
+    for field, _ in FAMILIES:
+        sort_by_start(getattr(trace, field))
+    trace.skipped = skipped
     if skipped:
         trace.warnings.append(
             f"{trace.path}: skipped {skipped} complete events without a valid ts/dur (missing, negative, or beyond {MAX_TIME_US:g} us)"
@@ -679,11 +665,13 @@ def check_families(trace: Trace) -> None:
         raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}")
 
 
-def correlate_by_flows(trace: Trace, flows: list[Event]) -> None:
+def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:
     """Give runtime calls and GPU events without ``args.correlation`` the id of the launch flow
     ('s' on the call, 'f' on the kernel) that binds them, as some exporters record only the flow."""
+    if not flows:
+        return
     lacking = [e for e in (*trace.runtime, *trace.gpu) if e.args is None or e.args.correlation is None]
-    if not lacking or not flows:
+    if not lacking:
         return
     at = {(f.pid, f.tid, f.ts): f.id for f in flows if isinstance(f.id, int)}
     for ev in lacking:

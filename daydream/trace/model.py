@@ -25,6 +25,10 @@ GPU_CATS = KERNEL_CATS | MEMCPY_CATS | MEMSET_CATS
 GPU_ANNOTATION_CATS = frozenset({"gpu_user_annotation"})
 SYNC_CATS = frozenset({"cuda_sync"})
 LAUNCH_FLOW_CATS = frozenset({"ac2g", "async"})
+# The trace's event families: each a field of Trace, and the categories filed in it.
+FAMILIES = (("cpu_ops", CPU_OP_CATS), ("annotations", ANNOTATION_CATS), ("runtime", RUNTIME_CATS), ("gpu", GPU_CATS),
+            ("gpu_annotations", GPU_ANNOTATION_CATS), ("syncs", SYNC_CATS))  # fmt: skip
+RANGE_CAT = "user_annotation"  # the category of a range recorded as an op, once filed as an annotation
 
 # Ranges that some traces record as ops: the 2021-era profiler (PyTorch 1.8-1.10) files ProfilerStep#N, the DataLoader
 # and optimizer ranges and record_function markers under `Operator` (no `user_annotation` yet), and the recorder's

@@ -226,3 +226,23 @@ def test_read_ahead_hands_over_items_errors_and_stops_its_producer() -> None:
     assert next(ahead) == 0
     ahead.close()
     assert closed.is_set()  # the producer stopped and closed its source before close() returned
+
+
+def test_a_decoder_that_keeps_views_of_its_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decoder may hold a view of the text it was given after it returns (numba holds its arguments in reference
+    cycles while it compiles the scanner, on a first run): the pending text, which cannot be resized then, is
+    copied instead - the same trace, not 'Existing exports of data: object cannot be re-sized'."""
+    kept: list[memoryview] = []
+    decode = loader._decode_batch
+
+    def keeping(text: Any, *args: Any) -> Any:
+        if isinstance(text, memoryview):
+            kept.append(memoryview(text.obj))  # a view of the whole pending text, kept
+        return decode(text, *args)
+
+    monkeypatch.setattr(loader, "_decode_batch", keeping)
+    example = Path(loader.__file__).resolve().parents[1] / "examples" / "mlp_cpu.json.gz"
+    _check(example, monkeypatch)
+    assert kept, "the decoder saw no batch"
+    for view in kept:
+        view.release()

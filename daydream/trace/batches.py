@@ -60,7 +60,10 @@ class EventBatches:
     def feed(self, chunk: bytes | bytearray) -> None:
         """Add text read."""
         if self.in_array:
-            self.pending += chunk
+            try:
+                self.pending += chunk
+            except BufferError:  # see _drop
+                self.pending = self.pending + chunk
             return
         self.head += chunk
         start = self._array_start()
@@ -95,8 +98,17 @@ class EventBatches:
                 self._refused, self._retry_at = cut, min(2 * len(self.pending), self.max_pending)
                 return
             self._refused = self._retry_at = 0
-            del self.pending[: _CUT.match(self.pending, cut - 1).end() - 2]  # type: ignore[union-attr]
+            self._drop(_CUT.match(self.pending, cut - 1).end() - 2)  # type: ignore[union-attr]
             yield result
+
+    def _drop(self, size: int) -> None:
+        """Drop the first ``size`` bytes of the pending text, in place; where a decoder still holds a view of the text
+        it was given (numba does, in reference cycles, while it compiles the scanner on a first run), the rest is
+        copied and that text left to it: a buffer with a view of it cannot be resized."""
+        try:
+            del self.pending[:size]
+        except BufferError:
+            self.pending = self.pending[size:]
 
     def _decode_to(self, cut: int) -> Any:
         """Decode the pending events up to ``cut`` (just past a closing brace, or the array's own closing bracket),

@@ -21,6 +21,7 @@ import networkx as nx
 
 from daydream import progress
 from daydream._gc import paused_gc
+from daydream._heap import trim_heap
 from daydream.errors import TraceError
 from daydream.graph.adjacency import fill
 from daydream.graph.build_cpu import cpu_tasks
@@ -96,11 +97,13 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         table = TaskTable()
         calls = cpu_tasks(trace, table)
         if release_events:  # each family once its last reader is done, so that the tasks and edges that follow
-            _release(trace.cpu_ops, trace.annotations, trace.gpu_annotations)  # are made in the memory it held
+            trace.release("cpu_ops", "annotations", "gpu_annotations")  # are made in the memory it held
+            trace.cpu_columns = None
+            trim_heap()  # the columns' arrays freed to the heap: its pages handed back, for the tasks to come
         advance(1)
         copy_waits = gpu_tasks(trace, table, calls)
         if release_events:
-            _release(trace.gpu)
+            trace.release("gpu")
         advance(1)
         if not table.attrs:
             raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate")
@@ -112,7 +115,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         queue_waits(table, threads, calls.long_calls)
         infer_waits = infers_stream_waits(trace)
         if release_events:  # the stages below read the table only
-            _release(trace.runtime, trace.syncs)
+            trace.release("runtime", "syncs")
         advance(1)
         waits_in_backward = backward_waits(table, threads)
         waits_for_batches = loader_waits(table, calls.loader_ranges, threads, trace.rank)
@@ -137,11 +140,6 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
 
 
 _STAGES = 7  # build_graph's stages as its progress counts them
-
-
-def _release(*families: list[Any]) -> None:
-    for family in families:
-        family.clear()
 
 
 def assign_steps(table: TaskTable, steps: list[Step]) -> list[str | None]:

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from daydream.graph.build_table import TaskTable
-from daydream.graph.context import op_shapes, range_role
+from daydream.graph.context import LayerPart, op_shapes, range_role
 from daydream.graph.schema import new_task_attrs
 from daydream.trace.intra_op import runs_across_threads, threading_kind
 from daydream.trace.load import sort_by_start
-from daydream.trace.model import ANNOTATION_CATS, CPU_OP_CATS, RUNTIME_CATS, Trace
-from daydream.trace.runtime_calls import may_wait_for_queue
+from daydream.trace.model import ANNOTATION_CATS, CPU_OP_CATS, RANGE_CAT, RUNTIME_CATS, Trace
+from daydream.trace.runtime_calls import QUEUE_WAIT_MIN_US, may_wait_for_queue
 from daydream.trace.schema import Event
 
 
@@ -150,14 +153,19 @@ class _Sweep:
 def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
     """Add the trace's CPU tasks to ``table``; a backward task takes the layer of the forward op with its autograd
     sequence number (what the ``fwdbwd`` flows link)."""
-    per_thread: defaultdict[tuple[Any, Any], list[Event]] = defaultdict(list)
-    for events in (trace.annotations, trace.cpu_ops, trace.runtime):
-        for ev in events:
-            per_thread[ev.pid, ev.tid].append(ev)
     sweep = _Sweep(table, trace.rank, {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}, cpu_only=not trace.gpu)
-    for (pid, tid), items in per_thread.items():
-        sort_by_start(items, _longer_first_then_family)
-        _sweep_thread(sweep, f"cpu:{pid}/{tid}", items)
+    size = sum(trace.family_size(f) for f in ("annotations", "cpu_ops", "runtime"))
+    swept = _compiled_sweep(sweep, trace) if size >= COMPILED_MIN_CPU_EVENTS else None
+    if swept is not None:  # the sweep's own arrays dropped by now: the tasks are made in the memory they held
+        _tasks_from_rows(sweep, *swept)
+    else:
+        per_thread: defaultdict[tuple[Any, Any], list[Event]] = defaultdict(list)
+        for events in (trace.annotations, trace.cpu_ops, trace.runtime):
+            for ev in events:
+                per_thread[ev.pid, ev.tid].append(ev)
+        for (pid, tid), items in per_thread.items():
+            sort_by_start(items, _longer_first_then_family)
+            _sweep_thread(sweep, f"cpu:{pid}/{tid}", items)
     for task, seq in sweep.found.bwd_seq.items():
         layer = sweep.seq_layer.get(seq)
         if layer is not None:
@@ -403,3 +411,266 @@ def _tensor_dims(shapes: Any) -> tuple[tuple[int, ...], ...]:
 def _has_dims(shapes: Any) -> bool:
     """Whether recorded input dims name any tensor dimension (``[[]]``, a lone scalar, does not)."""
     return isinstance(shapes, list) and any(isinstance(d, list) and d for d in shapes)
+
+
+# Traces of this many CPU events (ranges, ops, runtime calls) or more are swept by the compiled sweep
+# (daydream.graph.cpu_sweep): importing numba costs half a second, which a sweep of this size repays.
+COMPILED_MIN_CPU_EVENTS = 200_000
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
+    """The sweep of every thread by the compiled sweep (:mod:`daydream.graph.cpu_sweep`) over the trace's CPU columns:
+    what :func:`_tasks_from_rows` makes the tasks of; None (nothing done) where the trace has no columns (the columnar
+    loader did not read it, or its families changed since: its CPU ops made, its other CPU events not those the
+    columns describe), or numba does not import. The CPU ops' events are not made: their columns are read."""
+    cols = trace.cpu_columns
+    pending = trace.pending.get("cpu_ops")
+    if cols is None or (pending is None and trace.family_size("cpu_ops")):
+        return None
+    n_ops = pending.count if pending is not None else 0
+    annotations, runtime = trace.annotations, trace.runtime
+    sizes = [len(annotations), n_ops, len(runtime)]
+    if sum(sizes) != len(cols.ids):
+        return None
+    made = np.fromiter(map(id, (*annotations, *runtime)), np.int64, sizes[0] + sizes[2])
+    if not np.array_equal(made, np.concatenate((cols.ids[: sizes[0]], cols.ids[sizes[0] + n_ops :]))):
+        return None
+    n = sum(sizes)
+    try:
+        from daydream.graph import cpu_sweep as cs
+    except Exception:  # noqa: BLE001 - numba missing or broken: not an error, only slower
+        return None
+    family = np.repeat(np.array([cs.ANN, cs.OP, cs.RT], np.int8), sizes)
+    # (the arrays below are dropped once read: a 10M-event trace's take 50 MB each)
+    order = np.lexsort((family, -cols.dur, cols.ts, cols.thread))  # by thread, then start, the longest first, family
+    # the annotations' events by their place in the sweep (the sweep reads a data-loading range's and an nccl: range's)
+    ann_places = np.flatnonzero(order < sizes[0])
+    evs = dict(zip(ann_places.tolist(), (annotations[k] for k in order[ann_places].tolist())))
+    ts, dur, fam = cols.ts[order], cols.dur[order], family[order]
+    del family
+    end = ts + dur
+    thread_at = cols.thread[order]
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(thread_at, minlength=len(cols.threads)))))
+    names = _ThreadAt(cols.strings, cols.name[order])  # each event's name, looked up where read
+    # what each range declares, by (name, category): names repeat
+    cat_ids, cat_of = np.unique(cols.cat[order], return_inverse=True)
+    cats = [RANGE_CAT if c < 0 else cols.strings[c] for c in cat_ids.tolist()]
+    roles, first, role_of = np.unique(cols.name[order].astype(np.int64) * len(cats) + cat_of.reshape(-1),
+                                      return_index=True, return_inverse=True)  # fmt: skip
+    del cat_of
+    part_number: dict[LayerPart, int] = {}
+    declared = []
+    for role, at in zip(roles.tolist(), first.tolist()):
+        name, cat = names[at], cats[role % len(cats)]
+        phase, part = range_role(name, cat)
+        declared.append((cs.PHASES.index(phase), part_number.setdefault(part, len(part_number)),
+                         name.startswith("nccl:"), _THREADED[threading_kind(name)]))  # fmt: skip
+    role_of = role_of.reshape(-1)
+    phase_of, part_of, nccl, threaded = (np.array(column, dtype)[role_of] for column, dtype in
+                                         zip(zip(*declared), (np.int8, np.int32, np.bool_, np.int8)))  # fmt: skip
+    del role_of
+    # the ops' input dims (an execution trace's are not read here: matching it made the ops' events), each distinct
+    # value looked at once
+    ops = np.flatnonzero(fam == cs.OP)
+    shapes = [None, *cols.values]
+    shape_at = cols.shapes[order] + np.int32(1)  # 0: None
+    shape_of = shape_at[ops]
+
+    def per_op(test: Any) -> np.ndarray:
+        out = np.zeros(n, np.bool_)
+        if len(ops):
+            out[ops] = np.array([bool(test(v)) for v in shapes], np.bool_)[shape_of]
+        return out
+
+    shapes_truthy = per_op(bool)
+    dims_any = per_op(_tensor_dims) if sweep.cpu_only else np.zeros(n, np.bool_)
+    across = np.zeros(n, np.bool_)
+    for k in np.flatnonzero(threaded[ops]).tolist():
+        across[ops[k]] = runs_across_threads(names[ops[k]], shapes[shape_of[k]])
+    # each range's layer, a level of nesting at a time from its parent's, numbered by its path
+    parent, depth, deepest = cs._nesting(bounds, ts, end, fam)
+    layer, layers = _layer_numbers(parent, depth, fam != cs.RT, part_of, list(part_number))
+    del parent, depth, part_of
+    found = cs._sweep(bounds, ts, end, dur, fam, phase_of, layer, np.array([bool(s) for s in layers], np.bool_), nccl,
+                      cols.has_seq[order], cols.seq[order], cols.has_collective[order], cols.has_corr[order],
+                      cols.corr[order], threaded, across, shapes_truthy, dims_any, sweep.cpu_only, deepest)  # fmt: skip
+    thread_names = [f"cpu:{pid}/{tid}" for pid, tid in cols.threads]
+    source = cols.source[order]
+    first_of_batch = np.cumsum([0, *(b.count for b in pending.batches)]) if pending is not None else np.zeros(1, np.int64)
+
+    def op_event(i: int) -> Event:
+        """The event of the op at ``i``, made from its columns (a collective's op: the GPU tasks' stage reads it)."""
+        k = int(source[i])
+        b = int(np.searchsorted(first_of_batch, k, "right")) - 1
+        return pending.batches[b].event(k - int(first_of_batch[b]))  # type: ignore[union-attr]
+
+    def shapes_of(i: int) -> Any:
+        return shapes[int(shape_at[i])]
+
+    return found, evs, names, (thread_names, thread_at), layers, ts, dur, shapes_of, op_event
+
+
+_THREADED = {None: 0, "library": 1, "elementwise": 2}  # threading_kind, as cpu_sweep numbers it
+
+
+def _rows(rows: np.ndarray) -> Iterator[tuple[int, int, int, int]]:
+    """(row number, kind, event, parent's context) of each task row, read a chunk at a time."""
+    from daydream.graph import cpu_sweep as cs
+
+    for start in range(0, len(rows), 1 << 16):
+        chunk = rows[start : start + (1 << 16), : cs.R_PARENT_CTX + 1].tolist()
+        yield from ((start + r, k, i, pc) for r, (k, i, pc) in enumerate(chunk))
+
+
+class _ThreadAt:
+    """The thread (or name) of the event at a place in the sweep's order, by its number: no list of one per event."""
+
+    __slots__ = ("names", "of")
+
+    def __init__(self, names: list[str], of: np.ndarray) -> None:
+        self.names, self.of = names, of
+
+    def __getitem__(self, i: int) -> str:
+        return self.names[self.of[i]]
+
+
+def _layer_numbers(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, part_of: np.ndarray,
+                   parts: list[LayerPart]) -> tuple[np.ndarray, list[str | None]]:  # fmt: skip
+    """Each range's layer path as a number (0: None), composed from its parent's a level of nesting at a time, once
+    per distinct (parent's layer, part); and the paths by number. Two ranges of one path get one number."""
+    layer = np.zeros(len(parent), np.int32)
+    paths: list[str | None] = [None]
+    number: dict[str | None, int] = {None: 0}
+    at = np.flatnonzero(ranges)
+    at = at[np.argsort(depth[at], kind="stable")]
+    cuts = np.flatnonzero(np.diff(depth[at])) + 1
+    for level in np.split(at, cuts) if len(at) else []:
+        above = parent[level]
+        key = np.where(above >= 0, layer[np.maximum(above, 0)], 0).astype(np.int64) * len(parts) + part_of[level]
+        distinct, inverse = np.unique(key, return_inverse=True)
+        made = []
+        for k in distinct.tolist():
+            base, part = divmod(k, len(parts))
+            path = parts[part].path(paths[base])
+            if path not in number:
+                number[path] = len(paths)
+                paths.append(path)
+            made.append(number[path])
+        layer[level] = np.array(made, np.int32)[inverse.reshape(-1)]
+    return layer, paths
+
+
+def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int, Event], names: _ThreadAt,
+                     threads: tuple[list[str], np.ndarray], layers: list[str | None], ts: np.ndarray, dur: np.ndarray,
+                     shapes_of: Callable[[int], Any], op_event: Callable[[int], Event]) -> None:  # fmt: skip
+    """The compiled sweep's task rows made tasks, in order, with what the Python sweep finds beside them (the CPU
+    ops read from columns: ``evs`` holds the annotations' events; ``shapes_of`` and ``op_event`` give what the Python sweep
+    reads of their events)."""
+    from daydream.graph import cpu_sweep as cs
+
+    rows, parallel, contexts, corr_ids, seq_layer, loaders, parts, parts_own, optimizer_ops = found
+    thread_names, thread_of = threads
+    thread_at = _ThreadAt(thread_names, thread_of)
+    table, calls, rank, phases = sweep.table, sweep.found, sweep.rank, cs.PHASES
+
+    def context_attrs(c: int, kind: str, name: str, thread: str) -> dict[str, Any]:
+        """_cpu_attrs with the context row ``c`` as the parent frame."""
+        if c < 0:
+            return root_cpu_attrs(kind, name, thread, rank)
+        op_ev, top_op_ev, top_op_id, layer, phase, region = contexts[c, : cs.C_REGION + 1].tolist()
+        attrs = new_task_attrs(kind)
+        attrs["name"] = name
+        attrs["thread"] = thread
+        attrs["rank"] = rank
+        attrs["op"] = names[op_ev] if op_ev >= 0 else None
+        attrs["shapes"] = shapes_of(op_ev) if op_ev >= 0 else None
+        attrs["top_op"] = names[top_op_ev] if top_op_ev >= 0 else None
+        attrs["layer"] = layers[layer]
+        attrs["phase"] = phases[phase]
+        attrs["region"] = names[region] if region >= 0 else None
+        attrs["top_op_id"] = top_op_id if top_op_id >= 0 else None
+        attrs["parallel_us"] = attrs["param_us"] = 0.0
+        return attrs
+
+    assert not sweep.et_of  # an execution trace's ops are matched to the CPU ops' events: the Python sweep's
+    made: list[dict[str, Any]] = []
+    # a runtime call's attributes are its range's but for its name: made once per range, copied per call. A range's
+    # calls come while it is open, so few ranges are in use at a time: the templates are dropped now and then.
+    templates: dict[int, dict[str, Any]] = {}
+    for r, k, i, pc in _rows(rows):
+        if k == cs.CALL:
+            if pc >= 0:
+                template = templates.get(pc)
+                if template is None:
+                    if len(templates) >= 1024:
+                        templates.clear()
+                    template = templates[pc] = context_attrs(pc, "cpu", names[i], thread_at[i])
+                attrs = template.copy()
+                attrs["name"] = names[i]
+            else:
+                attrs = context_attrs(pc, "cpu", names[i], thread_at[i])
+        elif k == cs.LOADER_TASK:
+            attrs = context_attrs(pc, "dataloader", names[i], thread_at[i])
+            attrs["phase"] = "dataloader"
+            attrs["region"] = names[i]
+            attrs["parallel_us"] = float(parallel[r])
+        else:  # a CPU op called from Python that launches nothing (_cpu_op_task)
+            _, _, _, own_ctx, inner_layer, inner = rows[r].tolist()
+            own_row = contexts[own_ctx].tolist()
+            attrs = context_attrs(pc, "cpu", names[i], thread_at[i])
+            attrs["op"] = names[i]
+            own = shapes_of(i)
+            attrs["shapes"] = own if _has_dims(own) or inner < 0 else shapes_of(inner)
+            attrs["top_op_id"] = own_row[cs.C_TOP_OP_ID]
+            attrs["parallel_us"] = float(parallel[r])
+            attrs["phase"] = phases[own_row[cs.C_PHASE]]
+            attrs["region"] = names[own_row[cs.C_REGION]] if own_row[cs.C_REGION] >= 0 else None
+            if attrs["layer"] is None:
+                attrs["layer"] = layers[inner_layer]
+        made.append(attrs)
+    templates.clear()
+    at = rows[:, cs.R_EV]
+    # the tasks added at once, as TaskTable.add_task adds each
+    base = len(table.attrs)
+    starts = ts[at].tolist()  # the floats the events hold (a CPU op's event is not made)
+    table.attrs += made
+    table.ts += starts
+    table.end += (ts[at] + dur[at]).tolist()
+    table.launch_ts += starts
+    table.in_edges += ([] for _ in made)
+    # what each task's range says of it: a call's range is the one around it, a CPU-only op's its own
+    kind = rows[:, cs.R_KIND]
+    held = np.where(kind == cs.CALL, rows[:, cs.R_PARENT_CTX], np.where(kind == cs.OP_TASK, rows[:, cs.R_OWN_CTX], -1))
+    rows_held = np.flatnonzero(held >= 0)
+    flags = contexts[held[rows_held], cs.C_FLAGS]
+    for bit, column, into in ((cs.F_HAS_BWD, cs.C_BWD, calls.bwd_seq), (cs.F_HAS_FWD, cs.C_FWD, calls.fwd_seq)):
+        pick = rows_held[(flags & bit) != 0]
+        into.update(zip((base + pick).tolist(), contexts[held[pick], column].tolist()))
+    calls_held = rows_held[kind[rows_held] == cs.CALL]
+    comm = contexts[held[calls_held], cs.C_COMM]
+    comm_events: dict[int, Event] = {}  # one event per op or range, as the Python sweep hands it over
+    for task, i in zip((base + calls_held[comm >= 0]).tolist(), comm[comm >= 0].tolist()):
+        if (ev := comm_events.get(i)) is None:
+            ev = comm_events[i] = evs.get(i) or op_event(i)
+        calls.comm_ev[task] = ev
+    for r in np.flatnonzero((kind == cs.CALL) & (dur[at] >= QUEUE_WAIT_MIN_US)).tolist():
+        if may_wait_for_queue(names[at[r]], float(dur[at[r]])):
+            calls.long_calls.append(base + r)
+    if len(parts):
+        nested: dict[int, list[tuple[tuple[tuple[int, ...], ...], float]]] = {}
+        for top, j, own_us in zip(*parts.T.tolist(), parts_own.tolist()):
+            nested.setdefault(top, []).append((_tensor_dims(shapes_of(j)), own_us))
+        for r in np.flatnonzero(kind == cs.OP_TASK).tolist():
+            if parts_of := nested.get(int(at[r])):
+                sweep.nested_parts[base + r] = parts_of
+    for c, r in corr_ids.tolist():
+        calls.corr_task[c] = base + r
+    for s, layer in seq_layer.tolist():
+        if s not in sweep.seq_layer:
+            sweep.seq_layer[s] = layers[layer]
+    for i in loaders.tolist():
+        ev = evs[i]  # an annotation: its event is made
+        calls.loader_ranges.append(LoaderRange(thread_at[i], ev.ts, ev.ts + ev.dur, ev.name))  # type: ignore[arg-type,operator,union-attr]
+    for i in optimizer_ops.tolist():
+        sweep.param_shapes.update(_tensor_dims(shapes_of(i)))

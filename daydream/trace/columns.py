@@ -211,6 +211,19 @@ class EventColumns:
         out[kind == K_NONE] = None
         return out
 
+    def take(self, rows: np.ndarray) -> EventColumns:
+        """The events ``rows`` (in order) alone, as columns of their own (the tables of strings and values shared)."""
+        out: dict[str, Column] = {}
+        for name, col in self.columns.items():
+            if col.rows is None:
+                out[name] = Column(col.storage, col.data[rows], None if col.kind is None else col.kind[rows])
+                continue
+            at = np.minimum(np.searchsorted(col.rows, rows), max(len(col.rows) - 1, 0))
+            present = col.rows[at] == rows if len(col.rows) else np.zeros(len(rows), bool)
+            at = at[present]
+            out[name] = Column(col.storage, col.data[at], None if col.kind is None else col.kind[at], np.flatnonzero(present))
+        return EventColumns(self.path, len(rows), out, self.has_args[rows], self.strings, self.values)
+
     def event(self, row: int) -> Event:
         """Event ``row`` as the typed decoder makes it (for checks and for code not yet reading columns)."""
         args = None

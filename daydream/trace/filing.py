@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from daydream.trace.columns import ARGS_FIELDS, EventColumns, column_batches
-from daydream.trace.load import MAX_TIME_US, finish_families, read_document
-from daydream.trace.model import FAMILIES, LAUNCH_FLOW_CATS, RANGE_CAT, Trace, is_annotation
+from daydream.trace.columns import ARGS_FIELDS, K_INT, K_NONE, EventColumns, column_batches
+from daydream.trace.load import MAX_TIME_US, finish_families, read_document, sort_by_start
+from daydream.trace.model import FAMILIES, LAUNCH_FLOW_CATS, RANGE_CAT, CpuColumns, PendingFamily, Trace, is_annotation
 from daydream.trace.schema import Event, EventArgs
 
 _CPU_OPS, _ANNOTATIONS = 0, 1  # their places in FAMILIES
+CPU_FAMILIES = ("annotations", "cpu_ops", "runtime")  # the families the CPU sweep reads, in the order it reads them
 
 
 def load_filed(spath: str) -> Trace | None:
@@ -47,6 +48,13 @@ class ColumnFamilies:
         self.skipped = 0
         self.flows: list[tuple[list[Any], ...]] = []  # launch flows' pid, tid, ts and id, a batch at a time
         self.ids = _Ids()
+        # the CPU families' columns, a batch at a time (None once a value is one the columns cannot hold)
+        self.cpu: dict[str, list[dict[str, np.ndarray]]] | None = {f: [] for f in CPU_FAMILIES}
+        self.threads: dict[tuple[Any, Any], int] = {}  # (pid, tid) -> its number, in order of filing
+        self.strings: list[str] = []
+        self.values: list[Any] = []
+        self.ops: list[EventColumns] = []  # the CPU ops, a batch at a time: the trace's pending cpu_ops
+        self.op_count = 0
 
     def add(self, columns: EventColumns) -> None:
         trace, strings, cols = self.trace, columns.strings, columns.columns
@@ -68,7 +76,18 @@ class ColumnFamilies:
         family[ranges] = _ANNOTATIONS
         for k, (field, _) in enumerate(FAMILIES):
             rows = np.flatnonzero(family == k)
-            getattr(trace, field).extend(_events(columns, rows, ranges[rows]))
+            made: list[Event] | None = None
+            if field == "cpu_ops":  # kept as columns, their events made when read (Trace.cpu_ops): never, for the
+                source = np.arange(self.op_count, self.op_count + len(rows))  # compiled sweep reads the columns
+                if len(rows):
+                    self.ops.append(columns.take(rows))
+                    self.op_count += len(rows)
+            else:
+                made = _events(columns, rows, ranges[rows])
+                getattr(trace, field).extend(made)
+                source = np.full(len(rows), -1, np.int64)
+            if field in CPU_FAMILIES and self.cpu is not None:
+                self.cpu[field].append(self._cpu_columns(columns, rows, ranges[rows], made, source))
         with np.errstate(invalid="ignore"):
             flows = np.isin(ph, ids("s", "f", "t")) & np.isin(cat, ids(*LAUNCH_FLOW_CATS)) & (np.abs(ts) <= MAX_TIME_US)
         if (rows := np.flatnonzero(flows)).size:
@@ -88,7 +107,74 @@ class ColumnFamilies:
             flows = [
                 Event(ph="f", pid=pid, tid=tid, ts=ts, id=ident) for batch in self.flows for pid, tid, ts, ident in zip(*batch)
             ]
+        if self.op_count:
+            trace.pending["cpu_ops"] = PendingFamily(self.op_count, self.ops)
         finish_families(trace, flows, self.skipped)
+        if self.cpu is not None and not flows:  # flows change the events' correlation ids: no columns then
+            trace.cpu_columns = self._cpu_finished()
+
+    def _cpu_columns(self, columns: EventColumns, rows: np.ndarray, ranges: np.ndarray, made: list[Event] | None,
+                     source: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+        """The CPU columns of a batch's events ``rows`` of one family (the events ``made`` of them; None: the CPU
+        ops, kept as columns, ``source`` their numbers among them)."""
+        self.strings, self.values = columns.strings, columns.values  # the scanner's tables: shared by its batches
+        ids = np.zeros(len(rows), np.int64) if made is None else np.fromiter(map(id, made), np.int64, len(made))
+        out = {"ids": ids, "source": source}
+        out["ts"], _ = _column_at(columns, "ts", rows)
+        out["dur"], _ = _column_at(columns, "dur", rows)
+        name, _ = _column_at(columns, "name", rows)
+        cat, _ = _column_at(columns, "cat", rows)
+        out["name"], out["cat"] = name.astype(np.int32), np.where(ranges, -1, cat).astype(np.int32)
+        for key, column in (("seq", "args.sequence_number"), ("corr", "args.correlation")):
+            data, kind = _column_at(columns, column, rows)
+            if (kind > K_INT).any():  # an integer beyond int64 (K_NONE and K_INT come first)
+                self.cpu = None
+            out[key], out[f"has_{key}"] = np.where(kind == K_INT, data, 0), kind == K_INT
+        out["has_collective"] = _column_at(columns, "args.collective_name", rows)[0] >= 0
+        dims, _ = _column_at(columns, "args.input_dims", rows)
+        dims_2021, _ = _column_at(columns, "args.input_dims_2021", rows)
+        out["shapes"] = np.where(dims >= 0, dims, dims_2021).astype(np.int32)
+        # threads: (pid, tid) as the events hold them, looked up once per distinct pair of the batch
+        (pid, pid_kind), (tid, tid_kind) = _column_at(columns, "pid", rows), _column_at(columns, "tid", rows)
+        pid_codes, pid_count = _codes(pid_kind, pid)
+        tid_codes, tid_count = _codes(tid_kind, tid)
+        distinct, first, inverse = np.unique(pid_codes * tid_count + tid_codes, return_index=True, return_inverse=True)
+        keys = zip(columns.field_values("pid", rows[first]), columns.field_values("tid", rows[first]))
+        number = np.array([self.threads.setdefault(key, len(self.threads)) for key in keys], np.int32)
+        out["thread"] = number[inverse.reshape(-1)] if len(distinct) else np.zeros(0, np.int32)
+        return out
+
+    def _cpu_finished(self) -> CpuColumns | None:
+        """The CPU columns in the order the families were finished in (annotations, CPU ops, runtime calls)."""
+        trace, parts = self.trace, self.cpu
+        assert parts is not None
+        batches = [p for field in CPU_FAMILIES for p in parts[field]]
+        sizes = [trace.family_size(f) for f in CPU_FAMILIES]
+        if not batches or [sum(len(p["ids"]) for p in parts[f]) for f in CPU_FAMILIES] != sizes:
+            return None
+        cols = {k: np.concatenate([p[k] for p in batches]) for k in batches[0]}
+        # each family sorted as finish_families sorts it (sort_by_start: by start, the longest first, then in the
+        # order filed); the builder finds out if not (the events' ids)
+        order, at = [], 0
+        for size in sizes:
+            order.append(at + np.lexsort((-cols["dur"][at : at + size], cols["ts"][at : at + size])))
+            at += size
+        cols = {k: v[np.concatenate(order)] for k, v in cols.items()}
+        # threads numbered in order of first appearance, as the Python sweep meets them
+        filed_keys = list(self.threads)
+        _, first = np.unique(cols["thread"], return_index=True)
+        met = cols["thread"][np.sort(first)]
+        renumber = np.zeros(len(filed_keys), np.int32)
+        renumber[met] = np.arange(len(met))
+        return CpuColumns(thread=renumber[cols.pop("thread")], threads=[filed_keys[k] for k in met.tolist()],
+                          strings=self.strings, values=self.values, **cols)  # fmt: skip
+
+
+def family_events(batches: list[EventColumns]) -> list[Event]:
+    """The events of a family kept as columns (PendingFamily), in the family's order, as the loader orders it."""
+    events = [ev for columns in batches for ev in _events(columns, np.arange(columns.count), None)]
+    sort_by_start(events)
+    return events
 
 
 class _Ids:
@@ -113,6 +199,35 @@ class _Ids:
 
     def __call__(self, *values: str) -> list[int]:
         return [i for v in values for i in self.of.get(v, ())]
+
+
+def _codes(kind: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, int]:
+    """A scalar column's values (kind and data) numbered: (the numbers, how many distinct)."""
+    if not len(data):
+        return np.zeros(0, np.int64), 0
+    if (kind == kind[0]).all():  # one kind (ints, most often): the data alone tell values apart
+        distinct, inverse = np.unique(data, return_inverse=True)
+    else:
+        distinct, inverse = np.unique(np.rec.fromarrays([kind, data]), return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), len(distinct)
+
+
+def _column_at(columns: EventColumns, column: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A column's data at the events ``rows`` and its kinds (a scalar's; K_INT otherwise), as stored: where an event
+    lacks the field (an args field), data -1 (NaN for a float) and kind K_NONE."""
+    col = columns.columns[column]
+    if col.rows is None:
+        data, kind = col.data[rows], (col.kind[rows] if col.kind is not None else None)
+    else:
+        data = np.full(len(rows), np.nan if col.data.dtype.kind == "f" else -1, col.data.dtype)
+        kind = np.full(len(rows), K_NONE, np.int8) if col.kind is not None else None
+        if len(col.rows):
+            at = np.minimum(np.searchsorted(col.rows, rows), len(col.rows) - 1)
+            present = col.rows[at] == rows
+            data[present] = col.data[at[present]]
+            if kind is not None:
+                kind[present] = col.kind[at[present]]  # type: ignore[index]
+    return data, (kind if kind is not None else np.full(len(rows), K_INT, np.int8))
 
 
 def _events(columns: EventColumns, rows: np.ndarray, ranges: np.ndarray | None) -> list[Event]:

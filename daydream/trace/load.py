@@ -654,13 +654,14 @@ def finish_families(trace: Trace, launch_flows: list[Event], skipped: int) -> No
     trace with nothing to simulate refused."""
     _correlate_by_flows(trace, launch_flows)
     for field, _ in FAMILIES:
-        sort_by_start(getattr(trace, field))
+        if field not in trace.pending:  # a pending family is ordered as its events are made (filing.family_events)
+            sort_by_start(getattr(trace, field))
     trace.skipped = skipped
     if skipped:
         trace.warnings.append(
             f"{trace.path}: skipped {skipped} complete events without a valid ts/dur (missing, negative, or beyond {MAX_TIME_US:g} us)"
         )
-    if trace.event_count and not (trace.cpu_ops or trace.runtime or trace.gpu or trace.annotations):
+    if trace.event_count and not any(trace.family_size(f) for f in ("cpu_ops", "runtime", "gpu", "annotations")):
         why = f"; {skipped} complete events skipped without a valid ts/dur" if skipped else ""
         raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}")
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from daydream.trace.recording import Recording
 from daydream.trace.schema import DeviceProperties, Event
 
@@ -49,12 +51,71 @@ def is_annotation(name: str, cat: str | None) -> bool:
     return cat in CPU_OP_CATS and _RANGE_NAME_RE.match(name) is not None
 
 
+@dataclass(frozen=True, slots=True)
+class PendingFamily:
+    """A family the columnar loader keeps as columns (a batch's events of the family at a time, in the file's order):
+    how many events it holds; :meth:`make` makes them, in the family's order."""
+
+    count: int
+    batches: list[Any]  # daydream.trace.columns.EventColumns
+
+    def make(self) -> list[Event]:
+        from daydream.trace.filing import family_events  # the loader's: it imports this module
+
+        return family_events(self.batches)
+
+
+class _MadeWhenRead:
+    """A family as an attribute: a plain list, made from its pending columns (Trace.pending) the first time it is
+    read. Set like a list attribute; setting it drops what was pending."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    def __get__(self, trace: Any, owner: type | None = None) -> Any:
+        if trace is None:
+            return self
+        pending = trace.pending.pop(self.name, None)
+        if pending is not None:
+            trace.__dict__[self.slot] = pending.make()
+        return trace.__dict__.setdefault(self.slot, [])
+
+    def __set__(self, trace: Any, events: list[Event]) -> None:
+        trace.pending.pop(self.name, None)
+        trace.__dict__[self.slot] = events
+
+
+@dataclass(slots=True)
+class CpuColumns:
+    """A trace's CPU events - its annotations, then its CPU ops, then its runtime calls, each family in its order - as
+    the columns the compiled CPU sweep reads (:mod:`daydream.graph.cpu_sweep`), made by the columnar loader beside
+    the events. ``ids`` are the events' own ``id()``: the columns describe exactly those event objects, and the
+    builder reads them only while the trace's families still hold them in that order (events are not changed in
+    place after loading: nothing in daydream does, and a change is made by replacing the event)."""
+
+    ids: np.ndarray  # int64: id() of each event (0 for the CPU ops, whose events are made only when read)
+    source: np.ndarray  # int64: a CPU op's number among the trace's pending CPU ops, in the order filed (-1 others)
+    ts: np.ndarray  # float64
+    dur: np.ndarray  # float64
+    thread: np.ndarray  # int32: the event's (pid, tid), numbered in order of first appearance
+    threads: list[tuple[Any, Any]]  # (pid, tid) by number
+    name: np.ndarray  # int32: ids into strings
+    cat: np.ndarray  # int32: ids into strings; -1: RANGE_CAT (a range filed as an op)
+    seq: np.ndarray  # int64: args' sequence number (0 where none)
+    has_seq: np.ndarray  # bool
+    corr: np.ndarray  # int64: args' correlation id (0 where none)
+    has_corr: np.ndarray  # bool
+    has_collective: np.ndarray  # bool: args name a collective
+    shapes: np.ndarray  # int32: the op's input dims (args' Input Dims, else Input dims), an index into values; -1 none
+    strings: list[str]
+    values: list[Any]
+
+
 @dataclass
 class Trace:
     """One rank's trace, its events sorted by family (each list ordered by start time)."""
 
     path: str
-    cpu_ops: list[Event] = field(default_factory=list)
     annotations: list[Event] = field(default_factory=list)
     runtime: list[Event] = field(default_factory=list)
     gpu: list[Event] = field(default_factory=list)
@@ -70,10 +131,27 @@ class Trace:
     et_path: str | None = None  # the execution trace read with it (its ops in et_ops where they matched), if any
     warnings: list[str] = field(default_factory=list)
     recording: Recording | None = None  # the recorder's sidecar (modules, optimizers, buckets...), when present
+    # the CPU events as columns, where the columnar loader read the trace (the compiled CPU sweep reads them)
+    cpu_columns: CpuColumns | None = field(default=None, repr=False, compare=False)
+    # families the columnar loader keeps as columns until one is read (the CPU ops: the compiled sweep reads their
+    # columns, and a plain replay never makes their events), each made then
+    pending: dict[str, PendingFamily] = field(default_factory=dict, repr=False, compare=False)
+    cpu_ops = _MadeWhenRead()  # a list like the other families, made from pending columns the first time it is read
+
+    def family_size(self, name: str) -> int:
+        """How many events the family ``name`` holds, without making a pending family's events."""
+        pending = self.pending.get(name)
+        return pending.count if pending is not None else len(getattr(self, name))
+
+    def release(self, *names: str) -> None:
+        """Empty the families ``names`` (a pending one without making its events): for a caller done with them."""
+        for name in names:
+            self.pending.pop(name, None)
+            getattr(self, name).clear()
 
     def __repr__(self) -> str:
         """One line (the dataclass's own repr lists every event: millions of characters in a notebook)."""
-        return (f"Trace({self.path!r}, {self.event_count:,} events: {len(self.cpu_ops):,} CPU ops, {len(self.runtime):,} "
+        return (f"Trace({self.path!r}, {self.event_count:,} events: {self.family_size('cpu_ops'):,} CPU ops, {len(self.runtime):,} "
                 f"runtime calls, {len(self.gpu):,} GPU tasks, {len(self.annotations):,} annotations; device "
                 f"{self.device_name!r}, rank {self.rank} of {self.world_size})")  # fmt: skip
 

@@ -1,0 +1,120 @@
+"""The CPU sweep compiled with numba (daydream.graph.cpu_sweep), over the columns the columnar loader keeps, makes the
+tasks the Python sweep makes (daydream.graph.build_cpu), attribute for attribute, with the same findings beside them,
+on every shared trace and a trace of each validation program; and the CPU ops kept as columns are made as events,
+the loader's, when something reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from daydream.graph import build_cpu
+from daydream.graph.build_table import TaskTable
+from daydream.trace import load as loader
+from daydream.trace.load import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "daydream" / "examples" / "mlp_cpu.json.gz"
+
+
+def _shared() -> list[Path]:
+    from tests.conftest import SHARED_TRACES
+
+    return sorted(p for p in SHARED_TRACES.rglob("*.json.gz") if "_et" not in p.parent.name and "_et." not in p.name)
+
+
+def _validation() -> list[Path]:
+    """rank0 of the first case of each validation program."""
+    seen: dict[str, Path] = {}
+    for path in sorted((ROOT / "validation" / "traces").rglob("rank0.json.gz")):
+        seen.setdefault("/".join(path.relative_to(ROOT / "validation" / "traces").parts[:2]), path)
+    return list(seen.values())
+
+
+def _sweep(path: Path, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[TaskTable, Any, bool]:
+    """The CPU tasks of ``path`` read by the columnar loader, swept compiled or in Python; whether compiled ran."""
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
+    monkeypatch.setattr(build_cpu, "COMPILED_MIN_CPU_EVENTS", 0 if compiled else float("inf"))
+    ran: list[bool] = []
+    compiled_sweep = build_cpu._compiled_sweep
+
+    def spy(*args: Any) -> Any:
+        out = compiled_sweep(*args)
+        ran.append(out is not None)
+        return out
+
+    monkeypatch.setattr(build_cpu, "_compiled_sweep", spy)
+    table = TaskTable()
+    calls = build_cpu.cpu_tasks(load_trace(path), table)
+    return table, calls, any(ran)
+
+
+def assert_same_sweep(path: Path, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """The two sweeps' tasks and findings are the same; returns whether the compiled one ran (an execution trace read
+    beside a Kineto trace makes the ops' events: the Python sweep runs)."""
+    python, found, _ = _sweep(path, False, monkeypatch)
+    compiled, found_compiled, ran = _sweep(path, True, monkeypatch)
+    assert compiled.attrs == python.attrs
+    assert (compiled.ts, compiled.end, compiled.launch_ts) == (python.ts, python.end, python.launch_ts)
+    for name in ("corr_task", "bwd_seq", "fwd_seq", "loader_ranges", "long_calls"):
+        assert getattr(found_compiled, name) == getattr(found, name), name
+        assert list(getattr(found_compiled, name)) == list(getattr(found, name)), name  # in the same order
+    encode = msgspec.json.encode
+    assert {k: encode(v) for k, v in found_compiled.comm_ev.items()} == {k: encode(v) for k, v in found.comm_ev.items()}
+    # one event per collective's op or range, as the Python sweep hands them over
+    assert len({id(v) for v in found_compiled.comm_ev.values()}) == len({id(v) for v in found.comm_ev.values()})
+    return ran
+
+
+@pytest.mark.parametrize("path", [EXAMPLE, *_shared()], ids=lambda p: p.name)
+def test_the_compiled_sweep_makes_the_python_sweeps_tasks(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran = assert_same_sweep(path, monkeypatch)
+    et = loader.find_execution_trace(str(path)) is not None
+    assert ran is not et
+
+
+def test_the_compiled_sweep_on_each_validation_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = _validation()
+    if not paths:
+        pytest.skip("no validation traces")
+    assert all(assert_same_sweep(path, monkeypatch) for path in paths)
+
+
+def test_cpu_ops_are_made_when_read_as_the_loader_makes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace read by the columnar loader keeps its CPU ops as columns: counted without being made, made (equal to
+    the batched decoder's, in the same order) the first time they are read, released without being made."""
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
+    trace = load_trace(EXAMPLE)
+    assert "cpu_ops" in trace.pending and trace.family_size("cpu_ops") == trace.pending["cpu_ops"].count > 0
+    assert "CPU ops" in repr(trace) and "cpu_ops" in trace.pending  # repr counts them without making them
+    made = trace.cpu_ops
+    assert "cpu_ops" not in trace.pending and trace.cpu_ops is made
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", float("inf"))
+    decoded = load_trace(EXAMPLE)
+    assert [msgspec.json.encode(e) for e in made] == [msgspec.json.encode(e) for e in decoded.cpu_ops]
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
+    released = load_trace(EXAMPLE)
+    released.release("cpu_ops", "runtime")
+    assert not released.pending and released.cpu_ops == [] and released.runtime == []
+
+
+def test_changed_events_are_swept_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The columns describe the events as loaded: a trace whose annotations were replaced since (by equal ones, even),
+    or whose CPU ops were made (and could have been changed), is swept from its events."""
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
+    monkeypatch.setattr(build_cpu, "COMPILED_MIN_CPU_EVENTS", 0)
+    replaced = load_trace(EXAMPLE)
+    replaced.annotations[0] = msgspec.structs.replace(replaced.annotations[0])
+    assert build_cpu._compiled_sweep(build_cpu._Sweep(TaskTable(), 0, {}), replaced) is None
+    changed = load_trace(EXAMPLE)
+    assert build_cpu._compiled_sweep(build_cpu._Sweep(TaskTable(), 0, {}), changed) is not None
+    for op in changed.cpu_ops:
+        if op.name == "aten::linear":
+            op.name = "aten::renamed"
+    assert build_cpu._compiled_sweep(build_cpu._Sweep(TaskTable(), 0, {}), changed) is None
+    table = TaskTable()
+    build_cpu.cpu_tasks(changed, table)
+    assert "aten::renamed" in {a["op"] for a in table.attrs}

@@ -416,7 +416,6 @@ def _has_dims(shapes: Any) -> bool:
 # Traces of this many CPU events (ranges, ops, runtime calls) or more are swept by the compiled sweep
 # (daydream.graph.cpu_sweep): importing numba costs half a second, which a sweep of this size repays.
 COMPILED_MIN_CPU_EVENTS = 200_000
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
@@ -452,7 +451,7 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
     end = ts + dur
     thread_at = cols.thread[order]
     bounds = np.concatenate(([0], np.cumsum(np.bincount(thread_at, minlength=len(cols.threads)))))
-    names = _ThreadAt(cols.strings, cols.name[order])  # each event's name, looked up where read
+    names = _ByPlace(cols.strings, cols.name[order])  # each event's name, looked up where read
     # what each range declares, by (name, category): names repeat
     cat_ids, cat_of = np.unique(cols.cat[order], return_inverse=True)
     cats = [RANGE_CAT if c < 0 else cols.strings[c] for c in cat_ids.tolist()]
@@ -523,8 +522,9 @@ def _rows(rows: np.ndarray) -> Iterator[tuple[int, int, int, int]]:
         yield from ((start + r, k, i, pc) for r, (k, i, pc) in enumerate(chunk))
 
 
-class _ThreadAt:
-    """The thread (or name) of the event at a place in the sweep's order, by its number: no list of one per event."""
+class _ByPlace:
+    """A value (a thread's name, an event's name) of the event at each place in the sweep's order, looked up by its
+    number where read: no list of one per event."""
 
     __slots__ = ("names", "of")
 
@@ -561,7 +561,7 @@ def _layer_numbers(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, pa
     return layer, paths
 
 
-def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int, Event], names: _ThreadAt,
+def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int, Event], names: _ByPlace,
                      threads: tuple[list[str], np.ndarray], layers: list[str | None], ts: np.ndarray, dur: np.ndarray,
                      shapes_of: Callable[[int], Any], op_event: Callable[[int], Event]) -> None:  # fmt: skip
     """The compiled sweep's task rows made tasks, in order, with what the Python sweep finds beside them (the CPU
@@ -571,7 +571,7 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
 
     rows, parallel, contexts, corr_ids, seq_layer, loaders, parts, parts_own, optimizer_ops = found
     thread_names, thread_of = threads
-    thread_at = _ThreadAt(thread_names, thread_of)
+    thread_at = _ByPlace(thread_names, thread_of)
     table, calls, rank, phases = sweep.table, sweep.found, sweep.rank, cs.PHASES
 
     def context_attrs(c: int, kind: str, name: str, thread: str) -> dict[str, Any]:

@@ -14,8 +14,9 @@ trace and a trace of each validation program. Two compiled passes and one betwee
    ``contexts``, written once per range that holds a task).
 
 Python then makes each task's attribute dict, as the Python sweep does (the dicts are the graph's), from those rows.
-:func:`daydream.graph.build_cpu.cpu_tasks` runs this for traces of COMPILED_MIN_CPU_EVENTS or more CPU events, where
-numba imports (importing it costs half a second); the compiled code is cached on disk, as the simulator's.
+:func:`daydream.graph.build_cpu.cpu_tasks` runs this for traces of COMPILED_MIN_CPU_EVENTS or more CPU events that
+the columnar loader read (their CPU ops kept as columns, never made as events: ``Trace.pending``), where numba
+imports; the compiled code is cached on disk, as the simulator's.
 """
 
 from __future__ import annotations

@@ -496,18 +496,18 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
                       cols.corr[order], threaded, across, shapes_truthy, dims_any, sweep.cpu_only, deepest)  # fmt: skip
     thread_names = [f"cpu:{pid}/{tid}" for pid, tid in cols.threads]
     source = cols.source[order]
-    first_of_batch = np.cumsum([0, *(b.count for b in pending.batches)]) if pending is not None else np.zeros(1, np.int64)
 
-    def op_event(i: int) -> Event:
-        """The event of the op at ``i``, made from its columns (a collective's op: the GPU tasks' stage reads it)."""
-        k = int(source[i])
-        b = int(np.searchsorted(first_of_batch, k, "right")) - 1
-        return pending.batches[b].event(k - int(first_of_batch[b]))  # type: ignore[union-attr]
+    def op_events(places: list[int]) -> list[Event]:
+        """The events of the ops at ``places``, made from their columns (collectives' ops: the GPU tasks' stage reads
+        them)."""
+        from daydream.trace.filing import events_at
+
+        return events_at(pending.batches, source[places]) if places else []  # type: ignore[union-attr]
 
     def shapes_of(i: int) -> Any:
         return shapes[int(shape_at[i])]
 
-    return found, evs, names, (thread_names, thread_at), layers, ts, dur, shapes_of, op_event
+    return found, evs, names, (thread_names, thread_at), layers, ts, dur, shapes_of, op_events
 
 
 _THREADED = {None: 0, "library": 1, "elementwise": 2}  # threading_kind, as cpu_sweep numbers it
@@ -563,9 +563,9 @@ def _layer_numbers(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, pa
 
 def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int, Event], names: _ByPlace,
                      threads: tuple[list[str], np.ndarray], layers: list[str | None], ts: np.ndarray, dur: np.ndarray,
-                     shapes_of: Callable[[int], Any], op_event: Callable[[int], Event]) -> None:  # fmt: skip
+                     shapes_of: Callable[[int], Any], op_events: Callable[[list[int]], list[Event]]) -> None:  # fmt: skip
     """The compiled sweep's task rows made tasks, in order, with what the Python sweep finds beside them (the CPU
-    ops read from columns: ``evs`` holds the annotations' events; ``shapes_of`` and ``op_event`` give what the Python sweep
+    ops read from columns: ``evs`` holds the annotations' events; ``shapes_of`` and ``op_events`` give what the Python sweep
     reads of their events)."""
     from daydream.graph import cpu_sweep as cs
 
@@ -598,6 +598,7 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
     # a runtime call's attributes are its range's but for its name: made once per range, copied per call. A range's
     # calls come while it is open, so few ranges are in use at a time: the templates are dropped now and then.
     templates: dict[int, dict[str, Any]] = {}
+    row_names = list(map(names.names.__getitem__, names.of[rows[:, cs.R_EV]].tolist()))  # each task's own name
     for r, k, i, pc in _rows(rows):
         if k == cs.CALL:
             if pc >= 0:
@@ -605,11 +606,11 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
                 if template is None:
                     if len(templates) >= 1024:
                         templates.clear()
-                    template = templates[pc] = context_attrs(pc, "cpu", names[i], thread_at[i])
+                    template = templates[pc] = context_attrs(pc, "cpu", row_names[r], thread_at[i])
                 attrs = template.copy()
-                attrs["name"] = names[i]
+                attrs["name"] = row_names[r]
             else:
-                attrs = context_attrs(pc, "cpu", names[i], thread_at[i])
+                attrs = context_attrs(pc, "cpu", row_names[r], thread_at[i])
         elif k == cs.LOADER_TASK:
             attrs = context_attrs(pc, "dataloader", names[i], thread_at[i])
             attrs["phase"] = "dataloader"
@@ -649,13 +650,13 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
         into.update(zip((base + pick).tolist(), contexts[held[pick], column].tolist()))
     calls_held = rows_held[kind[rows_held] == cs.CALL]
     comm = contexts[held[calls_held], cs.C_COMM]
-    comm_events: dict[int, Event] = {}  # one event per op or range, as the Python sweep hands it over
-    for task, i in zip((base + calls_held[comm >= 0]).tolist(), comm[comm >= 0].tolist()):
-        if (ev := comm_events.get(i)) is None:
-            ev = comm_events[i] = evs.get(i) or op_event(i)
-        calls.comm_ev[task] = ev
+    # one event per op or range, as the Python sweep hands it over; the ops' made from their columns at once
+    places = comm[comm >= 0].tolist()
+    ops = sorted({i for i in places if i not in evs})
+    comm_events = {**dict(zip(ops, op_events(ops))), **evs}
+    calls.comm_ev.update(zip((base + calls_held[comm >= 0]).tolist(), map(comm_events.__getitem__, places)))
     for r in np.flatnonzero((kind == cs.CALL) & (dur[at] >= QUEUE_WAIT_MIN_US)).tolist():
-        if may_wait_for_queue(names[at[r]], float(dur[at[r]])):
+        if may_wait_for_queue(row_names[r], float(dur[at[r]])):
             calls.long_calls.append(base + r)
     if len(parts):
         nested: dict[int, list[tuple[tuple[tuple[int, ...], ...], float]]] = {}
@@ -664,8 +665,7 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
         for r in np.flatnonzero(kind == cs.OP_TASK).tolist():
             if parts_of := nested.get(int(at[r])):
                 sweep.nested_parts[base + r] = parts_of
-    for c, r in corr_ids.tolist():
-        calls.corr_task[c] = base + r
+    calls.corr_task.update(zip(corr_ids[:, 0].tolist(), (corr_ids[:, 1] + base).tolist()))
     for s, layer in seq_layer.tolist():
         if s not in sweep.seq_layer:
             sweep.seq_layer[s] = layers[layer]

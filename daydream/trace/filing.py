@@ -170,6 +170,19 @@ class ColumnFamilies:
                           strings=self.strings, values=self.values, **cols)  # fmt: skip
 
 
+def events_at(batches: list[EventColumns], numbers: np.ndarray) -> list[Event]:
+    """The events numbered ``numbers`` (their places in the order filed, across ``batches``) of a family kept as
+    columns, in the order given."""
+    first = np.cumsum([0, *(b.count for b in batches)])
+    batch = np.searchsorted(first, numbers, "right") - 1
+    out: list[Event | None] = [None] * len(numbers)
+    for b in np.unique(batch).tolist():
+        at = np.flatnonzero(batch == b)
+        for k, ev in zip(at.tolist(), _events(batches[b], numbers[at] - first[b], None)):
+            out[k] = ev
+    return out  # type: ignore[return-value]
+
+
 def family_events(batches: list[EventColumns]) -> list[Event]:
     """The events of a family kept as columns (PendingFamily), in the family's order, as the loader orders it."""
     events = [ev for columns in batches for ev in _events(columns, np.arange(columns.count), None)]

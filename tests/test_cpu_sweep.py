@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from daydream.graph import build_cpu
+from daydream.graph.build import build_graph
 from daydream.graph.build_table import TaskTable
 from daydream.trace import load as loader
 from daydream.trace.load import load_trace
@@ -118,3 +119,29 @@ def test_changed_events_are_swept_in_python(monkeypatch: pytest.MonkeyPatch) -> 
     table = TaskTable()
     build_cpu.cpu_tasks(changed, table)
     assert "aten::renamed" in {a["op"] for a in table.attrs}
+
+
+@pytest.mark.parametrize("name", ["hta/nccl_parser_config_nccl_data.json.gz",
+                                  "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
+                                  "tracelens/mi300_train_resnet18.json.gz"])  # fmt: skip
+def test_a_plain_build_never_makes_the_ops_and_calls_events(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built from a trace the columnar loader read, the graph reads the CPU ops and runtime calls from their columns
+    (the sweep, the sync edges, whether stream waits are inferred): their events are never made, and the graph is the
+    one built from the events."""
+    from tests.conftest import SHARED_TRACES
+
+    path = SHARED_TRACES / name
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
+    monkeypatch.setattr(build_cpu, "COMPILED_MIN_CPU_EVENTS", 0)
+    trace = load_trace(path)
+    assert set(trace.pending) == {"cpu_ops", "runtime"}
+    graph = build_graph(trace, "all")
+    assert set(trace.pending) == {"cpu_ops", "runtime"}, "events made"
+    made = load_trace(path)
+    made.runtime, made.cpu_ops  # noqa: B018 - read: made now
+    assert not made.pending
+    again = build_graph(made, "all")
+    assert list(graph.nodes(data=True)) == list(again.nodes(data=True))
+    assert list(graph.edges(data=True)) == list(again.edges(data=True))

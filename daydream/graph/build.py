@@ -98,8 +98,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         calls = cpu_tasks(trace, table)
         if release_events:  # each family once its last reader is done, so that the tasks and edges that follow
             trace.release("cpu_ops", "annotations", "gpu_annotations")  # are made in the memory it held
-            trace.cpu_columns = None
-            trim_heap()  # the columns' arrays freed to the heap: its pages handed back, for the tasks to come
+            trim_heap()  # columns' arrays freed to the heap: its pages handed back, for the tasks to come
         advance(1)
         copy_waits = gpu_tasks(trace, table, calls)
         if release_events:
@@ -116,6 +115,8 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         infer_waits = infers_stream_waits(trace)
         if release_events:  # the stages below read the table only
             trace.release("runtime", "syncs")
+            trace.cpu_columns = None  # (the runtime calls' columns: read by the two stages above)
+            trim_heap()
         advance(1)
         waits_in_backward = backward_waits(table, threads)
         waits_for_batches = loader_waits(table, calls.loader_ranges, threads, trace.rank)

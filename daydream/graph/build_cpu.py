@@ -424,16 +424,14 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
     loader did not read it, or its families changed since: its CPU ops made, its other CPU events not those the
     columns describe), or numba does not import. The CPU ops' events are not made: their columns are read."""
     cols = trace.cpu_columns
+    if cols is None or any(f not in trace.pending and trace.family_size(f) for f in ("cpu_ops", "runtime")):
+        return None  # the CPU ops or runtime calls made (and perhaps changed) since the loader kept them as columns
     pending = trace.pending.get("cpu_ops")
-    if cols is None or (pending is None and trace.family_size("cpu_ops")):
-        return None
-    n_ops = pending.count if pending is not None else 0
-    annotations, runtime = trace.annotations, trace.runtime
-    sizes = [len(annotations), n_ops, len(runtime)]
+    annotations = trace.annotations
+    sizes = [len(annotations), trace.family_size("cpu_ops"), trace.family_size("runtime")]
     if sum(sizes) != len(cols.ids):
         return None
-    made = np.fromiter(map(id, (*annotations, *runtime)), np.int64, sizes[0] + sizes[2])
-    if not np.array_equal(made, np.concatenate((cols.ids[: sizes[0]], cols.ids[sizes[0] + n_ops :]))):
+    if not np.array_equal(np.fromiter(map(id, annotations), np.int64, sizes[0]), cols.ids[: sizes[0]]):
         return None
     n = sum(sizes)
     try:

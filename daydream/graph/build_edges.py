@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterable
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from daydream.graph.build_cpu import LoaderRange, root_cpu_attrs
 from daydream.graph.build_gpu import CopyWait
 from daydream.graph.build_table import InEdge, TaskTable
 from daydream.graph.context import fed_by_workers
 from daydream.graph.schema import CPU_KINDS
-from daydream.trace.model import Trace
+from daydream.trace.model import CpuColumns, Trace
 from daydream.trace.runtime_calls import LaunchQueue, call_role
 from daydream.trace.schema import Event
 
@@ -98,8 +101,35 @@ def infers_stream_waits(trace: Trace) -> bool:
     """Whether cross-stream waits must be inferred from timing: the trace calls cudaStreamWaitEvent but records no
     ``cuda_sync`` event saying what each call waited for."""
     return not any((e.args is not None and "Wait Event" in (e.args.cuda_sync_kind or "")) for e in trace.syncs) and any(
-        call_role(e.name) == "wait_event" for e in trace.runtime
+        call_role(name) == "wait_event" for name in _runtime_names(trace)
     )
+
+
+def _kept_runtime(trace: Trace) -> tuple[CpuColumns, int] | None:
+    """The loader's columns of the runtime calls (and where their rows start) where it kept the calls so and they
+    are unread since (Trace.pending): the builder reads them there, and their events are never made."""
+    cols = trace.cpu_columns
+    if cols is None or "runtime" not in trace.pending:
+        return None
+    return cols, len(cols.ids) - trace.family_size("runtime")
+
+
+def _runtime_names(trace: Trace) -> Iterable[str]:
+    """The runtime calls' names (each distinct one once, where read from columns)."""
+    kept = _kept_runtime(trace)
+    if kept is None:
+        return (e.name for e in trace.runtime)
+    cols, start = kept
+    return (cols.strings[i] for i in np.unique(cols.name[start:]).tolist())
+
+
+def _runtime_correlations(trace: Trace) -> Iterable[int]:
+    """The runtime calls' correlation ids, in the family's order (calls without one left out)."""
+    kept = _kept_runtime(trace)
+    if kept is None:
+        return (e.args.correlation for e in trace.runtime if e.args is not None and e.args.correlation is not None)
+    cols, start = kept
+    return cols.corr[start:][cols.has_corr[start:]].tolist()
 
 
 class _IssueOrder:
@@ -127,11 +157,10 @@ def sync_edges(trace: Trace, table: TaskTable, corr_task: dict[int, int], thread
     for t in streams:
         by_stream_id.setdefault(t.rsplit("/", 1)[1], []).append(t)
     runtime_by_corr: dict[int, int] = {}
-    for ev in trace.runtime:
-        if ev.args is not None and ev.args.correlation is not None:
-            task = corr_task.get(ev.args.correlation)
-            if task is not None and attrs[task]["kind"] == "cpu":
-                runtime_by_corr[ev.args.correlation] = task
+    for corr in _runtime_correlations(trace):
+        task = corr_task.get(corr)
+        if task is not None and attrs[task]["kind"] == "cpu":
+            runtime_by_corr[corr] = task
     for corr, task in runtime_by_corr.items():
         sync = explicit.get(corr)
         if sync is not None and sync.args is not None:

@@ -22,6 +22,15 @@ from daydream.trace.schema import Event, EventArgs
 
 _CPU_OPS, _ANNOTATIONS = 0, 1  # their places in FAMILIES
 CPU_FAMILIES = ("annotations", "cpu_ops", "runtime")  # the families the CPU sweep reads, in the order it reads them
+PENDING_FAMILIES = ("cpu_ops", "runtime")  # kept as columns, read by the builder there, made as events when read
+
+
+class _Kept:
+    """A family kept as columns while filing: its batches' columns and how many events they hold."""
+
+    def __init__(self) -> None:
+        self.batches: list[EventColumns] = []
+        self.count = 0
 
 
 def load_filed(spath: str) -> Trace | None:
@@ -53,8 +62,10 @@ class ColumnFamilies:
         self.threads: dict[tuple[Any, Any], int] = {}  # (pid, tid) -> its number, in order of filing
         self.strings: list[str] = []
         self.values: list[Any] = []
-        self.ops: list[EventColumns] = []  # the CPU ops, a batch at a time: the trace's pending cpu_ops
-        self.op_count = 0
+        # the families kept as columns (a batch at a time: the trace's pending families), and the runtime calls
+        # among them without a correlation id
+        self.kept = {field: _Kept() for field in PENDING_FAMILIES}
+        self.unbound = 0
 
     def add(self, columns: EventColumns) -> None:
         trace, strings, cols = self.trace, columns.strings, columns.columns
@@ -77,11 +88,14 @@ class ColumnFamilies:
         for k, (field, _) in enumerate(FAMILIES):
             rows = np.flatnonzero(family == k)
             made: list[Event] | None = None
-            if field == "cpu_ops":  # kept as columns, their events made when read (Trace.cpu_ops): never, for the
-                source = np.arange(self.op_count, self.op_count + len(rows))  # compiled sweep reads the columns
+            if field in PENDING_FAMILIES:  # kept as columns, their events made when read (Trace.pending): never,
+                kept = self.kept[field]  # for a plain replay, which reads the columns
+                source = np.arange(kept.count, kept.count + len(rows))
                 if len(rows):
-                    self.ops.append(columns.take(rows))
-                    self.op_count += len(rows)
+                    kept.batches.append(columns.take(rows))
+                    kept.count += len(rows)
+                if field == "runtime":  # calls a launch flow may bind (finish)
+                    self.unbound += int(np.count_nonzero(_column_at(columns, "args.correlation", rows)[1] != K_INT))
             else:
                 made = _events(columns, rows, ranges[rows])
                 getattr(trace, field).extend(made)
@@ -102,21 +116,22 @@ class ColumnFamilies:
         """The families finished as the loader finishes them; the launch flows made events only where a call or a
         kernel lacks its correlation id (they bind it)."""
         trace = self.trace
+        for field, kept in self.kept.items():
+            if kept.count:
+                trace.pending[field] = PendingFamily(kept.count, kept.batches)
         flows = []
-        if any(e.args is None or e.args.correlation is None for e in (*trace.runtime, *trace.gpu)):
-            flows = [
+        if self.unbound or any(e.args is None or e.args.correlation is None for e in trace.gpu):
+            flows = [  # binding them changes the runtime calls' events: made then (reading trace.runtime)
                 Event(ph="f", pid=pid, tid=tid, ts=ts, id=ident) for batch in self.flows for pid, tid, ts, ident in zip(*batch)
             ]
-        if self.op_count:
-            trace.pending["cpu_ops"] = PendingFamily(self.op_count, self.ops)
         finish_families(trace, flows, self.skipped)
         if self.cpu is not None and not flows:  # flows change the events' correlation ids: no columns then
             trace.cpu_columns = self._cpu_finished()
 
     def _cpu_columns(self, columns: EventColumns, rows: np.ndarray, ranges: np.ndarray, made: list[Event] | None,
                      source: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
-        """The CPU columns of a batch's events ``rows`` of one family (the events ``made`` of them; None: the CPU
-        ops, kept as columns, ``source`` their numbers among them)."""
+        """The CPU columns of a batch's events ``rows`` of one family (the events ``made`` of them; None: a family
+        kept as columns, ``source`` their numbers in it)."""
         self.strings, self.values = columns.strings, columns.values  # the scanner's tables: shared by its batches
         ids = np.zeros(len(rows), np.int64) if made is None else np.fromiter(map(id, made), np.int64, len(made))
         out = {"ids": ids, "source": source}

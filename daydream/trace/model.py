@@ -93,8 +93,8 @@ class CpuColumns:
     builder reads them only while the trace's families still hold them in that order (events are not changed in
     place after loading: nothing in daydream does, and a change is made by replacing the event)."""
 
-    ids: np.ndarray  # int64: id() of each event (0 for the CPU ops, whose events are made only when read)
-    source: np.ndarray  # int64: a CPU op's number among the trace's pending CPU ops, in the order filed (-1 others)
+    ids: np.ndarray  # int64: id() of each annotation's event (0 for the CPU ops and runtime calls, kept as columns)
+    source: np.ndarray  # int64: a CPU op's or call's number in its pending family, in the order filed (-1 others)
     ts: np.ndarray  # float64
     dur: np.ndarray  # float64
     thread: np.ndarray  # int32: the event's (pid, tid), numbered in order of first appearance
@@ -117,7 +117,6 @@ class Trace:
 
     path: str
     annotations: list[Event] = field(default_factory=list)
-    runtime: list[Event] = field(default_factory=list)
     gpu: list[Event] = field(default_factory=list)
     gpu_annotations: list[Event] = field(default_factory=list)
     syncs: list[Event] = field(default_factory=list)
@@ -133,10 +132,12 @@ class Trace:
     recording: Recording | None = None  # the recorder's sidecar (modules, optimizers, buckets...), when present
     # the CPU events as columns, where the columnar loader read the trace (the compiled CPU sweep reads them)
     cpu_columns: CpuColumns | None = field(default=None, repr=False, compare=False)
-    # families the columnar loader keeps as columns until one is read (the CPU ops: the compiled sweep reads their
-    # columns, and a plain replay never makes their events), each made then
+    # families the columnar loader keeps as columns until one is read (the CPU ops and runtime calls: the builder
+    # reads their columns, and a plain replay never makes their events), each made then
     pending: dict[str, PendingFamily] = field(default_factory=dict, repr=False, compare=False)
-    cpu_ops = _MadeWhenRead()  # a list like the other families, made from pending columns the first time it is read
+    # lists like the other families, made from pending columns the first time they are read
+    cpu_ops = _MadeWhenRead()
+    runtime = _MadeWhenRead()
 
     def family_size(self, name: str) -> int:
         """How many events the family ``name`` holds, without making a pending family's events."""
@@ -151,7 +152,7 @@ class Trace:
 
     def __repr__(self) -> str:
         """One line (the dataclass's own repr lists every event: millions of characters in a notebook)."""
-        return (f"Trace({self.path!r}, {self.event_count:,} events: {self.family_size('cpu_ops'):,} CPU ops, {len(self.runtime):,} "
+        return (f"Trace({self.path!r}, {self.event_count:,} events: {self.family_size('cpu_ops'):,} CPU ops, {self.family_size('runtime'):,} "
                 f"runtime calls, {len(self.gpu):,} GPU tasks, {len(self.annotations):,} annotations; device "
                 f"{self.device_name!r}, rank {self.rank} of {self.world_size})")  # fmt: skip
 

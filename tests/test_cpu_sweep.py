@@ -145,3 +145,7 @@ def test_a_plain_build_never_makes_the_ops_and_calls_events(name: str, monkeypat
     again = build_graph(made, "all")
     assert list(graph.nodes(data=True)) == list(again.nodes(data=True))
     assert list(graph.edges(data=True)) == list(again.edges(data=True))
+    # as a run builds it: each family released once read (the runtime calls' rows found among the columns all the same)
+    released = build_graph(load_trace(path), "all", release_events=True)
+    assert list(released.nodes(data=True)) == list(again.nodes(data=True))
+    assert list(released.edges(data=True)) == list(again.edges(data=True))

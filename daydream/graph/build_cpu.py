@@ -429,7 +429,7 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
     pending = trace.pending.get("cpu_ops")
     annotations = trace.annotations
     sizes = [len(annotations), trace.family_size("cpu_ops"), trace.family_size("runtime")]
-    if sum(sizes) != len(cols.ids):
+    if tuple(sizes) != cols.sizes:
         return None
     if not np.array_equal(np.fromiter(map(id, annotations), np.int64, sizes[0]), cols.ids[: sizes[0]]):
         return None

@@ -17,7 +17,7 @@ from daydream.graph.build_gpu import CopyWait
 from daydream.graph.build_table import InEdge, TaskTable
 from daydream.graph.context import fed_by_workers
 from daydream.graph.schema import CPU_KINDS
-from daydream.trace.model import CpuColumns, Trace
+from daydream.trace.model import Trace
 from daydream.trace.runtime_calls import LaunchQueue, call_role
 from daydream.trace.schema import Event
 
@@ -105,31 +105,20 @@ def infers_stream_waits(trace: Trace) -> bool:
     )
 
 
-def _kept_runtime(trace: Trace) -> tuple[CpuColumns, int] | None:
-    """The loader's columns of the runtime calls (and where their rows start) where it kept the calls so and they
-    are unread since (Trace.pending): the builder reads them there, and their events are never made."""
-    cols = trace.cpu_columns
-    if cols is None or "runtime" not in trace.pending:
-        return None
-    return cols, len(cols.ids) - trace.family_size("runtime")
-
-
 def _runtime_names(trace: Trace) -> Iterable[str]:
-    """The runtime calls' names (each distinct one once, where read from columns)."""
-    kept = _kept_runtime(trace)
-    if kept is None:
+    """The runtime calls' names (each distinct one once, where read from the loader's columns: Trace.kept_rows)."""
+    kept, cols = trace.kept_rows("runtime"), trace.cpu_columns
+    if kept is None or cols is None:
         return (e.name for e in trace.runtime)
-    cols, start = kept
-    return (cols.strings[i] for i in np.unique(cols.name[start:]).tolist())
+    return (cols.strings[i] for i in np.unique(cols.name[kept]).tolist())
 
 
 def _runtime_correlations(trace: Trace) -> Iterable[int]:
     """The runtime calls' correlation ids, in the family's order (calls without one left out)."""
-    kept = _kept_runtime(trace)
-    if kept is None:
+    kept, cols = trace.kept_rows("runtime"), trace.cpu_columns
+    if kept is None or cols is None:
         return (e.args.correlation for e in trace.runtime if e.args is not None and e.args.correlation is not None)
-    cols, start = kept
-    return cols.corr[start:][cols.has_corr[start:]].tolist()
+    return cols.corr[kept][cols.has_corr[kept]].tolist()
 
 
 class _IssueOrder:

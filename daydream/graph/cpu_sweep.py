@@ -39,7 +39,7 @@ _S_FIELDS = 17
 SF_END, SF_NESTED, SF_PARALLEL = 0, 1, 2
 # S_FLAGS bits
 F_HAS_BWD, F_HAS_FWD, F_LOADER, F_PARTS, F_HAS_RT = 1, 2, 4, 8, 16
-# a context row: what a range gives the tasks inside it
+# a context row: what a range gives the tasks inside it, its frame's fields S_OP_EV to S_FLAGS in their order
 C_OP_EV, C_TOP_OP_EV, C_TOP_OP_ID, C_LAYER, C_PHASE, C_REGION, C_BWD, C_FWD, C_COMM, C_FLAGS = range(10)
 _C_FIELDS = 10
 # a task row, in the order the tasks are added
@@ -81,16 +81,7 @@ def _context(S, s, C, nctx):  # type: ignore[no-untyped-def]
     if s < 0:
         return -1, nctx
     if S[s, S_CTX] < 0:
-        C[nctx, C_OP_EV] = S[s, S_OP_EV]
-        C[nctx, C_TOP_OP_EV] = S[s, S_TOP_OP_EV]
-        C[nctx, C_TOP_OP_ID] = S[s, S_TOP_OP_ID]
-        C[nctx, C_LAYER] = S[s, S_LAYER]
-        C[nctx, C_PHASE] = S[s, S_PHASE]
-        C[nctx, C_REGION] = S[s, S_REGION]
-        C[nctx, C_BWD] = S[s, S_BWD]
-        C[nctx, C_FWD] = S[s, S_FWD]
-        C[nctx, C_COMM] = S[s, S_COMM]
-        C[nctx, C_FLAGS] = S[s, S_FLAGS]
+        C[nctx, :] = S[s, S_OP_EV : S_FLAGS + 1]
         S[s, S_CTX] = nctx
         nctx += 1
     return S[s, S_CTX], nctx
@@ -227,15 +218,8 @@ def _sweep(bounds, ts, end, dur, fam, phase_of, layer, layer_truthy, nccl, has_s
                 S[s, S_REGION] = S[s, S_COMM] = S[s, S_TOP] = -1
                 S[s, S_BWD] = S[s, S_FWD] = 0
                 S[s, S_FLAGS] = 0
-            else:
-                S[s, S_OP_EV] = S[p, S_OP_EV]
-                S[s, S_TOP_OP_EV] = S[p, S_TOP_OP_EV]
-                S[s, S_TOP_OP_ID] = S[p, S_TOP_OP_ID]
-                S[s, S_PHASE] = S[p, S_PHASE]
-                S[s, S_REGION] = S[p, S_REGION]
-                S[s, S_BWD] = S[p, S_BWD]
-                S[s, S_FWD] = S[p, S_FWD]
-                S[s, S_COMM] = S[p, S_COMM]
+            else:  # the parent's context (its layer too: the range's own is set below)
+                S[s, S_OP_EV : S_COMM + 1] = S[p, S_OP_EV : S_COMM + 1]
                 S[s, S_FLAGS] = S[p, S_FLAGS] & (F_HAS_BWD | F_HAS_FWD | F_LOADER)
                 if S[p, S_TOP] >= 0:
                     S[s, S_TOP] = S[p, S_TOP]

@@ -131,6 +131,15 @@ class Column:
     kind: np.ndarray | None = None
     rows: np.ndarray | None = None
 
+    def find(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For a column of some events (``self.rows``): which of the events ``rows`` have the field, and where each
+        is among the column's (meaningful where it has it)."""
+        assert self.rows is not None
+        if not len(self.rows):
+            return np.zeros(len(rows), bool), np.zeros(len(rows), np.int64)
+        at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+        return self.rows[at] == rows, at
+
 
 @dataclass(slots=True)
 class EventColumns:
@@ -183,10 +192,8 @@ class EventColumns:
         if col.rows is None:
             return self._objects(col, rows).tolist()
         out = np.full(len(rows), None, object)
-        if len(col.rows):
-            at = np.minimum(np.searchsorted(col.rows, rows), len(col.rows) - 1)
-            present = col.rows[at] == rows
-            out[present] = self._objects(col, at[present])
+        present, at = col.find(rows)
+        out[present] = self._objects(col, at[present])
         return out.tolist()
 
     def _objects(self, col: Column, at: np.ndarray) -> np.ndarray:
@@ -218,8 +225,7 @@ class EventColumns:
             if col.rows is None:
                 out[name] = Column(col.storage, col.data[rows], None if col.kind is None else col.kind[rows])
                 continue
-            at = np.minimum(np.searchsorted(col.rows, rows), max(len(col.rows) - 1, 0))
-            present = col.rows[at] == rows if len(col.rows) else np.zeros(len(rows), bool)
+            present, at = col.find(rows)
             at = at[present]
             out[name] = Column(col.storage, col.data[at], None if col.kind is None else col.kind[at], np.flatnonzero(present))
         return EventColumns(self.path, len(rows), out, self.has_args[rows], self.strings, self.values)

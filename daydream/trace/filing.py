@@ -182,7 +182,7 @@ class ColumnFamilies:
         renumber = np.zeros(len(filed_keys), np.int32)
         renumber[met] = np.arange(len(met))
         return CpuColumns(thread=renumber[cols.pop("thread")], threads=[filed_keys[k] for k in met.tolist()],
-                          strings=self.strings, values=self.values, **cols)  # fmt: skip
+                          strings=self.strings, values=self.values, sizes=tuple(sizes), **cols)  # type: ignore[arg-type]  # fmt: skip
 
 
 def events_at(batches: list[EventColumns], numbers: np.ndarray) -> list[Event]:
@@ -249,12 +249,10 @@ def _column_at(columns: EventColumns, column: str, rows: np.ndarray) -> tuple[np
     else:
         data = np.full(len(rows), np.nan if col.data.dtype.kind == "f" else -1, col.data.dtype)
         kind = np.full(len(rows), K_NONE, np.int8) if col.kind is not None else None
-        if len(col.rows):
-            at = np.minimum(np.searchsorted(col.rows, rows), len(col.rows) - 1)
-            present = col.rows[at] == rows
-            data[present] = col.data[at[present]]
-            if kind is not None:
-                kind[present] = col.kind[at[present]]  # type: ignore[index]
+        present, at = col.find(rows)
+        data[present] = col.data[at[present]]
+        if kind is not None:
+            kind[present] = col.kind[at[present]]  # type: ignore[index]
     return data, (kind if kind is not None else np.full(len(rows), K_INT, np.int8))
 
 
@@ -283,10 +281,9 @@ def _args(columns: EventColumns, rows: np.ndarray) -> list[EventArgs | None]:
     n = len(rows)
     last = np.full(n, -1, np.int64)  # per event, its last args field present (-1: none)
     for k, f in enumerate(ARGS_FIELDS):
-        present = columns.columns[f.column].rows
-        if present is not None and len(present):
-            at = np.minimum(np.searchsorted(present, rows), len(present) - 1)
-            last[present[at] == rows] = k
+        col = columns.columns[f.column]
+        if col.rows is not None:
+            last[col.find(rows)[0]] = k
     out = np.full(n, None, object)
     has_args = columns.has_args[rows]
     for k in np.unique(last[has_args]).tolist():

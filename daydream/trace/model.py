@@ -109,6 +109,7 @@ class CpuColumns:
     shapes: np.ndarray  # int32: the op's input dims (args' Input Dims, else Input dims), an index into values; -1 none
     strings: list[str]
     values: list[Any]
+    sizes: tuple[int, int, int]  # the rows of the annotations, the CPU ops and the runtime calls, in that order
 
 
 @dataclass
@@ -143,6 +144,16 @@ class Trace:
         """How many events the family ``name`` holds, without making a pending family's events."""
         pending = self.pending.get(name)
         return pending.count if pending is not None else len(getattr(self, name))
+
+    def kept_rows(self, name: str) -> slice | None:
+        """The rows of ``cpu_columns`` (annotations, CPU ops, runtime calls) that hold the family ``name``, where the
+        loader kept it as columns and it is unread since (so the columns are its events); None otherwise."""
+        if self.cpu_columns is None or name not in self.pending or name not in ("cpu_ops", "runtime"):
+            return None
+        annotations, ops, runtime = self.cpu_columns.sizes  # as loaded: a family released since holds none
+        return (
+            slice(annotations, annotations + ops) if name == "cpu_ops" else slice(annotations + ops, annotations + ops + runtime)
+        )
 
     def release(self, *names: str) -> None:
         """Empty the families ``names`` (a pending one without making its events): for a caller done with them."""

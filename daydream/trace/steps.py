@@ -55,7 +55,7 @@ def whole_trace(trace: Trace) -> Step:
     """The whole trace as one window: from its first event's start to just after its last event's end."""
     starts, ends = [], []
     for name in ("cpu_ops", "annotations", "runtime", "gpu"):
-        kept = _kept_rows(trace, name)
+        kept = trace.kept_rows(name)
         if kept is not None:  # a family kept as columns: read there, its events not made
             if kept.stop > kept.start:
                 starts.append(float(trace.cpu_columns.ts[kept].min()))  # type: ignore[union-attr]
@@ -67,16 +67,6 @@ def whole_trace(trace: Trace) -> Step:
     if not starts:
         raise TraceError(f"{trace.path}: no events (no CPU ops, annotations, runtime calls or GPU activity) in the trace")
     return Step("trace", min(starts), max(ends) + 1e-3)  # type: ignore[type-var]
-
-
-def _kept_rows(trace: Trace, name: str) -> slice | None:
-    """The rows of ``trace.cpu_columns`` (annotations, CPU ops, runtime calls) that hold the family ``name``, where
-    the loader kept it as columns and it is unread since; None otherwise."""
-    cols = trace.cpu_columns
-    if cols is None or name not in trace.pending or name not in ("cpu_ops", "runtime"):
-        return None
-    start = trace.family_size("annotations") + (trace.family_size("cpu_ops") if name == "runtime" else 0)
-    return slice(start, start + trace.family_size(name))
 
 
 def default_step(steps: list[Step]) -> Step:

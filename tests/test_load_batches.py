@@ -246,3 +246,35 @@ def test_a_decoder_that_keeps_views_of_its_text(monkeypatch: pytest.MonkeyPatch)
     assert kept, "the decoder saw no batch"
     for view in kept:
         view.release()
+
+
+def test_batches_are_decoded_ahead_of_their_taker_on_a_thread_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next batch is decoded (the compiled scanner releases the GIL) while the one before is taken: decoded off
+    the taker's thread, taken in order; a taker that fails ends the reading with its own error, the decoding thread
+    stopped and the file closed, not a hang."""
+    monkeypatch.setattr(loader, "BATCH_BYTES", 2048)
+    path = _write(tmp_path, "t.json", LAYOUTS["pretty"](_doc()))
+    decoders: set[int] = set()
+
+    def decode(text: Any) -> Any:
+        decoders.add(threading.get_ident())
+        return loader._decode_batch(text)
+
+    taken: list[Any] = []
+    assert loader.decode_in_batches(str(path), decode, taken.extend) is not None
+    assert decoders and threading.get_ident() not in decoders
+    whole = loader._load_whole(str(path))
+    assert len(taken) == whole.event_count and len(taken) > 20  # every event, in the batches' order
+    assert [e.name for e in taken] == [e["name"] for e in _doc()["traceEvents"]]
+
+    def failing(events: Any) -> None:
+        if taken:
+            raise RuntimeError("taker failed")
+        taken.append(events)
+
+    taken.clear()
+    with pytest.raises(RuntimeError, match="taker failed"):
+        loader.decode_in_batches(str(path), decode, failing)
+    assert not [t for t in threading.enumerate() if t.name == "daydream-read-ahead"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import networkx as nx
+import numpy as np
 import pytest
 
 from daydream import DaydreamError, breakdown, critical_path, simulate
 from daydream.graph import add_dependency, add_task
-from daydream.simulation import FIFO, Policy, parse_policy
+from daydream.simulation import FIFO, Policy, Timeline, critical_path_indices, critical_path_segments, parse_policy
 
 CPU, GPU, GPU2 = "cpu:1/1", "gpu:0/7", "gpu:0/20"
 
@@ -210,3 +211,18 @@ def test_written_files_get_the_usual_permissions(tmp_path: Path) -> None:
         os.umask(mask)
     assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary file left
+
+
+def test_the_critical_path_follows_causes_and_stops_where_they_loop() -> None:
+    """The path is the chain of causes back from the last task to end, first to last, and each task holds it until
+    the next one starts (the last: its run); causes that loop (a timeline built by hand) end the path where it first
+    comes back, not a hang."""
+    g = nx.DiGraph()
+    g.add_nodes_from(range(4))
+    start, end = np.array([0.0, 1.0, 3.5, 2.0]), np.array([1.0, 3.0, 6.0, 2.5])
+    chain = Timeline(g, list(range(4)), start, end, np.array([-1, 0, 1, 0]), [])
+    assert critical_path_indices(chain) == [0, 1, 2]
+    assert critical_path_segments(chain, [0, 1, 2]) == [1.0, 2.5, 2.5]
+    looped = Timeline(g, list(range(4)), start, end, np.array([-1, 2, 3, 1]), [])
+    assert critical_path_indices(looped) == [1, 3, 2]  # 2 <- 3 <- 1 <- 2: back at 2
+    assert critical_path_segments(looped, []) == []

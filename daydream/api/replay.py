@@ -160,15 +160,11 @@ def step_critical_path(timeline: Timeline) -> tuple[list[int], list[float]]:
     t0, t1, measured = timeline.step_window()
     if not measured:
         return path, seg
-    starts = timeline.start
-    kept, held = [], []
-    for i, s in zip(path, seg):
-        a = float(starts[i])
-        h = min(a + s, t1) - max(a, t0)
-        if h > 0:
-            kept.append(i)
-            held.append(h)
-    return kept, held
+    # each task's time within the window, elementwise: the same floats as min(a + s, t1) - max(a, t0) one at a time
+    a = timeline.start[path]
+    h = np.minimum(a + np.asarray(seg, np.float64), t1) - np.maximum(a, t0)
+    keep = np.flatnonzero(h > 0)
+    return np.asarray(path, np.int64)[keep].tolist(), h[keep].tolist()
 
 
 def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:

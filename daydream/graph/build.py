@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 import networkx as nx
+import numpy as np
 
 from daydream import progress
 from daydream._gc import paused_gc
@@ -263,9 +264,15 @@ def steady_periods(table: TaskTable, steps: list[Step], step_of: list[str | None
     held = [s for s in steps if s.name in busy]
     if len(held) < 2:
         return []
-    names = {s.name for s in held}
-    selected = [t for t in range(len(table.attrs)) if step_of[t] in names]
+    code, number = _step_codes(step_of)
+    selected = np.flatnonzero(np.isin(code, [number[s.name] for s in held])).tolist()
     return [p.measured_us for p in _step_periods(table, held, step_of, selected)[1:]]
+
+
+def _step_codes(step_of: list[str | None]) -> tuple[np.ndarray, dict[str | None, int]]:
+    """Each task's step as a number (in order of first appearance), and the number of each step (None: of no step)."""
+    number = {name: i for i, name in enumerate(dict.fromkeys(step_of))}
+    return np.fromiter(map(number.__getitem__, step_of), np.int64, len(step_of)), number
 
 
 def _with_context(iterations: list[Step], step: Step) -> list[Step]:
@@ -443,22 +450,27 @@ def _step_periods(table: TaskTable, steps: list[Step], step_of: list[str | None]
     to its own end, or from its first start where that work had ended by then. Where the CPU runs ahead of the GPU a
     step's span (its first CPU task to its last kernel) holds several periods; the period is what a training run
     pays per step."""
-    ts, end = table.ts, table.end
-    first: dict[str | None, float] = {}
-    last: dict[str | None, float] = {}
-    for t in selected:
-        key = step_of[t]
-        if key not in first or ts[t] < first[key]:
-            first[key] = ts[t]
-        if key not in last or end[t] > last[key]:
-            last[key] = end[t]
+    # over arrays, a step a number: the traced times are finite (the loader drops an event without), so each
+    # minimum and maximum is the one a loop over the tasks finds
+    ts, end, launch_ts = np.asarray(table.ts), np.asarray(table.end), np.asarray(table.launch_ts)
+    code, number = _step_codes(step_of)
+    names = list(number)
+    sel = np.asarray(selected, np.int64)
+    lowest = np.full(len(names), math.inf)
+    highest = np.full(len(names), -math.inf)
+    np.minimum.at(lowest, code[sel], ts[sel])
+    np.maximum.at(highest, code[sel], end[sel])
+    held = np.zeros(len(names), np.bool_)
+    held[code[sel]] = True
+    lows, highs = lowest.tolist(), highest.tolist()
+    first = {names[c]: lows[c] for c in np.flatnonzero(held).tolist()}
+    last = {names[c]: highs[c] for c in np.flatnonzero(held).tolist()}
     chosen = [s for s in steps if s.name in first]
     chosen.sort(key=lambda s: last[s.name])
     window = min(s.start for s in chosen)
-    before = -math.inf
-    for t in range(len(table.attrs)):
-        if step_of[t] not in last and table.launch_ts[t] < window and end[t] > before:
-            before = end[t]
+    # the work issued before the window, of no step selected: where it ended last
+    earlier = end[~held[code] & (launch_ts < window)]
+    before = float(earlier.max()) if len(earlier) else -math.inf
     out = []
     begin = max(before, first[chosen[0].name])
     for s in chosen:

@@ -293,11 +293,21 @@ def critical_path_indices(timeline: Timeline) -> list[int]:
     i = int(np.argmax(timeline.end))
     cause = timeline.cause.tolist()
     path = []
-    seen = set()
-    while i >= 0 and i not in seen:
-        seen.add(i)
+    # a chain of causes holds each task once (a cause ends before what it fixes starts); past that many steps it
+    # loops, and the path ends where it first comes back (the set kept out of the loop: a path of 200k tasks)
+    for _ in range(len(cause) + 1):
+        if i < 0:
+            break
         path.append(i)
         i = cause[i]
+    else:
+        seen: set[int] = set()
+        path = []
+        i = int(np.argmax(timeline.end))
+        while i >= 0 and i not in seen:
+            seen.add(i)
+            path.append(i)
+            i = cause[i]
     path.reverse()
     return path
 
@@ -366,8 +376,8 @@ def _key_codes(timeline: Timeline, attrs: list[dict[str, Any]], by: str, ix: np.
 def critical_path_segments(timeline: Timeline, path: list[int]) -> list[float]:
     """Time each critical-path task holds the path: from its start to the next path task's start (its run,
     then the gap or delay until it releases the next), the last task its duration."""
-    starts = timeline.start.tolist()
-    seg = [starts[b] - starts[a] for a, b in zip(path, path[1:])]
-    if path:
-        seg.append(float(timeline.end[path[-1]]) - starts[path[-1]])
-    return seg
+    if not path:
+        return []
+    starts = timeline.start[path]
+    # each the same float as starts[b] - starts[a], one pair at a time
+    return [*np.diff(starts).tolist(), float(timeline.end[path[-1]]) - float(starts[-1])]

@@ -286,8 +286,9 @@ def decode_json(raw: bytes | bytearray, path: str, decode: Callable[[Any], T], w
     the caller words them."""
     try:
         return decode(raw)
-    except UnicodeDecodeError:
-        pass
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        if not is_invalid_utf8(exc):
+            raise
     except RecursionError:
         raise TraceError(_too_deep_message(raw, path)) from None
     fixed, offset = _replace_invalid_utf8(raw)
@@ -297,8 +298,16 @@ def decode_json(raw: bytes | bytearray, path: str, decode: Callable[[Any], T], w
         return decode(fixed)
     except RecursionError:
         raise TraceError(_too_deep_message(fixed, path)) from None
-    except UnicodeDecodeError as exc:  # not expected once replaced; still a message, not a traceback
-        raise TraceError(f"{path}: not valid UTF-8 text ({exc.reason})") from None
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:  # not expected once replaced; a message, not a traceback
+        if not is_invalid_utf8(exc):
+            raise
+        raise TraceError(f"{path}: not valid UTF-8 text ({getattr(exc, 'reason', exc)})") from None
+
+
+def is_invalid_utf8(exc: Exception) -> bool:
+    """Whether a decoder's error says the text is not UTF-8: msgspec before 0.23 let Python's UnicodeDecodeError
+    through; from 0.23 it checks the bytes itself and raises its DecodeError, "Invalid UTF-8 encoded string"."""
+    return isinstance(exc, UnicodeDecodeError) or (isinstance(exc, msgspec.DecodeError) and str(exc).startswith("Invalid UTF-8"))
 
 
 def _too_deep_message(raw: bytes | bytearray, path: str) -> str:
@@ -469,24 +478,34 @@ def decode_in_batches(spath: str, decode: Callable[[memoryview], Any], take: Cal
     the document (its ``traceEvents`` empty); None where the text cannot be cut into batches that decode (malformed,
     invalid UTF-8, nested too deeply, a structure the cutting does not expect): the caller reads it whole."""
     batches = EventBatches(decode, BATCH_BYTES, MAX_PENDING_BYTES)
+    rest: list[bytes] = []
     document: TraceFile | None = None
     with contextlib.closing(read_ahead(_text_chunks(spath, MAX_TRACE_BYTES, b"{[", _EMPTY_TRACE))) as chunks:
         try:
-            for chunk in chunks:
-                batches.feed(chunk)
-                for events in batches.decoded():
+            # decoded by a thread of its own, a batch ahead of ``take``: a decoder that releases the GIL (the compiled
+            # scanner) runs while the batch before is taken, on the second core
+            with contextlib.closing(read_ahead(_decoded(chunks, batches, rest), depth=1)) as decoded:
+                for events in decoded:
                     take(events)
-            events, rest = batches.end()
-            take(events)
             if not batches.array_format:
-                document = _decode_batch(rest, TRACE_DECODER.decode)
-            elif rest.strip(_JSON_SPACE) == b"[]":  # nothing but whitespace after the array
+                document = _decode_batch(rest[0], TRACE_DECODER.decode)
+            elif rest[0].strip(_JSON_SPACE) == b"[]":  # nothing but whitespace after the array
                 document = TraceFile(traceEvents=[])
         except Unsplittable:
             return None
     if document is None or document.traceEvents:  # the rest is not a trace, or holds a second traceEvents
         return None
     return document
+
+
+def _decoded(chunks: Iterator[bytes], batches: EventBatches, rest: list[bytes]) -> Iterator[Any]:
+    """The batches of events ``chunks`` hold, decoded, the last one too; the rest of the document put in ``rest``."""
+    for chunk in chunks:
+        batches.feed(chunk)
+        yield from batches.decoded()
+    events, tail = batches.end()
+    rest.append(tail)
+    yield events
 
 
 def _decode_batch(text: bytes | memoryview, decode: Callable[[Any], Any] = EVENTS_DECODER.decode) -> Any:
@@ -499,7 +518,9 @@ def _decode_batch(text: bytes | memoryview, decode: Callable[[Any], Any] = EVENT
         return decode(text)
     except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
         raise Unsplittable("not decodable") from None
-    except msgspec.DecodeError:
+    except msgspec.DecodeError as exc:
+        if is_invalid_utf8(exc):  # not a cut inside an event: the whole text's reading says where
+            raise Unsplittable("not UTF-8") from None
         return None
 
 

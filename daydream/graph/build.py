@@ -272,7 +272,7 @@ def steady_periods(table: TaskTable, steps: list[Step], step_of: list[str | None
 def _step_codes(step_of: list[str | None]) -> tuple[np.ndarray, dict[str | None, int]]:
     """Each task's step as a number (in order of first appearance), and the number of each step (None: of no step)."""
     number = {name: i for i, name in enumerate(dict.fromkeys(step_of))}
-    return np.fromiter(map(number.__getitem__, step_of), np.int64, len(step_of)), number
+    return np.fromiter(map(number.__getitem__, step_of), np.int32, len(step_of)), number
 
 
 def _with_context(iterations: list[Step], step: Step) -> list[Step]:
@@ -451,17 +451,19 @@ def _step_periods(table: TaskTable, steps: list[Step], step_of: list[str | None]
     step's span (its first CPU task to its last kernel) holds several periods; the period is what a training run
     pays per step."""
     # over arrays, a step a number: the traced times are finite (the loader drops an event without), so each
-    # minimum and maximum is the one a loop over the tasks finds
-    ts, end, launch_ts = np.asarray(table.ts), np.asarray(table.end), np.asarray(table.launch_ts)
+    # minimum and maximum is the one a loop over the tasks finds. Only the selected tasks' times are made arrays (the
+    # graph is at its largest here: at 10M events a float array of every task is 26 MB)
     code, number = _step_codes(step_of)
     names = list(number)
-    sel = np.asarray(selected, np.int64)
+    sel_code = code[selected]
+    n = len(selected)
     lowest = np.full(len(names), math.inf)
     highest = np.full(len(names), -math.inf)
-    np.minimum.at(lowest, code[sel], ts[sel])
-    np.maximum.at(highest, code[sel], end[sel])
+    np.minimum.at(lowest, sel_code, np.fromiter(map(table.ts.__getitem__, selected), np.float64, n))
+    np.maximum.at(highest, sel_code, np.fromiter(map(table.end.__getitem__, selected), np.float64, n))
     held = np.zeros(len(names), np.bool_)
-    held[code[sel]] = True
+    held[sel_code] = True
+    del sel_code
     lows, highs = lowest.tolist(), highest.tolist()
     first = {names[c]: lows[c] for c in np.flatnonzero(held).tolist()}
     last = {names[c]: highs[c] for c in np.flatnonzero(held).tolist()}
@@ -469,8 +471,10 @@ def _step_periods(table: TaskTable, steps: list[Step], step_of: list[str | None]
     chosen.sort(key=lambda s: last[s.name])
     window = min(s.start for s in chosen)
     # the work issued before the window, of no step selected: where it ended last
-    earlier = end[~held[code] & (launch_ts < window)]
-    before = float(earlier.max()) if len(earlier) else -math.inf
+    end, launch_ts = table.end, table.launch_ts
+    others = np.flatnonzero(~held[code]).tolist()
+    del code
+    before = max((end[t] for t in others if launch_ts[t] < window), default=-math.inf)
     out = []
     begin = max(before, first[chosen[0].name])
     for s in chosen:

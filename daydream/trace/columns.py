@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -130,15 +130,29 @@ class Column:
     data: np.ndarray
     kind: np.ndarray | None = None
     rows: np.ndarray | None = None
+    # a batch's column of some events: each event's place among the column's (-1: it lacks the field), made by
+    # :meth:`index` for the filing, which asks where every family's events are, field by field
+    at: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def find(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For a column of some events (``self.rows``): which of the events ``rows`` have the field, and where each
         is among the column's (meaningful where it has it)."""
         assert self.rows is not None
+        if self.at is not None:
+            at = self.at[rows]
+            present = at >= 0
+            return present, np.where(present, at, 0)
         if not len(self.rows):
             return np.zeros(len(rows), bool), np.zeros(len(rows), np.int64)
         at = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
         return self.rows[at] == rows, at
+
+    def index(self, count: int) -> None:
+        """Where each of ``count`` events is among the column's, kept for :meth:`find` (a batch's: 8 bytes an event,
+        dropped with the batch)."""
+        if self.rows is not None:
+            self.at = np.full(count, -1, np.int64)
+            self.at[self.rows] = np.arange(len(self.rows))
 
 
 @dataclass(slots=True)
@@ -347,6 +361,17 @@ class _Parts:
 _DTYPES = {STR: np.int32, FLOAT_COLUMN: np.float64, SCALAR: np.int64, ANY: np.int32}
 
 
+class _Scanned(NamedTuple):
+    """A batch as the scanner left it: its text and, per event and slot, each value's tag, number and span."""
+
+    text: bytes
+    count: int
+    tags: np.ndarray
+    ints: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+
 class _Scanner:
     """The decoder :class:`EventBatches` calls a batch at a time: the batch scanned into slots, the slots checked
     against the fields' types and turned into the batch's columns."""
@@ -378,11 +403,21 @@ class _Scanner:
         interned.decode_new()
         if self.events + count > MAX_EVENTS:
             raise Unsplittable("too many events")  # the reference decoder says so
-        parts = _Parts()
-        self._add(parts, batch, tags[:count], ints[:count], starts[:count], ends[:count])
         self.events += count
+        # the slots made columns by the taker (:meth:`columns`), on its thread, while this one scans the next batch;
+        # the text copied: a value left to Python is read from it, and the batcher reuses its buffer
+        return _Scanned(bytes(batch), count, tags[:count], ints[:count], starts[:count], ends[:count])
+
+    def columns(self, scanned: _Scanned) -> EventColumns:
+        """A scanned batch's columns (their strings' and values' tables shared by every batch)."""
+        parts = _Parts()
+        with memoryview(scanned.text) as raw:
+            self._add(parts, raw, scanned.tags, scanned.ints, scanned.starts, scanned.ends)
         has_args = parts.has_args[0]
-        return EventColumns("", count, parts.columns(), has_args, interned.strings, interned.values)
+        columns = parts.columns()
+        for col in columns.values():
+            col.index(scanned.count)
+        return EventColumns("", scanned.count, columns, has_args, self.interned.strings, self.interned.values)
 
     def _add(self, parts: _Parts, raw: memoryview, tags: np.ndarray, ints: np.ndarray, starts: np.ndarray,
              ends: np.ndarray) -> None:  # fmt: skip
@@ -494,7 +529,8 @@ def column_batches(spath: str, take: Callable[[EventColumns], None]) -> TraceFil
     decode_in_batches`), each batch's columns (:class:`EventColumns` of its events, their rows numbered from the
     batch's first, sharing one table of strings and one of values) given to ``take``. Returns the rest of the
     document; None where the scanner is not certain of the text (the reference decoder then reads it)."""
-    return decode_in_batches(spath, _Scanner(_Interned()), take)
+    scanner = _Scanner(_Interned())
+    return decode_in_batches(spath, scanner, lambda scanned: take(scanner.columns(scanned)))
 
 
 def scan_columns(spath: str) -> EventColumns | None:

@@ -293,21 +293,11 @@ def critical_path_indices(timeline: Timeline) -> list[int]:
     i = int(np.argmax(timeline.end))
     cause = timeline.cause.tolist()
     path = []
-    # a chain of causes holds each task once (a cause ends before what it fixes starts); past that many steps it
-    # loops, and the path ends where it first comes back (the set kept out of the loop: a path of 200k tasks)
-    for _ in range(len(cause) + 1):
-        if i < 0:
-            break
+    seen = bytearray(len(cause))  # causes that loop (a timeline built by hand) end where they first come back
+    while i >= 0 and not seen[i]:
+        seen[i] = 1
         path.append(i)
         i = cause[i]
-    else:
-        seen: set[int] = set()
-        path = []
-        i = int(np.argmax(timeline.end))
-        while i >= 0 and i not in seen:
-            seen.add(i)
-            path.append(i)
-            i = cause[i]
     path.reverse()
     return path
 

@@ -516,9 +516,9 @@ def _decode_batch(text: bytes | memoryview, decode: Callable[[Any], Any] = EVENT
         raise Unsplittable("too many values")
     try:
         return decode(text)
-    except (msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+    except (msgspec.ValidationError, RecursionError):
         raise Unsplittable("not decodable") from None
-    except msgspec.DecodeError as exc:
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
         if is_invalid_utf8(exc):  # not a cut inside an event: the whole text's reading says where
             raise Unsplittable("not UTF-8") from None
         return None

@@ -305,3 +305,18 @@ def test_python_stack_frames_do_not_take_a_ranges_place(tmp_path: Path) -> None:
     optimizer = [a for _, a in g.nodes(data=True) if a.get("class") == "optimizer"]
     assert optimizer and {a["region"] for a in optimizer} == {"Optimizer.step#SGD.step"}
     assert {a["phase"] for a in optimizer} == {"optimizer"}
+
+
+def test_each_gpu_task_names_the_call_that_launched_it(tmp_path: Path) -> None:
+    # the builder's launcher column (what a kernel takes its step and phase from) is its launch dependency's parent
+    from daydream.graph.build_cpu import cpu_tasks
+    from daydream.graph.build_gpu import gpu_tasks
+    from daydream.graph.build_table import TaskTable
+
+    trace = load_trace(write_trace(tmp_path / "t.json", make_trace()))
+    table = TaskTable()
+    gpu_tasks(trace, table, cpu_tasks(trace, table))
+    launches = {v: e.parent for v, edges in enumerate(table.in_edges) for e in edges if e.kind == "launch"}
+    assert launches and len(table.launcher) == len(table.attrs)
+    assert {v: call for v, call in enumerate(table.launcher) if call >= 0} == launches
+    assert all(table.attrs[call]["kind"] == "cpu" for call in launches.values())

@@ -10,11 +10,11 @@ module runs them, assigns the tasks to steps and phases, and cuts the graph of t
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
 import statistics
-from typing import Any
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 import msgspec
 import networkx as nx
@@ -126,17 +126,17 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         split_backward_gaps(table, waits_in_backward)
         split_loader_gaps(table, waits_for_batches)
         advance(1)
-        step_of = assign_steps(table, numbered)
+        task_steps = assign_steps(table, numbered)
+        step_of = task_steps.of
         finish_phases(table, step_of, threads, calls.fwd_seq, calls.bwd_seq)
+        busy = _busy(task_steps)  # once: a set per step made a trace of many steps quadratic (17 s of 95 at 10M events)
         if step is None:
-            steps = _choose_default(steps, step_of)
+            steps = _choose_default(steps, busy)
             steps = steps if context else steps[-1:]
-        context_steps = (
-            _context_of(steps, step_of, step is None or str(step).strip() not in ("all", "trace")) if context else set()
-        )
+        context_steps = _context_of(steps, busy, step is None or str(step).strip() not in ("all", "trace")) if context else set()
         advance(1)
-        graph = _cut(trace, table, steps, step_of, Delays(l0, g0, infer_waits), context_steps)
-        graph.graph["steady_periods_us"] = steady_periods(table, numbered, step_of)
+        graph = _cut(trace, table, steps, task_steps, Delays(l0, g0, infer_waits), context_steps)
+        graph.graph["steady_periods_us"] = steady_periods(table, numbered, task_steps, busy)
         advance(1)
         return graph
 
@@ -144,29 +144,37 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
 _STAGES = 7  # build_graph's stages as its progress counts them
 
 
-def assign_steps(table: TaskTable, steps: list[Step]) -> list[str | None]:
+class TaskSteps(NamedTuple):
+    """Each task's step: by name (``of``, None: of no step), and as a number (``code``; ``number`` numbers the names,
+    None too), for the stages that count over arrays."""
+
+    of: list[str | None]
+    code: np.ndarray
+    number: dict[str | None, int]
+
+
+def assign_steps(table: TaskTable, steps: list[Step]) -> TaskSteps:
     """Each task's step: a CPU task's is the step window it starts in, a GPU task's its launch call's (one without a
     launch: the window it starts in); None outside every window."""
-    starts = [s.start for s in steps]
-    attrs, ts = table.attrs, table.ts
-    step_of: list[str | None] = [None] * len(attrs)
-    for task, a in enumerate(attrs):
-        if a["kind"] in GPU_KINDS:
-            continue
-        i = bisect.bisect_right(starts, ts[task]) - 1
-        if i >= 0 and ts[task] < steps[i].end:
-            step_of[task] = steps[i].name
-    for v, edges in enumerate(table.in_edges):
-        if attrs[v]["kind"] not in GPU_KINDS:
-            continue
-        launcher = next((e.parent for e in edges if e.kind == "launch"), None)
-        if launcher is not None:
-            step_of[v] = step_of[launcher]
-        else:
-            i = bisect.bisect_right(starts, ts[v]) - 1
-            if i >= 0 and ts[v] < steps[i].end:
-                step_of[v] = steps[i].name
-    return step_of
+    names: list[str | None] = list(dict.fromkeys(s.name for s in steps))
+    names.append(None)
+    number = {name: i for i, name in enumerate(names)}
+    ts = np.asarray(table.ts, np.float64)
+    # the window a task starts in: the last one starting at or before it (the steps are in order of start), if the
+    # task starts before that one's end
+    i = np.searchsorted(np.asarray([s.start for s in steps], np.float64), ts, side="right") - 1
+    inside = np.flatnonzero(i >= 0)
+    inside = inside[ts[inside] < np.asarray([s.end for s in steps], np.float64)[i[inside]]]
+    del ts
+    code = np.full(len(table.attrs), number[None], np.int32)
+    code[inside] = np.asarray([number[s.name] for s in steps], np.int32)[i[inside]]
+    del i, inside
+    # launch calls are CPU tasks: their steps are set above
+    launcher = np.asarray(table.launcher, np.int64)
+    gpu = np.fromiter(map(GPU_KINDS.__contains__, map(itemgetter("kind"), table.attrs)), np.bool_, len(table.attrs))
+    launched = np.flatnonzero(gpu & (launcher >= 0))
+    code[launched] = code[launcher[launched]]
+    return TaskSteps(list(map(names.__getitem__, code.tolist())), code, number)
 
 
 def finish_phases(
@@ -199,7 +207,7 @@ def finish_phases(
                 a["phase"] = "forward"
             elif last_bwd[key] <= issued < first_opt.get(key, -math.inf):
                 a["phase"] = "optimizer"
-            elif later and a["kind"] in GPU_KINDS and any(e.kind == "launch" and e.parent in later for e in table.in_edges[task]):
+            elif later and a["kind"] in GPU_KINDS and table.launcher[task] in later:
                 a["phase"] = "forward"
             else:
                 a["phase"] = "other"
@@ -245,10 +253,9 @@ def later_forward_passes(
     return later
 
 
-def _choose_default(steps: list[Step], step_of: list[str | None]) -> list[Step]:
-    """The steady-state step among the steps that hold work, after the CONTEXT_STEPS steps before it (its context)
-    where they hold work."""
-    busy = set(step_of)
+def _choose_default(steps: list[Step], busy: set[str | None]) -> list[Step]:
+    """The steady-state step among the steps that hold work (``busy``), after the CONTEXT_STEPS steps before it (its
+    context) where they hold work."""
     candidates = [s for s in steps if s.name in busy]
     if not candidates:
         return steps[-1:]
@@ -257,22 +264,20 @@ def _choose_default(steps: list[Step], step_of: list[str | None]) -> list[Step]:
     return candidates[max(i - CONTEXT_STEPS, 0) : i + 1]
 
 
-def steady_periods(table: TaskTable, steps: list[Step], step_of: list[str | None]) -> list[float]:
-    """The measured periods of the trace's steps that hold work, but the first (its period starts with nothing before
-    it): how much the trace's own steps vary, the noise a prediction's interval starts from."""
-    busy = set(step_of)
+def steady_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, busy: set[str | None]) -> list[float]:
+    """The measured periods of the trace's steps that hold work (``busy``), but the first (its period starts with
+    nothing before it): how much the trace's own steps vary, the noise a prediction's interval starts from."""
     held = [s for s in steps if s.name in busy]
     if len(held) < 2:
         return []
-    code, number = _step_codes(step_of)
-    selected = np.flatnonzero(np.isin(code, [number[s.name] for s in held])).tolist()
-    return [p.measured_us for p in _step_periods(table, held, step_of, selected)[1:]]
+    selected = np.flatnonzero(np.isin(task_steps.code, [task_steps.number[s.name] for s in held])).tolist()
+    return [p.measured_us for p in _step_periods(table, held, task_steps, selected)[1:]]
 
 
-def _step_codes(step_of: list[str | None]) -> tuple[np.ndarray, dict[str | None, int]]:
-    """Each task's step as a number (in order of first appearance), and the number of each step (None: of no step)."""
-    number = {name: i for i, name in enumerate(dict.fromkeys(step_of))}
-    return np.fromiter(map(number.__getitem__, step_of), np.int32, len(step_of)), number
+def _busy(task_steps: TaskSteps) -> set[str | None]:
+    """The steps that hold tasks (None where some task is of no step)."""
+    names = list(task_steps.number)
+    return {names[c] for c in np.flatnonzero(np.bincount(task_steps.code, minlength=len(names))).tolist()}
 
 
 def _with_context(iterations: list[Step], step: Step) -> list[Step]:
@@ -285,11 +290,10 @@ def _with_context(iterations: list[Step], step: Step) -> list[Step]:
     return iterations[max(i - CONTEXT_STEPS, 0) : i + 1]
 
 
-def _context_of(steps: list[Step], step_of: list[str | None], measured_last: bool) -> set[str]:
+def _context_of(steps: list[Step], held: set[str | None], measured_last: bool) -> set[str]:
     """The steps that are context, not measured, so that every measured step starts with what the steps before it
-    left pending: all but the last of the steps that hold work (``measured_last``: the step asked for, or the
-    default, after its context), else ("all") the first of several."""
-    held = set(step_of)  # once: a set per step made a trace of many steps quadratic (17 s of 95 at 10M events)
+    left pending: all but the last of the steps that hold work (``held``; ``measured_last``: the step asked for, or
+    the default, after its context), else ("all") the first of several."""
     busy = [s.name for s in steps if s.name in held]
     if len(busy) < 2:
         return set()
@@ -305,7 +309,7 @@ def _device_properties(trace: Trace) -> dict[str, Any]:
     return {k: v for k, v in (("numSms", d.numSms), ("totalGlobalMem", d.totalGlobalMem)) if v is not None}
 
 
-def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | None], delays: Delays,
+def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskSteps, delays: Delays,
          context: set[str] | frozenset[str] = frozenset()) -> nx.DiGraph:  # fmt: skip
     """The graph of the selected steps' tasks, with the work outside them finished before they start.
 
@@ -315,21 +319,26 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], step_of: list[str | 
     thread idle since the step before) is reported in ``graph.graph["causality"]``, with the tasks whose start nothing
     in the graph explains."""
     chosen = {s.name for s in steps}
-    selected = sorted((t for t in range(len(table.attrs)) if step_of[t] in chosen), key=table.ts.__getitem__)
+    number = task_steps.number
+    held = np.flatnonzero(np.isin(task_steps.code, [number[name] for name in chosen if name in number]))
+    # in order of start, those that start together in task order (a stable sort, as sorted() is)
+    held = held[np.argsort(np.fromiter(map(table.ts.__getitem__, held.tolist()), np.float64, len(held)), kind="stable")]
+    selected = held.tolist()
     if not selected:
         names = ", ".join(sorted(chosen))
         raise TraceError(f"{trace.path}: no tasks in the selected step ({names})")
     origin = table.ts[selected[0]]  # the first start: selected is in order of start
-    index = [-1] * len(table.attrs)  # a task's number in the window, -1 outside it
-    for i, t in enumerate(selected):
-        index[t] = i
-    tasks, pinned = _window_tasks(table, selected, step_of, origin)
+    window = np.full(len(table.attrs), -1, np.int64)  # a task's number in the window, -1 outside it
+    window[held] = np.arange(len(selected))
+    index = window.tolist()
+    del window, held
+    tasks, pinned = _window_tasks(table, selected, task_steps.of, origin)
     parents, causality = _window_edges(table, selected, index, origin)
     g = nx.DiGraph()
     # numbered in order of start; the attribute dicts become the graph's (networkx's API would copy them, a third
     # of the build time on a 300k-task graph)
     fill(g, range(len(selected)), tasks, parents)
-    step_info = [msgspec.structs.replace(s, context=s.name in context) for s in _step_periods(table, steps, step_of, selected)]
+    step_info = [msgspec.structs.replace(s, context=s.name in context) for s in _step_periods(table, steps, task_steps, selected)]
     measured = [s.measured_us for s in step_info if not s.context]
     g.graph.update(
         trace=trace.path, rank=trace.rank, world_size=trace.world_size, device=trace.device_name,
@@ -445,7 +454,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
     return out, causality
 
 
-def _step_periods(table: TaskTable, steps: list[Step], step_of: list[str | None], selected: list[int]) -> list[StepInfo]:
+def _step_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, selected: list[int]) -> list[StepInfo]:
     """Each selected step's measured time as a period: from the end of the work issued before it (the step before)
     to its own end, or from its first start where that work had ended by then. Where the CPU runs ahead of the GPU a
     step's span (its first CPU task to its last kernel) holds several periods; the period is what a training run
@@ -453,8 +462,8 @@ def _step_periods(table: TaskTable, steps: list[Step], step_of: list[str | None]
     # over arrays, a step a number: the traced times are finite (the loader drops an event without), so each
     # minimum and maximum is the one a loop over the tasks finds. Only the selected tasks' times are made arrays (the
     # graph is at its largest here: at 10M events a float array of every task is 26 MB)
-    code, number = _step_codes(step_of)
-    names = list(number)
+    code = task_steps.code
+    names = list(task_steps.number)
     sel_code = code[selected]
     n = len(selected)
     lowest = np.full(len(names), math.inf)

@@ -27,17 +27,15 @@ CROSS_STREAM_WINDOW_US = 10.0
 
 def typical_delays(table: TaskTable) -> tuple[float, float]:
     """Median launch latency (idle stream) and median inter-kernel gap (queued work), measured."""
-    ts, end = table.ts, table.end
+    ts, end, in_edges = table.ts, table.end, table.in_edges
     launch, gap = [], []
-    for v, edges in enumerate(table.in_edges):
-        launcher = pred = None  # the last edge of each kind, as a dict by kind would keep
-        for e in edges:
-            if e.kind == "launch":
-                launcher = e.parent
-            elif e.kind == "stream":
-                pred = e.parent
-        if launcher is None:
+    for v, launcher in enumerate(table.launcher):
+        if launcher < 0:
             continue
+        pred = None  # the last stream edge, as a dict by kind would keep
+        for e in in_edges[v]:
+            if e.kind == "stream":
+                pred = e.parent
         if pred is None or end[pred] < ts[launcher]:
             launch.append(ts[v] - end[launcher])
         elif end[launcher] < end[pred]:

@@ -45,6 +45,7 @@ def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]
         task = table.add_task(attrs, ev.ts, ev.dur)  # type: ignore[arg-type]
         if launcher is not None:
             table.add_edge(launcher, task, "launch")
+            table.launcher[task] = launcher
             table.launch_ts[task] = table.ts[launcher]
             if attrs["kind"] == "memcpy" and _blocking_copy(table, launcher, task):
                 blocking.append((launcher, task))
@@ -111,10 +112,9 @@ def _typical_issue_us(table: TaskTable, blocking: set[int]) -> float:
     """How long a call takes to issue GPU work: the median duration of the calls that launched work and did not
     wait for it (cudaLaunchKernel, cudaMemcpyAsync...)."""
     durations = [
-        table.end[e.parent] - table.ts[e.parent]
-        for edges in table.in_edges
-        for e in edges
-        if e.kind == "launch" and e.parent not in blocking and call_role(table.attrs[e.parent]["name"]) is None
+        table.end[call] - table.ts[call]
+        for call in table.launcher
+        if call >= 0 and call not in blocking and call_role(table.attrs[call]["name"]) is None
     ]
     return statistics.median(durations) if durations else DEFAULT_ISSUE_US
 

@@ -33,6 +33,9 @@ class TaskTable:
     ts: list[float] = field(default_factory=list)  # traced start
     end: list[float] = field(default_factory=list)  # traced end (of a blocking call's issue: where its wait begins)
     launch_ts: list[float] = field(default_factory=list)  # when the work was issued: a GPU task's launch call's start
+    # the runtime call that launched the task (its ``launch`` edge's parent; -1: none): what a GPU task takes its
+    # step and phase from, read without a walk over its dependencies
+    launcher: list[int] = field(default_factory=list)
     in_edges: list[list[InEdge]] = field(default_factory=list)  # per task, the dependencies that hold it
     # per task, a dependency that holds it only where the window cut all its others (see build._cut)
     fallback_edges: dict[int, InEdge] = field(default_factory=dict)
@@ -44,6 +47,7 @@ class TaskTable:
         self.ts.append(ts)
         self.end.append(ts + dur)
         self.launch_ts.append(ts)
+        self.launcher.append(-1)
         self.in_edges.append([])
         return task
 

@@ -16,7 +16,7 @@ import networkx as nx
 import numpy as np
 
 from daydream.errors import TraceError
-from daydream.graph.adjacency import successors_of
+from daydream.graph.adjacency import edge_arrays, successors_of
 from daydream.graph.build import build_graph
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, Causality, Delays
 from daydream.perf.uncertainty import Interval, interval, noise_of
@@ -194,6 +194,9 @@ def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:
 def edges_by_kind(graph: nx.DiGraph) -> dict[str, int]:
     """How many dependencies of each kind (thread, stream, launch, sync, comm) the graph holds."""
     counts = dict.fromkeys(EDGE_KINDS, 0)
+    built = edge_arrays(graph)
+    if built is not None:  # a built graph's dependencies, still arrays
+        return dict(zip(EDGE_KINDS, np.bincount(built.kind, minlength=len(EDGE_KINDS)).tolist()))
     # the adjacency itself (networkx's edge view costs 3x more), counted by Counter in C
     edges = chain.from_iterable(map(dict.values, successors_of(graph).values()))
     for kind, n in Counter(map(dict.get, edges, repeat("kind"))).items():

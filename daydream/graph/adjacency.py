@@ -6,16 +6,23 @@ Hot loops (the builder, the simulator, selections, edits, copying a graph per wh
 300k-task graph; ``copy_graph`` here is 1.8x faster than ``DiGraph.copy``. The dicts returned are networkx's own:
 reading them and changing the attribute dicts in them is the contract; adding or removing tasks and edges goes
 through :func:`fill`, :func:`copy_graph` or the networkx API, which keep the three dicts consistent.
+
+A built graph (:class:`TaskGraph`) holds its dependencies as arrays (:class:`EdgeArrays`) until something reads them
+as dicts: a replay simulates and reports from the arrays (:func:`edge_arrays`), and the dicts, a tenth of a large
+trace's build, are made only for a script, the REPL or any other reader of the graph's adjacency.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
-from daydream.graph.schema import Edge, Task
+from daydream._gc import paused_gc
+from daydream.graph.schema import EDGE_KINDS, Edge, Task, new_edge_attrs
 
 
 def attrs_of(graph: nx.DiGraph) -> dict[Any, Task]:
@@ -67,3 +74,83 @@ def copy_graph(graph: nx.DiGraph) -> nx.DiGraph:
             su[v] = d
             pred[v][u] = d
     return g
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeArrays:
+    """A graph's dependencies as arrays, child by child: task ``i``'s parents are ``parent[ptr[i]:ptr[i + 1]]``, in
+    the order of its ``pred`` dict; each edge's kind (its number in schema.EDGE_KINDS) and ``lag`` (where
+    ``has_lag``; the edge dict holds no ``lag`` otherwise). The tasks are numbered 0..n-1."""
+
+    ptr: np.ndarray
+    parent: np.ndarray
+    kind: np.ndarray
+    lag: np.ndarray
+    has_lag: np.ndarray
+
+    def child(self) -> np.ndarray:
+        """Each edge's child."""
+        return np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
+
+
+class _MadeWhenRead:
+    """A ``TaskGraph`` adjacency dict (``_adj``, ``_succ`` or ``_pred``), made from the graph's edge arrays the first
+    time any of them is read or set; set, it is networkx's own (which also resets the views cached on it)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.networkx = nx.DiGraph.__dict__[name]  # networkx's descriptor: sets the dict and resets the cached views
+
+    def __get__(self, graph: Any, owner: Any = None) -> Any:
+        if graph is None:
+            return self
+        if "_edge_arrays" in graph.__dict__:
+            _make_edges(graph)
+        return graph.__dict__[self.name]
+
+    def __set__(self, graph: Any, value: Any) -> None:
+        if "_edge_arrays" in graph.__dict__:
+            _make_edges(graph)
+        self.networkx.__set__(graph, value)
+
+
+class TaskGraph(nx.DiGraph):  # type: ignore[type-arg]
+    """A ``networkx.DiGraph`` in every way, whose dependencies may be held as :class:`EdgeArrays` (:func:`fill_arrays`)
+    until the first read of its adjacency, which makes the dicts from them (the same dicts :func:`fill` makes). A
+    copy (``copy_graph``, ``DiGraph.copy``) is made from the dicts; a pickle keeps the arrays."""
+
+    _adj = _MadeWhenRead("_adj")
+    _succ = _MadeWhenRead("_succ")
+    _pred = _MadeWhenRead("_pred")
+
+
+def fill_arrays(graph: TaskGraph, attrs: list[Task], edges: EdgeArrays) -> None:
+    """Give a ``TaskGraph`` with no tasks the tasks 0..n-1, with their ``attrs`` (the dicts become the graph's), and
+    the dependencies ``edges``, kept as arrays until read (:func:`edge_arrays`)."""
+    nodes = graph._node
+    nodes.update(zip(range(len(attrs)), attrs))
+    graph.__dict__["_edge_arrays"] = edges
+
+
+def edge_arrays(graph: nx.DiGraph) -> EdgeArrays | None:
+    """The dependencies of a graph that holds them as arrays still (none of its adjacency read), else None: a reader
+    that can take the arrays reads them without making the dicts."""
+    return graph.__dict__.get("_edge_arrays")
+
+
+@paused_gc()
+def _make_edges(graph: TaskGraph) -> None:
+    """The adjacency dicts of ``graph`` made from its edge arrays, which it then stops holding: the dicts
+    :func:`fill` makes."""
+    edges: EdgeArrays = graph.__dict__.pop("_edge_arrays")
+    lags = [lag if has else None for lag, has in zip(edges.lag.tolist(), edges.has_lag.tolist())]
+    attrs = list(map(new_edge_attrs, map(EDGE_KINDS.__getitem__, edges.kind.tolist()), lags))
+    del lags
+    succ, pred = graph._succ, graph._pred  # (networkx's empty dicts: the graph had no edges as dicts)
+    for node in graph._node:
+        succ[node] = {}
+        pred[node] = {}
+    # edge by edge in the arrays' order, child by child: each task's children in the order of the tasks, as fill()
+    for v, u, edge in zip(edges.child().tolist(), edges.parent.tolist(), attrs):
+        pred[v][u] = edge
+        succ[u][v] = edge

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from operator import itemgetter
+from itertools import chain, repeat
+from operator import is_not, itemgetter
 from typing import Any, NamedTuple
 
 import msgspec
@@ -24,7 +25,7 @@ from daydream import progress
 from daydream._gc import paused_gc
 from daydream._heap import trim_heap
 from daydream.errors import TraceError
-from daydream.graph.adjacency import fill
+from daydream.graph.adjacency import EdgeArrays, TaskGraph, fill_arrays
 from daydream.graph.build_cpu import cpu_tasks
 from daydream.graph.build_delays import measure_delays, split_backward_gaps, split_loader_gaps
 from daydream.graph.build_edges import (
@@ -40,15 +41,14 @@ from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
 from daydream.graph.schema import (
     CPU_KINDS,
+    EDGE_KINDS,
     GPU_KINDS,
     ORDER_KINDS,
     Causality,
     Delays,
-    Edge,
     ExecutionTraceUse,
     StepInfo,
     Task,
-    new_edge_attrs,
 )
 from daydream.trace.model import Trace
 from daydream.trace.steps import Step, default_step, iteration_steps, select_steps
@@ -333,11 +333,11 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
     index = window.tolist()
     del window, held
     tasks, pinned = _window_tasks(table, selected, task_steps.of, origin)
-    parents, causality = _window_edges(table, selected, index, origin)
-    g = nx.DiGraph()
+    edges, causality = _window_edges(table, selected, index, origin)
+    g = TaskGraph()
     # numbered in order of start; the attribute dicts become the graph's (networkx's API would copy them, a third
-    # of the build time on a 300k-task graph)
-    fill(g, range(len(selected)), tasks, parents)
+    # of the build time on a 300k-task graph), the dependencies dicts only when read
+    fill_arrays(g, tasks, edges)
     step_info = [msgspec.structs.replace(s, context=s.name in context) for s in _step_periods(table, steps, task_steps, selected)]
     measured = [s.measured_us for s in step_info if not s.context]
     g.graph.update(
@@ -394,7 +394,7 @@ def _window_tasks(table: TaskTable, selected: list[int], step_of: list[str | Non
 
 
 def _window_edges(table: TaskTable, selected: list[int], index: list[int],
-                  origin: float) -> tuple[list[dict[int, Edge]], Causality]:  # fmt: skip
+                  origin: float) -> tuple[EdgeArrays, Causality]:  # fmt: skip
     """Each selected task's parents among the selected tasks (a task whose every dependency the cut dropped keeps its
     fallback, if it has one inside), and what the cut leaves unexplained: how long work outside the window held
     tasks back in the trace, and the tasks with no dependency left that started after the window did.
@@ -404,7 +404,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
     before it, whose gap becomes the whole stretch, as the trace shows it. Without that order the task after the
     stretch would start with the window, alongside the thread's first tasks."""
     attrs, end, ts = table.attrs, table.end, table.ts
-    out: list[dict[int, Edge]] = []
+    out: list[dict[int, tuple[str, float | None]]] = []  # per task, its parents' (edge kind, lag or None)
     cut_edges: dict[str, int] = {}
     held_back_us = 0.0  # how long the work outside the window held tasks back, in the trace
     unanchored, lead_us = 0, 0.0
@@ -413,7 +413,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
     # a thread that runs no op only polls (NCCL's watchdog querying events): when it starts holds nothing back
     working = {attrs[t]["thread"] for t in selected if attrs[t]["op"] is not None or attrs[t]["kind"] not in CPU_KINDS}
     for t in selected:
-        parents: dict[int, Edge] = {}
+        parents: dict[int, tuple[str, float | None]] = {}
         out.append(parents)
         inside = 0
         thread = attrs[t]["thread"]
@@ -421,7 +421,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
         for e in edges:
             iu = index[e.parent]
             if iu >= 0:
-                parents[iu] = new_edge_attrs(e.kind, None if e.kind in ORDER_KINDS else e.lag)
+                parents[iu] = (e.kind, None if e.kind in ORDER_KINDS else e.lag)
                 inside += 1
                 continue
             cut_edges[e.kind] = cut_edges.get(e.kind, 0) + 1
@@ -430,7 +430,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
                 attrs[before]["gap"] = ts[t] - end[before]
                 iu = index[before]
                 if iu not in parents:
-                    parents[iu] = new_edge_attrs(e.kind, None)
+                    parents[iu] = (e.kind, None)
                 inside += 1
                 bridged += 1
             elif thread in working:
@@ -439,7 +439,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
         last_on[thread] = t
         fallback = table.fallback_edges.get(t)
         if not inside and fallback is not None and (iu := index[fallback.parent]) >= 0:
-            parents[iu] = new_edge_attrs(fallback.kind, fallback.lag)
+            parents[iu] = (fallback.kind, fallback.lag)
             inside = 1
         if not inside and ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:
             unanchored += 1
@@ -451,7 +451,26 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
         held_back_us=held_back_us,
         bridged_orders=bridged,
     )
-    return out, causality
+    return _edge_arrays(out), causality
+
+
+def _edge_arrays(parents: list[dict[int, tuple[str, float | None]]]) -> EdgeArrays:
+    """The window's dependencies as arrays: ``parents`` (per task, each parent's edge kind and lag, None: no lag) in
+    their order."""
+    ptr = np.zeros(len(parents) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, parents), np.int64, len(parents)), out=ptr[1:])
+    n = int(ptr[-1])
+    parent = np.fromiter(chain.from_iterable(parents), np.int64, n)
+    values = list(chain.from_iterable(map(dict.values, parents)))
+    kind = np.fromiter(map(_EDGE_KIND_NUMBER.__getitem__, map(itemgetter(0), values)), np.int8, n)
+    lags = list(map(itemgetter(1), values))
+    del values
+    has_lag = np.fromiter(map(is_not, lags, repeat(None)), np.bool_, n)
+    lag = np.fromiter((0.0 if x is None else x for x in lags), np.float64, n)
+    return EdgeArrays(ptr, parent, kind, lag, has_lag)
+
+
+_EDGE_KIND_NUMBER = {kind: i for i, kind in enumerate(EDGE_KINDS)}
 
 
 def _step_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, selected: list[int]) -> list[StepInfo]:

@@ -35,13 +35,14 @@ def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]
     n_cpu = len(table.attrs)
     blocking: list[tuple[int, int]] = []  # (call, copy) pairs where the call returned only when the copy ended
     corr_task = calls.corr_task
+    streams: dict[tuple[Any, Any], str] = {}  # each stream's thread name, one string for all its tasks
     for ev in trace.gpu:
         args = ev.args
         corr = args.correlation if args is not None else None
         launcher = corr_task.get(corr) if corr is not None else None
         if launcher is not None and launcher >= n_cpu:
             launcher = None  # the id names another GPU task, not a call
-        attrs = _gpu_attrs(ev, rank, table.attrs[launcher] if launcher is not None else None, calls.comm_ev, launcher)
+        attrs = _gpu_attrs(ev, rank, table.attrs[launcher] if launcher is not None else None, calls.comm_ev, launcher, streams)
         task = table.add_task(attrs, ev.ts, ev.dur)  # type: ignore[arg-type]
         if launcher is not None:
             table.add_edge(launcher, task, "launch")
@@ -58,10 +59,12 @@ def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]
 
 
 def _gpu_attrs(
-    ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[int, Event], launcher: int | None
-) -> dict[str, Any]:
+    ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[int, Event], launcher: int | None,
+    streams: dict[tuple[Any, Any], str],
+) -> dict[str, Any]:  # fmt: skip
     """A GPU task's attributes: where it ran, what it is, and the context of the call that launched it (``src``);
-    a collective's size and name may come from the op or range the call was made in (``comm_ev``)."""
+    a collective's size and name may come from the op or range the call was made in (``comm_ev``). ``streams``: the
+    thread names made so far, by (device, stream) where both are ints: one string per stream, not one per task."""
     args = ev.args
     stream = args.stream if args is not None and isinstance(args.stream, int) else ev.tid
     device = args.device if args is not None and args.device is not None else ev.pid
@@ -71,7 +74,12 @@ def _gpu_attrs(
         kind = "comm"
     attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
     attrs["name"] = ev.name
-    attrs["thread"] = f"gpu:{device}/{stream}"
+    thread = streams.get((device, stream)) if type(device) is int and type(stream) is int else None  # (1 == True)
+    if thread is None:
+        thread = f"gpu:{device}/{stream}"
+        if type(device) is int and type(stream) is int:
+            streams[device, stream] = thread
+    attrs["thread"] = thread
     attrs["rank"] = rank
     if src:
         attrs["op"] = src["op"]

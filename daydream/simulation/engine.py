@@ -29,10 +29,10 @@ from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
 from daydream.graph import derived
-from daydream.graph.adjacency import attrs_of, successors_of
+from daydream.graph.adjacency import EdgeArrays, attrs_of, edge_arrays, successors_of
 from daydream.graph.edit import task_label
 from daydream.graph.job import format_ranks
-from daydream.graph.schema import ORDER_KINDS
+from daydream.graph.schema import EDGE_KINDS, ORDER_KINDS
 from daydream.simulation.policies import EARLIEST, Policy
 from daydream.simulation.timeline import Timeline
 
@@ -297,22 +297,10 @@ def _read_arrays(graph: nx.DiGraph) -> GraphArrays:
     n = len(nodes)
     attrs: list[dict[str, Any]] = list(attrs_of(graph).values())
     gap, thread, thread_ids, multi_rank, ready = _task_columns(graph, attrs)
-    children = list(map(successors_of(graph).__getitem__, nodes))
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, children), np.int64, n), out=ptr[1:])
-    n_edges = int(ptr[-1])
-    # read into arrays without a list of each column in between (on a 10M-event trace's graph, 4.2M dependencies,
-    # those lists held 0.1 GB)
-    child = chain.from_iterable(children)
-    if nodes != list(range(n)):  # a built graph numbers its tasks 0..n-1 in order: a child's index is its name
-        child = map(dict(zip(nodes, range(n))).__getitem__, child)
-    child_a = np.fromiter(child, np.int64, n_edges)
-    edges = list(chain.from_iterable(map(dict.values, children)))
+    built = edge_arrays(graph)
+    ptr, child_a, order_a, lag_a = _children_of(graph, nodes) if built is None else _children_from(built)
     f8 = np.float64
     gap_a, ready_a = np.asarray(gap, f8), np.asarray(ready, f8)
-    lag_a = np.fromiter(map(dict.get, edges, repeat("lag"), repeat(0.0)), f8, n_edges)
-    order_a = np.fromiter(map(ORDER_KINDS.__contains__, map(dict.get, edges, repeat("kind"))), np.bool_, n_edges)
-    del edges
     indegree = np.bincount(child_a, minlength=n).astype(np.int64)
     nan = bool(np.isnan(gap_a).any() or np.isnan(lag_a).any() or np.isnan(ready_a).any())
     ready_a[(indegree == 0) & (ready_a == -math.inf)] = 0.0
@@ -326,6 +314,36 @@ def _read_arrays(graph: nx.DiGraph) -> GraphArrays:
         nodes, attrs, np.asarray(thread, np.int64), thread_ids, multi_rank, gap_a, ready_a, ptr, child_a,
         order_a, lag_a, indegree, gangs, gang_of, gang_ptr, np.asarray([m for members in gangs for m in members], np.int64), nan,
     )  # fmt: skip
+
+
+def _children_of(graph: nx.DiGraph, nodes: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each task's dependents in CSR form (from ``ptr[i]`` to ``ptr[i + 1]`` in ``child``), with whether each edge
+    orders a thread or stream and its lag, read from the graph's adjacency dicts."""
+    n = len(nodes)
+    children = list(map(successors_of(graph).__getitem__, nodes))
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, children), np.int64, n), out=ptr[1:])
+    n_edges = int(ptr[-1])
+    # read into arrays without a list of each column in between (on a 10M-event trace's graph, 4.2M dependencies,
+    # those lists held 0.1 GB)
+    child = chain.from_iterable(children)
+    if nodes != list(range(n)):  # a built graph numbers its tasks 0..n-1 in order: a child's index is its name
+        child = map(dict(zip(nodes, range(n))).__getitem__, child)
+    child_a = np.fromiter(child, np.int64, n_edges)
+    edges = list(chain.from_iterable(map(dict.values, children)))
+    lag_a = np.fromiter(map(dict.get, edges, repeat("lag"), repeat(0.0)), np.float64, n_edges)
+    order_a = np.fromiter(map(ORDER_KINDS.__contains__, map(dict.get, edges, repeat("kind"))), np.bool_, n_edges)
+    return ptr, child_a, order_a, lag_a
+
+
+def _children_from(edges: EdgeArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_children_of` from a built graph's edge arrays (its tasks are 0..n-1): each task's dependents in the
+    order its ``succ`` dict would hold them, the order of the tasks (a stable sort of the edges by parent)."""
+    by_parent = np.argsort(edges.parent, kind="stable")
+    ptr = np.zeros(len(edges.ptr), np.int64)
+    np.cumsum(np.bincount(edges.parent, minlength=len(ptr) - 1), out=ptr[1:])
+    order = np.isin(edges.kind, [i for i, kind in enumerate(EDGE_KINDS) if kind in ORDER_KINDS])
+    return ptr, edges.child()[by_parent], order[by_parent], np.where(edges.has_lag, edges.lag, 0.0)[by_parent]
 
 
 def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, policy: Policy) -> Timeline | None:

@@ -14,8 +14,8 @@ import msgspec
 import networkx as nx
 import numpy as np
 
-from daydream.graph.adjacency import attrs_of, successors_of
-from daydream.graph.schema import CPU_KINDS, GPU_KINDS
+from daydream.graph.adjacency import attrs_of, edge_arrays, successors_of
+from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
 
 
 @dataclass
@@ -216,15 +216,21 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     working = set(np.unique(thread[loads]).tolist())
     # ...and those that launch GPU work: only a task on a thread not found yet can add one (a few threads, and
     # nearly every task is on one of them already)
-    node_attrs, succ, nodes = attrs_of(timeline.graph), successors_of(timeline.graph), timeline.nodes
-    threads = thread.tolist()
-    for i in np.flatnonzero(~np.isin(thread, list(working))).tolist():
-        if threads[i] in working:
-            continue
-        for child, e in succ[nodes[i]].items():
-            if e.get("kind") == "launch" and node_attrs[child]["kind"] in GPU_KINDS:
-                working.add(threads[i])
-                break
+    built = edge_arrays(timeline.graph)
+    if built is not None:  # a built graph's dependencies, still arrays (its tasks 0..n-1): its launches at once
+        launch = np.flatnonzero(built.kind == EDGE_KINDS.index("launch"))
+        of_gpu = np.isin(kind[built.child()[launch]], _codes_of(kinds, GPU_KINDS))
+        working.update(thread[built.parent[launch[of_gpu]]].tolist())
+    else:
+        node_attrs, succ, nodes = attrs_of(timeline.graph), successors_of(timeline.graph), timeline.nodes
+        threads = thread.tolist()
+        for i in np.flatnonzero(~np.isin(thread, list(working))).tolist():
+            if threads[i] in working:
+                continue
+            for child, e in succ[nodes[i]].items():
+                if e.get("kind") == "launch" and node_attrs[child]["kind"] in GPU_KINDS:
+                    working.add(threads[i])
+                    break
     cpu_ix = np.flatnonzero(np.isin(kind, _codes_of(kinds, CPU_KINDS)) & np.isin(thread, list(working)))
     # fmax: a NaN gap counts as none, as max(0.0, NaN) did
     gaps = np.fmax(

@@ -1,0 +1,114 @@
+"""A built graph holds its dependencies as arrays until something reads them as dicts (graph.adjacency.TaskGraph):
+a replay simulates and reports from the arrays, and every other reader gets the dicts the builder made before."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import msgspec
+import networkx as nx
+import pytest
+
+from daydream import build_graph, load_trace
+from daydream.api.replay import replay, replay_graph
+from daydream.graph.adjacency import TaskGraph, copy_graph, edge_arrays
+from daydream.simulation import engine
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "daydream" / "examples" / "mlp_cpu.json.gz"
+GPU_TRACE = "hta/nccl_parser_config_nccl_data.json.gz"  # kernels, copies, collectives: every edge kind
+
+
+def _edges(g: nx.DiGraph) -> list[tuple[int, int, dict]]:
+    return [(u, v, dict(a)) for u, v, a in g.edges(data=True)]
+
+
+@pytest.fixture
+def gpu_trace(shared_traces: Path) -> Path:
+    return shared_traces / GPU_TRACE
+
+
+def test_a_replay_reads_the_dependencies_as_arrays(gpu_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "COMPILED_MIN_TASKS", 0)  # the compiled loop, which reads arrays, on a small graph
+    r = replay(gpu_trace, step="all")
+    assert isinstance(r.graph, TaskGraph) and edge_arrays(r.graph) is not None  # nothing made the dicts
+    # the same timeline and report as a replay of the graph with its dicts made first
+    g = build_graph(load_trace(gpu_trace), "all")
+    g.number_of_edges()
+    assert edge_arrays(g) is None
+    again = replay_graph(g)
+    assert msgspec.json.encode(again.report) == msgspec.json.encode(r.report)
+    assert again.timeline.start.tolist() == r.timeline.start.tolist()
+    assert again.timeline.end.tolist() == r.timeline.end.tolist()
+    assert sum(r.report.edges_by_kind.values()) == g.number_of_edges() and r.report.edges_by_kind["launch"] > 0
+    assert list(r.report.edges_by_kind.items()) == list(_kinds(g).items())
+
+
+def _kinds(g: nx.DiGraph) -> dict[str, int]:
+    counts = dict.fromkeys(("thread", "stream", "launch", "sync", "comm"), 0)
+    for _, _, a in g.edges(data=True):
+        counts[a["kind"]] += 1
+    return counts
+
+
+def test_the_dicts_made_from_the_arrays_are_a_graphs_dicts(gpu_trace: Path) -> None:
+    g = build_graph(load_trace(gpu_trace), "all")
+    assert edge_arrays(g) is not None
+    succ, pred = g.succ, g.pred  # the first read makes them
+    assert edge_arrays(g) is None
+    assert all(succ[u][v] is pred[v][u] for u, v in g.edges)  # one dict per edge, as fill() shares it
+    assert list(g.nodes) == list(range(len(g)))
+    for _, _, a in g.edges(data=True):
+        assert a["kind"] in ("thread", "stream", "launch", "sync", "comm")
+        assert a["kind"] in ("thread", "stream") or "lag" in a  # (an order edge's delay is its parent's gap)
+    # each task's children in the order of the tasks, as fill() adds them
+    assert all(list(children) == sorted(children) for children in succ.values())
+    assert nx.is_directed_acyclic_graph(g)
+
+
+def test_readers_of_a_built_graph_see_the_same_graph(gpu_trace: Path) -> None:
+    trace = load_trace(gpu_trace)
+    made = build_graph(trace, "all")
+    made.number_of_edges()  # its dicts made
+    edges = _edges(made)
+    for read in (
+        lambda g: _edges(g),
+        lambda g: _edges(copy_graph(g)),
+        lambda g: _edges(g.copy()),
+        lambda g: _edges(pickle.loads(pickle.dumps(g))),
+    ):
+        assert read(build_graph(load_trace(gpu_trace), "all")) == edges
+    # a change through networkx's API makes the dicts first and lands in them
+    g = build_graph(load_trace(gpu_trace), "all")
+    g.add_edge(0, len(g) - 1, kind="sync", lag=0.0)
+    assert g.number_of_edges() == made.number_of_edges() + 1 and g.pred[len(g) - 1][0]["kind"] == "sync"
+    g = build_graph(load_trace(gpu_trace), "all")
+    g.remove_node(0)
+    assert 0 not in g.succ and all(0 not in parents for parents in g.pred.values())
+
+
+def test_a_pickled_built_graph_keeps_its_arrays(gpu_trace: Path) -> None:
+    g = pickle.loads(pickle.dumps(build_graph(load_trace(gpu_trace), "all")))
+    assert isinstance(g, TaskGraph) and edge_arrays(g) is not None
+    assert g.number_of_edges() > 0 and edge_arrays(g) is None
+
+
+def test_an_empty_task_graph_is_a_digraph() -> None:
+    g = TaskGraph()
+    g.add_edge("a", "b", kind="thread")
+    assert list(g.edges) == [("a", "b")] and edge_arrays(g) is None
+    assert build_graph(load_trace(EXAMPLE)).number_of_nodes() > 0
+
+
+def test_the_breakdown_finds_the_threads_that_only_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the synthetic trace's launching thread runs no op of its own: its launches alone make its CPU time count
+    from synth import make_trace, write_trace
+
+    monkeypatch.setattr(engine, "COMPILED_MIN_TASKS", 0)
+    path = write_trace(tmp_path / "t.json", make_trace())
+    r = replay(path, step="all")
+    assert edge_arrays(r.graph) is not None
+    g = build_graph(load_trace(path), "all")
+    g.number_of_edges()
+    assert replay_graph(g).report.breakdown == r.report.breakdown
+    assert r.report.breakdown["cpu_only_us"] + r.report.breakdown["cpu_gpu_overlap_us"] > 0

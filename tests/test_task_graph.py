@@ -112,3 +112,19 @@ def test_the_breakdown_finds_the_threads_that_only_launch(tmp_path: Path, monkey
     g.number_of_edges()
     assert replay_graph(g).report.breakdown == r.report.breakdown
     assert r.report.breakdown["cpu_only_us"] + r.report.breakdown["cpu_gpu_overlap_us"] > 0
+
+
+def test_a_copy_of_a_built_graph_holds_its_arrays_and_is_a_copy(gpu_trace: Path) -> None:
+    g = build_graph(load_trace(gpu_trace), "all")
+    copy = copy_graph(g)
+    assert isinstance(copy, TaskGraph) and edge_arrays(copy) is not None and edge_arrays(g) is not None
+    copy.add_edge(0, len(copy) - 1, kind="sync", lag=1.0)  # the copy's dicts made and changed; the original's not
+    assert edge_arrays(g) is not None and not g.has_edge(0, len(g) - 1)
+    copy.remove_edge(0, len(copy) - 1)
+    # the same dicts, in the same order, as a copy of the graph with its dicts made first (each task's parents in
+    # the order of the tasks, as copy_graph walks them)
+    of_dicts = copy_graph(g)
+    assert type(of_dicts) is nx.DiGraph
+    assert _edges(copy) == _edges(of_dicts)
+    assert [(v, list(p.items())) for v, p in copy.pred.items()] == [(v, list(p.items())) for v, p in of_dicts.pred.items()]
+    assert list(copy.nodes(data=True)) == list(of_dicts.nodes(data=True))

@@ -502,23 +502,22 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
 
         return events_at(pending.batches, source[places]) if places else []  # type: ignore[union-attr]
 
-    return found, evs, names, (thread_names, thread_at), layers, ts, dur, (shapes, shape_at), op_events
+    def shapes_of(i: int) -> Any:
+        return shapes[int(shape_at[i])]
+
+    return found, evs, names, (thread_names, thread_at), layers, ts, dur, shapes_of, op_events
 
 
 _THREADED = {None: 0, "library": 1, "elementwise": 2}  # threading_kind, as cpu_sweep numbers it
 
 
-def _rows(rows: np.ndarray, contexts_of: Callable[[np.ndarray], list[Any]]) -> Iterator[tuple[int, int, int, int, Any]]:
-    """(row number, kind, event, parent's context, what ``contexts_of`` says of that context) of each task row, read a
-    chunk at a time (``contexts_of`` reads each distinct context of a chunk once, over arrays)."""
+def _rows(rows: np.ndarray) -> Iterator[tuple[int, int, int, int]]:
+    """(row number, kind, event, parent's context) of each task row, read a chunk at a time."""
     from daydream.graph import cpu_sweep as cs
 
     for start in range(0, len(rows), 1 << 16):
-        block = rows[start : start + (1 << 16)]
-        distinct, which = np.unique(block[:, cs.R_PARENT_CTX], return_inverse=True)
-        values = contexts_of(distinct)
-        chunk = block[:, : cs.R_PARENT_CTX + 1].tolist()
-        yield from ((start + r, k, i, pc, values[w]) for r, ((k, i, pc), w) in enumerate(zip(chunk, which.reshape(-1).tolist())))
+        chunk = rows[start : start + (1 << 16), : cs.R_PARENT_CTX + 1].tolist()
+        yield from ((start + r, k, i, pc) for r, (k, i, pc) in enumerate(chunk))
 
 
 class _ByPlace:
@@ -562,60 +561,33 @@ def _layer_numbers(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, pa
 
 def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int, Event], names: _ByPlace,
                      threads: tuple[list[str], np.ndarray], layers: list[str | None], ts: np.ndarray, dur: np.ndarray,
-                     shape_ids: tuple[list[Any], np.ndarray], op_events: Callable[[list[int]], list[Event]]) -> None:  # fmt: skip
+                     shapes_of: Callable[[int], Any], op_events: Callable[[list[int]], list[Event]]) -> None:  # fmt: skip
     """The compiled sweep's task rows made tasks, in order, with what the Python sweep finds beside them (the CPU
-    ops read from columns: ``evs`` holds the annotations' events; ``shape_ids`` (the distinct input dims, and each
-    event's number among them) and ``op_events`` give what the Python sweep reads of their events)."""
+    ops read from columns: ``evs`` holds the annotations' events; ``shapes_of`` and ``op_events`` give what the Python sweep
+    reads of their events)."""
     from daydream.graph import cpu_sweep as cs
 
     rows, parallel, contexts, corr_ids, seq_layer, loaders, parts, parts_own, optimizer_ops = found
     thread_names, thread_of = threads
     thread_at = _ByPlace(thread_names, thread_of)
     table, calls, rank, phases = sweep.table, sweep.found, sweep.rank, cs.PHASES
-    shapes, shape_at = shape_ids
-    name_ids, strings = names.of, names.names
 
-    def shapes_of(i: int) -> Any:
-        return shapes[int(shape_at[i])]
-
-    def named(places: np.ndarray) -> list[str | None]:
-        """The names of the events at ``places`` (-1: None)."""
-        ids = name_ids[np.maximum(places, 0)].tolist()
-        return [strings[j] if p >= 0 else None for j, p in zip(ids, places.tolist())]
-
-    def contexts_of(rows: np.ndarray) -> list[tuple[Any, ...] | None]:
-        """What the context rows ``rows`` (-1: none) give a task inside them, as :func:`context_attrs` takes it:
-        read over arrays, a chunk's rows at once, not a row at a time."""
-        if not len(contexts):
-            return [None] * len(rows)
-        op_ev, top_op_ev, top_op_id, layer, phase, region = contexts[np.maximum(rows, 0), : cs.C_REGION + 1].T
-        values = zip(
-            named(op_ev),
-            map(shapes.__getitem__, np.where(op_ev >= 0, shape_at[np.maximum(op_ev, 0)], 0).tolist()),  # 0: None
-            named(top_op_ev),
-            map(layers.__getitem__, layer.tolist()),
-            map(phases.__getitem__, phase.tolist()),
-            named(region),
-            [v if v >= 0 else None for v in top_op_id.tolist()],
-        )
-        return [v if c >= 0 else None for v, c in zip(values, rows.tolist())]
-
-    def context_attrs(context: tuple[Any, ...] | None, kind: str, name: str, thread: str) -> dict[str, Any]:
-        """_cpu_attrs with a context row (its values, by :func:`contexts_of`; None: no range) as the parent frame."""
-        if context is None:
+    def context_attrs(c: int, kind: str, name: str, thread: str) -> dict[str, Any]:
+        """_cpu_attrs with the context row ``c`` as the parent frame."""
+        if c < 0:
             return root_cpu_attrs(kind, name, thread, rank)
-        op, op_shapes, top_op, layer, phase, region, top_op_id = context
+        op_ev, top_op_ev, top_op_id, layer, phase, region = contexts[c, : cs.C_REGION + 1].tolist()
         attrs = new_task_attrs(kind)
         attrs["name"] = name
         attrs["thread"] = thread
         attrs["rank"] = rank
-        attrs["op"] = op
-        attrs["shapes"] = op_shapes
-        attrs["top_op"] = top_op
-        attrs["layer"] = layer
-        attrs["phase"] = phase
-        attrs["region"] = region
-        attrs["top_op_id"] = top_op_id
+        attrs["op"] = names[op_ev] if op_ev >= 0 else None
+        attrs["shapes"] = shapes_of(op_ev) if op_ev >= 0 else None
+        attrs["top_op"] = names[top_op_ev] if top_op_ev >= 0 else None
+        attrs["layer"] = layers[layer]
+        attrs["phase"] = phases[phase]
+        attrs["region"] = names[region] if region >= 0 else None
+        attrs["top_op_id"] = top_op_id if top_op_id >= 0 else None
         attrs["parallel_us"] = attrs["param_us"] = 0.0
         return attrs
 
@@ -625,27 +597,27 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
     # calls come while it is open, so few ranges are in use at a time: the templates are dropped now and then.
     templates: dict[int, dict[str, Any]] = {}
     row_names = list(map(names.names.__getitem__, names.of[rows[:, cs.R_EV]].tolist()))  # each task's own name
-    for r, k, i, pc, context in _rows(rows, contexts_of):
+    for r, k, i, pc in _rows(rows):
         if k == cs.CALL:
             if pc >= 0:
                 template = templates.get(pc)
                 if template is None:
                     if len(templates) >= 1024:
                         templates.clear()
-                    template = templates[pc] = context_attrs(context, "cpu", row_names[r], thread_at[i])
+                    template = templates[pc] = context_attrs(pc, "cpu", row_names[r], thread_at[i])
                 attrs = template.copy()
                 attrs["name"] = row_names[r]
             else:
-                attrs = context_attrs(None, "cpu", row_names[r], thread_at[i])
+                attrs = context_attrs(pc, "cpu", row_names[r], thread_at[i])
         elif k == cs.LOADER_TASK:
-            attrs = context_attrs(context, "dataloader", names[i], thread_at[i])
+            attrs = context_attrs(pc, "dataloader", names[i], thread_at[i])
             attrs["phase"] = "dataloader"
             attrs["region"] = names[i]
             attrs["parallel_us"] = float(parallel[r])
         else:  # a CPU op called from Python that launches nothing (_cpu_op_task)
             _, _, _, own_ctx, inner_layer, inner = rows[r].tolist()
             own_row = contexts[own_ctx].tolist()
-            attrs = context_attrs(context, "cpu", names[i], thread_at[i])
+            attrs = context_attrs(pc, "cpu", names[i], thread_at[i])
             attrs["op"] = names[i]
             own = shapes_of(i)
             attrs["shapes"] = own if _has_dims(own) or inner < 0 else shapes_of(inner)

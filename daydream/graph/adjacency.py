@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import is_not, itemgetter
 from typing import Any
 
 import networkx as nx
@@ -94,6 +96,25 @@ class EdgeArrays:
     lag: np.ndarray
     has_lag: np.ndarray
 
+    @classmethod
+    def of_parents(cls, parents: list[dict[int, tuple[str, float | None]]]) -> EdgeArrays:
+        """The edges of ``parents`` (per task 0..n-1, each parent's edge kind and lag, None: no lag), in their order."""
+        ptr = np.zeros(len(parents) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, parents), np.int64, len(parents)), out=ptr[1:])
+        n = int(ptr[-1])
+        parent = np.fromiter(chain.from_iterable(parents), np.int64, n)
+        values = list(chain.from_iterable(map(dict.values, parents)))
+        kind = np.fromiter(map(_KIND_NUMBER.__getitem__, map(itemgetter(0), values)), np.int8, n)
+        lags = list(map(itemgetter(1), values))
+        del values
+        has_lag = np.fromiter(map(is_not, lags, repeat(None)), np.bool_, n)
+        lag = np.fromiter((0.0 if x is None else x for x in lags), np.float64, n)
+        return cls(ptr, parent, kind, lag, has_lag)
+
+    def of_kind(self, kinds: Iterable[str]) -> np.ndarray:
+        """Whether each edge is of one of ``kinds``."""
+        return np.isin(self.kind, [_KIND_NUMBER[k] for k in kinds])
+
     def child(self) -> np.ndarray:
         """Each edge's child."""
         return np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
@@ -103,6 +124,9 @@ class EdgeArrays:
         (:func:`copy_graph` adds each edge to them as it walks the ``succ`` dicts, task by task)."""
         order = np.lexsort((self.parent, self.child()))
         return EdgeArrays(self.ptr, self.parent[order], self.kind[order], self.lag[order], self.has_lag[order])
+
+
+_KIND_NUMBER = {kind: i for i, kind in enumerate(EDGE_KINDS)}  # an edge kind as EdgeArrays.kind holds it
 
 
 class _MadeWhenRead:

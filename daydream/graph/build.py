@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from itertools import chain, repeat
-from operator import is_not, itemgetter
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import msgspec
@@ -41,7 +40,6 @@ from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
 from daydream.graph.schema import (
     CPU_KINDS,
-    EDGE_KINDS,
     GPU_KINDS,
     ORDER_KINDS,
     Causality,
@@ -451,26 +449,7 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
         held_back_us=held_back_us,
         bridged_orders=bridged,
     )
-    return _edge_arrays(out), causality
-
-
-def _edge_arrays(parents: list[dict[int, tuple[str, float | None]]]) -> EdgeArrays:
-    """The window's dependencies as arrays: ``parents`` (per task, each parent's edge kind and lag, None: no lag) in
-    their order."""
-    ptr = np.zeros(len(parents) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, parents), np.int64, len(parents)), out=ptr[1:])
-    n = int(ptr[-1])
-    parent = np.fromiter(chain.from_iterable(parents), np.int64, n)
-    values = list(chain.from_iterable(map(dict.values, parents)))
-    kind = np.fromiter(map(_EDGE_KIND_NUMBER.__getitem__, map(itemgetter(0), values)), np.int8, n)
-    lags = list(map(itemgetter(1), values))
-    del values
-    has_lag = np.fromiter(map(is_not, lags, repeat(None)), np.bool_, n)
-    lag = np.fromiter((0.0 if x is None else x for x in lags), np.float64, n)
-    return EdgeArrays(ptr, parent, kind, lag, has_lag)
-
-
-_EDGE_KIND_NUMBER = {kind: i for i, kind in enumerate(EDGE_KINDS)}
+    return EdgeArrays.of_parents(out), causality
 
 
 def _step_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, selected: list[int]) -> list[StepInfo]:

@@ -74,11 +74,12 @@ def _gpu_attrs(
         kind = "comm"
     attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
     attrs["name"] = ev.name
-    thread = streams.get((device, stream)) if type(device) is int and type(stream) is int else None  # (1 == True)
+    key = (device, stream) if type(device) is int and type(stream) is int else None  # ints only: 1 == True == 1.0
+    thread = streams.get(key)
     if thread is None:
         thread = f"gpu:{device}/{stream}"
-        if type(device) is int and type(stream) is int:
-            streams[device, stream] = thread
+        if key is not None:
+            streams[key] = thread
     attrs["thread"] = thread
     attrs["rank"] = rank
     if src:

@@ -32,7 +32,7 @@ from daydream.graph import derived
 from daydream.graph.adjacency import EdgeArrays, attrs_of, edge_arrays, successors_of
 from daydream.graph.edit import task_label
 from daydream.graph.job import format_ranks
-from daydream.graph.schema import EDGE_KINDS, ORDER_KINDS
+from daydream.graph.schema import ORDER_KINDS
 from daydream.simulation.policies import EARLIEST, Policy
 from daydream.simulation.timeline import Timeline
 
@@ -342,7 +342,7 @@ def _children_from(edges: EdgeArrays) -> tuple[np.ndarray, np.ndarray, np.ndarra
     by_parent = np.argsort(edges.parent, kind="stable")
     ptr = np.zeros(len(edges.ptr), np.int64)
     np.cumsum(np.bincount(edges.parent, minlength=len(ptr) - 1), out=ptr[1:])
-    order = np.isin(edges.kind, [i for i, kind in enumerate(EDGE_KINDS) if kind in ORDER_KINDS])
+    order = edges.of_kind(ORDER_KINDS)
     return ptr, edges.child()[by_parent], order[by_parent], np.where(edges.has_lag, edges.lag, 0.0)[by_parent]
 
 

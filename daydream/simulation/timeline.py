@@ -15,7 +15,7 @@ import networkx as nx
 import numpy as np
 
 from daydream.graph.adjacency import attrs_of, edge_arrays, successors_of
-from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS
+from daydream.graph.schema import CPU_KINDS, GPU_KINDS
 
 
 @dataclass
@@ -218,7 +218,7 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     # nearly every task is on one of them already)
     built = edge_arrays(timeline.graph)
     if built is not None:  # a built graph's dependencies, still arrays (its tasks 0..n-1): its launches at once
-        launch = np.flatnonzero(built.kind == EDGE_KINDS.index("launch"))
+        launch = np.flatnonzero(built.of_kind(("launch",)))
         of_gpu = np.isin(kind[built.child()[launch]], _codes_of(kinds, GPU_KINDS))
         working.update(thread[built.parent[launch[of_gpu]]].tolist())
     else:

@@ -312,11 +312,13 @@ def test_each_gpu_task_names_the_call_that_launched_it(tmp_path: Path) -> None:
     from daydream.graph.build_cpu import cpu_tasks
     from daydream.graph.build_gpu import gpu_tasks
     from daydream.graph.build_table import TaskTable
+    from daydream.graph.schema import EDGE_KIND_NUMBER
 
     trace = load_trace(write_trace(tmp_path / "t.json", make_trace()))
     table = TaskTable()
     gpu_tasks(trace, table, cpu_tasks(trace, table))
-    launches = {v: e.parent for v, edges in enumerate(table.in_edges) for e in edges if e.kind == "launch"}
+    launch = EDGE_KIND_NUMBER["launch"]
+    launches = {v: u for u, v, kind in zip(table.edge_parent, table.edge_child, table.edge_kind) if kind == launch}
     assert launches and len(table.launcher) == len(table.attrs)
     assert {v: call for v, call in enumerate(table.launcher) if call >= 0} == launches
     assert all(table.attrs[call]["kind"] == "cpu" for call in launches.values())

@@ -24,7 +24,7 @@ import networkx as nx
 import numpy as np
 
 from daydream._gc import paused_gc
-from daydream.graph.schema import EDGE_KINDS, Edge, Task, new_edge_attrs
+from daydream.graph.schema import EDGE_KIND_NUMBER, EDGE_KINDS, Edge, Task, new_edge_attrs
 
 
 def attrs_of(graph: nx.DiGraph) -> dict[Any, Task]:
@@ -104,7 +104,7 @@ class EdgeArrays:
         n = int(ptr[-1])
         parent = np.fromiter(chain.from_iterable(parents), np.int64, n)
         values = list(chain.from_iterable(map(dict.values, parents)))
-        kind = np.fromiter(map(_KIND_NUMBER.__getitem__, map(itemgetter(0), values)), np.int8, n)
+        kind = np.fromiter(map(EDGE_KIND_NUMBER.__getitem__, map(itemgetter(0), values)), np.int8, n)
         lags = list(map(itemgetter(1), values))
         del values
         has_lag = np.fromiter(map(is_not, lags, repeat(None)), np.bool_, n)
@@ -113,7 +113,7 @@ class EdgeArrays:
 
     def of_kind(self, kinds: Iterable[str]) -> np.ndarray:
         """Whether each edge is of one of ``kinds``."""
-        return np.isin(self.kind, [_KIND_NUMBER[k] for k in kinds])
+        return np.isin(self.kind, [EDGE_KIND_NUMBER[k] for k in kinds])
 
     def child(self) -> np.ndarray:
         """Each edge's child."""
@@ -124,9 +124,6 @@ class EdgeArrays:
         (:func:`copy_graph` adds each edge to them as it walks the ``succ`` dicts, task by task)."""
         order = np.lexsort((self.parent, self.child()))
         return EdgeArrays(self.ptr, self.parent[order], self.kind[order], self.lag[order], self.has_lag[order])
-
-
-_KIND_NUMBER = {kind: i for i, kind in enumerate(EDGE_KINDS)}  # an edge kind as EdgeArrays.kind holds it
 
 
 class _MadeWhenRead:

@@ -40,6 +40,8 @@ from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
 from daydream.graph.schema import (
     CPU_KINDS,
+    EDGE_KIND_NUMBER,
+    EDGE_KINDS,
     GPU_KINDS,
     ORDER_KINDS,
     Causality,
@@ -133,7 +135,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
             steps = steps if context else steps[-1:]
         context_steps = _context_of(steps, busy, step is None or str(step).strip() not in ("all", "trace")) if context else set()
         advance(1)
-        graph = _cut(trace, table, steps, task_steps, Delays(l0, g0, infer_waits), context_steps)
+        graph = _cut(trace, table, steps, task_steps, Delays(l0, g0, infer_waits), context_steps, threads)
         graph.graph["steady_periods_us"] = steady_periods(table, numbered, task_steps, busy)
         advance(1)
         return graph
@@ -308,7 +310,7 @@ def _device_properties(trace: Trace) -> dict[str, Any]:
 
 
 def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskSteps, delays: Delays,
-         context: set[str] | frozenset[str] = frozenset()) -> nx.DiGraph:  # fmt: skip
+         context: set[str] | frozenset[str], threads: dict[str, list[int]]) -> nx.DiGraph:  # fmt: skip
     """The graph of the selected steps' tasks, with the work outside them finished before they start.
 
     Dependencies on tasks outside the window are dropped rather than turned into absolute release times: a task's
@@ -328,10 +330,9 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
     origin = table.ts[selected[0]]  # the first start: selected is in order of start
     window = np.full(len(table.attrs), -1, np.int64)  # a task's number in the window, -1 outside it
     window[held] = np.arange(len(selected))
-    index = window.tolist()
-    del window, held
+    edges, causality = _window_edges(table, held, window, origin, threads)
+    del window
     tasks, pinned = _window_tasks(table, selected, task_steps.of, origin)
-    edges, causality = _window_edges(table, selected, index, origin)
     g = TaskGraph()
     # numbered in order of start; the attribute dicts become the graph's (networkx's API would copy them, a third
     # of the build time on a 300k-task graph), the dependencies dicts only when read
@@ -375,13 +376,15 @@ def _duration(us: float) -> str:
 
 
 def _window_tasks(table: TaskTable, selected: list[int], step_of: list[str | None], origin: float) -> tuple[list[Task], int]:
-    """The selected tasks' attributes, with their step and their times from the window's origin; and how many have a
-    release time."""
+    """The selected tasks' attributes, with their step, their gap and their times from the window's origin; and how
+    many have a release time."""
+    assert table.gap is not None  # (measure_delays ran)
     out = []
     pinned = 0
-    for t in selected:
+    for t, gap in zip(selected, table.gap[selected].tolist()):
         a = table.attrs[t]
         a["start"] = table.ts[t] - origin
+        a["gap"] = gap
         a["step"] = step_of[t]
         release = a["release"]
         if release is not None:
@@ -391,8 +394,8 @@ def _window_tasks(table: TaskTable, selected: list[int], step_of: list[str | Non
     return out, pinned  # type: ignore[return-value]
 
 
-def _window_edges(table: TaskTable, selected: list[int], index: list[int],
-                  origin: float) -> tuple[EdgeArrays, Causality]:  # fmt: skip
+def _window_edges(table: TaskTable, selected: np.ndarray, window: np.ndarray, origin: float,
+                  threads: dict[str, list[int]]) -> tuple[EdgeArrays, Causality]:  # fmt: skip
     """Each selected task's parents among the selected tasks (a task whose every dependency the cut dropped keeps its
     fallback, if it has one inside), and what the cut leaves unexplained: how long work outside the window held
     tasks back in the trace, and the tasks with no dependency left that started after the window did.
@@ -400,56 +403,102 @@ def _window_edges(table: TaskTable, selected: list[int], index: list[int],
     A thread (or stream) that ran work outside the window between two of its tasks inside it (the tasks between the
     steps of ``--step all``) keeps its order across that work: the task after it follows the thread's last task
     before it, whose gap becomes the whole stretch, as the trace shows it. Without that order the task after the
-    stretch would start with the window, alongside the thread's first tasks."""
-    attrs, end, ts = table.attrs, table.end, table.ts
-    out: list[dict[int, tuple[str, float | None]]] = []  # per task, its parents' (edge kind, lag or None)
-    cut_edges: dict[str, int] = {}
-    held_back_us = 0.0  # how long the work outside the window held tasks back, in the trace
-    unanchored, lead_us = 0, 0.0
-    bridged = 0  # thread orders kept across work outside the window
-    last_on: dict[str, int] = {}  # each thread's last task so far (selected is in order of start, as each thread is)
+    stretch would start with the window, alongside the thread's first tasks.
+
+    Over arrays, as a loop over the selected tasks (in order of start) and their dependencies (in order) would go:
+    a task's parents in the order first met, a parent met twice keeping the dependency met last (an order kept
+    across the window's gaps only where the parent was not met yet)."""
+    deps, gap = table.dependencies, table.gap
+    assert deps is not None and gap is not None  # (measure_delays ran)
+    attrs = table.attrs
+    ts, end = np.asarray(table.ts), np.asarray(table.end)
+    n = len(selected)
+    # each selected task's thread (a number), and the selected task before it on that thread (-1: none)
+    thread_of = np.full(len(attrs), -1, np.int64)
+    for i, tasks in enumerate(threads.values()):
+        thread_of[tasks] = i
+    on = thread_of[selected]
+    assert on.min() >= 0  # (order_edges put every task on its thread, as have the stages that add tasks since)
+    by_thread = np.argsort(on, kind="stable")
+    same = on[by_thread[1:]] == on[by_thread[:-1]]
+    before = np.full(n, -1, np.int64)
+    before[by_thread[1:][same]] = by_thread[:-1][same]
     # a thread that runs no op only polls (NCCL's watchdog querying events): when it starts holds nothing back
-    working = {attrs[t]["thread"] for t in selected if attrs[t]["op"] is not None or attrs[t]["kind"] not in CPU_KINDS}
-    for t in selected:
-        parents: dict[int, tuple[str, float | None]] = {}
-        out.append(parents)
-        inside = 0
-        thread = attrs[t]["thread"]
-        edges, table.in_edges[t] = table.in_edges[t], []  # dropped once read: the graph's edges reuse their memory
-        for e in edges:
-            iu = index[e.parent]
-            if iu >= 0:
-                parents[iu] = (e.kind, None if e.kind in ORDER_KINDS else e.lag)
-                inside += 1
-                continue
-            cut_edges[e.kind] = cut_edges.get(e.kind, 0) + 1
-            before = last_on.get(thread) if e.kind in ORDER_KINDS else None
-            if before is not None:
-                attrs[before]["gap"] = ts[t] - end[before]
-                iu = index[before]
-                if iu not in parents:
-                    parents[iu] = (e.kind, None)
-                inside += 1
-                bridged += 1
-            elif thread in working:
-                ready = end[e.parent] + (attrs[e.parent]["gap"] if e.kind in ORDER_KINDS else e.lag)
-                held_back_us = max(held_back_us, ready - origin)
-        last_on[thread] = t
-        fallback = table.fallback_edges.get(t)
-        if not inside and fallback is not None and (iu := index[fallback.parent]) >= 0:
-            parents[iu] = (fallback.kind, fallback.lag)
-            inside = 1
-        if not inside and ts[t] - origin > UNANCHORED_TOLERANCE_US and attrs[t]["thread"] in working:
-            unanchored += 1
-            lead_us += ts[t] - origin
+    busy = np.fromiter(
+        (a["op"] is not None or a["kind"] not in CPU_KINDS for a in map(attrs.__getitem__, selected.tolist())), np.bool_, n
+    )
+    working = np.zeros(len(threads), np.bool_)
+    working[on[busy]] = True
+    working_task = working[on]
+    # the selected tasks' dependencies that hold, task by task (w: the task's number in the window)
+    first, count = deps.ptr[selected], deps.ptr[selected + 1] - deps.ptr[selected]
+    e = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
+    w = np.repeat(np.arange(n), count)
+    e, w = e[deps.holds[e]], w[deps.holds[e]]
+    kind, parent = deps.kind[e], deps.parent[e]
+    order = np.isin(kind, [EDGE_KIND_NUMBER[k] for k in ORDER_KINDS])
+    inside = window[parent] >= 0
+    cut = ~inside
+    bridged = cut & order & (before[w] >= 0)
+    # the thread's last task before the work outside: its gap is the whole stretch
+    gap[selected[before[w[bridged]]]] = ts[selected[w[bridged]]] - end[selected[before[w[bridged]]]]
+    ready = np.flatnonzero(cut & ~bridged & working_task[w])
+    held_back = end[parent[ready]] + np.where(order[ready], gap[parent[ready]], deps.lag[e[ready]]) - origin
+    kinds, first_cut, cut_count = np.unique(kind[cut], return_index=True, return_counts=True)
+    cut_edges = {EDGE_KINDS[k]: c for _, k, c in sorted(zip(first_cut.tolist(), kinds.tolist(), cut_count.tolist()))}
+    # the window's edges: the dependencies inside, the orders kept across the work outside, then the fallbacks
+    kept = inside | bridged
+    child, parents = w[kept], np.where(inside, window[parent], before[w])[kept]
+    kinds_kept, lag, has_lag = kind[kept], deps.lag[e[kept]], (inside & ~order)[kept]
+    weak = bridged[kept]  # (an order kept across the work outside gives way to a dependency on the same task)
+    anchored = np.bincount(child, minlength=n) > 0
+    fallback = [(int(window[t]), int(window[f.parent]), f) for t, f in table.fallback_edges.items()
+                if window[t] >= 0 and window[f.parent] >= 0 and not anchored[window[t]]]  # fmt: skip
+    if fallback:
+        at = np.array([x for x, _, _ in fallback], np.int64)
+        anchored[at] = True
+        child = np.concatenate([child, at])
+        parents = np.concatenate([parents, [p for _, p, _ in fallback]])
+        kinds_kept = np.concatenate([kinds_kept, [EDGE_KIND_NUMBER[f.kind] for _, _, f in fallback]])
+        lag = np.concatenate([lag, [f.lag for _, _, f in fallback]])
+        has_lag = np.concatenate([has_lag, np.ones(len(fallback), np.bool_)])
+        weak = np.concatenate([weak, np.zeros(len(fallback), np.bool_)])
+    lead = ts[selected] - origin
+    unanchored = np.flatnonzero(~anchored & (lead > UNANCHORED_TOLERANCE_US) & working_task)
+    lead_us = 0.0
+    for x in lead[unanchored].tolist():  # summed in order, as the tasks are met
+        lead_us += x
     causality = Causality(
-        unanchored_tasks=unanchored,
+        unanchored_tasks=len(unanchored),
         unanchored_lead_us=lead_us,
         cut_edges=cut_edges,
-        held_back_us=held_back_us,
-        bridged_orders=bridged,
+        held_back_us=max(0.0, held_back.max().item()) if len(held_back) else 0.0,
+        bridged_orders=int(bridged.sum()),
     )
-    return EdgeArrays.of_parents(out), causality
+    return _first_met(n, child, parents, kinds_kept, lag, has_lag, weak), causality
+
+
+def _first_met(tasks: int, child: np.ndarray, parent: np.ndarray, kind: np.ndarray, lag: np.ndarray, has_lag: np.ndarray,
+               weak: np.ndarray) -> EdgeArrays:  # fmt: skip
+    """The edges given (in order of their children, then met), as a dict per child would hold them: a parent met
+    twice keeps its first place and the edge met last, unless that edge is ``weak`` (an edge only added where its
+    parent was not met yet)."""
+    order = np.argsort(child, kind="stable")
+    child, parent, kind, lag, has_lag, weak = child[order], parent[order], kind[order], lag[order], has_lag[order], weak[order]
+    key = child * tasks + parent  # (parents are tasks too: below ``tasks``)
+    by_key = np.argsort(key, kind="stable")  # each pair's edges in the order met
+    starts = np.flatnonzero(np.r_[True, key[by_key][1:] != key[by_key][:-1]])
+    if len(starts) < len(key):  # a parent met twice: its first place, and the last edge met that is not weak
+        place = by_key[starts]
+        last_strong = np.maximum.reduceat(np.where(weak[by_key], -1, by_key), starts)
+        source = np.where(last_strong >= 0, last_strong, place)
+        in_order = np.argsort(place)
+        place, source = place[in_order], source[in_order]
+        child, parent, kind, lag, has_lag = child[place], parent[place], kind[source], lag[source], has_lag[source]
+    ptr = np.zeros(tasks + 1, np.int64)
+    np.cumsum(np.bincount(child, minlength=tasks), out=ptr[1:])
+    lag = np.where(has_lag, lag, 0.0)  # (EdgeArrays.lag holds 0 where an edge has no lag)
+    return EdgeArrays(ptr, parent.astype(np.int64), kind.astype(np.int8), lag.astype(np.float64), has_lag.astype(np.bool_))
 
 
 def _step_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, selected: list[int]) -> list[StepInfo]:

@@ -638,7 +638,6 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
     table.end += (ts[at] + dur[at]).tolist()
     table.launch_ts += starts
     table.launcher += [-1] * len(made)
-    table.in_edges += ([] for _ in made)
     # what each task's range says of it: a call's range is the one around it, a CPU-only op's its own
     kind = rows[:, cs.R_KIND]
     held = np.where(kind == cs.CALL, rows[:, cs.R_PARENT_CTX], np.where(kind == cs.OP_TASK, rows[:, cs.R_OWN_CTX], -1))

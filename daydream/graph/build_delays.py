@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from daydream.graph.build_edges import BackwardWait, LoaderWait
-from daydream.graph.build_table import InEdge, TaskTable
-from daydream.graph.schema import CPU_KINDS
+from daydream.graph.build_table import Dependencies, TaskTable
+from daydream.graph.schema import CPU_KINDS, EDGE_KIND_NUMBER, EDGE_KINDS
 
 # Defaults where a trace has no sample of a mechanism (typical of CUDA 11/12 on current GPUs).
 DEFAULT_LAUNCH_LATENCY_US = 2.0
@@ -25,24 +28,31 @@ UNEXPLAINED_DELAY_US = 5.0
 CROSS_STREAM_WINDOW_US = 10.0
 
 
-def typical_delays(table: TaskTable) -> tuple[float, float]:
+def typical_delays(table: TaskTable, deps: Dependencies) -> tuple[float, float]:
     """Median launch latency (idle stream) and median inter-kernel gap (queued work), measured."""
-    ts, end, in_edges = table.ts, table.end, table.in_edges
-    launch, gap = [], []
-    for v, launcher in enumerate(table.launcher):
-        if launcher < 0:
-            continue
-        pred = None  # the last stream edge, as a dict by kind would keep
-        for e in in_edges[v]:
-            if e.kind == "stream":
-                pred = e.parent
-        if pred is None or end[pred] < ts[launcher]:
-            launch.append(ts[v] - end[launcher])
-        elif end[launcher] < end[pred]:
-            gap.append(ts[v] - end[pred])
+    ts, end = np.asarray(table.ts), np.asarray(table.end)
+    launcher = np.asarray(table.launcher, np.int64)
+    # each task's last stream dependency's parent (-1: none), as a dict by kind would keep it
+    child = deps.child()
+    stream = np.flatnonzero(deps.kind == EDGE_KIND_NUMBER["stream"])
+    last = stream[_last_index(child[stream])]
+    pred = np.full(len(launcher), -1, np.int64)
+    pred[child[last]] = deps.parent[last]
+    v = np.flatnonzero(launcher >= 0)
+    call, before = launcher[v], pred[v]
+    idle = (before < 0) | (end[before] < ts[call])  # (end[-1] is read where there is none, and not used)
+    queued = ~idle & (end[call] < end[before])
+    launch = (ts[v[idle]] - end[call[idle]]).tolist()
+    gap = (ts[v[queued]] - end[before[queued]]).tolist()
     l0 = statistics.median(launch) if launch else DEFAULT_LAUNCH_LATENCY_US
     g0 = max(0.0, statistics.median(gap)) if gap else DEFAULT_STREAM_GAP_US
     return l0, g0
+
+
+def _last_index(keys: np.ndarray) -> np.ndarray:
+    """Where each distinct value of ``keys`` last occurs."""
+    _, first_from_end = np.unique(keys[::-1], return_index=True)
+    return len(keys) - 1 - first_from_end
 
 
 class _StreamEnds:
@@ -62,62 +72,90 @@ class _StreamEnds:
 
 def measure_delays(table: TaskTable, threads: dict[str, list[int]], infer_waits: bool) -> tuple[float, float]:
     """Set every task's ``gap`` and every edge's ``lag`` (and, where ``infer_waits``, add the cross-stream waits the
-    trace does not record); returns the typical launch latency and stream gap."""
-    l0, g0 = typical_delays(table)
-    typical = {"launch": l0, "stream": g0, "thread": 0.0, "sync": 0.0, "comm": 0.0}
-    attrs, ts, end = table.attrs, table.ts, table.end
-    for a in attrs:
+    trace does not record); returns the typical launch latency and stream gap. The table's dependencies become
+    ``table.dependencies``, its gaps ``table.gap``.
+
+    Over arrays, each task's dependencies in their order, as a loop over the tasks would go: for a CPU task, a call
+    that waited (sync parents that ended inside it) keeps the part after the wait as its duration and starts with no
+    delay after what it waited for, and the thread's gap before it is what the trace shows; for a GPU task, the
+    dependency that released it (the first of those that left the least slack) keeps its slack, the others the
+    typical delay of their mechanism where less. A gap set twice keeps the value the later dependency gave."""
+    attrs = table.attrs
+    for a in attrs:  # each task's keys, in the order a task's dict gets them (the cut writes the gaps measured)
         a["gap"] = 0.0
         a["release"] = None
-    stream_ends = _StreamEnds(table, threads) if infer_waits else None
-    unexplained = UNEXPLAINED_DELAY_US + max(l0, g0, 0.0)
-    for v, edges in enumerate(table.in_edges):
-        if not edges:
-            continue  # nothing known holds it: it starts with the window (see build._cut: the unanchored starts)
-        if attrs[v]["kind"] in CPU_KINDS:
-            if len(edges) == 1 and edges[0].kind == "thread":  # most CPU tasks: held by their thread alone
-                u = edges[0].parent
-                attrs[u]["gap"] = ts[v] - end[u]
-            else:
-                _cpu_delays(table, v, edges)
-            continue
-        s = ts[v]
-        binding = edges[0] if len(edges) == 1 else min(edges, key=lambda e: s - end[e.parent])
-        if stream_ends is not None and s - end[binding.parent] > unexplained:
-            source = _cross_stream_source(table, v, stream_ends)
-            if source is not None:
-                kind = "comm" if "comm" in (attrs[v]["kind"], attrs[source]["kind"]) else "sync"
-                binding = InEdge(source, kind, 0.0)
-                edges.append(binding)
-        for e in edges:
-            slack = s - end[e.parent]
-            value = slack if e is binding else min(slack, typical[e.kind])
-            if e.kind == "stream":
-                attrs[e.parent]["gap"] = value
-            else:
-                e.lag = value
+    deps = Dependencies.of(len(attrs), table.edge_parent, table.edge_child, table.edge_kind)
+    table.edge_parent, table.edge_child, table.edge_kind = [], [], []
+    l0, g0 = typical_delays(table, deps)
+    typical = np.zeros(len(EDGE_KINDS))
+    typical[EDGE_KIND_NUMBER["launch"]], typical[EDGE_KIND_NUMBER["stream"]] = l0, g0
+    ts, end = np.asarray(table.ts), np.asarray(table.end)
+    cpu = np.fromiter(map(CPU_KINDS.__contains__, map(itemgetter("kind"), attrs)), np.bool_, len(attrs))
+    child = deps.child()
+    binding = _releasing(deps, child, ts, end, ~cpu[child])
+    if infer_waits:  # a GPU task released long after everything known: what it waited for on another stream
+        deps, child, binding = _cross_stream_waits(table, threads, deps, child, binding, max(l0, g0, 0.0))
+    slack = ts[child] - end[deps.parent]
+    thread, sync = deps.kind == EDGE_KIND_NUMBER["thread"], deps.kind == EDGE_KIND_NUMBER["sync"]
+    on_cpu = cpu[child]
+    # a CPU call the trace says returned before a sync parent ended did not wait on it
+    deps.holds &= ~(on_cpu & sync & (end[deps.parent] > end[child]))
+    waited = np.flatnonzero(on_cpu & sync & deps.holds)
+    wait_end = np.full(len(attrs), -np.inf)
+    np.maximum.at(wait_end, child[waited], end[deps.parent[waited]])
+    for v in np.flatnonzero(wait_end > ts).tolist():  # the part of the call after the wait: its own cost
+        attrs[v]["duration"] = table.end[v] - wait_end[v].item()
+    is_binding = np.zeros(len(child), np.bool_)
+    is_binding[binding] = True
+    value = np.where(is_binding, slack, np.minimum(slack, typical[deps.kind]))
+    gpu_lag = ~on_cpu & (deps.kind != EDGE_KIND_NUMBER["stream"])
+    deps.lag[gpu_lag] = value[gpu_lag]  # (a CPU task's dependencies keep no delay but the thread's gap)
+    gaps = np.flatnonzero((on_cpu & thread & deps.holds) | (~on_cpu & (deps.kind == EDGE_KIND_NUMBER["stream"])))
+    table.gap = np.zeros(len(attrs))
+    last = gaps[_last_index(deps.parent[gaps])]
+    table.gap[deps.parent[last]] = np.where(on_cpu[last], slack[last], value[last])
+    table.dependencies = deps
     return l0, g0
 
 
-def _cpu_delays(table: TaskTable, v: int, edges: list[InEdge]) -> None:
-    """A CPU task: a call that waited (sync parents that ended inside it) keeps the part after the wait as its
-    duration, and starts with no delay after what it waited for; the thread's gap before it is what the trace shows."""
-    attrs, end = table.attrs, table.end
-    s = table.ts[v]
-    waited = [e.parent for e in edges if e.kind == "sync"]
-    if waited:
-        te = max(end[u] for u in waited)
-        if te > end[v]:  # the trace says the call returned first: not a wait on these
-            edges[:] = [e for e in edges if e.kind != "sync" or end[e.parent] <= end[v]]
-            waited = [e.parent for e in edges if e.kind == "sync"]
-            te = max((end[u] for u in waited), default=s)
-        if te > s:
-            attrs[v]["duration"] = end[v] - te  # the part of the call after the wait: its own cost
-    for e in edges:
-        if e.kind == "thread":
-            attrs[e.parent]["gap"] = s - end[e.parent]
-        else:
-            e.lag = 0.0
+def _releasing(deps: Dependencies, child: np.ndarray, ts: np.ndarray, end: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """Of each task with dependencies ``among`` those given, the one that released it: the first of those that left
+    it the least slack (``min`` over them in order)."""
+    e = np.flatnonzero(among)
+    slack = ts[child[e]] - end[deps.parent[e]]
+    order = np.lexsort((e, slack, child[e]))
+    first = np.ones(len(order), np.bool_)
+    first[1:] = child[e][order][1:] != child[e][order][:-1]
+    return e[order][first]
+
+
+def _cross_stream_waits(table: TaskTable, threads: dict[str, list[int]], deps: Dependencies, child: np.ndarray,
+                        binding: np.ndarray, typical: float) -> tuple[Dependencies, np.ndarray, np.ndarray]:  # fmt: skip
+    """The dependencies with, for each GPU task that started more than UNEXPLAINED_DELAY_US after the one that
+    released it, the cross-stream wait timing explains (:func:`_cross_stream_source`) added after its others and
+    releasing it instead."""
+    ts, end, attrs = table.ts, table.end, table.attrs
+    unexplained = UNEXPLAINED_DELAY_US + typical
+    stream_ends = _StreamEnds(table, threads)
+    added: list[tuple[int, int, int]] = []  # (task, source, kind)
+    for e in binding.tolist():
+        v = int(child[e])
+        if ts[v] - end[int(deps.parent[e])] > unexplained:
+            source = _cross_stream_source(table, v, stream_ends)
+            if source is not None:
+                kind = "comm" if "comm" in (attrs[v]["kind"], attrs[source]["kind"]) else "sync"
+                added.append((v, source, EDGE_KIND_NUMBER[kind]))
+    if not added:
+        return deps, child, binding
+    tasks, sources, kinds = (list(x) for x in zip(*added))
+    deps, position = deps.with_added(tasks, sources, kinds)
+    child = deps.child()
+    old = np.ones(len(child), np.bool_)
+    old[position] = False
+    renumbered = np.flatnonzero(old)  # an old dependency's number now
+    moved = renumbered[binding]
+    keep = ~np.isin(child[moved], tasks)
+    return deps, child, np.sort(np.concatenate([moved[keep], position]))
 
 
 def _cross_stream_source(table: TaskTable, v: int, stream_ends: _StreamEnds) -> int | None:
@@ -142,25 +180,28 @@ def split_backward_gaps(table: TaskTable, waits: list[BackwardWait]) -> None:
     backward ended; the autograd thread's before it, for the call. Each becomes the delay of its edge (the call
     -> the first backward task, the last backward task -> the caller's next task), the threads keep no gap there,
     and replay stays exact."""
-    attrs, ts, end = table.attrs, table.ts, table.end
+    ts, end, deps, gap = table.ts, table.end, table.dependencies, table.gap
+    assert deps is not None and gap is not None  # (measure_delays ran)
+    sync, thread = EDGE_KIND_NUMBER["sync"], EDGE_KIND_NUMBER["thread"]
     for p, n, last, first in waits:
-        attrs[p]["gap"] = 0.0
+        gap[p] = 0.0
         for x, source, lag in ((n, last, ts[n] - end[last]), (first, p, ts[first] - end[p])):
-            for e in table.in_edges[x]:
-                if e.parent == source and e.kind == "sync":
-                    e.lag = lag
-                elif e.kind == "thread" and x == first:
-                    attrs[e.parent]["gap"] = 0.0  # the autograd thread was idle, waiting for the call
+            for e in deps.held(x):
+                if deps.parent[e] == source and deps.kind[e] == sync:
+                    deps.lag[e] = lag
+                elif deps.kind[e] == thread and x == first:
+                    gap[deps.parent[e]] = 0.0  # the autograd thread was idle, waiting for the call
 
 
 def split_loader_gaps(table: TaskTable, waits: list[LoaderWait]) -> None:
     """Of the idle stretch before the task that waited for a batch, the part a ready batch also takes (taking it
     from the workers' queue) stays the thread's, and follows the batch too (the edge's delay); the rest was the
     wait. A one-task range keeps that part as its duration (measure_delays cut it at the batch's arrival)."""
-    attrs = table.attrs
+    deps, gap = table.dependencies, table.gap
+    assert deps is not None and gap is not None  # (measure_delays ran)
     for worker, consumer, before, own in waits:
         if before is not None:
-            attrs[before]["gap"] = own
-        for e in table.in_edges[consumer]:
-            if e.parent == worker:
-                e.lag = own
+            gap[before] = own
+        for e in deps.held(consumer):
+            if deps.parent[e] == worker:
+                deps.lag[e] = own

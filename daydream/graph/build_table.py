@@ -13,16 +13,70 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import numpy as np
+
+from daydream.graph.schema import EDGE_KIND_NUMBER
 
 
 class InEdge(msgspec.Struct, gc=False):
-    """A dependency as the builder holds it, on its child: the parent task, the edge kind (schema.EDGE_KINDS) and
-    the delay. For the order kinds (thread, stream) the delay is the parent's ``gap``, and ``lag`` stays 0. A struct
-    made in C: a 1M-event trace makes some 420k of them, at half a dataclass's cost each."""
+    """A dependency held aside (``TaskTable.fallback_edges``): the parent task, the edge kind (schema.EDGE_KINDS) and
+    the delay."""
 
     parent: int
     kind: str
     lag: float = 0.0
+
+
+@dataclass(slots=True)
+class Dependencies:
+    """The dependencies found, task by task: task ``v``'s are ``ptr[v]:ptr[v + 1]``, in the order they were found.
+    Each one's parent task, kind (its number in schema.EDGE_KINDS), ``lag`` (set by
+    :func:`~daydream.graph.build_delays.measure_delays`; the order kinds keep 0, their delay being the parent's
+    ``gap``) and whether it ``holds`` (measure_delays drops a wait the trace contradicts). Arrays, so that the stages
+    that read every dependency (the delays, the cut) read them a column at a time: a 1M-event trace finds 420k."""
+
+    ptr: np.ndarray
+    parent: np.ndarray
+    kind: np.ndarray
+    lag: np.ndarray
+    holds: np.ndarray
+
+    @classmethod
+    def of(cls, tasks: int, parent: list[int], child: list[int], kind: list[int]) -> Dependencies:
+        """The dependencies of ``tasks`` tasks given edge by edge (``child[i]`` on ``parent[i]``), each task's in the
+        order given."""
+        children = np.asarray(child, np.int64)
+        order = np.argsort(children, kind="stable")
+        ptr = np.zeros(tasks + 1, np.int64)
+        np.cumsum(np.bincount(children, minlength=tasks), out=ptr[1:])
+        m = len(children)
+        return cls(ptr, np.asarray(parent, np.int64)[order], np.asarray(kind, np.int8)[order], np.zeros(m), np.ones(m, np.bool_))
+
+    def child(self) -> np.ndarray:
+        """Each dependency's child."""
+        return np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
+
+    def with_added(self, child: list[int], parent: list[int], kind: list[int]) -> tuple[Dependencies, np.ndarray]:
+        """These dependencies and the ones given, each after its child's others; and where each given one now is."""
+        old = self.child()
+        children = np.concatenate([old, np.asarray(child, np.int64)])
+        order = np.argsort(children, kind="stable")
+        ptr = np.zeros_like(self.ptr)
+        np.cumsum(np.bincount(children, minlength=len(self.ptr) - 1), out=ptr[1:])
+        position = np.empty(len(order), np.int64)
+        position[order] = np.arange(len(order))
+        added = Dependencies(
+            ptr,
+            np.concatenate([self.parent, np.asarray(parent, np.int64)])[order],
+            np.concatenate([self.kind, np.asarray(kind, np.int8)])[order],
+            np.concatenate([self.lag, np.zeros(len(child))])[order],
+            np.concatenate([self.holds, np.ones(len(child), np.bool_)])[order],
+        )
+        return added, position[len(old) :]
+
+    def held(self, v: int) -> list[int]:
+        """Task ``v``'s dependencies that hold, in order (their numbers in these arrays)."""
+        return [e for e in range(int(self.ptr[v]), int(self.ptr[v + 1])) if self.holds[e]]
 
 
 @dataclass(slots=True)
@@ -36,9 +90,16 @@ class TaskTable:
     # the runtime call that launched the task (its ``launch`` edge's parent; -1: none): what a GPU task takes its
     # step and phase from, read without a walk over its dependencies
     launcher: list[int] = field(default_factory=list)
-    in_edges: list[list[InEdge]] = field(default_factory=list)  # per task, the dependencies that hold it
+    # the dependencies found, in the order found: ``edge_child[i]`` waits on ``edge_parent[i]``, its kind
+    # ``edge_kind[i]`` (schema.EDGE_KIND_NUMBER); measure_delays makes them ``dependencies``
+    edge_parent: list[int] = field(default_factory=list)
+    edge_child: list[int] = field(default_factory=list)
+    edge_kind: list[int] = field(default_factory=list)
     # per task, a dependency that holds it only where the window cut all its others (see build._cut)
     fallback_edges: dict[int, InEdge] = field(default_factory=dict)
+    dependencies: Dependencies | None = None  # the dependencies by task, with their delays (measure_delays on)
+    # each task's gap (schema.Task), measured (measure_delays on): the cut writes it into the window's tasks
+    gap: np.ndarray | None = None
 
     def add_task(self, attrs: dict[str, Any], ts: float, dur: float) -> int:
         """A new task, issued when it starts; returns its number."""
@@ -48,9 +109,10 @@ class TaskTable:
         self.end.append(ts + dur)
         self.launch_ts.append(ts)
         self.launcher.append(-1)
-        self.in_edges.append([])
         return task
 
-    def add_edge(self, u: int, v: int, kind: str, lag: float = 0.0) -> None:
+    def add_edge(self, u: int, v: int, kind: str) -> None:
         """``v`` depends on ``u``."""
-        self.in_edges[v].append(InEdge(u, kind, lag))
+        self.edge_parent.append(u)
+        self.edge_child.append(v)
+        self.edge_kind.append(EDGE_KIND_NUMBER[kind])

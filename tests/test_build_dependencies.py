@@ -5,6 +5,7 @@ ties decide."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,10 @@ TRACES = (
     "tracelens/mi300_train_resnet18.json.gz",  # AMD
     "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
+    "validation/traces/accumulate2/run1/rank0.json.gz",  # micro-batches: forward passes after a backward pass
+    "validation/traces/loader2/run1/rank0.json.gz",  # waits for the data loader's workers
 )
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_tasks_dependencies_stay_in_the_order_found() -> None:
@@ -82,7 +86,7 @@ def _assert_same_edges(got: EdgeArrays, expected: EdgeArrays) -> None:
 @pytest.mark.parametrize("name", TRACES)
 @pytest.mark.parametrize("step", [None, "all"])
 def test_the_delays_and_the_cut_are_those_a_loop_over_the_tasks_finds(
-    name: str, step: str | None, shared_traces: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, step: str | None, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checked: list[str] = []
     measure, window_edges = build_delays.measure_delays, build._window_edges
@@ -110,10 +114,82 @@ def test_the_delays_and_the_cut_are_those_a_loop_over_the_tasks_finds(
         checked.append("cut")
         return edges, causality
 
+    order, phases = build.order_edges, build.finish_phases
+
+    def order_spy(table: TaskTable) -> dict[str, list[int]]:
+        found = len(table.edge_parent)
+        threads = order(table)
+        expected = _threads_by_loop(table)
+        assert threads == expected and list(threads) == list(expected)
+        edges = [(u, v, EDGE_KINDS[k]) for u, v, k in zip(table.edge_parent, table.edge_child, table.edge_kind)]
+        assert edges[found:] == [
+            (u, v, "stream" if thread.startswith("gpu:") else "thread")
+            for thread, tasks in expected.items()
+            for u, v in zip(tasks, tasks[1:])
+        ]
+        checked.append("order")
+        return threads
+
+    def phases_spy(table: TaskTable, task_steps: build.TaskSteps, threads: dict[str, list[int]], fwd_seq: dict[int, int],
+                   bwd_seq: dict[int, int]) -> None:  # fmt: skip
+        expected = _phases_by_loop(table, task_steps.of, threads, fwd_seq, bwd_seq)
+        phases(table, task_steps, threads, fwd_seq, bwd_seq)
+        assert [a["phase"] for a in table.attrs] == expected
+        checked.append("phases")
+
+    monkeypatch.setattr(build, "order_edges", order_spy)
     monkeypatch.setattr(build, "measure_delays", delays_spy)
+    monkeypatch.setattr(build, "finish_phases", phases_spy)
     monkeypatch.setattr(build, "_window_edges", cut_spy)
-    build.build_graph(load_trace(shared_traces / name), step)
-    assert checked == ["delays", "cut"]
+    folder = ROOT if name.startswith("validation/") else request.getfixturevalue("shared_traces")  # (skips if absent)
+    build.build_graph(load_trace(folder / name), step)
+    assert checked == ["order", "delays", "phases", "cut"]
+
+
+def _threads_by_loop(table: TaskTable) -> dict[str, list[int]]:
+    """build_edges.order_edges as a loop: each thread's tasks in order of start (ties in task order), the threads in
+    order of their first task."""
+    threads: dict[str, list[int]] = {}
+    for task, a in enumerate(table.attrs):
+        threads.setdefault(a["thread"], []).append(task)
+    for tasks in threads.values():
+        tasks.sort(key=table.ts.__getitem__)
+    return threads
+
+
+def _phases_by_loop(table: TaskTable, step_of: list[str | None], threads: dict[str, list[int]], fwd_seq: dict[int, int],
+                    bwd_seq: dict[int, int]) -> list[Any]:  # fmt: skip
+    """build.finish_phases as a loop over the tasks: the phases it leaves (the table's left as they were)."""
+    first_bwd: dict[str | None, float] = {}
+    last_bwd: dict[str | None, float] = {}
+    first_opt: dict[str | None, float] = {}
+    for task, a in enumerate(table.attrs):
+        if a["kind"] not in CPU_KINDS:
+            continue
+        key, t0 = step_of[task], table.ts[task]
+        if a["phase"] == "backward":
+            first_bwd[key] = min(first_bwd.get(key, t0), t0)
+            last_bwd[key] = max(last_bwd.get(key, t0), table.end[task])
+        elif a["phase"] == "optimizer":
+            first_opt[key] = min(first_opt.get(key, t0), t0)
+    later = build.later_forward_passes(table, step_of, threads, fwd_seq, bwd_seq, first_bwd, last_bwd)
+    out = []
+    for task, a in enumerate(table.attrs):
+        phase = a["phase"]
+        if phase is None:
+            key = step_of[task]
+            limit = first_bwd.get(key)
+            issued = table.launch_ts[task]
+            if limit is None or issued < limit or task in later:
+                phase = "forward"
+            elif last_bwd[key] <= issued < first_opt.get(key, -math.inf):
+                phase = "optimizer"
+            elif later and a["kind"] not in CPU_KINDS and table.launcher[task] in later:
+                phase = "forward"
+            else:
+                phase = "other"
+        out.append(phase)
+    return out
 
 
 def _edge_lists(table: TaskTable) -> list[list[list[Any]]]:
@@ -268,3 +344,31 @@ def test_of_dependencies_that_ended_together_the_first_released_the_task() -> No
     build_delays.measure_delays(table, {"cpu:1/1": [0], "cpu:1/2": [1], "gpu:0/7": [2]}, False)
     assert table.dependencies is not None
     assert table.dependencies.lag.tolist() == [15.0, 0.0]  # the other keeps its mechanism's typical delay (0)
+
+
+def test_a_task_no_range_gave_a_phase_takes_it_from_when_it_was_issued() -> None:
+    from daydream.trace.steps import Step
+
+    table = TaskTable()
+    tasks = [  # (phase, kind, thread, start, end); step S: [0, 100), no optimizer; step T: [100, 200)
+        ("backward", "cpu", "cpu:1/1", 10.0, 20.0),  # 0
+        (None, "cpu", "cpu:1/2", 12.0, 13.0),  # 1: a later micro-batch's forward op (its node evaluated by 0's pass)
+        (None, "gpu", "gpu:0/7", 30.0, 31.0),  # 2: launched by 1
+        (None, "cpu", "cpu:1/1", 25.0, 26.0),  # 3: after S's backward pass, which has no optimizer step
+        (None, "cpu", "cpu:1/1", 5.0, 6.0),  # 4: before the backward pass
+        (None, "cpu", "cpu:1/1", 15.0, 16.0),  # 5: during it, on a thread with no later pass
+        ("backward", "cpu", "cpu:1/1", 110.0, 120.0),  # 6
+        ("optimizer", "cpu", "cpu:1/1", 130.0, 140.0),  # 7
+        (None, "cpu", "cpu:1/1", 125.0, 126.0),  # 8: between T's backward pass and its optimizer step
+    ]
+    for phase, kind, thread, t0, t1 in tasks:
+        table.add_task({"kind": kind, "phase": phase, "thread": thread}, t0, t1 - t0)
+    table.launcher[2], table.launch_ts[2] = 1, 12.0
+    threads: dict[str, list[int]] = {}
+    for task, (_, _, thread, _, _) in enumerate(tasks):
+        threads.setdefault(thread, []).append(task)
+    task_steps = build.assign_steps(table, [Step("S", 0.0, 100.0), Step("T", 100.0, 200.0)])
+    build.finish_phases(table, task_steps, threads, {1: 9}, {0: 9})
+    assert [a["phase"] for a in table.attrs] == [
+        "backward", "forward", "forward", "other", "forward", "other", "backward", "optimizer", "optimizer"
+    ]  # fmt: skip

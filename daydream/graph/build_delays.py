@@ -94,7 +94,7 @@ def measure_delays(table: TaskTable, threads: dict[str, list[int]], infer_waits:
     child = deps.child()
     binding = _releasing(deps, child, ts, end, ~cpu[child])
     if infer_waits:  # a GPU task released long after everything known: what it waited for on another stream
-        deps, child, binding = _cross_stream_waits(table, threads, deps, child, binding, max(l0, g0, 0.0))
+        deps, child, binding = _cross_stream_waits(table, threads, deps, child, binding, max(l0, g0, 0.0), ts, end)
     slack = ts[child] - end[deps.parent]
     thread, sync = deps.kind == EDGE_KIND_NUMBER["thread"], deps.kind == EDGE_KIND_NUMBER["sync"]
     on_cpu = cpu[child]
@@ -130,21 +130,23 @@ def _releasing(deps: Dependencies, child: np.ndarray, ts: np.ndarray, end: np.nd
 
 
 def _cross_stream_waits(table: TaskTable, threads: dict[str, list[int]], deps: Dependencies, child: np.ndarray,
-                        binding: np.ndarray, typical: float) -> tuple[Dependencies, np.ndarray, np.ndarray]:  # fmt: skip
+                        binding: np.ndarray, typical: float, ts: np.ndarray,
+                        end: np.ndarray) -> tuple[Dependencies, np.ndarray, np.ndarray]:  # fmt: skip
     """The dependencies with, for each GPU task that started more than UNEXPLAINED_DELAY_US after the one that
     released it, the cross-stream wait timing explains (:func:`_cross_stream_source`) added after its others and
     releasing it instead."""
-    ts, end, attrs = table.ts, table.end, table.attrs
-    unexplained = UNEXPLAINED_DELAY_US + typical
+    attrs = table.attrs
+    released = child[binding]
+    late = released[ts[released] - end[deps.parent[binding]] > UNEXPLAINED_DELAY_US + typical]
+    if not len(late):
+        return deps, child, binding
     stream_ends = _StreamEnds(table, threads)
     added: list[tuple[int, int, int]] = []  # (task, source, kind)
-    for e in binding.tolist():
-        v = int(child[e])
-        if ts[v] - end[int(deps.parent[e])] > unexplained:
-            source = _cross_stream_source(table, v, stream_ends)
-            if source is not None:
-                kind = "comm" if "comm" in (attrs[v]["kind"], attrs[source]["kind"]) else "sync"
-                added.append((v, source, EDGE_KIND_NUMBER[kind]))
+    for v in late.tolist():
+        source = _cross_stream_source(table, v, stream_ends)
+        if source is not None:
+            kind = "comm" if "comm" in (attrs[v]["kind"], attrs[source]["kind"]) else "sync"
+            added.append((v, source, EDGE_KIND_NUMBER[kind]))
     if not added:
         return deps, child, binding
     tasks, sources, kinds = (list(x) for x in zip(*added))

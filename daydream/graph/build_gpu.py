@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from daydream.graph.build_cpu import CpuCalls
 from daydream.graph.build_table import TaskTable
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
-from daydream.graph.schema import new_task_attrs
+from daydream.graph.schema import EDGE_KIND_NUMBER, new_task_attrs
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.runtime_calls import call_role, copy_waits
 from daydream.trace.schema import Event
@@ -36,22 +36,38 @@ def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]
     blocking: list[tuple[int, int]] = []  # (call, copy) pairs where the call returned only when the copy ended
     corr_task = calls.corr_task
     streams: dict[tuple[Any, Any], str] = {}  # each stream's thread name, one string for all its tasks
-    for ev in trace.gpu:
+    made: list[dict[str, Any]] = []
+    starts: list[float] = []
+    ends: list[float] = []
+    launchers: list[int] = []
+    for task, ev in enumerate(trace.gpu, n_cpu):
         args = ev.args
         corr = args.correlation if args is not None else None
         launcher = corr_task.get(corr) if corr is not None else None
         if launcher is not None and launcher >= n_cpu:
             launcher = None  # the id names another GPU task, not a call
-        attrs = _gpu_attrs(ev, rank, table.attrs[launcher] if launcher is not None else None, calls.comm_ev, launcher, streams)
-        task = table.add_task(attrs, ev.ts, ev.dur)  # type: ignore[arg-type]
-        if launcher is not None:
-            table.add_edge(launcher, task, "launch")
-            table.launcher[task] = launcher
-            table.launch_ts[task] = table.ts[launcher]
-            if attrs["kind"] == "memcpy" and _blocking_copy(table, launcher, task):
-                blocking.append((launcher, task))
+        made.append(
+            _gpu_attrs(ev, rank, table.attrs[launcher] if launcher is not None else None, calls.comm_ev, launcher, streams)
+        )
+        starts.append(ev.ts)  # type: ignore[arg-type]
+        ends.append(ev.ts + ev.dur)  # type: ignore[operator]
+        launchers.append(-1 if launcher is None else launcher)
         if corr is not None:
             corr_task.setdefault(corr, task)
+    # the tasks added at once, as TaskTable.add_task adds each, with their launch edges (in order, as add_edge)
+    table.attrs += made
+    table.ts += starts
+    table.end += ends
+    table.launcher += launchers
+    call_ts = table.ts
+    table.launch_ts += [call_ts[call] if call >= 0 else t0 for call, t0 in zip(launchers, starts)]
+    launched = [(call, task) for task, call in enumerate(launchers, n_cpu) if call >= 0]
+    table.edge_parent += [call for call, _ in launched]
+    table.edge_child += [task for _, task in launched]
+    table.edge_kind += [EDGE_KIND_NUMBER["launch"]] * len(launched)
+    for call, task in launched:
+        if made[task - n_cpu]["kind"] == "memcpy" and _blocking_copy(table, call, task):
+            blocking.append((call, task))
     if not blocking:
         return []
     issue_us = _typical_issue_us(table, {call for call, _ in blocking})

@@ -5,7 +5,6 @@ ties decide."""
 
 from __future__ import annotations
 
-import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -114,7 +113,7 @@ def test_the_delays_and_the_cut_are_those_a_loop_over_the_tasks_finds(
         checked.append("cut")
         return edges, causality
 
-    order, phases = build.order_edges, build.finish_phases
+    order = build.order_edges
 
     def order_spy(table: TaskTable) -> dict[str, list[int]]:
         found = len(table.edge_parent)
@@ -130,20 +129,12 @@ def test_the_delays_and_the_cut_are_those_a_loop_over_the_tasks_finds(
         checked.append("order")
         return threads
 
-    def phases_spy(table: TaskTable, task_steps: build.TaskSteps, threads: dict[str, list[int]], fwd_seq: dict[int, int],
-                   bwd_seq: dict[int, int]) -> None:  # fmt: skip
-        expected = _phases_by_loop(table, task_steps.of, threads, fwd_seq, bwd_seq)
-        phases(table, task_steps, threads, fwd_seq, bwd_seq)
-        assert [a["phase"] for a in table.attrs] == expected
-        checked.append("phases")
-
     monkeypatch.setattr(build, "order_edges", order_spy)
     monkeypatch.setattr(build, "measure_delays", delays_spy)
-    monkeypatch.setattr(build, "finish_phases", phases_spy)
     monkeypatch.setattr(build, "_window_edges", cut_spy)
     folder = ROOT if name.startswith("validation/") else request.getfixturevalue("shared_traces")  # (skips if absent)
     build.build_graph(load_trace(folder / name), step)
-    assert checked == ["order", "delays", "phases", "cut"]
+    assert checked == ["order", "delays", "cut"]
 
 
 def _threads_by_loop(table: TaskTable) -> dict[str, list[int]]:
@@ -155,41 +146,6 @@ def _threads_by_loop(table: TaskTable) -> dict[str, list[int]]:
     for tasks in threads.values():
         tasks.sort(key=table.ts.__getitem__)
     return threads
-
-
-def _phases_by_loop(table: TaskTable, step_of: list[str | None], threads: dict[str, list[int]], fwd_seq: dict[int, int],
-                    bwd_seq: dict[int, int]) -> list[Any]:  # fmt: skip
-    """build.finish_phases as a loop over the tasks: the phases it leaves (the table's left as they were)."""
-    first_bwd: dict[str | None, float] = {}
-    last_bwd: dict[str | None, float] = {}
-    first_opt: dict[str | None, float] = {}
-    for task, a in enumerate(table.attrs):
-        if a["kind"] not in CPU_KINDS:
-            continue
-        key, t0 = step_of[task], table.ts[task]
-        if a["phase"] == "backward":
-            first_bwd[key] = min(first_bwd.get(key, t0), t0)
-            last_bwd[key] = max(last_bwd.get(key, t0), table.end[task])
-        elif a["phase"] == "optimizer":
-            first_opt[key] = min(first_opt.get(key, t0), t0)
-    later = build.later_forward_passes(table, step_of, threads, fwd_seq, bwd_seq, first_bwd, last_bwd)
-    out = []
-    for task, a in enumerate(table.attrs):
-        phase = a["phase"]
-        if phase is None:
-            key = step_of[task]
-            limit = first_bwd.get(key)
-            issued = table.launch_ts[task]
-            if limit is None or issued < limit or task in later:
-                phase = "forward"
-            elif last_bwd[key] <= issued < first_opt.get(key, -math.inf):
-                phase = "optimizer"
-            elif later and a["kind"] not in CPU_KINDS and table.launcher[task] in later:
-                phase = "forward"
-            else:
-                phase = "other"
-        out.append(phase)
-    return out
 
 
 def _edge_lists(table: TaskTable) -> list[list[list[Any]]]:
@@ -368,7 +324,7 @@ def test_a_task_no_range_gave_a_phase_takes_it_from_when_it_was_issued() -> None
     for task, (_, _, thread, _, _) in enumerate(tasks):
         threads.setdefault(thread, []).append(task)
     task_steps = build.assign_steps(table, [Step("S", 0.0, 100.0), Step("T", 100.0, 200.0)])
-    build.finish_phases(table, task_steps, threads, {1: 9}, {0: 9})
+    build.finish_phases(table, task_steps.of, threads, {1: 9}, {0: 9})
     assert [a["phase"] for a in table.attrs] == [
         "backward", "forward", "forward", "other", "forward", "other", "backward", "optimizer", "optimizer"
     ]  # fmt: skip

@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from itertools import repeat
-from operator import eq, is_, itemgetter
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import msgspec
@@ -128,7 +127,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         split_loader_gaps(table, waits_for_batches)
         advance(1)
         task_steps = assign_steps(table, numbered)
-        finish_phases(table, task_steps, threads, calls.fwd_seq, calls.bwd_seq)
+        finish_phases(table, task_steps.of, threads, calls.fwd_seq, calls.bwd_seq)
         busy = _busy(task_steps)  # once: a set per step made a trace of many steps quadratic (17 s of 95 at 10M events)
         if step is None:
             steps = _choose_default(steps, busy)
@@ -178,51 +177,39 @@ def assign_steps(table: TaskTable, steps: list[Step]) -> TaskSteps:
 
 
 def finish_phases(
-    table: TaskTable, task_steps: TaskSteps, threads: dict[str, list[int]], fwd_seq: dict[int, int], bwd_seq: dict[int, int]
+    table: TaskTable, step_of: list[str | None], threads: dict[str, list[int]], fwd_seq: dict[int, int], bwd_seq: dict[int, int]
 ) -> None:
     """A task no range gave a phase is in the forward pass before its step's first backward task, or in a later
     micro-batch's forward pass (:func:`later_forward_passes`); between the end of its step's backward pass and its
     optimizer step, in the weight update (``optimizer``: gradient clipping, AMP's unscaling, which run once per
     optimizer step); in ``other`` after the backward pass began otherwise. A kernel is in the phase its launch call
     was in: when the CPU issued it, not when it ran."""
-    # over arrays, a step a number (task_steps.code): each step's first and last backward CPU task, its first
-    # optimizer CPU task
-    attrs = table.attrs
-    n, steps = len(attrs), len(task_steps.number)
-    code = task_steps.code
-    phase = list(map(itemgetter("phase"), attrs))
-    cpu = np.fromiter(map(CPU_KINDS.__contains__, map(itemgetter("kind"), attrs)), np.bool_, n)
-    ts, end = np.asarray(table.ts), np.asarray(table.end)
-    backward = np.flatnonzero(cpu & np.fromiter(map(eq, phase, repeat("backward")), np.bool_, n))
-    optimizer = np.flatnonzero(cpu & np.fromiter(map(eq, phase, repeat("optimizer")), np.bool_, n))
-    first_bwd_at, last_bwd_at, first_opt_at = np.full(steps, np.inf), np.full(steps, -np.inf), np.full(steps, np.inf)
-    np.minimum.at(first_bwd_at, code[backward], ts[backward])
-    np.maximum.at(last_bwd_at, code[backward], end[backward])
-    np.minimum.at(first_opt_at, code[optimizer], ts[optimizer])
-    first_opt_at[np.isinf(first_opt_at)] = -np.inf  # a step with no optimizer task has no weight update
-    names = list(task_steps.number)
-    held = np.zeros(steps, np.bool_)
-    held[code[backward]] = True
-    first_bwd = {names[c]: first_bwd_at[c].item() for c in np.flatnonzero(held).tolist()}
-    last_bwd = {names[c]: last_bwd_at[c].item() for c in np.flatnonzero(held).tolist()}
-    step_of = task_steps.of
+    first_bwd: dict[str | None, float] = {}
+    last_bwd: dict[str | None, float] = {}
+    first_opt: dict[str | None, float] = {}
+    for task, a in enumerate(table.attrs):
+        if a["kind"] not in CPU_KINDS:
+            continue
+        key, t0 = step_of[task], table.ts[task]
+        if a["phase"] == "backward":
+            first_bwd[key] = min(first_bwd.get(key, t0), t0)
+            last_bwd[key] = max(last_bwd.get(key, t0), table.end[task])
+        elif a["phase"] == "optimizer":
+            first_opt[key] = min(first_opt.get(key, t0), t0)
     later = later_forward_passes(table, step_of, threads, fwd_seq, bwd_seq, first_bwd, last_bwd)
-    # the tasks no range gave a phase: by when they were issued, against their step's passes
-    unset = np.flatnonzero(np.fromiter(map(is_, phase, repeat(None)), np.bool_, n))
-    del phase
-    issued = np.asarray(table.launch_ts)[unset]
-    step = code[unset]
-    later_tasks = np.fromiter(later, np.int64, len(later))
-    forward = ~held[step] | (issued < first_bwd_at[step]) | np.isin(unset, later_tasks)
-    update = ~forward & (last_bwd_at[step] <= issued) & (issued < first_opt_at[step])
-    # a kernel launched by a later forward pass's call
-    forward |= ~update & ~cpu[unset] & np.isin(np.asarray(table.launcher, np.int64)[unset], later_tasks)
-    value = np.where(forward, 0, np.where(update, 1, 2))
-    for task, v in zip(unset.tolist(), value.tolist()):
-        attrs[task]["phase"] = _UNSET_PHASES[v]
-
-
-_UNSET_PHASES = ("forward", "optimizer", "other")  # what finish_phases gives a task no range gave a phase
+    for task, a in enumerate(table.attrs):
+        if a["phase"] is None:
+            key = step_of[task]
+            limit = first_bwd.get(key)
+            issued = table.launch_ts[task]
+            if limit is None or issued < limit or task in later:
+                a["phase"] = "forward"
+            elif last_bwd[key] <= issued < first_opt.get(key, -math.inf):
+                a["phase"] = "optimizer"
+            elif later and a["kind"] in GPU_KINDS and table.launcher[task] in later:
+                a["phase"] = "forward"
+            else:
+                a["phase"] = "other"
 
 
 def later_forward_passes(
@@ -344,7 +331,7 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
     window[held] = np.arange(len(selected))
     edges, causality = _window_edges(table, held, window, origin, threads)
     del window
-    tasks, pinned = _window_tasks(table, selected, task_steps.of, origin)
+    tasks, pinned = _window_tasks(table, selected, table.gap[held].tolist(), task_steps.of, origin)  # type: ignore[index]
     g = TaskGraph()
     # numbered in order of start; the attribute dicts become the graph's (networkx's API would copy them, a third
     # of the build time on a 300k-task graph), the dependencies dicts only when read
@@ -387,13 +374,13 @@ def _duration(us: float) -> str:
     return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1e3:.1f} ms"
 
 
-def _window_tasks(table: TaskTable, selected: list[int], step_of: list[str | None], origin: float) -> tuple[list[Task], int]:
-    """The selected tasks' attributes, with their step, their gap and their times from the window's origin; and how
-    many have a release time."""
-    assert table.gap is not None  # (measure_delays ran)
+def _window_tasks(table: TaskTable, selected: list[int], gaps: list[float], step_of: list[str | None],
+                  origin: float) -> tuple[list[Task], int]:  # fmt: skip
+    """The selected tasks' attributes, with their step, their ``gaps`` and their times from the window's origin; and
+    how many have a release time."""
     out = []
     pinned = 0
-    for t, gap in zip(selected, table.gap[selected].tolist()):
+    for t, gap in zip(selected, gaps):
         a = table.attrs[t]
         a["start"] = table.ts[t] - origin
         a["gap"] = gap

@@ -8,8 +8,6 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable
-from itertools import count
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -68,23 +66,17 @@ class _LoaderCall(NamedTuple):
 
 def order_edges(table: TaskTable) -> dict[str, list[int]]:
     """Chain each thread's (stream's) tasks in order of start; returns the tasks of each thread, in that order."""
-    # over arrays: the threads numbered in order of their first task, the tasks sorted by thread then start (a
-    # stable sort: those that start together in task order)
-    names = list(map(itemgetter("thread"), table.attrs))
-    number = dict(zip(dict.fromkeys(names), count()))
-    thread = np.fromiter(map(number.__getitem__, names), np.int64, len(names))
-    del names
-    order = np.lexsort((np.asarray(table.ts, np.float64), thread))
-    in_order = order.tolist()
-    bounds = np.cumsum(np.bincount(thread, minlength=len(number))).tolist()
-    threads = {name: in_order[begin:stop] for name, begin, stop in zip(number, [0, *bounds], bounds)}
-    # each task after the one before it on its thread: table.add_edge, all at once (the most frequent edge by far)
-    after = np.flatnonzero(thread[order[1:]] == thread[order[:-1]])
-    gpu = np.fromiter((name.startswith("gpu:") for name in number), np.bool_, len(number))
-    table.edge_parent += order[after].tolist()
-    table.edge_child += order[after + 1].tolist()
-    stream, on_thread = EDGE_KIND_NUMBER["stream"], EDGE_KIND_NUMBER["thread"]
-    table.edge_kind += np.where(gpu[thread[order[after]]], stream, on_thread).tolist()
+    threads: dict[str, list[int]] = {}
+    attrs = table.attrs
+    for task in range(len(attrs)):
+        threads.setdefault(attrs[task]["thread"], []).append(task)
+    ts = table.ts
+    for thread, tasks in threads.items():
+        tasks.sort(key=ts.__getitem__)
+        # table.add_edge, a thread at a time: the most frequent edge by far
+        table.edge_parent += tasks[:-1]
+        table.edge_child += tasks[1:]
+        table.edge_kind += [EDGE_KIND_NUMBER["stream" if thread.startswith("gpu:") else "thread"]] * (len(tasks) - 1)
     return threads
 
 

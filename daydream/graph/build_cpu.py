@@ -511,13 +511,11 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
 _THREADED = {None: 0, "library": 1, "elementwise": 2}  # threading_kind, as cpu_sweep numbers it
 
 
-def _rows(rows: np.ndarray) -> Iterator[tuple[int, int, int, int]]:
-    """(row number, kind, event, parent's context) of each task row, read a chunk at a time."""
-    from daydream.graph import cpu_sweep as cs
-
+def _rows(rows: np.ndarray) -> Iterator[tuple[int, ...]]:
+    """Each task row, its number first (then kind, event, parent's context, own context, inner layer, inner shapes:
+    cpu_sweep's R_ columns), read a chunk at a time."""
     for start in range(0, len(rows), 1 << 16):
-        chunk = rows[start : start + (1 << 16), : cs.R_PARENT_CTX + 1].tolist()
-        yield from ((start + r, k, i, pc) for r, (k, i, pc) in enumerate(chunk))
+        yield from enumerate(rows[start : start + (1 << 16)].tolist(), start)
 
 
 class _ByPlace:
@@ -597,34 +595,36 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
     # calls come while it is open, so few ranges are in use at a time: the templates are dropped now and then.
     templates: dict[int, dict[str, Any]] = {}
     row_names = list(map(names.names.__getitem__, names.of[rows[:, cs.R_EV]].tolist()))  # each task's own name
-    for r, k, i, pc in _rows(rows):
-        if k == cs.CALL:
-            if pc >= 0:
-                template = templates.get(pc)
-                if template is None:
-                    if len(templates) >= 1024:
-                        templates.clear()
-                    template = templates[pc] = context_attrs(pc, "cpu", row_names[r], thread_at[i])
-                attrs = template.copy()
-                attrs["name"] = row_names[r]
-            else:
-                attrs = context_attrs(pc, "cpu", row_names[r], thread_at[i])
-        elif k == cs.LOADER_TASK:
+    # what an op's own context says of it, by context
+    own_top_op_id, own_phase, own_region = (contexts[:, c].tolist() for c in (cs.C_TOP_OP_ID, cs.C_PHASE, cs.C_REGION))
+    for r, (k, i, pc, own_ctx, inner_layer, inner) in _rows(rows):
+        if k == cs.LOADER_TASK:
             attrs = context_attrs(pc, "dataloader", names[i], thread_at[i])
             attrs["phase"] = "dataloader"
             attrs["region"] = names[i]
             attrs["parallel_us"] = float(parallel[r])
-        else:  # a CPU op called from Python that launches nothing (_cpu_op_task)
-            _, _, _, own_ctx, inner_layer, inner = rows[r].tolist()
-            own_row = contexts[own_ctx].tolist()
-            attrs = context_attrs(pc, "cpu", names[i], thread_at[i])
-            attrs["op"] = names[i]
+            made.append(attrs)
+            continue
+        # a runtime call, or a CPU op called from Python that launches nothing (_cpu_op_task): its range's attributes
+        if pc >= 0:
+            template = templates.get(pc)
+            if template is None:
+                if len(templates) >= 1024:
+                    templates.clear()
+                template = templates[pc] = context_attrs(pc, "cpu", row_names[r], thread_at[i])
+            attrs = template.copy()
+            attrs["name"] = row_names[r]
+        else:
+            attrs = context_attrs(pc, "cpu", row_names[r], thread_at[i])
+        if k == cs.OP_TASK:  # and its own
+            attrs["thread"] = thread_at[i]
+            attrs["op"] = row_names[r]
             own = shapes_of(i)
             attrs["shapes"] = own if _has_dims(own) or inner < 0 else shapes_of(inner)
-            attrs["top_op_id"] = own_row[cs.C_TOP_OP_ID]
+            attrs["top_op_id"] = own_top_op_id[own_ctx]
             attrs["parallel_us"] = float(parallel[r])
-            attrs["phase"] = phases[own_row[cs.C_PHASE]]
-            attrs["region"] = names[own_row[cs.C_REGION]] if own_row[cs.C_REGION] >= 0 else None
+            attrs["phase"] = phases[own_phase[own_ctx]]
+            attrs["region"] = names[own_region[own_ctx]] if own_region[own_ctx] >= 0 else None
             if attrs["layer"] is None:
                 attrs["layer"] = layers[inner_layer]
         made.append(attrs)

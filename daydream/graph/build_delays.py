@@ -28,12 +28,13 @@ UNEXPLAINED_DELAY_US = 5.0
 CROSS_STREAM_WINDOW_US = 10.0
 
 
-def typical_delays(table: TaskTable, deps: Dependencies) -> tuple[float, float]:
-    """Median launch latency (idle stream) and median inter-kernel gap (queued work), measured."""
-    ts, end = np.asarray(table.ts), np.asarray(table.end)
+def typical_delays(
+    table: TaskTable, deps: Dependencies, child: np.ndarray, ts: np.ndarray, end: np.ndarray
+) -> tuple[float, float]:
+    """Median launch latency (idle stream) and median inter-kernel gap (queued work), measured (``child``: each
+    dependency's; ``ts``, ``end``: the table's, as arrays)."""
     launcher = np.asarray(table.launcher, np.int64)
     # each task's last stream dependency's parent (-1: none), as a dict by kind would keep it
-    child = deps.child()
     stream = np.flatnonzero(deps.kind == EDGE_KIND_NUMBER["stream"])
     last = stream[_last_index(child[stream])]
     pred = np.full(len(launcher), -1, np.int64)
@@ -86,12 +87,12 @@ def measure_delays(table: TaskTable, threads: dict[str, list[int]], infer_waits:
         a["release"] = None
     deps = Dependencies.of(len(attrs), table.edge_parent, table.edge_child, table.edge_kind)
     table.edge_parent, table.edge_child, table.edge_kind = [], [], []
-    l0, g0 = typical_delays(table, deps)
+    ts, end = np.asarray(table.ts), np.asarray(table.end)
+    child = deps.child()
+    l0, g0 = typical_delays(table, deps, child, ts, end)
     typical = np.zeros(len(EDGE_KINDS))
     typical[EDGE_KIND_NUMBER["launch"]], typical[EDGE_KIND_NUMBER["stream"]] = l0, g0
-    ts, end = np.asarray(table.ts), np.asarray(table.end)
     cpu = np.fromiter(map(CPU_KINDS.__contains__, map(itemgetter("kind"), attrs)), np.bool_, len(attrs))
-    child = deps.child()
     binding = _releasing(deps, child, ts, end, ~cpu[child])
     if infer_waits:  # a GPU task released long after everything known: what it waited for on another stream
         deps, child, binding = _cross_stream_waits(table, threads, deps, child, binding, max(l0, g0, 0.0), ts, end)
@@ -150,14 +151,12 @@ def _cross_stream_waits(table: TaskTable, threads: dict[str, list[int]], deps: D
     if not added:
         return deps, child, binding
     tasks, sources, kinds = (list(x) for x in zip(*added))
-    deps, position = deps.with_added(tasks, sources, kinds)
+    before = len(deps.parent)
+    deps, place = deps.with_added(tasks, sources, kinds)
     child = deps.child()
-    old = np.ones(len(child), np.bool_)
-    old[position] = False
-    renumbered = np.flatnonzero(old)  # an old dependency's number now
-    moved = renumbered[binding]
+    moved = place[binding]
     keep = ~np.isin(child[moved], tasks)
-    return deps, child, np.sort(np.concatenate([moved[keep], position]))
+    return deps, child, np.sort(np.concatenate([moved[keep], place[before:]]))
 
 
 def _cross_stream_source(table: TaskTable, v: int, stream_ends: _StreamEnds) -> int | None:

@@ -45,11 +45,8 @@ class Dependencies:
     def of(cls, tasks: int, parent: list[int], child: list[int], kind: list[int]) -> Dependencies:
         """The dependencies of ``tasks`` tasks given edge by edge (``child[i]`` on ``parent[i]``), each task's in the
         order given."""
-        children = np.asarray(child, np.int64)
-        order = np.argsort(children, kind="stable")
-        ptr = np.zeros(tasks + 1, np.int64)
-        np.cumsum(np.bincount(children, minlength=tasks), out=ptr[1:])
-        m = len(children)
+        ptr, order = _by_child(tasks, np.asarray(child, np.int64))
+        m = len(order)
         return cls(ptr, np.asarray(parent, np.int64)[order], np.asarray(kind, np.int8)[order], np.zeros(m), np.ones(m, np.bool_))
 
     def child(self) -> np.ndarray:
@@ -57,14 +54,11 @@ class Dependencies:
         return np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
 
     def with_added(self, child: list[int], parent: list[int], kind: list[int]) -> tuple[Dependencies, np.ndarray]:
-        """These dependencies and the ones given, each after its child's others; and where each given one now is."""
-        old = self.child()
-        children = np.concatenate([old, np.asarray(child, np.int64)])
-        order = np.argsort(children, kind="stable")
-        ptr = np.zeros_like(self.ptr)
-        np.cumsum(np.bincount(children, minlength=len(self.ptr) - 1), out=ptr[1:])
-        position = np.empty(len(order), np.int64)
-        position[order] = np.arange(len(order))
+        """These dependencies and the ones given, each after its child's others; and where each one now is (these
+        first, then those given)."""
+        ptr, order = _by_child(len(self.ptr) - 1, np.concatenate([self.child(), np.asarray(child, np.int64)]))
+        place = np.empty(len(order), np.int64)
+        place[order] = np.arange(len(order))
         added = Dependencies(
             ptr,
             np.concatenate([self.parent, np.asarray(parent, np.int64)])[order],
@@ -72,11 +66,19 @@ class Dependencies:
             np.concatenate([self.lag, np.zeros(len(child))])[order],
             np.concatenate([self.holds, np.ones(len(child), np.bool_)])[order],
         )
-        return added, position[len(old) :]
+        return added, place
 
     def held(self, v: int) -> list[int]:
         """Task ``v``'s dependencies that hold, in order (their numbers in these arrays)."""
         return [e for e in range(int(self.ptr[v]), int(self.ptr[v + 1])) if self.holds[e]]
+
+
+def _by_child(tasks: int, child: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges with these children grouped by child: each child's first edge (``ptr``), and the edges' order (a stable
+    sort: each child's edges in the order given)."""
+    ptr = np.zeros(tasks + 1, np.int64)
+    np.cumsum(np.bincount(child, minlength=tasks), out=ptr[1:])
+    return ptr, np.argsort(child, kind="stable")
 
 
 @dataclass(slots=True)

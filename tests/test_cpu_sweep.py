@@ -10,12 +10,14 @@ from typing import Any
 
 import msgspec
 import pytest
+from synth import make_trace, write_trace
 
 from daydream.graph import build_cpu
 from daydream.graph.build import build_graph
 from daydream.graph.build_table import TaskTable
 from daydream.trace import load as loader
 from daydream.trace.load import load_trace
+from daydream.trace.steps import whole_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "daydream" / "examples" / "mlp_cpu.json.gz"
@@ -121,13 +123,96 @@ def test_changed_events_are_swept_in_python(monkeypatch: pytest.MonkeyPatch) -> 
     assert "aten::renamed" in {a["op"] for a in table.attrs}
 
 
+def test_gpu_tasks_are_made_when_read_as_the_loader_makes_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU tasks kept as columns: counted, spanned and built from without being made; made when read, equal to
+    the batched decoder's and in its order (kernels that start together: the longest first, then as filed), and the
+    graph built from the columns is the one built from the events (a collective's args read from its event)."""
+    doc = make_trace()
+    events = doc["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    # ties in start: a shorter kernel filed first, and two alike filed apart, on other streams
+    first = kernels[0]
+    events.insert(0, {**first, "dur": first["dur"] / 2, "args": {**first["args"], "stream": 9}})
+    events += [
+        {**first, "args": {**first["args"], "stream": 8}},
+        {**first, "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+         "args": {"correlation": 999_999, "stream": 7, "device": 0, "In msg nelems": 1024, "Out msg nelems": 1024,
+                  "Group size": 2, "dtype": "Float"}},
+    ]  # fmt: skip
+    gpu_events = sum(e.get("cat") in ("kernel", "gpu_memcpy") for e in events)
+    path = write_trace(tmp_path / "t.json", doc)
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
+    trace = load_trace(path)
+    assert "gpu" in trace.pending and trace.has_gpu_activity and trace.family_size("gpu") == gpu_events
+    assert "GPU tasks" in repr(trace) and whole_trace(trace) and "gpu" in trace.pending  # none made
+    graph = build_graph(trace, "all")
+    assert "gpu" in trace.pending
+    made = trace.gpu
+    assert "gpu" not in trace.pending and trace.gpu is made
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", float("inf"))
+    decoded = load_trace(path)
+    assert [msgspec.json.encode(e) for e in made] == [msgspec.json.encode(e) for e in decoded.gpu]
+    assert whole_trace(decoded) == whole_trace(load_trace(path))
+    again = build_graph(decoded, "all")
+    assert list(graph.nodes(data=True)) == list(again.nodes(data=True))
+    assert list(graph.edges(data=True)) == list(again.edges(data=True))
+    assert any(a.get("collective") == "allreduce" and a.get("bytes") for _, a in graph.nodes(data=True))
+    # a kernel without its correlation id, bound to its launch by the flow alone: the events are made to bind it
+    del kernels[1]["args"]["correlation"]
+    write_trace(path, doc)
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
+    bound = build_graph(load_trace(path), "all")
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", float("inf"))
+    assert list(bound.edges(data=True)) == list(build_graph(load_trace(path), "all").edges(data=True))
+    assert len(bound.edges) == len(graph.edges)
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"bytes": 4096.0},  # a copy's size written as a decimal
+        {"bytes": 2**70},  # beyond int64
+        {"bytes": "4096"},  # not a number: no size
+        {"stream": None},  # none: the event's tid stands for the stream
+        {"stream": "7"},
+        {"device": "0"},  # not an integer: the GPU events are made and read (the events path)
+        {"correlation": 2**70},
+    ],
+    ids=repr,
+)
+def test_gpu_columns_read_odd_values_as_the_events_do(
+    odd: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU tasks read from columns hold what the events would give them, for values of every type a field
+    takes: the graph is the one built from the events."""
+    doc = make_trace()
+    cat = "gpu_memcpy" if "bytes" in odd else "kernel"
+    event = next(e for e in doc["traceEvents"] if e.get("cat") == cat)
+    if "correlation" in odd:  # the call that launched it too: the two still match (and no flow to bind either)
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("ph") not in ("s", "f")]
+        call = next(
+            e
+            for e in doc["traceEvents"]
+            if e.get("cat") == "cuda_runtime" and e["args"]["correlation"] == event["args"]["correlation"]
+        )
+        call["args"].update(odd)
+    event["args"].update(odd)
+    path = write_trace(tmp_path / "t.json", doc)
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
+    columnar = build_graph(load_trace(path), "all")
+    monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", float("inf"))
+    decoded = build_graph(load_trace(path), "all")
+    assert list(columnar.nodes(data=True)) == list(decoded.nodes(data=True))
+    assert list(columnar.edges(data=True)) == list(decoded.edges(data=True))
+
+
 @pytest.mark.parametrize("name", ["hta/nccl_parser_config_nccl_data.json.gz",
                                   "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
                                   "tracelens/mi300_train_resnet18.json.gz"])  # fmt: skip
-def test_a_plain_build_never_makes_the_ops_and_calls_events(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plain_build_never_makes_the_ops_calls_and_kernels_events(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Built from a trace the columnar loader read, the graph reads the CPU ops and runtime calls from their columns
-    (the sweep, the sync edges, whether stream waits are inferred): their events are never made, and the graph is the
-    one built from the events."""
+    (the sweep, the sync edges, whether stream waits are inferred), and the GPU tasks from theirs: their events are
+    never made (but a collective's, whose args are read), and the graph is the one built from the events."""
     from tests.conftest import SHARED_TRACES
 
     path = SHARED_TRACES / name
@@ -136,11 +221,11 @@ def test_a_plain_build_never_makes_the_ops_and_calls_events(name: str, monkeypat
     monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
     monkeypatch.setattr(build_cpu, "COMPILED_MIN_CPU_EVENTS", 0)
     trace = load_trace(path)
-    assert set(trace.pending) == {"cpu_ops", "runtime"}
+    assert set(trace.pending) == {"cpu_ops", "runtime", "gpu"}
     graph = build_graph(trace, "all")
-    assert set(trace.pending) == {"cpu_ops", "runtime"}, "events made"
+    assert set(trace.pending) == {"cpu_ops", "runtime", "gpu"}, "events made"
     made = load_trace(path)
-    made.runtime, made.cpu_ops  # noqa: B018 - read: made now
+    made.runtime, made.cpu_ops, made.gpu  # noqa: B018 - read: made now
     assert not made.pending
     again = build_graph(made, "all")
     assert list(graph.nodes(data=True)) == list(again.nodes(data=True))

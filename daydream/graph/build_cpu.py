@@ -153,7 +153,9 @@ class _Sweep:
 def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
     """Add the trace's CPU tasks to ``table``; a backward task takes the layer of the forward op with its autograd
     sequence number (what the ``fwdbwd`` flows link)."""
-    sweep = _Sweep(table, trace.rank, {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}, cpu_only=not trace.gpu)
+    sweep = _Sweep(
+        table, trace.rank, {id(trace.cpu_ops[i]): op for i, op in trace.et_ops.items()}, cpu_only=not trace.family_size("gpu")
+    )
     size = sum(trace.family_size(f) for f in ("annotations", "cpu_ops", "runtime"))
     swept = _compiled_sweep(sweep, trace) if size >= COMPILED_MIN_CPU_EVENTS else None
     if swept is not None:  # the sweep's own arrays dropped by now: the tasks are made in the memory they held

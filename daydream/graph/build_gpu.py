@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Callable
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from daydream.graph.build_cpu import CpuCalls
 from daydream.graph.build_table import TaskTable
@@ -29,35 +32,71 @@ class CopyWait(NamedTuple):
     copy: int
 
 
+class GpuColumns(NamedTuple):
+    """The GPU events as the stage reads them, in the family's order, a list per field: what each task is (its
+    name, kind, kernel class), where it ran (thread, device, stream), its correlation id (None: none), the bytes a
+    copy or fill moves (None: none said), its start and end, and its source - the event, or its number in the family
+    as filed - from which ``event_of`` makes the event (a collective's args are read)."""
+
+    name: list[str]
+    kind: list[str]
+    kernel_class: list[str]
+    thread: list[str]
+    device: list[Any]
+    stream: list[Any]
+    correlation: list[int | None]
+    bytes: list[int | None]
+    source: list[Any]
+    start: list[float]
+    end: list[float]
+    event_of: Callable[[Any], Event]
+
+
 def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]:
     """Add the trace's GPU tasks to ``table``, each with its ``launch`` edge; returns the blocking copy calls' waits."""
     rank = trace.rank
     n_cpu = len(table.attrs)
     blocking: list[tuple[int, int]] = []  # (call, copy) pairs where the call returned only when the copy ended
-    corr_task = calls.corr_task
-    streams: dict[tuple[Any, Any], str] = {}  # each stream's thread name, one string for all its tasks
+    corr_task, comm_ev, attrs_of = calls.corr_task, calls.comm_ev, table.attrs
     made: list[dict[str, Any]] = []
-    starts: list[float] = []
-    ends: list[float] = []
     launchers: list[int] = []
-    for task, ev in enumerate(trace.gpu, n_cpu):
-        args = ev.args
-        corr = args.correlation if args is not None else None
+    gpu = _gpu_columns(trace)
+    for task, (name, kind, kernel_class, thread, device, stream, corr, nbytes, source) in enumerate(zip(*gpu[:9]), n_cpu):
         launcher = corr_task.get(corr) if corr is not None else None
         if launcher is not None and launcher >= n_cpu:
             launcher = None  # the id names another GPU task, not a call
-        made.append(
-            _gpu_attrs(ev, rank, table.attrs[launcher] if launcher is not None else None, calls.comm_ev, launcher, streams)
-        )
-        starts.append(ev.ts)  # type: ignore[arg-type]
-        ends.append(ev.ts + ev.dur)  # type: ignore[operator]
+        attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
+        attrs["name"] = name
+        attrs["thread"] = thread
+        attrs["rank"] = rank
+        src = attrs_of[launcher] if launcher is not None else None  # the context of the call that launched it
+        if src:
+            attrs["op"] = src["op"]
+            attrs["shapes"] = src["shapes"]
+            attrs["top_op"] = src["top_op"]
+            attrs["layer"] = src["layer"]
+            attrs["phase"] = src["phase"]
+            attrs["region"] = src["region"]
+            attrs["top_op_id"] = src["top_op_id"]
+        else:
+            attrs["op"] = attrs["shapes"] = attrs["top_op"] = attrs["layer"] = attrs["phase"] = attrs["region"] = None
+            attrs["top_op_id"] = None
+        attrs["class"] = kernel_class
+        attrs["device"] = device
+        attrs["stream"] = stream
+        if nbytes is not None:
+            attrs["bytes"] = nbytes
+        if kind == "comm":
+            _collective(attrs, gpu.event_of(source).args, comm_ev.get(launcher) if launcher is not None else None)
+        made.append(attrs)
         launchers.append(-1 if launcher is None else launcher)
         if corr is not None:
             corr_task.setdefault(corr, task)
     # the tasks added at once, as TaskTable.add_task adds each, with their launch edges (in order, as add_edge)
+    starts = gpu.start
     table.attrs += made
     table.ts += starts
-    table.end += ends
+    table.end += gpu.end
     table.launcher += launchers
     call_ts = table.ts
     table.launch_ts += [call_ts[call] if call >= 0 else t0 for call, t0 in zip(launchers, starts)]
@@ -74,58 +113,136 @@ def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]
     return [_split_blocking_call(table, call, copy, issue_us) for call, copy in blocking]
 
 
-def _gpu_attrs(
-    ev: Event, rank: int, src: dict[str, Any] | None, comm_ev: dict[int, Event], launcher: int | None,
-    streams: dict[tuple[Any, Any], str],
-) -> dict[str, Any]:  # fmt: skip
-    """A GPU task's attributes: where it ran, what it is, and the context of the call that launched it (``src``);
-    a collective's size and name may come from the op or range the call was made in (``comm_ev``). ``streams``: the
-    thread names made so far, by (device, stream) where both are ints: one string per stream, not one per task."""
-    args = ev.args
-    stream = args.stream if args is not None and isinstance(args.stream, int) else ev.tid
-    device = args.device if args is not None and args.device is not None else ev.pid
-    cat = ev.cat
-    kind = "memcpy" if cat in MEMCPY_CATS else "memset" if cat in MEMSET_CATS else "gpu"
-    if kind == "gpu" and is_comm_kernel(ev.name):
-        kind = "comm"
-    attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
-    attrs["name"] = ev.name
-    key = (device, stream) if type(device) is int and type(stream) is int else None  # ints only: 1 == True == 1.0
-    thread = streams.get(key)
-    if thread is None:
-        thread = f"gpu:{device}/{stream}"
-        if key is not None:
-            streams[key] = thread
-    attrs["thread"] = thread
-    attrs["rank"] = rank
-    if src:
-        attrs["op"] = src["op"]
-        attrs["shapes"] = src["shapes"]
-        attrs["top_op"] = src["top_op"]
-        attrs["layer"] = src["layer"]
-        attrs["phase"] = src["phase"]
-        attrs["region"] = src["region"]
-        attrs["top_op_id"] = src["top_op_id"]
-    else:
-        attrs["op"] = attrs["shapes"] = attrs["top_op"] = attrs["layer"] = attrs["phase"] = attrs["region"] = None
-        attrs["top_op_id"] = None
-    attrs["class"] = classify_kernel(ev.name, kind)
-    attrs["device"] = device
-    attrs["stream"] = stream
-    if args is not None and kind in ("memcpy", "memset") and isinstance(args.bytes, (int, float)):
-        attrs["bytes"] = int(args.bytes)
-    if kind == "comm":
-        around = comm_ev.get(launcher) if launcher is not None else None
-        named = (
-            collective_of(re.sub(r"[^0-9A-Za-z]", "", around.name[5:])) if around and around.name.startswith("nccl:") else None
+def _collective(attrs: dict[str, Any], args: Any, around: Event | None) -> None:
+    """A collective's name and size, from its kernel or the op or range its call was made in (``around``), and its
+    process group."""
+    named = collective_of(re.sub(r"[^0-9A-Za-z]", "", around.name[5:])) if around and around.name.startswith("nccl:") else None
+    # all-to-all runs as SendRecv kernels: the range that launched them says what it was
+    attrs["collective"] = named or collective_of(attrs["name"])
+    nbytes = message_bytes(args) or (message_bytes(around.args) if around is not None else None)
+    if nbytes is not None:
+        attrs["bytes"] = nbytes
+    attrs.update(process_group(args) or (process_group(around.args) if around is not None else None) or {})
+
+
+def _gpu_columns(trace: Trace) -> GpuColumns:
+    """The trace's GPU events as the stage reads them: from the columns the loader keeps them as (Trace.pending:
+    their events are not made, but the collectives'), else from the events."""
+    pending = trace.pending.get("gpu")
+    if pending is not None:
+        found = _from_columns(pending.batches)
+        if found is not None:
+            return found
+    return _from_events(trace.gpu)
+
+
+def _from_events(events: list[Event]) -> GpuColumns:
+    streams: dict[tuple[Any, Any], str] = {}  # each stream's thread name, one string for all its tasks
+    rows = []
+    for ev in events:
+        args = ev.args
+        stream = args.stream if args is not None and isinstance(args.stream, int) else ev.tid
+        device = args.device if args is not None and args.device is not None else ev.pid
+        cat = ev.cat
+        kind = "memcpy" if cat in MEMCPY_CATS else "memset" if cat in MEMSET_CATS else "gpu"
+        if kind == "gpu" and is_comm_kernel(ev.name):
+            kind = "comm"
+        key = (device, stream) if type(device) is int and type(stream) is int else None  # ints only: 1 == True == 1.0
+        thread = streams.get(key)
+        if thread is None:
+            thread = f"gpu:{device}/{stream}"
+            if key is not None:
+                streams[key] = thread
+        nbytes = (
+            int(args.bytes)
+            if args is not None and kind in ("memcpy", "memset") and isinstance(args.bytes, (int, float))
+            else None
         )
-        # all-to-all runs as SendRecv kernels: the range that launched them says what it was
-        attrs["collective"] = named or collective_of(ev.name)
-        nbytes = message_bytes(args) or (message_bytes(around.args) if around is not None else None)
-        if nbytes is not None:
-            attrs["bytes"] = nbytes
-        attrs.update(process_group(args) or (process_group(around.args) if around is not None else None) or {})
-    return attrs
+        corr = args.correlation if args is not None else None
+        rows.append(
+            (ev.name, kind, classify_kernel(ev.name, kind), thread, device, stream, corr, nbytes, ev, ev.ts, ev.ts + ev.dur)
+        )  # type: ignore[operator]
+    columns = list(map(list, zip(*rows))) if rows else [[] for _ in range(11)]
+    return GpuColumns(*columns, _same)
+
+
+def _from_columns(batches: list[Any]) -> GpuColumns | None:
+    """The GPU events kept as columns, read a field at a time; None where a value is one the events path reads
+    otherwise (a pid, tid, device or stream that is not an integer, a correlation id beyond int64)."""
+    from daydream.trace.columns import K_FLOAT, K_INT, K_NONE, K_OBJECT
+    from daydream.trace.filing import events_at, family_column
+
+    ts, _ = family_column(batches, "ts")
+    dur, _ = family_column(batches, "dur")
+    # the family's order, as the loader orders the events it makes (load.sort_by_start: by start, the longest
+    # first, then in the order filed)
+    order = np.lexsort((-dur, ts))
+
+    def column(field: str) -> tuple[np.ndarray, np.ndarray]:
+        data, kind = family_column(batches, field)
+        return data[order], kind[order]
+
+    (pid, pid_kind), (tid, tid_kind) = column("pid"), column("tid")
+    (device, device_kind), (stream, stream_kind) = column("args.device"), column("args.stream")
+    corr, corr_kind = column("args.correlation")
+    if not ((pid_kind == K_INT).all() and (tid_kind == K_INT).all() and np.isin(device_kind, (K_INT, K_NONE)).all()
+            and np.isin(corr_kind, (K_INT, K_NONE)).all()):  # fmt: skip
+        return None
+    strings = batches[0].strings  # the scanner's table: its batches share it
+    device = np.where(device_kind == K_INT, device, pid)
+    stream = np.where(stream_kind == K_INT, stream, tid)  # a stream that is no integer: the event's tid
+    name, _ = column("name")
+    cat, _ = column("cat")
+    # the kind of each (category, name), the class of each (name, kind), the thread of each (device, stream): once
+    cats, cat_of = np.unique(cat, return_inverse=True)
+    cat_kind = ["memcpy" if c >= 0 and strings[c] in MEMCPY_CATS else "memset" if c >= 0 and strings[c] in MEMSET_CATS
+                else "gpu" for c in cats.tolist()]  # fmt: skip
+    pairs, pair_of = np.unique(name.astype(np.int64) * len(cats) + cat_of.reshape(-1), return_inverse=True)
+    kinds, classes = [], []
+    for n, c in zip(*(part.tolist() for part in divmod(pairs, len(cats)))):
+        kind = cat_kind[c]
+        if kind == "gpu" and is_comm_kernel(strings[n]):
+            kind = "comm"
+        kinds.append(kind)
+        classes.append(classify_kernel(strings[n], kind))
+    pair_of = pair_of.reshape(-1)
+    devices, device_of = np.unique(device, return_inverse=True)
+    streams, stream_of = np.unique(stream, return_inverse=True)
+    places, thread_of = np.unique(device_of.reshape(-1) * len(streams) + stream_of.reshape(-1), return_inverse=True)
+    devices, streams = devices.tolist(), streams.tolist()
+    threads = [f"gpu:{devices[d]}/{streams[s]}" for d, s in (divmod(p, len(streams)) for p in places.tolist())]
+    kind_list = list(map(kinds.__getitem__, pair_of.tolist()))
+    # the bytes a copy or fill moves, where its args say (an integer, or a number made one)
+    nbytes: list[int | None] = [None] * len(order)
+    copies = np.flatnonzero(np.array([k in ("memcpy", "memset") for k in kinds], np.bool_)[pair_of])
+    if len(copies):
+        data, kind = column("args.bytes")
+        values = batches[0].values  # (the scanner's table of other values: a number beyond int64 or a double)
+        for i, value, k in zip(copies.tolist(), data[copies].tolist(), kind[copies].tolist()):
+            number = value if k == K_INT else np.int64(value).view(np.float64).item() if k == K_FLOAT else (
+                values[value] if k == K_OBJECT else None)  # fmt: skip
+            if isinstance(number, (int, float)):
+                nbytes[i] = int(number)
+    source = order.tolist()
+    comm = sorted(k for k, kind in zip(source, kind_list) if kind == "comm")
+    made: dict[int, Event] = {}
+
+    def event_of(k: int) -> Event:
+        """The event filed ``k``-th: the collectives' made at once the first time one is asked for."""
+        if not made:
+            made.update(zip(comm, events_at(batches, np.array(comm, np.int64))))
+        return made[k]
+
+    return GpuColumns(
+        list(map(strings.__getitem__, name.tolist())), kind_list, list(map(classes.__getitem__, pair_of.tolist())),
+        list(map(threads.__getitem__, thread_of.reshape(-1).tolist())), device.tolist(), stream.tolist(),
+        [c if k == K_INT else None for c, k in zip(corr.tolist(), corr_kind.tolist())], nbytes, source,
+        ts[order].tolist(), (ts + dur)[order].tolist(), event_of,
+    )  # fmt: skip
+
+
+def _same(ev: Event) -> Event:
+    return ev
 
 
 def _blocking_copy(table: TaskTable, call: int, copy: int) -> bool:

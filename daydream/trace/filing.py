@@ -22,7 +22,7 @@ from daydream.trace.schema import Event, EventArgs
 
 _CPU_OPS, _ANNOTATIONS = 0, 1  # their places in FAMILIES
 CPU_FAMILIES = ("annotations", "cpu_ops", "runtime")  # the families the CPU sweep reads, in the order it reads them
-PENDING_FAMILIES = ("cpu_ops", "runtime")  # kept as columns, read by the builder there, made as events when read
+PENDING_FAMILIES = ("cpu_ops", "runtime", "gpu")  # kept as columns, read by the builder there, made as events when read
 
 
 class _Kept:
@@ -62,8 +62,8 @@ class ColumnFamilies:
         self.threads: dict[tuple[Any, Any], int] = {}  # (pid, tid) -> its number, in order of filing
         self.strings: list[str] = []
         self.values: list[Any] = []
-        # the families kept as columns (a batch at a time: the trace's pending families), and the runtime calls
-        # among them without a correlation id
+        # the families kept as columns (a batch at a time: the trace's pending families), and the runtime calls and
+        # GPU tasks among them without a correlation id
         self.kept = {field: _Kept() for field in PENDING_FAMILIES}
         self.unbound = 0
 
@@ -94,7 +94,7 @@ class ColumnFamilies:
                 if len(rows):
                     kept.batches.append(columns.take(rows))
                     kept.count += len(rows)
-                if field == "runtime":  # calls a launch flow may bind (finish)
+                if field in ("runtime", "gpu"):  # calls and kernels a launch flow may bind (finish)
                     self.unbound += int(np.count_nonzero(_column_at(columns, "args.correlation", rows)[1] != K_INT))
             else:
                 made = _events(columns, rows, ranges[rows])
@@ -120,8 +120,8 @@ class ColumnFamilies:
             if kept.count:
                 trace.pending[field] = PendingFamily(kept.count, kept.batches)
         flows = []
-        if self.unbound or any(e.args is None or e.args.correlation is None for e in trace.gpu):
-            flows = [  # binding them changes the runtime calls' events: made then (reading trace.runtime)
+        if self.unbound:
+            flows = [  # binding them changes the calls' and kernels' events: made then (reading trace.runtime, .gpu)
                 Event(ph="f", pid=pid, tid=tid, ts=ts, id=ident) for batch in self.flows for pid, tid, ts, ident in zip(*batch)
             ]
         finish_families(trace, flows, self.skipped)
@@ -203,6 +203,20 @@ def family_events(batches: list[EventColumns]) -> list[Event]:
     events = [ev for columns in batches for ev in _events(columns, np.arange(columns.count), None)]
     sort_by_start(events)
     return events
+
+
+def family_column(batches: list[EventColumns], column: str) -> tuple[np.ndarray, np.ndarray]:
+    """A column of every event of a family kept as columns, in the order filed: its data and kinds as stored
+    (:func:`_column_at`)."""
+    parts = [_column_at(b, column, np.arange(b.count)) for b in batches]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def family_span(batches: list[EventColumns]) -> tuple[float, float]:
+    """The first start and the last end of the events of a family kept as columns (as their events hold them)."""
+    ts, _ = family_column(batches, "ts")
+    dur, _ = family_column(batches, "dur")
+    return float(ts.min()), float((ts + dur).max())
 
 
 class _Ids:

@@ -64,6 +64,12 @@ class PendingFamily:
 
         return family_events(self.batches)
 
+    def span(self) -> tuple[float, float]:
+        """The first start and the last end of its events, read from the columns."""
+        from daydream.trace.filing import family_span
+
+        return family_span(self.batches)
+
 
 class _MadeWhenRead:
     """A family as an attribute: a plain list, made from its pending columns (Trace.pending) the first time it is
@@ -118,7 +124,6 @@ class Trace:
 
     path: str
     annotations: list[Event] = field(default_factory=list)
-    gpu: list[Event] = field(default_factory=list)
     gpu_annotations: list[Event] = field(default_factory=list)
     syncs: list[Event] = field(default_factory=list)
     thread_names: dict[tuple[Any, Any], str] = field(default_factory=dict)
@@ -133,12 +138,13 @@ class Trace:
     recording: Recording | None = None  # the recorder's sidecar (modules, optimizers, buckets...), when present
     # the CPU events as columns, where the columnar loader read the trace (the compiled CPU sweep reads them)
     cpu_columns: CpuColumns | None = field(default=None, repr=False, compare=False)
-    # families the columnar loader keeps as columns until one is read (the CPU ops and runtime calls: the builder
-    # reads their columns, and a plain replay never makes their events), each made then
+    # families the columnar loader keeps as columns until one is read (the CPU ops, runtime calls and GPU tasks: the
+    # builder reads their columns, and a plain replay never makes their events), each made then
     pending: dict[str, PendingFamily] = field(default_factory=dict, repr=False, compare=False)
     # lists like the other families, made from pending columns the first time they are read
     cpu_ops = _MadeWhenRead()
     runtime = _MadeWhenRead()
+    gpu = _MadeWhenRead()
 
     def family_size(self, name: str) -> int:
         """How many events the family ``name`` holds, without making a pending family's events."""
@@ -164,7 +170,7 @@ class Trace:
     def __repr__(self) -> str:
         """One line (the dataclass's own repr lists every event: millions of characters in a notebook)."""
         return (f"Trace({self.path!r}, {self.event_count:,} events: {self.family_size('cpu_ops'):,} CPU ops, {self.family_size('runtime'):,} "
-                f"runtime calls, {len(self.gpu):,} GPU tasks, {len(self.annotations):,} annotations; device "
+                f"runtime calls, {self.family_size('gpu'):,} GPU tasks, {len(self.annotations):,} annotations; device "
                 f"{self.device_name!r}, rank {self.rank} of {self.world_size})")  # fmt: skip
 
     @property
@@ -183,7 +189,7 @@ class Trace:
 
     @property
     def has_gpu_activity(self) -> bool:
-        return bool(self.gpu)
+        return self.family_size("gpu") > 0
 
     def step_annotations(self) -> list[Event]:
         """The ``ProfilerStep#N`` ranges on the CPU, in order."""

@@ -61,6 +61,11 @@ def whole_trace(trace: Trace) -> Step:
                 starts.append(float(trace.cpu_columns.ts[kept].min()))  # type: ignore[union-attr]
                 ends.append(float((trace.cpu_columns.ts[kept] + trace.cpu_columns.dur[kept]).max()))  # type: ignore[union-attr]
             continue
+        if (pending := trace.pending.get(name)) is not None:  # the GPU tasks kept as columns: read there
+            first, last = pending.span()
+            starts.append(first)
+            ends.append(last)
+            continue
         if fam := getattr(trace, name):
             starts.append(fam[0].ts)
             ends.append(max(e.ts + e.dur for e in fam))  # type: ignore[operator]

@@ -136,17 +136,21 @@ def _gpu_columns(trace: Trace) -> GpuColumns:
     return _from_events(trace.gpu)
 
 
+def _kind(cat: str | None, name: str) -> str:
+    """A GPU task's kind, from its category and (a collective's kernel) its name."""
+    kind = "memcpy" if cat in MEMCPY_CATS else "memset" if cat in MEMSET_CATS else "gpu"
+    return "comm" if kind == "gpu" and is_comm_kernel(name) else kind
+
+
 def _from_events(events: list[Event]) -> GpuColumns:
+    """The GPU events read one at a time."""
     streams: dict[tuple[Any, Any], str] = {}  # each stream's thread name, one string for all its tasks
     rows = []
     for ev in events:
         args = ev.args
         stream = args.stream if args is not None and isinstance(args.stream, int) else ev.tid
         device = args.device if args is not None and args.device is not None else ev.pid
-        cat = ev.cat
-        kind = "memcpy" if cat in MEMCPY_CATS else "memset" if cat in MEMSET_CATS else "gpu"
-        if kind == "gpu" and is_comm_kernel(ev.name):
-            kind = "comm"
+        kind = _kind(ev.cat, ev.name)
         key = (device, stream) if type(device) is int and type(stream) is int else None  # ints only: 1 == True == 1.0
         thread = streams.get(key)
         if thread is None:
@@ -159,16 +163,15 @@ def _from_events(events: list[Event]) -> GpuColumns:
             else None
         )
         corr = args.correlation if args is not None else None
-        rows.append(
-            (ev.name, kind, classify_kernel(ev.name, kind), thread, device, stream, corr, nbytes, ev, ev.ts, ev.ts + ev.dur)
-        )  # type: ignore[operator]
+        end = ev.ts + ev.dur  # type: ignore[operator]
+        rows.append((ev.name, kind, classify_kernel(ev.name, kind), thread, device, stream, corr, nbytes, ev, ev.ts, end))
     columns = list(map(list, zip(*rows))) if rows else [[] for _ in range(11)]
     return GpuColumns(*columns, _same)
 
 
 def _from_columns(batches: list[Any]) -> GpuColumns | None:
-    """The GPU events kept as columns, read a field at a time; None where a value is one the events path reads
-    otherwise (a pid, tid, device or stream that is not an integer, a correlation id beyond int64)."""
+    """The GPU events kept as columns, read a field at a time; None where a value is one this does not read as the
+    events hold it (a pid, tid or device that is not an integer, a correlation id beyond int64)."""
     from daydream.trace.columns import K_FLOAT, K_INT, K_NONE, K_OBJECT
     from daydream.trace.filing import events_at, family_column
 
@@ -195,14 +198,11 @@ def _from_columns(batches: list[Any]) -> GpuColumns | None:
     cat, _ = column("cat")
     # the kind of each (category, name), the class of each (name, kind), the thread of each (device, stream): once
     cats, cat_of = np.unique(cat, return_inverse=True)
-    cat_kind = ["memcpy" if c >= 0 and strings[c] in MEMCPY_CATS else "memset" if c >= 0 and strings[c] in MEMSET_CATS
-                else "gpu" for c in cats.tolist()]  # fmt: skip
+    cat_names = [strings[c] if c >= 0 else None for c in cats.tolist()]
     pairs, pair_of = np.unique(name.astype(np.int64) * len(cats) + cat_of.reshape(-1), return_inverse=True)
     kinds, classes = [], []
     for n, c in zip(*(part.tolist() for part in divmod(pairs, len(cats)))):
-        kind = cat_kind[c]
-        if kind == "gpu" and is_comm_kernel(strings[n]):
-            kind = "comm"
+        kind = _kind(cat_names[c], strings[n])
         kinds.append(kind)
         classes.append(classify_kernel(strings[n], kind))
     pair_of = pair_of.reshape(-1)

@@ -61,7 +61,7 @@ def whole_trace(trace: Trace) -> Step:
                 starts.append(float(trace.cpu_columns.ts[kept].min()))  # type: ignore[union-attr]
                 ends.append(float((trace.cpu_columns.ts[kept] + trace.cpu_columns.dur[kept]).max()))  # type: ignore[union-attr]
             continue
-        if (pending := trace.pending.get(name)) is not None:  # the GPU tasks kept as columns: read there
+        if (pending := trace.pending.get(name)) is not None:  # another family kept as columns (the GPU tasks): there
             first, last = pending.span()
             starts.append(first)
             ends.append(last)

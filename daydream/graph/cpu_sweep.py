@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
+
+from daydream._jit import jit, jit_without_runtime
 
 ANN, OP, RT = 0, 1, 2  # the families, as build_cpu.Family numbers them
 # phases as codes: what range_role declares
@@ -47,10 +48,8 @@ R_KIND, R_EV, R_PARENT_CTX, R_OWN_CTX, R_INNER_LAYER, R_INNER_SHAPES = range(6)
 _R_FIELDS = 6
 CALL, OP_TASK, LOADER_TASK = 0, 1, 2
 
-_jit = numba.njit(cache=True, nogil=True)
 
-
-@_jit
+@jit
 def _nesting(bounds, ts, end, fam):  # type: ignore[no-untyped-def]
     """Each event's range (its index; -1 none) and depth, by the sweep's stack rules; and the deepest stack."""
     n = ts.shape[0]
@@ -75,19 +74,20 @@ def _nesting(bounds, ts, end, fam):  # type: ignore[no-untyped-def]
     return parent, depth, deepest
 
 
-@_jit
+@jit_without_runtime
 def _context(S, s, C, nctx):  # type: ignore[no-untyped-def]
     """The context row of the frame at stack slot ``s`` (written the first time a task asks); returns (row, nctx)."""
     if s < 0:
         return -1, nctx
     if S[s, S_CTX] < 0:
-        C[nctx, :] = S[s, S_OP_EV : S_FLAGS + 1]
+        for f in range(_C_FIELDS):  # a loop, not a slice: a slice is an array (counted, or copied)
+            C[nctx, f] = S[s, S_OP_EV + f]
         S[s, S_CTX] = nctx
         nctx += 1
     return S[s, S_CTX], nctx
 
 
-@_jit
+@jit
 def _sweep(bounds, ts, end, dur, fam, phase_of, layer, layer_truthy, nccl, has_seq, seq, has_coll, has_corr, corr,  # type: ignore[no-untyped-def]
            threaded, across, shapes_truthy, dims_any, cpu_only, deepest):  # fmt: skip
     """build_cpu._sweep_thread over every thread (``bounds``), as arrays. Returns the task rows (R), the context rows
@@ -219,7 +219,8 @@ def _sweep(bounds, ts, end, dur, fam, phase_of, layer, layer_truthy, nccl, has_s
                 S[s, S_BWD] = S[s, S_FWD] = 0
                 S[s, S_FLAGS] = 0
             else:  # the parent's context (its layer too: the range's own is set below)
-                S[s, S_OP_EV : S_COMM + 1] = S[p, S_OP_EV : S_COMM + 1]
+                for f in range(S_OP_EV, S_COMM + 1):  # a loop: a slice of S onto S is copied first
+                    S[s, f] = S[p, f]
                 S[s, S_FLAGS] = S[p, S_FLAGS] & (F_HAS_BWD | F_HAS_FWD | F_LOADER)
                 if S[p, S_TOP] >= 0:
                     S[s, S_TOP] = S[p, S_TOP]

@@ -11,16 +11,15 @@ read-only), so the compilation is paid once per installation.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from daydream._jit import jit, jit_without_runtime
 
 # policies, as the compiled loop tells them apart
 EARLIEST, FIFO, PRIORITY = 0, 1, 2
 
-_jit = numba.njit(cache=True, nogil=True)
 
-
-@_jit
+@jit_without_runtime
 def _less(k1: np.ndarray, k2: np.ndarray, k3: np.ndarray, sq: np.ndarray, a: int, b: int) -> bool:
     """Entry a before entry b: (k1, k2, k3, seq) compared as Python compares tuples (no NaN reaches here)."""
     if k1[a] != k1[b]:
@@ -32,7 +31,7 @@ def _less(k1: np.ndarray, k2: np.ndarray, k3: np.ndarray, sq: np.ndarray, a: int
     return sq[a] < sq[b]
 
 
-@_jit
+@jit_without_runtime
 def _push(j, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq):  # type: ignore[no-untyped-def]
     """Task j enters the frontier (the Python loop's ``push``); returns the new heap size, queue tail and seq. A task
     is in the frontier at most once at a time, so n slots hold it: nothing grows."""
@@ -51,7 +50,7 @@ def _push(j, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queu
     return size, qtail, seq + 1
 
 
-@_jit
+@jit
 def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_child, succ_order, succ_lag,  # type: ignore[no-untyped-def]
               gang_of, gang_ptr, gang_members, n_threads):  # fmt: skip
     """Simulate over flat arrays; returns start, end, cause, arrival, arrived (per gang) and how many tasks ran.
@@ -183,7 +182,7 @@ def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_pt
     return start, end, cause, arrival, arrived, done
 
 
-@_jit
+@jit_without_runtime
 def _run(i, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause, indegree, succ_ptr, succ_child, succ_order,  # type: ignore[no-untyped-def]
          succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq):  # fmt: skip
     """Task i runs from s to e: its thread moves on, its children's ready times and counts follow, and those whose
@@ -205,7 +204,7 @@ def _run(i, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause,
     return size, qtail, seq
 
 
-@_jit
+@jit_without_runtime
 def _swap(k1, k2, k3, sq, tk, a, b):  # type: ignore[no-untyped-def]
     """Swap two entries of the heap (its keys and task are parallel arrays)."""
     k1[a], k1[b] = k1[b], k1[a]
@@ -215,7 +214,7 @@ def _swap(k1, k2, k3, sq, tk, a, b):  # type: ignore[no-untyped-def]
     tk[a], tk[b] = tk[b], tk[a]
 
 
-@_jit
+@jit_without_runtime
 def _sift_up(k1, k2, k3, sq, tk, pos):  # type: ignore[no-untyped-def]
     while pos > 0:
         parent = (pos - 1) >> 1
@@ -226,7 +225,7 @@ def _sift_up(k1, k2, k3, sq, tk, pos):  # type: ignore[no-untyped-def]
             break
 
 
-@_jit
+@jit_without_runtime
 def _sift_down(k1, k2, k3, sq, tk, pos, size):  # type: ignore[no-untyped-def]
     while True:
         child = 2 * pos + 1

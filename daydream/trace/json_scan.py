@@ -18,8 +18,9 @@ that the caller decodes each distinct string once; arrays and objects as their s
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from daydream._jit import jit, jit_without_runtime
 
 # tags of a slot's value
 ABSENT, NULL, FALSE, TRUE, INT, FLOAT, NUMBER_TEXT, STRING, STRING_ESCAPED, ARRAY, OBJECT = range(11)
@@ -29,7 +30,6 @@ NOT_JSON = -1  # not JSON: a batch cut inside an event, or malformed text
 UNSURE = -2  # JSON, but not read here: the reference decoder reads it (and words what is wrong)
 FULL = -3  # the string table is full: the caller grows it (Strings.grow) and scans the batch again
 
-_jit = numba.njit(cache=True, nogil=True)
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
@@ -56,7 +56,7 @@ def string_hash(raw: bytes) -> int:
     return h - (1 << 64) if h >= 1 << 63 else h
 
 
-@_jit
+@jit_without_runtime
 def _space(text, i, n):  # type: ignore[no-untyped-def]
     while i < n:
         c = text[i]
@@ -66,12 +66,12 @@ def _space(text, i, n):  # type: ignore[no-untyped-def]
     return i
 
 
-@_jit
+@jit_without_runtime
 def _hex(c):  # type: ignore[no-untyped-def]
     return (48 <= c <= 57) or (65 <= c <= 70) or (97 <= c <= 102)
 
 
-@_jit
+@jit_without_runtime
 def _string(text, i, n):  # type: ignore[no-untyped-def]
     """The string whose opening quote is at i: (index of its closing quote, escaped, hash of its raw text), the index
     -1 where the text ends inside it or it is not valid JSON, -2 where its bytes are not valid UTF-8."""
@@ -137,7 +137,7 @@ def _string(text, i, n):  # type: ignore[no-untyped-def]
     return -1, escaped, np.int64(0)
 
 
-@_jit
+@jit_without_runtime
 def _number(text, i, n):  # type: ignore[no-untyped-def]
     """The number starting at i: (index after it, tag, integer value, float value); the index -1 where the text is
     not a JSON number (or ends inside it)."""
@@ -210,7 +210,7 @@ def _number(text, i, n):  # type: ignore[no-untyped-def]
     return j, FLOAT, np.int64(0), -value if negative else value
 
 
-@_jit
+@jit_without_runtime
 def _literal(text, i, n, word):  # type: ignore[no-untyped-def]
     """Whether the literal ``word`` (bytes) is at i."""
     if i + len(word) > n:
@@ -221,7 +221,7 @@ def _literal(text, i, n, word):  # type: ignore[no-untyped-def]
     return True
 
 
-@_jit
+@jit_without_runtime
 def _slot_of(text, start, end, h, hashes, keys, offsets):  # type: ignore[no-untyped-def]
     """Which of the keys the key text[start:end] (hash h) is, or -1."""
     for k in range(len(hashes)):
@@ -240,7 +240,7 @@ def _slot_of(text, start, end, h, hashes, keys, offsets):  # type: ignore[no-unt
     return -1
 
 
-@_jit
+@jit_without_runtime
 def _intern(text, start, end, h, table, raw, raw_at, counts):  # type: ignore[no-untyped-def]
     """The id of the string text[start:end] (hash h): found in the table (open addressing over ``table``'s rows of
     hash and id), or added with the next id, its raw text appended to ``raw`` (``raw_at[id]`` its offset). -1 where
@@ -267,7 +267,8 @@ def _intern(text, start, end, h, table, raw, raw_at, counts):  # type: ignore[no
         return -1
     table[k, 0] = h
     table[k, 1] = sid
-    raw[used : used + end - start] = text[start:end]
+    for m in range(end - start):  # a loop, not a slice: a slice's copy allocates, and this code has no allocator
+        raw[used + m] = text[start + m]
     raw_at[sid + 1] = used + end - start
     counts[0] = sid + 1
     counts[1] = used + end - start
@@ -283,7 +284,7 @@ _FALSE = np.frombuffer(b"false", np.uint8)
 _NULL = np.frombuffer(b"null", np.uint8)
 
 
-@_jit
+@jit
 def scan(text, schema, strings, slots):  # type: ignore[no-untyped-def]
     """Scan ``text``, a JSON array of objects, into the ``slots`` (tags, ints, floats, starts, ends; a row per
     object, a column per slot). ``schema`` is (event_keys, args_keys, args_slot, allowed, max_depth): row r, slot s
@@ -292,6 +293,16 @@ def scan(text, schema, strings, slots):  # type: ignore[no-untyped-def]
     :func:`key_table`; ``allowed[s, tag]`` the tags slot s takes (another is UNSURE); nesting past ``max_depth`` is
     UNSURE. ``strings`` is the table (:func:`_intern`'s arguments but the text) that gives a string value its id, in
     ``ints``. Returns (the number of objects or NOT_JSON / UNSURE / FULL, the byte offset where the scan stopped)."""
+    max_depth = schema[4]
+    kind = np.zeros(max_depth + 2, np.int8)  # per depth: 1 an object, 0 an array
+    role = np.zeros(max_depth + 2, np.int8)  # per depth: what the container is (_OTHER, _EVENT, _ARGS)
+    owner = np.full(max_depth + 2, -1, np.int64)  # per depth: the slot the container is the value of, or -1
+    return _scan(text, schema, strings, slots, kind, role, owner)
+
+
+@jit_without_runtime
+def _scan(text, schema, strings, slots, kind, role, owner):  # type: ignore[no-untyped-def]
+    """:func:`scan`'s loop, given its per-depth arrays (compiled without numba's runtime: nothing allocated here)."""
     event_keys, args_keys, args_slot, allowed, max_depth = schema
     tags, ints, floats, starts, ends = slots
     table, raw, raw_at, counts = strings
@@ -300,9 +311,6 @@ def scan(text, schema, strings, slots):  # type: ignore[no-untyped-def]
     n_event = len(e_hashes)
     n = len(text)
     rows = tags.shape[0]
-    kind = np.zeros(max_depth + 2, np.int8)  # per depth: 1 an object, 0 an array
-    role = np.zeros(max_depth + 2, np.int8)  # per depth: what the container is (_OTHER, _EVENT, _ARGS)
-    owner = np.full(max_depth + 2, -1, np.int64)  # per depth: the slot the container is the value of, or -1
     depth = 0
     row = -1
     slot = -1  # the slot the next value fills

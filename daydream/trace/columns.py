@@ -361,6 +361,25 @@ class _Parts:
 _DTYPES = {STR: np.int32, FLOAT_COLUMN: np.float64, SCALAR: np.int64, ANY: np.int32}
 
 
+def _slot_storage(f: FieldSpec) -> tuple[int, int]:
+    """How json_scan.slot_columns stores a field's slot, and its value where absent there (-1: none)."""
+    how = {"args": json_scan.SKIP, STR: json_scan.STRING_IDS, FLOAT_COLUMN: json_scan.DOUBLES,
+           SCALAR: json_scan.SCALARS, ANY: json_scan.FREE}[f.storage]  # fmt: skip
+    if f.default is None or how in (json_scan.SKIP, json_scan.DOUBLES, json_scan.FREE):
+        return how, -1
+    # the defaults the schema has: "" (the scanner's string 0) for a string, 0 for pid and tid
+    if (f.default, how) not in (("", json_scan.STRING_IDS), (0, json_scan.SCALARS)):  # pragma: no cover
+        raise TypeError(f"no slot default for {f.name}: {f.default!r}")
+    return how, 0
+
+
+_STORAGE = np.array([_slot_storage(f)[0] for f in FIELDS], np.int8)
+_DEFAULT = np.array([_slot_storage(f)[1] for f in FIELDS], np.int64)
+_IN_ARGS = np.array([f.in_args for f in FIELDS], np.bool_)
+_KIND_OF_TAG = np.full(len(json_scan.TAG_NAMES), K_NONE, np.int8)  # a scalar's kind by its value's tag
+_KIND_OF_TAG[[INT, STRING, STRING_ESCAPED, FLOAT]] = (K_INT, K_STR, K_STR, K_FLOAT)
+
+
 class _Scanned(NamedTuple):
     """A batch as the scanner left it: its text and, per event and slot, each value's tag, number and span."""
 
@@ -423,45 +442,37 @@ class _Scanner:
              ends: np.ndarray) -> None:  # fmt: skip
         n = len(tags)
         first = parts.count
-        has_args = tags[:, _ARGS_SLOT] == OBJECT
-        parts.has_args.append(has_args)
-        present = (tags != ABSENT).any(axis=0)
+        parts.has_args.append(tags[:, _ARGS_SLOT] == OBJECT)
+        # every slot's column in one compiled pass over the rows; what it leaves (numbers kept as text, free-form
+        # values) read here from the text
+        present, counts, texts, at, ids, doubles, kinds, integers = json_scan.slot_columns(
+            tags, ints, ints.view(np.float64), _STORAGE, _IN_ARGS, _DEFAULT, _KIND_OF_TAG
+        )
         for s, f in enumerate(FIELDS):
             if f.storage == "args" or (f.in_args and not present[s]):
                 continue
-            t = tags[:, s]
+            m = int(counts[s])
             rows: Any = slice(None)
             if f.in_args:
-                rows = np.flatnonzero(t > NULL)  # ABSENT and NULL: None (absent where args is none)
+                rows = at[s, :m]
                 parts.rows[f.column].append(rows + first)
-                t = t[rows]
-            col_ints = ints[rows, s]
             if f.storage == STR:
-                data = np.where((t == STRING) | (t == STRING_ESCAPED), col_ints, -1).astype(np.int32)
-                if f.default is not None:  # "" where absent
-                    data[t == ABSENT] = 0
+                data = ids[s, :m]
             elif f.storage == FLOAT_COLUMN:
-                data = np.full(len(t), np.nan)
-                is_float = t == FLOAT
-                data[is_float] = col_ints[is_float].view(np.float64)
-                is_int = t == INT
-                data[is_int] = col_ints[is_int].astype(np.float64)
-                for i in np.flatnonzero(t == NUMBER_TEXT):
-                    data[i] = _finite(raw[starts[rows, s][i] : ends[rows, s][i]])
+                data = doubles[s, :m]
+                if texts[s]:
+                    t = tags[rows, s]
+                    for i in np.flatnonzero(t == NUMBER_TEXT):
+                        data[i] = _finite(raw[starts[rows, s][i] : ends[rows, s][i]])
             elif f.storage == SCALAR:
-                kind = np.zeros(len(t), np.int8)
-                data = col_ints.copy()
-                kind[t == INT] = K_INT
-                kind[(t == STRING) | (t == STRING_ESCAPED)] = K_STR
-                kind[t == FLOAT] = K_FLOAT
-                if f.default is not None:  # pid and tid: 0 where absent
-                    kind[t == ABSENT] = K_INT
-                    data[t == ABSENT] = f.default
-                for i in np.flatnonzero(t == NUMBER_TEXT):
-                    kind[i], data[i] = self._number_text(f, bytes(raw[starts[rows, s][i] : ends[rows, s][i]]))
+                data, kind = integers[s, :m], kinds[s, :m]
+                if texts[s]:
+                    t = tags[rows, s]
+                    for i in np.flatnonzero(t == NUMBER_TEXT):
+                        kind[i], data[i] = self._number_text(f, bytes(raw[starts[rows, s][i] : ends[rows, s][i]]))
                 parts.kind[f.column].append(kind)
             else:
-                data = self._any(raw, t, col_ints, starts[rows, s], ends[rows, s])
+                data = self._any(raw, tags[rows, s], ints[rows, s], starts[rows, s], ends[rows, s])
             parts.data[f.column].append(data)
         parts.count += n
 

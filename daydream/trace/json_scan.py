@@ -457,3 +457,72 @@ def _scan(text, schema, strings, slots, kind, role, owner):  # type: ignore[no-u
             return NOT_JSON, i
         slot = -1
         state = _AFTER
+
+
+# how slot_columns stores a slot's values (daydream.trace.columns names them): not at all (the args object's slot),
+# as string ids, as doubles, as a kind and an integer, or not here (a free-form value: Python reads its text)
+SKIP, STRING_IDS, DOUBLES, SCALARS, FREE = range(5)
+
+
+@jit
+def slot_columns(tags, ints, floats, storage, in_args, default, kind_of):  # type: ignore[no-untyped-def]
+    """The scanned slots (:func:`scan`'s tags, ints and floats, a row per object) as a column per slot, in one pass
+    over the rows: slot s's values are row s of the arrays returned, its first ``counts[s]`` entries. A slot of an
+    object's field has a value per object; a slot in ``args`` (``in_args``) one per object where it is neither absent
+    nor null, ``rows`` saying which. By ``storage``: STRING_IDS a string's id (-1 where none; ``default[s]`` where
+    absent and ``default[s] >= 0``); DOUBLES the number (NaN where none); SCALARS a kind (``kind_of[tag]``) and an
+    integer: the integer, the string's id or the double's bits (0 where none; ``default[s]`` of kind ``kind_of[INT]``
+    where absent and ``default[s] >= 0``). A number the scanner left as text (NUMBER_TEXT; ``texts`` counts them per
+    slot) is left NaN or of kind ``kind_of[NUMBER_TEXT]``, and a FREE slot unread: the caller reads them from the
+    text. Returns (present: any value, null included, per slot; counts; texts; rows; ids; doubles; kinds; integers)."""
+    n, slots = tags.shape
+    present = np.zeros(slots, np.bool_)
+    counts = np.zeros(slots, np.int64)
+    texts = np.zeros(slots, np.int64)
+    # a row of each per slot, written only as far as the slot's values go (pages never written are never held)
+    rows = np.empty((slots, n), np.int64)
+    ids = np.empty((slots, n), np.int32)
+    doubles = np.empty((slots, n), np.float64)
+    kinds = np.empty((slots, n), np.int8)
+    integers = np.empty((slots, n), np.int64)
+    for r in range(n):
+        for s in range(slots):
+            t = tags[r, s]
+            if t != ABSENT:
+                present[s] = True
+            how = storage[s]
+            if how == SKIP:
+                continue
+            if in_args[s]:
+                if t == ABSENT or t == NULL:
+                    continue
+                k = counts[s]
+                rows[s, k] = r
+            else:
+                k = r
+            counts[s] = k + 1
+            if t == NUMBER_TEXT:
+                texts[s] += 1
+            if how == STRING_IDS:
+                if t == STRING or t == STRING_ESCAPED:
+                    ids[s, k] = ints[r, s]
+                elif t == ABSENT and default[s] >= 0:
+                    ids[s, k] = default[s]
+                else:
+                    ids[s, k] = -1
+            elif how == DOUBLES:
+                if t == FLOAT:
+                    doubles[s, k] = floats[r, s]
+                elif t == INT:
+                    doubles[s, k] = float(ints[r, s])
+                else:
+                    doubles[s, k] = np.nan
+            elif how == SCALARS:
+                if t == ABSENT and default[s] >= 0:
+                    kinds[s, k] = kind_of[INT]
+                    integers[s, k] = default[s]
+                else:
+                    kinds[s, k] = kind_of[t]
+                    known = t == INT or t == FLOAT or t == STRING or t == STRING_ESCAPED
+                    integers[s, k] = ints[r, s] if known else 0
+    return present, counts, texts, rows, ids, doubles, kinds, integers

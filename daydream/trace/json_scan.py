@@ -38,14 +38,25 @@ _EXACT_POWER = 22  # 10**22 is the largest power of ten a double holds exactly
 _POWERS = np.array([float(f"1e{k}") for k in range(_EXACT_POWER + 1)])  # each exact, read by Python's parser
 
 
-def key_table(keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Keys as the scanner matches them: their hashes, their bytes joined and each one's offsets."""
+def key_table(keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Keys as the scanner matches them: their hashes, their bytes joined, each one's offsets, and a table that finds
+    a key by its hash (open addressing over a power of two, a quarter full: a key is found, or known not to be one,
+    in a probe or two, where an event's keys are most often not among those asked for)."""
     raw = [k.encode() for k in keys]
     data = np.frombuffer(b"".join(raw) or b"\0", np.uint8).copy()
     offsets = np.zeros(len(raw) + 1, np.int64)
     offsets[1:] = np.cumsum([len(k) for k in raw])
     hashes = np.array([string_hash(k) for k in raw], np.int64)
-    return hashes, data, offsets
+    size = 16
+    while size < 4 * len(raw):
+        size *= 2
+    index = np.full(size, -1, np.int64)
+    for k, h in enumerate(hashes.tolist()):
+        at = h & (size - 1)
+        while index[at] >= 0:
+            at = (at + 1) & (size - 1)
+        index[at] = k
+    return hashes, data, offsets, index
 
 
 def string_hash(raw: bytes) -> int:
@@ -222,22 +233,23 @@ def _literal(text, i, n, word):  # type: ignore[no-untyped-def]
 
 
 @jit_without_runtime
-def _slot_of(text, start, end, h, hashes, keys, offsets):  # type: ignore[no-untyped-def]
-    """Which of the keys the key text[start:end] (hash h) is, or -1."""
-    for k in range(len(hashes)):
-        if hashes[k] != h:
-            continue
-        a, b = offsets[k], offsets[k + 1]
-        if b - a != end - start:
-            continue
-        same = True
-        for m in range(end - start):
-            if text[start + m] != keys[a + m]:
-                same = False
-                break
-        if same:
+def _slot_of(text, start, end, h, hashes, keys, offsets, index):  # type: ignore[no-untyped-def]
+    """Which of the keys (:func:`key_table`) the key text[start:end] (hash h) is, or -1."""
+    mask = index.shape[0] - 1
+    at = h & mask
+    while True:
+        k = index[at]
+        if k < 0:
+            return -1
+        if hashes[k] == h:
+            a, b = offsets[k], offsets[k + 1]
+            if b - a != end - start:
+                return -1
+            for m in range(end - start):
+                if text[start + m] != keys[a + m]:
+                    return -1
             return k
-    return -1
+        at = (at + 1) & mask
 
 
 @jit_without_runtime
@@ -289,9 +301,8 @@ def scan(text, schema, strings, slots):  # type: ignore[no-untyped-def]
     """Scan ``text``, a JSON array of objects, into the ``slots`` (tags, ints, floats, starts, ends; a row per
     object, a column per slot). ``schema`` is (event_keys, args_keys, args_slot, allowed, max_depth): row r, slot s
     holds the value of the s-th key of ``event_keys`` in the r-th object, or (s past them) of ``args_keys`` in the
-    object that the ``args_slot``-th event key holds; each key table is (hashes, bytes, offsets) of
-    :func:`key_table`; ``allowed[s, tag]`` the tags slot s takes (another is UNSURE); nesting past ``max_depth`` is
-    UNSURE. ``strings`` is the table (:func:`_intern`'s arguments but the text) that gives a string value its id, in
+    object that the ``args_slot``-th event key holds; each key table is :func:`key_table`'s; ``allowed[s, tag]``
+    the tags slot s takes (another is UNSURE); nesting past ``max_depth`` is UNSURE. ``strings`` is the table (:func:`_intern`'s arguments but the text) that gives a string value its id, in
     ``ints``. Returns (the number of objects or NOT_JSON / UNSURE / FULL, the byte offset where the scan stopped)."""
     max_depth = schema[4]
     kind = np.zeros(max_depth + 2, np.int8)  # per depth: 1 an object, 0 an array
@@ -306,8 +317,8 @@ def _scan(text, schema, strings, slots, kind, role, owner):  # type: ignore[no-u
     event_keys, args_keys, args_slot, allowed, max_depth = schema
     tags, ints, floats, starts, ends = slots
     table, raw, raw_at, counts = strings
-    e_hashes, e_keys, e_offsets = event_keys
-    a_hashes, a_keys, a_offsets = args_keys
+    e_hashes, e_keys, e_offsets, e_index = event_keys
+    a_hashes, a_keys, a_offsets, a_index = args_keys
     n_event = len(e_hashes)
     n = len(text)
     rows = tags.shape[0]
@@ -358,9 +369,9 @@ def _scan(text, schema, strings, slots, kind, role, owner):  # type: ignore[no-u
                 if escaped:
                     return UNSURE, i  # a key spelled with escapes: the reference decoder matches it
                 if r == _EVENT:
-                    slot = _slot_of(text, i + 1, end, h, e_hashes, e_keys, e_offsets)
+                    slot = _slot_of(text, i + 1, end, h, e_hashes, e_keys, e_offsets, e_index)
                 else:
-                    slot = _slot_of(text, i + 1, end, h, a_hashes, a_keys, a_offsets)
+                    slot = _slot_of(text, i + 1, end, h, a_hashes, a_keys, a_offsets, a_index)
                     if slot >= 0:
                         slot += n_event
                 if slot >= 0 and tags[row, slot] != ABSENT:

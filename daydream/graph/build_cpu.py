@@ -484,9 +484,13 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
 
     shapes_truthy = per_op(bool)
     dims_any = per_op(_tensor_dims) if sweep.cpu_only else np.zeros(n, np.bool_)
+    # whether an intra-op threaded op's own time ran across threads: once per distinct (name, input dims)
     across = np.zeros(n, np.bool_)
-    for k in np.flatnonzero(threaded[ops]).tolist():
-        across[ops[k]] = runs_across_threads(names[ops[k]], shapes[shape_of[k]])
+    if len(pick := np.flatnonzero(threaded[ops])):
+        key = cols.name[order][ops[pick]].astype(np.int64) * len(shapes) + shape_of[pick]
+        _, first_of, which = np.unique(key, return_index=True, return_inverse=True)
+        runs = [runs_across_threads(names[ops[pick[k]]], shapes[shape_of[pick[k]]]) for k in first_of.tolist()]
+        across[ops[pick]] = np.array(runs, np.bool_)[which.reshape(-1)]
     # each range's layer, a level of nesting at a time from its parent's, numbered by its path
     parent, depth, deepest = cs._nesting(bounds, ts, end, fam)
     layer, layers = _layer_numbers(parent, depth, fam != cs.RT, part_of, list(part_number))

@@ -204,6 +204,7 @@ def test_what_the_scanner_is_unsure_of_is_the_reference_decoders(tmp_path: Path,
         trace_text(['{"ph": "X", "ts": 01}']),
         trace_text(['{"ph": "X", "name": "a\\qb"}']),
         trace_text(['{"ph": "X", "ts": NaN}']),
+        trace_text(['{"ph": "X", "args": {"other": nulx}}']),  # a literal misspelled, in a field not read
         trace_text(['{"ph": "X", "dur": 1e999}']),  # beyond a double: "Number out of range"
         trace_text(['{"ph": "X", "args": {"bytes": -1e400}}']),
         trace_text(['{"ph": "X", "args": {"name": 1' + "0" * 400 + ".5}}"]),

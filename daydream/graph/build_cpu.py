@@ -487,7 +487,7 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
     # whether an intra-op threaded op's own time ran across threads: once per distinct (name, input dims)
     across = np.zeros(n, np.bool_)
     if len(pick := np.flatnonzero(threaded[ops])):
-        key = cols.name[order][ops[pick]].astype(np.int64) * len(shapes) + shape_of[pick]
+        key = names.of[ops[pick]].astype(np.int64) * len(shapes) + shape_of[pick]
         _, first_of, which = np.unique(key, return_index=True, return_inverse=True)
         runs = [runs_across_threads(names[ops[pick[k]]], shapes[shape_of[pick[k]]]) for k in first_of.tolist()]
         across[ops[pick]] = np.array(runs, np.bool_)[which.reshape(-1)]

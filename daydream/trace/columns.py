@@ -16,7 +16,7 @@ is wrong where, and its events put into columns: the columns are the same either
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -253,6 +253,17 @@ class EventColumns:
         return Event(**fields, args=args)
 
 
+def _number_texts(raw: memoryview, tags: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: Any, s: int,
+                  count: int) -> Iterator[tuple[int, memoryview]]:  # fmt: skip
+    """The numbers slot ``s`` holds as text (``count`` of them) at the events ``rows``: each one's place among them
+    and its text."""
+    if not count:
+        return
+    first, last = starts[rows, s], ends[rows, s]
+    for i in np.flatnonzero(tags[rows, s] == NUMBER_TEXT).tolist():
+        yield i, raw[first[i] : last[i]]
+
+
 def _finite(text: bytes | memoryview) -> float:
     """A number's text as a double; beyond a double's range, the reference decoder's to refuse ("Number out of
     range")."""
@@ -460,16 +471,12 @@ class _Scanner:
                 data = ids[s, :m]
             elif f.storage == FLOAT_COLUMN:
                 data = doubles[s, :m]
-                if texts[s]:
-                    t = tags[rows, s]
-                    for i in np.flatnonzero(t == NUMBER_TEXT):
-                        data[i] = _finite(raw[starts[rows, s][i] : ends[rows, s][i]])
+                for i, text in _number_texts(raw, tags, starts, ends, rows, s, texts[s]):
+                    data[i] = _finite(text)
             elif f.storage == SCALAR:
                 data, kind = integers[s, :m], kinds[s, :m]
-                if texts[s]:
-                    t = tags[rows, s]
-                    for i in np.flatnonzero(t == NUMBER_TEXT):
-                        kind[i], data[i] = self._number_text(f, bytes(raw[starts[rows, s][i] : ends[rows, s][i]]))
+                for i, text in _number_texts(raw, tags, starts, ends, rows, s, texts[s]):
+                    kind[i], data[i] = self._number_text(f, bytes(text))
                 parts.kind[f.column].append(kind)
             else:
                 data = self._any(raw, tags[rows, s], ints[rows, s], starts[rows, s], ends[rows, s])

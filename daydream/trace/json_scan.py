@@ -222,14 +222,20 @@ def _number(text, i, n):  # type: ignore[no-untyped-def]
 
 
 @jit_without_runtime
-def _literal(text, i, n, word):  # type: ignore[no-untyped-def]
-    """Whether the literal ``word`` (bytes) is at i."""
-    if i + len(word) > n:
+def _same_bytes(text, start, end, other, a, b):  # type: ignore[no-untyped-def]
+    """Whether text[start:end] and other[a:b] hold the same bytes."""
+    if b - a != end - start:
         return False
-    for k in range(len(word)):
-        if text[i + k] != word[k]:
+    for m in range(end - start):
+        if text[start + m] != other[a + m]:
             return False
     return True
+
+
+@jit_without_runtime
+def _literal(text, i, n, word):  # type: ignore[no-untyped-def]
+    """Whether the literal ``word`` (bytes) is at i."""
+    return i + len(word) <= n and _same_bytes(text, i, i + len(word), word, 0, len(word))
 
 
 @jit_without_runtime
@@ -242,13 +248,7 @@ def _slot_of(text, start, end, h, hashes, keys, offsets, index):  # type: ignore
         if k < 0:
             return -1
         if hashes[k] == h:
-            a, b = offsets[k], offsets[k + 1]
-            if b - a != end - start:
-                return -1
-            for m in range(end - start):
-                if text[start + m] != keys[a + m]:
-                    return -1
-            return k
+            return k if _same_bytes(text, start, end, keys, offsets[k], offsets[k + 1]) else -1
         at = (at + 1) & mask
 
 
@@ -265,13 +265,7 @@ def _intern(text, start, end, h, table, raw, raw_at, counts):  # type: ignore[no
         if sid < 0:
             break
         if table[k, 0] == h:
-            a, b = raw_at[sid], raw_at[sid + 1]
-            if b - a != end - start:
-                return -2
-            for m in range(end - start):
-                if raw[a + m] != text[start + m]:
-                    return -2
-            return sid
+            return sid if _same_bytes(text, start, end, raw, raw_at[sid], raw_at[sid + 1]) else -2
         k = (k + 1) & mask
     sid = counts[0]
     used = counts[1]

@@ -23,7 +23,8 @@ Each part runs in a fresh process (the best of --repeat), timed inside it unless
 - report: the replay's report of the simulated graph as JSON text.
 
 And side by side on the same file (issue 55), each in a fresh process with its peak memory: the whole run, `daydream
-simulate --step all --json TRACE` (timed from outside); Python's `json.load` of the file (gzip.open, the standard
+simulate --step all --json TRACE` (timed from outside, as installed: the package's bytecode compiled first, as pip
+compiles it; bench_simulate.compile_bytecode); Python's `json.load` of the file (gzip.open, the standard
 library's parser: the bound is the whole simulation no slower than this parse alone); HolisticTraceAnalysis's own
 load of it (`TraceAnalysis(trace_dir=...)` on a folder holding the file; `pip install 'daydream-whatif[bench]'`,
 left out where it is not installed).
@@ -245,8 +246,9 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     import tempfile
 
-    from bench_simulate import reference_s, tiled
+    from bench_simulate import compile_bytecode, reference_s, tiled
 
+    compile_bytecode()  # the CLI timed as installed
     trace = args.trace or tiled(1_000_000, tempfile.mkdtemp())
     beside, beside_peaks = side_by_side(trace, args.repeat)
     result, peaks = ({}, {}) if args.side_by_side_only else measure(trace, args.repeat)

@@ -319,6 +319,6 @@ def test_each_gpu_task_names_the_call_that_launched_it(tmp_path: Path) -> None:
     gpu_tasks(trace, table, cpu_tasks(trace, table))
     launch = EDGE_KIND_NUMBER["launch"]
     launches = {v: u for u, v, kind in zip(table.edge_parent, table.edge_child, table.edge_kind) if kind == launch}
-    assert launches and len(table.launcher) == len(table.attrs)
+    assert launches and len(table.launcher) == len(table)
     assert {v: call for v, call in enumerate(table.launcher) if call >= 0} == launches
-    assert all(table.attrs[call]["kind"] == "cpu" for call in launches.values())
+    assert all(table.column("kind")[call] == "cpu" for call in launches.values())

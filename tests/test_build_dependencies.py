@@ -93,13 +93,13 @@ def test_the_delays_and_the_cut_are_those_a_loop_over_the_tasks_finds(
 
     def delays_spy(table: TaskTable, threads: dict[str, list[int]], infer_waits: bool) -> tuple[float, float]:
         before = _edge_lists(table)
-        durations = [a["duration"] for a in table.attrs]
+        durations = list(table.column("duration"))
         out = measure(table, threads, infer_waits)
         expected = _delays_by_loop(table, before, durations, threads, infer_waits)
         assert out == expected[0]
         assert table.gap is not None and table.gap.tolist() == expected[1]
         assert _held(table.dependencies) == expected[2]
-        assert [a["duration"] for a in table.attrs] == expected[3]
+        assert table.column("duration") == expected[3]
         checked.append("delays")
         return out
 
@@ -142,8 +142,8 @@ def _threads_by_loop(table: TaskTable) -> dict[str, list[int]]:
     """build_edges.order_edges as a loop: each thread's tasks in order of start (ties in task order), the threads in
     order of their first task."""
     threads: dict[str, list[int]] = {}
-    for task, a in enumerate(table.attrs):
-        threads.setdefault(a["thread"], []).append(task)
+    for task, thread in enumerate(table.column("thread")):
+        threads.setdefault(thread, []).append(task)
     for tasks in threads.values():
         tasks.sort(key=table.ts.__getitem__)
     return threads
@@ -151,7 +151,7 @@ def _threads_by_loop(table: TaskTable) -> dict[str, list[int]]:
 
 def _edge_lists(table: TaskTable) -> list[list[list[Any]]]:
     """Each task's dependencies as the builder once held them: [parent, kind, lag], in order."""
-    out: list[list[list[Any]]] = [[] for _ in table.attrs]
+    out: list[list[list[Any]]] = [[] for _ in range(len(table))]
     for u, v, k in zip(table.edge_parent, table.edge_child, table.edge_kind):
         out[v].append([u, EDGE_KINDS[k], 0.0])
     return out
@@ -168,7 +168,7 @@ def _held(deps: Dependencies | None) -> list[list[list[Any]]]:
 def _delays_by_loop(table: TaskTable, in_edges: list[list[list[Any]]], durations: list[float],
                     threads: dict[str, list[int]], infer_waits: bool) -> tuple[Any, ...]:  # fmt: skip
     """build_delays.measure_delays as a loop over the tasks and their lists of dependencies."""
-    attrs, ts, end = table.attrs, table.ts, table.end
+    kinds, ts, end = table.column("kind"), table.ts, table.end
     durations = list(durations)
     launch, queued = [], []
     for v, launcher in enumerate(table.launcher):
@@ -185,14 +185,14 @@ def _delays_by_loop(table: TaskTable, in_edges: list[list[list[Any]]], durations
     l0 = statistics.median(launch) if launch else build_delays.DEFAULT_LAUNCH_LATENCY_US
     g0 = max(0.0, statistics.median(queued)) if queued else build_delays.DEFAULT_STREAM_GAP_US
     typical = {"launch": l0, "stream": g0, "thread": 0.0, "sync": 0.0, "comm": 0.0}
-    gap = [0.0] * len(attrs)
+    gap = [0.0] * len(table)
     stream_ends = build_delays._StreamEnds(table, threads) if infer_waits else None
     unexplained = build_delays.UNEXPLAINED_DELAY_US + max(l0, g0, 0.0)
     for v, edges in enumerate(in_edges):
         if not edges:
             continue
         s = ts[v]
-        if attrs[v]["kind"] in CPU_KINDS:
+        if kinds[v] in CPU_KINDS:
             waited = [u for u, kind, _ in edges if kind == "sync"]
             if waited:
                 te = max(end[u] for u in waited)
@@ -211,7 +211,7 @@ def _delays_by_loop(table: TaskTable, in_edges: list[list[list[Any]]], durations
         if stream_ends is not None and s - end[binding[0]] > unexplained:
             source = build_delays._cross_stream_source(table, v, stream_ends)
             if source is not None:
-                binding = [source, "comm" if "comm" in (attrs[v]["kind"], attrs[source]["kind"]) else "sync", 0.0]
+                binding = [source, "comm" if "comm" in (kinds[v], kinds[source]) else "sync", 0.0]
                 edges.append(binding)
         for e in edges:
             slack = s - end[e[0]]
@@ -226,19 +226,19 @@ def _delays_by_loop(table: TaskTable, in_edges: list[list[list[Any]]], durations
 def _cut_by_loop(table: TaskTable, gap_in: np.ndarray, selected: list[int], index: list[int],
                  origin: float) -> tuple[EdgeArrays, Causality, list[float]]:  # fmt: skip
     """build._window_edges as a loop over the selected tasks and their dependencies."""
-    attrs, end, ts = table.attrs, table.end, table.ts
+    thread_of, op, kind, end, ts = table.column("thread"), table.column("op"), table.column("kind"), table.end, table.ts
     gap = gap_in.tolist()
     in_edges = _held(table.dependencies)
     out: list[dict[int, tuple[str, float | None]]] = []
     cut_edges: dict[str, int] = {}
     held_back_us, unanchored, lead_us, bridged = 0.0, 0, 0.0, 0
     last_on: dict[str, int] = {}
-    working = {attrs[t]["thread"] for t in selected if attrs[t]["op"] is not None or attrs[t]["kind"] not in CPU_KINDS}
+    working = {thread_of[t] for t in selected if op[t] is not None or kind[t] not in CPU_KINDS}
     for t in selected:
         parents: dict[int, tuple[str, float | None]] = {}
         out.append(parents)
         inside = 0
-        thread = attrs[t]["thread"]
+        thread = thread_of[t]
         for u, kind, lag in in_edges[t]:
             iu = index[u]
             if iu >= 0:
@@ -286,7 +286,7 @@ def test_a_later_gap_wins_and_a_call_that_returned_first_did_not_wait() -> None:
     assert table.gap is not None and table.dependencies is not None
     assert table.gap.tolist() == [3.0, 1.0, 0.0, 0.0]  # task 0: its later child's (4 - 1), not the first's (2 - 1)
     assert [EDGE_KINDS[k] for k in table.dependencies.kind[table.dependencies.held(2)]] == ["thread", "thread"]
-    assert table.attrs[2]["duration"] == 1.0
+    assert table.column("duration")[2] == 1.0
     assert EDGE_KIND_NUMBER["sync"] in table.dependencies.kind.tolist()  # kept in the arrays, marked as not holding
 
 
@@ -326,6 +326,6 @@ def test_a_task_no_range_gave_a_phase_takes_it_from_when_it_was_issued() -> None
         threads.setdefault(thread, []).append(task)
     task_steps = build.assign_steps(table, [Step("S", 0.0, 100.0), Step("T", 100.0, 200.0)])
     build.finish_phases(table, task_steps.of, threads, {1: 9}, {0: 9})
-    assert [a["phase"] for a in table.attrs] == [
+    assert table.column("phase") == [
         "backward", "forward", "forward", "other", "forward", "other", "backward", "optimizer", "optimizer"
     ]  # fmt: skip

@@ -1,5 +1,6 @@
-"""A built graph holds its dependencies as arrays until something reads them as dicts (graph.adjacency.TaskGraph):
-a replay simulates and reports from the arrays, and every other reader gets the dicts the builder made before."""
+"""A built graph holds its tasks as columns and its dependencies as arrays until something reads them as dicts
+(graph.adjacency.TaskGraph): a replay simulates and reports from the columns and arrays, and every other reader gets
+the dicts the builder made before."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from daydream import build_graph, load_trace
 from daydream.api.replay import replay, replay_graph
-from daydream.graph.adjacency import TaskGraph, copy_graph, edge_arrays
+from daydream.graph.adjacency import TaskGraph, copy_graph, edge_arrays, task_columns
 from daydream.simulation import engine
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "daydream" / "examples" / "mlp_cpu.json.gz"
@@ -32,10 +33,11 @@ def test_a_replay_reads_the_dependencies_as_arrays(gpu_trace: Path, monkeypatch:
     monkeypatch.setattr(engine, "COMPILED_MIN_TASKS", 0)  # the compiled loop, which reads arrays, on a small graph
     r = replay(gpu_trace, step="all")
     assert isinstance(r.graph, TaskGraph) and edge_arrays(r.graph) is not None  # nothing made the dicts
+    assert task_columns(r.graph) is not None
     # the same timeline and report as a replay of the graph with its dicts made first
     g = build_graph(load_trace(gpu_trace), "all")
     g.number_of_edges()
-    assert edge_arrays(g) is None
+    assert g.nodes[0] and edge_arrays(g) is None and task_columns(g) is None
     again = replay_graph(g)
     assert msgspec.json.encode(again.report) == msgspec.json.encode(r.report)
     assert again.timeline.start.tolist() == r.timeline.start.tolist()
@@ -64,6 +66,29 @@ def test_the_dicts_made_from_the_arrays_are_a_graphs_dicts(gpu_trace: Path) -> N
     # each task's children in the order of the tasks, as fill() adds them
     assert all(list(children) == sorted(children) for children in succ.values())
     assert nx.is_directed_acyclic_graph(g)
+
+
+def test_the_task_dicts_are_made_when_first_read(gpu_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "COMPILED_MIN_TASKS", 0)
+    g = build_graph(load_trace(gpu_trace), "all")
+    n = len(g)
+    assert n == g.number_of_nodes() > 0 and task_columns(g) is not None  # counted without making them
+    copy, pickled = copy_graph(g), pickle.loads(pickle.dumps(g))
+    assert task_columns(copy) is task_columns(g) and task_columns(pickled) is not None  # shared, kept
+    timeline = engine.simulate(g)
+    keys = ("kind", "name", "op", "thread", "duration", "gap", "release", "step", "start", "bytes", "collective", "nope")
+    from_columns = {k: list(timeline.values(k)) for k in keys} | {"gap0": list(timeline.values("bytes", 0))}
+    nodes = dict(g.nodes(data=True))  # the first read makes them
+    assert task_columns(g) is None and list(nodes) == list(range(n))
+    from_dicts = {k: list(timeline.values(k)) for k in keys} | {"gap0": list(timeline.values("bytes", 0))}
+    assert from_columns == from_dicts and any(b is not None for b in from_dicts["bytes"])
+    first = nodes[0]
+    assert list(first)[:4] == ["kind", "name", "thread", "rank"]
+    assert list(first)[-5:] == ["duration", "gap", "release", "start", "step"]
+    # each graph's dicts are its own: a change lands in the copy alone
+    copy.nodes[0]["duration"] = -1.0
+    assert g.nodes[0]["duration"] != -1.0 and task_columns(pickled) is not None
+    assert dict(pickled.nodes(data=True)) == nodes
 
 
 def test_readers_of_a_built_graph_see_the_same_graph(gpu_trace: Path) -> None:
@@ -123,6 +148,7 @@ def test_a_copy_of_a_built_graph_holds_its_arrays_and_is_a_copy(gpu_trace: Path)
     copy.remove_edge(0, len(copy) - 1)
     # the same dicts, in the same order, as a copy of the graph with its dicts made first (each task's parents in
     # the order of the tasks, as copy_graph walks them)
+    assert g.nodes[0] and task_columns(g) is None  # its task dicts made too
     of_dicts = copy_graph(g)
     assert type(of_dicts) is nx.DiGraph
     assert _edges(copy) == _edges(of_dicts)

@@ -7,15 +7,16 @@ Hot loops (the builder, the simulator, selections, edits, copying a graph per wh
 reading them and changing the attribute dicts in them is the contract; adding or removing tasks and edges goes
 through :func:`fill`, :func:`copy_graph` or the networkx API, which keep the three dicts consistent.
 
-A built graph (:class:`TaskGraph`) holds its dependencies as arrays (:class:`EdgeArrays`) until something reads them
-as dicts: a replay simulates and reports from the arrays (:func:`edge_arrays`), and the dicts, a tenth of a large
-trace's build, are made only for a script, the REPL or any other reader of the graph's adjacency.
+A built graph (:class:`TaskGraph`) holds its tasks' attributes as columns (:class:`TaskColumns`) and its dependencies
+as arrays (:class:`EdgeArrays`) until something reads them as dicts: a replay simulates and reports from the columns
+and arrays (:func:`task_columns`, :func:`edge_arrays`), and the dicts, a dict per task and per dependency (a third of a
+large trace's run), are made only for a script, the REPL or any other reader of the graph's tasks or adjacency.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import is_not, itemgetter
 from typing import Any
@@ -24,7 +25,7 @@ import networkx as nx
 import numpy as np
 
 from daydream._gc import paused_gc
-from daydream.graph.schema import EDGE_KIND_NUMBER, EDGE_KINDS, Edge, Task, new_edge_attrs
+from daydream.graph.schema import EDGE_KIND_NUMBER, EDGE_KINDS, Edge, Task, new_edge_attrs, task_dicts
 
 
 def attrs_of(graph: nx.DiGraph) -> dict[Any, Task]:
@@ -58,21 +59,24 @@ def fill(graph: nx.DiGraph, tasks: Iterable[Any], attrs: Iterable[Task], parents
 
 def copy_graph(graph: nx.DiGraph) -> nx.DiGraph:
     """A copy whose task and edge attribute dicts are new (so changes stay in the copy); values are shared, and the
-    dicts and lists of ``graph.graph`` are copied one level deep. A graph that holds its dependencies as arrays
-    (:class:`TaskGraph`) gives a copy that holds them too (the arrays are never written: shared), whose dicts, once
-    read, are those a copy of the dicts would hold."""
+    dicts and lists of ``graph.graph`` are copied one level deep. A graph that holds its tasks as columns or its
+    dependencies as arrays (:class:`TaskGraph`) gives a copy that holds them too (never written: shared), whose
+    dicts, once read, are those a copy of the dicts would hold."""
     built = edge_arrays(graph)
-    g = nx.DiGraph() if built is None else TaskGraph()
+    g = TaskGraph() if built is not None or task_columns(graph) is not None else nx.DiGraph()
     g.graph.update(
         {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in graph.graph.items()}
     )
-    # .copy(), not dict(): it copies a key-sharing dict (graph.schema.new_task_attrs) as one, 3.5x faster than dict()
-    g._node.update((n, a.copy()) for n, a in graph._node.items())
+    tasks = task_columns(graph)
+    if tasks is not None:  # (the columns are never written: shared, their dicts made for each graph when read)
+        g.__dict__["_task_columns"] = tasks
+    else:  # .copy(), not dict(): it copies a key-sharing dict (graph.schema.new_task_attrs) as one, 3.5x faster
+        g._node.update((n, a.copy()) for n, a in graph._node.items())
     if built is not None:
         g.__dict__["_edge_arrays"] = built.parents_in_order()
         return g
     succ, pred = g._succ, g._pred
-    for n in graph._node:
+    for n in range(len(tasks)) if tasks is not None else graph._node:
         succ[n] = {}
         pred[n] = {}
     for u, nbrs in graph._succ.items():
@@ -126,50 +130,131 @@ class EdgeArrays:
         return EdgeArrays(self.ptr, self.parent[order], self.kind[order], self.lag[order], self.has_lag[order])
 
 
-class _MadeWhenRead:
-    """A ``TaskGraph`` adjacency dict (``_adj``, ``_succ`` or ``_pred``), made from the graph's edge arrays the first
-    time any of them is read or set; set, it is networkx's own (which also resets the views cached on it)."""
+@dataclass(frozen=True, slots=True)
+class TaskColumns:
+    """A graph's tasks' attributes as columns: task ``i``'s value of ``key`` is ``own[key][i]``, or else
+    ``columns[key][index[i]]`` (the builder's columns, of which the graph holds the tasks ``index``: each read
+    column is gathered once, on its first read), None where it has none, as ``dict.get`` reads it; ``keys[i]`` the
+    keys it has, in its dict's order. The tasks are numbered 0..n-1. Never written: copies share them."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.networkx = nx.DiGraph.__dict__[name]  # networkx's descriptor: sets the dict and resets the cached views
+    own: dict[str, list[Any]]
+    columns: dict[str, list[Any]]
+    index: list[int]
+    keys: list[tuple[str, ...]]
+    orders: frozenset[tuple[str, ...]]  # every order of keys among ``keys`` (a few)
+    gathered: dict[str, list[Any]] = field(default_factory=dict, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def column(self, key: str) -> list[Any] | None:
+        """Each task's value of ``key`` (None where it has none), or None where no task has it: not to be written."""
+        found = self.own.get(key)
+        if found is None:
+            found = self.gathered.get(key)
+        if found is None and key in self.columns:
+            found = self.gathered[key] = list(map(self.columns[key].__getitem__, self.index))
+        return found
+
+    def values(self, key: str, default: Any = None) -> list[Any]:
+        """Each task's value of ``key``, ``default`` where it has none (as ``dict.get`` reads it): the column itself
+        where every task has the key or the default is None (not to be written)."""
+        found = self.column(key)
+        if found is None:
+            return [default] * len(self.keys)
+        if default is None or all(key in k for k in self.orders):
+            return found
+        return [v if key in k else default for v, k in zip(found, self.keys)]
+
+    def dicts(self) -> list[Task]:
+        """Every task's attribute dict, as the builder would have made it."""
+        columns = {key: self.column(key) for key in {*self.own, *self.columns}}
+        return task_dicts(columns, self.keys, range(len(self.keys)))  # type: ignore[arg-type,return-value]
+
+
+def _descriptor_of(name: str) -> Any:
+    """networkx's own descriptor for ``DiGraph.<name>`` (it sets the dict and resets the views cached on it), or None
+    where networkx keeps it as a plain attribute."""
+    return next((c.__dict__[name] for c in nx.DiGraph.__mro__ if name in c.__dict__), None)
+
+
+class _MadeWhenRead:
+    """A ``TaskGraph``'s dict ``name`` (``_node``, or the adjacency's ``_adj``, ``_succ``, ``_pred``), made from what
+    the graph holds as arrays (``pending``: its task columns, its edge arrays) the first time it is read or set; set,
+    it is networkx's own."""
+
+    def __init__(self, name: str, pending: str, make: Any) -> None:
+        self.name, self.pending, self.make = name, pending, make
+        self.networkx = _descriptor_of(name)
 
     def __get__(self, graph: Any, owner: Any = None) -> Any:
         if graph is None:
             return self
-        if "_edge_arrays" in graph.__dict__:
-            _make_edges(graph)
+        if self.pending in graph.__dict__:
+            self.make(graph)
         return graph.__dict__[self.name]
 
     def __set__(self, graph: Any, value: Any) -> None:
-        if "_edge_arrays" in graph.__dict__:
-            _make_edges(graph)
-        self.networkx.__set__(graph, value)
+        if self.pending in graph.__dict__:
+            self.make(graph)
+        if self.networkx is not None:
+            self.networkx.__set__(graph, value)
+        else:
+            graph.__dict__[self.name] = value
 
 
 class TaskGraph(nx.DiGraph):  # type: ignore[type-arg]
-    """A ``networkx.DiGraph`` in every way, whose dependencies may be held as :class:`EdgeArrays` (:func:`fill_arrays`)
-    until the first read of its adjacency, which makes the dicts from them (the same dicts :func:`fill` makes).
-    ``copy_graph`` and a pickle keep the arrays; ``DiGraph.copy`` reads the dicts. (The attributes networkx keeps the
-    adjacency in are replaced by descriptors that make it when first read: checked on networkx 3.0 and 3.6.)"""
+    """A ``networkx.DiGraph`` in every way, whose tasks' attributes may be held as :class:`TaskColumns` and its
+    dependencies as :class:`EdgeArrays` (:func:`fill_arrays`) until the first read of its tasks (their dicts made from
+    the columns) or of its adjacency (the dicts :func:`fill` makes, made from the arrays). ``copy_graph`` and a pickle
+    keep them; ``DiGraph.copy`` reads the dicts. (The attributes networkx keeps the tasks and the adjacency in are
+    replaced by descriptors that make them when first read: checked on networkx 3.0 and 3.6.)"""
 
-    _adj = _MadeWhenRead("_adj")
-    _succ = _MadeWhenRead("_succ")
-    _pred = _MadeWhenRead("_pred")
+    _node = _MadeWhenRead("_node", "_task_columns", lambda graph: _make_nodes(graph))
+    _adj = _MadeWhenRead("_adj", "_edge_arrays", lambda graph: _make_edges(graph))
+    _succ = _MadeWhenRead("_succ", "_edge_arrays", lambda graph: _make_edges(graph))
+    _pred = _MadeWhenRead("_pred", "_edge_arrays", lambda graph: _make_edges(graph))
+
+    def __len__(self) -> int:
+        tasks = task_columns(self)
+        return len(tasks) if tasks is not None else len(self._node)
+
+    def number_of_nodes(self) -> int:
+        return len(self)
 
 
-def fill_arrays(graph: TaskGraph, attrs: list[Task], edges: EdgeArrays) -> None:
-    """Give a ``TaskGraph`` with no tasks the tasks 0..n-1, with their ``attrs`` (the dicts become the graph's), and
-    the dependencies ``edges``, kept as arrays until read (:func:`edge_arrays`)."""
-    nodes = graph._node
-    nodes.update(zip(range(len(attrs)), attrs))
+def fill_arrays(graph: TaskGraph, tasks: TaskColumns, edges: EdgeArrays) -> None:
+    """Give a ``TaskGraph`` with no tasks the tasks 0..n-1, their attributes ``tasks`` and their dependencies
+    ``edges``, kept as columns and arrays until read (:func:`task_columns`, :func:`edge_arrays`)."""
+    assert not graph._node
+    graph.__dict__["_task_columns"] = tasks
     graph.__dict__["_edge_arrays"] = edges
+
+
+def task_columns(graph: nx.DiGraph) -> TaskColumns | None:
+    """The tasks' attributes of a graph that holds them as columns still (none of its tasks read), else None: a
+    reader that can take the columns reads them without making the dicts."""
+    return graph.__dict__.get("_task_columns")
+
+
+def task_ids(graph: nx.DiGraph) -> list[Any]:
+    """The graph's tasks in order, without making their dicts where it holds them as columns (its tasks 0..n-1)."""
+    tasks = task_columns(graph)
+    return list(range(len(tasks))) if tasks is not None else list(graph._node)
 
 
 def edge_arrays(graph: nx.DiGraph) -> EdgeArrays | None:
     """The dependencies of a graph that holds them as arrays still (none of its adjacency read), else None: a reader
     that can take the arrays reads them without making the dicts."""
     return graph.__dict__.get("_edge_arrays")
+
+
+@paused_gc()
+def _make_nodes(graph: TaskGraph) -> None:
+    """The task dicts of ``graph`` made from its task columns, which it then stops holding."""
+    tasks: TaskColumns = graph.__dict__.pop("_task_columns")
+    nodes = graph.__dict__["_node"]  # (networkx's empty dict: the graph had no tasks as dicts)
+    nodes.update(zip(range(len(tasks)), tasks.dicts()))
 
 
 @paused_gc()
@@ -181,7 +266,7 @@ def _make_edges(graph: TaskGraph) -> None:
     attrs = list(map(new_edge_attrs, map(EDGE_KINDS.__getitem__, edges.kind.tolist()), lags))
     del lags
     succ, pred = graph._succ, graph._pred  # (networkx's empty dicts: the graph had no edges as dicts)
-    for node in graph._node:
+    for node in range(len(edges.ptr) - 1):  # a built graph's tasks: 0..n-1, its task dicts made or not
         succ[node] = {}
         pred[node] = {}
     # edge by edge in the arrays' order, child by child: each task's children in the order of the tasks, as fill()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 import msgspec
@@ -24,7 +23,7 @@ from daydream import progress
 from daydream._gc import paused_gc
 from daydream._heap import trim_heap
 from daydream.errors import TraceError
-from daydream.graph.adjacency import EdgeArrays, TaskGraph, fill_arrays
+from daydream.graph.adjacency import EdgeArrays, TaskColumns, TaskGraph, fill_arrays
 from daydream.graph.build_cpu import cpu_tasks
 from daydream.graph.build_delays import measure_delays, split_backward_gaps, split_loader_gaps
 from daydream.graph.build_edges import (
@@ -49,6 +48,7 @@ from daydream.graph.schema import (
     ExecutionTraceUse,
     StepInfo,
     Task,
+    distinct_orders,
 )
 from daydream.trace.model import Trace
 from daydream.trace.steps import Step, default_step, iteration_steps, select_steps
@@ -105,10 +105,9 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         if release_events:
             trace.release("gpu")
         advance(1)
-        if not table.attrs:
+        if not len(table):
             raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate")
-        for a, t0, t1 in zip(table.attrs, table.ts, table.end):
-            a["duration"] = t1 - t0
+        table.set_all("duration", [t1 - t0 for t0, t1 in zip(table.ts, table.end)])
         threads = order_edges(table)
         copy_wait_edges(table, copy_waits, threads)
         sync_edges(trace, table, calls.corr_task, threads)
@@ -165,12 +164,12 @@ def assign_steps(table: TaskTable, steps: list[Step]) -> TaskSteps:
     inside = np.flatnonzero(i >= 0)
     inside = inside[ts[inside] < np.asarray([s.end for s in steps], np.float64)[i[inside]]]
     del ts
-    code = np.full(len(table.attrs), number[None], np.int32)
+    code = np.full(len(table), number[None], np.int32)
     code[inside] = np.asarray([number[s.name] for s in steps], np.int32)[i[inside]]
     del i, inside
     # launch calls are CPU tasks: their steps are set above
     launcher = np.asarray(table.launcher, np.int64)
-    gpu = np.fromiter(map(GPU_KINDS.__contains__, map(itemgetter("kind"), table.attrs)), np.bool_, len(table.attrs))
+    gpu = np.fromiter(map(GPU_KINDS.__contains__, table.column("kind")), np.bool_, len(table))
     launched = np.flatnonzero(gpu & (launcher >= 0))
     code[launched] = code[launcher[launched]]
     return TaskSteps(list(map(names.__getitem__, code.tolist())), code, number)
@@ -187,29 +186,30 @@ def finish_phases(
     first_bwd: dict[str | None, float] = {}
     last_bwd: dict[str | None, float] = {}
     first_opt: dict[str | None, float] = {}
-    for task, a in enumerate(table.attrs):
-        if a["kind"] not in CPU_KINDS:
+    kind, phase = table.column("kind"), table.column("phase")
+    for task, (k, p) in enumerate(zip(kind, phase)):
+        if k not in CPU_KINDS:
             continue
         key, t0 = step_of[task], table.ts[task]
-        if a["phase"] == "backward":
+        if p == "backward":
             first_bwd[key] = min(first_bwd.get(key, t0), t0)
             last_bwd[key] = max(last_bwd.get(key, t0), table.end[task])
-        elif a["phase"] == "optimizer":
+        elif p == "optimizer":
             first_opt[key] = min(first_opt.get(key, t0), t0)
     later = later_forward_passes(table, step_of, threads, fwd_seq, bwd_seq, first_bwd, last_bwd)
-    for task, a in enumerate(table.attrs):
-        if a["phase"] is None:
+    for task, p in enumerate(phase):
+        if p is None:
             key = step_of[task]
             limit = first_bwd.get(key)
             issued = table.launch_ts[task]
             if limit is None or issued < limit or task in later:
-                a["phase"] = "forward"
+                phase[task] = "forward"
             elif last_bwd[key] <= issued < first_opt.get(key, -math.inf):
-                a["phase"] = "optimizer"
-            elif later and a["kind"] in GPU_KINDS and table.launcher[task] in later:
-                a["phase"] = "forward"
+                phase[task] = "optimizer"
+            elif later and kind[task] in GPU_KINDS and table.launcher[task] in later:
+                phase[task] = "forward"
             else:
-                a["phase"] = "other"
+                phase[task] = "other"
 
 
 def later_forward_passes(
@@ -230,17 +230,17 @@ def later_forward_passes(
     the backward pass; a thread that only polls while the backward pass runs (NCCL's watchdog querying events
     during DDP's backward) holds no such op and stays in ``other``."""
     evaluated = {(step_of[t], seq) for t, seq in bwd_seq.items()}
-    attrs, ts = table.attrs, table.ts
+    phase, ts = table.column("phase"), table.ts
 
     def in_backward_span(task: int) -> bool:
         key = step_of[task]
-        return attrs[task]["phase"] is None and key in first_bwd and first_bwd[key] <= ts[task] < last_bwd[key]
+        return phase[task] is None and key in first_bwd and first_bwd[key] <= ts[task] < last_bwd[key]
 
     anchors = {t for t, seq in fwd_seq.items() if (step_of[t], seq) in evaluated and in_backward_span(t)}
     if not anchors:
         return set()
     later: set[int] = set()
-    for thread in {attrs[t]["thread"] for t in anchors}:
+    for thread in {table.column("thread")[t] for t in anchors}:
         run: list[int] = []
         for task in [*threads[thread], None]:
             if task is not None and in_backward_span(task) and (not run or step_of[run[0]] == step_of[task]):
@@ -327,21 +327,20 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
         names = ", ".join(sorted(chosen))
         raise TraceError(f"{trace.path}: no tasks in the selected step ({names})")
     origin = table.ts[selected[0]]  # the first start: selected is in order of start
-    window = np.full(len(table.attrs), -1, np.int64)  # a task's number in the window, -1 outside it
+    window = np.full(len(table), -1, np.int64)  # a task's number in the window, -1 outside it
     window[held] = np.arange(len(selected))
     edges, causality = _window_edges(table, held, window, origin, threads)
     del window
     tasks, pinned = _window_tasks(table, selected, table.gap[held].tolist(), task_steps.of, origin)  # type: ignore[index]
     g = TaskGraph()
-    # numbered in order of start; the attribute dicts become the graph's (networkx's API would copy them, a third
-    # of the build time on a 300k-task graph), the dependencies dicts only when read
+    # numbered in order of start; the tasks' and the dependencies' dicts made only when read
     fill_arrays(g, tasks, edges)
     step_info = [msgspec.structs.replace(s, context=s.name in context) for s in _step_periods(table, steps, task_steps, selected)]
     measured = [s.measured_us for s in step_info if not s.context]
     g.graph.update(
         trace=trace.path, rank=trace.rank, world_size=trace.world_size, device=trace.device_name,
         device_properties=_device_properties(trace),
-        origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings) + slow_runtime_calls([a for a in tasks if a["step"] not in context]),
+        origin_us=origin, steps=step_info, delays=delays, warnings=list(trace.warnings) + slow_runtime_calls(_long_calls(tasks, context)),
         measured_us=statistics.median(measured) if measured else math.nan, recording=trace.recording,
         execution_trace=ExecutionTraceUse(trace.et_path, len(trace.et_ops)) if trace.et_path else None,
         causality=msgspec.structs.replace(causality, pinned_tasks=pinned),
@@ -375,22 +374,36 @@ def _duration(us: float) -> str:
 
 
 def _window_tasks(table: TaskTable, selected: list[int], gaps: list[float], step_of: list[str | None],
-                  origin: float) -> tuple[list[Task], int]:  # fmt: skip
+                  origin: float) -> tuple[TaskColumns, int]:  # fmt: skip
     """The selected tasks' attributes, with their step, their ``gaps`` and their times from the window's origin; and
-    how many have a release time."""
-    out = []
-    pinned = 0
-    for t, gap in zip(selected, gaps):
-        a = table.attrs[t]
-        a["start"] = table.ts[t] - origin
-        a["gap"] = gap
-        a["step"] = step_of[t]
-        release = a["release"]
-        if release is not None:
-            a["release"] = release - origin
-            pinned += 1
-        out.append(a)
-    return out, pinned  # type: ignore[return-value]
+    how many have a release time. The table's columns are the graph's, each gathered in the window's order when
+    first read (a graph of most of the table: gathering those a replay does not read costs more than keeping them),
+    or, for a window of a small part of the table, gathered now (the rest of the table freed)."""
+    ts = table.ts
+    own = {"start": [ts[t] - origin for t in selected], "gap": gaps, "step": list(map(step_of.__getitem__, selected))}
+    release = own["release"] = list(map(table.column("release").__getitem__, selected))
+    pinned = [w for w, r in enumerate(release) if r is not None]
+    for w in pinned:
+        release[w] = release[w] - origin
+    # each task's keys: "start" and "step" after those it has, as setting them on its dict would order them
+    longer = {id(k): (*k, *(x for x in ("start", "step") if x not in k)) for k in distinct_orders(table.keys)}
+    keys = list(map(longer.__getitem__, map(id, map(table.keys.__getitem__, selected))))
+    columns = {key: column for key, column in table.columns.items() if key not in own}
+    tasks = TaskColumns(own, columns, selected, keys, frozenset(longer.values()))
+    if 2 * len(selected) < len(table):
+        tasks = TaskColumns({key: tasks.column(key) for key in {*own, *columns}}, {}, [], keys, tasks.orders)  # type: ignore[misc]
+    return tasks, len(pinned)
+
+
+def _long_calls(tasks: TaskColumns, context: set[str] | frozenset[str]) -> list[Task]:
+    """The attributes slow_runtime_calls reads of the tasks outside the context steps that may be slow runtime calls
+    (CPU tasks of SLOW_RUNTIME_CALL_US or more), in task order."""
+    kind, duration, name, step = (tasks.values(k) for k in ("kind", "duration", "name", "step"))
+    return [
+        {"kind": kind[i], "duration": duration[i], "name": name[i]}  # type: ignore[typeddict-item]
+        for i in range(len(tasks))
+        if kind[i] == "cpu" and duration[i] >= SLOW_RUNTIME_CALL_US and step[i] not in context
+    ]
 
 
 def _window_edges(table: TaskTable, selected: np.ndarray, window: np.ndarray, origin: float,
@@ -409,11 +422,10 @@ def _window_edges(table: TaskTable, selected: np.ndarray, window: np.ndarray, or
     across the window's gaps only where the parent was not met yet)."""
     deps, gap = table.dependencies, table.gap
     assert deps is not None and gap is not None  # (measure_delays ran)
-    attrs = table.attrs
     ts, end = np.asarray(table.ts), np.asarray(table.end)
     n = len(selected)
     # each selected task's thread (a number), and the selected task before it on that thread (-1: none)
-    thread_of = np.full(len(attrs), -1, np.int64)
+    thread_of = np.full(len(table), -1, np.int64)
     for i, tasks in enumerate(threads.values()):
         thread_of[tasks] = i
     on = thread_of[selected]
@@ -423,9 +435,8 @@ def _window_edges(table: TaskTable, selected: np.ndarray, window: np.ndarray, or
     before = np.full(n, -1, np.int64)
     before[by_thread[1:][same]] = by_thread[:-1][same]
     # a thread that runs no op only polls (NCCL's watchdog querying events): when it starts holds nothing back
-    busy = np.fromiter(
-        (a["op"] is not None or a["kind"] not in CPU_KINDS for a in map(attrs.__getitem__, selected.tolist())), np.bool_, n
-    )
+    op, kind = table.column("op"), table.column("kind")
+    busy = np.fromiter((op[t] is not None or kind[t] not in CPU_KINDS for t in selected.tolist()), np.bool_, n)
     working = np.zeros(len(threads), np.bool_)
     working[on[busy]] = True
     working_task = working[on]

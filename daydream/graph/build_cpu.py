@@ -171,11 +171,11 @@ def cpu_tasks(trace: Trace, table: TaskTable) -> CpuCalls:
     for task, seq in sweep.found.bwd_seq.items():
         layer = sweep.seq_layer.get(seq)
         if layer is not None:
-            table.attrs[task]["layer"] = layer
+            table.column("layer")[task] = layer
     if sweep.param_shapes:
-        shapes = sweep.param_shapes
+        shapes, param_us = sweep.param_shapes, table.column("param_us")
         for task, parts in sweep.nested_parts.items():
-            table.attrs[task]["param_us"] = sum(own for dims, own in parts if all(d in shapes for d in dims))
+            param_us[task] = sum(own for dims, own in parts if all(d in shapes for d in dims))
     return sweep.found
 
 
@@ -362,6 +362,12 @@ def root_cpu_attrs(kind: str, name: str, thread: str, rank: int) -> dict[str, An
     attrs["phase"] = attrs["region"] = None
     attrs["parallel_us"] = attrs["param_us"] = 0.0
     return attrs
+
+
+_ROOT_KEYS = tuple(root_cpu_attrs("cpu", "", "", 0))  # a root CPU task's keys, in order
+# a CPU task's keys in a range, in the order _cpu_attrs sets them (without an execution trace's tensors)
+_CONTEXT_KEYS = ("kind", "name", "thread", "rank", "op", "shapes", "top_op", "layer", "phase", "region", "top_op_id",
+                 "parallel_us", "param_us")  # fmt: skip
 
 
 def _cpu_attrs(sweep: _Sweep, kind: str, name: str, thread: str, parent: Frame | None) -> dict[str, Any]:
@@ -576,74 +582,52 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
     thread_at = _ByPlace(thread_names, thread_of)
     table, calls, rank, phases = sweep.table, sweep.found, sweep.rank, cs.PHASES
 
-    def context_attrs(c: int, kind: str, name: str, thread: str) -> dict[str, Any]:
-        """_cpu_attrs with the context row ``c`` as the parent frame."""
-        if c < 0:
-            return root_cpu_attrs(kind, name, thread, rank)
-        op_ev, top_op_ev, top_op_id, layer, phase, region = contexts[c, : cs.C_REGION + 1].tolist()
-        attrs = new_task_attrs(kind)
-        attrs["name"] = name
-        attrs["thread"] = thread
-        attrs["rank"] = rank
-        attrs["op"] = names[op_ev] if op_ev >= 0 else None
-        attrs["shapes"] = shapes_of(op_ev) if op_ev >= 0 else None
-        attrs["top_op"] = names[top_op_ev] if top_op_ev >= 0 else None
-        attrs["layer"] = layers[layer]
-        attrs["phase"] = phases[phase]
-        attrs["region"] = names[region] if region >= 0 else None
-        attrs["top_op_id"] = top_op_id if top_op_id >= 0 else None
-        attrs["parallel_us"] = attrs["param_us"] = 0.0
-        return attrs
-
     assert not sweep.et_of  # an execution trace's ops are matched to the CPU ops' events: the Python sweep's
-    made: list[dict[str, Any]] = []
-    # a runtime call's attributes are its range's but for its name: made once per range, copied per call. A range's
-    # calls come while it is open, so few ranges are in use at a time: the templates are dropped now and then.
-    templates: dict[int, dict[str, Any]] = {}
-    row_names = list(map(names.names.__getitem__, names.of[rows[:, cs.R_EV]].tolist()))  # each task's own name
+    # each task's attributes as columns, a row per task (_cpu_attrs's values, by numpy and C-level passes): first
+    # what its context (the range around it, as the sweep left it) says, then a CPU-only op's and a loader's own
+    kind_r, at, pc_r, own_r, inner_layer_r, inner_r = rows.T
+    n = len(rows)
+    row_names = list(map(names.names.__getitem__, names.of[at].tolist()))  # each task's own name
+    thread_l = list(map(thread_names.__getitem__, thread_of[at].tolist()))
+    in_context: dict[int, tuple[Any, ...]] = {-1: (None,) * 7}  # (op, shapes, top_op, layer, phase, region, top_op_id)
+    for c in np.unique(pc_r[pc_r >= 0]).tolist():
+        op_ev, top_op_ev, top_op_id, layer, phase, region = contexts[c, : cs.C_REGION + 1].tolist()
+        in_context[c] = (
+            names[op_ev] if op_ev >= 0 else None, shapes_of(op_ev) if op_ev >= 0 else None,
+            names[top_op_ev] if top_op_ev >= 0 else None, layers[layer], phases[phase],
+            names[region] if region >= 0 else None, top_op_id if top_op_id >= 0 else None,
+        )  # fmt: skip
+    op_l, shapes_l, top_op_l, layer_l, phase_l, region_l, top_op_id_l = map(
+        list, zip(*map(in_context.__getitem__, pc_r.tolist()), strict=True) if n else ([],) * 7
+    )
+    kind_l = ["cpu"] * n
+    parallel_l = [0.0] * n
+    for r, i in zip(np.flatnonzero(kind_r == cs.LOADER_TASK).tolist(), at[kind_r == cs.LOADER_TASK].tolist()):
+        kind_l[r], phase_l[r], region_l[r], parallel_l[r] = "dataloader", "dataloader", names[i], float(parallel[r])
     # what an op's own context says of it, by context
     own_top_op_id, own_phase, own_region = (contexts[:, c].tolist() for c in (cs.C_TOP_OP_ID, cs.C_PHASE, cs.C_REGION))
-    for r, (k, i, pc, own_ctx, inner_layer, inner) in _rows(rows):
-        if k == cs.LOADER_TASK:
-            attrs = context_attrs(pc, "dataloader", names[i], thread_at[i])
-            attrs["phase"] = "dataloader"
-            attrs["region"] = names[i]
-            attrs["parallel_us"] = float(parallel[r])
-            made.append(attrs)
-            continue
-        # a runtime call, or a CPU op called from Python that launches nothing (_cpu_op_task): its range's attributes
-        if pc >= 0:
-            template = templates.get(pc)
-            if template is None:
-                if len(templates) >= 1024:
-                    templates.clear()
-                template = templates[pc] = context_attrs(pc, "cpu", row_names[r], thread_at[i])
-            attrs = template.copy()
-            attrs["name"] = row_names[r]
-        else:
-            attrs = context_attrs(pc, "cpu", row_names[r], thread_at[i])
-        if k == cs.OP_TASK:  # and its own
-            attrs["thread"] = thread_at[i]
-            attrs["op"] = row_names[r]
-            own = shapes_of(i)
-            attrs["shapes"] = own if _has_dims(own) or inner < 0 else shapes_of(inner)
-            attrs["top_op_id"] = own_top_op_id[own_ctx]
-            attrs["parallel_us"] = float(parallel[r])
-            attrs["phase"] = phases[own_phase[own_ctx]]
-            attrs["region"] = names[own_region[own_ctx]] if own_region[own_ctx] >= 0 else None
-            if attrs["layer"] is None:
-                attrs["layer"] = layers[inner_layer]
-        made.append(attrs)
-    templates.clear()
-    at = rows[:, cs.R_EV]
-    # the tasks added at once, as TaskTable.add_task adds each
-    base = len(table.attrs)
-    starts = ts[at].tolist()  # the floats the events hold (a CPU op's event is not made)
-    table.attrs += made
-    table.ts += starts
-    table.end += (ts[at] + dur[at]).tolist()
-    table.launch_ts += starts
-    table.launcher += [-1] * len(made)
+    op_rows = np.flatnonzero(kind_r == cs.OP_TASK)
+    for r, i, own_ctx, inner_layer, inner in zip(
+        op_rows.tolist(), *(x[op_rows].tolist() for x in (at, own_r, inner_layer_r, inner_r))
+    ):
+        op_l[r] = row_names[r]
+        own = shapes_of(i)
+        shapes_l[r] = own if _has_dims(own) or inner < 0 else shapes_of(inner)
+        top_op_id_l[r] = own_top_op_id[own_ctx]
+        parallel_l[r] = float(parallel[r])
+        phase_l[r] = phases[own_phase[own_ctx]]
+        region_l[r] = names[own_region[own_ctx]] if own_region[own_ctx] >= 0 else None
+        if layer_l[r] is None:
+            layer_l[r] = layers[inner_layer]
+    # the tasks added at once, as TaskTable.add_task adds each (a CPU op's event is not made: its floats from columns)
+    base = len(table)
+    table.add_tasks(
+        list(map((_CONTEXT_KEYS, _ROOT_KEYS).__getitem__, (pc_r < 0).tolist())),
+        {"kind": kind_l, "name": row_names, "thread": thread_l, "rank": [rank] * n, "op": op_l, "shapes": shapes_l,
+         "top_op": top_op_l, "layer": layer_l, "phase": phase_l, "region": region_l, "top_op_id": top_op_id_l,
+         "parallel_us": parallel_l, "param_us": [0.0] * n},
+        ts[at].tolist(), (ts[at] + dur[at]).tolist(),
+    )  # fmt: skip
     # what each task's range says of it: a call's range is the one around it, a CPU-only op's its own
     kind = rows[:, cs.R_KIND]
     held = np.where(kind == cs.CALL, rows[:, cs.R_PARENT_CTX], np.where(kind == cs.OP_TASK, rows[:, cs.R_OWN_CTX], -1))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -81,18 +80,17 @@ def measure_delays(table: TaskTable, threads: dict[str, list[int]], infer_waits:
     delay after what it waited for, and the thread's gap before it is what the trace shows; for a GPU task, the
     dependency that released it (the first of those that left the least slack) keeps its slack, the others the
     typical delay of their mechanism where less. A gap set twice keeps the value the later dependency gave."""
-    attrs = table.attrs
-    for a in attrs:  # each task's keys, in the order a task's dict gets them (the cut writes the gaps measured)
-        a["gap"] = 0.0
-        a["release"] = None
-    deps = Dependencies.of(len(attrs), table.edge_parent, table.edge_child, table.edge_kind)
+    n = len(table)
+    table.set_all("gap", [0.0] * n)  # each task's keys, in the order a task's dict gets them (the cut writes the
+    table.set_all("release", [None] * n)  # gaps measured)
+    deps = Dependencies.of(n, table.edge_parent, table.edge_child, table.edge_kind)
     table.edge_parent, table.edge_child, table.edge_kind = [], [], []
     ts, end = np.asarray(table.ts), np.asarray(table.end)
     child = deps.child()
     l0, g0 = typical_delays(table, deps, child, ts, end)
     typical = np.zeros(len(EDGE_KINDS))
     typical[EDGE_KIND_NUMBER["launch"]], typical[EDGE_KIND_NUMBER["stream"]] = l0, g0
-    cpu = np.fromiter(map(CPU_KINDS.__contains__, map(itemgetter("kind"), attrs)), np.bool_, len(attrs))
+    cpu = np.fromiter(map(CPU_KINDS.__contains__, table.column("kind")), np.bool_, n)
     binding = _releasing(deps, child, ts, end, ~cpu[child])
     if infer_waits:  # a GPU task released long after everything known: what it waited for on another stream
         deps, child, binding = _cross_stream_waits(table, threads, deps, child, binding, max(l0, g0, 0.0), ts, end)
@@ -102,17 +100,18 @@ def measure_delays(table: TaskTable, threads: dict[str, list[int]], infer_waits:
     # a CPU call the trace says returned before a sync parent ended did not wait on it
     deps.holds &= ~(on_cpu & sync & (end[deps.parent] > end[child]))
     waited = np.flatnonzero(on_cpu & sync & deps.holds)
-    wait_end = np.full(len(attrs), -np.inf)
+    wait_end = np.full(n, -np.inf)
     np.maximum.at(wait_end, child[waited], end[deps.parent[waited]])
+    duration = table.column("duration")
     for v in np.flatnonzero(wait_end > ts).tolist():  # the part of the call after the wait: its own cost
-        attrs[v]["duration"] = table.end[v] - wait_end[v].item()
+        duration[v] = table.end[v] - wait_end[v].item()
     is_binding = np.zeros(len(child), np.bool_)
     is_binding[binding] = True
     value = np.where(is_binding, slack, np.minimum(slack, typical[deps.kind]))
     gpu_lag = ~on_cpu & (deps.kind != EDGE_KIND_NUMBER["stream"])
     deps.lag[gpu_lag] = value[gpu_lag]  # (a CPU task's dependencies keep no delay but the thread's gap)
     gaps = np.flatnonzero((on_cpu & thread & deps.holds) | (~on_cpu & (deps.kind == EDGE_KIND_NUMBER["stream"])))
-    table.gap = np.zeros(len(attrs))
+    table.gap = np.zeros(n)
     last = gaps[_last_index(deps.parent[gaps])]
     table.gap[deps.parent[last]] = np.where(on_cpu[last], slack[last], value[last])
     table.dependencies = deps
@@ -136,7 +135,7 @@ def _cross_stream_waits(table: TaskTable, threads: dict[str, list[int]], deps: D
     """The dependencies with, for each GPU task that started more than UNEXPLAINED_DELAY_US after the one that
     released it, the cross-stream wait timing explains (:func:`_cross_stream_source`) added after its others and
     releasing it instead."""
-    attrs = table.attrs
+    kind = table.column("kind")
     released = child[binding]
     late = released[ts[released] - end[deps.parent[binding]] > UNEXPLAINED_DELAY_US + typical]
     if not len(late):
@@ -146,8 +145,8 @@ def _cross_stream_waits(table: TaskTable, threads: dict[str, list[int]], deps: D
     for v in late.tolist():
         source = _cross_stream_source(table, v, stream_ends)
         if source is not None:
-            kind = "comm" if "comm" in (attrs[v]["kind"], attrs[source]["kind"]) else "sync"
-            added.append((v, source, EDGE_KIND_NUMBER[kind]))
+            edge = "comm" if "comm" in (kind[v], kind[source]) else "sync"
+            added.append((v, source, EDGE_KIND_NUMBER[edge]))
     if not added:
         return deps, child, binding
     tasks, sources, kinds = (list(x) for x in zip(*added))
@@ -162,7 +161,7 @@ def _cross_stream_waits(table: TaskTable, threads: dict[str, list[int]], deps: D
 def _cross_stream_source(table: TaskTable, v: int, stream_ends: _StreamEnds) -> int | None:
     """What a GPU task that started later than anything known explains waited for: the task that ended last, within
     CROSS_STREAM_WINDOW_US before it started, on another stream of its device, and was issued before it."""
-    thread = table.attrs[v]["thread"]
+    thread = table.column("thread")[v]
     s, launch_ts, end = table.ts[v], table.launch_ts, table.end
     best = None
     for other in stream_ends.streams_of_device.get(thread.split("/")[0], ()):

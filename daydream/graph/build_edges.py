@@ -67,9 +67,8 @@ class _LoaderCall(NamedTuple):
 def order_edges(table: TaskTable) -> dict[str, list[int]]:
     """Chain each thread's (stream's) tasks in order of start; returns the tasks of each thread, in that order."""
     threads: dict[str, list[int]] = {}
-    attrs = table.attrs
-    for task in range(len(attrs)):
-        threads.setdefault(attrs[task]["thread"], []).append(task)
+    for task, thread in enumerate(table.column("thread")):
+        threads.setdefault(thread, []).append(task)
     ts = table.ts
     for thread, tasks in threads.items():
         tasks.sort(key=ts.__getitem__)
@@ -90,7 +89,7 @@ def copy_wait_edges(table: TaskTable, waits: list[CopyWait], threads: dict[str, 
         if end[copy] <= end[wait]:
             table.add_edge(copy, wait, "sync")
             continue
-        stream = threads[table.attrs[copy]["thread"]]
+        stream = threads[table.column("thread")[copy]]
         if not position:
             position = {x: i for tasks in threads.values() for i, x in enumerate(tasks)}
         i = position[copy]
@@ -139,7 +138,7 @@ class _IssueOrder:
 
 def sync_edges(trace: Trace, table: TaskTable, corr_task: dict[int, int], threads: dict[str, list[int]]) -> None:
     """CPU calls that block on GPU work, and GPU work that waits on another stream."""
-    attrs = table.attrs
+    kind, name = table.column("kind"), table.column("name")
     streams = {t: tasks for t, tasks in threads.items() if t.startswith("gpu:")}
     issued = _IssueOrder(table, streams)
     explicit = {ev.args.correlation: ev for ev in trace.syncs if ev.args is not None and ev.args.correlation is not None}
@@ -149,7 +148,7 @@ def sync_edges(trace: Trace, table: TaskTable, corr_task: dict[int, int], thread
     runtime_by_corr: dict[int, int] = {}
     for corr in _runtime_correlations(trace):
         task = corr_task.get(corr)
-        if task is not None and attrs[task]["kind"] == "cpu":
+        if task is not None and kind[task] == "cpu":
             runtime_by_corr[corr] = task
     for corr, task in runtime_by_corr.items():
         sync = explicit.get(corr)
@@ -159,7 +158,7 @@ def sync_edges(trace: Trace, table: TaskTable, corr_task: dict[int, int], thread
                 continue
             targets = _named_by_sync_event(table, task, sync, streams, by_stream_id, issued)
         else:
-            role = call_role(attrs[task]["name"])
+            role = call_role(name[task])
             if role is None:
                 continue  # a call that waits for nothing: most are launches
             targets = _waited_for_by_role(table, task, role, streams, issued)
@@ -242,7 +241,7 @@ def _explicit_wait(table: TaskTable, sync: Event, wait_task: int, by_stream_id: 
             j = bisect.bisect_right(issued.times[dst_stream], table.ts[wait_task])
             if j < len(issued.tasks[dst_stream]):
                 dest = issued.tasks[dst_stream][j]
-                kinds = (table.attrs[source]["kind"], table.attrs[dest]["kind"])
+                kinds = (table.column("kind")[source], table.column("kind")[dest])
                 table.add_edge(source, dest, "comm" if "comm" in kinds else "sync")
 
 
@@ -251,12 +250,12 @@ def backward_waits(table: TaskTable, threads: dict[str, list[int]]) -> list[Back
     thread is idle across a stretch of the engine thread's backward tasks, the task after the idle stretch waits
     for the last of them (a `sync` edge), and the first of them waits for the task before the stretch (the call).
     Returns the stretches for :func:`~daydream.graph.build_delays.split_backward_gaps`."""
-    attrs, ts, end = table.attrs, table.ts, table.end
+    op, ts, end = table.column("op"), table.ts, table.end
     backward = _engine_threads(table, threads)
     found = []
     for t, tasks in threads.items():
         # the caller runs framework ops; a polling thread (NCCL's watchdog querying events) runs none
-        if t.startswith("gpu:") or all(attrs[x]["op"] is None for x in tasks):
+        if t.startswith("gpu:") or all(op[x] is None for x in tasks):
             continue
         others = [(u, [ts[x] for x in xs], xs) for u, xs in backward.items() if u != t]
         if not others:
@@ -280,11 +279,11 @@ def backward_waits(table: TaskTable, threads: dict[str, list[int]]) -> list[Back
 def _engine_threads(table: TaskTable, threads: dict[str, list[int]]) -> dict[str, list[int]]:
     """The autograd engine's threads, with their backward tasks: it runs the backward pass and little else; a thread
     that merely holds a `## backward ##` range around its loss computation is the caller, not the engine."""
-    attrs = table.attrs
+    phase, kind = table.column("phase"), table.column("kind")
     backward: dict[str, list[int]] = {}
     for t, tasks in threads.items():
         if not t.startswith("gpu:"):
-            bwd = [x for x in tasks if attrs[x]["phase"] == "backward" and attrs[x]["kind"] in CPU_KINDS]
+            bwd = [x for x in tasks if phase[x] == "backward" and kind[x] in CPU_KINDS]
             if bwd and len(bwd) >= ENGINE_THREAD_SHARE * len(tasks):
                 backward[t] = bwd
     return backward
@@ -349,13 +348,13 @@ def loader_waits(
 def _loader_calls(table: TaskTable, ranges: list[LoaderRange], threads: dict[str, list[int]]) -> list[_LoaderCall]:
     """Each data-loading range with its longest idle stretch: the range's own task where it is one, else the longest
     time the calling thread's tasks inside it left idle."""
-    attrs, ts, end = table.attrs, table.ts, table.end
+    kind, ts, end = table.column("kind"), table.ts, table.end
     starts = {t: [ts[x] for x in threads[t]] for t in {r.thread for r in ranges}}
     calls = []
     for thread, t0, t1, name in ranges:
         tasks = threads[thread]
         i = bisect.bisect_left(starts[thread], t0)
-        whole = next((x for x in tasks[i : i + 2] if ts[x] == t0 and end[x] == t1 and attrs[x]["kind"] == "dataloader"), None)
+        whole = next((x for x in tasks[i : i + 2] if ts[x] == t0 and end[x] == t1 and kind[x] == "dataloader"), None)
         if whole is not None:
             calls.append(_LoaderCall(thread, t0, name, True, t1 - t0, whole, None))
             continue

@@ -15,7 +15,7 @@ import numpy as np
 from daydream.graph.build_cpu import CpuCalls
 from daydream.graph.build_table import TaskTable
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
-from daydream.graph.schema import EDGE_KIND_NUMBER, new_task_attrs
+from daydream.graph.schema import EDGE_KIND_NUMBER
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.runtime_calls import call_role, copy_waits
 from daydream.trace.schema import Event
@@ -55,62 +55,59 @@ class GpuColumns(NamedTuple):
 def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]:
     """Add the trace's GPU tasks to ``table``, each with its ``launch`` edge; returns the blocking copy calls' waits."""
     rank = trace.rank
-    n_cpu = len(table.attrs)
+    n_cpu = len(table)
     blocking: list[tuple[int, int]] = []  # (call, copy) pairs where the call returned only when the copy ended
-    corr_task, comm_ev, attrs_of = calls.corr_task, calls.comm_ev, table.attrs
-    made: list[dict[str, Any]] = []
-    launchers: list[int] = []
+    corr_task, comm_ev = calls.corr_task, calls.comm_ev
     gpu = _gpu_columns(trace)
-    for task, (name, kind, kernel_class, thread, device, stream, corr, nbytes, source) in enumerate(zip(*gpu[:9]), n_cpu):
-        launcher = corr_task.get(corr) if corr is not None else None
-        if launcher is not None and launcher >= n_cpu:
-            launcher = None  # the id names another GPU task, not a call
-        attrs = new_task_attrs(kind)  # filled a key at a time: see new_task_attrs
-        attrs["name"] = name
-        attrs["thread"] = thread
-        attrs["rank"] = rank
-        src = attrs_of[launcher] if launcher is not None else None  # the context of the call that launched it
-        if src:
-            attrs["op"] = src["op"]
-            attrs["shapes"] = src["shapes"]
-            attrs["top_op"] = src["top_op"]
-            attrs["layer"] = src["layer"]
-            attrs["phase"] = src["phase"]
-            attrs["region"] = src["region"]
-            attrs["top_op_id"] = src["top_op_id"]
-        else:
-            attrs["op"] = attrs["shapes"] = attrs["top_op"] = attrs["layer"] = attrs["phase"] = attrs["region"] = None
-            attrs["top_op_id"] = None
-        attrs["class"] = kernel_class
-        attrs["device"] = device
-        attrs["stream"] = stream
-        if nbytes is not None:
-            attrs["bytes"] = nbytes
-        if kind == "comm":
-            _collective(attrs, gpu.event_of(source).args, comm_ev.get(launcher) if launcher is not None else None)
-        made.append(attrs)
-        launchers.append(-1 if launcher is None else launcher)
+    m = len(gpu.name)
+    # each task's launch call (-1: none): the call its correlation id names, not another GPU task
+    launchers: list[int] = []
+    for task, corr in enumerate(gpu.correlation, n_cpu):
+        launcher = corr_task.get(corr, -1) if corr is not None else -1
+        launchers.append(launcher if launcher < n_cpu else -1)
         if corr is not None:
             corr_task.setdefault(corr, task)
-    # the tasks added at once, as TaskTable.add_task adds each, with their launch edges (in order, as add_edge)
-    starts = gpu.start
-    table.attrs += made
-    table.ts += starts
-    table.end += gpu.end
-    table.launcher += launchers
+    # the context of the call that launched it (its attributes' values), or none; a task's keys in the order
+    # new_task_attrs's dict gets them, "bytes" where it has some
+    values: dict[str, list[Any]] = {"kind": gpu.kind, "name": gpu.name, "thread": gpu.thread, "rank": [rank] * m}
+    launched_by = [x if x >= 0 else n_cpu for x in launchers]  # (n_cpu: past the CPU tasks, a None of each column)
+    for key in _CONTEXT:
+        values[key] = list(map([*table.column(key)[:n_cpu], None].__getitem__, launched_by))
+    values["class"], values["device"], values["stream"] = gpu.kernel_class, gpu.device, gpu.stream
+    values["bytes"] = gpu.bytes
+    keys = [_GPU_KEYS if b is None else _GPU_KEYS_BYTES for b in gpu.bytes]
+    # a collective's name, size and process group: a task's own keys, in the order it gets them
+    for j in [j for j, kind in enumerate(gpu.kind) if kind == "comm"]:
+        attrs = dict(zip(keys[j], (values[k][j] for k in keys[j]), strict=True))
+        launcher = launchers[j]
+        _collective(attrs, gpu.event_of(gpu.source[j]).args, comm_ev.get(launcher) if launcher >= 0 else None)
+        keys[j] = tuple(attrs)
+        for key, value in attrs.items():
+            if key not in values:
+                values[key] = [None] * m
+            values[key][j] = value
+    table.add_tasks(keys, values, gpu.start, gpu.end)
+    table.launcher[n_cpu:] = launchers
     call_ts = table.ts
-    table.launch_ts += [call_ts[call] if call >= 0 else t0 for call, t0 in zip(launchers, starts)]
+    table.launch_ts[n_cpu:] = [call_ts[call] if call >= 0 else t0 for call, t0 in zip(launchers, gpu.start)]
     launched = [(call, task) for task, call in enumerate(launchers, n_cpu) if call >= 0]
     table.edge_parent += [call for call, _ in launched]
     table.edge_child += [task for _, task in launched]
     table.edge_kind += [EDGE_KIND_NUMBER["launch"]] * len(launched)
+    kinds = table.column("kind")
     for call, task in launched:
-        if made[task - n_cpu]["kind"] == "memcpy" and _blocking_copy(table, call, task):
+        if kinds[task] == "memcpy" and _blocking_copy(table, call, task):
             blocking.append((call, task))
     if not blocking:
         return []
     issue_us = _typical_issue_us(table, {call for call, _ in blocking})
     return [_split_blocking_call(table, call, copy, issue_us) for call, copy in blocking]
+
+
+# what a GPU task takes from its launch call, and its keys in order (without and with "bytes")
+_CONTEXT = ("op", "shapes", "top_op", "layer", "phase", "region", "top_op_id")
+_GPU_KEYS = ("kind", "name", "thread", "rank", *_CONTEXT, "class", "device", "stream")
+_GPU_KEYS_BYTES = (*_GPU_KEYS, "bytes")
 
 
 def _collective(attrs: dict[str, Any], args: Any, around: Event | None) -> None:
@@ -246,17 +243,18 @@ def _same(ev: Event) -> Event:
 
 
 def _blocking_copy(table: TaskTable, call: int, copy: int) -> bool:
-    attrs, ts, end = table.attrs, table.ts, table.end
-    return copy_waits(attrs[call]["name"], attrs[copy]["name"], ts[call], end[call], ts[copy], end[copy])
+    name, ts, end = table.column("name"), table.ts, table.end
+    return copy_waits(name[call], name[copy], ts[call], end[call], ts[copy], end[copy])
 
 
 def _typical_issue_us(table: TaskTable, blocking: set[int]) -> float:
     """How long a call takes to issue GPU work: the median duration of the calls that launched work and did not
     wait for it (cudaLaunchKernel, cudaMemcpyAsync...)."""
+    name = table.column("name")
     durations = [
         table.end[call] - table.ts[call]
         for call in table.launcher
-        if call >= 0 and call not in blocking and call_role(table.attrs[call]["name"]) is None
+        if call >= 0 and call not in blocking and call_role(name[call]) is None
     ]
     return statistics.median(durations) if durations else DEFAULT_ISSUE_US
 
@@ -270,7 +268,7 @@ def _split_blocking_call(table: TaskTable, call: int, copy: int, issue_us: float
     issue_end = max(issue_end, table.ts[call])
     call_end = table.end[call]
     table.end[call] = issue_end
-    wait_attrs = table.attrs[call].copy()  # .copy(), not dict(): it keeps the compact form (see new_task_attrs)
-    wait_attrs["name"] = table.attrs[call]["name"] + " [wait]"
+    (wait_attrs,) = table.attrs_of([call])
+    wait_attrs["name"] += " [wait]"
     wait = table.add_task(wait_attrs, issue_end, call_end - issue_end)
     return CopyWait(wait, copy)

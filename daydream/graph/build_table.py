@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from daydream.graph.schema import EDGE_KIND_NUMBER
+from daydream.graph.schema import EDGE_KIND_NUMBER, distinct_orders, task_dicts
 
 
 class InEdge(msgspec.Struct, gc=False):
@@ -81,11 +81,20 @@ def _by_child(tasks: int, child: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ptr, np.argsort(child, kind="stable")
 
 
+_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per order of keys met, shared by the tasks that have it
+
+
 @dataclass(slots=True)
 class TaskTable:
-    """Tasks numbered in order of discovery (CPU tasks, GPU tasks, then those later stages add), as parallel columns."""
+    """Tasks numbered in order of discovery (CPU tasks, GPU tasks, then those later stages add), as parallel columns.
 
-    attrs: list[dict[str, Any]] = field(default_factory=list)  # what becomes the task's attributes in the graph
+    A task's attributes (what the graph's task dict will hold) are columns too: ``columns[key][task]`` (None where the
+    task has no such key, as ``dict.get`` reads it), and ``keys[task]`` the keys it has in the order its dict holds
+    them. No dict is made per task while the stages run: the graph gets the selected tasks' columns, and makes
+    their dicts when they are first read (:class:`~daydream.graph.adjacency.TaskColumns`)."""
+
+    columns: dict[str, list[Any]] = field(default_factory=dict)
+    keys: list[tuple[str, ...]] = field(default_factory=list)
     ts: list[float] = field(default_factory=list)  # traced start
     end: list[float] = field(default_factory=list)  # traced end (of a blocking call's issue: where its wait begins)
     launch_ts: list[float] = field(default_factory=list)  # when the work was issued: a GPU task's launch call's start
@@ -103,15 +112,57 @@ class TaskTable:
     # each task's gap (schema.Task), measured (measure_delays on): the cut writes it into the window's tasks
     gap: np.ndarray | None = None
 
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def column(self, key: str) -> list[Any]:
+        """Each task's value of ``key`` (None where it has none): the table's own list, whose values a stage may set
+        for tasks that have the key (:meth:`set_all` gives every task a key)."""
+        found = self.columns.get(key)
+        if found is None:
+            found = self.columns[key] = [None] * len(self.keys)
+        return found
+
     def add_task(self, attrs: dict[str, Any], ts: float, dur: float) -> int:
-        """A new task, issued when it starts; returns its number."""
-        task = len(self.attrs)
-        self.attrs.append(attrs)
+        """A new task with these attributes (in their order), issued when it starts; returns its number."""
+        task = len(self.keys)
+        columns = self.columns
+        for key in attrs.keys() - columns.keys():
+            columns[key] = [None] * task
+        for key, column in columns.items():
+            column.append(attrs.get(key))
+        keys = tuple(attrs)
+        self.keys.append(_KEYS.setdefault(keys, keys))
         self.ts.append(ts)
         self.end.append(ts + dur)
         self.launch_ts.append(ts)
         self.launcher.append(-1)
         return task
+
+    def add_tasks(self, keys: list[tuple[str, ...]], values: dict[str, list[Any]], ts: list[float], end: list[float]) -> None:
+        """New tasks, issued when they start: each one's keys in order, and per key a value for each task (None
+        where the task lacks it)."""
+        m, n = len(keys), len(self.keys)
+        for key, column in self.columns.items():
+            column += values[key] if key in values else [None] * m
+        for key in values.keys() - self.columns.keys():
+            self.columns[key] = [None] * n + values[key]
+        self.keys += keys
+        self.ts += ts
+        self.end += end
+        self.launch_ts += ts
+        self.launcher += [-1] * m
+
+    def set_all(self, key: str, values: list[Any]) -> None:
+        """Every task's ``key`` (a key a task lacks comes after those it has)."""
+        assert len(values) == len(self.keys)
+        self.columns[key] = values
+        longer = {id(k): k if key in k else (*k, key) for k in distinct_orders(self.keys)}  # (by identity: see
+        self.keys = list(map(longer.__getitem__, map(id, self.keys)))  # distinct_orders)
+
+    def attrs_of(self, tasks: list[int]) -> list[dict[str, Any]]:
+        """The attribute dicts of ``tasks`` (:func:`~daydream.graph.schema.task_dicts`)."""
+        return task_dicts(self.columns, self.keys, tasks)
 
     def add_edge(self, u: int, v: int, kind: str) -> None:
         """``v`` depends on ``u``."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from itertools import chain, count, repeat
 from operator import itemgetter
@@ -29,7 +29,15 @@ from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
 from daydream.graph import derived
-from daydream.graph.adjacency import EdgeArrays, attrs_of, edge_arrays, successors_of
+from daydream.graph.adjacency import (
+    EdgeArrays,
+    TaskColumns,
+    attrs_of,
+    edge_arrays,
+    successors_of,
+    task_columns,
+    task_ids,
+)
 from daydream.graph.edit import task_label
 from daydream.graph.job import format_ranks
 from daydream.graph.schema import ORDER_KINDS
@@ -55,7 +63,7 @@ def carry_arrays(source: nx.DiGraph, copy: nx.DiGraph) -> None:
     the arrays ``simulate(source, reuse=True)`` kept, so that its first ``simulate(copy, reuse=True)`` reads only
     the durations. Nothing happens where none are kept or the copy's tasks are not those of ``source``."""
     kept = derived.cached(source, _ARRAYS, _ARRAYS_DEPEND_ON)
-    if kept is None or len(copy) != len(kept.nodes) or list(attrs_of(copy)) != kept.nodes:
+    if kept is None or len(copy) != len(kept.nodes) or task_ids(copy) != kept.nodes:
         return
     derived.keep(copy, _ARRAYS, kept.of(copy), _ARRAYS_DEPEND_ON)
 
@@ -64,8 +72,9 @@ def carry_arrays(source: nx.DiGraph, copy: nx.DiGraph) -> None:
 def _simulate(graph: nx.DiGraph, policy: Policy, reuse: bool) -> Timeline:
     if len(graph) >= COMPILED_MIN_TASKS and (compiled := _compiled()) is not None:
         arrays = derived.cached(graph, _ARRAYS, _ARRAYS_DEPEND_ON) if reuse else None
-        if arrays is None:
-            arrays = _read_arrays(graph)
+        if arrays is None or (arrays.attrs is None and task_columns(graph) is None):
+            # read afresh; or read from the task columns and the task dicts made since: the dicts' now
+            arrays = _read_arrays(graph) if arrays is None else arrays.of(graph)
             if reuse:
                 derived.keep(graph, _ARRAYS, arrays, _ARRAYS_DEPEND_ON)
         timeline = _simulate_compiled(compiled, graph, arrays, policy)
@@ -79,7 +88,7 @@ def _simulate(graph: nx.DiGraph, policy: Policy, reuse: bool) -> Timeline:
     duration = list(_durations(attrs))
     gap, thread, thread_ids, multi_rank, ready = _task_columns(graph, attrs)
     prio = policy.priorities(attrs)
-    gangs = _gangs(attrs) if graph.graph.get("ranks") else []
+    gangs = _gangs(map(dict.get, attrs, repeat("collective_id"))) if graph.graph.get("ranks") else []
     succ: list[list[tuple[int, bool, float]]] = []
     indegree = [0] * n
     for node in nodes:
@@ -237,20 +246,30 @@ def _durations(attrs: list[dict[str, Any]]) -> Iterator[float]:
 
 
 def _task_columns(
-    graph: nx.DiGraph, attrs: list[dict[str, Any]]
+    graph: nx.DiGraph, attrs: list[dict[str, Any]] | None, tasks: TaskColumns | None = None
 ) -> tuple[list[float], list[int], dict[Any, int], bool, list[float]]:
     """Each task's gap, thread number and release time (-inf: none), the threads numbered in order of first use
-    (a multi-rank job's told apart by rank), and whether they were. Read by map() over C-level getters: reading the
-    graph, not the loop, is most of a simulation of a large graph."""
-    gap = list(map(float, map(dict.get, attrs, repeat("gap"), repeat(0.0))))
-    threads = list(map(itemgetter("thread"), attrs))
+    (a multi-rank job's told apart by rank), and whether they were; from the task dicts ``attrs``, or from a built
+    graph's task columns ``tasks``. Read by map() over C-level getters: reading the graph, not the loop, is most of
+    a simulation of a large graph."""
+    if tasks is not None:
+        gap = list(map(float, tasks.values("gap", 0.0)))
+        threads: list[Any] = tasks.values("thread")
+        ranks = tasks.values("rank")
+        release: Iterable[Any] = tasks.values("release")
+    else:
+        assert attrs is not None
+        gap = list(map(float, map(dict.get, attrs, repeat("gap"), repeat(0.0))))
+        threads = list(map(itemgetter("thread"), attrs))
+        ranks = list(map(dict.get, attrs, repeat("rank"))) if graph.graph.get("ranks") else []
+        release = map(dict.get, attrs, repeat("release"))
     # a multi-rank job's graph (daydream.graph.job) holding several ranks: their threads are told apart by rank
-    multi_rank = bool(graph.graph.get("ranks")) and len(set(map(dict.get, attrs, repeat("rank")))) > 1
+    multi_rank = bool(graph.graph.get("ranks")) and len(set(ranks)) > 1
     if multi_rank:
-        threads = list(zip(map(dict.get, attrs, repeat("rank")), threads))
+        threads = list(zip(ranks, threads))
     thread_ids: dict[Any, int] = dict(zip(dict.fromkeys(threads), count()))
     thread = list(map(thread_ids.__getitem__, threads))
-    ready = [-math.inf if r is None else r for r in map(dict.get, attrs, repeat("release"))]
+    ready = [-math.inf if r is None else r for r in release]
     return gap, thread, thread_ids, multi_rank, ready
 
 
@@ -270,7 +289,7 @@ class GraphArrays:
     loop changes ``ready`` and ``indegree`` in place: a simulation runs on copies of them."""
 
     nodes: list[Any]
-    attrs: list[dict[str, Any]]
+    attrs: list[dict[str, Any]] | None  # None: a built graph's, read from its task columns
     thread: np.ndarray
     thread_ids: dict[Any, int]
     multi_rank: bool
@@ -288,15 +307,22 @@ class GraphArrays:
     nan: bool
 
     def of(self, copy: nx.DiGraph) -> GraphArrays:
-        """The same arrays for a copy of the graph (the same tasks in the same order): its own attribute dicts."""
-        return replace(self, attrs=list(attrs_of(copy).values()))
+        """The same arrays for a copy of the graph (the same tasks in the same order): its own attribute dicts (none
+        where the copy holds its tasks as columns still)."""
+        return replace(self, attrs=None if task_columns(copy) is not None else list(attrs_of(copy).values()))
 
 
 def _read_arrays(graph: nx.DiGraph) -> GraphArrays:
-    nodes = list(attrs_of(graph))
+    tasks = task_columns(graph)
+    attrs: list[dict[str, Any]] | None = None
+    if tasks is not None:  # a built graph whose task dicts are not made: its tasks are 0..n-1
+        nodes: list[Any] = list(range(len(tasks)))
+        gap, thread, thread_ids, multi_rank, ready = _task_columns(graph, None, tasks)
+    else:
+        nodes = list(attrs_of(graph))
+        attrs = list(attrs_of(graph).values())
+        gap, thread, thread_ids, multi_rank, ready = _task_columns(graph, attrs)
     n = len(nodes)
-    attrs: list[dict[str, Any]] = list(attrs_of(graph).values())
-    gap, thread, thread_ids, multi_rank, ready = _task_columns(graph, attrs)
     built = edge_arrays(graph)
     ptr, child_a, order_a, lag_a = _children_of(graph, nodes) if built is None else _children_from(built)
     f8 = np.float64
@@ -304,7 +330,8 @@ def _read_arrays(graph: nx.DiGraph) -> GraphArrays:
     indegree = np.bincount(child_a, minlength=n).astype(np.int64)
     nan = bool(np.isnan(gap_a).any() or np.isnan(lag_a).any() or np.isnan(ready_a).any())
     ready_a[(indegree == 0) & (ready_a == -math.inf)] = 0.0
-    gangs = _gangs(attrs) if graph.graph.get("ranks") else []
+    collective_ids = tasks.values("collective_id") if tasks is not None else map(dict.get, attrs, repeat("collective_id"))  # type: ignore[arg-type]
+    gangs = _gangs(collective_ids) if graph.graph.get("ranks") else []
     gang_of = np.full(n if gangs else 1, -1, np.int64)  # read only where there are collectives
     for g, members in enumerate(gangs):
         gang_of[members] = g
@@ -350,8 +377,15 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, po
     """The compiled loop over the graph as flat arrays; None where a NaN would meet a comparison, whose order the
     Python loop alone defines (a tuple holding NaN)."""
     f8 = np.float64
-    duration_a = np.fromiter(_durations(arrays.attrs), f8, len(arrays.attrs))
-    prio = policy.priorities(arrays.attrs)
+    n = len(arrays.nodes)
+    tasks = task_columns(graph)  # the task dicts not made since the arrays were read: the columns are the graph's
+    if tasks is not None:
+        duration_a = np.fromiter(map(float, tasks.values("duration")), f8, n)
+        prio = policy.priorities(tasks.dicts()) if policy.kind == "priority" else None
+    else:
+        attrs = arrays.attrs if arrays.attrs is not None else list(map(attrs_of(graph).__getitem__, arrays.nodes))
+        duration_a = np.fromiter(_durations(attrs), f8, n)
+        prio = policy.priorities(attrs)
     prio_a = np.asarray(prio if prio is not None else [0.0], f8)
     if arrays.nan or np.isnan(duration_a).any() or np.isnan(prio_a).any():
         return None
@@ -361,7 +395,8 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, po
         mode, duration_a, arrays.gap, arrays.thread, arrays.ready.copy(), prio_a, indegree, arrays.ptr, arrays.child,
         arrays.order, arrays.lag, arrays.gang_of, arrays.gang_ptr, arrays.gang_members, len(arrays.thread_ids))  # fmt: skip
     if done != len(arrays.nodes):
-        raise _stuck(graph, arrays.nodes, arrays.attrs, arrays.gangs, arrived.tolist(), arrival.tolist(), indegree.tolist())
+        attrs = list(map(attrs_of(graph).__getitem__, arrays.nodes))
+        raise _stuck(graph, arrays.nodes, attrs, arrays.gangs, arrived.tolist(), arrival.tolist(), indegree.tolist())
     names = [f"rank {r} {t}" for r, t in arrays.thread_ids] if arrays.multi_rank else list(arrays.thread_ids)
     return Timeline(graph, arrays.nodes, start, end, cause, names, arrays.attrs, arrival=arrival if arrays.gangs else None)
 
@@ -375,11 +410,11 @@ def _stuck(graph: nx.DiGraph, nodes: list[Any], attrs: list[dict[str, Any]], gan
     return DaydreamError(_cycle_message(graph, [nodes[i] for i, d in enumerate(indegree) if d > 0]))
 
 
-def _gangs(attrs: list[dict[str, Any]]) -> list[list[int]]:
-    """The tasks of each collective (those sharing a ``collective_id``), in task order; one-member ones left out."""
+def _gangs(collective_ids: Iterable[Any]) -> list[list[int]]:
+    """The tasks of each collective (those sharing a ``collective_id``: each task's, None where none), in task order;
+    one-member ones left out."""
     by_id: dict[Any, list[int]] = {}
-    for i, a in enumerate(attrs):
-        cid = a.get("collective_id")
+    for i, cid in enumerate(collective_ids):
         if cid is not None:
             by_id.setdefault(cid, []).append(i)
     return [members for members in by_id.values() if len(members) > 1]

@@ -7,15 +7,35 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import count, repeat
-from operator import itemgetter
 from typing import Any
 
 import msgspec
 import networkx as nx
 import numpy as np
 
-from daydream.graph.adjacency import attrs_of, edge_arrays, successors_of
+from daydream.graph.adjacency import attrs_of, edge_arrays, successors_of, task_columns
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS
+
+
+class _TaskDicts:
+    """``Timeline.task_attrs``: the graph's task dicts in the timeline's order, read from the graph (which makes them
+    then, where it holds its tasks as columns) the first time they are read; a reader that can take a column reads
+    :meth:`Timeline.values` instead."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, timeline: Any, owner: Any = None) -> Any:
+        if timeline is None:
+            return None  # (the dataclass field's default: none given)
+        found = timeline.__dict__.get(self.slot)
+        if found is None:
+            nodes = attrs_of(timeline.graph)
+            found = timeline.__dict__[self.slot] = [nodes[n] for n in timeline.nodes]
+        return found
+
+    def __set__(self, timeline: Any, value: list[dict[str, Any]] | None) -> None:
+        timeline.__dict__[self.slot] = value or None
 
 
 @dataclass
@@ -32,17 +52,12 @@ class Timeline:
     end: np.ndarray
     cause: np.ndarray
     threads: list[str]
-    task_attrs: list[dict[str, Any]] = field(default_factory=list)
+    task_attrs: list[dict[str, Any]] = _TaskDicts()  # type: ignore[assignment]
     # when each task could have started alone (a collective's member: when it reached the collective; NaN for
     # the other tasks); None where the graph has no collective across ranks
     arrival: np.ndarray | None = None
     _of_kinds: dict[frozenset[str], list[int]] = field(default_factory=dict, repr=False, compare=False)
     _columns: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not self.task_attrs:
-            nodes = attrs_of(self.graph)
-            self.task_attrs = [nodes[n] for n in self.nodes]
 
     def tasks_of(self, kinds: frozenset[str]) -> list[int]:
         """Indices of the tasks of ``kinds``, in task order (kept: the summaries of one timeline ask several times)."""
@@ -58,7 +73,7 @@ class Timeline:
         attributes. Read by map() over C-level getters: a Python loop per task is most of a large graph's summary."""
         found = self._columns.get(attribute)
         if found is None:
-            values = list(map(dict.get, self.task_attrs, repeat(attribute)))
+            values = self.values(attribute)
             distinct = dict.fromkeys(values)
             number = dict(zip(distinct, count()))
             found = self._columns[attribute] = (
@@ -66,6 +81,15 @@ class Timeline:
                 list(distinct),
             )
         return found
+
+    def values(self, attribute: str, default: Any = None) -> list[Any]:
+        """Each task's value of ``attribute``, ``default`` where it has none (as ``dict.get`` reads it; not to be
+        written): from the graph's task columns where it holds them still (a built graph none of whose task dicts
+        was read, :func:`~daydream.graph.adjacency.task_columns`), else from the task dicts."""
+        tasks = task_columns(self.graph)
+        if tasks is not None and len(tasks) == len(self.nodes):  # (its tasks 0..n-1, as the simulation reads them)
+            return tasks.values(attribute, default)
+        return list(map(dict.get, self.task_attrs, repeat(attribute), repeat(default)))
 
     def attrs(self, i: int) -> dict[str, Any]:
         """The attributes of task ``i`` (the graph's own dict for that node)."""
@@ -206,12 +230,12 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     The CPU is busy during its tasks and the measured CPU time after them (gaps) on the threads that issue
     GPU work or run CPU ops; polling threads (e.g. a communication watchdog) are not counted.
     """
-    attrs = timeline.task_attrs
+    n = len(timeline.nodes)
     gpu_ix = timeline.tasks_of(GPU_KINDS)
     kind, kinds = timeline.codes("kind")
     thread, _ = timeline.codes("thread")
     # the threads that run data loading or CPU ops (a task whose op is its own name)...
-    op = np.fromiter(map(operator.eq, map(dict.get, attrs, repeat("op")), map(itemgetter("name"), attrs)), np.bool_, len(attrs))
+    op = np.fromiter(map(operator.eq, timeline.values("op"), timeline.values("name")), np.bool_, n)
     loads = np.isin(kind, _codes_of(kinds, {"dataloader"})) | (np.isin(kind, _codes_of(kinds, {"cpu"})) & op)
     working = set(np.unique(thread[loads]).tolist())
     # ...and those that launch GPU work: only a task on a thread not found yet can add one (a few threads, and
@@ -233,9 +257,7 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
                     break
     cpu_ix = np.flatnonzero(np.isin(kind, _codes_of(kinds, CPU_KINDS)) & np.isin(thread, list(working)))
     # fmax: a NaN gap counts as none, as max(0.0, NaN) did
-    gaps = np.fmax(
-        np.asarray(list(map(dict.get, map(attrs.__getitem__, cpu_ix.tolist()), repeat("gap"), repeat(0.0))), dtype=float), 0.0
-    )
+    gaps = np.fmax(np.asarray(list(map(timeline.values("gap", 0.0).__getitem__, cpu_ix.tolist())), dtype=float), 0.0)
     # over the step's window (after its context step), in the step's time: several measured steps, their share each
     t0, t1, measured = timeline.step_window()
     total = t1 - t0
@@ -324,7 +346,6 @@ def totals_by(
     times: list[float] | None = None,
 ) -> dict[str, dict[str, float]]:  # fmt: skip
     """:func:`totals` for each attribute of ``bys``, in one pass over the tasks."""
-    attrs = timeline.task_attrs
     kind, kind_values = timeline.codes("kind")
     if indices is None:
         ix = np.asarray(timeline.tasks_of(kinds), np.int64)
@@ -339,13 +360,13 @@ def totals_by(
     for by in bys:
         # each key's index in order of first appearance, its times summed in task order (np.bincount adds them in the
         # order given: the same sums, bit for bit, as adding them one by one)
-        codes, code_of = _key_codes(timeline, attrs, by, ix)
+        codes, code_of = _key_codes(timeline, by, ix)
         sums = np.bincount(codes, weights=weights, minlength=len(code_of)).tolist() if len(codes) else []
         result[by] = dict(sorted(zip(code_of, sums), key=lambda kv: -kv[1]))
     return result
 
 
-def _key_codes(timeline: Timeline, attrs: list[dict[str, Any]], by: str, ix: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+def _key_codes(timeline: Timeline, by: str, ix: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
     """The tasks ``ix``'s values of ``by`` as keys (text; none: "-"; else its text), numbered in order of first
     appearance: (the numbers, key -> number)."""
     code_of: dict[str, int] = {}
@@ -355,10 +376,7 @@ def _key_codes(timeline: Timeline, attrs: list[dict[str, Any]], by: str, ix: np.
         column = None
     if column is None or not all(type(values[v]) is str or values[v] is None for v in np.unique(column[ix]).tolist()):
         # values that the column numbers as one but show as different text (1, 1.0, True): one task at a time
-        keys = [
-            k if type(k) is str else "-" if k is None else str(k)
-            for k in map(dict.get, map(attrs.__getitem__, ix.tolist()), repeat(by))
-        ]
+        keys = [k if type(k) is str else "-" if k is None else str(k) for k in map(timeline.values(by).__getitem__, ix.tolist())]
         return np.asarray([code_of.setdefault(k, len(code_of)) for k in keys], np.int64), code_of
     raw = column[ix]
     uniq, first = np.unique(raw, return_index=True)

@@ -10,6 +10,7 @@ those sweeps read fastest.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import Any
 
 import msgspec
@@ -93,8 +94,9 @@ class TaskTable:
     them. No dict is made per task while the stages run: the graph gets the selected tasks' columns, and makes
     their dicts when they are first read (:class:`~daydream.graph.adjacency.TaskColumns`)."""
 
-    columns: dict[str, list[Any]] = field(default_factory=dict)
-    keys: list[tuple[str, ...]] = field(default_factory=list)
+    _columns: dict[str, list[Any]] = field(default_factory=dict)
+    _keys: list[tuple[str, ...]] = field(default_factory=list)
+    _added: list[dict[str, Any]] = field(default_factory=list)  # tasks added one at a time, not yet columns
     ts: list[float] = field(default_factory=list)  # traced start
     end: list[float] = field(default_factory=list)  # traced end (of a blocking call's issue: where its wait begins)
     launch_ts: list[float] = field(default_factory=list)  # when the work was issued: a GPU task's launch call's start
@@ -113,41 +115,63 @@ class TaskTable:
     gap: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self._keys) + len(self._added)
+
+    @property
+    def columns(self) -> dict[str, list[Any]]:
+        """The tasks' attributes, by key (not to be replaced; the lists' values a stage may set, see :meth:`column`)."""
+        self._take_added()
+        return self._columns
+
+    @property
+    def keys(self) -> list[tuple[str, ...]]:
+        """Each task's keys, in the order its dict holds them (tuples shared by the tasks of one order)."""
+        self._take_added()
+        return self._keys
 
     def column(self, key: str) -> list[Any]:
         """Each task's value of ``key`` (None where it has none): the table's own list, whose values a stage may set
         for tasks that have the key (:meth:`set_all` gives every task a key)."""
         found = self.columns.get(key)
         if found is None:
-            found = self.columns[key] = [None] * len(self.keys)
+            found = self._columns[key] = [None] * len(self._keys)
         return found
 
     def add_task(self, attrs: dict[str, Any], ts: float, dur: float) -> int:
-        """A new task with these attributes (in their order), issued when it starts; returns its number."""
-        task = len(self.keys)
-        columns = self.columns
-        for key in attrs.keys() - columns.keys():
-            columns[key] = [None] * task
-        for key, column in columns.items():
-            column.append(attrs.get(key))
-        keys = tuple(attrs)
-        self.keys.append(_KEYS.setdefault(keys, keys))
+        """A new task with these attributes (in their order), issued when it starts; returns its number. (Its
+        attributes join the columns, with those of the tasks added after it, when the columns are next read: a
+        task at a time, by C-level passes.)"""
+        task = len(self)
+        self._added.append(attrs)
         self.ts.append(ts)
         self.end.append(ts + dur)
         self.launch_ts.append(ts)
         self.launcher.append(-1)
         return task
 
+    def _take_added(self) -> None:
+        added = self._added
+        if not added:
+            return
+        columns, n = self._columns, len(self._keys)
+        for key in dict.fromkeys(chain.from_iterable(added)).keys() - columns.keys():
+            columns[key] = [None] * n
+        for key, column in columns.items():
+            column += map(dict.get, added, repeat(key))
+        orders = list(map(tuple, added))
+        self._keys += map(_KEYS.setdefault, orders, orders)
+        added.clear()
+
     def add_tasks(self, keys: list[tuple[str, ...]], values: dict[str, list[Any]], ts: list[float], end: list[float]) -> None:
         """New tasks, issued when they start: each one's keys in order, and per key a value for each task (None
         where the task lacks it)."""
-        m, n = len(keys), len(self.keys)
-        for key, column in self.columns.items():
+        self._take_added()
+        m, n, columns = len(keys), len(self._keys), self._columns
+        for key, column in columns.items():
             column += values[key] if key in values else [None] * m
-        for key in values.keys() - self.columns.keys():
-            self.columns[key] = [None] * n + values[key]
-        self.keys += keys
+        for key in values.keys() - columns.keys():
+            columns[key] = [None] * n + values[key]
+        self._keys += keys
         self.ts += ts
         self.end += end
         self.launch_ts += ts
@@ -155,10 +179,11 @@ class TaskTable:
 
     def set_all(self, key: str, values: list[Any]) -> None:
         """Every task's ``key`` (a key a task lacks comes after those it has)."""
-        assert len(values) == len(self.keys)
-        self.columns[key] = values
-        longer = {id(k): k if key in k else (*k, key) for k in distinct_orders(self.keys)}  # (by identity: see
-        self.keys = list(map(longer.__getitem__, map(id, self.keys)))  # distinct_orders)
+        keys = self.keys
+        assert len(values) == len(keys)
+        self._columns[key] = values
+        longer = {id(k): k if key in k else (*k, key) for k in distinct_orders(keys)}  # (by identity: see
+        self._keys = list(map(longer.__getitem__, map(id, keys)))  # distinct_orders)
 
     def attrs_of(self, tasks: list[int]) -> list[dict[str, Any]]:
         """The attribute dicts of ``tasks`` (:func:`~daydream.graph.schema.task_dicts`)."""

@@ -20,8 +20,8 @@ import msgspec
 import networkx as nx
 
 from daydream.errors import DaydreamError
-from daydream.graph.adjacency import attrs_of, fill, predecessors_of
-from daydream.graph.schema import Edge, JobCollectives, ProcessGroup, RankInfo, Task
+from daydream.graph.adjacency import attrs_of, edge_arrays, fill, predecessors_of, task_columns
+from daydream.graph.schema import EDGE_KINDS, Edge, JobCollectives, ProcessGroup, RankInfo, Task
 
 WORLD = "world"  # the process group of a collective whose trace names none: every rank of the job
 
@@ -32,9 +32,24 @@ def rank_fingerprint(graph: nx.DiGraph) -> str:
     start and measured time. Equal digests: the ranks run the same tasks at the same times."""
     h = hashlib.blake2b(digest_size=16)
     threads: dict[str, int] = {}
+    h.update(repr((graph.graph.get("origin_us"), graph.graph.get("measured_us"))).encode())
+    tasks, edges = task_columns(graph), edge_arrays(graph)
+    if tasks is not None and edges is not None:  # a built graph none of whose dicts is made: read as it is held
+        kind, name, thread, duration, gap, release, step, collective, size, group = (
+            tasks.values(k, 0.0 if k == "gap" else None)
+            for k in ("kind", "name", "thread", "duration", "gap", "release", "step", "collective", "bytes", "group")
+        )
+        ptr, parent = edges.ptr.tolist(), edges.parent.tolist()
+        edge_kind = list(map(EDGE_KINDS.__getitem__, edges.kind.tolist()))
+        lag = [x if has else 0.0 for x, has in zip(edges.lag.tolist(), edges.has_lag.tolist())]
+        for i in range(len(tasks)):
+            t = threads.setdefault(thread[i], len(threads))
+            parents = tuple(zip(parent[ptr[i] : ptr[i + 1]], edge_kind[ptr[i] : ptr[i + 1]], lag[ptr[i] : ptr[i + 1]]))
+            row = (kind[i], name[i], t, duration[i], gap[i], release[i], step[i], collective[i], size[i], group[i], parents)
+            h.update(repr(row).encode())
+        return h.hexdigest()
     index = {n: i for i, n in enumerate(graph)}
     pred = predecessors_of(graph)
-    h.update(repr((graph.graph.get("origin_us"), graph.graph.get("measured_us"))).encode())
     for n, a in attrs_of(graph).items():
         t = threads.setdefault(a["thread"], len(threads))
         row = (a["kind"], a["name"], t, a["duration"], a.get("gap", 0.0), a.get("release"), a.get("step"),

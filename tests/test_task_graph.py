@@ -91,6 +91,18 @@ def test_the_task_dicts_are_made_when_first_read(gpu_trace: Path, monkeypatch: p
     assert dict(pickled.nodes(data=True)) == nodes
 
 
+def test_a_ranks_fingerprint_reads_the_columns_as_the_dicts(gpu_trace: Path) -> None:
+    from daydream.graph.adjacency import attrs_of, predecessors_of
+    from daydream.graph.job import rank_fingerprint
+
+    for step in (None, "all"):
+        g = build_graph(load_trace(gpu_trace), step)
+        from_columns = rank_fingerprint(g)
+        assert task_columns(g) is not None and edge_arrays(g) is not None  # read as held
+        attrs_of(g), predecessors_of(g)  # the dicts made: read from them
+        assert rank_fingerprint(g) == from_columns
+
+
 def test_readers_of_a_built_graph_see_the_same_graph(gpu_trace: Path) -> None:
     trace = load_trace(gpu_trace)
     made = build_graph(trace, "all")

@@ -91,6 +91,24 @@ def test_the_task_dicts_are_made_when_first_read(gpu_trace: Path, monkeypatch: p
     assert dict(pickled.nodes(data=True)) == nodes
 
 
+def test_a_priority_policy_reads_the_columns_as_the_dicts(gpu_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daydream.graph.adjacency import attrs_of
+    from daydream.simulation.policies import Policy, parse_policy
+
+    monkeypatch.setattr(engine, "COMPILED_MIN_TASKS", 0)
+    read: list[list[float] | None] = []
+    priorities = Policy.priorities
+    monkeypatch.setattr(Policy, "priorities", lambda self, values: read.append(priorities(self, values)) or read[-1])
+    policy = parse_policy("priority:-gap")
+    g = build_graph(load_trace(gpu_trace), "all")
+    from_columns = engine.simulate(g, policy)
+    assert task_columns(g) is not None
+    attrs_of(g)  # the dicts made: read from them
+    from_dicts = engine.simulate(g, policy)
+    assert len(read) == 2 and read[0] == read[1] and read[0] and any(x != 0.0 for x in read[0])
+    assert from_columns.start.tolist() == from_dicts.start.tolist() and from_columns.end.tolist() == from_dicts.end.tolist()
+
+
 def test_a_ranks_fingerprint_reads_the_columns_as_the_dicts(gpu_trace: Path) -> None:
     from daydream.graph.adjacency import attrs_of, predecessors_of
     from daydream.graph.job import rank_fingerprint

@@ -240,7 +240,8 @@ def later_forward_passes(
     if not anchors:
         return set()
     later: set[int] = set()
-    for thread in {table.column("thread")[t] for t in anchors}:
+    thread_of = table.column("thread")
+    for thread in {thread_of[t] for t in anchors}:
         run: list[int] = []
         for task in [*threads[thread], None]:
             if task is not None and in_backward_span(task) and (not run or step_of[run[0]] == step_of[task]):

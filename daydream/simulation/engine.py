@@ -87,7 +87,7 @@ def _simulate(graph: nx.DiGraph, policy: Policy, reuse: bool) -> Timeline:
     attrs: list[dict[str, Any]] = list(task_attrs.values())
     duration = list(_durations(attrs))
     gap, thread, thread_ids, multi_rank, ready = _task_columns(graph, attrs)
-    prio = policy.priorities(attrs)
+    prio = policy.priorities(map(dict.get, attrs, repeat(policy.attribute)))
     gangs = _gangs(map(dict.get, attrs, repeat("collective_id"))) if graph.graph.get("ranks") else []
     succ: list[list[tuple[int, bool, float]]] = []
     indegree = [0] * n
@@ -381,11 +381,11 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, po
     tasks = task_columns(graph)  # the task dicts not made since the arrays were read: the columns are the graph's
     if tasks is not None:
         duration_a = np.fromiter(map(float, tasks.values("duration")), f8, n)
-        prio = policy.priorities(tasks.dicts()) if policy.kind == "priority" else None
+        prio = policy.priorities(tasks.values(policy.attribute) if policy.attribute is not None else ())
     else:
         attrs = arrays.attrs if arrays.attrs is not None else list(map(attrs_of(graph).__getitem__, arrays.nodes))
         duration_a = np.fromiter(_durations(attrs), f8, n)
-        prio = policy.priorities(attrs)
+        prio = policy.priorities(map(dict.get, attrs, repeat(policy.attribute)))
     prio_a = np.asarray(prio if prio is not None else [0.0], f8)
     if arrays.nan or np.isnan(duration_a).any() or np.isnan(prio_a).any():
         return None

@@ -8,6 +8,7 @@ order edge between them (inserted work, or a transform that re-orders communicat
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,15 +31,13 @@ class Policy:
         """The policy as :func:`parse_policy` reads it."""
         return self.kind if self.kind != "priority" else f"priority:{'-' if self.descending else ''}{self.attribute}"
 
-    def priorities(self, attrs: list[dict[str, Any]]) -> list[float] | None:
+    def priorities(self, values: Iterable[Any]) -> list[float] | None:
+        """Each task's sort key, from its value of ``attribute`` (``values``, in task order; None where it has none:
+        read only by a priority policy); None for the other policies."""
         if self.kind != "priority":
             return None
         sign = -1.0 if self.descending else 1.0
-        out = []
-        for a in attrs:
-            value = a.get(self.attribute)  # type: ignore[arg-type]
-            out.append(sign * float(value) if isinstance(value, (int, float)) else math.inf)
-        return out
+        return [sign * float(value) if isinstance(value, (int, float)) else math.inf for value in values]
 
 
 EARLIEST = Policy()

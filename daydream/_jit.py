@@ -12,10 +12,28 @@ no such option, the code is compiled with the runtime: the same results, slower.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numba
 
+
+def _array_math_without_blas() -> None:
+    """numba's array functions loaded without asking scipy for BLAS. The first compiled call loads them, and with them
+    scipy.linalg (0.14 s of a 5 s run: the whole package, to learn whether np.convolve and np.correlate may take their
+    inner products from BLAS). daydream's compiled code calls neither; where they are called in a process whose
+    numba loaded them here, they use numba's own loop (the same sums, slower). np.dot and the other linear algebra
+    ask scipy for BLAS when they are compiled, as before. Where scipy.linalg is loaded already, nothing changes."""
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg.cython_blas" in sys.modules:
+        return
+    sys.modules["scipy.linalg.cython_blas"] = None  # type: ignore[assignment]  # import fails: numba's check says no BLAS
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        del sys.modules["scipy.linalg.cython_blas"]
+
+
+_array_math_without_blas()
 jit = numba.njit(cache=True, nogil=True)
 
 

@@ -43,3 +43,24 @@ def test_a_numba_without_the_option_compiles_with_the_runtime(monkeypatch: pytes
     owner = next(c for c in CPUTargetOptions.__mro__ if "_nrt" in vars(c))  # a base class of numba's options
     monkeypatch.delattr(owner, "_nrt")
     assert not _jit._runtime_optional()
+
+
+def test_loading_the_compiled_code_does_not_load_scipy_linalg() -> None:
+    # numba's array functions ask scipy for BLAS when first loaded: 0.14 s of a run, for functions daydream does not
+    # compile; in a fresh process (the suite may have loaded scipy) they load without it, and still work
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, numba\n"
+        "from daydream.trace import json_scan\n"
+        "from daydream.simulation import compiled\n"
+        "assert numba.njit(lambda x: x + 1)(1) == 2\n"  # a first compiled call: numba loads its functions
+        "assert 'scipy.linalg' not in sys.modules, 'scipy.linalg loaded'\n"
+        "assert 'scipy.linalg.cython_blas' not in sys.modules\n"
+        "print(numba.njit(lambda a, b: np.convolve(a, b))(np.ones(3), np.ones(2)).tolist(),"
+        " numba.njit(lambda a, b: np.dot(a, b))(np.ones(3), np.ones(3)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[1.0,", "2.0,", "2.0,", "1.0]", "3.0"]

@@ -77,11 +77,17 @@ def test_the_task_dicts_are_made_when_first_read(gpu_trace: Path, monkeypatch: p
     assert task_columns(copy) is task_columns(g) and task_columns(pickled) is not None  # shared, kept
     timeline = engine.simulate(g)
     keys = ("kind", "name", "op", "thread", "duration", "gap", "release", "step", "start", "bytes", "collective", "nope")
+    # some tasks' values (read before their columns are gathered, then after), then every task's
+    picked = list(range(n - 1, -1, -3))
+    at = [{k: timeline.values(k, tasks=picked) for k in keys} | {"bytes0": timeline.values("bytes", 0, picked)} for _ in "12"]
     from_columns = {k: list(timeline.values(k)) for k in keys} | {"gap0": list(timeline.values("bytes", 0))}
     nodes = dict(g.nodes(data=True))  # the first read makes them
     assert task_columns(g) is None and list(nodes) == list(range(n))
     from_dicts = {k: list(timeline.values(k)) for k in keys} | {"gap0": list(timeline.values("bytes", 0))}
     assert from_columns == from_dicts and any(b is not None for b in from_dicts["bytes"])
+    at_dicts = {k: timeline.values(k, tasks=picked) for k in keys} | {"bytes0": timeline.values("bytes", 0, picked)}
+    assert at[0] == at[1] == at_dicts and at_dicts["bytes0"] == [from_dicts["gap0"][t] for t in picked]
+    assert 0 in at_dicts["bytes0"] and any(b is not None for b in at_dicts["bytes"])
     first = nodes[0]
     assert list(first)[:4] == ["kind", "name", "thread", "rank"]
     assert list(first)[-5:] == ["duration", "gap", "release", "start", "step"]

@@ -133,18 +133,19 @@ class EdgeArrays:
 class TaskColumns:
     """A graph's tasks' attributes as columns: task ``i``'s value of ``key`` is ``own[key][i]``, or else
     ``columns[key][index[i]]`` (the builder's columns, of which the graph holds the tasks ``index``: each read
-    column is gathered once, on its first read), None where it has none, as ``dict.get`` reads it; ``keys[i]`` the
-    keys it has, in its dict's order. The tasks are numbered 0..n-1. Never written: copies share them."""
+    column is gathered once, on its first read), None where it has none, as ``dict.get`` reads it;
+    ``orders[codes[i]]`` the keys it has, in its dict's order. The tasks are numbered 0..n-1. Never written: copies
+    share them."""
 
     own: dict[str, list[Any]]
     columns: dict[str, list[Any]]
     index: list[int]
-    keys: list[tuple[str, ...]]
-    orders: frozenset[tuple[str, ...]]  # every order of keys among ``keys`` (a few)
+    codes: np.ndarray  # each task's order of keys, a number in ``orders``
+    orders: list[tuple[str, ...]]  # the orders of keys (a few; some perhaps no task's)
     gathered: dict[str, list[Any]] = field(default_factory=dict, compare=False)
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.codes)
 
     def column(self, key: str) -> list[Any] | None:
         """Each task's value of ``key`` (None where it has none), or None where no task has it: not to be written."""
@@ -155,20 +156,37 @@ class TaskColumns:
             found = self.gathered[key] = list(map(self.columns[key].__getitem__, self.index))
         return found
 
-    def values(self, key: str, default: Any = None) -> list[Any]:
-        """Each task's value of ``key``, ``default`` where it has none (as ``dict.get`` reads it): the column itself
-        where every task has the key or the default is None (not to be written)."""
-        found = self.column(key)
+    def values(self, key: str, default: Any = None, tasks: list[int] | None = None) -> list[Any]:
+        """Each task's value of ``key`` (of ``tasks``, in that order, where given), ``default`` where it has none (as
+        ``dict.get`` reads it): the column itself where it is every task's and every task has the key or the default
+        is None (not to be written). Given tasks are read from a column not gathered yet without gathering it."""
+        found = self.own.get(key)
         if found is None:
-            return [default] * len(self.keys)
-        if default is None or all(key in k for k in self.orders):
+            found = self.gathered.get(key)
+        if found is not None and tasks is not None:
+            found = list(map(found.__getitem__, tasks))
+        elif found is None and key in self.columns and tasks is not None:
+            found = list(map(self.columns[key].__getitem__, map(self.index.__getitem__, tasks)))
+        elif found is None:
+            found = self.column(key)
+        codes = self.codes if tasks is None else self.codes[tasks]
+        if found is None:
+            return [default] * len(codes)
+        has = np.array([key in k for k in self.orders], np.bool_)
+        if default is None or has.all():
             return found
-        return [v if key in k else default for v, k in zip(found, self.keys)]
+        lacks = ~has[codes]
+        if not lacks.any():
+            return found
+        values = list(found)
+        for i in np.flatnonzero(lacks).tolist():
+            values[i] = default
+        return values
 
     def dicts(self) -> list[Task]:
         """Every task's attribute dict, as the builder would have made it."""
         columns = {key: self.column(key) for key in {*self.own, *self.columns}}
-        return task_dicts(columns, self.keys, range(len(self.keys)))  # type: ignore[arg-type,return-value]
+        return task_dicts(columns, self.orders, self.codes, range(len(self.codes)))  # type: ignore[arg-type,return-value]
 
 
 def _descriptor_of(name: str) -> Any:

@@ -48,7 +48,6 @@ from daydream.graph.schema import (
     ExecutionTraceUse,
     StepInfo,
     Task,
-    distinct_orders,
 )
 from daydream.trace.model import Trace
 from daydream.trace.steps import Step, default_step, iteration_steps, select_steps
@@ -332,7 +331,7 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
     window[held] = np.arange(len(selected))
     edges, causality = _window_edges(table, held, window, origin, threads)
     del window
-    tasks, pinned = _window_tasks(table, selected, table.gap[held].tolist(), task_steps.of, origin)  # type: ignore[index]
+    tasks, pinned = _window_tasks(table, held, selected, table.gap[held].tolist(), task_steps.of, origin)  # type: ignore[index]
     g = TaskGraph()
     # numbered in order of start; the tasks' and the dependencies' dicts made only when read
     fill_arrays(g, tasks, edges)
@@ -374,9 +373,9 @@ def _duration(us: float) -> str:
     return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1e3:.1f} ms"
 
 
-def _window_tasks(table: TaskTable, selected: list[int], gaps: list[float], step_of: list[str | None],
-                  origin: float) -> tuple[TaskColumns, int]:  # fmt: skip
-    """The selected tasks' attributes, with their step, their ``gaps`` and their times from the window's origin; and
+def _window_tasks(table: TaskTable, held: np.ndarray, selected: list[int], gaps: list[float],
+                  step_of: list[str | None], origin: float) -> tuple[TaskColumns, int]:  # fmt: skip
+    """The selected tasks' attributes (``held``: ``selected`` as an array), with their step, their ``gaps`` and their times from the window's origin; and
     how many have a release time. The table's columns are the graph's, each gathered in the window's order when
     first read (a graph of most of the table: gathering those a replay does not read costs more than keeping them),
     or, for a window of a small part of the table, gathered now (the rest of the table freed)."""
@@ -387,12 +386,12 @@ def _window_tasks(table: TaskTable, selected: list[int], gaps: list[float], step
     for w in pinned:
         release[w] = release[w] - origin
     # each task's keys: "start" and "step" after those it has, as setting them on its dict would order them
-    longer = {id(k): (*k, *(x for x in ("start", "step") if x not in k)) for k in distinct_orders(table.keys)}
-    keys = list(map(longer.__getitem__, map(id, map(table.keys.__getitem__, selected))))
+    orders = [(*k, *(x for x in ("start", "step") if x not in k)) for k in table.orders]
+    codes = table.order_codes[held]
     columns = {key: column for key, column in table.columns.items() if key not in own}
-    tasks = TaskColumns(own, columns, selected, keys, frozenset(longer.values()))
+    tasks = TaskColumns(own, columns, selected, codes, orders)
     if 2 * len(selected) < len(table):
-        tasks = TaskColumns({key: tasks.column(key) for key in {*own, *columns}}, {}, [], keys, tasks.orders)  # type: ignore[misc]
+        tasks = TaskColumns({key: tasks.column(key) for key in {*own, *columns}}, {}, [], codes, orders)  # type: ignore[misc]
     return tasks, len(pinned)
 
 

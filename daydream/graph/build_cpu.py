@@ -622,7 +622,7 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
     # the tasks added at once, as TaskTable.add_task adds each (a CPU op's event is not made: its floats from columns)
     base = len(table)
     table.add_tasks(
-        list(map((_CONTEXT_KEYS, _ROOT_KEYS).__getitem__, (pc_r < 0).tolist())),
+        [_CONTEXT_KEYS, _ROOT_KEYS], pc_r < 0,
         {"kind": kind_l, "name": row_names, "thread": thread_l, "rank": [rank] * n, "op": op_l, "shapes": shapes_l,
          "top_op": top_op_l, "layer": layer_l, "phase": phase_l, "region": region_l, "top_op_id": top_op_id_l,
          "parallel_us": parallel_l, "param_us": [0.0] * n},

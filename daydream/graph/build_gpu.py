@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Callable
+from itertools import repeat
+from operator import is_not
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -75,18 +77,21 @@ def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]
         values[key] = list(map([*table.column(key)[:n_cpu], None].__getitem__, launched_by))
     values["class"], values["device"], values["stream"] = gpu.kernel_class, gpu.device, gpu.stream
     values["bytes"] = gpu.bytes
-    keys = [_GPU_KEYS if b is None else _GPU_KEYS_BYTES for b in gpu.bytes]
+    orders = [_GPU_KEYS, _GPU_KEYS_BYTES]
+    codes = np.fromiter(map(is_not, gpu.bytes, repeat(None)), np.int64, m)  # 1: the keys with "bytes"
     # a collective's name, size and process group: a task's own keys, in the order it gets them
     for j in [j for j, kind in enumerate(gpu.kind) if kind == "comm"]:
-        attrs = dict(zip(keys[j], (values[k][j] for k in keys[j]), strict=True))
+        keys = orders[codes[j]]
+        attrs = dict(zip(keys, (values[k][j] for k in keys), strict=True))
         launcher = launchers[j]
         _collective(attrs, gpu.event_of(gpu.source[j]).args, comm_ev.get(launcher) if launcher >= 0 else None)
-        keys[j] = tuple(attrs)
+        codes[j] = len(orders)
+        orders.append(tuple(attrs))
         for key, value in attrs.items():
             if key not in values:
                 values[key] = [None] * m
             values[key][j] = value
-    table.add_tasks(keys, values, gpu.start, gpu.end)
+    table.add_tasks(orders, codes, values, gpu.start, gpu.end)
     table.launcher[n_cpu:] = launchers
     call_ts = table.ts
     table.launch_ts[n_cpu:] = [call_ts[call] if call >= 0 else t0 for call, t0 in zip(launchers, gpu.start)]

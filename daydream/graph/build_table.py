@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from daydream.graph.schema import EDGE_KIND_NUMBER, distinct_orders, task_dicts
+from daydream.graph.schema import EDGE_KIND_NUMBER, task_dicts
 
 
 class InEdge(msgspec.Struct, gc=False):
@@ -82,20 +82,21 @@ def _by_child(tasks: int, child: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ptr, np.argsort(child, kind="stable")
 
 
-_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per order of keys met, shared by the tasks that have it
-
-
 @dataclass(slots=True)
 class TaskTable:
     """Tasks numbered in order of discovery (CPU tasks, GPU tasks, then those later stages add), as parallel columns.
 
     A task's attributes (what the graph's task dict will hold) are columns too: ``columns[key][task]`` (None where the
-    task has no such key, as ``dict.get`` reads it), and ``keys[task]`` the keys it has in the order its dict holds
-    them. No dict is made per task while the stages run: the graph gets the selected tasks' columns, and makes
-    their dicts when they are first read (:class:`~daydream.graph.adjacency.TaskColumns`)."""
+    task has no such key, as ``dict.get`` reads it), and the keys it has, in the order its dict holds them, are
+    ``orders[order_codes[task]]``: the tasks share a few orders of keys, numbered, so that a stage that gives every
+    task a key changes those few, not a tuple per task. No dict is made per task while the stages run: the graph
+    gets the selected tasks' columns, and makes their dicts when they are first read
+    (:class:`~daydream.graph.adjacency.TaskColumns`)."""
 
     _columns: dict[str, list[Any]] = field(default_factory=dict)
-    _keys: list[tuple[str, ...]] = field(default_factory=list)
+    _orders: list[tuple[str, ...]] = field(default_factory=list)  # the orders of keys met, numbered
+    _order_number: dict[tuple[str, ...], int] = field(default_factory=dict)
+    _codes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))  # each task's order of keys
     _added: list[dict[str, Any]] = field(default_factory=list)  # tasks added one at a time, not yet columns
     ts: list[float] = field(default_factory=list)  # traced start
     end: list[float] = field(default_factory=list)  # traced end (of a blocking call's issue: where its wait begins)
@@ -115,7 +116,7 @@ class TaskTable:
     gap: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self._keys) + len(self._added)
+        return len(self._codes) + len(self._added)
 
     @property
     def columns(self) -> dict[str, list[Any]]:
@@ -124,17 +125,23 @@ class TaskTable:
         return self._columns
 
     @property
-    def keys(self) -> list[tuple[str, ...]]:
-        """Each task's keys, in the order its dict holds them (tuples shared by the tasks of one order)."""
+    def orders(self) -> list[tuple[str, ...]]:
+        """The orders of keys the tasks have, numbered (:attr:`order_codes`); not to be written."""
         self._take_added()
-        return self._keys
+        return self._orders
+
+    @property
+    def order_codes(self) -> np.ndarray:
+        """Each task's order of keys: its number in :attr:`orders`; not to be written."""
+        self._take_added()
+        return self._codes
 
     def column(self, key: str) -> list[Any]:
         """Each task's value of ``key`` (None where it has none): the table's own list, whose values a stage may set
         for tasks that have the key (:meth:`set_all` gives every task a key)."""
         found = self.columns.get(key)
         if found is None:
-            found = self._columns[key] = [None] * len(self._keys)
+            found = self._columns[key] = [None] * len(self._codes)
         return found
 
     def add_task(self, attrs: dict[str, Any], ts: float, dur: float) -> int:
@@ -149,29 +156,38 @@ class TaskTable:
         self.launcher.append(-1)
         return task
 
+    def _number(self, orders: list[tuple[str, ...]]) -> np.ndarray:
+        """The numbers of these orders of keys (those not met yet numbered next)."""
+        number = self._order_number
+        for order in orders:
+            if order not in number:
+                number[order] = len(self._orders)
+                self._orders.append(order)
+        return np.fromiter(map(number.__getitem__, orders), np.int32, len(orders))
+
     def _take_added(self) -> None:
         added = self._added
         if not added:
             return
-        columns, n = self._columns, len(self._keys)
+        columns, n = self._columns, len(self._codes)
         for key in dict.fromkeys(chain.from_iterable(added)).keys() - columns.keys():
             columns[key] = [None] * n
         for key, column in columns.items():
             column += map(dict.get, added, repeat(key))
-        orders = list(map(tuple, added))
-        self._keys += map(_KEYS.setdefault, orders, orders)
+        self._codes = np.concatenate([self._codes, self._number(list(map(tuple, added)))])
         added.clear()
 
-    def add_tasks(self, keys: list[tuple[str, ...]], values: dict[str, list[Any]], ts: list[float], end: list[float]) -> None:
-        """New tasks, issued when they start: each one's keys in order, and per key a value for each task (None
-        where the task lacks it)."""
+    def add_tasks(self, orders: list[tuple[str, ...]], codes: np.ndarray, values: dict[str, list[Any]], ts: list[float],
+                  end: list[float]) -> None:  # fmt: skip
+        """New tasks, issued when they start: each one's keys in order (``orders[codes[i]]``), and per key a value for
+        each task (None where the task lacks it)."""
         self._take_added()
-        m, n, columns = len(keys), len(self._keys), self._columns
+        m, n, columns = len(codes), len(self._codes), self._columns
         for key, column in columns.items():
             column += values[key] if key in values else [None] * m
         for key in values.keys() - columns.keys():
             columns[key] = [None] * n + values[key]
-        self._keys += keys
+        self._codes = np.concatenate([self._codes, self._number(orders)[np.asarray(codes, np.int64)]])
         self.ts += ts
         self.end += end
         self.launch_ts += ts
@@ -179,15 +195,17 @@ class TaskTable:
 
     def set_all(self, key: str, values: list[Any]) -> None:
         """Every task's ``key`` (a key a task lacks comes after those it has)."""
-        keys = self.keys
-        assert len(values) == len(keys)
+        self._take_added()
+        assert len(values) == len(self._codes)
         self._columns[key] = values
-        longer = {id(k): k if key in k else (*k, key) for k in distinct_orders(keys)}  # (by identity: see
-        self._keys = list(map(longer.__getitem__, map(id, keys)))  # distinct_orders)
+        self._orders = [k if key in k else (*k, key) for k in self._orders]  # the tasks' numbers unchanged
+        self._order_number = {}
+        for number, order in enumerate(self._orders):
+            self._order_number.setdefault(order, number)
 
     def attrs_of(self, tasks: list[int]) -> list[dict[str, Any]]:
         """The attribute dicts of ``tasks`` (:func:`~daydream.graph.schema.task_dicts`)."""
-        return task_dicts(self.columns, self.keys, tasks)
+        return task_dicts(self.columns, self.orders, self.order_codes, tasks)
 
     def add_edge(self, u: int, v: int, kind: str) -> None:
         """``v`` depends on ``u``."""

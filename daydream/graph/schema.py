@@ -10,10 +10,11 @@ its tables and this module in step). Scripts and notebooks may add attributes of
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, TypedDict, get_args
 
 import msgspec
+import numpy as np
 
 TaskKind = Literal["cpu", "dataloader", "gpu", "memcpy", "memset", "comm"]
 EdgeKind = Literal["thread", "stream", "launch", "sync", "comm"]
@@ -259,24 +260,18 @@ def new_task_attrs(kind: str) -> dict[str, Any]:
     return attrs
 
 
-def distinct_orders(keys: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """The orders of keys among ``keys`` (tasks' keys in order, :func:`task_dicts`), told apart by identity: the tasks
-    of an order share one tuple (a set would hash every task's tuple: 20 ms at 300k tasks)."""
-    return list(dict(zip(map(id, keys), keys)).values())
-
-
-def task_dicts(columns: dict[str, list[Any]], keys: list[tuple[str, ...]], tasks: Iterable[int]) -> list[dict[str, Any]]:
-    """The attribute dicts of ``tasks``, from attributes held as columns (``columns[key][task]``; ``keys[task]`` the
-    keys the task has, in order): each made as the task's own was made, by :func:`new_task_attrs` and its keys set
-    one at a time in order (so it is as compact, and iterates in the same order)."""
-    tasks = list(tasks)
+def task_dicts(columns: dict[str, list[Any]], orders: Sequence[tuple[str, ...]], codes: np.ndarray,
+               tasks: Iterable[int]) -> list[dict[str, Any]]:  # fmt: skip
+    """The attribute dicts of ``tasks``, from attributes held as columns (``columns[key][task]``; the keys a task has,
+    in order, ``orders[codes[task]]``): each made as the task's own was made, by :func:`new_task_attrs` and its keys
+    set one at a time in order (so it is as compact, and iterates in the same order)."""
+    tasks = np.fromiter(tasks, np.int64)
     kind = columns["kind"]
-    orders = list(map(keys.__getitem__, tasks))
-    # each order of keys' columns looked up once, the orders told apart by identity (a handful of tuples, each
-    # shared by the tasks of its order: hashing each task's would cost more than the rest)
-    ordered = {id(k): tuple(zip(k, map(columns.__getitem__, k))) for k in distinct_orders(orders)}
+    of = codes[tasks].tolist()
+    # each order's columns looked up once (an order no task has may name a key no column holds)
+    ordered = {c: tuple(zip(orders[c], map(columns.__getitem__, orders[c]))) for c in set(of)}
     out = []
-    for t, order in zip(tasks, map(id, orders)):
+    for t, order in zip(tasks.tolist(), of):
         attrs = new_task_attrs(kind[t])
         for key, column in ordered[order]:
             attrs[key] = column[t]

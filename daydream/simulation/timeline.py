@@ -82,14 +82,16 @@ class Timeline:
             )
         return found
 
-    def values(self, attribute: str, default: Any = None) -> list[Any]:
-        """Each task's value of ``attribute``, ``default`` where it has none (as ``dict.get`` reads it; not to be
-        written): from the graph's task columns where it holds them still (a built graph none of whose task dicts
-        was read, :func:`~daydream.graph.adjacency.task_columns`), else from the task dicts."""
-        tasks = task_columns(self.graph)
-        if tasks is not None and len(tasks) == len(self.nodes):  # (its tasks 0..n-1, as the simulation reads them)
-            return tasks.values(attribute, default)
-        return list(map(dict.get, self.task_attrs, repeat(attribute), repeat(default)))
+    def values(self, attribute: str, default: Any = None, tasks: list[int] | None = None) -> list[Any]:
+        """Each task's value of ``attribute`` (of ``tasks``, in that order, where given), ``default`` where it has
+        none (as ``dict.get`` reads it; not to be written): from the graph's task columns where it holds them still
+        (a built graph none of whose task dicts was read, :func:`~daydream.graph.adjacency.task_columns`), else from
+        the task dicts."""
+        columns = task_columns(self.graph)
+        if columns is not None and len(columns) == len(self.nodes):  # (its tasks 0..n-1, as the simulation reads them)
+            return columns.values(attribute, default, tasks)
+        attrs = self.task_attrs if tasks is None else map(self.task_attrs.__getitem__, tasks)
+        return list(map(dict.get, attrs, repeat(attribute), repeat(default)))
 
     def attrs(self, i: int) -> dict[str, Any]:
         """The attributes of task ``i`` (the graph's own dict for that node)."""
@@ -368,23 +370,20 @@ def totals_by(
 
 def _key_codes(timeline: Timeline, by: str, ix: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
     """The tasks ``ix``'s values of ``by`` as keys (text; none: "-"; else its text), numbered in order of first
-    appearance: (the numbers, key -> number)."""
+    appearance: (the numbers, key -> number). Only these tasks' values are read: a summary's tasks (the GPU tasks,
+    the critical path) are often a small part of the graph."""
     code_of: dict[str, int] = {}
+    chosen = timeline.values(by, tasks=ix.tolist())
     try:
-        column, values = timeline.codes(by)
+        distinct = dict.fromkeys(chosen)
     except TypeError:  # a value that is not hashable (a list): its text is the key
-        column = None
-    if column is None or not all(type(values[v]) is str or values[v] is None for v in np.unique(column[ix]).tolist()):
-        # values that the column numbers as one but show as different text (1, 1.0, True): one task at a time
-        keys = [k if type(k) is str else "-" if k is None else str(k) for k in map(timeline.values(by).__getitem__, ix.tolist())]
+        distinct = None
+    if distinct is None or not all(type(v) is str or v is None for v in distinct):
+        # values that a dict holds as one but show as different text (1, 1.0, True): one task at a time
+        keys = [k if type(k) is str else "-" if k is None else str(k) for k in chosen]
         return np.asarray([code_of.setdefault(k, len(code_of)) for k in keys], np.int64), code_of
-    raw = column[ix]
-    uniq, first = np.unique(raw, return_index=True)
-    renumber = np.zeros(len(values), np.int64)
-    for v in uniq[np.argsort(first)].tolist():  # the values in order of first appearance among these tasks
-        value = values[v]
-        renumber[v] = code_of.setdefault(value if value is not None else "-", len(code_of))
-    return renumber[raw], code_of
+    number = {v: code_of.setdefault(v if v is not None else "-", len(code_of)) for v in distinct}
+    return np.fromiter(map(number.__getitem__, chosen), np.int64, len(chosen)), code_of
 
 
 def critical_path_segments(timeline: Timeline, path: list[int]) -> list[float]:

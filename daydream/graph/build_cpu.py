@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from daydream._arrays import unique_ints
 from daydream.graph.build_table import TaskTable
 from daydream.graph.context import LayerPart, op_shapes, range_role
 from daydream.graph.schema import new_task_attrs
@@ -459,9 +460,9 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
     bounds = np.concatenate(([0], np.cumsum(np.bincount(thread_at, minlength=len(cols.threads)))))
     names = _ByPlace(cols.strings, cols.name[order])  # each event's name, looked up where read
     # what each range declares, by (name, category): names repeat
-    cat_ids, cat_of = np.unique(cols.cat[order], return_inverse=True)
+    cat_ids, cat_of = unique_ints(cols.cat[order], return_inverse=True)
     cats = [RANGE_CAT if c < 0 else cols.strings[c] for c in cat_ids.tolist()]
-    roles, first, role_of = np.unique(cols.name[order].astype(np.int64) * len(cats) + cat_of.reshape(-1),
+    roles, first, role_of = unique_ints(cols.name[order].astype(np.int64) * len(cats) + cat_of.reshape(-1),
                                       return_index=True, return_inverse=True)  # fmt: skip
     del cat_of
     part_number: dict[LayerPart, int] = {}
@@ -494,7 +495,7 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
     across = np.zeros(n, np.bool_)
     if len(pick := np.flatnonzero(threaded[ops])):
         key = names.of[ops[pick]].astype(np.int64) * len(shapes) + shape_of[pick]
-        _, first_of, which = np.unique(key, return_index=True, return_inverse=True)
+        _, first_of, which = unique_ints(key, return_index=True, return_inverse=True)
         runs = [runs_across_threads(names[ops[pick[k]]], shapes[shape_of[pick[k]]]) for k in first_of.tolist()]
         across[ops[pick]] = np.array(runs, np.bool_)[which.reshape(-1)]
     # each range's layer, a level of nesting at a time from its parent's, numbered by its path
@@ -556,7 +557,7 @@ def _layer_numbers(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, pa
     for level in np.split(at, cuts) if len(at) else []:
         above = parent[level]
         key = np.where(above >= 0, layer[np.maximum(above, 0)], 0).astype(np.int64) * len(parts) + part_of[level]
-        distinct, inverse = np.unique(key, return_inverse=True)
+        distinct, inverse = unique_ints(key, return_inverse=True)
         made = []
         for k in distinct.tolist():
             base, part = divmod(k, len(parts))
@@ -590,7 +591,7 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
     row_names = list(map(names.names.__getitem__, names.of[at].tolist()))  # each task's own name
     thread_l = list(map(thread_names.__getitem__, thread_of[at].tolist()))
     in_context: dict[int, tuple[Any, ...]] = {-1: (None,) * 7}  # (op, shapes, top_op, layer, phase, region, top_op_id)
-    for c in np.unique(pc_r[pc_r >= 0]).tolist():
+    for c in unique_ints(pc_r[pc_r >= 0]).tolist():
         op_ev, top_op_ev, top_op_id, layer, phase, region = contexts[c, : cs.C_REGION + 1].tolist()
         in_context[c] = (
             names[op_ev] if op_ev >= 0 else None, shapes_of(op_ev) if op_ev >= 0 else None,

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from daydream._arrays import unique_ints
 from daydream.graph.build_edges import BackwardWait, LoaderWait
 from daydream.graph.build_table import Dependencies, TaskTable
 from daydream.graph.schema import CPU_KINDS, EDGE_KIND_NUMBER, EDGE_KINDS
@@ -51,7 +52,7 @@ def typical_delays(
 
 def _last_index(keys: np.ndarray) -> np.ndarray:
     """Where each distinct value of ``keys`` last occurs."""
-    _, first_from_end = np.unique(keys[::-1], return_index=True)
+    _, first_from_end = unique_ints(keys[::-1], return_index=True)
     return len(keys) - 1 - first_from_end
 
 

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from daydream._arrays import unique_ints
 from daydream.graph.build_cpu import CpuCalls
 from daydream.graph.build_table import TaskTable
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
@@ -199,18 +200,18 @@ def _from_columns(batches: list[Any]) -> GpuColumns | None:
     name, _ = column("name")
     cat, _ = column("cat")
     # the kind of each (category, name), the class of each (name, kind), the thread of each (device, stream): once
-    cats, cat_of = np.unique(cat, return_inverse=True)
+    cats, cat_of = unique_ints(cat, return_inverse=True)
     cat_names = [strings[c] if c >= 0 else None for c in cats.tolist()]
-    pairs, pair_of = np.unique(name.astype(np.int64) * len(cats) + cat_of.reshape(-1), return_inverse=True)
+    pairs, pair_of = unique_ints(name.astype(np.int64) * len(cats) + cat_of.reshape(-1), return_inverse=True)
     kinds, classes = [], []
     for n, c in zip(*(part.tolist() for part in divmod(pairs, len(cats)))):
         kind = _kind(cat_names[c], strings[n])
         kinds.append(kind)
         classes.append(classify_kernel(strings[n], kind))
     pair_of = pair_of.reshape(-1)
-    devices, device_of = np.unique(device, return_inverse=True)
-    streams, stream_of = np.unique(stream, return_inverse=True)
-    places, thread_of = np.unique(device_of.reshape(-1) * len(streams) + stream_of.reshape(-1), return_inverse=True)
+    devices, device_of = unique_ints(device, return_inverse=True)
+    streams, stream_of = unique_ints(stream, return_inverse=True)
+    places, thread_of = unique_ints(device_of.reshape(-1) * len(streams) + stream_of.reshape(-1), return_inverse=True)
     devices, streams = devices.tolist(), streams.tolist()
     threads = [f"gpu:{devices[d]}/{streams[s]}" for d, s in (divmod(p, len(streams)) for p in places.tolist())]
     kind_list = list(map(kinds.__getitem__, pair_of.tolist()))

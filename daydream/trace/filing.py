@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from daydream._arrays import unique_ints
 from daydream.trace.columns import ARGS_FIELDS, K_INT, K_NONE, EventColumns, column_batches
 from daydream.trace.load import MAX_TIME_US, finish_families, read_document, sort_by_start
 from daydream.trace.model import FAMILIES, LAUNCH_FLOW_CATS, RANGE_CAT, CpuColumns, PendingFamily, Trace, is_annotation
@@ -82,7 +83,7 @@ class ColumnFamilies:
         # a range filed as an op (2021-era ProfilerStep#N, Optimizer.step#..., the recorder's module ranges): an
         # annotation, in the category of one
         ops = family == _CPU_OPS
-        range_names = [i for i in np.unique(name[ops]).tolist() if is_annotation(strings[i], "cpu_op")]
+        range_names = [i for i in unique_ints(name[ops]).tolist() if is_annotation(strings[i], "cpu_op")]
         ranges = ops & np.isin(name, range_names)
         family[ranges] = _ANNOTATIONS
         for k, (field, _) in enumerate(FAMILIES):
@@ -153,7 +154,7 @@ class ColumnFamilies:
         (pid, pid_kind), (tid, tid_kind) = _column_at(columns, "pid", rows), _column_at(columns, "tid", rows)
         pid_codes, pid_count = _codes(pid_kind, pid)
         tid_codes, tid_count = _codes(tid_kind, tid)
-        distinct, first, inverse = np.unique(pid_codes * tid_count + tid_codes, return_index=True, return_inverse=True)
+        distinct, first, inverse = unique_ints(pid_codes * tid_count + tid_codes, return_index=True, return_inverse=True)
         keys = zip(columns.field_values("pid", rows[first]), columns.field_values("tid", rows[first]))
         number = np.array([self.threads.setdefault(key, len(self.threads)) for key in keys], np.int32)
         out["thread"] = number[inverse.reshape(-1)] if len(distinct) else np.zeros(0, np.int32)
@@ -177,7 +178,7 @@ class ColumnFamilies:
         cols = {k: v[np.concatenate(order)] for k, v in cols.items()}
         # threads numbered in order of first appearance, as the Python sweep meets them
         filed_keys = list(self.threads)
-        _, first = np.unique(cols["thread"], return_index=True)
+        _, first = unique_ints(cols["thread"], return_index=True)
         met = cols["thread"][np.sort(first)]
         renumber = np.zeros(len(filed_keys), np.int32)
         renumber[met] = np.arange(len(met))
@@ -248,7 +249,7 @@ def _codes(kind: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, int]:
     if not len(data):
         return np.zeros(0, np.int64), 0
     if (kind == kind[0]).all():  # one kind (ints, most often): the data alone tell values apart
-        distinct, inverse = np.unique(data, return_inverse=True)
+        distinct, inverse = unique_ints(data, return_inverse=True)
     else:
         distinct, inverse = np.unique(np.rec.fromarrays([kind, data]), return_inverse=True)
     return inverse.reshape(-1).astype(np.int64), len(distinct)

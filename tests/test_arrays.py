@@ -1,0 +1,31 @@
+"""daydream._arrays.unique_ints is np.unique of integer arrays, without a sort where their range is small: the same
+arrays, the same types, whichever way it takes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daydream._arrays import unique_ints
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, np.uint64])
+@pytest.mark.parametrize(("low", "high", "n"), [(0, 9, 200), (-50, 50, 1000), (-3, 3, 7), (0, 1 << 40, 300), (5, 5, 10),
+                                                (0, 0, 1), (0, 100, 0)])  # fmt: skip
+def test_the_same_arrays_as_np_unique(dtype: type, low: int, high: int, n: int) -> None:
+    info = np.iinfo(dtype)
+    values = np.random.default_rng(n + high).integers(max(low, info.min), min(high, info.max), n, endpoint=True).astype(dtype)
+    for index in (False, True):
+        for inverse in (False, True):
+            want = np.unique(values, return_index=index, return_inverse=inverse)
+            got = unique_ints(values, return_index=index, return_inverse=inverse)
+            want, got = (want,) if isinstance(want, np.ndarray) else want, (got,) if isinstance(got, np.ndarray) else got
+            assert len(got) == len(want)
+            for w, g in zip(want, got, strict=True):
+                assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
+
+
+def test_each_first_place_is_the_first() -> None:
+    values = np.array([7, 3, 7, 3, 1, 7, 1], np.int64)
+    distinct, first, inverse = unique_ints(values, return_index=True, return_inverse=True)
+    assert distinct.tolist() == [1, 3, 7] and first.tolist() == [4, 1, 0] and inverse.tolist() == [2, 1, 2, 1, 0, 2, 0]

@@ -270,7 +270,8 @@ def steady_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, b
     if len(held) < 2:
         return []
     selected = np.flatnonzero(np.isin(task_steps.code, [task_steps.number[s.name] for s in held])).tolist()
-    return [p.measured_us for p in _step_periods(table, held, task_steps, selected)[1:]]
+    starts = np.fromiter(map(table.ts.__getitem__, selected), np.float64, len(selected))
+    return [p.measured_us for p in _step_periods(table, held, task_steps, selected, starts)[1:]]
 
 
 def _busy(task_steps: TaskSteps) -> set[str | None]:
@@ -321,7 +322,10 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
     number = task_steps.number
     held = np.flatnonzero(np.isin(task_steps.code, [number[name] for name in chosen if name in number]))
     # in order of start, those that start together in task order (a stable sort, as sorted() is)
-    held = held[np.argsort(np.fromiter(map(table.ts.__getitem__, held.tolist()), np.float64, len(held)), kind="stable")]
+    starts = np.fromiter(map(table.ts.__getitem__, held.tolist()), np.float64, len(held))
+    order = np.argsort(starts, kind="stable")
+    held, starts = held[order], starts[order]
+    del order
     selected = held.tolist()
     if not selected:
         names = ", ".join(sorted(chosen))
@@ -331,11 +335,13 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
     window[held] = np.arange(len(selected))
     edges, causality = _window_edges(table, held, window, origin, threads)
     del window
-    tasks, pinned = _window_tasks(table, held, selected, table.gap[held].tolist(), task_steps.of, origin)  # type: ignore[index]
+    tasks, pinned = _window_tasks(table, held, selected, starts - origin, table.gap[held].tolist(), task_steps.of, origin)  # type: ignore[index]
     g = TaskGraph()
     # numbered in order of start; the tasks' and the dependencies' dicts made only when read
     fill_arrays(g, tasks, edges)
-    step_info = [msgspec.structs.replace(s, context=s.name in context) for s in _step_periods(table, steps, task_steps, selected)]
+    step_info = [
+        msgspec.structs.replace(s, context=s.name in context) for s in _step_periods(table, steps, task_steps, selected, starts)
+    ]
     measured = [s.measured_us for s in step_info if not s.context]
     g.graph.update(
         trace=trace.path, rank=trace.rank, world_size=trace.world_size, device=trace.device_name,
@@ -373,14 +379,13 @@ def _duration(us: float) -> str:
     return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1e3:.1f} ms"
 
 
-def _window_tasks(table: TaskTable, held: np.ndarray, selected: list[int], gaps: list[float],
+def _window_tasks(table: TaskTable, held: np.ndarray, selected: list[int], starts: np.ndarray, gaps: list[float],
                   step_of: list[str | None], origin: float) -> tuple[TaskColumns, int]:  # fmt: skip
-    """The selected tasks' attributes (``held``: ``selected`` as an array), with their step, their ``gaps`` and their times from the window's origin; and
+    """The selected tasks' attributes (``held``: ``selected`` as an array; ``starts``: their starts from ``origin``), with their step, their ``gaps`` and their times from the window's origin; and
     how many have a release time. The table's columns are the graph's, each gathered in the window's order when
     first read (a graph of most of the table: gathering those a replay does not read costs more than keeping them),
     or, for a window of a small part of the table, gathered now (the rest of the table freed)."""
-    ts = table.ts
-    own = {"start": [ts[t] - origin for t in selected], "gap": gaps, "step": list(map(step_of.__getitem__, selected))}
+    own = {"start": starts.tolist(), "gap": gaps, "step": list(map(step_of.__getitem__, selected))}
     release = own["release"] = list(map(table.column("release").__getitem__, selected))
     pinned = [w for w, r in enumerate(release) if r is not None]
     for w in pinned:
@@ -511,11 +516,12 @@ def _first_met(tasks: int, child: np.ndarray, parent: np.ndarray, kind: np.ndarr
     return EdgeArrays(ptr, parent.astype(np.int64), kind.astype(np.int8), lag.astype(np.float64), has_lag.astype(np.bool_))
 
 
-def _step_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, selected: list[int]) -> list[StepInfo]:
+def _step_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, selected: list[int],
+                  starts: np.ndarray) -> list[StepInfo]:  # fmt: skip
     """Each selected step's measured time as a period: from the end of the work issued before it (the step before)
     to its own end, or from its first start where that work had ended by then. Where the CPU runs ahead of the GPU a
     step's span (its first CPU task to its last kernel) holds several periods; the period is what a training run
-    pays per step."""
+    pays per step. ``starts``: the selected tasks' traced starts."""
     # over arrays, a step a number: the traced times are finite (the loader drops an event without), so each
     # minimum and maximum is the one a loop over the tasks finds. Only the selected tasks' times are made arrays (the
     # graph is at its largest here: at 10M events a float array of every task is 26 MB)
@@ -525,7 +531,7 @@ def _step_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, se
     n = len(selected)
     lowest = np.full(len(names), math.inf)
     highest = np.full(len(names), -math.inf)
-    np.minimum.at(lowest, sel_code, np.fromiter(map(table.ts.__getitem__, selected), np.float64, n))
+    np.minimum.at(lowest, sel_code, starts)
     np.maximum.at(highest, sel_code, np.fromiter(map(table.end.__getitem__, selected), np.float64, n))
     held = np.zeros(len(names), np.bool_)
     held[sel_code] = True

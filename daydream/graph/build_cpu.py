@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from daydream._arrays import unique_ints
+from daydream._arrays import order_by_start, unique_ints
 from daydream.graph.build_table import TaskTable
 from daydream.graph.context import LayerPart, op_shapes, range_role
 from daydream.graph.schema import new_task_attrs
@@ -449,7 +449,7 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
         return None
     family = np.repeat(np.array([cs.ANN, cs.OP, cs.RT], np.int8), sizes)
     # (the arrays below are dropped once read: a 10M-event trace's take 50 MB each)
-    order = np.lexsort((family, -cols.dur, cols.ts, cols.thread))  # by thread, then start, the longest first, family
+    order = order_by_start(cols.ts, cols.dur, cols.thread, family)  # by thread, then start, the longest first, family
     # the annotations' events by their place in the sweep (the sweep reads a data-loading range's and an nccl: range's)
     ann_places = np.flatnonzero(order < sizes[0])
     evs = dict(zip(ann_places.tolist(), (annotations[k] for k in order[ann_places].tolist())))

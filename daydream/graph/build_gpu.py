@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from daydream._arrays import unique_ints
+from daydream._arrays import order_by_start, unique_ints
 from daydream.graph.build_cpu import CpuCalls
 from daydream.graph.build_table import TaskTable
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
@@ -182,7 +182,7 @@ def _from_columns(batches: list[Any]) -> GpuColumns | None:
     dur, _ = family_column(batches, "dur")
     # the family's order, as the loader orders the events it makes (load.sort_by_start: by start, the longest
     # first, then in the order filed)
-    order = np.lexsort((-dur, ts))
+    order = order_by_start(ts, dur)
 
     def column(field: str) -> tuple[np.ndarray, np.ndarray]:
         data, kind = family_column(batches, field)

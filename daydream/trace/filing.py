@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from daydream._arrays import unique_ints
+from daydream._arrays import order_by_start, unique_ints
 from daydream.trace.columns import ARGS_FIELDS, K_INT, K_NONE, EventColumns, column_batches
 from daydream.trace.load import MAX_TIME_US, finish_families, read_document, sort_by_start
 from daydream.trace.model import FAMILIES, LAUNCH_FLOW_CATS, RANGE_CAT, CpuColumns, PendingFamily, Trace, is_annotation
@@ -173,7 +173,7 @@ class ColumnFamilies:
         # order filed); the builder finds out if not (the events' ids)
         order, at = [], 0
         for size in sizes:
-            order.append(at + np.lexsort((-cols["dur"][at : at + size], cols["ts"][at : at + size])))
+            order.append(at + order_by_start(cols["ts"][at : at + size], cols["dur"][at : at + size]))
             at += size
         cols = {k: v[np.concatenate(order)] for k, v in cols.items()}
         # threads numbered in order of first appearance, as the Python sweep meets them

@@ -10,7 +10,6 @@ after the wait: the waiting is the edge.
 from __future__ import annotations
 
 import bisect
-import statistics
 from typing import Any
 
 import numpy as np
@@ -43,10 +42,11 @@ def typical_delays(
     call, before = launcher[v], pred[v]
     idle = (before < 0) | (end[before] < ts[call])  # (end[-1] is read where there is none, and not used)
     queued = ~idle & (end[call] < end[before])
-    launch = (ts[v[idle]] - end[call[idle]]).tolist()
-    gap = (ts[v[queued]] - end[before[queued]]).tolist()
-    l0 = statistics.median(launch) if launch else DEFAULT_LAUNCH_LATENCY_US
-    g0 = max(0.0, statistics.median(gap)) if gap else DEFAULT_STREAM_GAP_US
+    launch = ts[v[idle]] - end[call[idle]]
+    gap = ts[v[queued]] - end[before[queued]]
+    # (np.median: statistics.median's value, the middle one or the mean of the middle two, without a list's sort)
+    l0 = float(np.median(launch)) if len(launch) else DEFAULT_LAUNCH_LATENCY_US
+    g0 = max(0.0, float(np.median(gap))) if len(gap) else DEFAULT_STREAM_GAP_US
     return l0, g0
 
 
@@ -124,10 +124,20 @@ def _releasing(deps: Dependencies, child: np.ndarray, ts: np.ndarray, end: np.nd
     it the least slack (``min`` over them in order)."""
     e = np.flatnonzero(among)
     slack = ts[child[e]] - end[deps.parent[e]]
-    order = np.lexsort((e, slack, child[e]))
-    first = np.ones(len(order), np.bool_)
-    first[1:] = child[e][order][1:] != child[e][order][:-1]
-    return e[order][first]
+    c = child[e]
+    if not len(c):
+        return e
+    if not (c[1:] >= c[:-1]).all():  # (the dependencies are held by child: not expected)
+        order = np.lexsort((e, slack, c))
+        first = np.ones(len(order), np.bool_)
+        first[1:] = c[order][1:] != c[order][:-1]
+        return e[order][first]
+    # each child's dependencies together, in order: the first of each child's least slack, without a sort
+    begins = np.concatenate(([True], c[1:] != c[:-1]))
+    group = np.cumsum(begins) - 1
+    least = np.flatnonzero(slack == np.minimum.reduceat(slack, np.flatnonzero(begins))[group])
+    first = np.concatenate(([True], group[least][1:] != group[least][:-1]))
+    return e[least[first]]
 
 
 def _cross_stream_waits(table: TaskTable, threads: dict[str, list[int]], deps: Dependencies, child: np.ndarray,

@@ -100,6 +100,20 @@ def test_the_summaries_of_a_real_trace_are_those_of_one_task_at_a_time(shared_tr
     _assert_same_summaries(simulate(graph), ("phase", "class", "layer", "name", "op"))
 
 
+def test_the_threads_numbered_by_the_compiled_simulation_are_the_timelines(
+    shared_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from daydream.simulation import engine
+
+    monkeypatch.setattr(engine, "COMPILED_MIN_TASKS", 0)
+    graph = build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), "all")
+    timeline = simulate(graph)
+    fresh = Timeline(graph, timeline.nodes, timeline.start, timeline.end, timeline.cause, timeline.threads)
+    (codes, values), (want_codes, want_values) = timeline.codes("thread"), fresh.codes("thread")
+    assert values == want_values and codes.dtype == want_codes.dtype and codes.tolist() == want_codes.tolist()
+    assert len(set(values)) > 2 and values == [t for t in dict.fromkeys(fresh.values("thread"))]
+
+
 @pytest.mark.parametrize("values", [
     ["a", None, "b", "-", None, "a"],
     [1, 1.0, True, "1", None, 2],           # equal as numbers, different as text

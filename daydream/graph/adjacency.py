@@ -169,13 +169,12 @@ class TaskColumns:
             found = list(map(self.columns[key].__getitem__, map(self.index.__getitem__, tasks)))
         elif found is None:
             found = self.column(key)
-        codes = self.codes if tasks is None else self.codes[tasks]
         if found is None:
-            return [default] * len(codes)
+            return [default] * (len(self.codes) if tasks is None else len(tasks))
         has = np.array([key in k for k in self.orders], np.bool_)
         if default is None or has.all():
             return found
-        lacks = ~has[codes]
+        lacks = ~has[self.codes if tasks is None else self.codes[tasks]]
         if not lacks.any():
             return found
         values = list(found)

@@ -398,7 +398,11 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, po
         attrs = list(map(attrs_of(graph).__getitem__, arrays.nodes))
         raise _stuck(graph, arrays.nodes, attrs, arrays.gangs, arrived.tolist(), arrival.tolist(), indegree.tolist())
     names = [f"rank {r} {t}" for r, t in arrays.thread_ids] if arrays.multi_rank else list(arrays.thread_ids)
-    return Timeline(graph, arrays.nodes, start, end, cause, names, arrays.attrs, arrival=arrival if arrays.gangs else None)
+    # the threads as numbered here (in order of first use) are the timeline's numbering of the attribute, but for a
+    # multi-rank job's, told apart by rank
+    known = {} if arrays.multi_rank else {"thread": (arrays.thread, list(arrays.thread_ids))}
+    return Timeline(graph, arrays.nodes, start, end, cause, names, arrays.attrs, arrival=arrival if arrays.gangs else None,
+                    _columns=known)  # fmt: skip
 
 
 def _stuck(graph: nx.DiGraph, nodes: list[Any], attrs: list[dict[str, Any]], gangs: list[list[int]], arrived: list[int],

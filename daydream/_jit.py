@@ -26,7 +26,8 @@ def _array_math_without_blas() -> None:
     ask scipy for BLAS when they are compiled, as before. Where scipy.linalg is loaded already, nothing changes."""
     if "numba.np.arraymath" in sys.modules or "scipy.linalg.cython_blas" in sys.modules:
         return
-    sys.modules["scipy.linalg.cython_blas"] = None  # type: ignore[assignment]  # import fails: numba's check says no BLAS
+    # the import fails while this holds: numba's check finds no BLAS
+    sys.modules["scipy.linalg.cython_blas"] = None  # type: ignore[assignment]
     try:
         import numba.np.arraymath  # noqa: F401
     finally:

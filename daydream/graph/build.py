@@ -381,10 +381,11 @@ def _duration(us: float) -> str:
 
 def _window_tasks(table: TaskTable, held: np.ndarray, selected: list[int], starts: np.ndarray, gaps: list[float],
                   step_of: list[str | None], origin: float) -> tuple[TaskColumns, int]:  # fmt: skip
-    """The selected tasks' attributes (``held``: ``selected`` as an array; ``starts``: their starts from ``origin``), with their step, their ``gaps`` and their times from the window's origin; and
-    how many have a release time. The table's columns are the graph's, each gathered in the window's order when
-    first read (a graph of most of the table: gathering those a replay does not read costs more than keeping them),
-    or, for a window of a small part of the table, gathered now (the rest of the table freed)."""
+    """The selected tasks' attributes (``held``: ``selected`` as an array), with their step, their ``gaps`` and their
+    times from the window's origin (``starts``: their starts so); and how many have a release time. The table's
+    columns are the graph's, each gathered in the window's order when first read (a graph of most of the table:
+    gathering those a replay does not read costs more than keeping them), or, for a window of a small part of the
+    table, gathered now (the rest of the table freed)."""
     own = {"start": starts.tolist(), "gap": gaps, "step": list(map(step_of.__getitem__, selected))}
     release = own["release"] = list(map(table.column("release").__getitem__, selected))
     pinned = [w for w, r in enumerate(release) if r is not None]

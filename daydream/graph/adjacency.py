@@ -160,15 +160,14 @@ class TaskColumns:
         """Each task's value of ``key`` (of ``tasks``, in that order, where given), ``default`` where it has none (as
         ``dict.get`` reads it): the column itself where it is every task's and every task has the key or the default
         is None (not to be written). Given tasks are read from a column not gathered yet without gathering it."""
-        found = self.own.get(key)
-        if found is None:
-            found = self.gathered.get(key)
-        if found is not None and tasks is not None:
-            found = list(map(found.__getitem__, tasks))
-        elif found is None and key in self.columns and tasks is not None:
-            found = list(map(self.columns[key].__getitem__, map(self.index.__getitem__, tasks)))
-        elif found is None:
+        if tasks is None:
             found = self.column(key)
+        elif (whole := self.own.get(key, self.gathered.get(key))) is not None:
+            found = list(map(whole.__getitem__, tasks))
+        elif key in self.columns:  # (not gathered: read through the index)
+            found = list(map(self.columns[key].__getitem__, map(self.index.__getitem__, tasks)))
+        else:
+            found = None
         if found is None:
             return [default] * (len(self.codes) if tasks is None else len(tasks))
         has = np.array([key in k for k in self.orders], np.bool_)

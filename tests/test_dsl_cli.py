@@ -58,7 +58,15 @@ def test_run_tables(tmp_path: Path, trace: Path) -> None:
     script.write_text(AMP)
     out = run("run", str(trace), str(script))
     assert out.returncode == 0, out.stderr
-    for text in ("Iteration time", "speedup", "Breakdown", "GPU time by kernel class", "scale gemm by 1 / speedup", "4 tasks"):
+    for text in (
+        "Iteration time",
+        "speedup",
+        "Breakdown",
+        "GPU time by kernel class",
+        "scale gemm by 1 / speedup",
+        "2 tasks",
+        "in the step (4 tasks",
+    ):
         assert text in out.stdout
 
 
@@ -154,7 +162,8 @@ def test_repl_piped(tmp_path: Path, trace: Path) -> None:
     lines = out.stdout.splitlines()
     assert lines[0].startswith("daydream repl: ") and "baseline 1.000 ms" in lines[0]
     assert "gemm = 4 tasks" in out.stdout  # the step's and its context step's
-    assert "4 tasks, -0.300 ms of task time; predicted" in out.stdout
+    # the step's two GEMMs, and with its context step's two
+    assert "2 tasks, -0.150 ms of task time in the step (4 tasks, -0.300 ms with its context steps); predicted" in out.stdout
     assert "volta_sgemm_128x64_nn" in out.stdout and "volta_sgemm_64x64_nt" in out.stdout  # :show lists the tasks
     assert "unexpected name 'bye'" in out.stdout
     assert "forward 2" in out.stdout and "backward 2" in out.stdout
@@ -202,12 +211,12 @@ def test_repl_at_a_terminal(tmp_path: Path, trace: Path) -> None:
         child.send("sca\t")  # completion of a keyword
         child.expect_exact("scale")
         child.sendline(" gemm by 0.5")
-        child.expect(r"4 tasks, -0\.300 ms of task time; predicted [0-9.]+ ms")
+        child.expect(r"4 tasks,\s+-0\.300\s+ms\s+with\s+its\s+context\s+steps\);\s+predicted\s+[0-9.]+\s+ms")
         child.expect_exact("whatif> ")
         child.send("\x10")  # Ctrl-P, previous history line: it comes back
         child.expect_exact("gemm by 0.5")
         child.send("\r")
-        child.expect(r"-0\.150 ms of task time")
+        child.expect(r"-0\.150\s+ms\s+with\s+its\s+context\s+steps")
         child.expect_exact("whatif> ")
         child.sendline("for g in gemm by phase {")
         child.expect_exact("...> ")  # continuation prompt inside a block

@@ -1,7 +1,7 @@
 """The package reads in one direction: a module imports only from its own layer or the layers below it.
 
 trace -> graph -> simulation -> perf -> dsl -> api (whatif/replay/job/workload, then validate/demo/compare/analyses/
-embeddings) -> presentation (terminal/plots/page) -> commands (repl, then cli); errors, files, workers, progress,
+embeddings) -> presentation (terminal/plots/page) -> commands (repl, then cli); errors, files, units, workers, progress,
 signals, _arrays, _gc, _heap and _jit sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed),
 so a lazy import inside a function counts like one at the top.
 """
@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daydream"
 # Rank of each top-level unit of the package (a subpackage or a module): imports may only point to a lower or
 # equal rank, and units of equal rank may not import each other in a loop.
 LAYERS: dict[str, int] = {
-    "errors": 0, "_arrays": 0, "_gc": 0, "_heap": 0, "_jit": 0, "_version": 0, "files": 1, "names": 1, "workers": 1, "progress": 1, "signals": 1,
+    "errors": 0, "_arrays": 0, "_gc": 0, "_heap": 0, "_jit": 0, "_version": 0, "files": 1, "names": 1, "units": 1, "workers": 1, "progress": 1, "signals": 1,
     "trace": 2, "record": 3,
     "graph": 4,
     "simulation": 5,

@@ -235,9 +235,14 @@ def test_plan_on_a_recorded_transformer() -> None:
     assert fitting and all(p.memory_bytes <= 2**30 for p in fitting)
     assert [p.throughput for p in fitting] == sorted((p.throughput for p in fitting), reverse=True)
     assert result.plans[: len(fitting)] == fitting and result.best is fitting[0] and fitting[0].rank == 1
-    for p in fitting:  # a rank counts the plans beyond its interval
-        assert p.rank == 1 + sum(1 for o in fitting if o.throughput * o.predicted_us / o.interval.high_us
-                                 > p.throughput * p.predicted_us / p.interval.low_us)  # fmt: skip
+    from daydream.perf.uncertainty import decided
+
+    def per_sample(p):  # type: ignore[no-untyped-def]
+        return 1 / p.throughput, p.interval.parts
+
+    for p in fitting:  # a place counts the plans decidedly ahead: their paired difference in time per sample
+        assert p.rank == 1 + sum(1 for o in fitting if o.throughput > p.throughput and decided(*per_sample(o), *per_sample(p)))
+        assert p.ties == [o.name for o in fitting if o is not p and not decided(*per_sample(o), *per_sample(p))]
 
 
 def test_plan_under_a_fixed_global_batch() -> None:

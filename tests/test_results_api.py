@@ -106,11 +106,14 @@ def test_a_trace_in_a_notebook_is_one_line() -> None:
 
 
 def test_a_change_too_small_to_show_has_no_sign_or_percent() -> None:
-    from daydream.presentation.terminal import _change
+    from daydream.units import change, signed_ms
 
-    assert _change(0.3, 0.0) == "0.000 ms"  # was "-0.000 ms (-100.0%)"
-    assert _change(0.3, 1500.3) == "+1.500 ms"  # before shows as 0.000 ms: no percent of it
-    assert _change(2000.0, 1500.0) == "-0.500 ms (-25.0%)"
+    assert change(0.3, 0.0) == "0.000 ms"  # was "-0.000 ms (-100.0%)"
+    assert change(0.3, 1500.3) == "+1.500 ms"  # before shows as 0.000 ms: no percent of it
+    assert change(2000.0, 1500.0) == "-0.500 ms (-25.0%)"
+    # a part under 1% of the step it is part of: no percentage of it (was "+6165.2%")
+    assert change(600.0, 37_591.0, whole=158_000.0) == "+36.991 ms" and change(600.0, 37_591.0) == "+36.991 ms (+6165.2%)"
+    assert signed_ms(-0.4) == "0.000 ms" and signed_ms(-0.6) == "-0.001 ms"
 
 
 def test_a_param_two_scripts_bind_apart_is_shown_with_each() -> None:

@@ -214,8 +214,9 @@ def test_the_critical_path_times_are_those_of_one_task_at_a_time(shared_traces: 
         held = [(i, min(float(timeline.start[i]) + t, t1) - max(float(timeline.start[i]), t0)) for i, t in zip(path, seg)]
         path, seg = [i for i, h in held if h > 0], [h for _, h in held if h > 0]
     attrs = timeline.task_attrs
-    gpu_us = sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in GPU_KINDS)
-    cpu_us = sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in CPU_KINDS)
+    scale = timeline.step_scale()  # several measured steps: one step's share
+    gpu_us = sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in GPU_KINDS) * scale
+    cpu_us = sum(t for i, t in zip(path, seg) if attrs[i]["kind"] in CPU_KINDS) * scale
     report = result.report.critical_path
     assert (report.gpu_us, report.cpu_us) == (gpu_us, cpu_us)
     assert gpu_us > 0 and cpu_us > 0 and report.tasks == len(path)

@@ -1,10 +1,13 @@
 """The across-stack analyses of XSP (Li et al.) over a simulated timeline: what ``daydream report`` shows.
 
 - **Layers** are the framework's operators, XSP's layer level: each instance of a top-level op (``aten::conv2d``
-  with every op and kernel under it, ``top_op_id``) spans from its first task's start to its last task's end, GPU
-  kernels included. Its GPU time is its kernels' summed time, its non-GPU time the rest of its span (XSP's "layer
-  latency minus its kernels": framework and launch time, waits). The table aggregates instances by op and phase.
-  Where the trace records modules (``layer``), the same table by module.
+  with every op and kernel under it, ``top_op_id``). A layer's time in the step is its time on the step's critical
+  path: each moment of the step is held by one task of the path, and that task's layer owns it, so the rows (with
+  ``(outside any layer)`` for the tasks of none) add up to the step. Beside it, its kernels' time summed over
+  streams, its CPU tasks' time summed over threads, and an instance's mean span (its first task's start to its last
+  task's end; under asynchronous execution the spans of successive layers overlap, so they are not summed: XSP's
+  layer latency adds up only where the GPU runs each layer before the CPU issues the next). The table aggregates
+  instances by op and phase. Where the trace records modules (``layer``), the same table by module.
 - **Kernels** aggregated by name and by layer: count, time, share of GPU time, kernel class, and the roofline class
   where the op's shapes give its cost (FLOPs and bytes, summed over the kernels before the ratio, as XSP does): memory-
   bound when bytes / bandwidth exceeds FLOPs / peak on the trace's GPU.
@@ -20,7 +23,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from daydream.api.replay import CriticalPath, critical_path_summary
+from daydream.api.replay import CriticalPath, critical_path_summary, step_critical_path
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS
 from daydream.perf.devices import device_of_graph
 from daydream.perf.roofline import compute_peak, observations
@@ -29,16 +32,21 @@ from daydream.simulation.timeline import union_intervals
 
 
 class LayerRow(msgspec.Struct):
-    """Instances of one layer (op or module) in one phase, summed."""
+    """Instances of one layer (op or module) in one phase, over the step (one step's share where the window holds
+    several measured steps: :meth:`~daydream.simulation.Timeline.step_scale`)."""
 
     name: str
     phase: str
-    instances: int
-    latency_us: float  # summed spans of its instances
-    gpu_us: float  # its kernels' summed time
-    non_gpu_us: float  # latency - GPU time (clipped at 0 per instance: kernels may overlap each other)
-    cpu_us: float  # its CPU tasks' summed time
+    instances: int  # in the measured steps
+    critical_us: float  # its time on the step's critical path: the rows of a table add up to the step
+    critical_gpu_us: float  # of which its kernels hold the path (the rest: its CPU tasks)
+    gpu_us: float  # its kernels' time, summed over streams
+    cpu_us: float  # its CPU tasks' time, summed over threads
+    span_us: float  # an instance's mean span: first task's start to last task's end (spans of layers overlap)
     kernels: int
+
+
+OUTSIDE = "(outside any layer)"  # the layer row of the critical path's tasks that belong to none
 
 
 class KernelRow(msgspec.Struct):
@@ -46,9 +54,9 @@ class KernelRow(msgspec.Struct):
 
     name: str
     kernel_class: str
-    count: int
-    total_us: float
-    mean_us: float
+    count: int  # in the measured steps
+    total_us: float  # over the step, summed over streams
+    mean_us: float  # one kernel's
     share_pct: float  # of the timeline's GPU time
     flops: float | None  # where shapes give a cost (else None)
     bytes: float | None
@@ -102,6 +110,7 @@ def analyse(timeline: Timeline, label: str, path: CriticalPath | None = None) ->
     total = bd["total_us"] or 1.0
     gpu_busy = 100 * (bd["gpu_only_us"] + bd["cpu_gpu_overlap_us"]) / total
     path = path or critical_path_summary(timeline, top=8)
+    on_path = step_critical_path(timeline)
     costs, device = _kernel_costs(timeline)
     return Analysis(
         label=label,
@@ -109,8 +118,8 @@ def analyse(timeline: Timeline, label: str, path: CriticalPath | None = None) ->
         breakdown=bd,
         gpu_busy_pct=gpu_busy,
         verdict=verdict(bd, path, timeline),
-        layers=layer_rows(timeline, "top_op", "top_op_id"),
-        modules=layer_rows(timeline, "layer", None),
+        layers=layer_rows(timeline, "top_op", "top_op_id", on_path),
+        modules=layer_rows(timeline, "layer", None, on_path),
         kernels=kernel_rows(timeline, "name", costs, device),
         kernels_by_layer=kernel_rows(timeline, "top_op", costs, device),
         streams=stream_rows(timeline),
@@ -119,11 +128,17 @@ def analyse(timeline: Timeline, label: str, path: CriticalPath | None = None) ->
     )
 
 
-def layer_rows(timeline: Timeline, by: str, instance: str | None) -> list[LayerRow]:
-    """Layers by ``by`` (``top_op``, ``layer``) and phase; an instance is one value of ``instance`` (``top_op_id``),
-    or, without one (modules), all of the name's tasks in the phase on one rank."""
+def layer_rows(
+    timeline: Timeline, by: str, instance: str | None, path: tuple[list[int], list[float]] | None = None
+) -> list[LayerRow]:
+    """Layers by ``by`` (``top_op``, ``layer``) and phase, largest time on the critical path first; an instance is
+    one value of ``instance`` (``top_op_id``), or, without one (modules), all of the name's tasks in the phase on one
+    rank. ``path``: the step's critical path (its tasks and the time each holds it, :func:`step_critical_path`).
+    Where any layer is found, the path's time in tasks of no layer is a row of its own (:data:`OUTSIDE`), so that the
+    rows add up to the step."""
     attrs = timeline.task_attrs
     start, end = timeline.start.tolist(), timeline.end.tolist()
+    scale = timeline.step_scale()
     groups: dict[Any, list[int]] = defaultdict(list)
     for i in _measured(timeline):
         a = attrs[i]
@@ -139,23 +154,37 @@ def layer_rows(timeline: Timeline, by: str, instance: str | None) -> list[LayerR
         else:
             key = (name, phase, a.get("rank"))
         groups[key].append(i)
+    if not groups:
+        return []
     rows: dict[tuple[str, str], LayerRow] = {}
+    spans: dict[tuple[str, str], float] = defaultdict(float)
     for key, ix in groups.items():
         name, phase = str(key[0]), str(key[1])
-        span = max(end[i] for i in ix) - min(start[i] for i in ix)
-        gpu = sum(end[i] - start[i] for i in ix if attrs[i]["kind"] in GPU_KINDS)
-        cpu = sum(end[i] - start[i] for i in ix if attrs[i]["kind"] in CPU_KINDS)
-        kernels = sum(1 for i in ix if attrs[i]["kind"] in GPU_KINDS)
         row = rows.get((name, phase))
         if row is None:
-            row = rows[(name, phase)] = LayerRow(name, phase, 0, 0.0, 0.0, 0.0, 0.0, 0)
+            row = rows[(name, phase)] = LayerRow(name, phase, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
         row.instances += 1
-        row.latency_us += span
-        row.gpu_us += gpu
-        row.non_gpu_us += max(0.0, span - gpu)
-        row.cpu_us += cpu
-        row.kernels += kernels
-    return sorted(rows.values(), key=lambda r: (-r.latency_us, r.name, r.phase))
+        spans[(name, phase)] += max(end[i] for i in ix) - min(start[i] for i in ix)
+        row.gpu_us += sum(end[i] - start[i] for i in ix if attrs[i]["kind"] in GPU_KINDS) * scale
+        row.cpu_us += sum(end[i] - start[i] for i in ix if attrs[i]["kind"] in CPU_KINDS) * scale
+        row.kernels += sum(1 for i in ix if attrs[i]["kind"] in GPU_KINDS)
+    for key, row in rows.items():
+        row.span_us = spans[key] / row.instances
+    tasks, held = path if path is not None else step_critical_path(timeline)
+    for i, t in zip(tasks, held):
+        a = attrs[i]
+        name = a.get(by)
+        if name is None or (instance is not None and a.get(instance) is None):
+            key = (OUTSIDE, "-")
+        else:
+            key = (str(name), a.get("phase") or "-")
+        row = rows.get(key)
+        if row is None:  # a layer on the path whose tasks are all outside the measured steps, or the rest
+            row = rows[key] = LayerRow(key[0], key[1], 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
+        row.critical_us += t * scale
+        if a["kind"] in GPU_KINDS:
+            row.critical_gpu_us += t * scale
+    return sorted(rows.values(), key=lambda r: (-r.critical_us, -r.gpu_us, r.name, r.phase))
 
 
 def _kernel_costs(timeline: Timeline) -> tuple[dict[int, tuple[float, float]], Any]:
@@ -178,8 +207,10 @@ def _kernel_costs(timeline: Timeline) -> tuple[dict[int, tuple[float, float]], A
 
 
 def kernel_rows(timeline: Timeline, by: str, costs: dict[int, tuple[float, float]], device: Any) -> list[KernelRow]:
-    """GPU tasks aggregated by ``by`` (``name``, ``top_op``), largest time first."""
+    """GPU tasks aggregated by ``by`` (``name``, ``top_op``), largest time first; each row's total over the step
+    (one step's share of several: :meth:`~daydream.simulation.Timeline.step_scale`), summed over streams."""
     attrs = timeline.task_attrs
+    scale = timeline.step_scale()
     dur = (timeline.end - timeline.start).tolist()
     acc: dict[str, dict[str, Any]] = {}
     gpu_total = 0.0
@@ -210,7 +241,7 @@ def kernel_rows(timeline: Timeline, by: str, costs: dict[int, tuple[float, float
             compute_s = e["flops"] / compute_peak(device, "fp32", cls)
             memory_s = e["bytes"] / device.hbm_bytes_per_s
             bound = "memory" if memory_s >= compute_s else "compute"
-        rows.append(KernelRow(key, cls, e["count"], e["total"], e["total"] / e["count"],
+        rows.append(KernelRow(key, cls, e["count"], e["total"] * scale, e["total"] / e["count"],
                               100 * e["total"] / gpu_total if gpu_total else 0.0,
                               e["flops"] if known else None, e["bytes"] if known else None, bound))  # fmt: skip
     return sorted(rows, key=lambda r: (-r.total_us, r.name))

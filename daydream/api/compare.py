@@ -50,7 +50,7 @@ from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_
 from daydream.dsl.params import script_name
 from daydream.errors import DaydreamError
 from daydream.files import read_input, read_toml
-from daydream.perf.uncertainty import Interval
+from daydream.perf.uncertainty import Interval, Paired, rank_paired
 from daydream.workers import connect_ray
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
@@ -215,8 +215,9 @@ class ScenarioResult(msgspec.Struct):
     error: str | None = None
     exit_code: int = 0
     interval: Interval | None = None  # the prediction's 90% interval (the trace's noise, the scripts' ledger errors)
-    rank: int | None = None  # its place by predicted time; scenarios whose intervals overlap share one (a tie)
-    ties: list[str] = []  # the scenarios whose intervals overlap this one's: the ranking between them is not resolved
+    rank: int | None = None  # its place: one more than the scenarios decidedly faster (their paired difference)
+    ties: list[str] = []  # the scenarios it cannot be told apart from: their paired difference's interval holds zero
+    versus_baseline: Paired | None = None  # faster, slower or not decided against the baseline, paired alike
 
 
 class Baseline(msgspec.Struct):
@@ -335,6 +336,7 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
         printed=printed,
         warnings=result.script_warnings,
         interval=result.interval,
+        versus_baseline=result.report.versus_baseline,
     )
 
 
@@ -443,18 +445,15 @@ def compare(
 
 
 def rank_with_ties(scenarios: list[ScenarioResult]) -> list[ScenarioResult]:
-    """Each predicted scenario's rank (1 the fastest) and ties: a scenario whose interval overlaps the one before it
-    shares that one's rank, since the predictions cannot tell them apart; ``ties`` names every scenario whose
-    interval overlaps its own."""
+    """Each predicted scenario's place (1 the fastest) by paired differences (daydream.perf.uncertainty.rank_paired):
+    one more than the scenarios decidedly faster than it - the interval of the difference of the two predictions
+    holds no zero, the trace's noise cancelling and a model both use erring alike in both - so that scenarios the
+    evidence cannot tell apart share a place (``1, 2=, 2=, 4``) and ``ties`` names them."""
     predicted = [s for s in scenarios if s.predicted_us is not None]
-    for i, s in enumerate(predicted):
-        s.ties = [o.name for o in predicted if o is not s and s.interval is not None and o.interval is not None
-                  and s.interval.overlaps(o.interval)]  # fmt: skip
-        before = predicted[i - 1] if i else None
-        tied = (
-            before is not None and before.interval is not None and s.interval is not None and s.interval.overlaps(before.interval)
-        )
-        s.rank = before.rank if tied and before is not None else i + 1
+    places = rank_paired([(s.predicted_us or 0.0, s.interval.parts if s.interval else []) for s in predicted])
+    for s, (place, tied) in zip(predicted, places):
+        s.rank = place
+        s.ties = [predicted[j].name for j in tied]
     return scenarios
 
 

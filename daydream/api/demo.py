@@ -20,7 +20,7 @@ from daydream.api.whatif import WhatIf, run_whatif
 from daydream.dsl.library import describe_scripts
 from daydream.errors import DaydreamError, NotApplicable
 from daydream.graph.build import build_graph
-from daydream.perf.uncertainty import Interval
+from daydream.perf.uncertainty import Interval, Paired, rank_paired
 from daydream.trace import load_trace
 
 
@@ -57,6 +57,9 @@ class DemoWhatIf(msgspec.Struct):
     speedup: float
     throughput: float
     interval: Interval  # the prediction's 90% interval
+    versus_baseline: Paired  # faster, slower or not decided: the paired difference with the baseline
+    rank: int = 0  # by throughput: one more than the what-ifs decidedly ahead (perf.uncertainty.rank_paired)
+    ties: list[str] = []  # the what-ifs it cannot be told apart from (their labels)
 
 
 class DemoSkipped(msgspec.Struct):
@@ -75,7 +78,7 @@ class DemoReport(msgspec.Struct):
     baseline_us: float
     baseline_interval: Interval  # 90%: the trace's own step-to-step noise
     breakdown: dict[str, float]
-    whatifs: list[DemoWhatIf]
+    whatifs: list[DemoWhatIf]  # by throughput, highest first
     skipped: list[DemoSkipped]
     warnings: list[str]
 
@@ -109,22 +112,26 @@ def demo_report(trace: str, baseline: Replay, results: list[tuple[Scenario, What
         baseline_us=baseline.baseline_us,
         baseline_interval=baseline.interval,
         breakdown=baseline.breakdown,
-        whatifs=[
-            DemoWhatIf(
-                s.script,
-                dict(s.params),
-                summaries.get(s.script, ""),
-                r.baseline_us,
-                r.predicted_us,
-                r.speedup,
-                r.throughput,
-                r.interval,
-            )
-            for s, r in results
-        ],  # fmt: skip
+        whatifs=ranked_whatifs(results, summaries),
         skipped=[DemoSkipped(s.script, dict(s.params), why) for s, why in skipped],
         warnings=baseline.warnings,
     )
+
+
+def ranked_whatifs(results: list[tuple[Scenario, WhatIf]], summaries: dict[str, str]) -> list[DemoWhatIf]:
+    """Each what-if's prediction, ranked by throughput (time per sample: ``batch_size`` changes the samples a step
+    processes) on the paired rule of ``compare`` and ``plan``, highest first."""
+    out = [
+        DemoWhatIf(s.script, dict(s.params), summaries.get(s.script, ""), r.baseline_us, r.predicted_us, r.speedup,
+                   r.throughput, r.interval, r.versus_baseline)
+        for s, r in results
+    ]  # fmt: skip
+    labels = [s.label for s, _ in results]
+    places = rank_paired([(r.predicted_us / r.samples if r.samples else math.inf, r.interval.parts) for _, r in results])
+    for w, (place, tied) in zip(out, places):
+        w.rank, w.ties = place, [labels[j] for j in tied]
+    order = sorted(range(len(out)), key=lambda i: (out[i].rank, -out[i].throughput))
+    return [out[i] for i in order]
 
 
 def bundled_traces() -> list[str]:

@@ -33,7 +33,7 @@ from daydream.errors import DaydreamError
 from daydream.graph.model_memory import SCHEDULES, Parallelism, RankMemory, model_memory, rank_memory
 from daydream.graph.pipeline import blocks, cut_stages
 from daydream.graph.tensor_parallel import split_pairs
-from daydream.perf.uncertainty import Interval
+from daydream.perf.uncertainty import Interval, rank_paired
 
 GiB = 2**30
 MAX_PLANS = 2_000  # the plans of one search: bounded work
@@ -96,7 +96,7 @@ class PlanResult(msgspec.Struct):
     fits: bool | None  # memory_bytes within the GPU's memory (None: the memory is not known)
     bound: Bound | None = None
     error: str | None = None
-    rank: int | None = None  # its place among the plans that fit, by throughput; plans whose intervals overlap share one
+    rank: int | None = None  # its place among the plans that fit: one more than those decidedly ahead in throughput
     ties: list[str] = []
 
 
@@ -325,20 +325,16 @@ def plan(
 
 def _rank(plans: Sequence[PlanResult]) -> list[PlanResult]:
     """Plans that fit by throughput (highest first), then those that do not, then those not predicted. A fitting
-    plan's rank is one more than the plans whose throughput is higher beyond their intervals (their lows above its
-    high): plans whose intervals overlap share a rank, and ``ties`` names them."""
-
-    def span(p: PlanResult) -> tuple[float, float]:
-        # throughput is inversely proportional to the step time: its interval from the step's
-        t, iv = p.throughput or 0.0, p.interval
-        if iv is None or not p.predicted_us or iv.low_us <= 0:
-            return (t, t)
-        return (t * p.predicted_us / iv.high_us, t * p.predicted_us / iv.low_us)
-
+    plan's place is one more than the fitting plans decidedly ahead of it in throughput, by the paired difference of
+    their times per sample (daydream.perf.uncertainty.rank_paired, the rule ``compare`` ranks by): plans the evidence
+    cannot tell apart share a place, and ``ties`` names them."""
     predicted = sorted((p for p in plans if p.predicted_us is not None), key=lambda p: (p.fits is False, -(p.throughput or 0.0)))
     fitting = [p for p in predicted if p.fits is not False]
-    spans = [span(p) for p in fitting]
-    for p, (lo, hi) in zip(fitting, spans):
-        p.rank = 1 + sum(1 for o_lo, _ in spans if o_lo > hi)
-        p.ties = [o.name for o, (o_lo, o_hi) in zip(fitting, spans) if o is not p and o_lo <= hi and lo <= o_hi]
+    # time per sample (1 / throughput) scales with the plan's step time, so its interval's parts hold for it as they are
+    places = rank_paired(
+        [(1.0 / p.throughput if p.throughput else math.inf, p.interval.parts if p.interval else []) for p in fitting]
+    )
+    for p, (place, tied) in zip(fitting, places):
+        p.rank = place
+        p.ties = [fitting[j].name for j in tied]
     return [*predicted, *(p for p in plans if p.predicted_us is None)]

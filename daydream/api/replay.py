@@ -171,20 +171,21 @@ def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:
     """The critical path of ``timeline``: its tasks, the GPU and CPU time on it, and the ``top`` largest shares of it
     by kernel class, phase, layer and task name (each task counted for the time it holds the path)."""
     path, seg = step_critical_path(timeline)
-    every = totals_by(timeline, ("phase", "layer", "name"), path, GPU_KINDS | CPU_KINDS, seg)
+    scale = timeline.step_scale()  # several measured steps: one step's share, as the breakdown's
+    every = totals_by(timeline, ("phase", "layer", "name"), path, GPU_KINDS | CPU_KINDS, seg, scale)
     on_path = np.asarray(path, np.int64)
 
     def time_on_path(kinds: frozenset[str]) -> float:
         """The path's time in tasks of ``kinds``, summed in path order (the same float as one task at a time)."""
         of_kinds = np.zeros(len(timeline.nodes), np.bool_)
         of_kinds[timeline.tasks_of(kinds)] = True
-        return sum(compress(seg, of_kinds[on_path].tolist()))
+        return sum(compress(seg, of_kinds[on_path].tolist())) * scale
 
     return CriticalPath(
         tasks=len(path),
         gpu_us=time_on_path(GPU_KINDS),
         cpu_us=time_on_path(CPU_KINDS),
-        by_kernel_class=_top(totals_by(timeline, ("class",), path, GPU_KINDS, seg)["class"], top),
+        by_kernel_class=_top(totals_by(timeline, ("class",), path, GPU_KINDS, seg, scale)["class"], top),
         by_phase=_top(every["phase"], top),
         by_layer=_top(every["layer"], top),
         by_name=_top(every["name"], top),
@@ -225,7 +226,7 @@ def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
     kind, kind_values = timeline.codes("kind")  # counted by numpy, in order of first appearance
     kinds: dict[str, int] = dict(zip(kind_values, np.bincount(kind, minlength=len(kind_values)).tolist()))
     edge_counts = edges_by_kind(graph)
-    gpu_time = totals_by(timeline, ("phase", "class", "layer"), timeline.measured_indices())
+    gpu_time = totals_by(timeline, ("phase", "class", "layer"), timeline.measured_indices(), scale=timeline.step_scale())
     report = ReplayReport(
         trace=graph.graph.get("trace"),
         device=graph.graph.get("device"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -20,7 +20,17 @@ from daydream.dsl.limits import Budget
 from daydream.dsl.params import script_name
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph import derived
-from daydream.perf.uncertainty import Interval, device_part, interval, model_parts, noise_of, numeric_params
+from daydream.perf.uncertainty import (
+    Interval,
+    Paired,
+    device_part,
+    interval,
+    model_key,
+    model_parts,
+    noise_of,
+    numeric_params,
+    versus_baseline,
+)
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.ranks import RankResult, rank_results
 
@@ -37,7 +47,7 @@ class Summary(msgspec.Struct):
 
     @classmethod
     def of(cls, timeline: Timeline) -> Summary:
-        gpu_time = totals_by(timeline, ("class", "phase"), timeline.measured_indices())
+        gpu_time = totals_by(timeline, ("class", "phase"), timeline.measured_indices(), scale=timeline.step_scale())
         return cls(
             step_time_us=timeline.step_us(),
             breakdown=breakdown(timeline),
@@ -78,6 +88,7 @@ class WhatIfReport(msgspec.Struct):
     baseline_error_pct: float | None
     predicted_interval: Interval  # the 90% interval of predicted_us: the trace's noise and the scripts' ledger errors
     baseline_interval: Interval  # the trace's noise alone
+    versus_baseline: Paired  # faster, slower or not decided: the paired difference (perf.uncertainty.versus_baseline)
     tasks: Change[int]
     step_us: Change[dict[str, float]]
     breakdown: Change[dict[str, float]]
@@ -167,6 +178,12 @@ class WhatIf:
         return self.report.predicted_interval
 
     @property
+    def versus_baseline(self) -> Paired:
+        """The prediction against the baseline by their paired difference (the trace's noise cancels; the scripts'
+        measured errors remain): ``faster``, ``slower`` or ``not decided``, the ranking rule of ``compare``."""
+        return self.report.versus_baseline
+
+    @property
     def baseline_interval(self) -> Interval:
         """The baseline's 90% interval: the trace's own noise."""
         return self.report.baseline_interval
@@ -217,17 +234,34 @@ def _summary(report: WhatIfReport, side: str) -> Summary:
     )
 
 
-def predicted_interval(graph: nx.DiGraph, scripts: Sequence[str], param_values: dict[str, Any], predicted_us: float) -> Interval:
+def predicted_interval(
+    graph: nx.DiGraph,
+    scripts: Sequence[str],
+    param_values: dict[str, Any],
+    predicted_us: float,
+    declared: Sequence[Iterable[str]] | None = None,
+) -> Interval:
     """How far to trust a prediction: a 90% interval from the trace's own step-to-step noise and the measured error
     of the scripts run (the validation ledger), widened and marked extrapolated where the change leaves what was
-    validated (daydream.perf.uncertainty)."""
+    validated (daydream.perf.uncertainty). ``declared``: each script's params (its includes' too), which name its
+    model for a ranking's pairs with the values they were bound to (:func:`~daydream.perf.uncertainty.model_key`)."""
     names = [library_name(s) if not s.startswith("<") else None for s in scripts]
-    parts = model_parts(names, numeric_params(param_values))
+    each = declared if declared is not None else [param_values] * len(scripts)
+    models = [
+        model_key(
+            name or (s if s.startswith("<") else os.path.realpath(s)), {k: param_values[k] for k in params if k in param_values}
+        )
+        for s, name, params in zip(scripts, names, each)
+    ]
+    parts = model_parts(names, numeric_params(param_values), models=models)
     swapped = device_part(derived.cached(graph, "device_swaps", ()), predicted_us)
     if swapped is not None:
         # the kernels moved to another GPU: the kernel model's part stands in for the device script's ledger part
-        # where the ledger has measured no swap (its pooled bound says nothing of GPUs), else the larger of the two
+        # where the ledger has measured no swap (its pooled bound says nothing of GPUs), else the larger of the two;
+        # it is the device script's model (its target GPU names it)
         ledger = [p for p in parts if p.name == swapped.name and not p.extrapolated]
+        model = next((p.model for p in parts if p.name == swapped.name), swapped.name)
+        swapped = msgspec.structs.replace(swapped, model=model)
         parts = [p for p in parts if p.name != swapped.name] + [max([swapped, *ledger], key=lambda p: p.half_width_pct)]
     return interval(predicted_us, [noise_of(graph), *parts])
 
@@ -251,13 +285,18 @@ def json_param(value: Any) -> Any:
     return format_value(value)
 
 
-def load_scripts(session: Session, scripts: Sequence[str | os.PathLike[str] | ast.Script]) -> list[ast.Script]:
-    """Parse and check every script before any runs; params given that no script declares are an error."""
+def load_scripts(
+    session: Session, scripts: Sequence[str | os.PathLike[str] | ast.Script]
+) -> tuple[list[ast.Script], list[set[str]]]:
+    """Parse and check every script before any runs; params given that no script declares are an error. Returns
+    the scripts and the params each declares (its includes' too)."""
     parsed = [s if isinstance(s, ast.Script) else session.load(s) for s in scripts]
     declared: set[str] = set()
     scoped: set[str] = set()  # -p ddp.link: ddp's link alone
+    each: list[set[str]] = []
     for script in parsed:
         names = set(session.check(script, fresh_scope=True).params)
+        each.append(names)
         declared |= names
         scoped |= {f"{script_name(script.file)}.{n}" for n in names}
     unknown = sorted(set(session.params) - declared - scoped)
@@ -266,7 +305,7 @@ def load_scripts(session: Session, scripts: Sequence[str | os.PathLike[str] | as
         hints = [h for u in unknown if (h := did_you_mean(u, declared))]
         raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (-p): the scripts declare {have}"
                           + "".join(f"; {h}" for h in hints))  # fmt: skip
-    return parsed
+    return parsed, each
 
 
 def run_whatif(
@@ -285,7 +324,7 @@ def run_whatif(
     ``daydream.dsl.limits.default_budget`` of the graph's size); ``include_dirs``: folders besides the scripts' own and the bundled
     library whose .whatif files the scripts may include (docs/language.md#limits)."""
     session = Session(graph, params=params, policy=policy, copy=copy, on_print=on_print, budget=budget, include_dirs=include_dirs)
-    parsed = load_scripts(session, scripts)
+    parsed, declared = load_scripts(session, scripts)
     baseline = Summary.of(session.baseline)  # before any change: its timeline shares the task dicts
     baseline_ranks = rank_results(session.graph, session.baseline)[0] if session.graph.graph.get("ranks") else None
     for script in parsed:
@@ -312,8 +351,9 @@ def run_whatif(
         samples=session.samples,
         throughput=speedup * session.samples,
         baseline_error_pct=100.0 * (before.step_time_us - measured) / measured if measured else None,
-        predicted_interval=predicted_interval(g, scripts_run, session.param_values, after.step_time_us),
+        predicted_interval=(iv := predicted_interval(g, scripts_run, session.param_values, after.step_time_us, declared)),
         baseline_interval=interval(before.step_time_us, [noise_of(g)]),
+        versus_baseline=versus_baseline(after.step_time_us, iv.parts, before.step_time_us),
         tasks=Change(before.tasks, after.tasks),
         step_us=Change(before.step_us, after.step_us),
         breakdown=Change(before.breakdown, after.breakdown),

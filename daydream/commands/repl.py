@@ -216,11 +216,13 @@ class Repl:
         self.console.print(f"measured {ms(s.measured_us)}, predicted {ms(p)}, {self._against(p)}" if p else f"predicted {ms(p)}",
                            highlight=False)  # fmt: skip
         if p and s.effects:  # statements typed here are a script of one's own: the ledger never measured them
-            from daydream.perf.uncertainty import interval, model_parts, noise_of
+            from daydream.perf.uncertainty import interval, model_parts, noise_of, versus_baseline
+            from daydream.presentation.terminal import versus_note
 
-            iv = interval(p, [noise_of(s.state.graph), *model_parts([None], {})])
+            iv = interval(p, [noise_of(s.state.graph), *model_parts([None], {}, models=["<repl>"])])
             self.console.print(plain(f"90% interval {ms(iv.low_us)}-{ms(iv.high_us)} (+-{iv.half_width_pct:.1f}%, extrapolated: "
                                      "statements typed here have no ledger case)", 2000))  # fmt: skip
+            self.console.print(plain(versus_note(versus_baseline(p, iv.parts, self.baseline_us)), 2000))
         from daydream.presentation.terminal import breakdown_table
         from daydream.simulation import breakdown
 

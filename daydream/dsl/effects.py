@@ -9,11 +9,13 @@ from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.limits import MAX_PRINTED, TooLarge
+from daydream.units import ZERO_US, signed_ms
 
 
 @dataclass
 class Effect:
-    """What one statement did (summed over the iterations of a loop)."""
+    """What one statement did (summed over the iterations of a loop): over the window the graph simulates (its
+    context steps too) and, apart, over the measured step(s) the step time is the period of (``step_``)."""
 
     file: str
     line: int
@@ -22,38 +24,49 @@ class Effect:
     tasks: int = 0  # tasks touched: scaled, set, removed, or the tasks inserted
     added: int = 0
     removed: int = 0
-    duration_delta_us: float = 0.0
+    duration_delta_us: float = 0.0  # the tasks' time, summed over threads and streams
     runs: int = 0
     factor: float = 1.0  # `scale samples by F`: the samples per step, multiplied over its runs
+    step_tasks: int = 0  # of ``tasks``, those of the measured step(s)
+    step_duration_delta_us: float = 0.0  # of ``duration_delta_us``, theirs
+    context: bool = False  # whether the window holds context steps besides the measured ones
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "file": self.file, "line": self.line, "statement": self.statement, "kind": self.kind, "tasks": self.tasks,
             "added": self.added, "removed": self.removed, "duration_delta_us": self.duration_delta_us, "runs": self.runs,
+            "step_tasks": self.step_tasks, "step_duration_delta_us": self.step_duration_delta_us,
         }  # fmt: skip
 
     def describe(self) -> str:
-        parts = []
-        if self.kind in ("scale", "set"):
-            parts.append(f"{self.tasks:,} task{'s' if self.tasks != 1 else ''}")
-            if self.duration_delta_us:
-                parts.append(f"{self.duration_delta_us / 1e3:+,.3f} ms of task time")
-        elif self.kind == "remove":
-            parts.append(f"removed {self.removed:,} task{'s' if self.removed != 1 else ''}")
-            if self.duration_delta_us:
-                parts.append(f"{self.duration_delta_us / 1e3:+,.3f} ms of task time")
-        elif self.kind == "insert":
-            parts.append(f"added {self.added:,} task{'s' if self.added != 1 else ''}")
-            parts.append(f"{self.duration_delta_us / 1e3:+,.3f} ms of task time")
-        elif self.kind == "wait":
-            parts.append(f"added {self.added:,} wait{'s' if self.added != 1 else ''}")
+        """What the statement changed in the measured step (task time summed over threads and streams: what the
+        step's time is made of, not the change of the step's time), then, apart, over the whole window."""
+        if self.kind == "wait":
+            parts = [f"added {self.added:,} wait{'s' if self.added != 1 else ''}"]
         elif self.kind == "schedule":
-            parts.append("policy set")
+            parts = ["policy set"]
         elif self.kind == "samples":
-            parts.append(f"samples per step x{self.factor:g}")
+            parts = [f"samples per step x{self.factor:g}"]
+        elif self.kind in ("scale", "set", "remove", "insert"):
+            verb = {"remove": "removed ", "insert": "added "}.get(self.kind, "")
+            step = _tasks_text(verb, self.step_tasks, self.step_duration_delta_us, self.kind)
+            if not self.context:
+                parts = [step]
+            else:
+                window = _tasks_text("", self.tasks, self.duration_delta_us, self.kind).replace(" of task time", "")
+                parts = [f"{step} in the step ({window} with its context steps)"]
+        else:
+            parts = []
         if self.runs > 1:
             parts.append(f"{self.runs} runs")
         return ", ".join(parts)
+
+
+def _tasks_text(verb: str, n: int, delta_us: float, kind: str) -> str:
+    text = f"{verb}{n:,} task{'s' if n != 1 else ''}"
+    if kind == "insert" or abs(delta_us) >= ZERO_US:
+        text += f", {signed_ms(delta_us)} of task time"
+    return text
 
 
 class Recorder:

@@ -9,7 +9,7 @@ from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.check import scales_samples, user_attributes
-from daydream.dsl.effects import Recorder
+from daydream.dsl.effects import Effect, Recorder
 from daydream.dsl.environment import Environment
 from daydream.dsl.evaluate import compile_expression, format_value
 from daydream.dsl.functions import type_name
@@ -159,15 +159,39 @@ class Executor(Visitor[None]):
 
     # ---- changes to the graph -----------------------------------------------------------------------------
 
+    def _effect(self, s: Any, kind: str) -> Effect:
+        """The statement's effect, told whether the window holds context steps (its step figures then differ)."""
+        effect = self.recorder.effect(s, kind)
+        effect.context = bool(self._context_steps())
+        return effect
+
+    def _context_steps(self) -> frozenset[Any]:
+        """The graph's context steps: simulated before the measured ones, not part of the step time."""
+        return frozenset(st.name for st in self.env.graph.graph.get("steps") or () if st.context)
+
+    def _in_step(self, tasks: Any) -> list[Any]:
+        """The tasks of ``tasks`` in the measured step(s): those of no context step (inserted ones too)."""
+        context = self._context_steps()
+        if not context:
+            return list(tasks)
+        nodes = attrs_of(self.env.graph)
+        return [n for n in tasks if nodes[n].get("step") not in context]
+
+    def _step_time(self, tasks: list[Any]) -> float:
+        nodes = attrs_of(self.env.graph)
+        return sum(nodes[n]["duration"] for n in tasks)
+
     def visit_Scale(self, s: ast.Scale, script: ast.Script) -> None:
         if scales_samples(s):
             self._scale_samples(s)
             return
         target = self._selection(s.target, "scale")
         factor = compile_expression(s.factor, self.env, task_context=True)
-        effect = self.recorder.effect(s, "scale")
+        effect = self._effect(s, "scale")
         graph = self.env.graph
-        self.budget.charge(len(target))
+        self.budget.charge(2 * len(target))
+        in_step = self._in_step(target)
+        step_before = self._step_time(in_step)
         if not factor.per_task:
             f = factor.constant()
             self._check_factor(f, s.factor, None)
@@ -187,6 +211,8 @@ class Executor(Visitor[None]):
             delta = edit.scale_each(graph, target, factor_of)
         effect.tasks += len(target)
         effect.duration_delta_us += delta
+        effect.step_tasks += len(in_step)
+        effect.step_duration_delta_us += self._step_time(in_step) - step_before
         self.state.changed()
 
     def _scale_samples(self, s: ast.Scale) -> None:
@@ -223,11 +249,13 @@ class Executor(Visitor[None]):
         attr = s.target.attr
         target = self._selection(s.target.obj, "set")
         value = compile_expression(s.value, self.env, task_context=True)
-        effect = self.recorder.effect(s, "set")
+        effect = self._effect(s, "set")
         graph = self.env.graph
         nodes = attrs_of(graph)
-        self.budget.charge(len(target))
+        self.budget.charge(2 * len(target))
+        in_step = self._in_step(target)
         before = sum(nodes[n]["duration"] for n in target) if attr == "duration" else 0.0
+        step_before = self._step_time(in_step) if attr == "duration" else 0.0
         try:
             if not value.per_task:
                 v = value.constant()
@@ -253,18 +281,22 @@ class Executor(Visitor[None]):
             raise self.env.error(str(exc), s.value) from None
         if attr == "duration":
             effect.duration_delta_us += sum(nodes[n]["duration"] for n in target) - before
+            effect.step_duration_delta_us += self._step_time(in_step) - step_before
         self.env.attributes.add(attr)
         effect.tasks += len(target)
+        effect.step_tasks += len(in_step)
         self.state.changed()
 
     def visit_Remove(self, s: ast.Remove, script: ast.Script) -> None:
         graph = self.env.graph
         target = self._selection(s.target, "remove")
-        effect = self.recorder.effect(s, "remove")
+        effect = self._effect(s, "remove")
         self.budget.charge(len(target))
         doomed = edit.removal_set(graph, target, s.with_launches)  # once: it holds the launches too
-        self.budget.charge(len(doomed))
+        self.budget.charge(2 * len(doomed))
         lost = sum(attrs_of(graph)[n]["duration"] for n in doomed)
+        in_step = self._in_step(doomed)
+        step_lost = self._step_time(in_step)
         try:
             removed = edit.remove(graph, doomed)
         except DaydreamError as exc:
@@ -272,6 +304,8 @@ class Executor(Visitor[None]):
         effect.removed += len(removed)
         effect.tasks += len(removed)
         effect.duration_delta_us -= lost
+        effect.step_tasks += len(in_step)
+        effect.step_duration_delta_us -= step_lost
         self.state.changed()
 
     def visit_Insert(self, s: ast.Insert, script: ast.Script) -> None:
@@ -322,10 +356,13 @@ class Executor(Visitor[None]):
             self.budget.charge(work.tasks)  # the tasks the order's repair went over: known once it is done
         edit.check_links(graph, new)
         self.env.attributes |= set(attrs)
-        effect = self.recorder.effect(s, "insert")
+        effect = self._effect(s, "insert")
         effect.added += len(new)
         effect.tasks += len(new)
         effect.duration_delta_us += sum(attrs_of(graph)[n]["duration"] for n in new)
+        in_step = self._in_step(new)
+        effect.step_tasks += len(in_step)
+        effect.step_duration_delta_us += self._step_time(in_step)
         self.state.changed()
         return new
 

@@ -12,6 +12,12 @@ The parts are independent and combine in quadrature: half-width = sqrt(noise^2 +
 of the predicted time; the interval is the prediction times (1 -+ that). The driving part is the largest.
 Calibrated on the ledger itself, leave-one-out (each case's model part from the other cases): ``daydream validate``
 reports how many measured AFTERs fall inside their intervals and the median half-width.
+
+**Rankings** decide on the interval of the *difference* between two predictions of one trace, not on whether their
+own intervals overlap (:func:`paired_half_width`): the trace's noise is common to both and cancels; a model part
+both share (the same script with the same non-numeric params: the two differ only in degree) errs by the same
+relative amount in both, so it holds their difference to that share of it; a part only one has keeps its whole
+width. A scenario's place is one more than the number decidedly ahead of it (:func:`rank_paired`): ``1, 2=, 2=, 4``.
 """
 
 from __future__ import annotations
@@ -47,6 +53,10 @@ class Part(msgspec.Struct):
     half_width_pct: float
     source: str
     extrapolated: bool = False
+    # the model whose error this is: the script (library name, or its path) with its non-numeric params ("device
+    # device=h100"); two predictions holding parts of one model err together (a ranking's paired difference). None:
+    # the trace's noise, or a part saved before models were named (never shared)
+    model: str | None = None
 
 
 class Interval(msgspec.Struct):
@@ -130,20 +140,29 @@ def shipped_table() -> ErrorTable | None:
     return msgspec.json.decode(LEDGER_ERRORS.read_bytes(), type=ErrorTable)
 
 
-def model_parts(scripts: Iterable[str | None], params: Mapping[str, Any], table: ErrorTable | None = None) -> list[Part]:
+def model_parts(
+    scripts: Iterable[str | None],
+    params: Mapping[str, Any],
+    table: ErrorTable | None = None,
+    models: Iterable[str | None] | None = None,
+) -> list[Part]:
     """A part per script run (its library name; None: a script of the user's own): its ledger bound (the largest
     error of its cases), widened and marked extrapolated where it has fewer than MIN_CASES cases (the pooled bound),
     none (a script of the user's own, one the ledger never ran) or where a numeric param lies beyond its cases'
-    values."""
+    values. ``models``: each script's :func:`model_key` (default: its library name), what a ranking pairs parts by."""
     table = table if table is not None else shipped_table()
     pooled = table.pooled_pct() if table is not None else 10.0
+    scripts = list(scripts)
+    keys = list(models) if models is not None else scripts
     parts = []
-    for name in scripts:
+    for name, model in zip(scripts, keys):
         entry = table.scripts.get(name) if table is not None and name is not None else None
         errors = list(entry.errors_pct) if entry is not None else []
         if name is None or not errors:
             who = "a script of your own" if name is None else "a script the ledger never ran"
-            parts.append(Part(name or "your script", WIDEN * pooled, f"{who}: twice the pooled bound ({pooled:.1f}%)", True))
+            parts.append(
+                Part(name or "your script", WIDEN * pooled, f"{who}: twice the pooled bound ({pooled:.1f}%)", True, model)
+            )
             continue
         if len(errors) >= MIN_CASES:
             bound, source = max(abs(e) for e in errors), f"the largest error of its {len(errors)} ledger cases"
@@ -151,10 +170,79 @@ def model_parts(scripts: Iterable[str | None], params: Mapping[str, Any], table:
             bound, source = max(pooled, abs(errors[0])), f"its 1 ledger case, at least the pooled bound ({pooled:.1f}%)"
         beyond = _beyond(params, entry.params if entry is not None else {})
         if beyond:
-            parts.append(Part(name, WIDEN * bound, f"{source} ({bound:.1f}%), twice: {beyond} beyond the cases", True))
+            parts.append(Part(name, WIDEN * bound, f"{source} ({bound:.1f}%), twice: {beyond} beyond the cases", True, model))
         else:
-            parts.append(Part(name, bound, source))
+            parts.append(Part(name, bound, source, model=model))
     return parts
+
+
+def model_key(script: str, params: Mapping[str, Any]) -> str:
+    """What names one model for a ranking's pairs: the script (its library name, or its path) and the params that
+    change what it does in kind, not degree - those that are not numbers (``device device=h100``). Two scenarios of
+    one key differ only in numbers (``factor``, ``ranks``), so the model's relative error is common to both."""
+    kinds = sorted((k, v) for k, v in params.items() if isinstance(v, bool) or not isinstance(v, (int, float)))
+    return " ".join([script, *(f"{k}={v}" for k, v in kinds)])
+
+
+def paired_half_width(a_us: float, a_parts: Sequence[Part], b_us: float, b_parts: Sequence[Part]) -> float:
+    """The 90% half-width (us) of ``a_us - b_us``, two predictions of one trace with their intervals' parts: the
+    trace's noise cancels (both replay the same steps); a model part both hold (one :attr:`Part.model`) errs by the
+    same relative amount in both, so it bounds the difference to its share of the difference (the larger share of
+    the two where one is widened); a part only one holds keeps its whole width of that prediction. Independent
+    parts combine in quadrature, as in :func:`interval`. A baseline (the trace replayed, no model) has no parts."""
+    a_models = {p.model: p for p in a_parts if p.model is not None and p.name != "noise"}
+    b_models = {p.model: p for p in b_parts if p.model is not None and p.name != "noise"}
+    diff = abs(a_us - b_us)
+    total = 0.0
+    for key in a_models.keys() & b_models.keys():
+        total += (max(a_models[key].half_width_pct, b_models[key].half_width_pct) / 100.0 * diff) ** 2
+    for value, parts, other in ((a_us, a_parts, b_models), (b_us, b_parts, a_models)):
+        for p in parts:
+            if p.name != "noise" and (p.model is None or p.model not in other):
+                total += (p.half_width_pct / 100.0 * value) ** 2
+    return math.sqrt(total)
+
+
+def decided(a_us: float, a_parts: Sequence[Part], b_us: float, b_parts: Sequence[Part]) -> bool:
+    """Whether the paired difference of two predictions holds no zero: which is smaller is what the evidence says."""
+    return abs(a_us - b_us) > paired_half_width(a_us, a_parts, b_us, b_parts)
+
+
+class Paired(msgspec.Struct, frozen=True):
+    """One prediction against another of the same trace (its baseline): the difference ``difference_us`` (this one
+    less the other), the 90% half-width of that difference (:func:`paired_half_width`), and what they say together:
+    ``faster``, ``slower``, or ``not decided`` where the interval of the difference holds zero."""
+
+    verdict: str
+    difference_us: float
+    half_width_us: float
+
+
+def versus_baseline(predicted_us: float, parts: Sequence[Part], baseline_us: float) -> Paired:
+    """A prediction against its baseline (the trace replayed, which no model priced) by their paired difference,
+    whose interval is the prediction's model parts alone: the trace's noise cancels."""
+    half = paired_half_width(predicted_us, parts, baseline_us, [])
+    diff = predicted_us - baseline_us
+    verdict = "not decided" if not abs(diff) > half else "faster" if diff < 0 else "slower"
+    return Paired(verdict, diff, half)
+
+
+def rank_paired(items: Sequence[tuple[float, Sequence[Part]]]) -> list[tuple[int, list[int]]]:
+    """Places of predictions of one trace (``(value, parts)``, smaller better: a step time, or time per sample): each
+    one more than the number of items decidedly smaller (:func:`decided`), and the items tied with it (indices), in
+    the order given. Ties whose predictions cannot be told apart share a place: ``1, 2=, 2=, 4``."""
+    out = []
+    for i, (v, parts) in enumerate(items):
+        ahead, tied = 0, []
+        for j, (w, other) in enumerate(items):
+            if j == i:
+                continue
+            if decided(v, parts, w, other):
+                ahead += w < v
+            else:
+                tied.append(j)
+        out.append((1 + ahead, tied))
+    return out
 
 
 def _beyond(params: Mapping[str, Any], validated: Mapping[str, list[float]]) -> str:

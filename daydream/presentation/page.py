@@ -24,7 +24,7 @@ from daydream.api.workload import RunOptions, Workload
 from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
 from daydream.names import kernel_short
-from daydream.perf.uncertainty import Interval
+from daydream.perf.uncertainty import Interval, Paired
 from daydream.simulation.export import export_chrome_trace
 from daydream.simulation.timeline import BREAKDOWN_PARTS
 
@@ -72,6 +72,7 @@ class Report:
     samples: float = 1.0  # the samples a step processes after the scripts, relative to the trace (scale samples)
     intervals: list[Interval] = field(default_factory=list)  # 90%, one per analysis: the baseline's, the prediction's
     steps: list[StepRow] = field(default_factory=list)  # each simulated step: measured, baseline, predicted
+    versus_baseline: Paired | None = None  # the prediction against the baseline, by their paired difference
 
     @property
     def baseline_us(self) -> float:
@@ -102,7 +103,8 @@ class Report:
                 "measured_us": self.measured_us, "baseline_us": self.baseline_us, "predicted_us": self.predicted_us,
                 "speedup": self.speedup, "samples": self.samples, "throughput": self.throughput, "out_dir": self.out_dir, "index": self.index,
                 "files": self.files, "analyses": msgspec.to_builtins(self.analyses), "warnings": self.warnings,
-                "intervals": msgspec.to_builtins(self.intervals), "steps": msgspec.to_builtins(self.steps)}  # fmt: skip
+                "intervals": msgspec.to_builtins(self.intervals), "steps": msgspec.to_builtins(self.steps),
+                "versus_baseline": msgspec.to_builtins(self.versus_baseline)}  # fmt: skip
 
 
 def report_files(out_dir: str, predicted: bool) -> list[str]:
@@ -199,7 +201,7 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
         params={k: json_param(v) for k, v in result.param_values.items()} if result else {},
         params_text=result.params_text if result else {},
         warnings=warnings, printed=result.printed if result else [], samples=result.samples if result else 1.0,
-        intervals=intervals, steps=step_rows(base, result),
+        intervals=intervals, steps=step_rows(base, result), versus_baseline=result.versus_baseline if result else None,
     )  # fmt: skip
     data = os.path.join(out_dir, "report.json")
     report.files += [data, report.index]
@@ -266,8 +268,14 @@ def _table(title: str, head: list[str], rows: list[list[str]], ident: str, numer
 
 
 def _layer_rows(rows: list[LayerRow]) -> list[list[str]]:
-    return [[r.name, r.phase, str(r.instances), _ms(r.latency_us), _ms(r.gpu_us), _ms(r.non_gpu_us), _ms(r.cpu_us),
-             str(r.kernels)] for r in rows[:TOP_ROWS]]  # fmt: skip
+    shown = [[r.name, r.phase, str(r.instances), _ms(r.critical_us), _ms(r.critical_gpu_us), _ms(r.gpu_us), _ms(r.cpu_us),
+              _ms(r.span_us), str(r.kernels)] for r in rows[:TOP_ROWS]]  # fmt: skip
+    rest = rows[TOP_ROWS:]
+    if rest:  # the rows add up to the step: the rest in one
+        shown.append([f"{len(rest):,} more layers", "", str(sum(r.instances for r in rest)), _ms(sum(r.critical_us for r in rest)),
+                      _ms(sum(r.critical_gpu_us for r in rest)), _ms(sum(r.gpu_us for r in rest)), _ms(sum(r.cpu_us for r in rest)),
+                      "", str(sum(r.kernels for r in rest))])  # fmt: skip
+    return shown
 
 
 def _kernel_rows(rows: list[KernelRow]) -> list[list[str]]:
@@ -275,8 +283,14 @@ def _kernel_rows(rows: list[KernelRow]) -> list[list[str]]:
             for r in rows[:TOP_ROWS]]  # fmt: skip
 
 
-LAYER_HEAD = ["layer", "phase", "instances", "latency ms", "GPU ms", "non-GPU ms", "CPU ms", "kernels"]
-KERNEL_HEAD = ["kernel", "class", "roofline", "count", "total ms", "mean us", "% of GPU time"]
+LAYER_HEAD = ["layer", "phase", "n", "on path ms", "of it GPU", "GPU ms, all streams", "CPU ms, all threads", "mean span ms",
+              "kernels"]  # fmt: skip
+KERNEL_HEAD = ["kernel", "class", "roofline", "count", "total ms (summed over streams)", "mean us", "% of GPU time"]
+
+
+def _layers_title(kind: str, a: Analysis) -> str:
+    return (f"{kind} ({a.label}): on path, time on the critical path, the rows adding up to the step ({_ms(a.step_us)} "
+            "ms); mean span: an instance's first start to last end (spans overlap: not summed)")  # fmt: skip
 
 
 @cache
@@ -304,6 +318,10 @@ def page(report: Report) -> str:
             ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"],
             ["throughput (samples/s after / before)", f"{report.throughput:.3f}x"],
         ]
+        if report.versus_baseline is not None:
+            v = report.versus_baseline
+            steps.append(["against the baseline (the paired difference, its 90% interval: the trace's noise cancels)",
+                          f"{v.verdict}: {v.difference_us / 1e3:+,.3f} ± {_ms(v.half_width_us)}"])  # fmt: skip
     each_step = [
         [r.step + (" (context)" if r.context else ""), _ms(r.measured_us) if r.measured_us else "-", _ms(r.baseline_us),
          *([_ms(r.predicted_us)] if pred is not None else [])]
@@ -325,8 +343,8 @@ def page(report: Report) -> str:
                          "breakdown"),
         predicted=pred is not None,
         timeline_file=TIMELINE_FILE,
-        layers=[_table(f"Layers ({a.label})", LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2) for a in analyses],
-        modules=[_table(f"Modules ({a.label})", LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2)
+        layers=[_table(_layers_title("Layers", a), LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2) for a in analyses],
+        modules=[_table(_layers_title("Modules", a), LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2)
                  for a in analyses] if any(a.modules for a in analyses) else [],
         kernels=[_table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}")
                  for a in analyses] if any(a.kernels for a in analyses) else [],

@@ -91,8 +91,9 @@ def breakdown_figure(analyses: Sequence[Analysis], out_dir: str, intervals: Sequ
 
 
 def layers_figure(analyses: Sequence[Analysis], out_dir: str, top: int = 15) -> list[str]:
-    """Per layer (op and phase), GPU and non-GPU time, the ``top`` layers of the first timeline by latency; each
-    timeline's bars side by side."""
+    """Per layer (op and phase), its time on the step's critical path - held by its kernels (GPU) or its CPU tasks -
+    for the ``top`` layers of the first timeline; each timeline's bars side by side. A timeline's bars over all its
+    layers add up to its step."""
     plt = _pyplot()
     first = analyses[0].layers[:top]
     keys = [(r.name, r.phase) for r in first]
@@ -101,15 +102,15 @@ def layers_figure(analyses: Sequence[Analysis], out_dir: str, top: int = 15) -> 
     y = np.arange(len(keys))
     for j, a in enumerate(analyses):
         rows = {(r.name, r.phase): r for r in a.layers}
-        gpu = np.array([rows[k].gpu_us / 1e3 if k in rows else 0.0 for k in keys])
-        other = np.array([rows[k].non_gpu_us / 1e3 if k in rows else 0.0 for k in keys])
+        gpu = np.array([rows[k].critical_gpu_us / 1e3 if k in rows else 0.0 for k in keys])
+        cpu = np.array([(rows[k].critical_us - rows[k].critical_gpu_us) / 1e3 if k in rows else 0.0 for k in keys])
         pos = y + j * height
-        ax.barh(pos, gpu, height, color="#55a868", alpha=1.0 - 0.45 * j, label=f"{a.label}: GPU")
-        ax.barh(pos, other, height, left=gpu, color="#4c72b0", alpha=1.0 - 0.45 * j, label=f"{a.label}: non-GPU")
+        ax.barh(pos, gpu, height, color="#55a868", alpha=1.0 - 0.45 * j, label=f"{a.label}: its kernels")
+        ax.barh(pos, cpu, height, left=gpu, color="#4c72b0", alpha=1.0 - 0.45 * j, label=f"{a.label}: its CPU tasks")
     ax.set_yticks(y + height * (len(analyses) - 1) / 2, [_short(f"{n} ({p})") for n, p in keys], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("ms (summed over the layer's instances)")
-    ax.set_title("Layers: GPU and non-GPU time")
+    ax.set_xlabel("ms on the step's critical path (all layers of a timeline add up to its step)")
+    ax.set_title("Layers: time holding the step")
     ax.legend(fontsize=7, frameon=False, loc="lower right")
     return _save(fig, out_dir, "layers")
 
@@ -137,11 +138,18 @@ def timeline_figure(timeline: Timeline, label: str, out_dir: str, stem: str, spa
     ax.set_yticks(range(len(shown)), [_short(track_label(lane, _doing(timeline, lanes[lane])), 40) for lane in shown], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, span / 1e3)
-    ax.set_xlabel("ms from the step's start")
+    ax.set_xlabel("ms from the first simulated task's start")
     hidden = len(lanes) - len(shown)
-    ax.set_title(
-        f"{label} timeline ({timeline.makespan() / 1e3:,.3f} ms)" + (f"; {hidden} quieter rows not drawn" if hidden else "")
-    )
+    w0, w1, measured = timeline.step_window()
+    steps = len(timeline.step_periods())
+    drawn = f"{label} timeline: {timeline.makespan() / 1e3:,.3f} ms drawn" + (f", {steps} simulated steps" if steps > 1 else "")
+    if measured and (w0 > t0 or steps > 1):  # the window the step is measured over, shaded
+        ax.axvspan((w0 - t0) / 1e3, (w1 - t0) / 1e3, color="#f0e442", alpha=0.18, lw=0)
+        which = "the measured step" if measured == 1 else f"the {measured} measured steps"
+        drawn += (
+            f"; shaded, {which}: {(w0 - t0) / 1e3:,.3f}-{(w1 - t0) / 1e3:,.3f} ms (step time {timeline.step_us() / 1e3:,.3f} ms)"
+        )
+    ax.set_title(drawn + (f"; {hidden} quieter rows not drawn" if hidden else ""), fontsize=9)
     kinds = sorted({k for lane in shown for k in lanes[lane]})
     from matplotlib.patches import Patch
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -14,6 +15,7 @@ from daydream.files import clip
 from daydream.graph.schema import Causality
 from daydream.names import kernel_label, middle
 from daydream.simulation.timeline import BREAKDOWN_PARTS
+from daydream.units import change, ms
 
 if TYPE_CHECKING:  # what each renderer is given: importing them all would cost every command 0.2 s
     from daydream.api.compare import Against, Comparison
@@ -28,12 +30,8 @@ if TYPE_CHECKING:  # what each renderer is given: importing them all would cost 
     from daydream.perf.accuracy import Accuracy
     from daydream.perf.device_model import DeviceModel
     from daydream.perf.devices import Device
-    from daydream.perf.uncertainty import Interval
+    from daydream.perf.uncertainty import Interval, Paired
     from daydream.presentation.page import Report
-
-
-def ms(us: float) -> str:
-    return f"{us / 1e3:,.3f} ms"
 
 
 def _ms(us: float) -> str:
@@ -91,7 +89,10 @@ def render_replay(result: Replay, console: Console) -> None:
     console.print(breakdown_shares(d.breakdown, "Breakdown (baseline)"))
 
     cp = d.critical_path
-    title = f"Critical path: {cp.tasks:,} tasks; GPU holds it {ms(cp.gpu_us)}, CPU {ms(cp.cpu_us)}"
+    measured = sum(1 for s in d.steps if not s.context)
+    per = f" (one step's share of the {measured} measured steps')" if measured > 1 else ""
+    title = (f"Critical path{per}: {cp.tasks:,} tasks; GPU holds it {ms(cp.gpu_us)}, CPU {ms(cp.cpu_us)}, adding up to "
+             f"the step; the top tasks' and layers' times are parts of it")  # fmt: skip
     names, layers = list(cp.by_name.items()), list(cp.by_layer.items())
     if console.width < 110:  # side by side the two need ~105 columns: one under the other, each fits 80
         for label, items, first in (
@@ -188,22 +189,13 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def _change(before: float, after: float) -> str:
-    """After less before in ms, and in percent of before where before shows (a part of 0.3 us gone is no -100%)."""
-    d = after - before
-    if abs(d) < 0.5:  # rounds to 0.000 ms: no sign, no percent
-        return "0.000 ms"
-    pct = f" ({d / before:+.1%})" if abs(before) >= 0.5 else ""
-    return f"{d / 1e3:+,.3f} ms{pct}"
-
-
 def breakdown_table(before: dict[str, float], after: dict[str, float]) -> Table:
-    """CPU only / GPU only / overlap / idle / total, before and after a change."""
-    table = Table(title="Breakdown", title_justify="left")
+    """CPU only / GPU only / overlap / idle / total, before and after a change (each column adds up to its step)."""
+    table = Table(title="Breakdown (the parts add up to each step)", title_justify="left")
     for col in ("", "baseline", "predicted", "change"):
         table.add_column(col, justify="right" if col else "left")
     for key, label in [*BREAKDOWN_PARTS.items(), ("total_us", "total")]:
-        table.add_row(label, ms(before[key]), ms(after[key]), _change(before[key], after[key]))
+        table.add_row(label, ms(before[key]), ms(after[key]), change(before[key], after[key], before["total_us"]))
     return table
 
 
@@ -225,13 +217,14 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     console.print(head)
     console.print(speedup_note(d.samples), highlight=False, markup=False)
     console.print(interval_note(d.predicted_interval), highlight=False, markup=False)
+    console.print(plain(versus_note(d.versus_baseline), 2000))
     if d.ranks:
         ranks = Table(title="Per rank, ms (each from its own step's start)", title_justify="left")
         for col in ("rank", "measured", "baseline", "predicted", "change", "waiting before", "waiting after"):
             ranks.add_column(col, justify="right")
         for r in d.ranks:
-            change = f"{100 * (r['predicted_us'] / r['baseline_us'] - 1):+.1f}%" if r["baseline_us"] else "-"
-            ranks.add_row(str(r["rank"]), _ms(r["measured_us"]), _ms(r["baseline_us"]), _ms(r["predicted_us"]), change,
+            pct = f"{100 * (r['predicted_us'] / r['baseline_us'] - 1):+.1f}%" if r["baseline_us"] else "-"
+            ranks.add_row(str(r["rank"]), _ms(r["measured_us"]), _ms(r["baseline_us"]), _ms(r["predicted_us"]), pct,
                           _ms(r["baseline_wait_us"]), _ms(r["wait_us"]))  # fmt: skip
         console.print(ranks)
     b_steps, a_steps = d.step_us.baseline, d.step_us.predicted
@@ -243,17 +236,17 @@ def render_whatif(result: WhatIf, console: Console) -> None:
         for name, a in a_steps.items():
             b = b_steps.get(name)
             label = styled(plain(name), (" (context)", "dim")) if name in context else plain(name)
-            per.add_row(label, ms(b) if b is not None else "-", ms(a), _change(b, a) if b is not None else "")
+            per.add_row(label, ms(b) if b is not None else "-", ms(a), change(b, a) if b is not None else "")
         console.print(per)
     console.print(breakdown_table(d.breakdown.baseline, d.breakdown.predicted))
     b_cls, a_cls = d.gpu_time_by_class.baseline, d.gpu_time_by_class.predicted
     if b_cls or a_cls:  # a CPU recording has no GPU time to show
-        cls = Table(title="GPU time by kernel class", title_justify="left")
+        cls = Table(title="GPU time by kernel class (the step's kernels, summed over streams)", title_justify="left")
         for col in ("class", "baseline", "predicted", "change"):
             cls.add_column(col, justify="right" if col != "class" else "left")
         for name in sorted(set(b_cls) | set(a_cls), key=lambda n: -max(b_cls.get(n, 0.0), a_cls.get(n, 0.0)))[:12]:
             b, a = b_cls.get(name, 0.0), a_cls.get(name, 0.0)
-            cls.add_row(plain(name), ms(b), ms(a), _change(b, a))
+            cls.add_row(plain(name), ms(b), ms(a), change(b, a, d.baseline_us))
         console.print(cls)
     st = Table(title="Statements", title_justify="left")
     rows = [(f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe()) for e in result.effects]
@@ -263,8 +256,8 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     effect_w = max([6, *(len(r[2]) for r in rows)])
     spare = console.width - where_w - 10  # the table's borders and padding: 10 columns
     statement_w = min(60, max([9, *(len(r[1]) for r in rows)]), spare - effect_w)
-    if statement_w < 24:
-        statement_w = min(24, max([9, *(len(r[1]) for r in rows)]))
+    if statement_w < 30:
+        statement_w = min(30, max([9, *(len(r[1]) for r in rows)]))
         effect_w = max(16, spare - statement_w)
     st.add_column("where", no_wrap=True, width=where_w)
     st.add_column("statement", overflow="ellipsis", no_wrap=True, width=statement_w)
@@ -291,6 +284,14 @@ def interval_note(iv: Interval | None) -> str:
     return lead + (" (extrapolated)" if iv.extrapolated else "") + ": " + parts
 
 
+def versus_note(p: Paired) -> str:
+    """The prediction against the baseline: the verdict, the difference and its 90% interval's half-width."""
+    where = "within" if p.verdict == "not decided" else "beyond"
+    return (f"against the baseline: {p.verdict}: {p.difference_us / 1e3:+,.3f} ms, {where} the 90% interval of the "
+            f"difference, +-{p.half_width_us / 1e3:,.3f} ms (the scripts' measured errors; the trace's noise cancels in "
+            "a difference)")  # fmt: skip
+
+
 def speedup_note(samples: float | None = None) -> str:
     """What the speedup and throughput columns mean, and the samples per step a script left (None: several rows,
     each its own)."""
@@ -315,13 +316,23 @@ def render_demo(demo: Demo, console: Console) -> None:
     console.print(head)
     console.print(breakdown_shares(d.breakdown, "Where the time goes"))
     table = Table(title=f"What if (baseline: {ms(d.baseline_us)} per step)", title_justify="left")
-    for col in ("optimization", "predicted", "90% interval", "speedup", "throughput"):
+    for col in ("#", "optimization", "predicted", "90% interval", "speedup", "throughput"):
         table.add_column(col, justify="left" if col == "optimization" else "right")
+    labels = []
     for w in d.whatifs:
         label = w.script + "".join(f" {k}={v}" for k, v in w.params.items())
-        table.add_row(plain(label), ms(w.predicted_us), _range(w.interval), f"{w.speedup:.3f}x", f"[b]{w.throughput:.3f}x[/]")
+        labels.append((label, w.ties))
+        table.add_row(f"{w.rank}{'=' if w.ties else ''}", plain(label), ms(w.predicted_us), _range(w.interval),
+                      f"{w.speedup:.3f}x", f"[b]{w.throughput:.3f}x[/]")  # fmt: skip
     console.print(table)
     console.print(speedup_note(), highlight=False, markup=False)
+    console.print(plain(RANKING_NOTE.replace("faster", "ahead in throughput")
+                        + ("; tied: " + tie_pairs(labels) if any(t for _, t in labels) else ""), 4000))  # fmt: skip
+    verdicts = {v: [lab for (lab, _), w in zip(labels, d.whatifs) if w.versus_baseline.verdict == v]
+                for v in ("faster", "slower", "not decided")}  # fmt: skip
+    said = "; ".join(f"{v}: {', '.join(names)}" for v, names in verdicts.items() if names)
+    if said:
+        console.print(plain(f"step time against the baseline, by the same paired rule: {said}", 4000))
     console.print("90% interval: the trace's own step-to-step noise and each script's largest error on the validation "
                   "ledger (extrap.: a script or param the ledger never measured, its part widened)", highlight=False, markup=False)  # fmt: skip
     for w in d.whatifs:
@@ -508,9 +519,12 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
                   "at once; bound by: the critical path's largest shares; ±: the 90% interval's half-width", highlight=False,
                   markup=False)  # fmt: skip
     if tied:
-        console.print("=: a tie: the scenario's 90% interval overlaps another's, so the predictions cannot tell which is "
-                      "faster; ties: " + "; ".join(f"{s.name} with {', '.join(s.ties)}" for s in predicted if s.ties),
-                      highlight=False, markup=False)  # fmt: skip
+        console.print(plain(RANKING_NOTE + "; tied: " + tie_pairs([(s.name, s.ties) for s in predicted]), 4000))
+    verdicts = {v: [s.name for s in predicted if s.versus_baseline and s.versus_baseline.verdict == v]
+                for v in ("faster", "slower", "not decided")}  # fmt: skip
+    if any(verdicts.values()):
+        said = "; ".join(f"{v}: {', '.join(names)}" for v, names in verdicts.items() if names)
+        console.print(plain(f"against the baseline, by the same paired rule: {said}", 4000))
     extrapolated = [s.name for s in predicted if s.interval is not None and s.interval.extrapolated]
     if extrapolated:
         console.print(plain("extrapolated (a script or param the validation ledger never measured; the interval widened): "
@@ -526,6 +540,36 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
             console.print(styled(("not predicted:", "yellow"), " ", plain(f"{s.name}: {s.error}", 2000)))
     if against is not None:
         render_against(against, console)
+
+
+# the ranking rule, said once wherever a ranking is shown (docs/compare.md says it with an example)
+RANKING_NOTE = (
+    "#: one more than the number decidedly faster; =: tied with another, the interval of the difference of the two "
+    "predictions holds zero (the trace's noise cancels in a difference; a model both use errs alike in both)"
+)
+
+
+def tie_pairs(rows: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """Each tie once, from each row's name and the names it is tied with: rows all tied with each other as one
+    group (``a = b = c``), the ties left over as pairs (``a = d``)."""
+    tied = {name: set(ties) for name, ties in rows}
+    said: set[frozenset[str]] = set()
+    groups = []
+    for name, ties in rows:
+        group = [name]
+        for other in ties:  # grow a group whose members are all tied with each other
+            if all(other in tied.get(g, ()) for g in group):
+                group.append(other)
+        pairs = {frozenset((a, b)) for i, a in enumerate(group) for b in group[i + 1 :]}
+        if len(group) > 1 and not pairs <= said:
+            said |= pairs
+            groups.append(" = ".join(group))
+        for other in ties:
+            key = frozenset((name, other))
+            if key not in said:
+                said.add(key)
+                groups.append(f"{name} = {other}")
+    return "; ".join(groups)
 
 
 def _gib(nbytes: float) -> str:
@@ -576,14 +620,15 @@ def render_plans(result: Plans, console: Console, top: int | None = None) -> Non
                             f"{len(extrapolated)} of {len(shown)} shown", 4000))  # fmt: skip
     batch = ("each replica keeps the traced batch" if result.global_batch is None else
              f"{result.global_batch:,} samples a step, {result.global_batch:,} / dp a replica (the trace: {result.batch:,})")  # fmt: skip
-    console.print(f"plan: data x tensor x pipeline parallel ranks, m micro-batches; {batch}; =: the plan's 90% interval "
-                  "overlaps another's (ranks tell apart only plans beyond each other's intervals); -: does not fit",
-                  highlight=False, markup=False)  # fmt: skip
+    console.print(plain(f"plan: data x tensor x pipeline parallel ranks, m micro-batches; {batch}; -: does not fit", 4000))
+    if any(p.ties for p in shown):
+        console.print(plain(RANKING_NOTE.replace("faster", "ahead in throughput") + "; tied: "
+                            + tie_pairs([(p.name, [t for t in p.ties if t in {q.name for q in shown}]) for p in shown]), 4000))  # fmt: skip
     best = result.best
     if best is not None:
         console.print(styled(("best:", "b"), " ", plain(f"{best.name}: {best.throughput:,.2f}x one GPU's throughput, "
                                                         f"{ms(best.predicted_us or 0.0)} a step, {_gib(best.memory_bytes)} GiB"
-                                                        + (f"; as good within the intervals: {', '.join(best.ties)}" if best.ties else ""),
+                                                        + (f"; not told apart from it (tied): {', '.join(best.ties)}" if best.ties else ""),
                                                         4000)))  # fmt: skip
     elif predicted:
         console.print(
@@ -634,17 +679,28 @@ def render_report(report: Report, console: Console) -> None:
     if report.speedup is not None:
         steps += f", predicted {ms(report.analyses[1].step_us)}, speedup {report.speedup:.3f}x, throughput {report.throughput or 0.0:.3f}x"
     console.print(plain(steps))
+    if report.versus_baseline is not None:
+        console.print(plain(versus_note(report.versus_baseline), 2000))
     last = report.analyses[-1]
-    layers = Table(title=f"Layers that take longest ({last.label}, ms)", title_justify="left")
-    for col in ("layer", "phase", "n", "latency", "GPU", "non-GPU"):
-        layers.add_column(col, justify="left" if col in ("layer", "phase") else "right", overflow="fold")
-    for r in last.layers[:8]:
-        layers.add_row(plain(r.name, 200), plain(r.phase), str(r.instances), _ms(r.latency_us), _ms(r.gpu_us), _ms(r.non_gpu_us))
-    console.print(layers)
+    if last.layers:
+        layers = Table(title=f"Layers that hold the step longest ({last.label}, ms): time on the critical path, the "
+                       f"rows adding up to the step ({ms(last.step_us)}); GPU: kernels summed over streams",
+                       title_justify="left")  # fmt: skip
+        for col in ("layer", "phase", "n", "on path", "GPU"):
+            layers.add_column(col, justify="left" if col in ("layer", "phase") else "right", overflow="fold")
+        for r in last.layers[:8]:
+            layers.add_row(plain(r.name, 200), plain(r.phase), str(r.instances), _ms(r.critical_us), _ms(r.gpu_us))
+        rest = last.layers[8:]
+        if rest:
+            layers.add_row(
+                plain(f"{len(rest):,} more"), "", "", _ms(sum(r.critical_us for r in rest)), _ms(sum(r.gpu_us for r in rest))
+            )
+        console.print(layers)
     if not last.kernels:  # a CPU recording: no GPU table
         console.print(plain(f"report written to {report.index} (figures and report.json beside it)"))
         return
-    kernels = Table(title=f"Kernels that take longest ({last.label}, ms)", title_justify="left")
+    kernels = Table(title=f"Kernels that take longest ({last.label}, ms; total: over the step, summed over streams; %: of "
+                    "the GPU's kernel time)", title_justify="left")  # fmt: skip
     rows = [(kernel_label(k.name), k.kernel_class, k.bound or "-", str(k.count), _ms(k.total_us), f"{k.share_pct:.0f}")
             for k in last.kernels[:8]]  # fmt: skip
     # the figures keep their widths; the kernel's name gives way (cut at its end: the page has it whole)

@@ -161,6 +161,13 @@ class Timeline:
         begin = max([e for e in context if e <= min(ends[n] for n in measured)], default=t0)
         return begin, max(ends[n] for n in measured), len(measured)
 
+    def step_scale(self) -> float:
+        """What a total over the step's window (:meth:`step_window`) is multiplied by to be one step's: the step time
+        over the window where it holds several measured steps (the median step's share, as in :func:`breakdown`),
+        else 1. The tables of one step (time by phase, class, layer, kernel; the critical path's shares) use it."""
+        t0, t1, measured = self.step_window()
+        return self.step_us() / (t1 - t0) if measured > 1 and t1 > t0 else 1.0
+
     def measured_indices(self) -> list[int] | None:
         """The tasks of the measured steps (and those of no step), in task order, for the tables of one step (time by
         phase, class, layer, kernel); None: every task (no context step in the graph)."""
@@ -279,7 +286,7 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     }
     if measured <= 1:
         return parts
-    scale = timeline.step_us() / total if total else 0.0  # the median step's share of each part
+    scale = timeline.step_us() / total if total else 0.0  # the median step's share of each part (Timeline.step_scale)
     return {k: v * scale for k, v in parts.items()}
 
 
@@ -345,9 +352,10 @@ def totals(
 
 def totals_by(
     timeline: Timeline, bys: tuple[str, ...], indices: list[int] | None = None, kinds: frozenset[str] = GPU_KINDS,
-    times: list[float] | None = None,
+    times: list[float] | None = None, scale: float = 1.0,
 ) -> dict[str, dict[str, float]]:  # fmt: skip
-    """:func:`totals` for each attribute of ``bys``, in one pass over the tasks."""
+    """:func:`totals` for each attribute of ``bys``, in one pass over the tasks; each total times ``scale`` (one
+    step's share of a window of several: :meth:`Timeline.step_scale`)."""
     kind, kind_values = timeline.codes("kind")
     if indices is None:
         ix = np.asarray(timeline.tasks_of(kinds), np.int64)
@@ -364,6 +372,8 @@ def totals_by(
         # order given: the same sums, bit for bit, as adding them one by one)
         codes, code_of = _key_codes(timeline, by, ix)
         sums = np.bincount(codes, weights=weights, minlength=len(code_of)).tolist() if len(codes) else []
+        if scale != 1.0:
+            sums = [x * scale for x in sums]
         result[by] = dict(sorted(zip(code_of, sums), key=lambda kv: -kv[1]))
     return result
 

@@ -1,0 +1,28 @@
+"""Times as people read them: microseconds shown as milliseconds, signed changes without signed zeros, and
+percentages only of quantities that are not near zero. One set of rules for every screen (the terminal, a script's
+statements table, the page)."""
+
+from __future__ import annotations
+
+ZERO_US = 0.5  # a change that rounds to 0.000 ms is no change: no sign, no percent
+
+
+def ms(us: float) -> str:
+    """``1,234.567 ms``."""
+    return f"{us / 1e3:,.3f} ms"
+
+
+def signed_ms(us: float) -> str:
+    """``+1.234 ms``, ``-0.250 ms``; ``0.000 ms`` (unsigned) for what rounds to nothing."""
+    return "0.000 ms" if abs(us) < ZERO_US else f"{us / 1e3:+,.3f} ms"
+
+
+def change(before: float, after: float, whole: float | None = None) -> str:
+    """After less before (:func:`signed_ms`), with its percentage of before where before is not near zero: at least
+    ZERO_US, and at least 1% of ``whole`` (the step the quantity is part of) where given - a part of 0.3 us gone is
+    no -100%, nor a part of 1 us grown to 60 us a +6,000%."""
+    d = after - before
+    text = signed_ms(d)
+    if text.startswith("0.000") or abs(before) < ZERO_US or (whole is not None and abs(before) < 0.01 * abs(whole)):
+        return text
+    return f"{text} ({d / before:+.1%})"

@@ -7,6 +7,7 @@ import gzip
 import importlib.util
 import json
 import math
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -23,6 +24,7 @@ from daydream.graph.schema import ProcessGroup, RankInfo, StepInfo
 from daydream.perf.job_collectives import price_collectives
 from daydream.simulation import simulate
 from daydream.simulation.ranks import rank_results
+from daydream.simulation.timeline import BREAKDOWN_PARTS
 
 DLRM8 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "dlrm8"
 needs_dlrm8 = pytest.mark.skipif(not DLRM8.is_dir(), reason=f"{DLRM8} not present (shared traces)")
@@ -525,3 +527,197 @@ def test_one_word_one_value_for_a_job(shared_traces: Path) -> None:
     assert ran.baseline_us == pytest.approx(simulated.baseline_us, rel=1e-9)
     assert ran.baseline_us == pytest.approx(max(r["baseline_us"] for r in ran.report.ranks or []), rel=1e-9)
     assert ran.predicted_us == pytest.approx(max(r["predicted_us"] for r in ran.report.ranks or []), rel=1e-9)
+
+
+# ---- the straggler explained; a job's breakdown adds up to its step -------------------------------------------------
+
+
+def _with_optimizer(g: nx.DiGraph, us: float) -> nx.DiGraph:
+    """``rank_graph``'s rank, then an optimizer kernel of ``us`` launched (10 us) after its last collective's launch
+    and waiting for that collective (sync edge): the rank's step ends ``us`` after its last collective."""
+    last_issue = max((n for n, a in g.nodes.items() if a["name"] == "ncclLaunch"), key=lambda n: g.nodes[n]["start"])
+    last_comm = max((n for n, a in g.nodes.items() if a["kind"] == "comm"), key=lambda n: g.nodes[n]["start"])
+    last_gemm = max((n for n, a in g.nodes.items() if a["kind"] == "gpu"), key=lambda n: g.nodes[n]["start"])
+    t = g.nodes[last_issue]["start"] + 10
+    launch = add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=t, step="s")
+    sgd = add_task(g, "sgd", "gpu", COMPUTE, us, start=t + 10, step="s")
+    add_dependency(g, last_issue, launch, "thread")
+    add_dependency(g, launch, sgd, "launch")
+    add_dependency(g, last_comm, sgd, "sync")
+    add_dependency(g, last_gemm, sgd, "stream")
+    return g
+
+
+def straggler_job() -> nx.DiGraph:
+    """Three ranks, two all-reduces (50 us), the straggler the shortest window. Rank 0 starts at 0 (kernels [10,110]
+    [110,210]), rank 1 at 50 (kernels 150 and 370 us: [60,210] [210,580]), rank 2 at 400 (kernels [410,510] [510,610]).
+    The first all-reduce: arrivals 110, 210, 510, run [510,560]; the second: arrivals 560 (after the first, on the
+    stream), 580, 610, run [610,660]. Rank 2 holds both (510 - 210 = 300, 610 - 580 = 30) and then runs an 80 us
+    optimizer kernel [660,740]. Windows: rank 0 [0,660] 660 us, waiting 400 + 50; rank 1 [50,660] 610, waiting
+    300 + 30; rank 2 [400,740] 340, waiting none. The job's step is rank 0's 660 us; the span across the ranks is
+    740."""
+    graphs = [rank_graph([100, 100]), rank_graph([150, 370]), _with_optimizer(rank_graph([100, 100]), 80)]
+    return job(graphs, origins=[0.0, 50.0, 400.0], measured=[660.0, 610.0, 340.0])
+
+
+def _text(render: object, result: object, width: int = 80) -> str:
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width)
+    render(result, console)  # type: ignore[operator]
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert max(len(line) for line in out.splitlines()) <= width
+    return out
+
+
+def _flat(text: str) -> str:
+    """The terminal's text with its lines joined: a sentence wrapped at 80 columns read whole."""
+    return " ".join(line.strip() for line in text.splitlines())
+
+
+def _breakdown_row(text: str) -> tuple[float, list[float]]:
+    """The job breakdown's step (its title, ms) and its parts (the row under it, ms)."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Breakdown of the job's step, "))
+    step = float(re.search(r"step, ([\d,.]+) ms", lines[at]).group(1).replace(",", ""))  # type: ignore[union-attr]
+    row = next(line for line in lines[at:] if line.startswith("│"))
+    return step, [float(x.replace(",", "")) for x in re.findall(r"([\d,.]+) ms \(", row)]
+
+
+def _path_shares(text: str) -> tuple[float, float, list[float]]:
+    """The straggler's critical path as the terminal says it: its length, its step and each task's share (ms)."""
+    m = re.search(r"critical path from .*?, ([\d.]+) ms of its ([\d.]+) ms step, by task \(.*?\): (.*?)(?: rank \d+'s step is|$)",
+                  _flat(text))  # fmt: skip
+    assert m is not None, text
+    return float(m.group(1)), float(m.group(2)), [float(x) for x in re.findall(r" ([\d.]+) ms", m.group(3))]
+
+
+def test_the_straggler_is_the_rank_the_others_wait_for_not_the_longest_window() -> None:
+    from daydream.presentation.terminal import render_job
+
+    result = replay_job_graph(straggler_job())
+    d = result.to_dict()
+    assert [(r["rank"], r["baseline_us"], r["wait_us"], r["offset_us"], r["held_us"]) for r in d["ranks"]] == [
+        (0, 660.0, 450.0, 0.0, 0.0), (1, 610.0, 330.0, 50.0, 0.0), (2, 340.0, 0.0, 400.0, 330.0)]  # fmt: skip
+    s = d["straggler"]
+    assert s["rank"] == 2 and s["held_us"] == 330.0 and s["late_start_us"] == 350.0  # the median rank starts at 50
+    assert s["offset_us"] == 400.0 and s["first_rank"] == 0 and s["job_collectives"] == 2
+    assert [(c["id"], c["kind"], c["held_us"], c["reached_us"], c["next_rank"]) for c in s["collectives"]] == [
+        ("world#0", "allreduce", 300.0, 110.0, 1), ("world#1", "allreduce", 30.0, 210.0, 1)]  # fmt: skip
+    # its critical path back from the second all-reduce's start (610): launch [400,410], kernels [410,510] [510,610]
+    assert (s["path_from_us"], s["path_to_us"], s["path_waited_for"]) == (0.0, 210.0, None)
+    assert s["tasks"] == {"gemm0": 100.0, "gemm1": 100.0, "cudaLaunchKernel": 10.0}
+    # the job's step is rank 0's window, and so is its breakdown: rank 0's CPU busy [0,40], its GPU [10,210]
+    # [510,560] [610,660] (the span across the ranks, 740 us, is no rank's step)
+    assert d["baseline_us"] == 660.0 and d["slowest_rank"] == 0
+    assert d["breakdown"] == {"total_us": 660.0, "cpu_only_us": 10.0, "gpu_only_us": 270.0, "cpu_gpu_overlap_us": 30.0,
+                              "idle_us": 350.0}  # fmt: skip
+    text = _text(render_job, result)
+    flat = _flat(text)
+    assert ("straggler: rank 2, the rank the others wait for: its step starts 0.350 ms after the median rank's (0.400 "
+            "ms after rank 0's, the first to start), and it reached 2 of the job's 2 collectives last, holding the "
+            "others back 0.330 ms in all") in flat  # fmt: skip
+    assert re.search(r"│ allreduce world#0 │ .* │ +0\.110 │ 0\.300 │ +rank 1 │", text)
+    assert re.search(r"│ allreduce world#1 │ .* │ +0\.210 │ 0\.030 │ +rank 1 │", text)
+    assert "rank 0's step is the longest, 0.660 ms, and is the job's step: it starts first and waits 0.450 ms" in flat
+    assert "not the rank with the longest step" in flat
+    path, step, shares = _path_shares(text)
+    assert (path, step, shares) == (0.21, 0.34, [0.1, 0.1, 0.01])
+    step, parts = _breakdown_row(text)
+    assert step == 0.66 and parts == [0.01, 0.27, 0.03, 0.35]
+
+
+def test_the_run_of_straggler_names_it_before_and_after() -> None:
+    from daydream.api.whatif import run_whatif
+    from daydream.presentation.terminal import render_whatif
+
+    ran = run_whatif(straggler_job(), ["straggler"])
+    d = ran.to_dict()
+    assert d["straggler"]["baseline"]["rank"] == 2 and d["slowest_rank"]["baseline"] == 0
+    for side in ("baseline", "predicted"):
+        bd = d["breakdown"][side]
+        assert sum(bd[k] for k in BREAKDOWN_PARTS) == pytest.approx(d[f"{side}_us"], rel=1e-3)
+        assert bd["total_us"] == pytest.approx(d[f"{side}_us"], rel=1e-9)
+    # rank 2 starts its step no later than the median rank (50): its window grows by the 350 us it now waits
+    r2 = d["ranks"][2]
+    assert (r2["baseline_offset_us"], r2["offset_us"]) == (400.0, 50.0)
+    flat = _flat(_text(render_whatif, ran))
+    assert "rank 2's step starts 0.350 ms earlier (0.050 ms after the first rank's, was 0.400 ms)" in flat
+    assert "straggler (baseline): rank 2, the rank the others wait for" in flat
+    assert "Breakdown of the job's step, its slowest rank's window" in flat
+
+
+@needs_dlrm8
+def test_dlrm8_the_straggler_explained_in_text_and_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rank 7 is the one the others wait for: its step starts 3.301 ms after the median rank's, 7.528 ms after rank 1's,
+    and it reached 5 of the 8 collectives last, holding the others 1.310 ms; rank 1's window is the longest (19.716 ms)
+    as it starts first and waits 11.133 ms of it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["simulate", str(DLRM8), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    by_rank = {r["rank"]: r for r in d["ranks"]}
+    s = d["straggler"]
+    assert s["rank"] == 7 and d["slowest_rank"] == 1
+    assert by_rank[7]["baseline_us"] < by_rank[1]["baseline_us"]  # the straggler's window is the shortest
+    assert by_rank[1]["wait_us"] == pytest.approx(11132.9, abs=0.1) and by_rank[1]["offset_us"] == 0.0
+    assert s["late_start_us"] == 3301.0 and s["offset_us"] == by_rank[7]["offset_us"] == 7528.0 and s["first_rank"] == 1
+    assert s["held_us"] == pytest.approx(1309.5, abs=0.1) == by_rank[7]["held_us"]
+    assert s["held_us"] == pytest.approx(sum(c["held_us"] for c in s["collectives"]), rel=1e-12)
+    assert [c["id"] for c in s["collectives"]] == ["world#1", "world#0", "world#2", "world#3", "world#4"]
+    assert [c["kind"] for c in s["collectives"]] == ["alltoall"] * 4 + ["allreduce"] and s["job_collectives"] == 8
+    assert [round(c["held_us"]) for c in s["collectives"]] == [509, 505, 163, 124, 9]
+    # the critical path's shares lie within rank 7's window (they summed to 21.7 ms of its 12.3: each collective's
+    # path counted again)
+    assert 0.0 <= s["path_from_us"] < s["path_to_us"] <= by_rank[7]["baseline_us"]
+    assert sum(s["tasks"].values()) <= s["path_to_us"] - s["path_from_us"] + 1e-6
+    # the breakdown is of the job's step: it adds up to it
+    bd = d["breakdown"]
+    assert bd["total_us"] == d["baseline_us"]
+    assert sum(bd[k] for k in BREAKDOWN_PARTS) == pytest.approx(d["baseline_us"], rel=1e-3)
+
+    assert main(["simulate", str(DLRM8)]) == 0
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.splitlines()) <= 80
+    flat = _flat(text)
+    assert ("straggler: rank 7, the rank the others wait for: its step starts 3.301 ms after the median rank's (7.528 ms "
+            "after rank 1's, the first to start), and it reached 5 of the job's 8 collectives last, holding the others "
+            "back 1.310 ms in all") in flat  # fmt: skip
+    assert re.search(r"│ alltoall world#1 +│ forward +│ .* │ +5\.907 │ 0\.509 │ +rank 2 │", text)
+    assert "rank 1's step is the longest, 19.716 ms, and is the job's step: it starts first and waits 11.133 ms" in flat
+    path, step, shares = _path_shares(text)
+    assert step == 12.311 and path <= step and sum(shares) <= path + 0.003
+    step, parts = _breakdown_row(text)
+    assert step == round(d["baseline_us"] / 1e3, 3) and sum(parts) == pytest.approx(step, rel=1e-3)
+
+
+@needs_dlrm8
+def test_dlrm8_run_straggler_and_its_breakdowns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(DLRM8), "straggler", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["straggler"]["baseline"]["rank"] == 7 and d["slowest_rank"] == {"baseline": 1, "predicted": 1}
+    for side in ("baseline", "predicted"):
+        bd = d["breakdown"][side]
+        assert sum(bd[k] for k in BREAKDOWN_PARTS) == pytest.approx(d[f"{side}_us"], rel=1e-3)
+    r7 = d["ranks"][7]
+    assert r7["baseline_offset_us"] == 7528.0 and r7["offset_us"] < r7["baseline_offset_us"]
+
+
+@needs_dlrm8
+def test_dlrm8_report_page_names_the_straggler_and_its_breakdown_adds_up(tmp_path: Path) -> None:
+    from daydream.presentation.page import write_report
+
+    report = write_report(DLRM8, out_dir=str(tmp_path / "r"))
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())
+    job = replay_job(DLRM8)
+    assert doc["baseline_us"] == pytest.approx(job.baseline_us, rel=1e-12)  # one value: simulate's
+    bd = doc["analyses"][0]["breakdown"]
+    assert sum(bd[k] for k in BREAKDOWN_PARTS) == pytest.approx(doc["baseline_us"], rel=1e-3)
+    assert doc["step_ranks"] == [1] and doc["straggler"]["rank"] == 7 and len(doc["ranks"]) == 8
+    html = Path(report.index).read_text()
+    assert "Straggler: rank 7, the rank the others wait for: its step starts 3.301 ms after the median rank&#39;s" in html
+    assert "Breakdown (ms) of the job&#39;s step, its slowest rank&#39;s window: baseline rank 1&#39;s" in html
+    assert 'id="straggler-collectives"' in html and "Rank 1&#39;s step is the longest, 19.716 ms" in html

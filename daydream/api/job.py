@@ -3,8 +3,10 @@
 Each rank's graph is built on its own (in worker processes with ``jobs`` > 1); ranks whose graphs are the same
 share one set of tasks (:mod:`daydream.graph.job`); the collectives are matched across ranks and priced by a model
 (:mod:`daydream.perf.job_collectives`); the simulator starts each collective when its last rank reaches it.
-Per rank: the measured step, the predicted one, the time spent waiting in collectives; for the job, the rank that
-holds the others back (the straggler), by how much and in which of its tasks.
+Per rank: the measured step, the predicted one (its own window, from its own step's start), the time spent waiting in
+collectives; for the job, the rank the others wait for (the straggler): its late start, the collectives it reached
+last and how long it held the others at each, and where its time went on the way. The job's step is its slowest
+rank's window, and its breakdown is of that window.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from daydream.graph.schema import RankInfo
 from daydream.perf.collectives import Link
 from daydream.perf.job_collectives import price_collectives
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, simulate
-from daydream.simulation.ranks import RankResult, Straggler, rank_results
+from daydream.simulation.ranks import HeldCollective, RankResult, Straggler, rank_results
 from daydream.trace import load_trace
 from daydream.trace.job import check_ranks, is_job, rank_trace_files
 from daydream.workers import connect_ray, processes_for
@@ -174,17 +176,17 @@ class JobReplayReport(msgspec.Struct):
     device: str | None
     world_size: int | None
     measured_us: float  # the slowest rank's measured step
-    baseline_us: float  # the slowest rank's step, the unchanged job replayed
+    baseline_us: float  # the job's step: the slowest rank's window, the unchanged job replayed
     predicted_us: float
     error_pct: float
-    slowest_rank: int
+    slowest_rank: int  # the rank whose window is the job's step (the breakdown's)
     steps: list[str]
     ranks: list[JobRank]
     straggler: Straggler | None
     collectives: dict[str, Any] | None  # JobCollectives in the shape the job's JSON has had (its to_builtins)
     tasks: int
     simulated_ranks: int  # ranks with tasks of their own (the others share a twin's)
-    breakdown: dict[str, float]
+    breakdown: dict[str, float]  # of the job's step: the slowest rank's tasks over its window (adds up to baseline_us)
     warnings: list[str]
 
 
@@ -204,7 +206,7 @@ class JobReplay:
         return [{k: v for k, v in msgspec.to_builtins(r).items() if k != "predicted_us"} for r in self.report.ranks]
 
     def __repr__(self) -> str:
-        slowest = max(self.ranks, key=lambda r: r.step_us)
+        slowest = next(r for r in self.ranks if r.rank == self.report.slowest_rank)
         return (
             f"JobReplay(trace={self.report.trace!r}, {len(self.ranks)} ranks, slowest rank {slowest.rank}: "
             f"measured {slowest.measured_us / 1e3:,.3f} ms, baseline {slowest.step_us / 1e3:,.3f} ms, straggler "
@@ -244,7 +246,8 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
     timeline = simulate(graph, policy)
     ranks, straggler = rank_results(graph, timeline)
     g = graph.graph
-    measured, baseline = max(r.measured_us for r in ranks), max(r.step_us for r in ranks)
+    measured, baseline = max(r.measured_us for r in ranks), timeline.step_us()
+    slowest = timeline.step_rank()
     collectives = g.get("collectives")
     report = JobReplayReport(
         trace=g.get("trace"),
@@ -254,7 +257,7 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
         baseline_us=baseline,
         predicted_us=baseline,
         error_pct=100.0 * relative_error(baseline, measured),
-        slowest_rank=max(ranks, key=lambda r: r.step_us).rank,
+        slowest_rank=slowest if slowest is not None else max(ranks, key=lambda r: r.step_us).rank,
         steps=[s.name for s in g.get("steps", [])],
         ranks=[JobRank.of(r) for r in ranks],
         straggler=straggler,
@@ -287,6 +290,55 @@ def replay_job(
     return replay_job_graph(load_priced_job(directory, step, link, jobs, share, ray), policy)
 
 
+# --- the straggler in words: what simulate, run and report say of it, the same sentences in the terminal and the page
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.3f} ms"
+
+
+def straggler_sentence(s: Straggler) -> str:
+    """The straggler named as the rank the others wait for, with its late start and the time it held them."""
+    n = len(s.collectives)
+    start = (f"its step starts {_ms(s.late_start_us)} after the median rank's ({_ms(s.offset_us)} after rank "
+             f"{s.first_rank}'s, the first to start)" if s.late_start_us > 0 else
+             f"its step starts no later than the median rank's ({_ms(s.offset_us)} after rank {s.first_rank}'s, the first to start)")  # fmt: skip
+    return (f"rank {s.rank}, the rank the others wait for: {start}, and it reached {n:,} of the job's "
+            f"{s.job_collectives:,} collective{'s' if s.job_collectives != 1 else ''} last, holding the others back "
+            f"{_ms(s.held_us)} in all")  # fmt: skip
+
+
+def straggler_path_sentence(s: Straggler, step_us: float) -> str:
+    """Where the straggler's time went on the way to the collectives it held: its critical path, within its window."""
+    since = "its step's start" if s.path_from_us <= 0 else f"{_ms(s.path_from_us)} into its step"
+    if s.path_waited_for is not None:
+        since += f" (where it waited for rank {s.path_waited_for})"
+    shares = ", ".join(f"{name} {_ms(t)}" for name, t in s.tasks.items())
+    return (f"rank {s.rank}'s critical path from {since} to the last collective it held, {_ms(s.path_to_us - s.path_from_us)} "
+            f"of its {_ms(step_us)} step, by task (each moment counted once; a task holds the path from its start to the "
+            f"next one's): {shares}")  # fmt: skip
+
+
+def longest_window_sentence(s: Straggler, rank: int, step_us: float, wait_us: float, offset_us: float) -> str | None:
+    """Why the longest per-rank step (``rank``'s: its window, its wait and its start after the first rank's; the
+    job's step) is not the straggler's (None where it is): each rank's step is its own window, and one that starts
+    early waits long in it."""
+    if rank == s.rank:
+        return None
+    start = "it starts first" if rank == s.first_rank else f"it starts {_ms(offset_us)} after rank {s.first_rank}'s"
+    return (f"rank {rank}'s step is the longest, {_ms(step_us)}, and is the job's step: {start} and waits "
+            f"{_ms(wait_us)} of it for the others. Each rank's step is its own window, from its own step's start to its "
+            f"end, and a rank that starts earlier waits longer for the same collectives: the straggler is the rank whose "
+            f"arrivals end those waits, not the rank with the longest step.")  # fmt: skip
+
+
+def ranks_legend(first_rank: int) -> str:
+    """What the per-rank table's columns mean (starts, waiting, working, holds others)."""
+    return (f"starts: its step's start after the first rank's (rank {first_rank}'s); waiting: in collectives, for the "
+            "ranks that reached them later; working: its step less its waiting; holds others: how much earlier the "
+            "collectives it reached last would have started without it")  # fmt: skip
+
+
 def job_inputs(directory: str | os.PathLike[str]) -> list[str]:
     """The files reading a job reads: its rank traces."""
     try:
@@ -295,5 +347,6 @@ def job_inputs(directory: str | os.PathLike[str]) -> list[str]:
         return []
 
 
-__all__ = ["JobReplay", "RankResult", "Straggler", "is_job", "job_inputs", "load_job", "load_priced_job", "rank_results", "replay_job",
+__all__ = ["HeldCollective", "JobReplay", "RankResult", "Straggler", "is_job", "longest_window_sentence", "ranks_legend",
+           "straggler_path_sentence", "straggler_sentence", "job_inputs", "load_job", "load_priced_job", "rank_results", "replay_job",
            "replay_job_graph"]  # fmt: skip

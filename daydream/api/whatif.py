@@ -32,7 +32,7 @@ from daydream.perf.uncertainty import (
     versus_baseline,
 )
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
-from daydream.simulation.ranks import RankResult, rank_results
+from daydream.simulation.ranks import RankResult, Straggler, rank_results
 
 
 class Summary(msgspec.Struct):
@@ -98,6 +98,9 @@ class WhatIfReport(msgspec.Struct):
     printed: list[str]
     warnings: list[str]
     ranks: list[dict[str, Any]] | None = None  # a multi-rank job: per rank measured, baseline and predicted step
+    # a multi-rank job: the rank whose window is the job's step (its slowest; the breakdown's), and the straggler
+    slowest_rank: Change[int | None] | None = None
+    straggler: Change[Straggler | None] | None = None
 
 
 @dataclass(repr=False)
@@ -266,11 +269,12 @@ def predicted_interval(
     return interval(predicted_us, [noise_of(graph), *parts])
 
 
-def rank_changes(graph: nx.DiGraph, baseline: list[RankResult], timeline: Timeline) -> list[dict[str, Any]]:
-    """A multi-rank job: each rank's measured step, and its predicted step before and after the scripts."""
-    after, _ = rank_results(graph, timeline)
+def rank_changes(baseline: list[RankResult], after: list[RankResult]) -> list[dict[str, Any]]:
+    """A multi-rank job: each rank's measured step, and its predicted step (its own window), its wait and its start
+    after the first rank's, before and after the scripts."""
     return [{"rank": b.rank, "measured_us": b.measured_us, "baseline_us": b.step_us, "predicted_us": a.step_us,
-             "baseline_wait_us": b.wait_us, "wait_us": a.wait_us} for b, a in zip(baseline, after)]  # fmt: skip
+             "baseline_wait_us": b.wait_us, "wait_us": a.wait_us, "baseline_offset_us": b.offset_us, "offset_us": a.offset_us}
+            for b, a in zip(baseline, after)]  # fmt: skip
 
 
 def json_param(value: Any) -> Any:
@@ -326,7 +330,9 @@ def run_whatif(
     session = Session(graph, params=params, policy=policy, copy=copy, on_print=on_print, budget=budget, include_dirs=include_dirs)
     parsed, declared = load_scripts(session, scripts)
     baseline = Summary.of(session.baseline)  # before any change: its timeline shares the task dicts
-    baseline_ranks = rank_results(session.graph, session.baseline)[0] if session.graph.graph.get("ranks") else None
+    # before any change: the baseline's timeline reads the graph's task dicts
+    baseline_ranks = rank_results(session.graph, session.baseline) if session.graph.graph.get("ranks") else None
+    baseline_rank = session.baseline.step_rank()
     for script in parsed:
         session.run(script, checked=True)
     timeline = session.predict()
@@ -335,6 +341,7 @@ def run_whatif(
     measured = session.measured_us
     scripts_run = [s.file for s in parsed]
     speedup = before.step_time_us / after.step_time_us if after.step_time_us else math.inf
+    after_ranks = rank_results(g, timeline) if baseline_ranks is not None else None
     report = WhatIfReport(
         trace=g.graph.get("trace"),
         device=g.graph.get("device"),
@@ -362,7 +369,9 @@ def run_whatif(
         statements=[e.to_dict() for e in session.effects.values()],
         printed=list(session.printed),
         warnings=list(graph.graph.get("warnings", [])) + session.warnings,
-        ranks=rank_changes(g, baseline_ranks, timeline) if baseline_ranks is not None else None,
+        ranks=rank_changes(baseline_ranks[0], after_ranks[0]) if baseline_ranks is not None and after_ranks is not None else None,
+        slowest_rank=Change(baseline_rank, timeline.step_rank()) if baseline_ranks is not None else None,
+        straggler=Change(baseline_ranks[1], after_ranks[1]) if baseline_ranks is not None and after_ranks is not None else None,
     )
     return WhatIf(
         report=report,

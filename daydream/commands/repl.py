@@ -223,10 +223,12 @@ class Repl:
             self.console.print(plain(f"90% interval {ms(iv.low_us)}-{ms(iv.high_us)} (+-{iv.half_width_pct:.1f}%, extrapolated: "
                                      "statements typed here have no ledger case)", 2000))  # fmt: skip
             self.console.print(plain(versus_note(versus_baseline(p, iv.parts, self.baseline_us)), 2000))
-        from daydream.presentation.terminal import breakdown_table
+        from daydream.presentation.terminal import breakdown_table, breakdown_title
         from daydream.simulation import breakdown
 
-        self.console.print(breakdown_table(breakdown(s.baseline), breakdown(s.predict())))
+        after = s.predict()
+        title = breakdown_title(s.baseline.step_rank(), after.step_rank())
+        self.console.print(breakdown_table(breakdown(s.baseline), breakdown(after), title))
 
     def show(self, text: str) -> None:
         expr = parse_expression(text, "<show>")

@@ -18,6 +18,7 @@ import jinja2
 import msgspec
 
 from daydream.api.analyses import IDLE_CAUSES, Analysis, KernelRow, LayerRow, analyse
+from daydream.api.job import JobRank, longest_window_sentence, ranks_legend, straggler_path_sentence, straggler_sentence
 from daydream.api.replay import replay_graph
 from daydream.api.whatif import WhatIf, json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
@@ -26,6 +27,7 @@ from daydream.files import check_output_path, json_bytes, utf8_text, write_atomi
 from daydream.names import kernel_short
 from daydream.perf.uncertainty import Interval, Paired
 from daydream.simulation.export import export_chrome_trace
+from daydream.simulation.ranks import RankResult, Straggler, rank_results
 from daydream.simulation.timeline import BREAKDOWN_PARTS
 
 TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
@@ -73,6 +75,11 @@ class Report:
     intervals: list[Interval] = field(default_factory=list)  # 90%, one per analysis: the baseline's, the prediction's
     steps: list[StepRow] = field(default_factory=list)  # each simulated step: measured, baseline, predicted
     versus_baseline: Paired | None = None  # the prediction against the baseline, by their paired difference
+    # a multi-rank job: each analysis's step is its slowest rank's window (that rank, one per analysis); the baseline's
+    # ranks, each its own window; the straggler the others wait for
+    step_ranks: list[int | None] = field(default_factory=list)
+    ranks: list[JobRank] | None = None
+    straggler: Straggler | None = None
 
     @property
     def baseline_us(self) -> float:
@@ -103,7 +110,8 @@ class Report:
                 "measured_us": self.measured_us, "baseline_us": self.baseline_us, "predicted_us": self.predicted_us,
                 "speedup": self.speedup, "samples": self.samples, "throughput": self.throughput, "out_dir": self.out_dir, "index": self.index,
                 "files": self.files, "analyses": msgspec.to_builtins(self.analyses), "warnings": self.warnings,
-                "intervals": msgspec.to_builtins(self.intervals), "steps": msgspec.to_builtins(self.steps),
+                "intervals": msgspec.to_builtins(self.intervals), "steps": msgspec.to_builtins(self.steps), "step_ranks": self.step_ranks,
+                "ranks": msgspec.to_builtins(self.ranks), "straggler": msgspec.to_builtins(self.straggler),
                 "versus_baseline": msgspec.to_builtins(self.versus_baseline)}  # fmt: skip
 
 
@@ -144,19 +152,23 @@ def write_report(
     path = work.path
     graph, has_gpu = work.load()
     base = replay_graph(graph, opts.policy)
-    analyses = [
-        analyse(base.timeline, "baseline", base.report.critical_path)
-    ]  # before any script: the timeline shares the graph's task dicts
+    # before any script: the timeline shares the graph's task dicts
+    analyses = [analyse(base.timeline, "baseline", base.report.critical_path)]
+    job = rank_results(graph, base.timeline) if graph.graph.get("ranks") else None
+    timelines = [base.timeline]
     result: WhatIf | None = None
     if scripts:
         result = run_whatif(graph, scripts, params, opts.policy, copy=True, on_print=lambda _line: None, budget=opts.budget,
                             include_dirs=opts.include_dirs)  # fmt: skip
         analyses.append(analyse(result.timeline, "predicted"))
+        timelines.append(result.timeline)
     warnings = list(graph.graph.get("warnings", [])) + (result.script_warnings if result else [])
     if not has_gpu:
         warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
     with _written_whole(out_dir, report_files(out_dir, result is not None)):
-        return _write_folder(path, out_dir, graph, base, analyses, result, warnings)
+        report = _write_folder(path, out_dir, graph, base, analyses, result, warnings,
+                               [t.step_rank() for t in timelines], job)  # fmt: skip
+    return report
 
 
 @contextlib.contextmanager
@@ -179,7 +191,7 @@ def _written_whole(out_dir: str, files: Sequence[str]) -> Iterator[None]:
 
 
 def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list[Any], result: WhatIf | None,
-                  warnings: list[str]) -> Report:  # fmt: skip
+                  warnings: list[str], step_ranks: list[int | None], job: tuple[list[RankResult], Straggler | None] | None) -> Report:  # fmt: skip
     os.makedirs(out_dir, exist_ok=True)
     from daydream.presentation import plots
 
@@ -201,7 +213,9 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
         params={k: json_param(v) for k, v in result.param_values.items()} if result else {},
         params_text=result.params_text if result else {},
         warnings=warnings, printed=result.printed if result else [], samples=result.samples if result else 1.0,
-        intervals=intervals, steps=step_rows(base, result), versus_baseline=result.versus_baseline if result else None,
+        intervals=intervals, steps=step_rows(base, result), step_ranks=step_ranks,
+        ranks=[JobRank.of(r) for r in job[0]] if job is not None else None, straggler=job[1] if job is not None else None,
+        versus_baseline=result.versus_baseline if result else None,
     )  # fmt: skip
     data = os.path.join(out_dir, "report.json")
     report.files += [data, report.index]
@@ -311,10 +325,15 @@ def page(report: Report) -> str:
         meta.append(("scripts", " ".join(os.path.basename(s) for s in report.scripts)))
         meta.append(("params", ", ".join(f"{k} = {v}" for k, v in report.params_text.items()) or "-"))
     ivs = report.intervals
-    steps = [["measured (the trace)", _ms(report.measured_us)], ["baseline (simulated)", _ms(a0.step_us) + _range(ivs, 0)]]
+    # a job's step: its slowest rank's window, named
+    of = [f" (the job's step: rank {r}'s window)" if r is not None else "" for r in report.step_ranks] + ["", ""]
+    steps = [
+        ["measured (the trace)", _ms(report.measured_us)],
+        ["baseline (simulated)" + of[0], _ms(a0.step_us) + _range(ivs, 0)],
+    ]
     if pred is not None:
         steps += [
-            ["predicted", _ms(pred.step_us) + _range(ivs, 1)],
+            ["predicted" + of[1], _ms(pred.step_us) + _range(ivs, 1)],
             ["speedup (baseline / predicted)", f"{report.speedup:.3f}x"],
             ["throughput (samples/s after / before)", f"{report.throughput:.3f}x"],
         ]
@@ -327,8 +346,15 @@ def page(report: Report) -> str:
          *([_ms(r.predicted_us)] if pred is not None else [])]
         for r in report.steps
     ]  # fmt: skip
+    job = _job_part(report)
+    breakdown_title = "Breakdown (ms)"
+    if any(r is not None for r in report.step_ranks):
+        breakdown_title = "Breakdown (ms) of the job's step, its slowest rank's window: " + "; ".join(
+            f"{a.label} rank {r}'s" for a, r in zip(analyses, report.step_ranks)
+        )
     return _template().render(
         name=os.path.basename(report.trace),
+        job=job,
         meta=meta,
         warnings=report.warnings[:20],
         verdicts=[(a.label, a.verdict) for a in analyses],
@@ -338,7 +364,7 @@ def page(report: Report) -> str:
             "Each step (ms; the context step is simulated first, so that the measured ones start with what it left "
             "pending, and is not part of the step time)",
             ["step", "measured", "baseline", *(["predicted"] if pred is not None else [])], each_step, "each-step"),
-        breakdown=_table("Breakdown (ms)", ["", *(a.label for a in analyses)],
+        breakdown=_table(breakdown_title, ["", *(a.label for a in analyses)],
                          [[label, *(_ms(a.breakdown[k]) for a in analyses)] for k, label in [*BREAKDOWN_PARTS.items(), ("total_us", "total")]],
                          "breakdown"),
         predicted=pred is not None,
@@ -361,6 +387,50 @@ def page(report: Report) -> str:
                         f"streams-{a.label}") for a in analyses],
         critical_path=[_critical_path(a) for a in analyses],
     )  # fmt: skip
+
+
+class JobPart(NamedTuple):
+    """A job's part of the page: each rank's own window with its wait, the straggler with the evidence (its words,
+    the collectives it held, where its time went), and why the longest window is not the straggler's."""
+
+    ranks: PageTable
+    legend: str
+    straggler: str
+    collectives: PageTable | None
+    path: str | None
+    longest: str | None
+
+
+def _job_part(report: Report) -> JobPart | None:
+    if not report.ranks:
+        return None
+    ranks = [[str(r.rank) + (f" (= {r.same_as})" if r.same_as is not None else ""), _ms(r.measured_us), _ms(r.baseline_us),
+              f"{r.error_pct:+.2f}%", _ms(r.offset_us), _ms(r.wait_us), _ms(r.baseline_us - r.wait_us),
+              _ms(r.held_us) if r.held_us else "-"] for r in report.ranks]  # fmt: skip
+    first = min(report.ranks, key=lambda r: r.offset_us).rank
+    legend = f"Each rank's step is its own window, from its own step's start to its end. {ranks_legend(first)}."
+    table = _table("Each rank's step (ms): its own window, from its own step's start",
+                   ["rank", "measured", "baseline", "error", "starts", "waiting", "working", "holds others"], ranks, "ranks")  # fmt: skip
+    s = report.straggler
+    if s is None:
+        return JobPart(table, legend, "Straggler: none (no rank reached a collective last on its own).", None, None, None)
+    held = [[f"{c.kind or '-'} {c.id}", c.phase or "-", c.name, _ms(c.reached_us), _ms(c.held_us), f"rank {c.next_rank}"]
+            for c in s.collectives[:TOP_ROWS]]  # fmt: skip
+    collectives = _table(f"Collectives rank {s.rank} reached last, the longest held first (ms; reached: after its own "
+                         "step's start; held: its arrival after the next-to-last rank's)",
+                         ["collective", "phase", "kernel", "reached", "held", "next-to-last"], held, "straggler-collectives", 3)  # fmt: skip
+    mine = next(r for r in report.ranks if r.rank == s.rank)
+    # a straggler holds others alone: the job has two ranks with tasks of their own or more, and a slowest of them
+    slowest = next(r for r in report.ranks if r.rank == report.step_ranks[0])
+    longest = longest_window_sentence(s, slowest.rank, slowest.baseline_us, slowest.wait_us, slowest.offset_us)
+    return JobPart(table, legend, f"Straggler: {straggler_sentence(s)}.", collectives,
+                   _sentence(straggler_path_sentence(s, mine.baseline_us)) if s.tasks else None,
+                   _sentence(longest) if longest is not None else None)  # fmt: skip
+
+
+def _sentence(text: str) -> str:
+    """Words that begin a paragraph of the page: a capital first, a full stop last."""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def _critical_path(a: Analysis) -> PageTable:

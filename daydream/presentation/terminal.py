@@ -119,8 +119,11 @@ def render_replay(result: Replay, console: Console) -> None:
 
 
 def render_job(result: JobReplay, console: Console) -> None:
-    """A simulated multi-rank job: each rank measured against its baseline (simulated), the waits, the straggler."""
-    g = result.graph.graph
+    """A simulated multi-rank job: each rank measured against its baseline (simulated), its own window with its wait
+    beside it, the straggler the others wait for with the evidence, and the breakdown of the job's step."""
+    from daydream.api.job import longest_window_sentence, ranks_legend  # loaded already: it made ``result``
+
+    g, d = result.graph.graph, result.report
     for w in result.warnings:
         console.print(warning_line("warning:", w))
     console.print(styled(("daydream simulate", "b"), " ", plain(g.get("trace"), 2000)))
@@ -137,30 +140,81 @@ def render_job(result: JobReplay, console: Console) -> None:
         head.add_row("collectives", f"{pricing.collectives:,}", "priced by",
                      plain(f"{pricing.model} ({pricing.modelled} modelled, {pricing.as_traced} as traced)"))  # fmt: skip
     console.print(head)
-    # numbers in ms, the unit in the title: the table fits 80 columns
-    table = Table(title="Iteration time per rank, ms (each from its own step's start)", title_justify="left")
-    for col in ("rank", "measured", "baseline", "error", "waiting", "late start", "holds others"):
+    # numbers in ms, the unit in the title: the table fits 80 columns (its headers fold)
+    table = Table(title="Each rank's step, ms: its own window, from its own step's start", title_justify="left")
+    for col in ("rank", "measured", "baseline", "error", "starts", "waiting", "working", "holds others"):
         table.add_column(col, justify="right")
     for r in result.ranks:
         table.add_row(str(r.rank) + (f" (= {r.same_as})" if r.same_as is not None else ""), _ms(r.measured_us),
-                      _ms(r.step_us), f"{r.error_pct:+.2f}%", _ms(r.wait_us), _ms(r.offset_us),
+                      _ms(r.step_us), f"{r.error_pct:+.2f}%", _ms(r.offset_us), _ms(r.wait_us), _ms(r.step_us - r.wait_us),
                       _ms(r.held_us) if r.held_us else "-")  # fmt: skip
-    table.add_row("[b]slowest[/]", _ms(result.measured_us), _ms(result.baseline_us), f"{100.0 * result.error:+.2f}%", "", "", "")
+    table.add_row("[b]job[/]", _ms(result.measured_us), _ms(result.baseline_us), f"{100.0 * result.error:+.2f}%", "", "", "", "")
     console.print(table)
-    console.print(
-        "waiting: in collectives, for the last rank; late start: after the job's first rank's step; holds "
-        "others: how much earlier the collectives it reached last would have started without it",
-        highlight=False,
-    )
+    first = min(result.ranks, key=lambda r: r.offset_us).rank
+    words(f"{ranks_legend(first)}; job: the job's step, its slowest rank's (rank {d.slowest_rank}'s)", console)
     s = result.straggler
     if s is not None:
-        console.print(f"straggler: rank {s.rank} reached {_count(s.collectives, 'collective')} last, holding the "
-                      f"others back {ms(s.held_us)} in all; its step started {ms(s.late_start_us)} after the median "
-                      "rank's", highlight=False, markup=False)  # fmt: skip
-        if s.tasks:
-            console.print(plain("  its critical path before those collectives: " + ", ".join(
-                f"{name} {ms(t)}" for name, t in s.tasks.items()), 2000))  # fmt: skip
-    console.print(breakdown_shares(result.breakdown, "Breakdown (baseline, all ranks)"))
+        _straggler_block(s, next(r.step_us for r in result.ranks if r.rank == s.rank), "straggler", console)
+        slowest = next(r for r in result.ranks if r.rank == d.slowest_rank)
+        why = longest_window_sentence(s, slowest.rank, slowest.step_us, slowest.wait_us, slowest.offset_us)
+        if why is not None:
+            words(why, console)
+    else:
+        words("straggler: none (no rank reached a collective last on its own)", console)
+    console.print(breakdown_shares(d.breakdown, f"Breakdown of the job's step, {ms(d.baseline_us)}: rank "
+                                   f"{d.slowest_rank}'s window (its slowest rank's)"))  # fmt: skip
+
+
+if TYPE_CHECKING:  # what the job's renderers below read
+    from daydream.api.whatif import WhatIfReport
+    from daydream.simulation.ranks import Straggler
+
+SHOWN_COLLECTIVES = 8  # the collectives a straggler held, in the terminal (the JSON and the page hold them all)
+
+
+def _straggler_block(s: Straggler, step_us: float, label: str, console: Console) -> None:
+    """The straggler named, with the evidence: its late start and held time, the collectives it reached last (the
+    longest held first), and where its time went on the way."""
+    from daydream.api.job import straggler_path_sentence, straggler_sentence
+
+    words(f"{label}: {straggler_sentence(s)}", console)
+    shown = s.collectives[:SHOWN_COLLECTIVES]
+    rows = [(f"{c.kind or '-'} {c.id}", c.phase or "-", kernel_label(c.name), _ms(c.reached_us), _ms(c.held_us), f"rank {c.next_rank}")
+            for c in shown]  # fmt: skip
+    heads = ("collective", "phase", "kernel", "reached", "held", "next-to-last")
+    # the figures keep their widths; the kernel's name gives way, cut at its end (--json has it whole)
+    fixed = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads) if h != "kernel"]
+    kernel_w = max(8, min(60, console.width - sum(fixed) - 3 * len(heads) - 1))
+    held = Table(title=f"Collectives rank {s.rank} reached last, the longest held first (ms)", title_justify="left")
+    widths = iter(fixed)
+    for h in heads:
+        if h == "kernel":
+            held.add_column(h, overflow="ellipsis", no_wrap=True, max_width=kernel_w)
+        else:
+            held.add_column(h, justify="left" if h in ("collective", "phase") else "right", no_wrap=True, min_width=next(widths))
+    for row in rows:
+        held.add_row(*(plain(x) for x in row))
+    console.print(held)
+    if len(s.collectives) > SHOWN_COLLECTIVES:
+        console.print(plain(f"... and {len(s.collectives) - SHOWN_COLLECTIVES:,} more (--json for all)"))
+    words("reached: after its own step's start; held: its arrival after the next-to-last rank's, how much earlier "
+          "the collective would have started without it; next-to-last: the rank the others would have waited for "
+          "instead", console)  # fmt: skip
+    if s.tasks:
+        words(straggler_path_sentence(s, step_us), console)
+
+
+def words(text: str, console: Console) -> None:
+    """A paragraph of our words with data in it (names from the trace): wrapped at word boundaries to the console's
+    width (80 columns read as well as a wide terminal; a word longer than a line is cut into lines), never read as
+    markup."""
+    import re
+    import textwrap
+
+    # a figure stays with its unit on one line (a space no line breaks at, put back once wrapped)
+    kept = re.sub(r"(\d) (ms|us)\b", "\\1\x00\\2", clip(text, 4000))
+    wrapped = textwrap.fill(kept, width=max(20, console.width), break_on_hyphens=False)
+    console.print(Text(wrapped.replace("\x00", " ")), soft_wrap=True)
 
 
 def _causality_line(edges_by_kind: dict[str, int], causality: Causality | None, steps: list[StepTime]) -> str:
@@ -189,9 +243,21 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def breakdown_table(before: dict[str, float], after: dict[str, float]) -> Table:
+def breakdown_title(before: int | None, after: int | None) -> str:
+    """The title of a breakdown before and after: what it sums over, a job's slowest rank's window (its step) where the
+    timelines are a job's (``before``, ``after``: that rank; None: not a job)."""
+    if before is None and after is None:
+        return "Breakdown (the parts add up to each step)"
+    if before == after:
+        return f"Breakdown of the job's step, its slowest rank's window (rank {before}'s, both)"
+    return f"Breakdown of the job's step, its slowest rank's window (baseline: rank {before}'s; predicted: rank {after}'s)"
+
+
+def breakdown_table(
+    before: dict[str, float], after: dict[str, float], title: str = "Breakdown (the parts add up to each step)"
+) -> Table:
     """CPU only / GPU only / overlap / idle / total, before and after a change (each column adds up to its step)."""
-    table = Table(title="Breakdown (the parts add up to each step)", title_justify="left")
+    table = Table(title=title, title_justify="left")
     for col in ("", "baseline", "predicted", "change"):
         table.add_column(col, justify="right" if col else "left")
     for key, label in [*BREAKDOWN_PARTS.items(), ("total_us", "total")]:
@@ -219,14 +285,7 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     console.print(interval_note(d.predicted_interval), highlight=False, markup=False)
     console.print(plain(versus_note(d.versus_baseline), 2000))
     if d.ranks:
-        ranks = Table(title="Per rank, ms (each from its own step's start)", title_justify="left")
-        for col in ("rank", "measured", "baseline", "predicted", "change", "waiting before", "waiting after"):
-            ranks.add_column(col, justify="right")
-        for r in d.ranks:
-            pct = f"{100 * (r['predicted_us'] / r['baseline_us'] - 1):+.1f}%" if r["baseline_us"] else "-"
-            ranks.add_row(str(r["rank"]), _ms(r["measured_us"]), _ms(r["baseline_us"]), _ms(r["predicted_us"]), pct,
-                          _ms(r["baseline_wait_us"]), _ms(r["wait_us"]))  # fmt: skip
-        console.print(ranks)
+        _render_rank_changes(d, console)
     b_steps, a_steps = d.step_us.baseline, d.step_us.predicted
     if len(a_steps) > 1:
         per = Table(title="Per step (from the end of the step before to its end)", title_justify="left")
@@ -238,7 +297,9 @@ def render_whatif(result: WhatIf, console: Console) -> None:
             label = styled(plain(name), (" (context)", "dim")) if name in context else plain(name)
             per.add_row(label, ms(b) if b is not None else "-", ms(a), change(b, a) if b is not None else "")
         console.print(per)
-    console.print(breakdown_table(d.breakdown.baseline, d.breakdown.predicted))
+    slowest = d.slowest_rank
+    title = breakdown_title(slowest.baseline, slowest.predicted) if slowest is not None else "Breakdown"
+    console.print(breakdown_table(d.breakdown.baseline, d.breakdown.predicted, title))
     b_cls, a_cls = d.gpu_time_by_class.baseline, d.gpu_time_by_class.predicted
     if b_cls or a_cls:  # a CPU recording has no GPU time to show
         cls = Table(title="GPU time by kernel class (the step's kernels, summed over streams)", title_justify="left")
@@ -265,6 +326,41 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     for where, statement, effect in rows:
         st.add_row(plain(where), plain(statement), plain(effect))
     console.print(st)
+
+
+def _render_rank_changes(d: WhatIfReport, console: Console) -> None:
+    """A job's ranks before and after the scripts, each its own window with its wait beside it; whose step start the
+    scripts moved; the straggler before, with the evidence, and after."""
+    ranks = Table(title="Per rank, ms: each its own window, from its own step's start", title_justify="left")
+    for col in ("rank", "measured", "baseline", "predicted", "change", "waiting before", "waiting after"):
+        ranks.add_column(col, justify="right")
+    for r in d.ranks or ():
+        change = f"{100 * (r['predicted_us'] / r['baseline_us'] - 1):+.1f}%" if r["baseline_us"] else "-"
+        ranks.add_row(str(r["rank"]), _ms(r["measured_us"]), _ms(r["baseline_us"]), _ms(r["predicted_us"]), change,
+                      _ms(r["baseline_wait_us"]), _ms(r["wait_us"]))  # fmt: skip
+    console.print(ranks)
+    # a rank whose step the scripts start earlier has a longer window: it now waits for the others in it
+    moved = [r for r in d.ranks or () if abs(r["offset_us"] - r["baseline_offset_us"]) >= 0.5]
+    for r in moved[:3]:
+        sooner = r["offset_us"] < r["baseline_offset_us"]
+        words(f"rank {r['rank']}'s step starts {ms(abs(r['offset_us'] - r['baseline_offset_us']))} "
+              f"{'earlier' if sooner else 'later'} ({ms(r['offset_us'])} after the first rank's, was "
+              f"{ms(r['baseline_offset_us'])}): its window, from its own step's start, "
+              f"{'grows' if sooner else 'shrinks'} with it; it waits {ms(r['wait_us'])} for the others in it "
+              f"(was {ms(r['baseline_wait_us'])})", console)  # fmt: skip
+    if len(moved) > 3:
+        words(f"... and {len(moved) - 3} more ranks' steps start at another time", console)
+    if d.straggler is None:
+        return
+    before, after = d.straggler.baseline, d.straggler.predicted
+    if before is not None:
+        step = next(r["baseline_us"] for r in d.ranks or () if r["rank"] == before.rank)
+        _straggler_block(before, step, "straggler (baseline)", console)
+    else:
+        words("straggler (baseline): none (no rank reached a collective last on its own)", console)
+    words("straggler (predicted): " + (f"rank {after.rank}, holding the others back {ms(after.held_us)} at "
+                                       f"{_count(len(after.collectives), 'collective')}" if after is not None else
+                                       "none (no rank reaches a collective last on its own)"), console)  # fmt: skip
 
 
 def _range(iv: Interval | None) -> str:

@@ -1,12 +1,14 @@
 """Each rank of a simulated multi-rank job: its predicted step against its measured one, its wait in collectives,
 and the straggler, the rank whose late arrival at collectives held the others back most.
 
-A rank's predicted step is the period of its measured step (Timeline.step_us over its tasks): from the end of its
-context step to the end of its step, or, without a context step, from its first task's start (at its ``offset_us``
-after the job's first rank, graph.graph["ranks"], unless a script moved it) to its last task's end, as its measured
-step is measured. A rank that shares
-another's tasks (``same_as``) has that rank's times. A rank *holds* a collective when it arrives last: by the time
-from the second-to-last arrival to its own (what the others would have gained had it come as early as they did).
+A rank's predicted step is the period of its measured step (Timeline.step_us over its tasks): its own window, from
+the end of its context step to the end of its step, or, without a context step, from its first task's start (at
+its ``offset_us`` after the job's first rank, graph.graph["ranks"], unless a script moved it) to its last task's end,
+as its measured step is measured. The ranks' windows start apart and, where the step ends in collectives, end close
+together (a collective ends at once on all its ranks): the rank that starts first has the longest window and waits
+most of it, and the longest window is not the straggler's. A rank that shares another's tasks (``same_as``) has
+that rank's times. A rank *holds* a collective when it arrives last: by the time from the second-to-last arrival to
+its own (what the others would have gained had it come as early as they did).
 """
 
 from __future__ import annotations
@@ -27,23 +29,46 @@ class RankResult(msgspec.Struct):
 
     rank: int
     measured_us: float
-    step_us: float
+    step_us: float  # its own window, from its own step's start
     error_pct: float
     wait_us: float  # in collectives, waiting for the ranks that reached them later
-    offset_us: float  # its step's start after the job's first rank's
+    offset_us: float  # its window's start after the job's first rank's (in this timeline: a script may move it)
     held_us: float  # how much later collectives started because this rank reached them last
     same_as: int | None
 
 
+class HeldCollective(msgspec.Struct):
+    """A collective the straggler reached last, and how long it held the others there."""
+
+    id: str  # the collective's process group and place in it (world#3), as its members share it
+    kind: str | None  # the collective (allreduce, alltoall, ...)
+    name: str  # the straggler's kernel of it
+    phase: str | None
+    held_us: float  # its arrival after the second-to-last rank's: how much earlier the collective would have started
+    reached_us: float  # its arrival, after its own step's start
+    next_rank: int  # the rank that reached it second to last: the one the others would have waited for instead
+
+
 class Straggler(msgspec.Struct):
-    """The rank that held the others back most: by how much (summed over the collectives it reached last, the
-    time from the second-to-last rank's arrival to its own) and where its time went before those arrivals."""
+    """The rank the others wait for: the rank that held them back most, summed over the collectives it reached last
+    (the time from the second-to-last rank's arrival to its own); its late start; and its critical path on the way to
+    those collectives."""
 
     rank: int
     held_us: float
-    collectives: int
-    late_start_us: float  # of that, its step starting after the median rank's
-    tasks: dict[str, float]  # its tasks on the way to those collectives, by name (microseconds on its critical path)
+    collectives: list[HeldCollective]  # those it reached last, the longest held first
+    job_collectives: int  # the collectives of the job's step, for scale
+    late_start_us: float  # its step's start after the median rank's (0 where it starts no later)
+    offset_us: float  # its step's start after the first rank's
+    first_rank: int  # the rank whose step starts first (the lowest of those tied)
+    # its critical path back from the start of the last collective it held, through its own tasks, to its step's
+    # start (or to where it waited for another rank, path_waited_for): from path_from_us to path_to_us after its
+    # step's start, inside its window; ``tasks``, its five largest shares by task name, each moment counted once (they
+    # add up to at most path_to_us - path_from_us)
+    path_from_us: float
+    path_to_us: float
+    path_waited_for: int | None
+    tasks: dict[str, float]
 
 
 def rank_results(graph: nx.DiGraph, timeline: Timeline) -> tuple[list[RankResult], Straggler | None]:
@@ -53,60 +78,87 @@ def rank_results(graph: nx.DiGraph, timeline: Timeline) -> tuple[list[RankResult
     twins: dict[int, int] = defaultdict(int)  # ranks each rank with tasks stands for, itself included
     for info in infos:
         twins[info.rank if info.same_as is None else info.same_as] += 1
-    ranks = np.asarray([a.get("rank") for a in timeline.task_attrs])
+    ranks = timeline.values("rank")
     arrival = timeline.arrival
+    window: dict[int, tuple[float, float]] = {}  # each rank with tasks: its window's start and its step
+    for r, ix in timeline.rank_tasks().items():
+        window[r] = (timeline.step_window(ix)[0], timeline.step_us(ix))
     waits: dict[int, float] = defaultdict(float)
-    held: dict[int, float] = defaultdict(float)
-    held_count: dict[int, int] = defaultdict(int)
-    last_members: dict[int, list[int]] = defaultdict(list)
+    held: dict[int, list[tuple[float, int, int]]] = defaultdict(list)  # (time held, its member, the next-to-last)
+    ids: dict[str, list[int]] = defaultdict(list)
     if arrival is not None:
-        by_id: dict[str, list[int]] = defaultdict(list)
-        for i, a in enumerate(timeline.task_attrs):
-            if a.get("collective_id") is not None:
-                by_id[a["collective_id"]].append(i)
-        for members in by_id.values():
+        for i, cid in enumerate(timeline.values("collective_id")):
+            if cid is not None:
+                ids[cid].append(i)
+        for members in ids.values():
             for m in members:
-                waits[int(ranks[m])] += float(timeline.start[m] - arrival[m])
+                waits[ranks[m]] += float(timeline.start[m] - arrival[m])
             if len(members) > 1:
                 order = sorted(members, key=lambda m: arrival[m])
                 last, second = order[-1], order[-2]
                 # a rank with twins (ranks sharing its tasks) arrives with them: none of them alone holds the others
-                gain = float(arrival[last] - arrival[second]) if twins[int(ranks[last])] == 1 else 0.0
+                gain = float(arrival[last] - arrival[second]) if twins[ranks[last]] == 1 else 0.0
                 if gain > 0:
-                    held[int(ranks[last])] += gain
-                    held_count[int(ranks[last])] += 1
-                    last_members[int(ranks[last])].append(last)
-    span_of: dict[int, float] = {}
-    for r in np.unique(ranks):
-        span_of[int(r)] = timeline.step_us(np.flatnonzero(ranks == r))  # its step's period (its span without context)
+                    held[ranks[last]].append((gain, last, ranks[second]))
+    first = min(start for start, _ in window.values()) if window else 0.0
     results = []
     for info in infos:
         own = info.rank if info.same_as is None else info.same_as
-        predicted = span_of[own]
+        start, predicted = window[own]
         results.append(RankResult(
             rank=info.rank, measured_us=info.measured_us, step_us=predicted,
             error_pct=100.0 * (predicted - info.measured_us) / info.measured_us if info.measured_us else 0.0,
-            wait_us=waits.get(own, 0.0), offset_us=info.offset_us, held_us=held.get(own, 0.0), same_as=info.same_as,
+            wait_us=waits.get(own, 0.0), offset_us=start - first, held_us=sum((h for h, _, _ in held.get(own, ())), 0.0),
+            same_as=info.same_as,
         ))  # fmt: skip
-    straggler = None
-    if held:
-        r = max(held, key=lambda k: held[k])
-        median_offset = float(np.median([i.offset_us for i in infos]))
-        offset = next(i.offset_us for i in infos if i.rank == r)
-        straggler = Straggler(rank=r, held_us=held[r], collectives=held_count[r],
-                              late_start_us=max(0.0, offset - median_offset), tasks=_way_to(timeline, last_members[r]))  # fmt: skip
+    if not held:
+        return results, None
+    r = max(sorted(held), key=lambda k: sum(h for h, _, _ in held[k]))
+    offsets = [x.offset_us for x in results]
+    mine = next(x for x in results if x.rank == r)
+    start = window[r][0]
+    members = [m for _, m, _ in held[r]]
+    cids, names, phases, kinds = (timeline.values(key, tasks=members) for key in ("collective_id", "name", "phase", "collective"))
+    collectives = [
+        HeldCollective(id=str(cid), kind=kind, name=str(name), phase=phase, held_us=h,
+                       reached_us=float(arrival[m]) - start, next_rank=int(nxt))  # type: ignore[index]
+        for (h, m, nxt), cid, name, phase, kind in zip(held[r], cids, names, phases, kinds)
+    ]  # fmt: skip
+    path_from, path_to, waited_for, tasks = _way_to(timeline, ranks, max(members, key=lambda m: timeline.start[m]), start)
+    straggler = Straggler(
+        rank=r, held_us=mine.held_us, collectives=sorted(collectives, key=lambda c: -c.held_us), job_collectives=len(ids),
+        late_start_us=max(0.0, mine.offset_us - float(np.median(offsets))), offset_us=mine.offset_us,
+        first_rank=min(results, key=lambda x: x.offset_us).rank, path_from_us=path_from - start, path_to_us=path_to - start,
+        path_waited_for=waited_for, tasks=tasks,
+    )  # fmt: skip
     return results, straggler
 
 
-def _way_to(timeline: Timeline, members: list[int], top: int = 5) -> dict[str, float]:
-    """The tasks on the critical path of each member's rank up to its arrival (back to the rank's previous
-    collective or its start), by name: where the straggler's time went."""
+def _way_to(
+    timeline: Timeline, ranks: list[int], member: int, since: float, top: int = 5
+) -> tuple[float, float, int | None, dict[str, float]]:
+    """The critical path of ``member``'s rank (``ranks``: each task's) up to ``member``'s start, back through its own
+    tasks (collectives it reached last included) to the rank's window start ``since``, or to the first task whose
+    start another rank fixed (the rank waited for it there): (its first moment, its last, that other rank or None,
+    the ``top`` largest shares by task name). Each task holds the path from its start to the next path task's start,
+    clipped to the window: one chain, so the shares add up to the path's length, within the rank's window."""
     out: dict[str, float] = defaultdict(float)
-    attrs = timeline.task_attrs
-    for m in members:
-        rank = attrs[m].get("rank")
-        nxt, i = m, int(timeline.cause[m])
-        while i >= 0 and attrs[i].get("rank") == rank and attrs[i].get("collective_id") is None:
-            out[attrs[i]["name"]] += float(timeline.start[nxt] - timeline.start[i])
-            nxt, i = i, int(timeline.cause[i])
-    return dict(sorted(out.items(), key=lambda kv: -kv[1])[:top])
+    rank = ranks[member]
+    cause, start = timeline.cause, timeline.start
+    to = float(start[member])
+    begin, nxt, i = to, member, int(cause[member])
+    seen = {member}  # causes that loop (a timeline built by hand) end where they first come back
+    chain: list[tuple[int, float]] = []
+    other = None
+    while i >= 0 and i not in seen and float(start[nxt]) > since:
+        if ranks[i] != rank:
+            other = ranks[i]  # the rank waited for another here: the time before is the other's
+            break
+        seen.add(i)
+        begin = max(float(start[i]), since)
+        chain.append((i, float(start[nxt]) - begin))
+        nxt, i = i, int(cause[i])
+    names = timeline.values("name", tasks=[i for i, _ in chain])
+    for name, (_, t) in zip(names, chain):
+        out[str(name)] += t
+    return begin, to, other, dict(sorted(out.items(), key=lambda kv: -kv[1])[:top])

@@ -58,6 +58,9 @@ class Timeline:
     arrival: np.ndarray | None = None
     _of_kinds: dict[frozenset[str], list[int]] = field(default_factory=dict, repr=False, compare=False)
     _columns: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False, compare=False)
+    # a job's slowest rank and its tasks (step_rank), once: the step time and the breakdown both read it
+    _slowest: tuple[int, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _slowest_read: bool = field(default=False, repr=False, compare=False)
 
     def tasks_of(self, kinds: frozenset[str]) -> list[int]:
         """Indices of the tasks of ``kinds``, in task order (kept: the summaries of one timeline ask several times)."""
@@ -107,14 +110,7 @@ class Timeline:
 
     def step_indices(self) -> dict[str, np.ndarray]:
         """Each step's task indices, in task order, by step name ("inserted": tasks of no step)."""
-        raw, values = self.codes("step")
-        code_of: dict[str, int] = {}
-        # the values in order of first appearance: each name's code is that of its first task, as one pass gives it
-        renumber = np.asarray([code_of.setdefault(v or "inserted", len(code_of)) for v in values], np.int64)
-        codes = renumber[raw] if len(raw) else raw
-        # one stable sort by step: each step's indices stay in task order
-        by_step = np.split(np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes, minlength=len(code_of)))[:-1])
-        return dict(zip(code_of, by_step))
+        return self._steps_of(None)
 
     def step_times(self) -> dict[str, float]:
         """Predicted makespan of each step's tasks (inserted tasks count with the step of nothing)."""
@@ -129,31 +125,61 @@ class Timeline:
             return [name for name in self.step_indices() if name not in ("inserted", None)]
         return [s.name for s in listed if not s.context]
 
+    def rank_tasks(self) -> dict[int, np.ndarray]:
+        """A job's tasks by rank, each rank's in task order (the ranks with tasks of their own: a rank that shares a
+        twin's has none); {} where the graph is not a job's."""
+        if not self.graph.graph.get("ranks"):
+            return {}
+        raw, values = self.codes("rank")
+        return {int(rank): np.flatnonzero(raw == code) for code, rank in enumerate(values) if rank is not None}
+
+    def step_rank(self) -> int | None:
+        """The rank whose window is a job's step: its slowest rank, the one whose own step (from its own step's start
+        to its end) is longest, the lowest of those tied; None where the timeline is not a job's of two ranks or
+        more with tasks of their own. A job's step time is that rank's: the ranks' steps start apart (their offsets),
+        and the job's span across them is no rank's step."""
+        slowest = self._slowest_rank()
+        return slowest[0] if slowest is not None else None
+
+    def step_tasks(self) -> np.ndarray | None:
+        """The tasks whose window the step time measures: a job's slowest rank's (:meth:`step_rank`); None: every
+        task."""
+        slowest = self._slowest_rank()
+        return slowest[1] if slowest is not None else None
+
+    def _slowest_rank(self) -> tuple[int, np.ndarray] | None:
+        if not self._slowest_read:
+            by_rank = self.rank_tasks()
+            if len(by_rank) > 1:
+                steps = {rank: self.step_us(ix) for rank, ix in sorted(by_rank.items())}
+                rank = max(steps, key=steps.__getitem__)  # the first of the longest: the lowest rank of those tied
+                self._slowest = rank, by_rank[rank]
+            self._slowest_read = True
+        return self._slowest
+
     def step_us(self, indices: np.ndarray | None = None) -> float:
         """The step time, one meaning everywhere (simulate, run, compare, report, the scripts' ``baseline`` and
         ``predicted``): the period of the measured step, from the end of the step before (its context) to its own
         end; the median of the periods of several ("all"); the makespan where the graph names no step, or none of
         its steps is left. ``indices``: of those tasks only (one rank of a job). A job's step time is its slowest
-        rank's: the ranks' steps start apart (their offsets), and the job's span across them is no rank's period."""
-        if indices is None and self.graph.graph.get("ranks"):
-            raw, values = self.codes("rank")
-            ranked = [code for code, rank in enumerate(values) if rank is not None]
-            if len(ranked) > 1:
-                return max(self.step_us(np.flatnonzero(raw == code)) for code in ranked)
+        rank's (:meth:`step_rank`)."""
+        if indices is None:
+            indices = self.step_tasks()
         periods = self.step_periods(indices)
         names = [n for n in self.measured_steps() if n in periods]
         if not names:
             return self.makespan(indices)
         return float(statistics.median(periods[n] for n in names))
 
-    def step_window(self) -> tuple[float, float, int]:
+    def step_window(self, indices: np.ndarray | None = None) -> tuple[float, float, int]:
         """The stretch the step time is measured over: from the end of the last context step (the timeline's start
         without one) to the end of the last measured step, and how many measured steps it holds (0: the whole
-        timeline, no step named)."""
-        if not len(self.nodes):
+        timeline, no step named). ``indices``: of those tasks only (one rank of a job: its own window)."""
+        if not len(self.nodes) or (indices is not None and not len(indices)):
             return 0.0, 0.0, 0
-        t0, t1 = float(self.start.min()), float(self.end.max())
-        ends = {name: float(self.end[ix].max()) for name, ix in self.step_indices().items() if name != "inserted"}
+        start, end = (self.start, self.end) if indices is None else (self.start[indices], self.end[indices])
+        t0, t1 = float(start.min()), float(end.max())
+        ends = {name: float(self.end[ix].max()) for name, ix in self._steps_of(indices).items() if name != "inserted" and len(ix)}
         measured = [n for n in self.measured_steps() if n in ends]
         if not measured:
             return t0, t1, 0
@@ -183,11 +209,7 @@ class Timeline:
         before (for the first, the start of the timeline) to its own end, its last task's. Where steps overlap (one
         step's communication under the next one's compute, the CPU issuing ahead of the GPU) the middle steps are
         the steady state; the periods add up to the makespan. ``indices``: of those tasks only."""
-        by_step = self.step_indices()
-        if indices is not None:
-            keep = np.zeros(len(self.nodes), np.bool_)
-            keep[indices] = True
-            by_step = {name: ix[keep[ix]] for name, ix in by_step.items()}
+        by_step = self._steps_of(indices)
         ends = sorted((float(self.end[ix].max()), name) for name, ix in by_step.items() if name != "inserted" and len(ix))
         start = self.start if indices is None else self.start[indices]
         before = float(start.min()) if len(start) else 0.0
@@ -196,6 +218,21 @@ class Timeline:
             out[name] = end - before
             before = end
         return out
+
+    def _steps_of(self, indices: np.ndarray | None) -> dict[str, np.ndarray]:
+        """:meth:`step_indices`, of ``indices`` only where given (every step named, its tasks among them, maybe
+        none): one sort of those tasks, so that a job's ranks cost one sort of the job's tasks together."""
+        raw, values = self.codes("step")
+        code_of: dict[str, int] = {}
+        # the values in order of first appearance: each name's code is that of its first task, as one pass gives it
+        renumber = np.asarray([code_of.setdefault(v or "inserted", len(code_of)) for v in values], np.int64)
+        codes = renumber[raw] if len(raw) else raw
+        ix = None if indices is None else np.sort(np.asarray(indices, np.int64))
+        of = codes if ix is None else codes[ix]
+        # one stable sort by step: each step's indices stay in task order
+        order = np.argsort(of, kind="stable")
+        by_step = np.split(order if ix is None else ix[order], np.cumsum(np.bincount(of, minlength=len(code_of)))[:-1])
+        return dict(zip(code_of, by_step))
 
 
 def _codes_of(values: list[Any], wanted: Iterable[Any]) -> list[int]:
@@ -234,10 +271,12 @@ BREAKDOWN_PARTS: dict[str, str] = {"cpu_only_us": "CPU only", "gpu_only_us": "GP
 
 
 def breakdown(timeline: Timeline) -> dict[str, float]:
-    """The paper's runtime breakdown (section 6): time when only the CPU, only the GPU, or both are busy.
+    """The paper's runtime breakdown (section 6): time when only the CPU, only the GPU, or both are busy; the parts
+    add up to the step time (``total_us``).
 
     The CPU is busy during its tasks and the measured CPU time after them (gaps) on the threads that issue
-    GPU work or run CPU ops; polling threads (e.g. a communication watchdog) are not counted.
+    GPU work or run CPU ops; polling threads (e.g. a communication watchdog) are not counted. A job's breakdown is of
+    its step, its slowest rank's window (:meth:`Timeline.step_rank`): that rank's tasks over it.
     """
     n = len(timeline.nodes)
     gpu_ix = timeline.tasks_of(GPU_KINDS)
@@ -264,11 +303,17 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
                 if e.get("kind") == "launch" and node_attrs[child]["kind"] in GPU_KINDS:
                     working.add(threads[i])
                     break
-    cpu_ix = np.flatnonzero(np.isin(kind, _codes_of(kinds, CPU_KINDS)) & np.isin(thread, list(working)))
+    of_step = np.ones(n, np.bool_)
+    ix = timeline.step_tasks()
+    if ix is not None:  # a job: its slowest rank's tasks alone (the job's step is that rank's window)
+        of_step[:] = False
+        of_step[ix] = True
+        gpu_ix = np.asarray(gpu_ix, np.int64)[of_step[gpu_ix]].tolist()
+    cpu_ix = np.flatnonzero(np.isin(kind, _codes_of(kinds, CPU_KINDS)) & np.isin(thread, list(working)) & of_step)
     # fmax: a NaN gap counts as none, as max(0.0, NaN) did
     gaps = np.fmax(np.asarray(list(map(timeline.values("gap", 0.0).__getitem__, cpu_ix.tolist())), dtype=float), 0.0)
     # over the step's window (after its context step), in the step's time: several measured steps, their share each
-    t0, t1, measured = timeline.step_window()
+    t0, t1, measured = timeline.step_window(ix)
     total = t1 - t0
     cpu_rows = np.stack([timeline.start[cpu_ix], timeline.end[cpu_ix] + gaps], axis=1) if len(cpu_ix) else np.empty((0, 2))
     gpu_rows = np.stack([timeline.start[gpu_ix], timeline.end[gpu_ix]], axis=1) if gpu_ix else np.empty((0, 2))

@@ -81,7 +81,7 @@ def test_simulate_tables_add_up_to_the_step(trace: str, steps: list[str], capsys
     _adds_up(d["breakdown"], step, "simulate breakdown")
     cp = d.get("critical_path")
     if cp is not None:  # one trace (a job's ranks each have their own)
-        assert cp["gpu_us"] + cp["cpu_us"] == pytest.approx(step, rel=REL), "critical path's GPU + CPU time"
+        assert cp["gpu_us"] + cp["cpu_us"] + cp["release_us"] == pytest.approx(step, rel=REL), "critical path's time"
         for table in ("by_phase", "by_kernel_class", "by_layer", "by_name"):
             assert sum(cp[table].values()) <= step * (1 + REL), f"critical path {table} exceeds the step"
     code, text = _run(["simulate", trace, *steps], capsys)
@@ -145,7 +145,7 @@ def test_report_tables_add_up_and_the_page_says_the_same(trace: str, tmp_path: P
         for k in a["kernels"]:  # a row of kernels is over the step, summed over its streams (said in its header)
             assert k["total_us"] <= step * streams * (1 + REL), k["name"]
         cp = a["critical_path"]
-        assert cp["gpu_us"] + cp["cpu_us"] == pytest.approx(step, rel=REL)
+        assert cp["gpu_us"] + cp["cpu_us"] + cp["release_us"] == pytest.approx(step, rel=REL)
         # the page and the terminal give the JSON's numbers
         assert _ms(step) in html and f"{_ms(step)} ms" in flat
         for key in PARTS:

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from daydream.api.replay import CriticalPath, critical_path_summary, step_critical_path
+from daydream.api.replay import CriticalPath, critical_path_summary, release_time, step_critical_path
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS
 from daydream.perf.devices import device_of_graph
 from daydream.perf.roofline import compute_peak, observations
@@ -47,6 +47,7 @@ class LayerRow(msgspec.Struct):
 
 
 OUTSIDE = "(outside any layer)"  # the layer row of the critical path's tasks that belong to none
+RELEASE = "(before the path's first task: a late start)"  # the row of the step's time before its path's first task began
 
 
 class KernelRow(msgspec.Struct):
@@ -184,6 +185,9 @@ def layer_rows(
         row.critical_us += t * scale
         if a["kind"] in GPU_KINDS:
             row.critical_gpu_us += t * scale
+    release = release_time(timeline, held)
+    if release:  # the path begins after the step does: its first task waited for its release (a late rank)
+        rows[(RELEASE, "-")] = LayerRow(RELEASE, "-", 0, release * scale, 0.0, 0.0, 0.0, 0.0, 0)
     return sorted(rows.values(), key=lambda r: (-r.critical_us, -r.gpu_us, r.name, r.phase))
 
 
@@ -257,7 +261,7 @@ def stream_rows(timeline: Timeline) -> list[StreamRow]:
     """Each GPU stream (thread of GPU tasks): busy (union of its tasks) and idle over the step's window (after the
     context step), in the step's time where it holds several steps; each idle stretch is put down to what fixed the
     start of the task that ended it (HolisticTraceAnalysis splits idle time alike: host, kernel and other waits)."""
-    t0, t1, measured = timeline.step_window()
+    t0, t1, measured = timeline.step_window(timeline.step_tasks())  # a job: its step, its slowest rank's window
     scale = timeline.step_us() / (t1 - t0) if measured > 1 and t1 > t0 else 1.0
     total = (t1 - t0) * scale
     lanes: dict[str, list[int]] = defaultdict(list)

@@ -37,7 +37,9 @@ from daydream.trace.recording import recording_path
 
 
 class CriticalPath(msgspec.Struct):
-    """Where the critical path's time goes: its tasks, GPU and CPU time on it, and the largest shares of it."""
+    """Where the critical path's time goes: its tasks, GPU and CPU time on it, and the largest shares of it (one
+    step's: with several measured steps, their window's times x :meth:`Timeline.step_scale`). ``gpu_us + cpu_us +
+    release_us`` is the step."""
 
     tasks: int
     gpu_us: float
@@ -46,6 +48,8 @@ class CriticalPath(msgspec.Struct):
     by_phase: dict[str, float]
     by_layer: dict[str, float]
     by_name: dict[str, float]
+    # the step's time before the path's first task, which waited for its release: a job's rank that starts late
+    release_us: float = 0.0
 
 
 class StepTime(msgspec.Struct, frozen=True):
@@ -154,10 +158,13 @@ class Replay:
 
 def step_critical_path(timeline: Timeline) -> tuple[list[int], list[float]]:
     """The critical path's tasks within the step's window (after the context step) and the time each holds it
-    there: the path of the step the step time measures, its times adding up to that window."""
-    path = critical_path_indices(timeline)
+    there: the path of the step the step time measures, its times adding up to that window (a job's: its slowest
+    rank's window, the path to that rank's last task, through the other ranks' tasks it waited for)."""
+    ranks = timeline.step_tasks()  # a job: the path of its step, its slowest rank's window, to that rank's last task
+    last = int(ranks[np.argmax(timeline.end[ranks])]) if ranks is not None and len(ranks) else None
+    path = critical_path_indices(timeline, last)
     seg = critical_path_segments(timeline, path)
-    t0, t1, measured = timeline.step_window()
+    t0, t1, measured = timeline.step_window(ranks)
     if not measured:
         return path, seg
     # each task's time within the window, elementwise: the same floats as min(a + s, t1) - max(a, t0) one at a time
@@ -165,6 +172,14 @@ def step_critical_path(timeline: Timeline) -> tuple[list[int], list[float]]:
     h = np.minimum(a + np.asarray(seg, np.float64), t1) - np.maximum(a, t0)
     keep = np.flatnonzero(h > 0)
     return np.asarray(path, np.int64)[keep].tolist(), h[keep].tolist()
+
+
+def release_time(timeline: Timeline, held: list[float]) -> float:
+    """The step's window less the time its critical path's tasks hold it (:func:`step_critical_path`): where the path
+    begins after the window does, the wait for its first task's release (a job's rank that starts late)."""
+    t0, t1, _ = timeline.step_window(timeline.step_tasks())
+    rest = (t1 - t0) - sum(held)
+    return rest if rest > 1e-9 * max(1.0, t1 - t0) else 0.0
 
 
 def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:
@@ -185,6 +200,7 @@ def critical_path_summary(timeline: Timeline, top: int = 8) -> CriticalPath:
         tasks=len(path),
         gpu_us=time_on_path(GPU_KINDS),
         cpu_us=time_on_path(CPU_KINDS),
+        release_us=release_time(timeline, seg) * scale,
         by_kernel_class=_top(totals_by(timeline, ("class",), path, GPU_KINDS, seg, scale)["class"], top),
         by_phase=_top(every["phase"], top),
         by_layer=_top(every["layer"], top),

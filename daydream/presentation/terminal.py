@@ -777,10 +777,15 @@ def render_report(report: Report, console: Console) -> None:
     console.print(plain(steps))
     if report.versus_baseline is not None:
         console.print(plain(versus_note(report.versus_baseline), 2000))
+    if report.straggler is not None:  # a job: the rank the others wait for, in the words of simulate
+        from daydream.api.job import straggler_sentence
+
+        console.print(plain(straggler_sentence(report.straggler), 2000))
     last = report.analyses[-1]
     if last.layers:
         layers = Table(title=f"Layers that hold the step longest ({last.label}, ms): time on the critical path, the "
-                       f"rows adding up to the step ({ms(last.step_us)}); GPU: kernels summed over streams",
+                       f"rows adding up to the step ({ms(last.step_us)}); GPU: kernels summed over streams"
+                       + (" and ranks" if report.ranks else ""),
                        title_justify="left")  # fmt: skip
         for col in ("layer", "phase", "n", "on path", "GPU"):
             layers.add_column(col, justify="left" if col in ("layer", "phase") else "right", overflow="fold")

@@ -191,7 +191,7 @@ class Timeline:
         """What a total over the step's window (:meth:`step_window`) is multiplied by to be one step's: the step time
         over the window where it holds several measured steps (the median step's share, as in :func:`breakdown`),
         else 1. The tables of one step (time by phase, class, layer, kernel; the critical path's shares) use it."""
-        t0, t1, measured = self.step_window()
+        t0, t1, measured = self.step_window(self.step_tasks())
         return self.step_us() / (t1 - t0) if measured > 1 and t1 > t0 else 1.0
 
     def measured_indices(self) -> list[int] | None:
@@ -368,11 +368,12 @@ def critical_path(timeline: Timeline) -> list[PathTask]:
     return out
 
 
-def critical_path_indices(timeline: Timeline) -> list[int]:
-    """Indices of the tasks on the critical path, first to last."""
+def critical_path_indices(timeline: Timeline, last: int | None = None) -> list[int]:
+    """Indices of the tasks on the critical path, first to last: the path to the task that ends last, or to
+    ``last`` (a job's slowest rank's last task: the path of the job's step)."""
     if not len(timeline.nodes):
         return []
-    i = int(np.argmax(timeline.end))
+    i = int(np.argmax(timeline.end)) if last is None else int(last)
     cause = timeline.cause.tolist()
     path = []
     seen = bytearray(len(cause))  # causes that loop (a timeline built by hand) end where they first come back

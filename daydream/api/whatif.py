@@ -20,7 +20,7 @@ from daydream.dsl.limits import Budget
 from daydream.dsl.params import script_name
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph import derived
-from daydream.perf.uncertainty import Interval, device_part, interval, model_parts, noise_of, numeric_params
+from daydream.perf.uncertainty import Interval, device_part, gradient_sizes_part, interval, model_parts, noise_of, numeric_params
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.ranks import RankResult, rank_results
 
@@ -220,7 +220,7 @@ def _summary(report: WhatIfReport, side: str) -> Summary:
 def predicted_interval(graph: nx.DiGraph, scripts: Sequence[str], param_values: dict[str, Any], predicted_us: float) -> Interval:
     """How far to trust a prediction: a 90% interval from the trace's own step-to-step noise and the measured error
     of the scripts run (the validation ledger), widened and marked extrapolated where the change leaves what was
-    validated (daydream.perf.uncertainty)."""
+    validated, and where the scripts read gradient sizes the trace does not record (daydream.perf.uncertainty)."""
     names = [library_name(s) if not s.startswith("<") else None for s in scripts]
     parts = model_parts(names, numeric_params(param_values))
     swapped = device_part(derived.cached(graph, "device_swaps", ()), predicted_us)
@@ -229,7 +229,7 @@ def predicted_interval(graph: nx.DiGraph, scripts: Sequence[str], param_values: 
         # where the ledger has measured no swap (its pooled bound says nothing of GPUs), else the larger of the two
         ledger = [p for p in parts if p.name == swapped.name and not p.extrapolated]
         parts = [p for p in parts if p.name != swapped.name] + [max([swapped, *ledger], key=lambda p: p.half_width_pct)]
-    return interval(predicted_us, [noise_of(graph), *parts])
+    return interval(predicted_us, [noise_of(graph), *parts, gradient_sizes_part(graph)])
 
 
 def rank_changes(graph: nx.DiGraph, baseline: list[RankResult], timeline: Timeline) -> list[dict[str, Any]]:

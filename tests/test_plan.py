@@ -297,3 +297,31 @@ def test_plan_from_the_cli() -> None:
     assert "best: dp=1 tp=2 pp=1" in table.stdout or "best: dp=1 tp=1 pp=2" in table.stdout
     bad = _cli("plan", str(GPU_TRANSFORMER), "--gpus", "2", "--micro-batches", "two")
     assert bad.returncode == 1 and "--micro-batches 'two': whole numbers" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("trace", "source", "parameters"),
+    [
+        # DDP ResNet-50, rank 0 of 2, no shapes: its traced all-reduces' bytes, ResNet-50's parameters exactly
+        ("hta/nccl_parser_config_nccl_data.json.gz", "collectives", 25_557_032),
+        # a ResNet-18 without shapes or collectives: 227 chunks of its SGD's foreach kernels over 62 tensors
+        ("param/resnet_kineto.json.gz", "optimizer kernels", (227 - 31) * 65536),
+    ],
+)
+def test_plan_on_a_trace_without_recorded_gradient_sizes(shared_traces: Path, trace: str, source: str, parameters: int) -> None:
+    """The sizes estimated (daydream.graph.gradients) and said: in --json's gradient_sizes and a note, in the text."""
+    path = str(shared_traces / trace)
+    out = _cli("plan", path, "--gpus", "16", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["gradient_sizes"] == source and doc["parameters"] == pytest.approx(parameters, abs=62)
+    assert any(n.startswith("the parameters and the plans' memory rest on gradient sizes estimated from") for n in doc["notes"])
+    assert doc["plans"][0]["name"] == "dp=16 tp=1 pp=1" and doc["plans"][0]["predicted_us"] > 0
+    text = _cli("plan", path, "--gpus", "16")
+    assert text.returncode == 0, text.stderr
+    assert f"parameters (estimated from {source})" in text.stdout and "note: the parameters and the plans' memory" in text.stdout
+    assert "best: dp=16 tp=1 pp=1" in text.stdout
+
+
+def test_recorded_gradient_sizes_are_said_as_recorded(transformer) -> None:  # type: ignore[no-untyped-def]
+    assert model_memory(transformer).sizes.source == "shapes" and not model_memory(transformer).sizes.estimated

@@ -112,6 +112,7 @@ class Plans(msgspec.Struct):
     measured_us: float
     optimizer: str | None
     parameters: int  # the model's, from the step's gradients
+    gradient_sizes: str  # where their sizes came from: shapes, execution trace, collectives, weight shapes, optimizer kernels
     plans: list[PlanResult]
     batch: int | None = None  # the traced step's samples, where given
     global_batch: int | None = None  # every plan's samples a step (None: each replica keeps the traced batch)
@@ -241,6 +242,8 @@ def plan(
         work = Workload(first, work.step, work.et)
     graph, has_gpu = work.load()
     model = model_memory(graph)
+    if model.sizes.estimated:  # the parameters' count, and with it every plan's memory
+        notes.append(f"the parameters and the plans' memory rest on {model.sizes.note()}")
     found = blocks(graph)
     can_split = bool(split_pairs(graph))
     if not found:
@@ -315,6 +318,7 @@ def plan(
         measured_us=result.baseline.measured_us,
         optimizer=model.optimizer,
         parameters=model.parameters,
+        gradient_sizes=model.sizes.source,
         plans=ranked,
         batch=options.batch,
         global_batch=options.global_batch,

@@ -24,6 +24,7 @@ from daydream.perf.uncertainty import (
     Interval,
     Paired,
     device_part,
+    gradient_sizes_part,
     interval,
     model_key,
     model_parts,
@@ -247,7 +248,8 @@ def predicted_interval(
     """How far to trust a prediction: a 90% interval from the trace's own step-to-step noise and the measured error
     of the scripts run (the validation ledger), widened and marked extrapolated where the change leaves what was
     validated (daydream.perf.uncertainty). ``declared``: each script's params (its includes' too), which name its
-    model for a ranking's pairs with the values they were bound to (:func:`~daydream.perf.uncertainty.model_key`)."""
+    model for a ranking's pairs with the values they were bound to (:func:`~daydream.perf.uncertainty.model_key`);
+    and where the scripts read gradient sizes the trace does not record, their estimate's part."""
     names = [library_name(s) if not s.startswith("<") else None for s in scripts]
     each = declared if declared is not None else [param_values] * len(scripts)
     models = [
@@ -266,7 +268,7 @@ def predicted_interval(
         model = next((p.model for p in parts if p.name == swapped.name), swapped.name)
         swapped = msgspec.structs.replace(swapped, model=model)
         parts = [p for p in parts if p.name != swapped.name] + [max([swapped, *ledger], key=lambda p: p.half_width_pct)]
-    return interval(predicted_us, [noise_of(graph), *parts])
+    return interval(predicted_us, [noise_of(graph), *parts, gradient_sizes_part(graph)])
 
 
 def rank_changes(baseline: list[RankResult], after: list[RankResult]) -> list[dict[str, Any]]:

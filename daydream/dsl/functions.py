@@ -192,14 +192,31 @@ def _gradient_buckets(
 ) -> list[list[Any]]:
     fn = "gradient_buckets"
     size = whole_argument(element_bytes, fn, "element_bytes", 1, 1024)
-    grads = grad.gradients(graph, size)
+    grads = _read_gradients(graph, size)
     buckets = grad.ddp_buckets(grads, number_argument(cap, fn, "cap"), number_argument(first, fn, "first"))
     return [[Selection([grad.bucket_ready(graph, b)]), sum(g.nbytes for g in b)] for b in buckets]
 
 
 def _gradients(graph: nx.DiGraph, element_bytes: Any = 4) -> list[list[Any]]:
     size = whole_argument(element_bytes, "gradients", "element_bytes", 1, 1024)
-    return [[Selection([g.ready]), g.nbytes, g.layer] for g in grad.gradients(graph, size)]
+    return [[Selection([g.ready]), g.nbytes, g.layer] for g in _read_gradients(graph, size)]
+
+
+def _read_gradients(graph: nx.DiGraph, element_bytes: int) -> list[grad.Gradient]:
+    """The step's gradients for a script, which changes the graph by them: where their sizes are estimated, the
+    prediction's interval widens for it (grad.note_estimate_used)."""
+    grads, sizes = grad.read_gradients(graph, element_bytes)
+    grad.note_estimate_used(graph, sizes)
+    return grads
+
+
+def _gradient_estimate(graph: nx.DiGraph) -> str | None:
+    """How the step's gradient sizes were estimated, a line; none where the trace records them or has none."""
+    try:
+        sizes = grad.gradient_sizes(graph)
+    except DaydreamError:
+        return None
+    return sizes.note() if sizes.estimated else None
 
 
 def _text(graph: nx.DiGraph, value: Any) -> str:
@@ -327,7 +344,8 @@ register_function(
 register_function(
     "gradients", _gradients, 0, 1,
     "gradients(element_bytes = 4): the step's gradients in the order they became ready, each step's in turn, each "
-    "[the task after which it is ready, its bytes, its module (none where the trace does not say)]",
+    "[the task after which it is ready, its bytes (recorded, else estimated: gradient_estimate()), its module (none "
+    "where the trace does not say)]",
     keywords=("element_bytes",),
 )  # fmt: skip
 register_function(
@@ -362,9 +380,15 @@ register_function(
     _gradients_missing,
     0,
     0,
-    "gradients_missing(): why the step's gradients cannot be had (no AccumulateGrad calls, no recorded sizes), none "
-    "where they can: `require gradients_missing() == none, gradients_missing()`",
+    "gradients_missing(): why the step's gradients cannot be had (no AccumulateGrad calls, no sizes recorded or to "
+    "estimate), none where they can: `require gradients_missing() == none, gradients_missing()`",
 )
+register_function(
+    "gradient_estimate", _gradient_estimate, 0, 0,
+    "gradient_estimate(): how the step's gradient sizes were estimated, a line to print (from the traced DDP "
+    "all-reduces, the forward ops' weight shapes or the optimizer's fused kernels: daydream.graph.gradients); none "
+    "where the trace records them (shapes, execution trace) or has none (gradients_missing() says why)",
+)  # fmt: skip
 register_function(
     "gradient_buckets", _gradient_buckets, 0, 3,
     "gradient_buckets(cap = 25MiB, first = 1MiB, element_bytes = 4): DDP's gradient buckets, per step in ready order, "

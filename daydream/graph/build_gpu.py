@@ -5,6 +5,7 @@ tasks, the issue and the wait.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from itertools import repeat
@@ -16,7 +17,7 @@ import numpy as np
 from daydream._arrays import order_by_start, unique_ints
 from daydream.graph.build_cpu import CpuCalls
 from daydream.graph.build_table import TaskTable
-from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel
+from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel, is_multi_tensor_apply
 from daydream.graph.schema import EDGE_KIND_NUMBER
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace
 from daydream.trace.runtime_calls import call_role, copy_waits
@@ -79,12 +80,19 @@ def gpu_tasks(trace: Trace, table: TaskTable, calls: CpuCalls) -> list[CopyWait]
     values["bytes"] = gpu.bytes
     orders = [_GPU_KEYS, _GPU_KEYS_BYTES]
     codes = np.fromiter(map(is_not, gpu.bytes, repeat(None)), np.int64, m)  # 1: the keys with "bytes"
-    # a collective's name, size and process group: a task's own keys, in the order it gets them
-    for j in [j for j, kind in enumerate(gpu.kind) if kind == "comm"]:
+    # a collective's name, size and process group, a fused optimizer kernel's thread blocks: a task's own keys, in
+    # the order it gets them
+    for j in [j for j, (kind, name) in enumerate(zip(gpu.kind, gpu.name)) if kind == "comm" or is_multi_tensor_apply(name)]:
         keys = orders[codes[j]]
         attrs = dict(zip(keys, (values[k][j] for k in keys), strict=True))
-        launcher = launchers[j]
-        _collective(attrs, gpu.event_of(gpu.source[j]).args, comm_ev.get(launcher) if launcher >= 0 else None)
+        args = gpu.event_of(gpu.source[j]).args
+        if gpu.kind[j] == "comm":
+            launcher = launchers[j]
+            _collective(attrs, args, comm_ev.get(launcher) if launcher >= 0 else None)
+        elif (blocks := _blocks(args)) is not None:
+            attrs["blocks"] = blocks
+        else:
+            continue  # a fused kernel whose grid the trace does not record: the keys of any kernel
         codes[j] = len(orders)
         orders.append(tuple(attrs))
         for key, value in attrs.items():
@@ -125,6 +133,14 @@ def _collective(attrs: dict[str, Any], args: Any, around: Event | None) -> None:
     if nbytes is not None:
         attrs["bytes"] = nbytes
     attrs.update(process_group(args) or (process_group(around.args) if around is not None else None) or {})
+
+
+def _blocks(args: Any) -> int | None:
+    """A kernel's thread blocks (its grid's product), where its args record the grid."""
+    grid = args.grid if args is not None else None
+    if not isinstance(grid, list) or not grid or not all(type(d) is int and d > 0 for d in grid):
+        return None
+    return math.prod(grid)
 
 
 def _gpu_columns(trace: Trace) -> GpuColumns:
@@ -202,11 +218,12 @@ def _from_columns(batches: list[Any]) -> GpuColumns | None:
     cats, cat_of = unique_ints(cat, return_inverse=True)
     cat_names = [strings[c] if c >= 0 else None for c in cats.tolist()]
     pairs, pair_of = unique_ints(name.astype(np.int64) * len(cats) + cat_of.reshape(-1), return_inverse=True)
-    kinds, classes = [], []
+    kinds, classes, read_args = [], [], []
     for n, c in zip(*(part.tolist() for part in divmod(pairs, len(cats)))):
         kind = _kind(cat_names[c], strings[n])
         kinds.append(kind)
         classes.append(classify_kernel(strings[n], kind))
+        read_args.append(kind == "comm" or is_multi_tensor_apply(strings[n]))  # the events whose args the stage reads
     pair_of = pair_of.reshape(-1)
     devices, device_of = unique_ints(device, return_inverse=True)
     streams, stream_of = unique_ints(stream, return_inverse=True)
@@ -226,13 +243,13 @@ def _from_columns(batches: list[Any]) -> GpuColumns | None:
             if isinstance(number, (int, float)):
                 nbytes[i] = int(number)
     source = order.tolist()
-    comm = sorted(k for k, kind in zip(source, kind_list) if kind == "comm")
+    read = sorted(np.asarray(source)[np.array(read_args, np.bool_)[pair_of]].tolist())
     made: dict[int, Event] = {}
 
     def event_of(k: int) -> Event:
-        """The event filed ``k``-th: the collectives' made at once the first time one is asked for."""
+        """The event filed ``k``-th: those whose args are read made at once the first time one is asked for."""
         if not made:
-            made.update(zip(comm, events_at(batches, np.array(comm, np.int64))))
+            made.update(zip(read, events_at(batches, np.array(read, np.int64))))
         return made[k]
 
     return GpuColumns(

@@ -70,6 +70,16 @@ def is_comm_kernel(name: str) -> bool:
     return COMM_RE.search(name) is not None
 
 
+# PyTorch's fused foreach / fused optimizer kernels (and apex's): one thread block a chunk of a tensor
+MULTI_TENSOR_APPLY_RE = re.compile(r"multi_tensor_apply_kernel")
+
+
+@lru_cache(maxsize=65536)
+def is_multi_tensor_apply(name: str) -> bool:
+    """Whether a kernel is a ``multi_tensor_apply_kernel`` launch (its grid counts chunks of the tensors it covers)."""
+    return MULTI_TENSOR_APPLY_RE.search(name) is not None
+
+
 COLLECTIVE_RE = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv)", re.IGNORECASE)
 
 

@@ -4,8 +4,8 @@ tensor-, pipeline- and data-parallel plan holds (the memory model of Korthikanti
 Recomputation in Large Transformer Models", MLSys 2023, section 4, and of ZeRO, Rajbhandari et al., SC 2020,
 section 3, on the counts the trace gives instead of a formula of the architecture).
 
-Parameters: each block's gradients in the step (their sizes, as ``daydream.graph.gradients`` reads them) - one per
-parameter. Of those, the Linears tensor parallelism splits (``daydream.graph.tensor_parallel.split_pairs``): a
+Parameters: each block's gradients in the step (their sizes, as ``daydream.graph.gradients`` reads them: recorded,
+or estimated where the trace records none, ``ModelMemory.sizes`` says which) - one per parameter. Of those, the Linears tensor parallelism splits (``daydream.graph.tensor_parallel.split_pairs``): a
 column-parallel Linear's weight and bias, a row-parallel one's weight. Activations: what each forward op call reads
 (a Linear its tokens x in_features, an attention op every input and its output, dropout its mask, any other op its
 first input), counted once per op call; none for views, copies, residual adds, factories and embedding lookups (their
@@ -32,7 +32,7 @@ import networkx as nx
 
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of
-from daydream.graph.gradients import gradients
+from daydream.graph.gradients import SHAPES, GradientSizes, read_gradients
 from daydream.graph.pipeline import block_of
 from daydream.graph.schema import CPU_KINDS
 from daydream.graph.tensor_parallel import ATTENTION_OP, VIEW_OP, linear_dims, split_pairs
@@ -78,6 +78,7 @@ class ModelMemory:
     blocks: tuple[BlockMemory, ...]
     optimizer: str | None  # as the trace's Optimizer.step range names it (None: no optimizer step in the trace)
     optimizer_states: int  # state tensors per parameter
+    sizes: GradientSizes = GradientSizes(SHAPES)  # where the parameters' sizes came from (the gradients')
 
     @property
     def parameters(self) -> int:
@@ -174,9 +175,10 @@ def model_memory(graph: nx.DiGraph, step: str | None = None) -> ModelMemory:
             sharded[name] += n
     # parameters: the step's gradients, by the block of their module; the split Linears' part by their dims
     try:
-        grads = [g for g in gradients(graph, 1) if g.step == step]
+        read, sizes = read_gradients(graph, 1)
     except DaydreamError as exc:
         raise DaydreamError(f"parameter sizes: {exc}") from None
+    grads = [g for g in read if g.step == step]
     by_layer: dict[str | None, int] = {}
     for g in grads:
         by_layer[g.layer] = by_layer.get(g.layer, 0) + g.nbytes
@@ -196,7 +198,7 @@ def model_memory(graph: nx.DiGraph, step: str | None = None) -> ModelMemory:
     optimizer = next((m.group(1) for a in attrs.values() if (m := _OPTIMIZER.match(str(a.get("region") or "")))), None)
     states = OPTIMIZER_STATES.get(optimizer, UNKNOWN_OPTIMIZER_STATES) if optimizer else 0
     blocks = tuple(BlockMemory(n, params[n], split[n], acts[n], sharded[n]) for n in order)
-    return ModelMemory(blocks, optimizer, states)
+    return ModelMemory(blocks, optimizer, states, sizes)
 
 
 def in_flight(schedule: str, pp: int, micro_batches: int, rank: int, chunks: int = 1) -> int:

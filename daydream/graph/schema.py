@@ -70,6 +70,7 @@ _TaskOptional = TypedDict(
         "group_ranks": list[int],  # its members' ranks, where the trace names them (a group other than the world)
         "collective_id": str,  # one collective of a multi-rank job: its members (one task per rank) share it
         "traced_us": float,  # a comm task's traced duration (its wait for the other ranks included), kept when priced
+        "blocks": int,  # a fused optimizer kernel's (multi_tensor_apply) thread blocks: one a chunk of a tensor
         "tensors_in": Any,  # input tensor ids of the launching op (from a linked execution trace)
         "tensors_out": Any,  # output tensor ids of the launching op (from a linked execution trace)
         "queued": bool,  # inserted with no place in its thread's order: the schedule policy picks it when the thread is free
@@ -240,7 +241,7 @@ _CPU_TASK = _template(
     _CpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "parallel_us", "param_us", "tensors_in", "tensors_out")
 )
 _GPU_TASK = _template(_GpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "class", "device", "stream", "bytes", "collective",
-                                     "group", "group_size", "group_ranks", "collective_id", "traced_us", "tensors_in", "tensors_out"))  # fmt: skip
+                                     "group", "group_size", "group_ranks", "collective_id", "traced_us", "blocks", "tensors_in", "tensors_out"))  # fmt: skip
 _EDGE = _template(_EdgeKeys, tuple(Edge.__annotations__))
 
 
@@ -296,7 +297,7 @@ DERIVED_TASK_ATTRIBUTES: dict[str, str] = {"end": "start + duration"}
 TASK_ATTRIBUTES: tuple[str, ...] = (
     "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "region",
     "layer", "op", "top_op", "top_op_id", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
-    "parallel_us", "param_us", "group", "group_size", "group_ranks", "collective_id", "traced_us",
+    "parallel_us", "param_us", "group", "group_size", "group_ranks", "collective_id", "traced_us", "blocks",
 )  # fmt: skip
 
 

@@ -7,6 +7,12 @@
   written by ``daydream validate --errors-out``). Where the change leaves what was validated the part is widened
   (``WIDEN``) and marked ``extrapolated``: a script with no ledger case (its bound is the pooled one, twice), a
   param beyond the values its cases used, a script of the user's own.
+- **Estimated gradient sizes**: where a script read gradient sizes the trace does not record (``ddp``, ``fsdp``,
+  ``p3``, ... on a trace without shapes: sizes from the traced all-reduces, the forward ops' weight shapes or the
+  optimizer's fused kernels, ``daydream.graph.gradients``), a ``gradient sizes`` part: the relative half-width of a
+  step's gradient bytes that the estimate's source allows (at least ``ESTIMATE_FLOOR_PCT``), taken whole as the
+  step's - an upper bound, the step moving less than the bytes since its compute does not - and marked
+  extrapolated.
 
 The parts are independent and combine in quadrature: half-width = sqrt(noise^2 + sum of the models'^2), in percent
 of the predicted time; the interval is the prediction times (1 -+ that). The driving part is the largest.
@@ -33,6 +39,7 @@ from typing import Any
 import msgspec
 
 from daydream.files import write_atomically
+from daydream.graph.gradients import used_estimate
 from daydream.perf.devices import KERNELS_DIR
 
 CONFIDENCE = 0.9
@@ -79,6 +86,17 @@ class Interval(msgspec.Struct):
 
     def overlaps(self, other: Interval) -> bool:
         return self.low_us <= other.high_us and other.low_us <= self.high_us
+
+
+def gradient_sizes_part(graph: Any) -> Part | None:
+    """The part for the estimated gradient sizes a change to ``graph`` read (the module docstring), None where it read
+    none."""
+    used = used_estimate(graph)
+    # one estimate of the trace's gradients, whatever the scripts do with them: every prediction that reads it errs
+    # alike (a ranking's pairs share it)
+    return (
+        None if used is None else Part("gradient sizes", used.error_pct, used.how(), True, f"gradient sizes from {used.source}")
+    )
 
 
 def noise_of(graph: Any) -> Part | None:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from daydream.files import clip
+from daydream.graph.gradients import EXACT as EXACT_GRADIENT_SIZES
 from daydream.graph.schema import Causality
 from daydream.names import kernel_label, middle
 from daydream.simulation.timeline import BREAKDOWN_PARTS
@@ -680,8 +681,9 @@ def render_plans(result: Plans, console: Console, top: int | None = None) -> Non
     cap = f"{_gib(result.memory_bytes)} GiB" if result.memory_bytes is not None else "memory unknown"
     console.print(styled(("daydream plan", "b"), " ", plain(f"{result.trace}: {result.gpus} GPUs ({result.gpus_per_node} "
                                                             f"a node), {result.device or 'CPU'}, {cap} each", 2000)))  # fmt: skip
-    console.print(plain(f"one GPU (the trace, simulated): {ms(result.baseline_us)} a step; {result.parameters:,} parameters, "
-                        f"{result.optimizer or 'no optimizer step'}", 2000))  # fmt: skip
+    estimated = "" if result.gradient_sizes in EXACT_GRADIENT_SIZES else f" (estimated from {result.gradient_sizes})"
+    console.print(plain(f"one GPU (the trace, simulated): {ms(result.baseline_us)} a step; {result.parameters:,} parameters"
+                        f"{estimated}, {result.optimizer or 'no optimizer step'}", 2000))  # fmt: skip
     for note in result.notes:
         console.print(plain(f"note: {note}", 2000))
     predicted = [p for p in result.plans if p.predicted_us is not None]

@@ -42,6 +42,7 @@ class EventArgs(msgspec.Struct, gc=False):
     group_desc: Any = msgspec.field(name="Process Group Description", default=None)
     group_ranks: Any = msgspec.field(name="Process Group Ranks", default=None)  # "[0, 1]": a string in Kineto
     dtype: str | None = None
+    grid: Any = None  # a kernel's grid of thread blocks ([x, y, z]; a Triton launch's op writes its own as text)
     # metadata ('M') events: process_name / thread_name / thread_sort_index
     name: Any = None
     labels: Any = None

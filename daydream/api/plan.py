@@ -246,6 +246,9 @@ def plan(
         notes.append(f"the parameters and the plans' memory rest on {model.sizes.note()}")
     found = blocks(graph)
     can_split = bool(split_pairs(graph))
+    if model.parameters and not model.activations:
+        notes.append("no forward op records its input shapes (torch.profiler.profile(record_shapes=True)): activations "
+                     "are not counted, a plan's memory is its model state alone")  # fmt: skip
     if not found:
         notes.append("the trace's ops carry no modules (record with `daydream record`): one block, no pipeline (pp = 1)")
     if not can_split:

@@ -40,7 +40,7 @@ def test_each_result_is_its_report_struct(graph) -> None:  # type: ignore[no-unt
         assert list(d) == list(report.__struct_fields__)
         assert msgspec.convert(d, report) == result.report
     assert list(replay.to_dict()["critical_path"]) == ["tasks", "gpu_us", "cpu_us", "by_kernel_class", "by_phase",
-                                                       "by_layer", "by_name"]  # fmt: skip
+                                                       "by_layer", "by_name", "release_us"]  # fmt: skip
     assert whatif.to_dict()["tasks"] == {"baseline": whatif.baseline.tasks, "predicted": whatif.predicted.tasks}
 
 

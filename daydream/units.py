@@ -1,4 +1,4 @@
-"""Times as people read them: microseconds shown as milliseconds, signed changes without signed zeros, and
+"""Times and sizes as people read them: microseconds shown as milliseconds, signed changes without signed zeros, and
 percentages only of quantities that are not near zero. One set of rules for every screen (the terminal, a script's
 statements table, the page)."""
 
@@ -26,3 +26,16 @@ def change(before: float, after: float, whole: float | None = None) -> str:
     if text.startswith("0.000") or abs(before) < ZERO_US or (whole is not None and abs(before) < 0.01 * abs(whole)):
         return text
     return f"{text} ({d / before:+.1%})"
+
+
+def nbytes(n: float) -> str:
+    """``1.50 GiB``, ``12.0 MiB``, ``512 KiB``, ``100 B``: a size in the largest binary unit that keeps it >= 1."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:,.{2 if unit == 'GiB' else 1}f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def signed_bytes(n: float) -> str:
+    """``+12.0 MiB``, ``-1.50 GiB``; ``0 B`` for nothing."""
+    return "0 B" if abs(n) < 0.5 else ("+" if n > 0 else "-") + nbytes(abs(n))

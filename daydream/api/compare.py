@@ -42,6 +42,7 @@ import networkx as nx
 
 from daydream import progress
 from daydream._version import __version__
+from daydream.api.memory import MemoryChange
 from daydream.api.replay import CriticalPath, critical_path_summary, replay_graph, run_inputs
 from daydream.api.whatif import json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
@@ -218,6 +219,7 @@ class ScenarioResult(msgspec.Struct):
     rank: int | None = None  # its place: one more than the scenarios decidedly faster (their paired difference)
     ties: list[str] = []  # the scenarios it cannot be told apart from: their paired difference's interval holds zero
     versus_baseline: Paired | None = None  # faster, slower or not decided against the baseline, paired alike
+    memory: MemoryChange | None = None  # the step's peak memory before and after (daydream.api.memory)
 
 
 class Baseline(msgspec.Struct):
@@ -312,8 +314,8 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
     base = Path(job.base) if job.base else None
     try:
         opts = job.options
-        result = run_whatif(graph, scenario.scripts, dict(scenario.params), opts.policy, copy=True,
-                            on_print=printed.append, budget=opts.budget, include_dirs=opts.include_dirs)  # fmt: skip
+        result = run_whatif(graph, scenario.scripts, dict(scenario.params), opts.policy, copy=True, on_print=printed.append,
+                            budget=opts.budget, include_dirs=opts.include_dirs, memory_bytes=opts.memory_bytes)  # fmt: skip
     except DaydreamError as exc:
         loader = Loader()  # the scripts it names (those that stopped read no includes past the stop)
         for script in scenario.scripts:
@@ -337,6 +339,7 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
         warnings=result.script_warnings,
         interval=result.interval,
         versus_baseline=result.report.versus_baseline,
+        memory=result.report.memory,
     )
 
 
@@ -396,7 +399,7 @@ def compare(
             Loader().load(script)
     # the scenarios' workers build the trace alone (a job's ranks in this process: the workers are the scenarios')
     work = Workload(work.path, work.step, work.et, work.link)
-    opts = RunOptions(opts.policy, opts.budget, [os.fspath(d) for d in opts.include_dirs or []])
+    opts = RunOptions(opts.policy, opts.budget, [os.fspath(d) for d in opts.include_dirs or []], opts.memory_gb)
     job = _Job(work, opts, base)
     graph, has_gpu = loaded or work.load()
     base_run = replay_graph(graph, opts.policy)

@@ -15,6 +15,7 @@ import msgspec
 import networkx as nx
 import numpy as np
 
+from daydream.api.memory import MemoryReplay, replay_memory
 from daydream.errors import TraceError
 from daydream.graph.adjacency import edge_arrays, successors_of
 from daydream.graph.build import build_graph
@@ -91,6 +92,7 @@ class ReplayReport(msgspec.Struct):
     edges_by_kind: dict[str, int]
     causality: Causality | None
     warnings: list[str]
+    memory: MemoryReplay | None = None  # the step's peak memory, from the trace's allocator events where it holds them
 
 
 @dataclass(repr=False)
@@ -266,6 +268,7 @@ def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
         edges_by_kind=edge_counts,
         causality=graph.graph.get("causality"),
         warnings=list(graph.graph.get("warnings", [])),
+        memory=replay_memory(timeline),
     )
     return Replay(report=report, graph=graph, timeline=timeline)
 

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import networkx as nx
 
+from daydream.api.memory import MemoryChange, graph_memory, memory_change
 from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
 from daydream.dsl.effects import Effect
@@ -33,6 +34,7 @@ from daydream.perf.uncertainty import (
     versus_baseline,
 )
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
+from daydream.simulation.memory import memory_timeline
 from daydream.simulation.ranks import RankResult, Straggler, rank_results
 
 
@@ -99,6 +101,9 @@ class WhatIfReport(msgspec.Struct):
     printed: list[str]
     warnings: list[str]
     ranks: list[dict[str, Any]] | None = None  # a multi-rank job: per rank measured, baseline and predicted step
+    # the step's peak memory before and after (its 90% interval, whether it fits): from the trace's allocator events,
+    # or estimated from its shapes (daydream.api.memory); None where neither is possible
+    memory: MemoryChange | None = None
     # a multi-rank job: the rank whose window is the job's step (its slowest; the breakdown's), and the straggler
     slowest_rank: Change[int | None] | None = None
     straggler: Change[Straggler | None] | None = None
@@ -323,15 +328,21 @@ def run_whatif(
     on_print: Callable[[str], None] | None = None,
     budget: int | None = None,
     include_dirs: Sequence[str | os.PathLike[str]] | None = None,
+    memory_bytes: float | None = None,
 ) -> WhatIf:
     """Apply ``scripts`` in order to (a copy of) ``graph`` and predict the iteration before and after.
 
     ``budget``: the units of work each script's check and each script's run may do (None: the default,
     ``daydream.dsl.limits.default_budget`` of the graph's size); ``include_dirs``: folders besides the scripts' own and the bundled
-    library whose .whatif files the scripts may include (docs/language.md#limits)."""
+    library whose .whatif files the scripts may include (docs/language.md#limits); ``memory_bytes``: the device memory
+    the predicted peak must fit in (None: the trace's GPU's, or a device swap's target's)."""
     session = Session(graph, params=params, policy=policy, copy=copy, on_print=on_print, budget=budget, include_dirs=include_dirs)
     parsed, declared = load_scripts(session, scripts)
     baseline = Summary.of(session.baseline)  # before any change: its timeline shares the task dicts
+    # the step's memory before any change (the scripts change the graph's tensors): from the trace's events, else shapes
+    memory_before = (
+        memory_timeline(session.baseline, graph_memory(session.graph)) if not session.graph.graph.get("ranks") else None
+    )
     # before any change: the baseline's timeline reads the graph's task dicts
     baseline_ranks = rank_results(session.graph, session.baseline) if session.graph.graph.get("ranks") else None
     baseline_rank = session.baseline.step_rank()
@@ -374,6 +385,13 @@ def run_whatif(
         ranks=rank_changes(baseline_ranks[0], after_ranks[0]) if baseline_ranks is not None and after_ranks is not None else None,
         slowest_rank=Change(baseline_rank, timeline.step_rank()) if baseline_ranks is not None else None,
         straggler=Change(baseline_ranks[1], after_ranks[1]) if baseline_ranks is not None and after_ranks is not None else None,
+        memory=memory_change(
+            memory_before,
+            timeline,
+            [library_name(s) if not s.startswith("<") else None for s in scripts_run],
+            numeric_params(session.param_values),
+            memory_bytes,
+        ),
     )
     return WhatIf(
         report=report,
@@ -402,7 +420,7 @@ def whatif(
     work, opts = Workload.of(workload), options or RunOptions()
     graph, has_gpu = work.load()
     result = run_whatif(graph, scripts, params, opts.policy, copy=False, on_print=on_print, budget=opts.budget,
-                        include_dirs=opts.include_dirs)  # fmt: skip
+                        include_dirs=opts.include_dirs, memory_bytes=opts.memory_bytes)  # fmt: skip
     if not has_gpu:
         result.warnings.insert(0, f"{work.path}: no GPU activity in the trace; the graph holds CPU tasks only")
     return result

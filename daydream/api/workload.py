@@ -90,8 +90,14 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 class RunOptions:
     """How scripts run: the scheduling ``policy``, the work ``budget`` of each script's check and run (None: the
     default for the graph's size), and folders besides the scripts' own and the library whose files they may
-    include. The scripts' params are the what of a run, passed beside these."""
+    include; the device memory a predicted peak must fit in. The scripts' params are the what of a run, passed beside
+    these."""
 
     policy: Policy = EARLIEST
     budget: int | None = None
     include_dirs: Sequence[str | os.PathLike[str]] | None = field(default=None)
+    memory_gb: float | None = None  # the device memory a predicted peak must fit in (None: the trace's GPU's)
+
+    @property
+    def memory_bytes(self) -> float | None:
+        return None if self.memory_gb is None else self.memory_gb * (1 << 30)

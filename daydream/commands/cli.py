@@ -86,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
     cmp.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
     cmp.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
+    cmp.add_argument(
+        "--memory-gb",
+        type=float,
+        default=None,
+        metavar="GiB",
+        help="device memory a predicted peak must fit in (default: the trace's GPU's)",
+    )
     _script_options(cmp)
     _link_option(cmp)
     cmp.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that predict scenarios (default 1)")
@@ -287,6 +294,9 @@ def _graph_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
     p.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
     p.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
+    p.add_argument("--memory-gb", type=float, default=None, metavar="GiB",
+                   help="device memory the predicted peak must fit in (default: the trace's GPU's, or a device swap's "
+                        "target's)")  # fmt: skip
     _script_options(p)
 
 
@@ -340,7 +350,8 @@ def _options(args: argparse.Namespace) -> Any:
     from daydream.api.workload import RunOptions
     from daydream.simulation import parse_policy
 
-    return RunOptions(parse_policy(args.policy), getattr(args, "budget", None), getattr(args, "include_dir", None))
+    return RunOptions(parse_policy(args.policy), getattr(args, "budget", None), getattr(args, "include_dir", None),
+                      getattr(args, "memory_gb", None))  # fmt: skip
 
 
 def _check_export(args: argparse.Namespace, inputs: list[str]) -> None:

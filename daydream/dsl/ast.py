@@ -118,8 +118,24 @@ class Let:
 
 @dataclass(frozen=True, slots=True)
 class Scale:
+    """``scale TARGET by FACTOR``: a selection's durations, the samples a step processes (``samples``), or tensors'
+    bytes (``tensors(...)``), these over a stretch of their lives where ``after TASK`` / ``until TASK`` say."""
+
     target: Expr
     factor: Expr
+    pos: Pos
+    after: Expr | None = None
+    until: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Alloc:
+    """``alloc BYTES [as CATEGORY] [after TASK] [until TASK]``: a tensor the change adds to the step's memory."""
+
+    nbytes: Expr
+    category: Expr | None
+    after: Expr | None
+    until: Expr | None
     pos: Pos
 
 
@@ -216,7 +232,22 @@ class Print:
 
 
 Statement = (
-    Docstring | Param | Let | Scale | SetAttr | Remove | Insert | Schedule | Wait | For | If | Include | Require | Assert | Print
+    Docstring
+    | Param
+    | Let
+    | Scale
+    | Alloc
+    | SetAttr
+    | Remove
+    | Insert
+    | Schedule
+    | Wait
+    | For
+    | If
+    | Include
+    | Require
+    | Assert
+    | Print
 )
 
 

@@ -191,7 +191,17 @@ class Checker(Visitor[None]):
             self.visit(s.factor, script, False)  # one number for the step, not one per task
             return
         self.visit(s.target, script, False)
-        self.visit(s.factor, script, True)
+        windowed = s.after is not None or s.until is not None
+        # a stretch of tensors' lives takes one factor for them all; tasks' durations one per task
+        self.visit(s.factor, script, not windowed)
+        for e in (s.after, s.until):
+            if e is not None:
+                self.visit(e, script, False)
+
+    def visit_Alloc(self, s: ast.Alloc, script: ast.Script) -> None:
+        for e in (s.nbytes, s.category, s.after, s.until):
+            if e is not None:
+                self.visit(e, script, False)
 
     def visit_SetAttr(self, s: ast.SetAttr, script: ast.Script) -> None:
         self.visit(s.target.obj, script, False)

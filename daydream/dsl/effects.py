@@ -9,7 +9,7 @@ from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.limits import MAX_PRINTED, TooLarge
-from daydream.units import ZERO_US, signed_ms
+from daydream.units import ZERO_US, signed_bytes, signed_ms
 
 
 @dataclass
@@ -30,12 +30,16 @@ class Effect:
     step_tasks: int = 0  # of ``tasks``, those of the measured step(s)
     step_duration_delta_us: float = 0.0  # of ``duration_delta_us``, theirs
     context: bool = False  # whether the window holds context steps besides the measured ones
+    tensors: int = 0  # a memory statement's tensors (scaled, or allocated)
+    memory_delta_bytes: float = 0.0  # the bytes it added to them (over a stretch of their lives, where ``stretch``)
+    stretch: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "file": self.file, "line": self.line, "statement": self.statement, "kind": self.kind, "tasks": self.tasks,
             "added": self.added, "removed": self.removed, "duration_delta_us": self.duration_delta_us, "runs": self.runs,
             "step_tasks": self.step_tasks, "step_duration_delta_us": self.step_duration_delta_us,
+            "tensors": self.tensors, "memory_delta_bytes": self.memory_delta_bytes,
         }  # fmt: skip
 
     def describe(self) -> str:
@@ -47,6 +51,9 @@ class Effect:
             parts = ["policy set"]
         elif self.kind == "samples":
             parts = [f"samples per step x{self.factor:g}"]
+        elif self.kind == "memory":
+            held = " while the stretch lasts" if self.stretch else ""
+            parts = [f"{self.tensors:,} tensor{'s' if self.tensors != 1 else ''}, {signed_bytes(self.memory_delta_bytes)}{held}"]
         elif self.kind in ("scale", "set", "remove", "insert"):
             verb = {"remove": "removed ", "insert": "added "}.get(self.kind, "")
             step = _tasks_text(verb, self.step_tasks, self.step_duration_delta_us, self.kind)

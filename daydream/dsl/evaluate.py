@@ -40,6 +40,7 @@ from daydream.dsl.visitor import Visitor
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.files import clip
 from daydream.graph.adjacency import attrs_of
+from daydream.graph.memory import TensorSet
 from daydream.graph.select import (
     KIND_SELECTORS,
     Selection,
@@ -50,6 +51,7 @@ from daydream.graph.select import (
     select,
     task_value,
 )
+from daydream.units import nbytes
 
 Compiled = Callable[[Any], Any]  # task attributes (or None outside a task context) -> value
 
@@ -782,6 +784,8 @@ def format_value(value: Any, limit: int = 8) -> str:
 def _format(value: Any, limit: int, left: list[int], depth: int) -> str:
     if isinstance(value, Selection):
         return f"{len(value)} task{'s' if len(value) != 1 else ''}"
+    if isinstance(value, TensorSet):
+        return f"{len(value)} tensor{'s' if len(value) != 1 else ''} ({nbytes(value.nbytes)})"
     if value is None:
         return "none"
     if isinstance(value, bool):

@@ -22,10 +22,14 @@ from daydream.dsl.visitor import Visitor
 from daydream.errors import CheckFailed, DaydreamError, NotApplicable, ScriptError
 from daydream.files import clip
 from daydream.graph import edit
+from daydream.graph import memory as mem
 from daydream.graph.adjacency import attrs_of
+from daydream.graph.memory import TensorSet
 from daydream.graph.order import Work
 from daydream.graph.select import Selection, group_by, in_time_order, thread_names
 from daydream.simulation import EARLIEST, FIFO, Policy
+
+_UNSET = object()
 
 
 class Executor(Visitor[None]):
@@ -128,8 +132,9 @@ class Executor(Visitor[None]):
 
     # ---- helpers ------------------------------------------------------------------------------------------
 
-    def _selection(self, expr: Any, statement: str) -> Selection:
-        value = self.env.value(expr)
+    def _selection(self, expr: Any, statement: str, value: Any = _UNSET) -> Selection:
+        """The live tasks of the selection ``expr`` is (``value``: its value, where evaluated already)."""
+        value = self.env.value(expr) if value is _UNSET else value
         if not isinstance(value, Selection):
             raise self.env.error(f"{statement} needs a selection of tasks, not {type_name(value)}", expr)
         live = Selection(n for n in value if n in self.env.graph)
@@ -185,7 +190,14 @@ class Executor(Visitor[None]):
         if scales_samples(s):
             self._scale_samples(s)
             return
-        target = self._selection(s.target, "scale")
+        value = self.env.value(s.target)
+        if isinstance(value, TensorSet):
+            self._scale_tensors(s, value)
+            return
+        if s.after is not None or s.until is not None:
+            raise self.env.error("'after' and 'until' bound a stretch of tensors' lives (scale tensors(SEL) by F after TASK "
+                                 "until TASK); a selection's tasks scale whole", s.after or s.until)  # fmt: skip
+        target = self._selection(s.target, "scale", value)
         factor = compile_expression(s.factor, self.env, task_context=True)
         effect = self._effect(s, "scale")
         graph = self.env.graph
@@ -214,6 +226,78 @@ class Executor(Visitor[None]):
         effect.step_tasks += len(in_step)
         effect.step_duration_delta_us += self._step_time(in_step) - step_before
         self.state.changed()
+
+    def _one_task(self, expr: Any, what: str) -> tuple[Any, tuple[float, float]]:
+        """The task of a one-task selection ``expr``, and its traced (start, duration): where a stretch of memory
+        begins or ends."""
+        value = self.env.value(expr)
+        if not isinstance(value, Selection) or len(value) != 1:
+            raise self.env.error(f"{what} takes one task (first(...) or last(...)), not {type_name(value)}"
+                                 + (f" of {len(value)}" if isinstance(value, Selection) else ""), expr)  # fmt: skip
+        (task,) = value
+        if task not in self.env.graph:
+            raise self.env.error(f"{what}: the task is no longer in the graph", expr)
+        a = attrs_of(self.env.graph)[task]
+        return task, (float(a.get("start", 0.0)), float(a["duration"]))
+
+    def _memory(self, expr: Any, statement: str) -> mem.GraphMemory | None:
+        memory = mem.memory_of(self.env.graph)
+        if memory is None:
+            self.recorder.warn(expr.pos, f"the step's memory is not known (no allocator events in the trace - record it with "
+                               f"profile_memory=True - nor gradient sizes to estimate it): {statement} does nothing")  # fmt: skip
+        return memory
+
+    def _scale_tensors(self, s: ast.Scale, tensors: TensorSet) -> None:
+        """``scale tensors(...) by F [after A] [until B]``: their bytes times F, over that stretch of their lives."""
+        memory = self._memory(s.target, "scale")
+        effect = self._effect(s, "memory")
+        f = self.env.value(s.factor)
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not finite(f) or f < 0:
+            raise self.env.error(f"a memory scale factor is a finite number >= 0; got {format_value(f)}", s.factor)
+        if memory is None:
+            return
+        if tensors.generation != memory.generation:
+            raise self.env.error("these tensors were taken before tasks holding tensors were removed: take them again "
+                                 "with tensors(...) after the remove", s.target)  # fmt: skip
+        self.budget.charge(len(tensors) + len(memory.windows))
+        after, until, traced = None, None, {}
+        if s.after is not None:
+            after, traced[after] = self._one_task(s.after, "after")
+        if s.until is not None:
+            until, traced[until] = self._one_task(s.until, "until")
+        try:
+            self.env.graph.graph["memory"] = mem.scaled(memory, tensors.rows, float(f), after, until, traced)
+        except DaydreamError as exc:
+            raise self.env.error(str(exc), s.factor) from None
+        effect.tensors += len(tensors)
+        effect.memory_delta_bytes += tensors.nbytes * (float(f) - 1.0)
+        effect.stretch = effect.stretch or after is not None or until is not None
+
+    def visit_Alloc(self, s: ast.Alloc, script: ast.Script) -> None:
+        memory = self._memory(s, "alloc")
+        effect = self._effect(s, "memory")
+        nbytes = self.env.value(s.nbytes)
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or not finite(nbytes) or nbytes < 0:
+            raise self.env.error(f"alloc takes a number of bytes >= 0 (e.g. 25MB); got {format_value(nbytes)}", s.nbytes)
+        category = self.env.value(s.category) if s.category is not None else "temporaries"
+        try:
+            code = mem.category_codes(category)
+        except DaydreamError as exc:
+            raise self.env.error(str(exc), s.category or s) from None
+        if len(code) != 1:
+            raise self.env.error("alloc takes one category", s.category or s)
+        if memory is None:
+            return
+        self.budget.charge(BULK)
+        after, until, traced = None, None, {}
+        if s.after is not None:
+            after, traced[after] = self._one_task(s.after, "after")
+        if s.until is not None:
+            until, traced[until] = self._one_task(s.until, "until")
+        self.env.graph.graph["memory"] = mem.allocated(memory, float(nbytes), code[0], after, until, traced)
+        effect.tensors += 1
+        effect.memory_delta_bytes += float(nbytes)
+        effect.stretch = effect.stretch or after is not None or until is not None
 
     def _scale_samples(self, s: ast.Scale) -> None:
         """``scale samples by F``: each step processes F times the samples it did (the prediction's time is not

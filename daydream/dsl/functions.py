@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from daydream.dsl.limits import MAX_LIST
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.graph import gradients as grad
+from daydream.graph import memory as mem
 from daydream.graph import pipeline, tensor_parallel
 from daydream.graph import select as sel
 from daydream.graph.adjacency import attrs_of
@@ -261,9 +263,37 @@ def _gradients_missing(graph: nx.DiGraph) -> str | None:
     return None
 
 
+def _tensors(graph: nx.DiGraph, selection: Any = None, category: Any = None, freed: Any = False) -> mem.TensorSet:
+    memory = mem.memory_of(graph)
+    if selection is not None and not isinstance(selection, Selection):
+        raise DaydreamError(f"tensors() takes a selection of tasks (or none: every tensor), not {type_name(selection)}")
+    if category is not None and not (
+        isinstance(category, str) or (isinstance(category, list) and all(isinstance(c, str) for c in category))
+    ):
+        raise DaydreamError(f"tensors(): category is a category's name or a list of them, not {type_name(category)}")
+    if not isinstance(freed, bool):
+        raise DaydreamError(f"tensors(): freed is true or false, not {type_name(freed)}")
+    codes = mem.category_codes(category) if category is not None else None
+    if memory is None:
+        return mem.TensorSet(np.zeros(0, np.int64), 0, 0.0)
+    if selection is None:
+        rows = memory.of_categories(codes) if codes is not None else np.arange(len(memory))
+    else:
+        rows = memory.of_tasks(selection, codes, "free" if freed else "alloc")
+    return mem.TensorSet(rows, memory.generation, float((memory.nbytes[rows] * memory.scale[rows]).sum()))
+
+
+def _tensor_bytes(graph: nx.DiGraph, tensors: Any) -> float:
+    if not isinstance(tensors, mem.TensorSet):
+        raise DaydreamError(f"tensor_bytes() takes tensors (tensors(...)), not {type_name(tensors)}")
+    return tensors.nbytes
+
+
 def type_name(value: Any) -> str:
     if isinstance(value, Selection):
         return "a selection"
+    if isinstance(value, mem.TensorSet):
+        return "tensors"
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -347,6 +377,18 @@ register_function(
     "[the task after which it is ready, its bytes (recorded, else estimated: gradient_estimate()), its module (none "
     "where the trace does not say)]",
     keywords=("element_bytes",),
+)  # fmt: skip
+register_function(
+    "tensors", _tensors, 0, 3,
+    "tensors(SEL = none, category = none, freed = false): the step's tensors the tasks of SEL allocate (freed = true: "
+    "free), of a category or a list of them (\"activations\", \"gradients\", \"optimizer state\", "
+    "\"parameters\", \"inputs\", \"temporaries\", \"before the step\"; daydream.graph.memory); SEL none: every "
+    "tensor (of the category). `scale TENSORS by F [after TASK] [until TASK]` changes their bytes",
+    keywords=("category", "freed"),
+)  # fmt: skip
+register_function(
+    "tensor_bytes", _tensor_bytes, 1, 1,
+    "tensor_bytes(TENSORS): their bytes as the trace (or the shapes) give them, times the scales so far",
 )  # fmt: skip
 register_function(
     "text", _text, 1, 1,

@@ -567,8 +567,21 @@ class _Statements(_Positions):
     def let(self, keyword: Token, name: Token, equals: Token, value: Any) -> ast.Let:
         return ast.Let(str(name), value, self._pos(keyword, value))
 
-    def scale(self, keyword: Token, target: Any, by: Token, factor: Any) -> ast.Scale:
-        return ast.Scale(target, factor, self._pos(keyword, factor))
+    def scale(self, keyword: Token, target: Any, by: Token, factor: Any, anchor: Token | None = None, after: Any = None,
+              until_kw: Token | None = None, until: Any = None) -> ast.Scale:  # fmt: skip
+        self._after_only(anchor)
+        last = until if until is not None else after if after is not None else factor
+        return ast.Scale(target, factor, self._pos(keyword, last), after, until)
+
+    def alloc(self, keyword: Token, nbytes: Any, as_kw: Token | None = None, category: Any = None,
+              anchor: Token | None = None, after: Any = None, until_kw: Token | None = None, until: Any = None) -> ast.Alloc:  # fmt: skip
+        self._after_only(anchor)
+        last = next((x for x in (until, after, category) if x is not None), nbytes)
+        return ast.Alloc(nbytes, category, after, until, self._pos(keyword, last))
+
+    def _after_only(self, anchor: Token | None) -> None:
+        if anchor is not None and str(anchor) != "after":
+            raise _BadSyntax("a stretch of memory begins 'after TASK' (and ends 'until TASK'), not 'before'", self._pos(anchor))
 
     def set(self, keyword: Token, target: Any, equals: Token, value: Any) -> ast.SetAttr:
         if not isinstance(target, ast.Project):

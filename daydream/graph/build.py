@@ -37,6 +37,7 @@ from daydream.graph.build_edges import (
 )
 from daydream.graph.build_gpu import gpu_tasks
 from daydream.graph.build_table import TaskTable
+from daydream.graph.memory import attach_memory
 from daydream.graph.schema import (
     CPU_KINDS,
     EDGE_KIND_NUMBER,
@@ -134,6 +135,8 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
         advance(1)
         graph = _cut(trace, table, steps, task_steps, Delays(l0, g0, infer_waits), context_steps, threads)
         graph.graph["steady_periods_us"] = steady_periods(table, numbered, task_steps, busy)
+        # the allocator's events tied to the window's tasks: the step's memory (daydream.graph.memory)
+        attach_memory(graph, trace.memory, graph.graph["device_properties"].get("totalGlobalMem"))
         advance(1)
         return graph
 

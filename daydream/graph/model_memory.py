@@ -135,6 +135,19 @@ def _activation_elements(calls: dict[Any, list[dict[str, Any]]]) -> dict[Any, in
     return out
 
 
+def activation_calls(graph: nx.DiGraph) -> list[tuple[Any, Any, int]]:
+    """Each forward op call of every step that keeps activations for its backward (module docstring): its first task
+    (by start), its step and the elements it keeps."""
+    nodes = attrs_of(graph)
+    calls: dict[Any, list[Any]] = {}
+    for v in sorted((v for v, a in nodes.items() if a.get("phase") == "forward" and a["kind"] in CPU_KINDS),
+                    key=lambda v: (float(nodes[v].get("start", 0.0)), str(v))):  # fmt: skip
+        key = nodes[v].get("top_op_id")
+        calls.setdefault(key if key is not None else ("task", v), []).append(v)
+    elements = _activation_elements({k: [nodes[v] for v in vs] for k, vs in calls.items()})
+    return [(calls[k][0], nodes[calls[k][0]].get("step"), n) for k, n in elements.items() if n > 0]
+
+
 def model_memory(graph: nx.DiGraph, step: str | None = None) -> ModelMemory:
     """The blocks' parameters and activations in a step (the graph's last by default) and the optimizer's state
     (module docstring); a trace without modules is one block, WHOLE_MODEL. Raises DaydreamError without gradient

@@ -132,13 +132,19 @@ class ScriptErrors(msgspec.Struct):
 
 
 class ErrorTable(msgspec.Struct):
-    """What ``daydream validate --errors-out`` writes: the ledger's errors by script."""
+    """What ``daydream validate --errors-out`` writes: the ledger's errors by script, of the step time (``scripts``)
+    and of the step's peak memory (``memory``: its memory cases)."""
 
     cases_file: str
     scripts: dict[str, ScriptErrors]
+    memory: dict[str, ScriptErrors] = {}
 
     def pooled_pct(self, excluding: str | None = None) -> float:
         errors = [abs(e) for name, s in self.scripts.items() if name != excluding for e in s.errors_pct]
+        return _quantile(errors, POOLED_QUANTILE) if errors else 10.0
+
+    def memory_pooled_pct(self) -> float:
+        errors = [abs(e) for s in self.memory.values() for e in s.errors_pct]
         return _quantile(errors, POOLED_QUANTILE) if errors else 10.0
 
 
@@ -192,6 +198,14 @@ def model_parts(
         else:
             parts.append(Part(name, bound, source, model=model))
     return parts
+
+
+def memory_parts(scripts: Iterable[str | None], params: Mapping[str, Any], table: ErrorTable | None = None) -> list[Part]:
+    """A part per script run for a predicted peak memory, as :func:`model_parts` makes them for a time, from the
+    ledger's memory cases (``ErrorTable.memory``): a script's largest error there, or, without memory cases (or for
+    a script of the user's own), twice the pooled memory error, marked extrapolated."""
+    table = table if table is not None else shipped_table()
+    return model_parts(scripts, params, ErrorTable(table.cases_file if table else "", table.memory if table else {}))
 
 
 def model_key(script: str, params: Mapping[str, Any]) -> str:

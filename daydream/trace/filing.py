@@ -11,6 +11,7 @@ not read are never made.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
@@ -18,12 +19,28 @@ import numpy as np
 from daydream._arrays import order_by_start, unique_ints
 from daydream.trace.columns import ARGS_FIELDS, K_INT, K_NONE, EventColumns, column_batches
 from daydream.trace.load import MAX_TIME_US, finish_families, read_document, sort_by_start
-from daydream.trace.model import FAMILIES, LAUNCH_FLOW_CATS, RANGE_CAT, CpuColumns, PendingFamily, Trace, is_annotation
+from daydream.trace.model import (
+    FAMILIES,
+    LAUNCH_FLOW_CATS,
+    MEMORY_EVENT,
+    RANGE_CAT,
+    CpuColumns,
+    MemoryEvents,
+    PendingFamily,
+    Trace,
+    is_annotation,
+    memory_row,
+)
 from daydream.trace.schema import Event, EventArgs
 
 _CPU_OPS, _ANNOTATIONS = 0, 1  # their places in FAMILIES
 CPU_FAMILIES = ("annotations", "cpu_ops", "runtime")  # the families the CPU sweep reads, in the order it reads them
 PENDING_FAMILIES = ("cpu_ops", "runtime", "gpu")  # kept as columns, read by the builder there, made as events when read
+
+
+# an allocator event's args, as memory_row reads them (the typed events' field names)
+_MEMORY_ARGS = ("alloc_bytes", "addr", "total_allocated", "total_reserved", "device_type", "device_id")
+_MemoryArgs = namedtuple("_MemoryArgs", _MEMORY_ARGS)
 
 
 class _Kept:
@@ -67,6 +84,7 @@ class ColumnFamilies:
         # GPU tasks among them without a correlation id
         self.kept = {field: _Kept() for field in PENDING_FAMILIES}
         self.unbound = 0
+        self.memory: list[tuple[Any, ...]] = []  # the allocator's events (model.memory_row), in the file's order
 
     def add(self, columns: EventColumns) -> None:
         trace, strings, cols = self.trace, columns.strings, columns.columns
@@ -107,6 +125,13 @@ class ColumnFamilies:
             flows = np.isin(ph, ids("s", "f", "t")) & np.isin(cat, ids(*LAUNCH_FLOW_CATS)) & (np.abs(ts) <= MAX_TIME_US)
         if (rows := np.flatnonzero(flows)).size:
             self.flows.append(tuple(columns.field_values(f, rows) for f in ("pid", "tid", "ts", "id")))
+        memory = np.isin(ph, ids("i")) & np.isin(name, ids(MEMORY_EVENT)) & columns.has_args
+        if (rows := np.flatnonzero(memory)).size:  # the allocator's events: their rows, as the loader keeps them
+            fields = [columns.field_values(f, rows) for f in ("ts", "pid", "tid", *(f"args.{a}" for a in _MEMORY_ARGS))]
+            for ts, pid, tid, *args in zip(*fields):
+                row = memory_row(ts, pid, tid, _MemoryArgs(*args))
+                if row is not None:
+                    self.memory.append(row)
         named = np.isin(ph, ids("M")) & np.isin(name, ids("thread_name")) & columns.has_args
         if (rows := np.flatnonzero(named)).size:
             for pid, tid, value in zip(*(columns.field_values(f, rows) for f in ("pid", "tid", "args.name"))):
@@ -125,6 +150,8 @@ class ColumnFamilies:
             flows = [  # binding them changes the calls' and kernels' events: made then (reading trace.runtime, .gpu)
                 Event(ph="f", pid=pid, tid=tid, ts=ts, id=ident) for batch in self.flows for pid, tid, ts, ident in zip(*batch)
             ]
+        if self.memory:
+            trace.memory = MemoryEvents.of(self.memory)
         finish_families(trace, flows, self.skipped)
         if self.cpu is not None and not flows:  # flows change the events' correlation ids: no columns then
             trace.cpu_columns = self._cpu_finished()

@@ -58,7 +58,16 @@ from daydream.errors import TraceError, did_you_mean
 from daydream.files import FILE_KINDS, open_input
 from daydream.trace.batches import EventBatches, Unsplittable
 from daydream.trace.job import MAX_RANKS, rank_from_name, rank_trace_files
-from daydream.trace.model import FAMILIES, LAUNCH_FLOW_CATS, RANGE_CAT, Trace, is_annotation
+from daydream.trace.model import (
+    FAMILIES,
+    LAUNCH_FLOW_CATS,
+    MEMORY_EVENT,
+    RANGE_CAT,
+    MemoryEvents,
+    Trace,
+    is_annotation,
+    memory_row,
+)
 from daydream.trace.recording import Recording, as_recording, recording_path
 from daydream.trace.schema import EVENTS_DECODER, TRACE_DECODER, Event, EventArgs, TraceFile
 from daydream.workers import read_ahead
@@ -617,6 +626,7 @@ class _Families:
         # categories, processes and threads; the decoder makes a new object for each event.
         self.strings: dict[Any, Any] = {}
         self.too_deep: str | None = None  # the first event whose shapes nest too deeply (said once the text decoded)
+        self.memory: list[tuple[Any, ...]] = []  # the allocator's events (model.memory_row), in the file's order
 
     def add(self, events: list[Event]) -> None:
         first = self.trace.event_count
@@ -655,6 +665,10 @@ class _Families:
                     self.launch_flows.append(ev)
             elif ph == "M" and ev.name == "thread_name" and ev.args is not None and isinstance(ev.args.name, str):
                 thread_names[(ev.pid, ev.tid)] = ev.args.name
+            elif ph == "i" and ev.name == MEMORY_EVENT:
+                row = memory_row(ev.ts, strings.setdefault(ev.pid, ev.pid), strings.setdefault(ev.tid, ev.tid), ev.args)
+                if row is not None:
+                    self.memory.append(row)
 
     def _check_nesting(self, events: list[Event], ev: Event, first: int) -> None:
         """Note an event whose shapes (``Input Dims``, ``Input type``) nest more than ``MAX_NESTING`` levels."""
@@ -675,6 +689,8 @@ class _Families:
         ordered by start, the longest first."""
         if self.too_deep is not None:
             raise TraceError(self.too_deep)
+        if self.memory:
+            self.trace.memory = MemoryEvents.of(self.memory)
         finish_families(self.trace, self.launch_flows, self.skipped)
 
 

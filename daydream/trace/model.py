@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -118,6 +119,74 @@ class CpuColumns:
     sizes: tuple[int, int, int]  # the rows of the annotations, the CPU ops and the runtime calls, in that order
 
 
+MEMORY_EVENT = "[memory]"  # the name of an allocator event (profile_memory=True), an instant event on its thread
+
+
+@dataclass
+class MemoryEvents:
+    """A trace's allocator events (``[memory]``, profile_memory=True), in the file's order, as columns: when (``ts``,
+    us), on which thread, the bytes (negative: a free) of the block at ``addr`` on the device (``device_type``:
+    Kineto's DeviceType, 0 the CPU, 1 CUDA; ``device_id``, -1 for the CPU), and the allocator's totals after it
+    (``total_allocated``; NaN where the event gives none)."""
+
+    ts: np.ndarray  # float64
+    thread: list[tuple[Any, Any]]  # (pid, tid)
+    nbytes: np.ndarray  # float64
+    addr: np.ndarray  # int64
+    total_allocated: np.ndarray  # float64
+    total_reserved: np.ndarray  # float64
+    device_type: np.ndarray  # int64
+    device_id: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @classmethod
+    def of(cls, rows: list[tuple[Any, ...]]) -> MemoryEvents:
+        """From ``(ts, pid, tid, bytes, addr, total allocated, total reserved, device type, device id)`` rows whose
+        time, bytes and address are numbers (the loaders keep only those), in the file's order."""
+        cols = list(zip(*rows)) if rows else [()] * 9
+        ts, pid, tid, nbytes, addr, total, reserved, dtype, did = cols
+        return cls(
+            ts=np.asarray(ts, np.float64),
+            thread=list(zip(pid, tid)),
+            nbytes=np.asarray(nbytes, np.float64),
+            addr=np.asarray(addr, np.int64),
+            total_allocated=np.asarray(total, np.float64),
+            total_reserved=np.asarray(reserved, np.float64),
+            device_type=np.asarray(dtype, np.int64),
+            device_id=np.asarray(did, np.int64),
+        )
+
+
+def memory_row(ts: Any, pid: Any, tid: Any, args: Any) -> tuple[Any, ...] | None:
+    """One ``[memory]`` event as a :class:`MemoryEvents` row: its time and thread, then its args' ``Bytes``, ``Addr``,
+    ``Total Allocated``, ``Total Reserved``, ``Device Type``, ``Device Id`` (``args``: an EventArgs, or anything with
+    those attributes); None where its time, bytes or address is not a finite number of the right kind (skipped: the
+    trace stands without it)."""
+    if args is None or not _number(ts) or not _number(args.alloc_bytes) or not _whole_number(args.addr):
+        return None
+    if not (-MAX_MEMORY_TIME_US <= ts <= MAX_MEMORY_TIME_US and abs(args.alloc_bytes) <= MAX_BLOCK_BYTES):
+        return None
+    total = args.total_allocated if _number(args.total_allocated) and 0 <= args.total_allocated <= MAX_BLOCK_BYTES else math.nan
+    reserved = args.total_reserved if _number(args.total_reserved) and 0 <= args.total_reserved <= MAX_BLOCK_BYTES else math.nan
+    dtype = args.device_type if _whole_number(args.device_type) else 0
+    did = args.device_id if _whole_number(args.device_id) else -1
+    return (float(ts), pid, tid, float(args.alloc_bytes), int(args.addr), float(total), float(reserved), int(dtype), int(did))
+
+
+MAX_MEMORY_TIME_US = 1e18  # as a complete event's (load.MAX_TIME_US)
+MAX_BLOCK_BYTES = float(1 << 60)  # an allocation, a total: an exabyte is no real device's
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _whole_number(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)
+
+
 @dataclass
 class Trace:
     """One rank's trace, its events sorted by family (each list ordered by start time)."""
@@ -141,6 +210,8 @@ class Trace:
     # families the columnar loader keeps as columns until one is read (the CPU ops, runtime calls and GPU tasks: the
     # builder reads their columns, and a plain replay never makes their events), each made then
     pending: dict[str, PendingFamily] = field(default_factory=dict, repr=False, compare=False)
+    # the allocator's `[memory]` events (a trace recorded with profile_memory=True); None where it holds none
+    memory: MemoryEvents | None = field(default=None, repr=False, compare=False)
     # lists like the other families, made from pending columns the first time they are read
     cpu_ops = _MadeWhenRead()
     runtime = _MadeWhenRead()

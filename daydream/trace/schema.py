@@ -46,6 +46,14 @@ class EventArgs(msgspec.Struct, gc=False):
     # metadata ('M') events: process_name / thread_name / thread_sort_index
     name: Any = None
     labels: Any = None
+    # `[memory]` instant events of a trace recorded with profile_memory=True: a block allocated (Bytes > 0) or freed
+    # (< 0) at Addr on a device, and the allocator's totals after it
+    addr: Number = msgspec.field(name="Addr", default=None)
+    alloc_bytes: Number = msgspec.field(name="Bytes", default=None)
+    total_allocated: Number = msgspec.field(name="Total Allocated", default=None)
+    total_reserved: Number = msgspec.field(name="Total Reserved", default=None)
+    device_type: Number = msgspec.field(name="Device Type", default=None)
+    device_id: Number = msgspec.field(name="Device Id", default=None)
 
 
 class Event(msgspec.Struct, gc=False):

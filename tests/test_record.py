@@ -293,6 +293,51 @@ def test_python_api_steps(tmp_path: Path) -> None:
             oa.step()
 
 
+def _memory_events(trace: Path) -> tuple[list[dict], list[dict]]:
+    """The trace's [memory] events and its ProfilerStep ranges."""
+    with gzip.open(trace) as fh:
+        events = json.load(fh)["traceEvents"]
+    memory = [e for e in events if e.get("name") == "[memory]"]
+    steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    return memory, steps
+
+
+def test_profile_memory_records_allocations(tmp_path: Path) -> None:
+    proc = record_example("mlp", tmp_path / "mem", "--profile-memory", "--warmup", "1", "--steps", "2")
+    assert proc.returncode == 0, proc.stderr
+    trace = tmp_path / "mem" / "rank0.json.gz"
+    memory, steps = _memory_events(trace)
+    assert [s["name"] for s in steps] == ["ProfilerStep#1", "ProfilerStep#2"] and memory
+    for e in memory:  # instant events on the CPU, with the allocator's running totals
+        assert e["ph"] == "i" and e["cat"] == "cpu_instant_event"
+        assert {"Addr", "Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id"} <= set(e["args"])
+        assert e["args"]["Device Type"] == 0 and e["args"]["Total Allocated"] >= 0
+    for s in steps:  # every step allocates (activations, gradients) and frees
+        mine = [e["args"]["Bytes"] for e in memory if s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+        assert min(mine) < 0 < max(mine)
+    # the width-64 MLP's gradients (4 x 64 x 64 + 64, and the head's) are alive at the end of each step
+    grads = 4 * (64 * 64 + 64) * 4 + (64 * 10 + 10) * 4
+    assert max(e["args"]["Total Allocated"] for e in memory) > grads
+    graph = build_graph(load_trace(trace))  # the memory events leave the graph and its replay as they were
+    assert simulate(graph).step_us() == pytest.approx(graph.graph["measured_us"], rel=0.02)
+
+
+def test_profile_memory_python_api(tmp_path: Path) -> None:
+    from torch import nn
+
+    from daydream.record import record
+
+    model = nn.Linear(16, 16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for name, flag in (("plain", False), ("memory", True)):
+        with record(str(tmp_path / name), warmup=1, steps=1, profile_memory=flag):
+            for _ in range(3):
+                model(torch.randn(32, 16)).sum().backward()
+                opt.step()
+    assert not _memory_events(tmp_path / "plain" / "rank0.json.gz")[0]  # off by default
+    assert _memory_events(tmp_path / "memory" / "rank0.json.gz")[0]
+
+
 def test_trace_is_gzip_and_sidecar_is_optional(recorded: dict[str, Path], tmp_path: Path) -> None:
     src = recorded["mlp"] / "rank0.json.gz"
     with gzip.open(src) as fh:

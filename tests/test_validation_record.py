@@ -31,15 +31,35 @@ def test_runs_go_round_robin_and_number_from_first_run(script, tmp_path: Path) -
     assert calls == [("base", 3), ("foreach", 3), ("base", 4), ("foreach", 4)]
 
 
-def test_cpu_settings_by_default_gpu_ones_with_gpu(script, tmp_path: Path) -> None:
+def test_cpu_settings_by_default_gpu_ones_with_gpu_memory_ones_with_memory(script, tmp_path: Path) -> None:
     module, calls = script
-    module.main(["--runs", "1", "--out", str(tmp_path)])
-    cpu = {name for name, _ in calls}
-    calls.clear()
-    module.main(["--gpu", "--runs", "1", "--out", str(tmp_path)])
-    gpu = {name for name, _ in calls}
-    assert "base" in cpu and not any(n.startswith("gpu/") for n in cpu)
-    assert gpu and all(n.startswith("gpu/") for n in gpu) and gpu | cpu == set(module.SETTINGS)
+    groups = {}
+    for flag in ([], ["--gpu"], ["--memory"]):
+        calls.clear()
+        module.main([*flag, "--runs", "1", "--out", str(tmp_path)])
+        groups[tuple(flag)] = {name for name, _ in calls}
+    cpu, gpu, memory = groups[()], groups[("--gpu",)], groups[("--memory",)]
+    assert "base" in cpu and not any(n.startswith(("gpu/", "memory/")) for n in cpu)
+    assert gpu and all(n.startswith("gpu/") for n in gpu)
+    assert {"memory/base", "memory/batch256", "memory/checkpoint", "memory/batch64acc2", "memory/accumulate2",
+            "memory/sgd", "memory/amp"} <= memory and all(n.startswith("memory/") for n in memory)  # fmt: skip
+    assert gpu | cpu | memory == set(module.SETTINGS)
+
+
+def test_memory_settings_record_with_profile_memory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("validation_record", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    commands: list[list[str]] = []
+    monkeypatch.setattr(module.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    module.record("memory/batch64acc2", 2, tmp_path)
+    module.record("base", 1, tmp_path)
+    memory, plain = commands
+    assert "--profile-memory" in memory and "--profile-memory" not in plain
+    assert memory[memory.index("--out") + 1] == str(tmp_path / "memory" / "batch64acc2" / "run2")
+    program = memory[memory.index("--") + 1 :]
+    assert program[1] == "examples/mlp.py" and program[-6:-2] == ["--batch", "64", "--accumulate", "2"]
 
 
 def test_a_deadline_keeps_the_rounds_whole(script, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:

@@ -2,6 +2,7 @@
 
     python validation/record.py [--runs 8] [--only NAME ...]
     python validation/record.py --gpu --runs 5 [--deadline S] [--keep-going]   (validation/record_gpu.sh)
+    python validation/record.py --memory --runs 3                            (the memory pairs, on the CPU)
 
 Each run is `daydream record` of a fresh process (warm-up steps, then the recorded steps) into
 validation/traces/<setting>/run<k>/ (rank0.json.gz and its sidecar), or the program profiling itself. Four programs:
@@ -11,6 +12,15 @@ later as a check on a program the models had not seen), and two that record them
 in validation/cases.toml pair a BEFORE setting with the AFTER setting of one change; `daydream validate` predicts
 each AFTER from a BEFORE trace and compares with the AFTER runs. The runs are taken round-robin over the settings,
 so that a slow spell of the machine falls on every setting rather than on one.
+
+The memory settings (`memory/...`, chosen with --memory) are recorded with `daydream record --profile-memory`: their
+traces hold the allocator's `[memory]` events (every allocation and free with the running "Total Allocated"), so that
+a predicted peak after a change can be compared with the peak measured after it (validation/memory_cases.toml; the
+measured peaks: bench/memory_pairs.py). examples/mlp.py's base, batch x2 (`memory/batch256`), activation
+checkpointing (`memory/checkpoint`), gradient accumulation of the same samples per step (`memory/batch64acc2`: 2
+micro-batches of 64) and of the same micro-batch (`memory/accumulate2`: 2 of 128), SGD with momentum instead of Adam
+(`memory/sgd`) and bf16 autocast on the CPU (`memory/amp`); examples/transformer.py's base, batch x2, checkpoint and
+accumulation (`memory/transformer/...`) as held-out checks. Two recorded steps each, to keep the traces small.
 """
 
 from __future__ import annotations
@@ -117,7 +127,21 @@ SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "gpu/dlrm/resident": (DLRM_GPU, [], 3),
     "gpu/dlrm_large/hybrid": (DLRM_LARGE_GPU, ["--tables-on-cpu"], 3),
     "gpu/dlrm_large/resident": (DLRM_LARGE_GPU, [], 3),
+    # Memory: recorded with --profile-memory (MEMORY_PREFIX) into traces/memory/...; the peaks, not the times, are
+    # compared, so two recorded steps are enough
+    "memory/base": (MLP, [], 2),
+    "memory/batch256": (MLP, ["--batch", "256"], 2),
+    "memory/checkpoint": (MLP, ["--checkpoint"], 2),
+    "memory/batch64acc2": (MLP, ["--batch", "64", "--accumulate", "2"], 2),
+    "memory/accumulate2": (MLP, ["--accumulate", "2"], 2),
+    "memory/sgd": (MLP, ["--optimizer", "sgd"], 2),
+    "memory/amp": (MLP, ["--amp", "bf16"], 2),
+    "memory/transformer/base": (TRANSFORMER, [], 2),
+    "memory/transformer/batch32": (TRANSFORMER, ["--batch", "32"], 2),
+    "memory/transformer/checkpoint": (TRANSFORMER, ["--checkpoint"], 2),
+    "memory/transformer/accumulate2": (TRANSFORMER, ["--accumulate", "2"], 2),
 }
+MEMORY_PREFIX = "memory/"  # settings recorded with `daydream record --profile-memory`, chosen with --memory
 WARMUP = 3
 WARMUP_OF = {"gpu/mlp/cuda_graphs": 5}  # settings that need more warm-up steps than WARMUP
 
@@ -134,11 +158,17 @@ def record(name: str, run: int, out: Path, timeout: float | None = None) -> None
     else:
         warmup = WARMUP_OF.get(name, WARMUP)
         program = [sys.executable, *model, *extra, "--steps", str(warmup + steps + 2)]
-        cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(warmup), "--steps", str(steps),
+        memory = ["--profile-memory"] if name.startswith(MEMORY_PREFIX) else []
+        cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(warmup), "--steps", str(steps), *memory,
                "--out", str(target), "--", *program]  # fmt: skip
     start = time.monotonic()
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=timeout)
     print(f"recorded {name} run {run} in {time.monotonic() - start:.1f} s: {target}", flush=True)
+
+
+def _group(name: str) -> str:
+    """Which of --gpu, --memory or neither records a setting."""
+    return "gpu" if name.startswith("gpu/") else "memory" if name.startswith(MEMORY_PREFIX) else "cpu"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="+", choices=sorted(SETTINGS), help="record these settings only")
     p.add_argument("--out", type=Path, default=HERE / "traces", help="output folder (default: validation/traces)")
     p.add_argument("--first-run", type=int, default=1, metavar="K", help="number the runs from K (more runs of a setting later)")
-    p.add_argument("--gpu", action="store_true", help="the GPU settings (gpu/...) instead of the CPU ones")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--gpu", action="store_true", help="the GPU settings (gpu/...) instead of the CPU ones")
+    which.add_argument("--memory", action="store_true", help="the memory settings (memory/..., recorded with --profile-memory)")
     p.add_argument(
         "--deadline",
         type=float,
@@ -163,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.runs < 1 or args.first_run < 1:
         p.error("--runs and --first-run must be at least 1")
-    names = args.only or [name for name in SETTINGS if name.startswith("gpu/") == args.gpu]
+    group = "gpu" if args.gpu else "memory" if args.memory else "cpu"
+    names = args.only or [name for name in SETTINGS if _group(name) == group]
     start = time.monotonic()
     failed = False
     for run in range(args.first_run, args.first_run + args.runs):

@@ -263,6 +263,8 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--execution-trace", action="store_true", help="also record the PyTorch execution trace")
     rec.add_argument("--embedding-stats", action="store_true",
                      help="count embedding-table row lookups in the warm-up steps (hot rows, pooling factor)")  # fmt: skip
+    rec.add_argument("--profile-memory", action="store_true",
+                     help="also record every allocation and free ([memory] events: bytes, totals allocated and reserved)")  # fmt: skip
     rec.add_argument("--keep-running", action="store_true", help="let the program finish instead of ending it once recorded")
     rec.add_argument("--json", action="store_true", help="print one JSON object (files, steps) instead of lines")
     rec.add_argument("program", nargs=argparse.REMAINDER, metavar="-- python SCRIPT.py ARGS", help="the program to run")
@@ -457,7 +459,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
     from daydream.record.command import record_program
 
     report = record_program(args.program, args.out, args.warmup, args.steps, execution_trace=args.execution_trace,
-                            embedding_stats=args.embedding_stats, keep_running=args.keep_running)  # fmt: skip
+                            embedding_stats=args.embedding_stats, profile_memory=args.profile_memory,
+                            keep_running=args.keep_running)  # fmt: skip
     if args.json:
         _print_json(report.as_dict())
         return 0

@@ -115,12 +115,13 @@ def default_out(command: list[str]) -> str:
 
 
 def record_program(command: list[str], out: str | None = None, warmup: int = 2, steps: int = 3, *,
-                   execution_trace: bool = False, embedding_stats: bool = False,
+                   execution_trace: bool = False, embedding_stats: bool = False, profile_memory: bool = False,
                    keep_running: bool = False) -> RecordResult:  # fmt: skip
     """Run ``command`` (``["python", "train.py", ...]``) with the recorder and return what it recorded.
 
     The program runs unchanged; by default it is ended once the steps are recorded (``keep_running`` lets it
-    finish). Raises :class:`RecordError` when the recording is not whole, DaydreamError for a bad command.
+    finish); ``profile_memory`` records the allocator's ``[memory]`` events too. Raises :class:`RecordError` when the
+    recording is not whole, DaydreamError for a bad command.
     """
     check_counts(warmup, steps)
     child = program_command(command)
@@ -134,7 +135,7 @@ def record_program(command: list[str], out: str | None = None, warmup: int = 2, 
     # at a terminal, the recorder writes the steps it has seen here, and a line says each (daydream.progress)
     steps_path = status_path.removesuffix(".json") + ".steps" if progress.enabled() else None
     config = {"out": str(out_dir), "warmup": warmup, "steps": steps, "execution_trace": execution_trace,
-              "embedding_stats": embedding_stats, "stop": not keep_running, "command": command,
+              "embedding_stats": embedding_stats, "profile_memory": profile_memory, "stop": not keep_running, "command": command,
               "status": status_path, "progress": steps_path}  # fmt: skip
     env = {**os.environ, ENV: json.dumps(config)}
     try:

@@ -42,6 +42,7 @@ class RecordOptions:
     steps: int = 3
     execution_trace: bool = False
     embedding_stats: bool = False
+    profile_memory: bool = False  # the profiler's [memory] events: every allocation and free, with the running totals
     stop: bool = False  # end the program (RecordingDone) once the steps are recorded
     command: list[str] | None = None  # what ran, for the sidecar
     progress: str | None = None  # a file the steps seen so far are written to, for `daydream record`'s progress
@@ -97,7 +98,8 @@ class Recorder:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*warmup.*")  # --warmup 0 is the user's choice
             plan = schedule(wait=max(warmup - 1, 0), warmup=min(warmup, 1), active=steps, repeat=1)
-        self.prof = profile(activities=activities, record_shapes=True, schedule=plan, on_trace_ready=self._export, **kwargs)
+        self.prof = profile(activities=activities, record_shapes=True, profile_memory=self.options.profile_memory,
+                            schedule=plan, on_trace_ready=self._export, **kwargs)  # fmt: skip
         self.prof.start()
         self.step_times.append(time.perf_counter())
         _active = self
@@ -295,9 +297,9 @@ class record:  # noqa: N801 - used as a context manager, like torch.profiler.pro
     """
 
     def __init__(self, out: str = ".", warmup: int = 2, steps: int = 3, *, execution_trace: bool = False,
-                 embedding_stats: bool = False) -> None:  # fmt: skip
+                 embedding_stats: bool = False, profile_memory: bool = False) -> None:  # fmt: skip
         self.recorder = Recorder(RecordOptions(out=out, warmup=warmup, steps=steps, execution_trace=execution_trace,
-                                               embedding_stats=embedding_stats))  # fmt: skip
+                                               embedding_stats=embedding_stats, profile_memory=profile_memory))  # fmt: skip
         self.result: RecordResult | None = None
 
     def __enter__(self) -> record:

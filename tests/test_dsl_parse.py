@@ -307,7 +307,7 @@ def test_positions() -> None:
 
 # ---- parse errors ------------------------------------------------------------------------------------------
 
-STATEMENTS = "'param', 'let', 'scale', 'set', 'remove', 'insert', 'schedule', 'wait', 'for', 'if', 'include', 'require', 'assert' or 'print'"
+STATEMENTS = "'param', 'let', 'scale', 'alloc', 'set', 'remove', 'insert', 'schedule', 'wait', 'for', 'if', 'include', 'require', 'assert' or 'print'"
 VALUES = "'false', 'none', 'not', 'select', 'true', a name, a number, a number with a unit, a string or an operator"
 EQ_HINT = "compare with '=='; '=' only binds (param, let, set, with)"
 DOCSTRING = "only the first statement may be a docstring"

@@ -289,6 +289,12 @@ def _tensor_bytes(graph: nx.DiGraph, tensors: Any) -> float:
     return tensors.nbytes
 
 
+def _block(graph: nx.DiGraph, layer: Any) -> str | None:
+    if layer is not None and not isinstance(layer, str):
+        raise DaydreamError(f"block() takes a module path (a task's layer), not {type_name(layer)}")
+    return pipeline.block_of(layer)
+
+
 def type_name(value: Any) -> str:
     if isinstance(value, Selection):
         return "a selection"
@@ -323,6 +329,14 @@ for _name, _impl, _lo, _hi, _doc in [
         1,
         1,
         "kernels(SEL): the GPU tasks launched by SEL's CPU calls",
+    ),
+    (
+        "ops",
+        lambda g, s: sel.op_tasks(g, _selection(s, "ops")),
+        1,
+        1,
+        "ops(SEL): the CPU tasks of the op calls SEL's tasks belong to (a kernel's launching op, with every task under "
+        "it; by top_op_id)",
     ),
     ("parents", lambda g, s: sel.parents(g, _selection(s, "parents")), 1, 1, "parents(SEL): tasks SEL depends on directly"),
     (
@@ -385,6 +399,11 @@ register_function(
     "\"parameters\", \"inputs\", \"temporaries\", \"before the step\"; daydream.graph.memory); SEL none: every "
     "tensor (of the category). `scale TENSORS by F [after TASK] [until TASK]` changes their bytes",
     keywords=("category", "freed"),
+)  # fmt: skip
+register_function(
+    "block", _block, 1, 1,
+    "block(LAYER): the block a module belongs to (daydream.graph.pipeline: the path up to its first numbered module, "
+    "Encoder.layers.3, else its first two components); none for the root module or none",
 )  # fmt: skip
 register_function(
     "tensor_bytes", _tensor_bytes, 1, 1,

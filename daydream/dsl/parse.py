@@ -24,10 +24,11 @@ from daydream.files import clip
 
 TIME_UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "min": 6e7}
 BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-STATEMENT_KEYWORDS = ("param", "let", "scale", "set", "remove", "insert", "schedule", "wait", "for", "if", "include", "require", "assert",
-                      "print")  # fmt: skip
+STATEMENT_KEYWORDS = ("param", "let", "scale", "alloc", "set", "remove", "insert", "schedule", "wait", "for", "if", "include",
+                      "require", "assert", "print")  # fmt: skip
 KEYWORDS = frozenset(STATEMENT_KEYWORDS) | {
     "select", "where", "by", "in", "and", "or", "not", "true", "false", "none", "with", "launches", "launch", "queued", "on", "duration",
+    "until", "as",
 }  # fmt: skip
 _QUANTITY = re.compile(r"(.*?)([A-Za-z]+)$")
 _TOKEN_WORDS = {

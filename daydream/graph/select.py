@@ -367,6 +367,21 @@ def kernels(graph: nx.DiGraph, selection: Selection) -> Selection:
     return Selection(v for u in selection for v, e in succ[u].items() if e.get("kind") == "launch")
 
 
+def op_tasks(graph: nx.DiGraph, selection: Selection) -> Selection:
+    """The CPU tasks of the op calls ``selection``'s tasks belong to (their ``top_op_id``: a kernel's launching op with
+    every task under it), from an index of the graph's CPU tasks by op call kept while its tasks and attributes stay."""
+    index = derived.cached(graph, "cpu tasks by op call", (derived.TASKS, derived.ATTRIBUTES))
+    nodes = attrs_of(graph)
+    if index is None:
+        index = {}
+        for v, a in nodes.items():
+            if a["kind"] in CPU_KINDS and a.get("top_op_id") is not None:
+                index.setdefault(a["top_op_id"], []).append(v)
+        derived.keep(graph, "cpu tasks by op call", index, (derived.TASKS, derived.ATTRIBUTES))
+    calls = dict.fromkeys(nodes[v].get("top_op_id") for v in selection if v in nodes)
+    return Selection(u for c in calls if c is not None for u in index.get(c, ()))
+
+
 def parents(graph: nx.DiGraph, selection: Selection) -> Selection:
     """Tasks with a dependency edge into ``selection`` (any kind: thread/stream order, launch, sync, comm)."""
     pred = predecessors_of(graph)

@@ -1,10 +1,10 @@
 """The measured peaks of the memory corpus: for every run of every setting under validation/traces/memory (recorded by
 `validation/record.py --memory`, i.e. `daydream record --profile-memory`), the peak "Total Allocated" of the trace's
 `[memory]` events, per recorded step and over the whole trace; then each setting's mean, min and max over its runs,
-and for every case of validation/memory_cases.toml whether its AFTER peak differs from its BEFORE peak by more than
+and for every case of validation/cases.toml whether its AFTER peak differs from its BEFORE peak by more than
 the runs' spread.
 
-    python bench/memory_pairs.py [--traces validation/traces/memory] [--cases validation/memory_cases.toml] [--json]
+    python bench/memory_pairs.py [--traces validation/traces/memory] [--cases validation/cases.toml] [--json]
 
 Read with plain json and gzip, nothing of daydream's: a `[memory]` event is an instant event (`"ph": "i"`) whose args
 hold `Bytes` (negative for a free), `Addr`, `Total Allocated`, `Total Reserved`, `Device Type` (0: the CPU, 1: CUDA)
@@ -217,7 +217,7 @@ def summarize(runs: list[Run]) -> dict[str, Any]:
 def pairs(cases_file: Path, measured: dict[str, Run]) -> list[dict[str, Any]]:
     doc = tomllib.loads(cases_file.read_text())
     out = []
-    for case in doc.get("case", []):
+    for case in doc.get("memory_case", doc.get("case", [])):
         sides = {}
         for side in ("before", "after"):
             files = [str((cases_file.parent / p).resolve()) for p in case[side]]
@@ -239,7 +239,7 @@ def pairs(cases_file: Path, measured: dict[str, Run]) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--traces", type=Path, default=ROOT / "validation" / "traces" / "memory")
-    p.add_argument("--cases", type=Path, default=ROOT / "validation" / "memory_cases.toml")
+    p.add_argument("--cases", type=Path, default=ROOT / "validation" / "cases.toml")
     p.add_argument("--json", action="store_true", help="one JSON object: every run, every setting, every case")
     args = p.parse_args(argv)
     found = settings(args.traces)

@@ -15,7 +15,7 @@ so that a slow spell of the machine falls on every setting rather than on one.
 
 The memory settings (`memory/...`, chosen with --memory) are recorded with `daydream record --profile-memory`: their
 traces hold the allocator's `[memory]` events (every allocation and free with the running "Total Allocated"), so that
-a predicted peak after a change can be compared with the peak measured after it (validation/memory_cases.toml; the
+a predicted peak after a change can be compared with the peak measured after it (validation/cases.toml, its [[memory_case]] tables; the
 measured peaks: bench/memory_pairs.py). examples/mlp.py's base, batch x2 (`memory/batch256`), activation
 checkpointing (`memory/checkpoint`), gradient accumulation of the same samples per step (`memory/batch64acc2`: 2
 micro-batches of 64) and of the same micro-batch (`memory/accumulate2`: 2 of 128), SGD with momentum instead of Adam

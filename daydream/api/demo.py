@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from daydream.api.memory import MemoryChange
 from daydream.api.replay import Replay, replay_graph
 from daydream.api.whatif import WhatIf, run_whatif
 from daydream.dsl.library import describe_scripts
@@ -58,6 +59,7 @@ class DemoWhatIf(msgspec.Struct):
     throughput: float
     interval: Interval  # the prediction's 90% interval
     versus_baseline: Paired  # faster, slower or not decided: the paired difference with the baseline
+    memory: MemoryChange | None = None  # the step's peak memory before and after (daydream.api.memory)
     rank: int = 0  # by throughput: one more than the what-ifs decidedly ahead (perf.uncertainty.rank_paired)
     ties: list[str] = []  # the what-ifs it cannot be told apart from (their labels)
 
@@ -123,7 +125,7 @@ def ranked_whatifs(results: list[tuple[Scenario, WhatIf]], summaries: dict[str, 
     processes) on the paired rule of ``compare`` and ``plan``, highest first."""
     out = [
         DemoWhatIf(s.script, dict(s.params), summaries.get(s.script, ""), r.baseline_us, r.predicted_us, r.speedup,
-                   r.throughput, r.interval, r.versus_baseline)
+                   r.throughput, r.interval, r.versus_baseline, r.report.memory)
         for s, r in results
     ]  # fmt: skip
     labels = [s.label for s, _ in results]

@@ -36,6 +36,9 @@ from daydream.graph.tensor_parallel import split_pairs
 from daydream.perf.uncertainty import Interval, rank_paired
 
 GiB = 2**30
+# a plan's memory is the model's (daydream.graph.model_memory): its largest error on the programs whose memory
+# bench/bench_model_memory.py measures (8.9%, 4.3% their geometric mean) bounds its 90% interval
+MEMORY_MODEL_ERROR_PCT = 9.0
 MAX_PLANS = 2_000  # the plans of one search: bounded work
 
 
@@ -95,6 +98,9 @@ class PlanResult(msgspec.Struct):
     memory_bytes: float  # the fullest rank's
     fits: bool | None  # memory_bytes within the GPU's memory (None: the memory is not known)
     bound: Bound | None = None
+    # memory_bytes' 90% interval: the plan's memory model's largest error on measured programs (MEMORY_MODEL_ERROR_PCT)
+    memory_low_bytes: float | None = None
+    memory_high_bytes: float | None = None
     error: str | None = None
     rank: int | None = None  # its place among the plans that fit: one more than those decidedly ahead in throughput
     ties: list[str] = []
@@ -114,6 +120,9 @@ class Plans(msgspec.Struct):
     parameters: int  # the model's, from the step's gradients
     gradient_sizes: str  # where their sizes came from: shapes, execution trace, collectives, weight shapes, optimizer kernels
     plans: list[PlanResult]
+    # the one traced GPU's memory by the same model (the plans' before): state and activations of the traced step
+    baseline_memory_bytes: float | None = None
+    memory_source: str = "shapes"  # a plan's memory is the model's, from the trace's shapes (daydream.graph.model_memory)
     batch: int | None = None  # the traced step's samples, where given
     global_batch: int | None = None  # every plan's samples a step (None: each replica keeps the traced batch)
     notes: list[str] = []
@@ -304,6 +313,8 @@ def plan(
                 memory=ranks,
                 memory_bytes=peak,
                 fits=None if total is None else peak <= total,
+                memory_low_bytes=peak * (1 - MEMORY_MODEL_ERROR_PCT / 100),
+                memory_high_bytes=peak * (1 + MEMORY_MODEL_ERROR_PCT / 100),
                 bound=r.bound,
                 error=r.error,
             )
@@ -323,6 +334,7 @@ def plan(
         parameters=model.parameters,
         gradient_sizes=model.sizes.source,
         plans=ranked,
+        baseline_memory_bytes=max(m.total for m in rank_memory(model, [[b.name for b in model.blocks]], Parallelism(), dtypes)),
         batch=options.batch,
         global_batch=options.global_batch,
         notes=notes,

@@ -50,7 +50,19 @@ from daydream.api.workload import Workload
 from daydream.dsl.library import library_name, script_path
 from daydream.errors import DaydreamError
 from daydream.files import read_toml
-from daydream.perf.uncertainty import ErrorTable, Interval, Part, ScriptErrors, interval, model_parts, noise_of, numeric_params
+from daydream.graph.memory import memory_of
+from daydream.perf.uncertainty import (
+    ErrorTable,
+    Interval,
+    Part,
+    ScriptErrors,
+    interval,
+    memory_parts,
+    model_parts,
+    noise_of,
+    noise_part,
+    numeric_params,
+)
 
 DEFAULT_CASES = Path("validation") / "cases.toml"
 # Geometric means of error sizes: an exact prediction counts as this error (%), so that one case does not zero it.
@@ -69,6 +81,7 @@ class Case(msgspec.Struct, forbid_unknown_fields=True):
 
 class _CasesFile(msgspec.Struct, forbid_unknown_fields=True):
     case: list[Case]
+    memory_case: list[Case] = []  # judged on the step's peak memory (the traces' own allocator events)
 
 
 @dataclass
@@ -133,9 +146,66 @@ class CaseResult:
 
 
 @dataclass
+class MemoryCaseResult:
+    """A memory case: the step's peak memory measured BEFORE and AFTER (each run's largest total over its measured
+    steps, as its allocator events report it; the median over runs), and the peak predicted from each BEFORE run
+    (``daydream run``'s ``memory.predicted_peak_bytes``; the median)."""
+
+    name: str
+    before_bytes: float
+    before_spread_pct: float
+    measured_bytes: float
+    spread_pct: float
+    runs: int
+    predicted_bytes: float | None
+    message: str = ""
+    note: str = ""
+    scripts: list[str | None] = field(default_factory=list)
+    params: dict[str, float] = field(default_factory=dict)
+    noise: Part | None = None  # the BEFORE's step-to-step spread of its peak
+    interval: Interval | None = None  # of the predicted peak (bytes in the fields named _us), its model part from the others
+
+    @property
+    def error_pct(self) -> float | None:
+        return None if self.predicted_bytes is None else _error(self.predicted_bytes, self.measured_bytes)
+
+    @property
+    def no_change_error_pct(self) -> float:
+        return _error(self.before_bytes, self.measured_bytes)
+
+    @property
+    def moved(self) -> bool:
+        """Whether the change moved the measured peak by more than the runs' spread (a peak repeats to the byte)."""
+        change = abs(self.measured_bytes - self.before_bytes) / self.before_bytes * 100
+        return change > max(self.spread_pct + self.before_spread_pct, ERROR_FLOOR_PCT)
+
+    @property
+    def beats_no_change(self) -> bool | None:
+        error = self.error_pct
+        return None if error is None else abs(error) < abs(self.no_change_error_pct)
+
+    @property
+    def covered(self) -> bool | None:
+        if self.interval is None:
+            return None
+        return self.interval.low_us <= self.measured_bytes <= self.interval.high_us
+
+    def report(self) -> MemoryCaseReport:
+        return MemoryCaseReport(
+            name=self.name, measured_bytes=self.measured_bytes, predicted_bytes=self.predicted_bytes,
+            error_pct=self.error_pct, no_change_error_pct=self.no_change_error_pct, spread_pct=self.spread_pct,
+            runs=self.runs, before_bytes=self.before_bytes, before_spread_pct=self.before_spread_pct, moved=self.moved,
+            beats_no_change=self.beats_no_change, message=self.message, note=self.note,
+            interval_low_bytes=self.interval.low_us if self.interval else None,
+            interval_high_bytes=self.interval.high_us if self.interval else None, covered=self.covered,
+        )  # fmt: skip
+
+
+@dataclass
 class Ledger:
     path: str
     cases: list[CaseResult] = field(default_factory=list)
+    memory_cases: list[MemoryCaseResult] = field(default_factory=list)
 
     @property
     def predicted(self) -> list[CaseResult]:
@@ -169,23 +239,31 @@ class Ledger:
             median_abs_error_pct=statistics.median(errors) if errors else None,
         )  # fmt: skip
 
-    def errors(self, skip: int | None = None) -> ErrorTable:
-        """The ledger's errors by script (what ``--errors-out`` writes, the intervals' model parts read); ``skip``:
-        without that case."""
-        scripts: dict[str, ScriptErrors] = {}
-        for i, c in enumerate(self.cases):
-            if i == skip or c.error_pct is None:
-                continue
-            for name in c.scripts:
-                if name is None:
-                    continue
-                entry = scripts.setdefault(name, ScriptErrors([]))
-                entry.errors_pct.append(c.error_pct)
-                for k, v in c.params.items():
-                    entry.params.setdefault(k, []).append(v)
-        for entry in scripts.values():
-            entry.params = {k: sorted(set(v)) for k, v in sorted(entry.params.items())}
-        return ErrorTable(cases_file=self.path, scripts=dict(sorted(scripts.items())))
+    def errors(self, skip: int | None = None, skip_memory: int | None = None) -> ErrorTable:
+        """The ledger's errors by script (what ``--errors-out`` writes, the intervals' model parts read), of the step
+        time and of the peak memory; ``skip`` / ``skip_memory``: without that case."""
+        return ErrorTable(cases_file=self.path, scripts=_by_script(self.cases, skip),
+                          memory=_by_script(self.memory_cases, skip_memory))  # fmt: skip
+
+    @property
+    def memory_geomean_error_pct(self) -> float | None:
+        return geomean_pct([c.no_change_error_pct if c.error_pct is None else c.error_pct for c in self.memory_cases])
+
+    @property
+    def memory_no_change_geomean_error_pct(self) -> float | None:
+        return geomean_pct([c.no_change_error_pct for c in self.memory_cases])
+
+    @property
+    def memory_coverage(self) -> Coverage:
+        with_interval = [c for c in self.memory_cases if c.interval is not None]
+        covered = sum(1 for c in with_interval if c.covered)
+        widths = [c.interval.half_width_pct for c in with_interval if c.interval is not None]
+        errors = [abs(c.error_pct) for c in with_interval if c.error_pct is not None]
+        return Coverage(
+            cases=len(with_interval), covered=covered, coverage_pct=100.0 * covered / len(with_interval) if with_interval else None,
+            median_half_width_pct=statistics.median(widths) if widths else None,
+            median_abs_error_pct=statistics.median(errors) if errors else None,
+        )  # fmt: skip
 
     def report(self) -> LedgerReport:
         return LedgerReport(
@@ -194,6 +272,10 @@ class Ledger:
             ratio_geomean_error_pct=self.ratio_geomean_error_pct,
             predicted_cases=len(self.predicted), failed_cases=len(self.cases) - len(self.predicted),
             coverage=self.coverage,
+            memory=MemoryLedgerReport(
+                cases=[c.report() for c in self.memory_cases], geomean_error_pct=self.memory_geomean_error_pct,
+                no_change_geomean_error_pct=self.memory_no_change_geomean_error_pct, coverage=self.memory_coverage,
+            ) if self.memory_cases else None,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
@@ -223,6 +305,27 @@ class CaseReport(msgspec.Struct):
     covered: bool | None = None  # whether the measured AFTER lies inside it
 
 
+class MemoryCaseReport(msgspec.Struct):
+    """One memory case as the ledger's JSON has it (see :class:`MemoryCaseResult`)."""
+
+    name: str
+    measured_bytes: float
+    predicted_bytes: float | None
+    error_pct: float | None
+    no_change_error_pct: float
+    spread_pct: float
+    runs: int
+    before_bytes: float
+    before_spread_pct: float
+    moved: bool
+    beats_no_change: bool | None
+    message: str
+    note: str
+    interval_low_bytes: float | None = None
+    interval_high_bytes: float | None = None
+    covered: bool | None = None
+
+
 class Coverage(msgspec.Struct):
     """How calibrated the intervals are: measured AFTERs inside their 90% intervals, and the median half-width next
     to the median error."""
@@ -245,6 +348,34 @@ class LedgerReport(msgspec.Struct):
     predicted_cases: int
     failed_cases: int
     coverage: Coverage | None = None
+    memory: MemoryLedgerReport | None = None  # the memory cases, where the cases file has them
+
+
+class MemoryLedgerReport(msgspec.Struct):
+    """The memory cases: each one, the geometric mean of the errors next to "no change", the intervals' coverage."""
+
+    cases: list[MemoryCaseReport]
+    geomean_error_pct: float | None
+    no_change_geomean_error_pct: float | None
+    coverage: Coverage
+
+
+def _by_script(cases: list[Any], skip: int | None) -> dict[str, ScriptErrors]:
+    """Each script's errors (and the params its cases bound) over ``cases``, but the one at ``skip``."""
+    scripts: dict[str, ScriptErrors] = {}
+    for i, c in enumerate(cases):
+        if i == skip or c.error_pct is None:
+            continue
+        for name in c.scripts:
+            if name is None:
+                continue
+            entry = scripts.setdefault(name, ScriptErrors([]))
+            entry.errors_pct.append(c.error_pct)
+            for k, v in c.params.items():
+                entry.params.setdefault(k, []).append(v)
+    for entry in scripts.values():
+        entry.params = {k: sorted(set(v)) for k, v in sorted(entry.params.items())}
+    return dict(sorted(scripts.items()))
 
 
 def _error(predicted: float, measured: float) -> float:
@@ -258,15 +389,17 @@ def geomean_pct(errors: list[float]) -> float | None:
     return math.exp(statistics.fmean(math.log(max(abs(e), ERROR_FLOOR_PCT)) for e in errors))
 
 
-def load_cases(path: str | os.PathLike[str]) -> list[Case]:
-    """The cases of a cases file, with their trace paths made absolute (relative to the file)."""
+def load_cases(path: str | os.PathLike[str], memory: bool = False) -> list[Case]:
+    """The cases of a cases file (``memory``: its memory cases), with their trace paths made absolute (relative to
+    the file)."""
     p = Path(path)
     hint = " (run it in the project's folder, or name a cases file)" if p == DEFAULT_CASES else ""
     doc = read_toml(p, "cases file", hint)
     try:
-        cases = msgspec.convert(doc, _CasesFile).case
+        parsed = msgspec.convert(doc, _CasesFile)
     except msgspec.ValidationError as exc:
         raise DaydreamError(f"{p}: {exc} (each [[case]] has name, before, after, scripts; see daydream.api.validate)") from None
+    cases = parsed.memory_case if memory else parsed.case
     names = set()
     for c in cases:
         where = f"{p}: case {c.name!r}"
@@ -353,6 +486,52 @@ def validate_case(case: Case, graphs: _Graphs | None = None) -> CaseResult:
     )  # fmt: skip
 
 
+def validate_memory_case(case: Case, graphs: _Graphs | None = None) -> MemoryCaseResult:
+    """A memory case: each BEFORE run's measured and predicted peak, each AFTER run's measured one (module docstring
+    of daydream.api.memory; the median over runs)."""
+    graphs = graphs or _Graphs(frozenset(case.before))
+    before, before_spread = _peaks(case.before, graphs, case.name)
+    measured, spread = _peaks(case.after, graphs, case.name)
+    predictions, message = [], ""
+    params: dict[str, float] = {}
+    noises = []
+    for path in case.before:
+        graph = graphs.get(path)
+        memory = memory_of(graph)
+        peaks = list(memory.devices[memory.main_device()].step_peaks.values()) if memory is not None else []
+        noises.append(noise_part(peaks))
+        try:
+            result = run_whatif(graph, case.scripts, dict(case.params), on_print=lambda _line: None)
+            if result.report.memory is None:
+                raise DaydreamError("no memory predicted: the BEFORE trace holds no allocator events")
+            predictions.append(result.report.memory.predicted_peak_bytes)
+            params = params or numeric_params(result.param_values)
+        except DaydreamError as exc:
+            message = str(exc).splitlines()[0]
+            break
+    known = sorted((n for n in noises if n is not None), key=lambda n: n.half_width_pct)
+    return MemoryCaseResult(
+        name=case.name, before_bytes=before, before_spread_pct=before_spread, measured_bytes=measured,
+        spread_pct=spread, runs=len(case.after),
+        predicted_bytes=statistics.median(predictions) if predictions and not message else None, message=message,
+        note=case.note, scripts=[library_name(s) for s in case.scripts], params=params,
+        noise=known[(len(known) - 1) // 2] if known else None,
+    )  # fmt: skip
+
+
+def _peaks(paths: list[str], graphs: _Graphs, name: str) -> tuple[float, float]:
+    """(the median of the runs' measured peaks, their spread: half their range over the median, in %)."""
+    peaks = []
+    for p in paths:
+        memory = memory_of(graphs.get(p))
+        peak = memory.devices[memory.main_device()].measured_peak_bytes if memory is not None else None
+        if peak is None:
+            raise DaydreamError(f"memory case {name!r}: {p} holds no allocator events (record it with profile_memory=True)")
+        peaks.append(peak)
+    median = statistics.median(peaks)
+    return median, (max(peaks) - min(peaks)) / 2 / median * 100 if len(peaks) > 1 and median else 0.0
+
+
 def with_intervals(ledger: Ledger) -> Ledger:
     """Each predicted case's 90% interval: its BEFORE's noise and its scripts' model part from the other cases'
     errors (leave one out: a case never vouches for itself)."""
@@ -361,6 +540,11 @@ def with_intervals(ledger: Ledger) -> Ledger:
             continue
         parts = [c.noise, *model_parts(c.scripts, c.params, ledger.errors(skip=i))]
         c.interval = interval(c.predicted_us, parts)
+    for i, m in enumerate(ledger.memory_cases):
+        if m.predicted_bytes is None:
+            continue
+        parts = [m.noise, *memory_parts(m.scripts, m.params, ledger.errors(skip_memory=i))]
+        m.interval = interval(m.predicted_bytes, parts)
     return ledger
 
 
@@ -385,6 +569,7 @@ def validate(path: str | os.PathLike[str] = DEFAULT_CASES, jobs: int = 1) -> Led
     if jobs < 1:
         raise DaydreamError(f"--jobs {jobs}: give at least 1")
     cases = load_cases(path)
+    memory = _validate_memory(load_cases(path, memory=True))
     groups: dict[tuple[str, ...], list[int]] = {}  # the cases of one BEFORE setting: the traces they share
     for i, c in enumerate(cases):
         groups.setdefault(tuple(c.before), []).append(i)
@@ -392,7 +577,7 @@ def validate(path: str | os.PathLike[str] = DEFAULT_CASES, jobs: int = 1) -> Led
     # at a terminal the cases done so far show on stderr (a ledger takes minutes); nothing when piped
     with progress.task(f"validating {n:,} case{'s' if n != 1 else ''}", total=n) as advance:
         if jobs == 1 or len(groups) == 1:
-            return with_intervals(Ledger(str(path), _validate_group(cases, advance)))
+            return with_intervals(Ledger(str(path), _validate_group(cases, advance), memory))
         results: dict[int, CaseResult] = {}
         # the largest groups first, so that the last to finish is a small one
         order = sorted(groups.values(), key=lambda idx: -sum(len(cases[i].before) + len(cases[i].after) for i in idx))
@@ -402,4 +587,14 @@ def validate(path: str | os.PathLike[str] = DEFAULT_CASES, jobs: int = 1) -> Led
             for idx, future in futures:
                 results.update(zip(idx, future.result()))
                 advance(len(idx))
-    return with_intervals(Ledger(str(path), [results[i] for i in range(len(cases))]))
+    return with_intervals(Ledger(str(path), [results[i] for i in range(len(cases))], memory))
+
+
+def _validate_memory(cases: list[Case]) -> list[MemoryCaseResult]:
+    """The memory cases in order, each trace read by several of them built once."""
+    uses: dict[str, int] = {}
+    for c in cases:
+        for p in {*c.before, *c.after}:
+            uses[p] = uses.get(p, 0) + 1
+    graphs = _Graphs({p for p, n in uses.items() if n > 1})
+    return [validate_memory_case(c, graphs) for c in cases]

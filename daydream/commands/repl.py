@@ -73,6 +73,11 @@ class Repl:
         self.status = 0  # a piped session's exit status: its first failure's (see run_repl)
         self.session = self._new_session()
         self.baseline_us = self.session.baseline_us
+        # the step's memory before any statement (statements change the graph's tensors): from the trace, else shapes
+        from daydream.api.memory import graph_memory
+        from daydream.simulation.memory import memory_timeline
+
+        self.memory_before = memory_timeline(self.session.baseline, graph_memory(self.session.graph))
 
     def _new_session(self) -> Session:
         return Session(self.graph, params=self.params, policy=self.base_policy, on_print=self._print,
@@ -223,6 +228,13 @@ class Repl:
             self.console.print(plain(f"90% interval {ms(iv.low_us)}-{ms(iv.high_us)} (+-{iv.half_width_pct:.1f}%, extrapolated: "
                                      "statements typed here have no ledger case)", 2000))  # fmt: skip
             self.console.print(plain(versus_note(versus_baseline(p, iv.parts, self.baseline_us)), 2000))
+        if p and self.memory_before is not None:
+            from daydream.api.memory import memory_change
+            from daydream.presentation.terminal import render_memory_change
+
+            change = memory_change(self.memory_before, s.predict(), [None], {})
+            if change is not None:
+                render_memory_change(change, self.console)
         from daydream.presentation.terminal import breakdown_table, breakdown_title
         from daydream.simulation import breakdown
 

@@ -202,10 +202,17 @@ def model_parts(
 
 def memory_parts(scripts: Iterable[str | None], params: Mapping[str, Any], table: ErrorTable | None = None) -> list[Part]:
     """A part per script run for a predicted peak memory, as :func:`model_parts` makes them for a time, from the
-    ledger's memory cases (``ErrorTable.memory``): a script's largest error there, or, without memory cases (or for
-    a script of the user's own), twice the pooled memory error, marked extrapolated."""
+    ledger's memory cases (``ErrorTable.memory``): a script's largest error there, at least the pooled memory error
+    (the 0.9 quantile of every memory case's), or, without memory cases (or for a script of the user's own), twice
+    the pooled error, marked extrapolated."""
     table = table if table is not None else shipped_table()
-    return model_parts(scripts, params, ErrorTable(table.cases_file if table else "", table.memory if table else {}))
+    memory = ErrorTable(table.cases_file if table else "", table.memory if table else {})
+    pooled = memory.pooled_pct()
+    # the memory cases are few and their errors near zero: a script's bound is at least the pooled one, so that one
+    # exact case does not vouch for a program it has not seen
+    return [p if p.extrapolated or p.half_width_pct >= pooled else
+            msgspec.structs.replace(p, half_width_pct=pooled, source=f"{p.source}, at least the pooled {pooled:.1f}%")
+            for p in model_parts(scripts, params, memory)]  # fmt: skip
 
 
 def model_key(script: str, params: Mapping[str, Any]) -> str:

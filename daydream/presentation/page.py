@@ -19,6 +19,7 @@ import msgspec
 
 from daydream.api.analyses import IDLE_CAUSES, Analysis, KernelRow, LayerRow, analyse
 from daydream.api.job import JobRank, longest_window_sentence, ranks_legend, straggler_path_sentence, straggler_sentence
+from daydream.api.memory import MemoryChange, MemoryReplay, graph_memory, replay_memory
 from daydream.api.replay import replay_graph
 from daydream.api.whatif import WhatIf, json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
@@ -27,8 +28,10 @@ from daydream.files import check_output_path, json_bytes, utf8_text, write_atomi
 from daydream.names import kernel_short
 from daydream.perf.uncertainty import Interval, Paired
 from daydream.simulation.export import export_chrome_trace
+from daydream.simulation.memory import MemoryTimeline, memory_timeline
 from daydream.simulation.ranks import RankResult, Straggler, rank_results
 from daydream.simulation.timeline import BREAKDOWN_PARTS
+from daydream.units import nbytes
 
 TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
 SHOWN_ROWS = 10  # of those, shown open; the rest fold under a summary
@@ -75,6 +78,8 @@ class Report:
     intervals: list[Interval] = field(default_factory=list)  # 90%, one per analysis: the baseline's, the prediction's
     steps: list[StepRow] = field(default_factory=list)  # each simulated step: measured, baseline, predicted
     versus_baseline: Paired | None = None  # the prediction against the baseline, by their paired difference
+    # the step's peak memory: before and after (a what-if) or the replay's (the baseline alone); None without memory
+    memory: MemoryChange | MemoryReplay | None = None
     # a multi-rank job: each analysis's step is its slowest rank's window (that rank, one per analysis); the baseline's
     # ranks, each its own window; the straggler the others wait for
     step_ranks: list[int | None] = field(default_factory=list)
@@ -112,12 +117,12 @@ class Report:
                 "files": self.files, "analyses": msgspec.to_builtins(self.analyses), "warnings": self.warnings,
                 "intervals": msgspec.to_builtins(self.intervals), "steps": msgspec.to_builtins(self.steps), "step_ranks": self.step_ranks,
                 "ranks": msgspec.to_builtins(self.ranks), "straggler": msgspec.to_builtins(self.straggler),
-                "versus_baseline": msgspec.to_builtins(self.versus_baseline)}  # fmt: skip
+                "versus_baseline": msgspec.to_builtins(self.versus_baseline), "memory": msgspec.to_builtins(self.memory)}  # fmt: skip
 
 
 def report_files(out_dir: str, predicted: bool) -> list[str]:
-    """The files a report writes into ``out_dir``."""
-    stems = ["breakdown", "layers", "timeline_baseline"] + (["timeline_predicted"] if predicted else [])
+    """The files a report may write into ``out_dir`` (the memory figure where the step's memory is known)."""
+    stems = ["breakdown", "layers", "timeline_baseline"] + (["timeline_predicted"] if predicted else []) + ["memory"]
     return [os.path.join(out_dir, f"{s}.{ext}") for s in stems for ext in ("png", "svg")] + [
         os.path.join(out_dir, TIMELINE_FILE), os.path.join(out_dir, "report.json"), os.path.join(out_dir, "index.html")]  # fmt: skip
 
@@ -156,18 +161,22 @@ def write_report(
     analyses = [analyse(base.timeline, "baseline", base.report.critical_path)]
     job = rank_results(graph, base.timeline) if graph.graph.get("ranks") else None
     timelines = [base.timeline]
+    # the step's memory before any script: from the trace's allocator events, else its shapes (none for a job)
+    memory = [("baseline", memory_timeline(base.timeline, graph_memory(graph)))] if not graph.graph.get("ranks") else []
     result: WhatIf | None = None
     if scripts:
         result = run_whatif(graph, scripts, params, opts.policy, copy=True, on_print=lambda _line: None, budget=opts.budget,
-                            include_dirs=opts.include_dirs)  # fmt: skip
+                            include_dirs=opts.include_dirs, memory_bytes=opts.memory_bytes)  # fmt: skip
         analyses.append(analyse(result.timeline, "predicted"))
         timelines.append(result.timeline)
+        if memory:
+            memory.append(("predicted", memory_timeline(result.timeline)))
     warnings = list(graph.graph.get("warnings", [])) + (result.script_warnings if result else [])
     if not has_gpu:
         warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
     with _written_whole(out_dir, report_files(out_dir, result is not None)):
         report = _write_folder(path, out_dir, graph, base, analyses, result, warnings,
-                               [t.step_rank() for t in timelines], job)  # fmt: skip
+                               [t.step_rank() for t in timelines], job, [(k, m) for k, m in memory if m is not None])  # fmt: skip
     return report
 
 
@@ -191,7 +200,8 @@ def _written_whole(out_dir: str, files: Sequence[str]) -> Iterator[None]:
 
 
 def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list[Any], result: WhatIf | None,
-                  warnings: list[str], step_ranks: list[int | None], job: tuple[list[RankResult], Straggler | None] | None) -> Report:  # fmt: skip
+                  warnings: list[str], step_ranks: list[int | None], job: tuple[list[RankResult], Straggler | None] | None,
+                  memory: list[tuple[str, MemoryTimeline]]) -> Report:  # fmt: skip
     os.makedirs(out_dir, exist_ok=True)
     from daydream.presentation import plots
 
@@ -201,6 +211,10 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
     files += plots.timeline_figure(base.timeline, "baseline", out_dir, "timeline_baseline", span)
     if result is not None:
         files += plots.timeline_figure(result.timeline, "predicted", out_dir, "timeline_predicted", span)
+    summary = (result.report.memory if result is not None else replay_memory(base.timeline, estimate=True)) if memory else None
+    if memory:
+        capacity = getattr(summary, "capacity_bytes", None)
+        files += plots.memory_figure(memory, out_dir, capacity)
     # the interactive timeline: both as processes of one Chrome-trace file, to zoom and search in Perfetto
     files.append(os.path.join(out_dir, TIMELINE_FILE))
     export_chrome_trace(
@@ -215,7 +229,7 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
         warnings=warnings, printed=result.printed if result else [], samples=result.samples if result else 1.0,
         intervals=intervals, steps=step_rows(base, result), step_ranks=step_ranks,
         ranks=[JobRank.of(r) for r in job[0]] if job is not None else None, straggler=job[1] if job is not None else None,
-        versus_baseline=result.versus_baseline if result else None,
+        versus_baseline=result.versus_baseline if result else None, memory=summary,
     )  # fmt: skip
     data = os.path.join(out_dir, "report.json")
     report.files += [data, report.index]
@@ -386,6 +400,8 @@ def page(report: Report) -> str:
                         [[s.stream, _ms(s.busy_us), _ms(s.idle_us), f"{s.idle_pct:.0f}", str(s.tasks)] for s in a.streams],
                         f"streams-{a.label}") for a in analyses],
         critical_path=[_critical_path(a) for a in analyses],
+        memory=_memory_table(report.memory),
+        memory_note=_memory_note(report.memory),
     )  # fmt: skip
 
 
@@ -431,6 +447,32 @@ def _job_part(report: Report) -> JobPart | None:
 def _sentence(text: str) -> str:
     """Words that begin a paragraph of the page: a capital first, a full stop last."""
     return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def _memory_table(m: MemoryChange | MemoryReplay | None) -> PageTable | None:
+    """The step's peak memory: measured, baseline (and predicted with its interval), what holds each peak."""
+    if m is None:
+        return None
+    if isinstance(m, MemoryChange):
+        iv = m.predicted_interval
+        rows = [["measured (the trace)", nbytes(m.measured_peak_bytes) if m.measured_peak_bytes is not None else "-", ""],
+                ["peak", nbytes(m.baseline_peak_bytes), nbytes(m.predicted_peak_bytes)],
+                ["90% interval", "", f"{nbytes(iv.low_bytes)}-{nbytes(iv.high_bytes)}" + (", extrapolated" if iv.extrapolated else "")]]  # fmt: skip
+        for k in dict.fromkeys([*m.baseline_at_peak, *m.predicted_at_peak]):
+            rows.append([f"at the peak: {k}", nbytes(m.baseline_at_peak.get(k, 0.0)), nbytes(m.predicted_at_peak.get(k, 0.0))])
+        if m.capacity_bytes is not None:
+            rows.append(["device memory", nbytes(m.capacity_bytes), "fits" if m.fits else "does not fit"])
+        return _table(f"Peak memory ({m.device}; {'the trace' + chr(39) + 's allocator events' if m.source == 'trace' else 'estimated from shapes'})",
+                      ["", "baseline", "predicted"], rows, "memory")  # fmt: skip
+    rows = [["measured (the trace)", nbytes(m.measured_peak_bytes) if m.measured_peak_bytes is not None else "-"],
+            ["peak (replayed)", nbytes(m.baseline_peak_bytes)]]  # fmt: skip
+    rows += [[f"at the peak: {k}", nbytes(v)] for k, v in m.at_peak.items()]
+    return _table(f"Peak memory ({m.device}; {'the trace' + chr(39) + 's allocator events' if m.source == 'trace' else 'estimated from shapes'})",
+                  ["", "baseline"], rows, "memory")  # fmt: skip
+
+
+def _memory_note(m: MemoryChange | MemoryReplay | None) -> str:
+    return "" if m is None else f"Counted: {m.counted}. The categories at a peak add up to it."
 
 
 def _critical_path(a: Analysis) -> PageTable:

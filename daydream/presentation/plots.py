@@ -16,6 +16,7 @@ from daydream.graph.schema import GPU_KINDS
 from daydream.names import track_label
 from daydream.simulation import Timeline
 from daydream.simulation.timeline import BREAKDOWN_PARTS, union_intervals
+from daydream.units import nbytes
 
 _PART_COLOURS = {"cpu_only_us": "#4c72b0", "gpu_only_us": "#55a868", "cpu_gpu_overlap_us": "#8172b2", "idle_us": "#c8c8c8"}
 _KIND_COLOURS = {"cpu": "#4c72b0", "dataloader": "#dd8452", "gpu": "#55a868", "comm": "#c44e52", "memcpy": "#937860",
@@ -156,3 +157,31 @@ def timeline_figure(timeline: Timeline, label: str, out_dir: str, stem: str, spa
     ax.legend(handles=[Patch(color=_KIND_COLOURS.get(k, "#999999"), label=k) for k in kinds], fontsize=7, ncol=len(kinds),
               loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.5 / max(1, len(shown))), frameon=False)  # fmt: skip
     return _save(fig, out_dir, stem)
+
+
+def memory_figure(series: Sequence[tuple[str, Any]], out_dir: str, capacity_bytes: float | None = None) -> list[str]:
+    """The step's memory, one line per timeline (``series``: a label and its daydream.simulation.memory.MemoryTimeline),
+    each from its step's window start, its peak marked; the device's memory as a line where it is known."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(11, 3.2))
+    colours = ("#4c72b0", "#dd8452")
+    scale, unit = (1 << 30, "GiB") if max(float(m.peak_bytes) for _, m in series) >= 1 << 30 else (1 << 20, "MiB")
+    for k, (label, m) in enumerate(series):
+        t = (np.asarray(m.times_us, np.float64) - float(m.times_us[0])) / 1e3 if len(m.times_us) else np.zeros(1)
+        level = np.asarray(m.levels, np.float64) / scale if len(m.levels) else np.zeros(1)
+        ax.step(t, level, where="post", color=colours[k % 2], lw=1.2, label=f"{label}: peak {m.peak_bytes / scale:,.2f} {unit}")
+        at = (float(m.peak_us) - float(m.times_us[0])) / 1e3 if len(m.times_us) else 0.0
+        ax.plot([at], [m.peak_bytes / scale], "o", color=colours[k % 2], ms=4)
+    top = max(float(m.peak_bytes) for _, m in series)
+    if capacity_bytes and capacity_bytes <= 4 * top:  # a line of the device's memory where it is on the plot's scale
+        ax.axhline(
+            capacity_bytes / scale, color="#c44e52", lw=1, ls="--", label=f"device memory {capacity_bytes / scale:,.1f} {unit}"
+        )
+    elif capacity_bytes:
+        ax.plot([], [], " ", label=f"device memory {nbytes(capacity_bytes)}, off this scale")
+    ax.set_xlabel("ms from the step's start (the end of the step before)")
+    ax.set_ylabel(unit)
+    device = series[0][1].device if series else "-"
+    ax.set_title(f"Memory over the step on {device}: the step's window, each timeline's own", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
+    return _save(fig, out_dir, "memory")

@@ -16,13 +16,14 @@ from daydream.graph.gradients import EXACT as EXACT_GRADIENT_SIZES
 from daydream.graph.schema import Causality
 from daydream.names import kernel_label, middle
 from daydream.simulation.timeline import BREAKDOWN_PARTS
-from daydream.units import change, ms
+from daydream.units import change, ms, nbytes, signed_bytes
 
 if TYPE_CHECKING:  # what each renderer is given: importing them all would cost every command 0.2 s
     from daydream.api.compare import Against, Comparison
     from daydream.api.demo import Demo
     from daydream.api.embeddings import EmbeddingProfile
     from daydream.api.job import JobReplay
+    from daydream.api.memory import MemoryChange, MemoryReplay
     from daydream.api.plan import Plans
     from daydream.api.replay import Replay, StepTime
     from daydream.api.validate import Ledger
@@ -88,6 +89,8 @@ def render_replay(result: Replay, console: Console) -> None:
     console.print(_causality_line(d.edges_by_kind, d.causality, d.steps), highlight=False, markup=False)
 
     console.print(breakdown_shares(d.breakdown, "Breakdown (baseline)"))
+    if d.memory is not None:
+        render_replay_memory(d.memory, console)
 
     cp = d.critical_path
     measured = sum(1 for s in d.steps if not s.context)
@@ -285,6 +288,8 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     console.print(speedup_note(d.samples), highlight=False, markup=False)
     console.print(interval_note(d.predicted_interval), highlight=False, markup=False)
     console.print(plain(versus_note(d.versus_baseline), 2000))
+    if d.memory is not None:
+        render_memory_change(d.memory, console)
     if d.ranks:
         _render_rank_changes(d, console)
     b_steps, a_steps = d.step_us.baseline, d.step_us.predicted
@@ -432,11 +437,61 @@ def render_demo(demo: Demo, console: Console) -> None:
         console.print(plain(f"step time against the baseline, by the same paired rule: {said}", 4000))
     console.print("90% interval: the trace's own step-to-step noise and each script's largest error on the validation "
                   "ledger (extrap.: a script or param the ledger never measured, its part widened)", highlight=False, markup=False)  # fmt: skip
+    with_memory = [(lab, w.memory) for (lab, _), w in zip(labels, d.whatifs) if w.memory is not None]
+    if with_memory:
+        first = with_memory[0][1]
+        assert first is not None
+        console.print(plain(f"peak memory ({_source(first.source, first.device)}; baseline {nbytes(first.baseline_peak_bytes)}): "
+                            + "; ".join(f"{lab} {nbytes(m.predicted_peak_bytes)}" for lab, m in with_memory if m is not None), 4000))  # fmt: skip
     for w in d.whatifs:
         console.print(styled("  ", plain(w.script, style="b"), ": ", plain(w.summary, 2000)))
     for sk in d.skipped:
         console.print(styled("  ", plain(f"{sk.script}: not applied: {sk.reason}", 2000, style="dim")))
     console.print(plain(f"one at a time, with every table: daydream run {d.trace} SCRIPT [-p NAME=VALUE]", 2000))
+
+
+def _held(at_peak: dict[str, float]) -> str:
+    """``activations 1.50 GiB, gradients 0.38 GiB``: what holds memory at a peak, largest first."""
+    return ", ".join(f"{k} {nbytes(v)}" for k, v in sorted(at_peak.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.5)
+
+
+def _source(source: str, device: str) -> str:
+    return (f"{device}, from the trace's allocator events" if source == "trace" else
+            f"{device}, estimated from the trace's shapes (no allocator events: record with profile_memory=True)")  # fmt: skip
+
+
+def render_replay_memory(m: MemoryReplay, console: Console) -> None:
+    """The step's peak memory: measured (the trace's own totals) and replayed, and what holds it at the peak."""
+    measured = f"measured {nbytes(m.measured_peak_bytes)}, " if m.measured_peak_bytes is not None else ""
+    capacity = f" of {nbytes(m.capacity_bytes)}" if m.capacity_bytes else ""
+    console.print(plain(f"Peak memory ({_source(m.source, m.device)}): {measured}replayed {nbytes(m.baseline_peak_bytes)}"
+                        f"{capacity}; at the peak: {_held(m.at_peak)}", 2000))  # fmt: skip
+    console.print(plain(f"  counted: {m.counted}", 2000))
+
+
+def render_memory_change(m: MemoryChange, console: Console) -> None:
+    """The step's peak memory before and after a what-if, its 90% interval, and whether it fits."""
+    table = Table(title=f"Peak memory ({_source(m.source, m.device)})", title_justify="left")
+    for col in ("", "baseline", "predicted", "change"):
+        table.add_column(col, justify="right" if col else "left")
+    iv = m.predicted_interval
+    table.add_row("peak", nbytes(m.baseline_peak_bytes), nbytes(m.predicted_peak_bytes),
+                  signed_bytes(m.predicted_peak_bytes - m.baseline_peak_bytes))  # fmt: skip
+    table.add_row(
+        "90% interval", "", f"({nbytes(iv.low_bytes)}-{nbytes(iv.high_bytes)})" + (" extrap." if iv.extrapolated else ""), ""
+    )
+    for category in dict.fromkeys([*m.baseline_at_peak, *m.predicted_at_peak]):
+        b, a = m.baseline_at_peak.get(category, 0.0), m.predicted_at_peak.get(category, 0.0)
+        table.add_row(f"  {category}", nbytes(b), nbytes(a), signed_bytes(a - b))
+    console.print(table)
+    fits = ("" if m.fits is None else f"; fits the device's {nbytes(m.capacity_bytes)}" if m.fits else
+            f"; does NOT fit the device's {nbytes(m.capacity_bytes)}")  # fmt: skip
+    measured = f"measured {nbytes(m.measured_peak_bytes)} before; " if m.measured_peak_bytes is not None else ""
+    console.print(plain(f"memory: {measured}the categories at each peak add up to it{fits}; counted: {m.counted}", 2000))
+    if iv.parts:
+        console.print(
+            plain("memory interval: " + "; ".join(f"{p.name} +-{p.half_width_pct:.1f}% ({p.source})" for p in iv.parts), 2000)
+        )
 
 
 def breakdown_shares(bd: dict[str, float], title: str) -> Table:
@@ -632,6 +687,22 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
     if more:
         console.print(plain("throughput (samples/s after over before; these scenarios change the samples a step processes): "
                             + "; ".join(f"{s.name} {s.throughput:.3f}x" for s in more), 4000))  # fmt: skip
+    with_memory = [s for s in predicted if s.memory is not None]
+    if with_memory:
+        first = with_memory[0].memory
+        assert first is not None
+        mem = Table(title=f"Peak memory ({_source(first.source, first.device)}; baseline {nbytes(first.baseline_peak_bytes)})",
+                    title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)  # fmt: skip
+        for col in ("scenario", "peak", "90% interval", "change", "fits"):
+            mem.add_column(col, justify="left" if col == "scenario" else "right", overflow="fold")
+        for s in with_memory:
+            m = s.memory
+            assert m is not None
+            iv = m.predicted_interval
+            mem.add_row(plain(s.name), nbytes(m.predicted_peak_bytes), f"{nbytes(iv.low_bytes)}-{nbytes(iv.high_bytes)}",
+                        signed_bytes(m.predicted_peak_bytes - m.baseline_peak_bytes),
+                        "-" if m.fits is None else "yes" if m.fits else "[red]no[/]")  # fmt: skip
+        console.print(mem)
     for s in result.scenarios:
         if s.predicted_us is None:
             console.print(styled(("not predicted:", "yellow"), " ", plain(f"{s.name}: {s.error}", 2000)))
@@ -683,7 +754,9 @@ def render_plans(result: Plans, console: Console, top: int | None = None) -> Non
                                                             f"a node), {result.device or 'CPU'}, {cap} each", 2000)))  # fmt: skip
     estimated = "" if result.gradient_sizes in EXACT_GRADIENT_SIZES else f" (estimated from {result.gradient_sizes})"
     console.print(plain(f"one GPU (the trace, simulated): {ms(result.baseline_us)} a step; {result.parameters:,} parameters"
-                        f"{estimated}, {result.optimizer or 'no optimizer step'}", 2000))  # fmt: skip
+                        f"{estimated}, {result.optimizer or 'no optimizer step'}"
+                        + (f"; {_gib(result.baseline_memory_bytes)} GiB of state and activations (the plans' memory model, "
+                           f"from the trace's shapes: +-9%)" if result.baseline_memory_bytes else ""), 2000))  # fmt: skip
     for note in result.notes:
         console.print(plain(f"note: {note}", 2000))
     predicted = [p for p in result.plans if p.predicted_us is not None]

@@ -42,7 +42,7 @@ import networkx as nx
 
 from daydream import progress
 from daydream._version import __version__
-from daydream.api.memory import MemoryChange
+from daydream.api.memory import MemoryChange, with_capacity
 from daydream.api.replay import CriticalPath, critical_path_summary, replay_graph, run_inputs
 from daydream.api.whatif import json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
@@ -315,7 +315,7 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
     try:
         opts = job.options
         result = run_whatif(graph, scenario.scripts, dict(scenario.params), opts.policy, copy=True, on_print=printed.append,
-                            budget=opts.budget, include_dirs=opts.include_dirs, memory_bytes=opts.memory_bytes)  # fmt: skip
+                            budget=opts.budget, include_dirs=opts.include_dirs)  # fmt: skip
     except DaydreamError as exc:
         loader = Loader()  # the scripts it names (those that stopped read no includes past the stop)
         for script in scenario.scripts:
@@ -339,7 +339,7 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
         warnings=result.script_warnings,
         interval=result.interval,
         versus_baseline=result.report.versus_baseline,
-        memory=result.report.memory,
+        memory=with_capacity(result.report.memory, opts.memory_bytes),
     )
 
 

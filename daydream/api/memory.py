@@ -124,6 +124,14 @@ def memory_change(before: MemoryTimeline | None, predicted: Timeline, scripts: S
     )
 
 
+def with_capacity(change: MemoryChange | None, capacity_bytes: float | None) -> MemoryChange | None:
+    """``change`` judged against ``capacity_bytes`` of device memory (``--memory-gb``) instead of the device's own;
+    as it is where either is None."""
+    if change is None or capacity_bytes is None:
+        return change
+    return msgspec.structs.replace(change, capacity_bytes=capacity_bytes, fits=change.predicted_peak_bytes <= capacity_bytes)
+
+
 def _capacity(graph: nx.DiGraph, after: MemoryTimeline) -> float | None:
     """The device's memory: a device swap's target's (the `device` script), else the trace's GPU's; none for a CPU."""
     if not after.gpu:

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import networkx as nx
 
-from daydream.api.memory import MemoryChange, graph_memory, memory_change
+from daydream.api.memory import MemoryChange, graph_memory, memory_change, with_capacity
 from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
 from daydream.dsl.effects import Effect
@@ -328,14 +328,13 @@ def run_whatif(
     on_print: Callable[[str], None] | None = None,
     budget: int | None = None,
     include_dirs: Sequence[str | os.PathLike[str]] | None = None,
-    memory_bytes: float | None = None,
 ) -> WhatIf:
     """Apply ``scripts`` in order to (a copy of) ``graph`` and predict the iteration before and after.
 
     ``budget``: the units of work each script's check and each script's run may do (None: the default,
     ``daydream.dsl.limits.default_budget`` of the graph's size); ``include_dirs``: folders besides the scripts' own and the bundled
-    library whose .whatif files the scripts may include (docs/language.md#limits); ``memory_bytes``: the device memory
-    the predicted peak must fit in (None: the trace's GPU's, or a device swap's target's)."""
+    library whose .whatif files the scripts may include (docs/language.md#limits). The predicted peak memory fits the
+    trace's GPU's memory or a device swap's target's (another: :func:`daydream.api.memory.with_capacity`)."""
     session = Session(graph, params=params, policy=policy, copy=copy, on_print=on_print, budget=budget, include_dirs=include_dirs)
     parsed, declared = load_scripts(session, scripts)
     baseline = Summary.of(session.baseline)  # before any change: its timeline shares the task dicts
@@ -390,7 +389,6 @@ def run_whatif(
             timeline,
             [library_name(s) if not s.startswith("<") else None for s in scripts_run],
             numeric_params(session.param_values),
-            memory_bytes,
         ),
     )
     return WhatIf(
@@ -420,7 +418,9 @@ def whatif(
     work, opts = Workload.of(workload), options or RunOptions()
     graph, has_gpu = work.load()
     result = run_whatif(graph, scripts, params, opts.policy, copy=False, on_print=on_print, budget=opts.budget,
-                        include_dirs=opts.include_dirs, memory_bytes=opts.memory_bytes)  # fmt: skip
+                        include_dirs=opts.include_dirs)  # fmt: skip
+    if opts.memory_bytes is not None and result.report.memory is not None:
+        result.report.memory = with_capacity(result.report.memory, opts.memory_bytes)
     if not has_gpu:
         result.warnings.insert(0, f"{work.path}: no GPU activity in the trace; the graph holds CPU tasks only")
     return result

@@ -19,6 +19,7 @@ import networkx as nx
 from daydream.errors import DaydreamError
 from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of, predecessors_of, successors_of
+from daydream.graph.memory import tasks_removed
 from daydream.graph.order import Work, edited, find_back_edge_cycle, forget, place_new, topological_order
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, ORDER_KINDS, Task, delays_of
 from daydream.graph.select import Selection, in_time_order, is_real_number
@@ -241,6 +242,7 @@ def remove(graph: nx.DiGraph, selection: Iterable[Any], with_launches: bool = Fa
             for u in [u for u, e in pred[w].items() if u in doomed and e.get("kind") == "sync"]:
                 graph.remove_edge(u, w)  # fewer edges: the order computed above still holds
     count = len(graph)
+    tasks_removed(graph, doomed)  # their tensors go with them, or move to the task before them (graph.memory)
     for x in in_time_order(graph, doomed):
         _remove_one(graph, x)
     derived.changed(graph, derived.TASKS, derived.EDGES)

@@ -262,10 +262,8 @@ def _from_collectives(graph: nx.DiGraph, step: Any, keys: list[Any]) -> _Estimat
     at = {key: i for i, key in enumerate(keys)}
     launched: dict[int, int] = {}  # the gradient whose call launched a bucket -> the bucket's elements
     total = 0
-    for a in attrs_of(graph).values():
+    for a in _allreduces(graph).get(step, ()):
         nbytes = a.get("bytes")
-        if a["kind"] != "comm" or a.get("step") != step or a.get("collective") != "allreduce" or type(nbytes) is not int:
-            continue
         i = at.get(a.get("top_op_id")) if _is_accumulate(a) else None
         if i is not None:
             launched[i] = launched.get(i, 0) + nbytes // _collective_element_bytes(a["name"])
@@ -279,6 +277,19 @@ def _from_collectives(graph: nx.DiGraph, step: Any, keys: list[Any]) -> _Estimat
         elements += [share + (1 if j < extra else 0) for j in range(n)]
     detail = f"{len(launched)} buckets a step, {total:,} bytes, each split evenly over its gradients"
     return _Estimate(elements, ESTIMATE_FLOOR_PCT, detail)
+
+
+def _allreduces(graph: nx.DiGraph) -> dict[Any, list[dict[str, Any]]]:
+    """The all-reduces with a byte count (int), by step: read once for every step (kept while the graph's tasks and
+    attributes stay), not once per step (a graph of many steps made that quadratic)."""
+    found = derived.cached(graph, "all-reduces by step", (derived.TASKS, derived.ATTRIBUTES))
+    if found is None:
+        found = {}
+        for a in attrs_of(graph).values():
+            if a["kind"] == "comm" and a.get("collective") == "allreduce" and type(a.get("bytes")) is int:
+                found.setdefault(a.get("step"), []).append(a)
+        derived.keep(graph, "all-reduces by step", found, (derived.TASKS, derived.ATTRIBUTES))
+    return found
 
 
 def _collective_element_bytes(name: str) -> int:

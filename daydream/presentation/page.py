@@ -19,7 +19,7 @@ import msgspec
 
 from daydream.api.analyses import IDLE_CAUSES, Analysis, KernelRow, LayerRow, analyse
 from daydream.api.job import JobRank, longest_window_sentence, ranks_legend, straggler_path_sentence, straggler_sentence
-from daydream.api.memory import MemoryChange, MemoryReplay, graph_memory, replay_memory
+from daydream.api.memory import MemoryChange, MemoryReplay, graph_memory, replay_memory, with_capacity
 from daydream.api.replay import replay_graph
 from daydream.api.whatif import WhatIf, json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
@@ -166,7 +166,8 @@ def write_report(
     result: WhatIf | None = None
     if scripts:
         result = run_whatif(graph, scripts, params, opts.policy, copy=True, on_print=lambda _line: None, budget=opts.budget,
-                            include_dirs=opts.include_dirs, memory_bytes=opts.memory_bytes)  # fmt: skip
+                            include_dirs=opts.include_dirs)  # fmt: skip
+        result.report.memory = with_capacity(result.report.memory, opts.memory_bytes)
         analyses.append(analyse(result.timeline, "predicted"))
         timelines.append(result.timeline)
         if memory:

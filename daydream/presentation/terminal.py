@@ -580,6 +580,37 @@ def render_ledger(ledger: Ledger, console: Console) -> None:
             if c.interval is not None and not c.covered:
                 console.print(plain(f"  outside: {c.name}: measured {ms(c.measured_us)}, predicted {ms(c.interval.value_us)} "
                                     f"({ms(c.interval.low_us)}-{ms(c.interval.high_us)})", 2000))  # fmt: skip
+    if ledger.memory_cases:
+        _render_memory_ledger(ledger, console)
+
+
+def _render_memory_ledger(ledger: Ledger, console: Console) -> None:
+    """The memory cases: each peak predicted next to the AFTER's measured one and "no change"."""
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:+.1f}%"
+
+    table = Table(title="Predictions of measured peak memory (the traces' allocator events)", title_justify="left")
+    table.add_column("case")
+    for name in ("before", "after (measured)", "predicted", "error", "no change"):
+        table.add_column(name, justify="right")
+    for c in ledger.memory_cases:
+        after = nbytes(c.measured_bytes) + ("" if c.moved else " (same)")
+        predicted = "stopped" if c.predicted_bytes is None else nbytes(c.predicted_bytes)
+        table.add_row(plain(c.name), nbytes(c.before_bytes), after, predicted, pct(c.error_pct), pct(c.no_change_error_pct))
+    geo, nc = ledger.memory_geomean_error_pct, ledger.memory_no_change_geomean_error_pct
+    if geo is not None and nc is not None:
+        table.add_row(f"geomean |error|, {len(ledger.memory_cases)} cases", "", "", "", f"{geo:.2f}%", f"{nc:.2f}%", style="bold")
+    console.print(table)
+    cov = ledger.memory_coverage
+    if cov.cases:
+        console.print(plain(f"(same): the change did not move the peak; 90% intervals: {cov.covered} of {cov.cases} measured "
+                            f"peaks inside ({cov.coverage_pct:.0f}%), median half-width {cov.median_half_width_pct:.1f}%", 2000))  # fmt: skip
+    for c in ledger.memory_cases:
+        if c.predicted_bytes is None:
+            console.print(plain(f"{c.name}: no prediction: {c.message}", 2000))
+        elif c.moved and not c.beats_no_change:
+            console.print(plain(f'{c.name}: the predicted peak is no closer than "no change"', 2000))
 
 
 def render_devices(devices: list[Device], console: Console) -> None:

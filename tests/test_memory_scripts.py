@@ -440,7 +440,7 @@ def test_device_changes_no_tensor_and_gives_the_targets_capacity() -> None:
     memory = run(ddp_step(), "device", device="h100").report.memory
     assert memory is not None
     assert (memory.baseline_peak_bytes, memory.predicted_peak_bytes) == (2000.0, 2000.0)
-    assert memory.capacity_bytes == get_device("h100").memory_gb * 1e9
+    assert memory.capacity_bytes == get_device("h100").memory_gb * 2**30  # "80 GB" of HBM: 80 GiB
 
 
 def test_device_gives_the_targets_capacity_on_a_recorded_gpu(shared_traces: Path) -> None:
@@ -451,5 +451,5 @@ def test_device_gives_the_targets_capacity_on_a_recorded_gpu(shared_traces: Path
     trace = shared_traces / "tracelens" / "mi300_normalization_layer_test.json.gz"
     memory = whatif(trace, ["device"], {"device": "h100"}).report.memory
     assert memory is not None and memory.source == "trace" and memory.device.startswith("hip")
-    assert memory.capacity_bytes == get_device("h100").memory_gb * 1e9
+    assert memory.capacity_bytes == get_device("h100").memory_gb * 2**30  # "80 GB" of HBM: 80 GiB
     assert memory.predicted_peak_bytes == memory.baseline_peak_bytes == 8_154_624

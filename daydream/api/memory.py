@@ -141,7 +141,7 @@ def _capacity(graph: nx.DiGraph, after: MemoryTimeline) -> float | None:
         from daydream.perf.devices import get_device
 
         try:
-            return get_device(next(iter(swaps))).memory_gb * 1e9
+            return get_device(next(iter(swaps))).memory_gb * GiB  # a GPU's "80 GB" of HBM is 80 GiB
         except Exception:  # noqa: BLE001 - a key the catalog no longer knows: the trace's own
             pass
     return after.capacity_bytes if after.capacity_bytes and math.isfinite(after.capacity_bytes) else None

@@ -363,7 +363,10 @@ def _measured(graph: nx.DiGraph, events: Any, dev: np.ndarray, ts: np.ndarray, s
     context = {s.name for s in steps if s.context}
     measured = {s.name for s in steps if not s.context}
     end = start + duration
-    w0 = max((float(end[i]) for i, s in enumerate(step) if s in context), default=float(start.min()))
+    # on the CPU's clock, as simulation.memory.memory_window: every allocation is a CPU task's
+    cpu = set(i for i, k in enumerate(_column(graph, "kind")) if k in CPU_KINDS)
+    w0 = max((float(end[i]) for i, s in enumerate(step) if s in context and i in cpu), default=float(start.min()))
+    w0 = min(w0, max((float(end[i]) for i, s in enumerate(step) if s in context), default=float(start.min())))
     w1 = max((float(end[i]) for i, s in enumerate(step) if s in measured), default=float(end.max()))
     out = []
     for k in range(n):

@@ -6,9 +6,10 @@ as long allocates halfway through at twice the offset; past the task's end, in t
 end stays), and freed likewise; one allocated before the window lives from its start, one never freed to its end. A
 script's stretch of a tensor's life (``Window``) adds the change of its bytes between the two moments. The level is
 the device's floor less the tensors held from before, plus every tensor live; ties at one moment keep the trace's
-order. The step's peak is the largest level over the measured step(s) - from the end of the context steps to the end
-of the last measured one, the level carried into it included - as the trace's own peak is the largest total its
-events report there: on the unchanged graph, replayed exactly, the two are the same number.
+order. The step's peak is the largest level over the measured step(s) - on the CPU's clock, which every allocation
+keeps: from the end of the context steps' CPU work to the end of the measured steps' (:func:`memory_window`), the level
+carried into it included - as the trace's own peak is the largest total its events report there: on the unchanged
+graph, replayed exactly, the two are the same number.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from daydream.graph.memory import BEFORE, CATEGORIES, NO_TASK, GraphMemory, memory_of
+from daydream.graph.schema import CPU_KINDS
 from daydream.simulation.timeline import Timeline
 
 MAX_POINTS = 4000  # a memory timeline drawn: at most this many points (each the largest level of its stretch)
@@ -88,7 +90,7 @@ def memory_timeline(timeline: Timeline, memory: GraphMemory | None = None, devic
     order = np.lexsort((s, t))
     t, d = t[order], d[order]
     level = carried + np.cumsum(d)
-    w0, w1, _ = timeline.step_window()
+    w0, w1 = memory_window(timeline)
     inside = (t >= w0) & (t <= w1)
     last_before = np.flatnonzero(t < w0)
     start_level = float(level[last_before[-1]]) if len(last_before) else carried
@@ -106,6 +108,32 @@ def memory_timeline(timeline: Timeline, memory: GraphMemory | None = None, devic
     return MemoryTimeline(
         dev.key, dev.gpu, memory.source, dev.capacity_bytes, dev.floor_bytes, peak, peak_us, parts, series_t, series_l
     )
+
+
+def memory_window(timeline: Timeline) -> tuple[float, float]:
+    """The stretch a step's memory is measured over: from the end of the context steps' last CPU task (every
+    allocation is a CPU task's: a CPU that runs ahead of its GPU allocates a step's activations before the GPU's part
+    of the step begins, which the step's own window would miss) to the end of the measured steps' work, CPU or GPU;
+    the step's window where the graph names no steps."""
+    steps = timeline.graph.graph.get("steps") or []
+    context = {s.name for s in steps if s.context}
+    measured = {s.name for s in steps if not s.context}
+    cpu = np.asarray(timeline.tasks_of(CPU_KINDS), np.int64)
+    if not len(cpu) or not measured:
+        w0, w1, _ = timeline.step_window()
+        return w0, w1
+    step = timeline.values("step", tasks=cpu.tolist())
+    in_context = np.fromiter((s in context for s in step), np.bool_, len(cpu))
+    in_measured = np.fromiter((s in measured for s in step), np.bool_, len(cpu))
+    if not in_measured.any():
+        w0, w1, _ = timeline.step_window()
+        return w0, w1
+    ends = timeline.end[cpu]
+    w0 = float(ends[in_context].max()) if in_context.any() else float(timeline.start.min())
+    # and to the step's end where its GPU work ends later: a script may hold memory between GPU tasks (a pipeline's
+    # micro-batches) whose CPU calls ran ahead
+    g0, g1, _ = timeline.step_window()
+    return min(w0, g0), max(float(ends[in_measured].max()), g1)
 
 
 def _times(timeline: Timeline, memory: GraphMemory, tasks: np.ndarray, offsets: np.ndarray, none: float) -> np.ndarray:

@@ -125,3 +125,44 @@ def write_trace(path: Path, doc: Any, gz: bool = False) -> Path:
     data = json.dumps(doc).encode()
     path.write_bytes(gzip.compress(data) if gz else data)
     return path
+
+
+COMM_STREAM = 20
+
+
+def make_rank_trace(rank: int, world: int, steps: int = 3) -> dict[str, Any]:
+    """Rank ``rank`` of a data-parallel job of ``world`` ranks, every rank different: :func:`make_trace`'s loop,
+    its events ``3 * rank`` us later, its forward sgemm ``(7 * rank) % 40`` us shorter and its backward sgemm
+    ``(11 * rank) % 30`` us shorter, and per step two NCCL all-reduces of the world's process group on stream 20:
+    one of 4 MiB launched from the autograd thread at +430 after the backward sgemm, and one of 1 MiB launched from
+    the main thread at +520 after the optimizer's kernel (each kernel as traced on a rank that waited for none)."""
+    doc = make_trace(steps=steps)
+    events = doc["traceEvents"]
+    corr = max(e["args"].get("correlation", 0) for e in events if isinstance(e.get("args"), dict)) + 1
+    added: list[dict[str, Any]] = []
+    group = {"Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": str(list(range(world)))}
+    for k in range(1, steps + 1):
+        b = 1000.0 * k
+        for tid, at, nbytes, us in ((BWD, 430.0, 4 << 20, 60.0), (MAIN, 520.0, 1 << 20, 25.0)):
+            corr += 1
+            added.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": tid, "ts": b + at,
+                          "dur": 4, "args": {"correlation": corr, "External id": corr}})  # fmt: skip
+            added.append({"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+                          "pid": 0, "tid": COMM_STREAM, "ts": b + at + 10, "dur": us,
+                          "args": {"device": 0, "stream": COMM_STREAM, "correlation": corr, "External id": corr,
+                                   "Collective name": "allreduce", "In msg nelems": nbytes // 4, "Out msg nelems": nbytes // 4,
+                                   "Group size": world, "dtype": "Float", **group}})  # fmt: skip
+            added.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": PID, "tid": tid, "ts": b + at})
+            added.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": COMM_STREAM,
+                          "ts": b + at + 10, "bp": "e"})  # fmt: skip
+    for e in events:
+        if e.get("name") == "volta_sgemm_128x64_nn":
+            e["dur"] -= (7 * rank) % 40
+        elif e.get("name") == "volta_sgemm_64x64_nt":
+            e["dur"] -= (11 * rank) % 30
+    events.extend(added)
+    for e in events:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] += 3.0 * rank
+    doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
+    return doc

@@ -25,13 +25,13 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """The compiled loop for every graph (the bundled example is small), and a count of the graph's full reads."""
     monkeypatch.setattr(engine, "COMPILED_MIN_TASKS", 0)
     count = [0]
-    read = engine._read_arrays
+    read = engine.read_arrays
 
     def counted(graph: nx.DiGraph) -> engine.GraphArrays:
         count[0] += 1
         return read(graph)
 
-    monkeypatch.setattr(engine, "_read_arrays", counted)
+    monkeypatch.setattr(engine, "read_arrays", counted)
     yield count
 
 

@@ -16,12 +16,11 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
-import msgspec
 import networkx as nx
 
 from daydream import progress
+from daydream.api.job_report import JobRank, JobReplay, JobReplayReport
 from daydream.api.replay import relative_error
 from daydream.errors import TraceError
 from daydream.graph.build import build_graph
@@ -29,7 +28,7 @@ from daydream.graph.job import join_ranks, rank_fingerprint
 from daydream.graph.schema import RankInfo
 from daydream.perf.collectives import Link
 from daydream.perf.job_collectives import price_collectives
-from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, simulate
+from daydream.simulation import EARLIEST, Policy, breakdown, simulate
 from daydream.simulation.ranks import HeldCollective, RankResult, Straggler, rank_results
 from daydream.trace import load_trace
 from daydream.trace.job import check_ranks, is_job, rank_trace_files
@@ -149,98 +148,6 @@ def load_job(
     return join_ranks(graphs, [b.info for b in built], where)
 
 
-class JobRank(msgspec.Struct):
-    """A rank of the unchanged job as a row: its step under the one name a replay's step has, ``baseline_us``;
-    ``predicted_us`` repeats it under the name docs/multigpu.md gave it first."""
-
-    rank: int
-    measured_us: float
-    baseline_us: float
-    error_pct: float
-    wait_us: float  # in collectives, waiting for the ranks that reached them later
-    offset_us: float  # its step's start after the job's first rank's
-    held_us: float  # how much later collectives started because this rank reached them last
-    same_as: int | None
-    predicted_us: float
-
-    @classmethod
-    def of(cls, r: RankResult) -> JobRank:
-        return cls(r.rank, r.measured_us, r.step_us, r.error_pct, r.wait_us, r.offset_us, r.held_us, r.same_as, r.step_us)
-
-
-class JobReplayReport(msgspec.Struct):
-    """A simulated job as data: what ``daydream simulate DIR --json`` prints, in this order, and what renderers read.
-    ``predicted_us`` repeats the baseline under the name docs/multigpu.md gave it first."""
-
-    trace: str | None
-    device: str | None
-    world_size: int | None
-    measured_us: float  # the slowest rank's measured step
-    baseline_us: float  # the job's step: the slowest rank's window, the unchanged job replayed
-    predicted_us: float
-    error_pct: float
-    slowest_rank: int  # the rank whose window is the job's step (the breakdown's)
-    steps: list[str]
-    ranks: list[JobRank]
-    straggler: Straggler | None
-    collectives: dict[str, Any] | None  # JobCollectives in the shape the job's JSON has had (its to_builtins)
-    tasks: int
-    simulated_ranks: int  # ranks with tasks of their own (the others share a twin's)
-    breakdown: dict[str, float]  # of the job's step: the slowest rank's tasks over its window (adds up to baseline_us)
-    warnings: list[str]
-
-
-@dataclass(repr=False)
-class JobReplay:
-    """A simulated multi-rank job: :attr:`report`, the data, with the job graph, its timeline and each rank's result.
-    ``repr`` is one line; :meth:`rows` gives one row per rank (``pandas.DataFrame(job.rows())``)."""
-
-    report: JobReplayReport
-    graph: nx.DiGraph
-    timeline: Timeline
-    ranks: list[RankResult]
-    straggler: Straggler | None
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One row per rank: measured and baseline step, error, waits, offset, held time (us), and ``same_as``."""
-        return [{k: v for k, v in msgspec.to_builtins(r).items() if k != "predicted_us"} for r in self.report.ranks]
-
-    def __repr__(self) -> str:
-        slowest = next(r for r in self.ranks if r.rank == self.report.slowest_rank)
-        return (
-            f"JobReplay(trace={self.report.trace!r}, {len(self.ranks)} ranks, slowest rank {slowest.rank}: "
-            f"measured {slowest.measured_us / 1e3:,.3f} ms, baseline {slowest.step_us / 1e3:,.3f} ms, straggler "
-            f"{self.straggler.rank if self.straggler is not None else None})"
-        )
-
-    # the report's fields, read through it: the data has one copy, the report's
-    @property
-    def measured_us(self) -> float:
-        """The slowest rank's measured step."""
-        return self.report.measured_us
-
-    @property
-    def baseline_us(self) -> float:
-        """The slowest rank's step, the unchanged job replayed."""
-        return self.report.baseline_us
-
-    @property
-    def breakdown(self) -> dict[str, float]:
-        return self.report.breakdown
-
-    @property
-    def warnings(self) -> list[str]:
-        return self.report.warnings
-
-    @property
-    def error(self) -> float:
-        return relative_error(self.baseline_us, self.measured_us)
-
-    def to_dict(self) -> dict[str, Any]:
-        """:attr:`report` as JSON values."""
-        return msgspec.to_builtins(self.report)
-
-
 def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
     """Simulate a job graph (collectives priced) and compare each rank with its measurement."""
     timeline = simulate(graph, policy)
@@ -267,7 +174,11 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
         breakdown=breakdown(timeline),
         warnings=list(g.get("warnings", [])),
     )
-    return JobReplay(report, graph, timeline, ranks, straggler)
+    starts: dict[str, float] = {}
+    for i, cid in enumerate(timeline.values("collective_id")):
+        if cid is not None:
+            starts.setdefault(cid, float(timeline.start[i]))
+    return JobReplay(report, graph, timeline, ranks, straggler, starts)
 
 
 def load_priced_job(
@@ -284,10 +195,40 @@ def load_priced_job(
 def replay_job(
     directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
     jobs: int | None = 1, policy: Policy = EARLIEST, share: bool = True, ray: str | None = None,
+    by_workers: bool | None = None,
 ) -> JobReplay:  # fmt: skip
     """Load the job in ``directory``, price its collectives (:func:`load_priced_job`) and simulate all ranks
-    together."""
+    together. ``by_workers``: simulate it by ``jobs`` workers that each hold some of its ranks (local processes, or
+    Ray actors on the cluster at ``ray``; :mod:`daydream.api.job_workers`) instead of in this process, with the same
+    result; None: where the job is large enough for that to pay (:func:`by_workers_pays`)."""
+    if by_workers is None:
+        by_workers = by_workers_pays(directory, jobs, policy)
+    if by_workers:
+        from daydream.api.job_workers import replay_job_by_workers
+
+        count = jobs if jobs is not None else processes_for(len(rank_trace_files(directory)), RANKS_PER_PROCESS)
+        return replay_job_by_workers(directory, step, link, max(1, count), policy, share, ray)
     return replay_job_graph(load_priced_job(directory, step, link, jobs, share, ray), policy)
+
+
+# a job's rank traces, in bytes on disk, past which workers simulate it (by_workers_pays): measured with
+# bench/bench_job_workers.py on 2 cores (see docs/speed.md, "Jobs of any size")
+BY_WORKERS_BYTES = 32 << 20
+
+
+def by_workers_pays(directory: str | os.PathLike[str], jobs: int | None = None, policy: Policy = EARLIEST) -> bool:
+    """Whether workers that each hold some ranks simulate the job in ``directory`` (``daydream simulate``'s
+    default): where its rank traces hold more than BY_WORKERS_BYTES on disk, and more than one worker would run
+    (``jobs`` not 1); never under the fifo policy, which orders tasks by when they became ready, not by time."""
+    if jobs == 1 or policy.kind == "fifo":
+        return False
+    total = 0
+    for path in rank_trace_files(directory):
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            return False  # (the load says what is wrong with it)
+    return total > BY_WORKERS_BYTES
 
 
 # --- the straggler in words: what simulate, run and report say of it, the same sentences in the terminal and the page

@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--policy", default="earliest", help="schedule policy: earliest, fifo, priority:ATTR (default: earliest)")
     _job_options(sim)
+    sim.add_argument("--by-workers", action=argparse.BooleanOptionalAction, default=None,
+                     help="a job: simulate it by the workers (--jobs, --ray), each holding some ranks, none all of them "
+                          "(default: for a job of more than 32 MiB of traces); --no-by-workers: every rank in this process")  # fmt: skip
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     sim.add_argument("--export-trace", metavar="OUT.json",
                      help="write the simulated timeline as Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
@@ -664,8 +667,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         if args.jobs is not None and args.jobs < 1:
             raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
         _check_export(args, inputs)
+        # a timeline to export is the whole job's: one process holds it
+        by_workers = False if args.export_trace is not None and not args.by_workers else args.by_workers
+        if args.export_trace is not None and args.by_workers:
+            raise DaydreamError("--export-trace needs the whole job's timeline in one process: give --no-by-workers")
         job = replay_job(args.trace, step=args.step, link=args.link, jobs=args.jobs, policy=parse_policy(args.policy),
-                         ray=args.ray)  # fmt: skip
+                         ray=args.ray, by_workers=by_workers)  # fmt: skip
         _emit(args, job, render_job, "simulated", inputs)
         return 0
     _check_export(args, inputs)

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 import networkx as nx
+import numpy as np
 
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of, edge_arrays, fill, predecessors_of, task_columns
@@ -106,103 +107,171 @@ def join_ranks(graphs: Sequence[nx.DiGraph], ranks: Sequence[RankInfo], where: s
     return job
 
 
-def _issue_time(graph: nx.DiGraph, node: Any) -> float:
-    """When a comm task was issued: its launch call's traced start, or its own."""
-    attrs, pred = attrs_of(graph), predecessors_of(graph)
-    for p, e in pred[node].items():
-        if e.get("kind") == "launch":
-            return float(attrs[p].get("start", 0.0))
-    return float(attrs[node].get("start", 0.0))
+class CommTask(msgspec.Struct, frozen=True, array_like=True):
+    """A comm task as matching and pricing a job's collectives read it, whether from a job graph
+    (:func:`comm_tasks`) or from a rank simulated apart from the others (:mod:`daydream.simulation.shard`)."""
+
+    rank: int
+    order: Any  # its place among the job's tasks: the job graph's task (its number, rank-major, in a built job)
+    issued_us: float  # its launch call's traced start, or its own: the order a rank issued its collectives in
+    start_us: float  # its traced start, on the job's clock
+    traced_us: float  # its traced duration (what it took, waits for slower ranks included)
+    name: str
+    collective: str | None
+    bytes: int | float | None
+    group: str | None  # its process group as the trace names it (None: the world)
+    group_size: int | None
+    group_ranks: tuple[int, ...] | None
+    phase: str | None = None
 
 
-def _label(a: Task) -> str:
-    size = f", {a['bytes']:,} bytes" if isinstance(a.get("bytes"), int) else ""
-    return f"{a.get('collective') or a['name']}{size}"
+def comm_tasks(
+    graph: nx.DiGraph, rank: int | None = None, base: int = 0, offset_us: float = 0.0, nodes: Sequence[Any] | None = None
+) -> list[CommTask]:
+    """The comm tasks of ``graph``, in task order (or the tasks ``nodes``): a job graph's (each task's ``rank``, its
+    ``order`` the task), or one rank's graph as ``rank``, whose tasks come ``base`` places into the job's (``order``:
+    that plus the task's place in the graph) and whose clock runs ``offset_us`` behind the job's. A built graph's
+    are read from its columns, without making its task dicts."""
+    keys = ("start", "duration", "traced_us", "name", "collective", "bytes", "group", "group_size", "group_ranks", "phase")
+    tasks, edges = task_columns(graph), edge_arrays(graph)
+    if tasks is not None and edges is not None and nodes is None and rank is not None:
+        chosen = [i for i, k in enumerate(tasks.values("kind")) if k == "comm"]
+        columns = [tasks.values(k, None, chosen) for k in keys]
+        launch = np.flatnonzero(edges.of_kind(("launch",)))
+        child = edges.child()[launch]
+        by_child = dict(zip(child.tolist(), edges.parent[launch].tolist()))  # a kernel has one launch
+        launched = [by_child.get(i) for i in chosen]
+        parent_start = tasks.values("start", 0.0, [p for p in launched if p is not None])
+        starts = iter(parent_start)
+        issued = [float(next(starts)) if p is not None else float(s or 0.0) for p, s in zip(launched, columns[0])]
+        rows = zip(chosen, issued, *columns)
+    else:
+        attrs, pred = attrs_of(graph), predecessors_of(graph)
+        place = {n: k for k, n in enumerate(attrs)} if rank is not None else {}
+        picked = list(nodes) if nodes is not None else [n for n, a in attrs.items() if a["kind"] == "comm"]
+        issued = []
+        for n in picked:
+            issue = float(attrs[n].get("start", 0.0))
+            for p, e in pred[n].items():
+                if e.get("kind") == "launch":
+                    issue = float(attrs[p].get("start", 0.0))
+                    break
+            issued.append(issue)
+        rows = zip(picked, issued, *([attrs[n].get(k) for n in picked] for k in keys))
+        if rank is not None:
+            rows = ((place[n], *rest) for n, *rest in rows)
+        else:
+            ranks = [attrs[n]["rank"] for n in picked]
+    out = []
+    for k, (n, issue, start, duration, traced, name, collective, size, group, group_size, members, phase) in enumerate(rows):
+        out.append(CommTask(
+            rank=ranks[k] if rank is None else rank, order=n if rank is None else base + n, issued_us=issue + offset_us,
+            start_us=float(start or 0.0) + offset_us, traced_us=float(traced if traced is not None else duration),
+            name=name, collective=collective, bytes=size, group=group, group_size=group_size,
+            group_ranks=tuple(members) if members else None, phase=phase,
+        ))  # fmt: skip
+    return out
+
+
+def _label(a: CommTask) -> str:
+    size = f", {a.bytes:,} bytes" if isinstance(a.bytes, int) else ""
+    return f"{a.collective or a.name}{size}"
 
 
 def match_collectives(graph: nx.DiGraph, ranks: Sequence[RankInfo]) -> JobCollectives:
     """Give each comm task of a job graph its ``collective_id``, ``group`` and ``group_size``; check that every rank
     of a group issues the same collectives in the same order. Returns what was matched: collectives per group."""
     attrs = attrs_of(graph)
+    tasks = comm_tasks(graph)
+    matched, collectives = match_comm_tasks(tasks, ranks, graph.graph.get("trace"))
+    for t, (cid, group, size) in zip(tasks, matched):
+        if cid is not None:
+            a = attrs[t.order]
+            a["collective_id"], a["group"], a["group_size"] = cid, group, size
+    return collectives
+
+
+def match_comm_tasks(
+    tasks: Sequence[CommTask], ranks: Sequence[RankInfo], where: str | None = None
+) -> tuple[list[tuple[str | None, str, int]], JobCollectives]:
+    """Match the comm tasks of a job's ranks (those with tasks of their own; ``ranks``: every rank, ``same_as`` set
+    for the others) into collectives: per task (in ``tasks``' order) its ``collective_id`` (``GROUP#k``), process
+    group and group size; and the collectives per group. A clear error where a group's ranks disagree."""
+    where = where or "job"
     stands_for: dict[int, list[int]] = defaultdict(list)  # rank with tasks -> the ranks it stands for
     for r in ranks:
         stands_for[r.rank if r.same_as is None else r.same_as].append(r.rank)
     all_ranks = sorted(r.rank for r in ranks)
     rep_of = {r.rank: r.rank if r.same_as is None else r.same_as for r in ranks}
-    issued: dict[str, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
-    for n, a in attrs.items():
-        if a["kind"] == "comm":
-            issued[a.get("group") or WORLD][a["rank"]].append(n)
+    issued: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for k, t in enumerate(tasks):
+        issued[t.group or WORLD][t.rank].append(k)
+    matched: list[tuple[str | None, str, int]] = [(None, "", 0)] * len(tasks)
     out: dict[str, ProcessGroup] = {}
     for group, by_rank in sorted(issued.items()):
-        for nodes in by_rank.values():
-            nodes.sort(key=lambda n: (_issue_time(graph, n), n))
+        for ks in by_rank.values():
+            ks.sort(key=lambda k: (tasks[k].issued_us, tasks[k].order))
         members = all_ranks if group == WORLD else sorted(r for rep in by_rank for r in stands_for[rep])
-        size = max((int(attrs[n].get("group_size") or 0) for nodes in by_rank.values() for n in nodes), default=0)
-        named = {tuple(attrs[n]["group_ranks"]) for nodes in by_rank.values() for n in nodes if attrs[n].get("group_ranks")}
+        size = max((int(tasks[k].group_size or 0) for ks in by_rank.values() for k in ks), default=0)
+        named = {tasks[k].group_ranks for ks in by_rank.values() for k in ks if tasks[k].group_ranks}
         if len(named) > 1:
-            raise DaydreamError(f"{graph.graph.get('trace') or 'job'}: the ranks disagree on the members of process group "
+            raise DaydreamError(f"{where}: the ranks disagree on the members of process group "
                                 f"{group!r}: {'; '.join(format_ranks(sorted(m)) for m in sorted(named))}")  # fmt: skip
         if group == WORLD:
             size = len(all_ranks)
         elif named:
             # the trace names the group's members: each must be in the job, and each must issue its collectives
-            listed = sorted(named.pop())
+            listed = sorted(named.pop())  # type: ignore[arg-type]
             absent = [r for r in listed if r not in rep_of]
             if absent:
-                raise DaydreamError(f"{graph.graph.get('trace') or 'job'}: process group {group!r} holds ranks "
+                raise DaydreamError(f"{where}: process group {group!r} holds ranks "
                                     f"{format_ranks(listed)}, and the job has no trace for rank{'s' if len(absent) > 1 else ''} "
                                     f"{format_ranks(absent)}")  # fmt: skip
             strangers = sorted(r for rep in by_rank for r in stands_for[rep] if r not in listed)
             if strangers:
-                raise DaydreamError(f"{graph.graph.get('trace') or 'job'}: rank{'s' if len(strangers) > 1 else ''} "
+                raise DaydreamError(f"{where}: rank{'s' if len(strangers) > 1 else ''} "
                                     f"{format_ranks(strangers)} issue{'' if len(strangers) > 1 else 's'} collectives on process group {group!r}, whose members are ranks {format_ranks(listed)}")  # fmt: skip
             members = listed
             size = len(listed)
         elif size > len(members):
-            raise DaydreamError(f"{graph.graph.get('trace') or 'job'}: process group {group!r} spans {size} ranks, but only "
+            raise DaydreamError(f"{where}: process group {group!r} spans {size} ranks, but only "
                                 f"ranks {format_ranks(members)} issue collectives on it")  # fmt: skip
         reps = sorted(by_rank)
         missing = [r for r in members if rep_of[r] not in by_rank]
         if missing:
-            _mismatch(graph, group, {r: [] for r in missing} | {r: by_rank[r] for r in reps}, 0)
+            _mismatch(tasks, where, group, {r: [] for r in missing} | {r: by_rank[r] for r in reps}, 0)
         counts = {len(by_rank[r]) for r in reps}
-        names = {tuple(attrs[n].get("collective") or attrs[n]["name"] for n in by_rank[r]) for r in reps}
+        names = {tuple(tasks[k].collective or tasks[k].name for k in by_rank[r]) for r in reps}
         if len(counts) > 1 or len(names) > 1:
             seqs = {r: by_rank[r] for r in reps}
-            k = next(i for i in range(max(counts)) if len({_at(attrs, seqs[r], i) for r in reps}) > 1)
-            _mismatch(graph, group, seqs, k)
+            k = next(i for i in range(max(counts)) if len({_at(tasks, seqs[r], i) for r in reps}) > 1)
+            _mismatch(tasks, where, group, seqs, k)
         for k in range(counts.pop()):
             cid = f"{group}#{k}"
             for r in reps:
-                a = attrs[by_rank[r][k]]
-                a["collective_id"] = cid
-                a["group"] = group
-                a["group_size"] = size
+                matched[by_rank[r][k]] = (cid, group, size)
         out[group] = ProcessGroup(ranks=size, collectives=len(by_rank[reps[0]]))
-    return JobCollectives(out)
+    return matched, JobCollectives(out)
 
 
-def _at(attrs: dict[Any, Task], nodes: list[Any], k: int) -> str | None:
-    return attrs[nodes[k]].get("collective") or attrs[nodes[k]]["name"] if k < len(nodes) else None
+def _at(tasks: Sequence[CommTask], ks: list[int], k: int) -> str | None:
+    return tasks[ks[k]].collective or tasks[ks[k]].name if k < len(ks) else None
 
 
-def _mismatch(graph: nx.DiGraph, group: str, seqs: dict[int, list[Any]], k: int) -> None:
+def _mismatch(tasks: Sequence[CommTask], where: str, group: str, seqs: dict[int, list[int]], k: int) -> None:
     """Say which ranks disagree on the k-th collective of ``group``, and how."""
-    attrs = attrs_of(graph)
     said: dict[str, list[int]] = defaultdict(list)
     example: dict[str, str] = {}
-    for r, nodes in sorted(seqs.items()):
-        if k < len(nodes):
-            key = _at(attrs, nodes, k) or ""
-            example.setdefault(key, _label(attrs[nodes[k]]))
+    for r, ks in sorted(seqs.items()):
+        if k < len(ks):
+            key = _at(tasks, ks, k) or ""
+            example.setdefault(key, _label(tasks[ks[k]]))
         else:
             key = ""
-            example.setdefault(key, f"no collective #{k + 1} (it issues {len(nodes)} on this group)")
+            example.setdefault(key, f"no collective #{k + 1} (it issues {len(ks)} on this group)")
         said[key].append(r)
     parts = [f"rank{'s' if len(rs) > 1 else ''} {format_ranks(rs)} issue{'' if len(rs) > 1 else 's'} {example[key]}"
              for key, rs in sorted(said.items(), key=lambda kv: -len(kv[1]))]  # fmt: skip
-    where = graph.graph.get("trace") or "job"
     raise DaydreamError(f"{where}: collective #{k + 1} of process group {group!r} does not match across ranks: "
                         f"{'; '.join(parts)} (collectives are matched by group and order of issue)")  # fmt: skip
 

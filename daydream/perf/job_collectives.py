@@ -25,6 +25,7 @@ import networkx as nx
 
 from daydream.errors import DaydreamError
 from daydream.graph.adjacency import attrs_of
+from daydream.graph.job import CommTask, comm_tasks
 from daydream.graph.schema import CollectivePricing
 from daydream.perf.collectives import AlphaBeta, Link, collective_us, normalize_collective, resolve_link
 
@@ -38,30 +39,35 @@ def _gangs(graph: nx.DiGraph) -> dict[str, list[Any]]:
     return out
 
 
-def _kind(a: dict[str, Any]) -> str | None:
-    try:
-        return normalize_collective(a.get("collective") or a["name"])
-    except DaydreamError:
-        return None
-
-
 def price_collectives(graph: nx.DiGraph, link: str | float | Link | None = None) -> CollectivePricing:
     """Set every matched collective's members' ``duration`` to the modelled transfer (module docstring); the traced
     duration moves to ``traced_us`` (kept from an earlier pricing). Returns how each was priced."""
     attrs = attrs_of(graph)
     gangs = _gangs(graph)
-    observed: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
-    facts: dict[str, tuple[str | None, int | None, int, float]] = {}
-    for cid, members in gangs.items():
+    for members in gangs.values():
         for m in members:
             attrs[m].setdefault("traced_us", float(attrs[m]["duration"]))
-        last = max(members, key=lambda m: (float(attrs[m].get("start", 0.0)), m))
-        sizes = [attrs[m]["bytes"] for m in members if isinstance(attrs[m].get("bytes"), (int, float))]
-        kind = _kind(attrs[last])
-        ranks = int(attrs[last].get("group_size") or len(members))
+    tasks = {t.order: t for t in comm_tasks(graph, nodes=[m for members in gangs.values() for m in members])}
+    durations, pricing = price_gangs([[tasks[m] for m in members] for members in gangs.values()], link)
+    for members, us in zip(gangs.values(), durations):
+        for m in members:
+            attrs[m]["duration"] = us
+    return pricing
+
+
+def price_gangs(gangs: list[list[CommTask]], link: str | float | Link | None = None) -> tuple[list[float], CollectivePricing]:
+    """Each collective's modelled duration (its members: comm tasks with their traced start on the job's clock and
+    traced duration, their ``group_size`` the matched one), in the order given, and how each was priced."""
+    observed: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
+    facts: list[tuple[str | None, int | None, int, float]] = []
+    for members in gangs:
+        last = max(members, key=lambda m: (m.start_us, m.order))
+        sizes = [m.bytes for m in members if isinstance(m.bytes, (int, float))]
+        kind = _kind(last.collective or last.name)
+        ranks = int(last.group_size or len(members))
         nbytes = int(max(sizes)) if sizes else None
-        transfer = float(attrs[last]["traced_us"])
-        facts[cid] = (kind, nbytes, ranks, transfer)
+        transfer = last.traced_us
+        facts.append((kind, nbytes, ranks, transfer))
         if kind is not None and nbytes and ranks > 1:
             observed[kind].append((float(nbytes), transfer, ranks))
     models: dict[str, AlphaBeta] = {}
@@ -72,8 +78,8 @@ def price_collectives(graph: nx.DiGraph, link: str | float | Link | None = None)
                 ranks = max(r for _, _, r in obs)
                 models[kind] = AlphaBeta.fit([m for m, _, _ in obs], [t for _, t, _ in obs], kind, ranks)
     modelled = 0
-    for cid, members in gangs.items():
-        kind, nbytes, ranks, transfer = facts[cid]
+    durations = []
+    for kind, nbytes, ranks, transfer in facts:
         us = transfer
         if kind is not None and nbytes is not None and ranks > 1:
             if lk is not None:
@@ -82,12 +88,18 @@ def price_collectives(graph: nx.DiGraph, link: str | float | Link | None = None)
             elif kind in models:
                 us = models[kind].predict_us(nbytes, ranks)
                 modelled += 1
-        for m in members:
-            attrs[m]["duration"] = us
-    return CollectivePricing(
+        durations.append(us)
+    return durations, CollectivePricing(
         model=lk.name if lk is not None else "fitted to the job's transfers",
         collectives=len(gangs),
         modelled=modelled,
         as_traced=len(gangs) - modelled,
         models={k: m.to_dict() for k, m in sorted(models.items())},
     )
+
+
+def _kind(name: str) -> str | None:
+    try:
+        return normalize_collective(name)
+    except DaydreamError:
+        return None

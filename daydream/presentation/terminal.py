@@ -127,22 +127,23 @@ def render_job(result: JobReplay, console: Console) -> None:
     beside it, the straggler the others wait for with the evidence, and the breakdown of the job's step."""
     from daydream.api.job import longest_window_sentence, ranks_legend  # loaded already: it made ``result``
 
-    g, d = result.graph.graph, result.report
+    d = result.report
     for w in result.warnings:
         console.print(warning_line("warning:", w))
-    console.print(styled(("daydream simulate", "b"), " ", plain(g.get("trace"), 2000)))
-    collectives = g.get("collectives")
-    pricing = collectives.pricing if collectives is not None else None
-    world, simulated = g.get("world_size"), sum(1 for r in result.ranks if r.same_as is None)
+    console.print(styled(("daydream simulate", "b"), " ", plain(d.trace, 2000)))
+    pricing = (d.collectives or {}).get("pricing")
+    world, simulated = d.world_size, d.simulated_ranks
     head = Table(show_header=False, box=None)
-    head.add_row("device", plain(g.get("device") or "-"), "ranks", f"{world} ({simulated} simulated, the others share "
-                 "their tasks)" if simulated < world else str(world))  # fmt: skip
-    head.add_row(
-        "tasks", f"{result.graph.number_of_nodes():,}", "steps", plain(", ".join(s.name for s in g.get("steps", [])) or "-")
-    )
+    head.add_row("device", plain(d.device or "-"), "ranks", f"{world} ({simulated} simulated, the others share "
+                 "their tasks)" if world is not None and simulated < world else str(world))  # fmt: skip
+    head.add_row("tasks", f"{d.tasks:,}", "steps", plain(", ".join(d.steps) or "-"))
     if pricing is not None:
-        head.add_row("collectives", f"{pricing.collectives:,}", "priced by",
-                     plain(f"{pricing.model} ({pricing.modelled} modelled, {pricing.as_traced} as traced)"))  # fmt: skip
+        head.add_row("collectives", f"{pricing['collectives']:,}", "priced by",
+                     plain(f"{pricing['model']} ({pricing['modelled']} modelled, {pricing['as_traced']} as traced)"))  # fmt: skip
+    if d.workers is not None:
+        used = d.workers
+        head.add_row("simulated by", f"{used.count} worker{'s' if used.count > 1 else ''} ({used.kind})", "rounds",
+                     f"{used.rounds:,}")  # fmt: skip
     console.print(head)
     # numbers in ms, the unit in the title: the table fits 80 columns (its headers fold)
     table = Table(title="Each rank's step, ms: its own window, from its own step's start", title_justify="left")

@@ -54,9 +54,32 @@ def _push(j, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queu
 def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_child, succ_order, succ_lag,  # type: ignore[no-untyped-def]
               gang_of, gang_ptr, gang_members, n_threads):  # fmt: skip
     """Simulate over flat arrays; returns start, end, cause, arrival, arrived (per gang) and how many tasks ran.
-    ``ready`` and ``indegree`` change in place: what is left in them tells which tasks never became ready."""
+    ``ready`` and ``indegree`` change in place: what is left in them tells which tasks never became ready. Every
+    collective's members are here: each starts once its last member arrives."""
     n = duration.shape[0]
     n_gangs = gang_ptr.shape[0] - 1
+    state = _new_state(mode, n, n_gangs, n_threads)
+    start, end, cause, arrival, arrived, progress, last_on_thread, holding, park_head, park_tail, park_next = state[:11]
+    k1, k2, k3, sq, tk, queue, counters, horizon, became = state[11:]
+    _seed(mode, ready, progress, thread, prio, indegree, k1, k2, k3, sq, tk, queue, counters)
+    gang_size = gang_ptr[1:] - gang_ptr[:-1]
+    _advance(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_child, succ_order, succ_lag, gang_of,
+            gang_ptr, gang_members, gang_size, np.full(max(n_gangs, 0), -np.inf), start, end, cause, arrival, arrived, progress,
+            last_on_thread, holding, park_head, park_tail, park_next, k1, k2, k3, sq, tk, queue, counters, horizon, became)  # fmt: skip
+    return start, end, cause, arrival, arrived, counters[DONE]
+
+
+# the counters of a simulation's state (new_state's ``counters``): the heap's size, the fifo's head and tail, the next
+# sequence number, the tasks run, the gangs in ``became``
+SIZE, QHEAD, QTAIL, SEQ, DONE, BECAME = 0, 1, 2, 3, 4, 5
+
+
+@jit
+def _new_state(mode, n, n_gangs, n_threads):  # type: ignore[no-untyped-def]
+    """A simulation's state before its first task, as arrays :func:`_advance` resumes from: start, end, cause,
+    arrival, arrived, progress, last_on_thread, holding, park_head, park_tail, park_next, the frontier (k1, k2, k3,
+    sq, tk, queue), the counters (SIZE ... BECAME), the horizon (one slot: no task whose key is past it runs) and
+    ``became`` (the gangs whose members here have all arrived while some are elsewhere, in the order they did)."""
     start = np.zeros(n)
     end = np.zeros(n)
     cause = np.full(n, -1, dtype=np.int64)
@@ -80,14 +103,38 @@ def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_pt
     sq = np.zeros(cap, dtype=np.int64)
     tk = np.zeros(cap, dtype=np.int64)
     queue = np.zeros(cap if mode == FIFO else 1, dtype=np.int64)
-    size = 0
-    qhead = 0
-    qtail = 0
-    seq = 0
-    done = 0
-    for i in range(n):
+    counters = np.zeros(6, dtype=np.int64)
+    horizon = np.full(1, np.inf)
+    became = np.zeros(max(n_gangs, 0), dtype=np.int64)
+    return (start, end, cause, arrival, arrived, progress, last_on_thread, holding, park_head, park_tail, park_next,
+            k1, k2, k3, sq, tk, queue, counters, horizon, became)  # fmt: skip
+
+
+@jit_without_runtime
+def _seed(mode, ready, progress, thread, prio, indegree, k1, k2, k3, sq, tk, queue, counters):  # type: ignore[no-untyped-def]
+    """The tasks with no parent enter the frontier, in task order."""
+    size, qtail, seq = counters[SIZE], counters[QTAIL], counters[SEQ]
+    for i in range(indegree.shape[0]):
         if indegree[i] == 0:
             size, qtail, seq = _push(i, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
+    counters[SIZE], counters[QTAIL], counters[SEQ] = size, qtail, seq
+
+
+@jit_without_runtime
+def _advance(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_child, succ_order, succ_lag,  # type: ignore[no-untyped-def]
+            gang_of, gang_ptr, gang_members, gang_size, gang_bound, start, end, cause, arrival, arrived, progress,
+            last_on_thread, holding, park_head, park_tail, park_next, k1, k2, k3, sq, tk, queue, counters, horizon, became):  # fmt: skip
+    """Run tasks until none is left or the next one's key is past ``horizon[0]``; resumable.
+
+    A collective (gang g: its members here from ``gang_ptr[g]`` to ``gang_ptr[g + 1]`` in ``gang_members``) whose
+    members are all here starts once the last arrives. One with ``gang_size[g]`` members in all, some elsewhere (a
+    job simulated in parts, :mod:`daydream.simulation.shard`), is completed by :func:`_finish_gang` once every part
+    has reported its members' arrivals: when the members here have all arrived, the gang enters ``became`` and the
+    horizon drops to the earliest it can start (its members' latest arrival here, or ``gang_bound[g]``, what the
+    other parts' arrivals allow, if later): what runs after that moment may depend on when it starts."""
+    size, qhead, qtail, seq, done, n_became = (counters[SIZE], counters[QHEAD], counters[QTAIL], counters[SEQ],
+                                               counters[DONE], counters[BECAME])  # fmt: skip
+    n_gangs = gang_ptr.shape[0] - 1
     while True:
         if mode == FIFO:
             if qhead == qtail:
@@ -95,7 +142,7 @@ def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_pt
             i = queue[qhead % queue.shape[0]]
             qhead += 1
         else:
-            if size == 0:
+            if size == 0 or k1[0] > horizon[0]:
                 break
             key = k1[0]
             i = tk[0]
@@ -144,6 +191,16 @@ def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_pt
                 if arrived[g] < g1 - g0:
                     holding[t] = True
                     continue
+                if g1 - g0 < gang_size[g]:
+                    # every member here has arrived, others are elsewhere: the gang waits for their arrivals
+                    holding[t] = True
+                    bound = gang_bound[g]
+                    for q in range(g0, g1):
+                        bound = max(bound, arrival[gang_members[q]])
+                    horizon[0] = min(horizon[0], bound)
+                    became[n_became] = g
+                    n_became += 1
+                    continue
                 last = gang_members[g0]  # the first member to arrive last, as max() picks it
                 longest = duration[last]
                 for q in range(g0 + 1, g1):
@@ -152,26 +209,11 @@ def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_pt
                         last = m
                     longest = max(longest, duration[m])
                 s = arrival[last]
-                e = s + longest
-                for q in range(g0, g1):
-                    m = gang_members[q]
-                    tm = thread[m]
-                    if arrival[m] < s:
-                        cause[m] = last
-                    if m != i:
-                        holding[tm] = False
-                        x = park_head[tm]
-                        park_head[tm] = -1
-                        park_tail[tm] = -1
-                        while x >= 0:
-                            nxt = park_next[x]
-                            size, qtail, seq = _push(
-                                x, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq
-                            )
-                            x = nxt
-                    size, qtail, seq = _run(m, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause, indegree, succ_ptr,
-                                            succ_child, succ_order, succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip
-                    done += 1
+                size, qtail, seq = _finish_gang(g, s, s + longest, last, i, mode, gang_ptr, gang_members, start, end, progress,
+                                               last_on_thread, gap, ready, cause, arrival, indegree, succ_ptr, succ_child,
+                                               succ_order, succ_lag, thread, prio, holding, park_head, park_tail, park_next,
+                                               k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip
+                done += g1 - g0
                 continue
         elif progress[t] > s:
             s = progress[t]
@@ -179,7 +221,35 @@ def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_pt
         size, qtail, seq = _run(i, s, s + duration[i], mode, start, end, progress, last_on_thread, gap, ready, cause, indegree,
                                 succ_ptr, succ_child, succ_order, succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip
         done += 1
-    return start, end, cause, arrival, arrived, done
+    counters[SIZE], counters[QHEAD], counters[QTAIL], counters[SEQ], counters[DONE], counters[BECAME] = (
+        size, qhead, qtail, seq, done, n_became)  # fmt: skip
+
+
+@jit_without_runtime
+def _finish_gang(g, s, e, last, arriving, mode, gang_ptr, gang_members, start, end, progress, last_on_thread, gap, ready,  # type: ignore[no-untyped-def]
+                cause, arrival, indegree, succ_ptr, succ_child, succ_order, succ_lag, thread, prio, holding, park_head,
+                park_tail, park_next, k1, k2, k3, sq, tk, size, queue, qtail, seq):  # fmt: skip
+    """Gang g's members here all run from s to e: each that arrived earlier gets ``last`` (the member that arrived
+    last, as the cause of its start; -2 - its rank where that member is elsewhere) and gives its thread back (but
+    ``arriving``, the member whose arrival completes the gang: it held nothing), and the tasks parked on that
+    thread enter the frontier again. Returns the new heap size, queue tail and seq."""
+    for q in range(gang_ptr[g], gang_ptr[g + 1]):
+        m = gang_members[q]
+        tm = thread[m]
+        if arrival[m] < s:
+            cause[m] = last
+        if m != arriving:
+            holding[tm] = False
+            x = park_head[tm]
+            park_head[tm] = -1
+            park_tail[tm] = -1
+            while x >= 0:
+                nxt = park_next[x]
+                size, qtail, seq = _push(x, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
+                x = nxt
+        size, qtail, seq = _run(m, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause, indegree, succ_ptr,
+                                succ_child, succ_order, succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip
+    return size, qtail, seq
 
 
 @jit_without_runtime

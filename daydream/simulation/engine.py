@@ -74,7 +74,7 @@ def _simulate(graph: nx.DiGraph, policy: Policy, reuse: bool) -> Timeline:
         arrays = derived.cached(graph, _ARRAYS, _ARRAYS_DEPEND_ON) if reuse else None
         if arrays is None or (arrays.attrs is None and task_columns(graph) is None):
             # read afresh; or read from the task columns and the task dicts made since: the dicts' now
-            arrays = _read_arrays(graph) if arrays is None else arrays.of(graph)
+            arrays = read_arrays(graph) if arrays is None else arrays.of(graph)
             if reuse:
                 derived.keep(graph, _ARRAYS, arrays, _ARRAYS_DEPEND_ON)
         timeline = _simulate_compiled(compiled, graph, arrays, policy)
@@ -312,7 +312,8 @@ class GraphArrays:
         return replace(self, attrs=None if task_columns(copy) is not None else list(attrs_of(copy).values()))
 
 
-def _read_arrays(graph: nx.DiGraph) -> GraphArrays:
+def read_arrays(graph: nx.DiGraph) -> GraphArrays:
+    """The graph as the compiled loop reads it (:class:`GraphArrays`): from its columns where it holds them still."""
     tasks = task_columns(graph)
     attrs: list[dict[str, Any]] | None = None
     if tasks is not None:  # a built graph whose task dicts are not made: its tasks are 0..n-1
@@ -373,9 +374,9 @@ def _children_from(edges: EdgeArrays) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return ptr, edges.child()[by_parent], order[by_parent], np.where(edges.has_lag, edges.lag, 0.0)[by_parent]
 
 
-def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, policy: Policy) -> Timeline | None:
-    """The compiled loop over the graph as flat arrays; None where a NaN would meet a comparison, whose order the
-    Python loop alone defines (a tuple holding NaN)."""
+def timing_arrays(graph: nx.DiGraph, arrays: GraphArrays, policy: Policy) -> tuple[np.ndarray, np.ndarray]:
+    """What a simulation reads afresh each time: every task's duration and its priority under ``policy`` (one 0.0
+    where the policy has none), in the order of ``arrays``."""
     f8 = np.float64
     n = len(arrays.nodes)
     tasks = task_columns(graph)  # the task dicts not made since the arrays were read: the columns are the graph's
@@ -386,10 +387,16 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, po
         attrs = arrays.attrs if arrays.attrs is not None else list(map(attrs_of(graph).__getitem__, arrays.nodes))
         duration_a = np.fromiter(_durations(attrs), f8, n)
         prio = policy.priorities(map(dict.get, attrs, repeat(policy.attribute)))
-    prio_a = np.asarray(prio if prio is not None else [0.0], f8)
+    return duration_a, np.asarray(prio if prio is not None else [0.0], f8)
+
+
+def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, policy: Policy) -> Timeline | None:
+    """The compiled loop over the graph as flat arrays; None where a NaN would meet a comparison, whose order the
+    Python loop alone defines (a tuple holding NaN)."""
+    duration_a, prio_a = timing_arrays(graph, arrays, policy)
     if arrays.nan or np.isnan(duration_a).any() or np.isnan(prio_a).any():
         return None
-    mode = compiled.PRIORITY if prio is not None else compiled.FIFO if policy.kind == "fifo" else compiled.EARLIEST
+    mode = compiled.PRIORITY if policy.kind == "priority" else compiled.FIFO if policy.kind == "fifo" else compiled.EARLIEST
     indegree = arrays.indegree.copy()
     start, end, cause, arrival, arrived, done = compiled._simulate_arrays(
         mode, duration_a, arrays.gap, arrays.thread, arrays.ready.copy(), prio_a, indegree, arrays.ptr, arrays.child,

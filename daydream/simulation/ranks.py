@@ -14,6 +14,7 @@ its own (what the others would have gained had it come as early as they did).
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import msgspec
 import networkx as nx
@@ -75,31 +76,48 @@ def rank_results(graph: nx.DiGraph, timeline: Timeline) -> tuple[list[RankResult
     """Per rank of a simulated job graph: measured and predicted step, wait in collectives, how much it held the
     others; and the straggler."""
     infos: list[RankInfo] = graph.graph["ranks"]
-    twins: dict[int, int] = defaultdict(int)  # ranks each rank with tasks stands for, itself included
-    for info in infos:
-        twins[info.rank if info.same_as is None else info.same_as] += 1
     ranks = timeline.values("rank")
     arrival = timeline.arrival
     window: dict[int, tuple[float, float]] = {}  # each rank with tasks: its window's start and its step
     for r, ix in timeline.rank_tasks().items():
         window[r] = (timeline.step_window(ix)[0], timeline.step_us(ix))
     waits: dict[int, float] = defaultdict(float)
-    held: dict[int, list[tuple[float, int, int]]] = defaultdict(list)  # (time held, its member, the next-to-last)
+    latest: list[tuple[str, int, list[tuple[float, int]]]] = []  # each collective: its id, a member, its last arrivals
     ids: dict[str, list[int]] = defaultdict(list)
     if arrival is not None:
         for i, cid in enumerate(timeline.values("collective_id")):
             if cid is not None:
                 ids[cid].append(i)
-        for members in ids.values():
+        for cid, members in ids.items():
             for m in members:
                 waits[ranks[m]] += float(timeline.start[m] - arrival[m])
             if len(members) > 1:
                 order = sorted(members, key=lambda m: arrival[m])
-                last, second = order[-1], order[-2]
-                # a rank with twins (ranks sharing its tasks) arrives with them: none of them alone holds the others
-                gain = float(arrival[last] - arrival[second]) if twins[ranks[last]] == 1 else 0.0
-                if gain > 0:
-                    held[ranks[last]].append((gain, last, ranks[second]))
+                latest.append((cid, order[-1], [(float(arrival[m]), ranks[m]) for m in order[-2:]]))
+    held = held_collectives(infos, [(m, last) for _, m, last in latest])
+    results = job_rank_results(infos, window, waits, held)
+    r = straggler_rank(held)
+    if r is None:
+        return results, None
+    start = window[r][0]
+    members = [m for _, m, _ in held[r]]
+    cids, names, phases, kinds = (timeline.values(key, tasks=members) for key in ("collective_id", "name", "phase", "collective"))
+    collectives = [
+        HeldCollective(id=str(cid), kind=kind, name=str(name), phase=phase, held_us=h,
+                       reached_us=float(arrival[m]) - start, next_rank=int(nxt))  # type: ignore[index]
+        for (h, m, nxt), cid, name, phase, kind in zip(held[r], cids, names, phases, kinds)
+    ]  # fmt: skip
+    way = _way_to(timeline, ranks, max(members, key=lambda m: timeline.start[m]), start)
+    return results, straggler_of(results, r, collectives, len(ids), way, start)
+
+
+def job_rank_results(
+    infos: list[RankInfo], window: dict[int, tuple[float, float]], waits: dict[int, float],
+    held: dict[int, list[tuple[float, Any, int]]],
+) -> list[RankResult]:  # fmt: skip
+    """Each rank's row (``infos``: every rank, in order) from its window's start and step (``window``), its wait in
+    collectives and the collectives it held (:func:`held_collectives`), for the ranks with tasks of their own; a rank
+    that shares a twin's tasks has the twin's."""
     first = min(start for start, _ in window.values()) if window else 0.0
     results = []
     for info in infos:
@@ -111,27 +129,51 @@ def rank_results(graph: nx.DiGraph, timeline: Timeline) -> tuple[list[RankResult
             wait_us=waits.get(own, 0.0), offset_us=start - first, held_us=sum((h for h, _, _ in held.get(own, ())), 0.0),
             same_as=info.same_as,
         ))  # fmt: skip
+    return results
+
+
+def held_collectives(
+    infos: list[RankInfo], latest: list[tuple[Any, list[tuple[float, int]]]]
+) -> dict[int, list[tuple[float, Any, int]]]:
+    """Which rank held each collective back and how long: ``latest`` holds, per collective of two members or more (in
+    the job's order), a key for it (its member that arrived last, or its number) and its two latest arrivals with
+    their ranks, the later last (arrival, then task order: as a stable sort by arrival leaves them). Per rank, the
+    collectives it held: (the time from the second-to-last arrival to its own, the key, the second-to-last rank). A
+    rank with twins (ranks sharing its tasks) arrives with them: none of them alone holds the others."""
+    twins: dict[int, int] = defaultdict(int)  # ranks each rank with tasks stands for, itself included
+    for info in infos:
+        twins[info.rank if info.same_as is None else info.same_as] += 1
+    held: dict[int, list[tuple[float, Any, int]]] = defaultdict(list)
+    for key, ((second, second_rank), (last, last_rank)) in latest:
+        gain = last - second if twins[last_rank] == 1 else 0.0
+        if gain > 0:
+            held[last_rank].append((gain, key, second_rank))
+    return held
+
+
+def straggler_rank(held: dict[int, list[tuple[float, Any, int]]]) -> int | None:
+    """The rank that held the others back most, summed over the collectives it reached last (the lowest of those
+    tied); None where none did."""
     if not held:
-        return results, None
-    r = max(sorted(held), key=lambda k: sum(h for h, _, _ in held[k]))
+        return None
+    return max(sorted(held), key=lambda k: sum(h for h, _, _ in held[k]))
+
+
+def straggler_of(
+    results: list[RankResult], r: int, collectives: list[HeldCollective], job_collectives: int,
+    way: tuple[float, float, int | None, dict[str, float]], start: float,
+) -> Straggler:  # fmt: skip
+    """The straggler ``r`` from the collectives it held, the
+    job's collective count, its way to the last one it held (:func:`_way_to`) and its window's start."""
     offsets = [x.offset_us for x in results]
     mine = next(x for x in results if x.rank == r)
-    start = window[r][0]
-    members = [m for _, m, _ in held[r]]
-    cids, names, phases, kinds = (timeline.values(key, tasks=members) for key in ("collective_id", "name", "phase", "collective"))
-    collectives = [
-        HeldCollective(id=str(cid), kind=kind, name=str(name), phase=phase, held_us=h,
-                       reached_us=float(arrival[m]) - start, next_rank=int(nxt))  # type: ignore[index]
-        for (h, m, nxt), cid, name, phase, kind in zip(held[r], cids, names, phases, kinds)
-    ]  # fmt: skip
-    path_from, path_to, waited_for, tasks = _way_to(timeline, ranks, max(members, key=lambda m: timeline.start[m]), start)
-    straggler = Straggler(
-        rank=r, held_us=mine.held_us, collectives=sorted(collectives, key=lambda c: -c.held_us), job_collectives=len(ids),
+    path_from, path_to, waited_for, tasks = way
+    return Straggler(
+        rank=r, held_us=mine.held_us, collectives=sorted(collectives, key=lambda c: -c.held_us), job_collectives=job_collectives,
         late_start_us=max(0.0, mine.offset_us - float(np.median(offsets))), offset_us=mine.offset_us,
         first_rank=min(results, key=lambda x: x.offset_us).rank, path_from_us=path_from - start, path_to_us=path_to - start,
         path_waited_for=waited_for, tasks=tasks,
     )  # fmt: skip
-    return results, straggler
 
 
 def _way_to(
@@ -150,9 +192,11 @@ def _way_to(
     seen = {member}  # causes that loop (a timeline built by hand) end where they first come back
     chain: list[tuple[int, float]] = []
     other = None
-    while i >= 0 and i not in seen and float(start[nxt]) > since:
-        if ranks[i] != rank:
-            other = ranks[i]  # the rank waited for another here: the time before is the other's
+    while i != -1 and i not in seen and float(start[nxt]) > since:
+        if i < -1 or ranks[i] != rank:
+            # the rank waited for another here (a cause below -1: rank -2 - cause's task, in another part of a job
+            # simulated in parts): the time before is the other's
+            other = -2 - i if i < -1 else ranks[i]
             break
         seen.add(i)
         begin = max(float(start[i]), since)

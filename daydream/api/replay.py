@@ -19,6 +19,7 @@ from daydream.api.memory import MemoryReplay, replay_memory
 from daydream.errors import TraceError
 from daydream.graph.adjacency import edge_arrays, successors_of
 from daydream.graph.build import build_graph
+from daydream.graph.chakra import chakra_inputs, is_chakra
 from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, Causality, Delays
 from daydream.perf.uncertainty import Interval, interval, noise_of
 from daydream.simulation import (
@@ -293,7 +294,9 @@ def run_inputs(trace: str | os.PathLike[str], et: str | os.PathLike[str] | None 
     """Every file a run reads: the trace (or each rank trace of a job folder) with the execution trace and recording
     sidecar beside it, the scripts and all they include. Every command checks its outputs against these, with
     daydream.files.check_output_path, before the work."""
-    if os.path.isdir(trace):
+    if is_chakra(trace):
+        files = chakra_inputs(trace)
+    elif os.path.isdir(trace):
         try:
             ranks = rank_trace_files(trace)
         except TraceError:

@@ -15,6 +15,8 @@ import networkx as nx
 from daydream.api.replay import run_inputs
 from daydream.files import open_input
 from daydream.graph.build import build_graph
+from daydream.graph.chakra import chakra_inputs, chakra_is_job, is_chakra
+from daydream.graph.schema import GPU_KINDS, CollectivePricing
 from daydream.simulation import EARLIEST, Policy
 from daydream.trace import load_trace
 from daydream.trace.job import is_job
@@ -40,20 +42,61 @@ class Workload:
         return trace if isinstance(trace, Workload) else cls(os.fspath(trace))
 
     @property
+    def is_chakra(self) -> bool:
+        """Whether the path is a Chakra execution trace: a ``.et`` file, or a folder of them (one per rank)."""
+        return is_chakra(self.path)
+
+    @property
     def is_job(self) -> bool:
-        """Whether the path is a job's folder of rank traces."""
-        return is_job(self.path)
+        """Whether the path is a job's folder of rank traces (Kineto's, or Chakra's of more than one rank)."""
+        return chakra_is_job(self.path) if self.is_chakra else is_job(self.path)
 
     def load(self) -> tuple[nx.DiGraph, bool]:
         """The graph scripts run on: one trace's step, or the job's ranks in one graph with its collectives priced
-        (every rank its own tasks: a script may change one). With whether the trace holds GPU activity."""
+        (every rank its own tasks: a script may change one). With whether the trace holds GPU activity. A Chakra
+        trace is read as it was written: its steps are its own (``step`` and ``et`` do not apply); a job's
+        collectives keep the durations daydream priced them at, re-priced over ``link`` where given, fitted to the
+        job's own transfers where another producer wrote them."""
+        return self._load(share=False)
+
+    def load_shared(self) -> tuple[nx.DiGraph, bool]:
+        """:meth:`load` for a replay: a job's ranks with the same tasks share one set (``daydream simulate``)."""
+        return self._load(share=True)
+
+    def _load(self, share: bool) -> tuple[nx.DiGraph, bool]:
+        if self.is_chakra:
+            return self._load_chakra(share)
         if self.is_job:
             from daydream.api.job import load_priced_job  # a job's collective models: imported for jobs only
 
-            return load_priced_job(self.path, self.step, self.link, self.jobs, share=False, ray=self.ray), True
+            return load_priced_job(self.path, self.step, self.link, self.jobs, share=share, ray=self.ray), True
         trace = load_trace(self.path, et=self.et)
         has_gpu = trace.has_gpu_activity  # before the build releases the trace's events
         return build_graph(trace, self.step, release_events=True), has_gpu
+
+    def _load_chakra(self, share: bool) -> tuple[nx.DiGraph, bool]:
+        from daydream.errors import DaydreamError
+        from daydream.graph.chakra import read_chakra
+
+        for name, value in (("--step", self.step), ("--et", self.et)):
+            if value is not None:
+                raise DaydreamError(f"{self.path}: a Chakra trace holds the steps it was written with: {name} does not apply")
+        graph = read_chakra(self.path, share=share)
+        collectives = graph.graph.get("collectives")
+        if collectives is not None and (self.link is not None or collectives.pricing is None):
+            from daydream.perf.job_collectives import price_collectives  # a job's collective models: for jobs only
+
+            ids = {a["collective_id"] for a in graph.nodes.values() if a.get("collective_id")}
+            timeless = {a["collective_id"] for a in graph.nodes.values() if a.get("collective_id") and not a["duration"] > 0}
+            if self.link is None and timeless:
+                # a workload for a simulator that prices its collectives itself (ASTRA-sim's): nothing to fit
+                collectives.pricing = CollectivePricing("as the Chakra trace gives them", len(ids), 0, len(ids), {})
+                graph.graph["warnings"].append(f"{self.path}: {len(timeless):,} of its {len(ids):,} collectives last 0 us "
+                                               "in the trace (their simulator prices them): give --link to price them")  # fmt: skip
+            else:
+                collectives.pricing = price_collectives(graph, self.link)
+        has_gpu = any(a["kind"] in GPU_KINDS for a in graph.nodes.values())
+        return graph, has_gpu
 
     def inputs(self, scripts: Sequence[str | os.PathLike[str]] = (), options: RunOptions | None = None) -> list[str]:
         """Every file a run of ``scripts`` on it reads (outputs are checked against them before the work)."""
@@ -61,7 +104,9 @@ class Workload:
         return run_inputs(self.path, self.et, scripts, include_dirs)
 
     def trace_files(self) -> list[str]:
-        """The trace file, or each rank trace of the job."""
+        """The trace file, or each rank trace of the job (a Chakra trace: its files)."""
+        if self.is_chakra:
+            return chakra_inputs(self.path)
         if not self.is_job:
             return [self.path]
         from daydream.api.job import job_inputs
@@ -70,7 +115,7 @@ class Workload:
 
     def sha256(self) -> str:
         """The SHA-256 of the trace file; of a job folder, over its rank files' names and hashes."""
-        if not self.is_job:
+        if not self.is_job and not self.is_chakra:
             return sha256_file(self.path)
         h = hashlib.sha256()
         for f in self.trace_files():

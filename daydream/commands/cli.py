@@ -48,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sim = sub.add_parser("simulate", help="replay a trace through the simulator and compare with the measurement")
     sim.add_argument("trace", metavar="TRACE",
-                     help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
+                     help="Kineto trace JSON (.json or .json.gz), a folder of one trace per rank of a job, or Chakra .et files")  # fmt: skip
     sim.add_argument(
         "--step",
         default=None,
@@ -160,6 +160,27 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default="daydream-report", metavar="DIR", help="the folder to write (default: ./daydream-report)")
     rep.add_argument("--json", action="store_true", help="print the analyses as one JSON object (report.json) instead of tables")
     rep.set_defaults(func=_cmd_report)
+    exp = sub.add_parser("export", help="write a trace, a job or a what-if as Chakra execution traces (ASTRA-sim's input)",
+                         description="Write TRACE's graph - after SCRIPTS, applied in order, if given - as one MLCommons "
+                         "Chakra execution trace per rank (DIR/NAME.RANK.et) and DIR/comm_group.json, through mlc-chakra "
+                         "(pip install 'daydream-whatif[chakra]'). ASTRA-sim reads them; so does daydream simulate DIR. "
+                         "What maps to what: docs/ecosystem.md.")  # fmt: skip
+    exp.add_argument("trace", metavar="TRACE",
+                     help="Kineto trace JSON (.json or .json.gz), a folder of one trace per rank of a job, or Chakra .et files")  # fmt: skip
+    exp.add_argument(
+        "scripts", metavar="SCRIPT", nargs="*", help=".whatif scripts applied first, in order (none: the graph as traced)"
+    )
+    _graph_options(exp)
+    _job_options(exp)
+    exp.add_argument("--chakra", required=True, metavar="DIR", help="the folder to write the .et files in (made if absent)")
+    exp.add_argument("--world", type=int, default=None, metavar="N",
+                     help="ranks to write: the job's repeated (rank r of k stands for r, r + k, ...) or its first; default: the "
+                          "ranks scale_out, ddp or fsdp set, else the trace's world")  # fmt: skip
+    exp.add_argument("--ctrl-deps", action="store_true",
+                     help="a thread's and a stream's order as ctrl_deps (default: every dependency a data dependency, the "
+                          "only kind ASTRA-sim's ETFeeder reads)")  # fmt: skip
+    exp.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
+    exp.set_defaults(func=_cmd_export)
     check = sub.add_parser("check", help="parse and check .whatif scripts without a trace")
     check.add_argument("scripts", metavar="SCRIPT", nargs="+")
     _script_options(check)
@@ -419,6 +440,36 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from daydream.api.chakra import export_chakra
+
+    def show(line: str) -> None:
+        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    result = export_chakra(_workload(args), args.chakra, args.scripts, _params(args.param), _options(args), args.world,
+                           "ctrl" if args.ctrl_deps else "data", on_print=show)  # fmt: skip
+    if args.json:
+        _print_json(result.to_dict())
+        return 0
+    w = result.written
+    for line in result.warnings:
+        _say(f"daydream: warning: {line}")
+    if result.predicted_us is not None:
+        show(f"after {', '.join(Path(s).name for s in result.scripts)}: step {result.predicted_us / 1e3:,.3f} ms "
+             f"(baseline {(result.baseline_us or 0.0) / 1e3:,.3f} ms), as daydream run predicts it")  # fmt: skip
+    repeat = (
+        f"; each of the {w.traced_ranks} traced ranks repeated (rank r stands for r, r + {w.traced_ranks}, ...)"
+        if w.world > w.traced_ranks
+        else ""
+    )
+    show(f"wrote {w.world:,} Chakra execution trace{'s' if w.world > 1 else ''} ({result.world_from}{repeat}): "
+         f"{w.nodes:,} nodes, {w.dependencies:,} dependencies, {w.workload}.0.et"
+         + (f" to {w.workload}.{w.world - 1}.et" if w.world > 1 else "") + f"; process groups in {w.comm_groups}")  # fmt: skip
+    show(f"ASTRA-sim: --workload-configuration={w.workload} --comm-group-configuration={w.comm_groups}; "
+         f"daydream: simulate {os.path.dirname(w.workload) or '.'}")  # fmt: skip
+    return 0
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from daydream.dsl.library import check_files
 
@@ -662,21 +713,29 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     work = _workload(args)
     inputs = work.inputs()
     if work.is_job:
-        from daydream.api.job import replay_job  # a job's collective models: imported for jobs only
+        from daydream.api.job import replay_job, replay_job_graph  # a job's collective models: imported for jobs only
 
         if args.jobs is not None and args.jobs < 1:
             raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
         _check_export(args, inputs)
-        # a timeline to export is the whole job's: one process holds it
-        by_workers = False if args.export_trace is not None and not args.by_workers else args.by_workers
-        if args.export_trace is not None and args.by_workers:
-            raise DaydreamError("--export-trace needs the whole job's timeline in one process: give --no-by-workers")
-        job = replay_job(args.trace, step=args.step, link=args.link, jobs=args.jobs, policy=parse_policy(args.policy),
-                         ray=args.ray, by_workers=by_workers)  # fmt: skip
+        if work.is_chakra:
+            job = replay_job_graph(work.load_shared()[0], parse_policy(args.policy))
+        else:
+            # a timeline to export is the whole job's: one process holds it
+            by_workers = False if args.export_trace is not None and not args.by_workers else args.by_workers
+            if args.export_trace is not None and args.by_workers:
+                raise DaydreamError("--export-trace needs the whole job's timeline in one process: give --no-by-workers")
+            job = replay_job(args.trace, step=args.step, link=args.link, jobs=args.jobs, policy=parse_policy(args.policy),
+                             ray=args.ray, by_workers=by_workers)  # fmt: skip
         _emit(args, job, render_job, "simulated", inputs)
         return 0
     _check_export(args, inputs)
-    result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
+    if work.is_chakra:
+        from daydream.api.replay import replay_graph
+
+        result = replay_graph(work.load()[0], parse_policy(args.policy))
+    else:
+        result = replay(args.trace, step=args.step, et=args.et, policy=parse_policy(args.policy))
     _emit(args, result, render_replay, "simulated", inputs)
     return 0
 

@@ -87,7 +87,7 @@ def run(folder: Path, workers: int | None, joint: bool, ray: str | None, step: s
     if joint:
         job = replay_job(folder, step=step, jobs=workers)
     else:
-        job = replay_job(folder, step=step, jobs=workers, ray=ray, by_workers=True)
+        job = replay_job(folder, step=step, jobs=workers, ray=ray)  # workers where the CLI would use them
     wall = time.perf_counter() - t0
     d = job.report
     used = job.workers

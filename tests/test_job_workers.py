@@ -21,6 +21,7 @@ from daydream.api.job import JobReplay, replay_job
 from daydream.api.job_workers import replay_job_by_workers
 from daydream.commands.cli import main
 from daydream.errors import DaydreamError
+from daydream.simulation import FIFO
 
 RANKS = 12
 
@@ -159,9 +160,11 @@ def test_the_cli_simulates_a_large_job_by_workers(differing: Path, monkeypatch: 
     """By default a job of more than BY_WORKERS_BYTES of traces is simulated by workers (here: every job, the bound
     set to 0), with the joint simulation's numbers; --no-by-workers keeps it in this process; the terminal says who
     simulated it."""
-    assert not job_api.by_workers_pays(differing, None)  # a small job: jointly
+    assert not job_api.by_workers_pays(differing)  # a small job: jointly
     monkeypatch.setattr(job_api, "BY_WORKERS_BYTES", 0)
-    assert job_api.by_workers_pays(differing, None) and not job_api.by_workers_pays(differing, 1)
+    assert job_api.by_workers_pays(differing) and not job_api.by_workers_pays(differing, FIFO)
+    one = replay_job(differing)  # the Python API's default, one worker: this process, holding arrays, not graphs
+    assert one.workers is not None and (one.workers.count, one.workers.kind) == (1, "this process")
     assert main(["simulate", str(differing), "--jobs", "2", "--json"]) == 0
     spread = json.loads(capsys.readouterr().out)
     assert main(["simulate", str(differing), "--jobs", "2", "--no-by-workers", "--json"]) == 0

@@ -202,33 +202,43 @@ def replay_job(
     Ray actors on the cluster at ``ray``; :mod:`daydream.api.job_workers`) instead of in this process, with the same
     result; None: where the job is large enough for that to pay (:func:`by_workers_pays`)."""
     if by_workers is None:
-        by_workers = by_workers_pays(directory, jobs, policy)
+        by_workers = by_workers_pays(directory, policy)
     if by_workers:
         from daydream.api.job_workers import replay_job_by_workers
 
-        count = jobs if jobs is not None else processes_for(len(rank_trace_files(directory)), RANKS_PER_PROCESS)
-        return replay_job_by_workers(directory, step, link, max(1, count), policy, share, ray)
+        if jobs is None:  # a worker per RANKS_PER_PROCESS ranks, or per MIB_PER_WORKER of traces, at most one per core
+            n = len(rank_trace_files(directory))
+            jobs = max(processes_for(n, RANKS_PER_PROCESS), processes_for(job_trace_bytes(directory) >> 20, MIB_PER_WORKER))
+        count = max(1, jobs)
+        # one worker on this machine is this process: no process to start (and no __main__ guard to ask of a script)
+        return replay_job_by_workers(directory, step, link, count, policy, share, ray, in_process=count == 1 and ray is None)
     return replay_job_graph(load_priced_job(directory, step, link, jobs, share, ray), policy)
 
 
-# a job's rank traces, in bytes on disk, past which workers simulate it (by_workers_pays): measured with
-# bench/bench_job_workers.py on 2 cores (see docs/speed.md, "Jobs of any size")
-BY_WORKERS_BYTES = 32 << 20
+# a job's rank traces, in bytes on disk, past which workers simulate it (by_workers_pays), and the MiB of traces
+# worth a worker of its own (the CLI's default --jobs there): measured with bench/bench_job_workers.py on 2 cores
+# (docs/speed.md, "Jobs of any size"): dlrm8's ranks varied, 64 ranks (3.8 MB) as fast either way, 256 ranks (15 MB)
+# 39-43 s by 2 workers against 59-61 s jointly, 1,024 ranks 84 s against 141 s (and 0.3 GB per process against 2.6)
+BY_WORKERS_BYTES = 8 << 20
+MIB_PER_WORKER = 16
 
 
-def by_workers_pays(directory: str | os.PathLike[str], jobs: int | None = None, policy: Policy = EARLIEST) -> bool:
-    """Whether workers that each hold some ranks simulate the job in ``directory`` (``daydream simulate``'s
-    default): where its rank traces hold more than BY_WORKERS_BYTES on disk, and more than one worker would run
-    (``jobs`` not 1); never under the fifo policy, which orders tasks by when they became ready, not by time."""
-    if jobs == 1 or policy.kind == "fifo":
-        return False
+def job_trace_bytes(directory: str | os.PathLike[str]) -> int:
+    """The size on disk of a job's rank traces (0 where one cannot be read: the load says why)."""
     total = 0
     for path in rank_trace_files(directory):
         try:
             total += os.stat(path).st_size
         except OSError:
-            return False  # (the load says what is wrong with it)
-    return total > BY_WORKERS_BYTES
+            return 0
+    return total
+
+
+def by_workers_pays(directory: str | os.PathLike[str], policy: Policy = EARLIEST) -> bool:
+    """Whether workers that each hold some ranks simulate the job in ``directory`` (``daydream simulate``'s
+    default): where its rank traces hold more than BY_WORKERS_BYTES on disk; never under the fifo policy, which
+    orders tasks by when they became ready, not by time."""
+    return policy.kind != "fifo" and job_trace_bytes(directory) > BY_WORKERS_BYTES
 
 
 # --- the straggler in words: what simulate, run and report say of it, the same sentences in the terminal and the page

@@ -38,7 +38,7 @@ from daydream.api.replay import relative_error
 from daydream.errors import DaydreamError, TraceError
 from daydream.graph.build import build_graph
 from daydream.graph.job import CommTask, format_ranks, match_comm_tasks, rank_fingerprint
-from daydream.graph.schema import RankInfo
+from daydream.graph.schema import JobCollectives, RankInfo
 from daydream.perf.collectives import Link
 from daydream.perf.job_collectives import price_gangs
 from daydream.simulation import EARLIEST, Policy, breakdown
@@ -436,48 +436,16 @@ def replay_job_by_workers(
     with open_workers(count, ray, in_process) as pool:
         built = _build(pool, files, step, share, policy)
         first = built[0]
-        ranks = check_ranks(where, [(b.trace, b.named_rank, b.world_size) for b in built])
-        file_rank = {path: r for r, path in ranks.items()}
-        for b in built:
-            if b.steps != first.steps:
-                raise TraceError(f"{where}: rank {file_rank[b.trace]} ({b.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
-                                 f"rank {file_rank[first.trace]} {', '.join(first.steps)}: give --step")  # fmt: skip
-        by_rank = sorted(built, key=lambda b: file_rank[b.trace])
-        origin = min(b.origin_us for b in by_rank)
-        infos = [RankInfo(rank=file_rank[b.trace], trace=b.trace, measured_us=b.measured_us, origin_us=b.origin_us,
-                          fingerprint=b.fingerprint) for b in by_rank]  # fmt: skip
-        rep: dict[str, int] = {}
-        for info in infos:
-            info.offset_us = info.origin_us - origin
-            rep.setdefault(info.fingerprint, info.rank)
-            if rep[info.fingerprint] != info.rank:
-                info.same_as = rep[info.fingerprint]
+        infos, by_rank = _number_ranks(where, built)
         own = [(info, b) for info, b in zip(infos, by_rank) if info.same_as is None]
-        # the comm tasks of the simulated ranks on the job's clock, placed as the joint graph places them (rank-major)
-        comm: list[CommTask] = []
-        base = 0
-        for info, b in own:
-            comm.extend(msgspec.structs.replace(t, rank=info.rank, order=base + t.order, issued_us=t.issued_us + info.offset_us,
-                                                start_us=t.start_us + info.offset_us) for t in b.comm)  # fmt: skip
-            base += b.tasks
-        matched, collectives = match_comm_tasks(comm, infos, where)
-        number: dict[str, int] = {}  # each collective's number: in order of first appearance, as the joint job's
-        for cid, _, _ in matched:
-            if cid is not None:
-                number.setdefault(cid, len(number))
-        cid_of = list(number)
-        gang_of = [number[cid] if cid is not None else -1 for cid, _, _ in matched]
-        comm = [msgspec.structs.replace(t, group=group, group_size=size) for t, (_, group, size) in zip(comm, matched)]
-        by_gang: list[list[CommTask]] = [[] for _ in number]
-        for t, g in zip(comm, gang_of):
-            if g >= 0:
-                by_gang[g].append(t)
+        comm, gang_of, by_gang, cid_of, collectives = _match_collectives(where, own, infos)
         prices, collectives.pricing = price_gangs(by_gang, link)
+        base = sum(b.tasks for _, b in own)
         members = [len(m) for m in by_gang]
         worker_of = {b.index: w for w, block in enumerate(_blocks(len(files), count)) for b in built if b.index in block}
         plans: list[list[RankPlan]] = [[] for _ in range(count)]
         k = 0
-        gang_holders: list[_Gang] = [_Gang() for _ in number]
+        gang_holders: list[_Gang] = [_Gang() for _ in by_gang]
         for info, b in zip(infos, by_rank):
             n = len(b.comm) if info.same_as is None else 0
             gangs = gang_of[k : k + n]
@@ -505,20 +473,23 @@ def replay_job_by_workers(
                 starts[m.gang] = m.start_us
         window = {r: (w.start_us, w.step_us) for r, w in windows.items()}
         waits = {r: w.wait_us for r, w in windows.items()}
-        held = held_collectives(infos, [(g, sorted(latest[g])[-2:]) for g in range(len(number)) if members[g] > 1])
+        held = held_collectives(infos, [(g, sorted(latest[g])[-2:]) for g in range(len(by_gang)) if members[g] > 1])
         results = job_rank_results(infos, window, waits, held)
         # the job's step: its slowest simulated rank's window (the lowest of those tied)
         steps = {r: window[r][1] for r in sorted(window)}
         slowest = max(steps, key=steps.__getitem__)
         r = straggler_rank(held)
         owner = {p.rank: w for w in range(count) for p in plans[w] if p.simulated}
-        requests: list[list[tuple[int, int | None]]] = [[] for _ in range(count)]
-        requests[owner[slowest]].append((slowest, None))
+        # the slowest rank's breakdown and the straggler's way to the last collective it held, each from the worker
+        # holding it (one reading of its trace where they are one rank)
+        requests: list[dict[int, int | None]] = [{} for _ in range(count)]
+        requests[owner[slowest]][slowest] = None
         if r is not None:
             last = max((g for _, g, _ in held[r]), key=lambda g: starts[g])  # the first of the latest held, as max() picks
-            requests[owner[r]].append((r, last))
-        answers = pool.call("details", [(requests[w],) for w in range(count)])
-        parts_of_slowest = answers[owner[slowest]][0][0]
+            requests[owner[r]][r] = last
+        answers = [dict(zip(asked, told)) for asked, told in
+                   zip(requests, pool.call("details", [(list(requests[w].items()),) for w in range(count)]))]  # fmt: skip
+        parts_of_slowest = answers[owner[slowest]][slowest][0]
         straggler = None
         if r is not None:
             mine = {g: t for t, g in zip(comm, gang_of) if t.rank == r and g >= 0}
@@ -527,8 +498,8 @@ def replay_job_by_workers(
                                reached_us=sorted(latest[g])[-1][0] - window[r][0], next_rank=nxt)
                 for h, g, nxt in held[r]
             ]  # fmt: skip
-            way = answers[owner[r]][-1][1]
-            straggler = straggler_of(results, r, held_there, len(number), way, window[r][0])
+            way = answers[owner[r]][r][1]
+            straggler = straggler_of(results, r, held_there, len(by_gang), way, window[r][0])
         used = WorkersUsed(count, pool.kind, rounds, pool.call("peak_bytes", [()] * count))
     measured = max(x.measured_us for x in results)
     baseline = window[slowest][1]
@@ -540,7 +511,58 @@ def replay_job_by_workers(
         collectives=collectives.to_builtins(), tasks=base, simulated_ranks=len(own), breakdown=parts_of_slowest,
         warnings=warnings, workers=used,
     )  # fmt: skip
-    return JobReplay(report, None, None, results, straggler, {cid: starts[g] for cid, g in number.items() if g in starts})
+    return JobReplay(report, None, None, results, straggler, {cid_of[g]: s for g, s in sorted(starts.items())})
+
+
+def _number_ranks(where: str, built: list[RankBuilt]) -> tuple[list[RankInfo], list[RankBuilt]]:
+    """Every rank's number (from its trace, or its file's name: check_ranks), its step's start after the job's first
+    rank's, and the rank whose tasks stand for it (the lowest of its fingerprint), in rank order; the same step
+    everywhere, or an error as the joint load gives it."""
+    first = built[0]
+    ranks = check_ranks(where, [(b.trace, b.named_rank, b.world_size) for b in built])
+    file_rank = {path: r for r, path in ranks.items()}
+    for b in built:
+        if b.steps != first.steps:
+            raise TraceError(f"{where}: rank {file_rank[b.trace]} ({b.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
+                             f"rank {file_rank[first.trace]} {', '.join(first.steps)}: give --step")  # fmt: skip
+    by_rank = sorted(built, key=lambda b: file_rank[b.trace])
+    origin = min(b.origin_us for b in by_rank)
+    infos = [RankInfo(rank=file_rank[b.trace], trace=b.trace, measured_us=b.measured_us, origin_us=b.origin_us,
+                      fingerprint=b.fingerprint) for b in by_rank]  # fmt: skip
+    rep: dict[str, int] = {}
+    for info in infos:
+        info.offset_us = info.origin_us - origin
+        rep.setdefault(info.fingerprint, info.rank)
+        if rep[info.fingerprint] != info.rank:
+            info.same_as = rep[info.fingerprint]
+    return infos, by_rank
+
+
+def _match_collectives(
+    where: str, own: list[tuple[RankInfo, RankBuilt]], infos: list[RankInfo]
+) -> tuple[list[CommTask], list[int], list[list[CommTask]], list[str], JobCollectives]:
+    """The comm tasks of the simulated ranks on the job's clock, placed as the joint graph places them (rank-major),
+    matched into collectives as the joint job matches them: the tasks (with their group and its size), each one's
+    collective (numbered in order of first appearance, as the joint job's; -1: none), each collective's members and
+    id (``GROUP#k``), and the groups (JobCollectives)."""
+    comm: list[CommTask] = []
+    base = 0
+    for info, b in own:
+        comm.extend(msgspec.structs.replace(t, rank=info.rank, order=base + t.order, issued_us=t.issued_us + info.offset_us,
+                                            start_us=t.start_us + info.offset_us) for t in b.comm)  # fmt: skip
+        base += b.tasks
+    matched, collectives = match_comm_tasks(comm, infos, where)
+    number: dict[str, int] = {}
+    for cid, _, _ in matched:
+        if cid is not None:
+            number.setdefault(cid, len(number))
+    gang_of = [number[cid] if cid is not None else -1 for cid, _, _ in matched]
+    comm = [msgspec.structs.replace(t, group=group, group_size=size) for t, (_, group, size) in zip(comm, matched)]
+    by_gang: list[list[CommTask]] = [[] for _ in number]
+    for t, g in zip(comm, gang_of):
+        if g >= 0:
+            by_gang[g].append(t)
+    return comm, gang_of, by_gang, list(number), collectives
 
 
 def _blocks(n: int, count: int) -> list[range]:

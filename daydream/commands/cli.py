@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     _job_options(sim)
     sim.add_argument("--by-workers", action=argparse.BooleanOptionalAction, default=None,
                      help="a job: simulate it by the workers (--jobs, --ray), each holding some ranks, none all of them "
-                          "(default: for a job of more than 32 MiB of traces); --no-by-workers: every rank in this process")  # fmt: skip
+                          "(default: for a job of more than 8 MiB of traces); --no-by-workers: every rank in this process")  # fmt: skip
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     sim.add_argument("--export-trace", metavar="OUT.json",
                      help="write the simulated timeline as Chrome-trace JSON (never onto an input of the run)")  # fmt: skip

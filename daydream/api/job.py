@@ -33,6 +33,7 @@ from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, simulate
 from daydream.simulation.ranks import HeldCollective, RankResult, Straggler, rank_results
 from daydream.trace import load_trace
 from daydream.trace.job import check_ranks, is_job, rank_trace_files
+from daydream.units import brief_repr
 from daydream.workers import connect_ray, processes_for
 
 # ranks a worker process builds before it pays for its start (bench/bench_multirank.py on 2 cores: 32 ranks of dlrm8
@@ -153,6 +154,8 @@ class JobRank(msgspec.Struct):
     """A rank of the unchanged job as a row: its step under the one name a replay's step has, ``baseline_us``;
     ``predicted_us`` repeats it under the name docs/multigpu.md gave it first."""
 
+    __repr__ = brief_repr  # one screen, whatever it holds
+
     rank: int
     measured_us: float
     baseline_us: float
@@ -171,6 +174,8 @@ class JobRank(msgspec.Struct):
 class JobReplayReport(msgspec.Struct):
     """A simulated job as data: what ``daydream simulate DIR --json`` prints, in this order, and what renderers read.
     ``predicted_us`` repeats the baseline under the name docs/multigpu.md gave it first."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     trace: str | None
     device: str | None
@@ -333,9 +338,9 @@ def longest_window_sentence(s: Straggler, rank: int, step_us: float, wait_us: fl
 
 
 def ranks_legend(first_rank: int) -> str:
-    """What the per-rank table's columns mean (starts, waiting, working, holds others)."""
+    """What the per-rank table's columns mean (starts, waiting, working, delays others)."""
     return (f"starts: its step's start after the first rank's (rank {first_rank}'s); waiting: in collectives, for the "
-            "ranks that reached them later; working: its step less its waiting; holds others: how much earlier the "
+            "ranks that reached them later; working: its step less its waiting; delays others: how much earlier the "
             "collectives it reached last would have started without it")  # fmt: skip
 
 

@@ -84,10 +84,8 @@ def run(folder: Path, workers: int | None, joint: bool, ray: str | None, step: s
     from daydream.api.job import replay_job
 
     t0 = time.perf_counter()
-    if joint:
-        job = replay_job(folder, step=step, jobs=workers)
-    else:
-        job = replay_job(folder, step=step, jobs=workers, ray=ray)  # workers where the CLI would use them
+    # workers where the CLI would use them (past BY_WORKERS_BYTES of traces), unless asked for the joint path
+    job = replay_job(folder, step=step, jobs=workers, ray=ray, by_workers=False if joint else None)
     wall = time.perf_counter() - t0
     d = job.report
     used = job.workers

@@ -1,9 +1,11 @@
-"""Progress of long steps, on stderr at a terminal: the one helper every long step uses (reading a big trace,
-building and simulating a graph of every step, a job's ranks, ``models accuracy``, ``record``, ``compare``).
+"""Progress of long steps on stderr, a bar at a terminal and a line every few seconds elsewhere: the one helper every
+long step uses (reading a big trace, building and simulating a graph of every step, a job's ranks, ``models
+accuracy``, ``record``, ``compare``, ``plan``).
 
-Silent unless turned on (:func:`shown`): the command line turns it on when stderr is a terminal and stdout is not
-carrying ``--json``; the Python API, tests and pipes never see a bar. A step shows only once it has lasted
-``DELAY_S``, so a quick command draws nothing; finished steps leave no trace on the screen (the bar is transient).
+Silent unless turned on (:func:`shown`): the command line turns it on unless stdout carries ``--json``, as bars when
+stderr is a terminal and as lines (``daydream: predicting 40 scenarios: 12 of 40, 15 s``) when it is not; the Python
+API never sees it. A bar shows only once its step has lasted ``DELAY_S``, so a quick command draws nothing; finished
+steps leave no trace on the screen (the bar is transient).
 
     with progress.task("reading trace.json.gz", total=size) as advance:
         for chunk in chunks:
@@ -19,15 +21,19 @@ import contextlib
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 DELAY_S = 0.5  # a step shorter than this draws nothing: a quick command's output stays as it was
 
+EVERY_S = 5.0  # where stderr is no terminal (a pipe, a log): a line per running step this often, not a bar
+
 _console: Console | None = None  # set while shown(): where the bars go; None: silent
+_as_lines = False  # set while shown(..., lines=True): progress said as lines, not drawn
 _lock = threading.Lock()
-_display: _Display | None = None  # the live bars, while any step runs
+_display: _Display | _Lines | None = None  # the live bars (or the lines' timer), while any step runs
 
 
 def _noop(_amount: float = 1.0) -> None:
@@ -63,16 +69,46 @@ class _Display:
             self.progress.stop()
 
 
+class _Lines:
+    """Progress as a line per running step every EVERY_S seconds (``daydream: predicting 40 scenarios: 12 of 40,
+    15 s``): for a stderr that is no terminal, where a redrawn bar would be noise and silence looks like a hang. The
+    steps are kept by a rich Progress that is never drawn."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(console=console, disable=True)
+        self.tasks = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._say, daemon=True)
+        self.thread.start()
+
+    def _say(self) -> None:
+        while not self.stopped.wait(EVERY_S):
+            with _lock:
+                lines = [_progress_line(t) for t in self.progress.tasks]
+            for line in lines:
+                self.console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def _progress_line(task: Any) -> str:
+    done = f": {task.completed:,.0f} of {task.total:,.0f}" if task.total else ""
+    return f"daydream: {task.description}{done}, {task.elapsed or 0.0:.0f} s"
+
+
 @contextlib.contextmanager
-def shown(console: Console | None) -> Iterator[None]:
-    """Show the steps that run inside on ``console`` (None: nothing); the command line's switch."""
-    global _console
-    before = _console
-    _console = console
+def shown(console: Console | None, lines: bool = False) -> Iterator[None]:
+    """Show the steps that run inside on ``console`` (None: nothing): as bars, or (``lines``) as a line per running
+    step every EVERY_S seconds; the command line's switch."""
+    global _console, _as_lines
+    before = _console, _as_lines
+    _console, _as_lines = console, lines
     try:
         yield
     finally:
-        _console = before
+        _console, _as_lines = before
 
 
 def enabled() -> bool:
@@ -121,7 +157,7 @@ def _line(description: str, total: float | None) -> Iterator[tuple[Progress | No
         return
     with _lock:
         if _display is None:
-            _display = _Display(console)
+            _display = _Lines(console) if _as_lines else _Display(console)
         display = _display
         display.tasks += 1
         tid = display.progress.add_task(description, total=total)

@@ -39,3 +39,37 @@ def nbytes(n: float) -> str:
 def signed_bytes(n: float) -> str:
     """``+12.0 MiB``, ``-1.50 GiB``; ``0 B`` for nothing."""
     return "0 B" if abs(n) < 0.5 else ("+" if n > 0 else "-") + nbytes(abs(n))
+
+
+def brief(value: object, width: int = 60) -> str:
+    """A value as a one-screen repr shows it: a number to 7 significant digits, a long string cut, a container by its
+    size where it holds more than a few, a nested result by its own short repr (or its type)."""
+    if value is None or isinstance(value, (bool, int)):
+        return repr(value)
+    if isinstance(value, float):
+        return f"{value:.7g}"
+    if isinstance(value, str):
+        return repr(value if len(value) <= width else value[: width - 1] + "…")
+    if isinstance(value, (list, tuple, dict)):
+        noun = "entries" if isinstance(value, dict) else "items"
+        if len(value) > 4:  # (never each of a million items)
+            return f"<{len(value):,} {noun}>"
+        if isinstance(value, dict):
+            text = "{" + ", ".join(f"{brief(k, 30)}: {brief(v, 30)}" for k, v in value.items()) + "}"
+        else:
+            text = "[" + ", ".join(brief(v, 30) for v in value) + "]"
+        return text if len(text) <= width else f"<{len(value):,} {noun}>"
+    text = repr(value)  # a result of ours: its own one-line repr, where it is short
+    return text if len(text) <= 2 * width else f"{type(value).__name__}(…)"
+
+
+def brief_repr(self: object) -> str:
+    """``Name(field=value, ...)`` with each value :func:`brief`: the repr of a result struct or dataclass, one screen
+    whatever it holds (a plain one prints every task, step and float it holds)."""
+    import dataclasses
+
+    import msgspec
+
+    names = msgspec.structs.fields(self) if isinstance(self, msgspec.Struct) else dataclasses.fields(self)  # type: ignore[arg-type]
+    shown = ", ".join(f"{f.name}={brief(getattr(self, f.name))}" for f in names if not f.name.startswith("_"))
+    return f"{type(self).__name__}({shown})"

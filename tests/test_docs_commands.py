@@ -1,6 +1,7 @@
-"""Every `daydream` command in a ```bash block of docs/ runs as written (the docs' terminal sessions are checked line
-for line by tests/test_docs_examples.py; the README's commands by tests/test_readme.py). A block's commands run in
-order in one folder, as a reader would type them. `TRACE` is a GPU trace of the validation corpus (the H100
+"""Every `daydream` command in a ```bash block of docs/, and every `$ daydream` line of a ```console block, runs as
+written (the docs' terminal sessions, ```text blocks, are checked line for line by tests/test_docs_examples.py; the
+README's commands by tests/test_readme.py). A block's commands run in order in one folder, as a reader would type
+them; a path into ../shared is the checkout's neighbour, as from the repository's root. `TRACE` is a GPU trace of the validation corpus (the H100
 transformer; the hybrid DLRM for `fae`), `DIR` and `JOB` the shared dlrm8 job; the index files the embeddings docs
 name are made here (Zipf rows). Synopsis lines (`[OPTIONS]`, `SCRIPT...`) and the commands listed in ELSEWHERE are
 not run: each says where it is tested."""
@@ -28,16 +29,17 @@ ELSEWHERE = {
     "daydream validate": "tests/test_validate.py (the corpus ledger, its worker processes, --errors-out)",
     "daydream models kernels --refit DATA": "tests/test_device_model.py (refit reproduces the shipped figures)",
 }
-SYNOPSIS = re.compile(r"\[|\.\.\.|\b(SCRIPT|HOT_BYTES|HOT_BATCH_FRACTION|BATCHES_PER_EPOCH|COMMAND)\b")
+SYNOPSIS = re.compile(r"\[|\.\.\.|\b(SCRIPT|HOT_BYTES|HOT_BATCH_FRACTION|BATCHES_PER_EPOCH|COMMAND|BIG_JOB_DIR)\b")
 
 
 def _blocks() -> list[tuple[str, int, list[str]]]:
     """(doc, block number, its `daydream` commands, continuations joined and comments dropped)."""
     out = []
     for doc in sorted((ROOT / "docs").glob("*.md")):
-        for k, block in enumerate(re.findall(r"```bash\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)):
+        for k, (kind, block) in enumerate(re.findall(r"```(bash|console)\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)):
             text = block.replace("\\\n", " ")
-            commands = [re.sub(r"\s+#\s.*$", "", line).strip() for line in text.splitlines()]
+            lines = text.splitlines() if kind == "bash" else [line[2:] for line in text.splitlines() if line.startswith("$ ")]
+            commands = [re.sub(r"\s+#\s.*$", "", line).strip() for line in lines]
             commands = [c for c in commands if c.startswith("daydream ") and not c.split()[1].endswith(":")]
             if commands:
                 out.append((doc.name, k, commands))
@@ -82,10 +84,13 @@ def test_a_docs_block_runs(doc: str, block: int, commands: list[str], tmp_path: 
         trace = TRACES["fae" if " fae" in command else ""]
         places = {"TRACE": str(trace), "JOB": str(JOB), "DIR": str(JOB), "trace.json.gz": str(trace),
                   "scenarios.toml": str(ROOT / "examples" / "scenarios.toml"), "python": sys.executable}  # fmt: skip
-        words = [places.get(w, str(ROOT / w) if w.startswith(("examples/", "validation/")) else w) for w in command.split()]
+        words = [places.get(w, str(ROOT / w) if w.startswith(("examples/", "validation/", "../shared/")) else w)
+                 for w in command.split()]  # fmt: skip
+        if any(w.startswith("../shared/") for w in command.split()) and not JOB.parent.parent.is_dir():
+            pytest.skip(f"{JOB.parent.parent} is absent")
         words = [w[: -len(".whatif")] if w.endswith(".whatif") and not Path(w).exists() else w for w in words]
         run = subprocess.run([sys.executable, "-m", "daydream", *words[1:]], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=600, env={**os.environ, "COLUMNS": "160"})  # fmt: skip
+                             text=True, timeout=600, env={**os.environ, "COLUMNS": "160"}, stdin=subprocess.DEVNULL)  # fmt: skip
         assert run.returncode == 0, f"{doc}: {command}\n{run.stdout[-1500:]}\n{run.stderr[-1500:]}"
         assert "Traceback" not in run.stderr
         ran += 1

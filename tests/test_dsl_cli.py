@@ -241,3 +241,81 @@ def test_repl_joins_lines_while_a_bracket_is_open(trace: Path) -> None:
     out = run("repl", str(trace), stdin="for k in [1, 2\n, 3] {\nprint k\n}\n")
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[1:4] == ["1", "2", "3"]
+
+
+def flat(text: str) -> str:
+    """``text`` with its lines joined: what it says, wherever the terminal's width broke its lines."""
+    return " ".join(text.split())
+
+
+def test_repl_answers_pythons_words_and_an_empty_diff(trace: Path) -> None:
+    """Issue 75: `exit`, `quit()` and `help` answered "unknown name 'exit'"; `:diff` before any change printed an
+    empty table. Now each does what it asks, saying the command; a name the session bound is itself."""
+    out = run("repl", str(trace), stdin=":diff\nhelp\nquit()\ncount(gpu)\n")
+    assert out.returncode == 0, out.stdout
+    assert "no changes yet" in out.stdout and "\nGPU time by class\n" not in out.stdout  # no table
+    assert "(:help is the command: " in out.stdout and ":undo" in out.stdout
+    assert out.stdout.rstrip().endswith("(:quit is the command: leave (also Ctrl-D))")  # count(gpu) never ran
+    assert "unknown name" not in out.stdout
+    out = run("repl", str(trace), stdin="exit\n")
+    assert out.returncode == 0 and "(:quit is the command" in out.stdout
+    out = run("repl", str(trace), stdin="let exit = 3\nexit\n")
+    assert out.stdout.splitlines()[-1] == "3"
+
+
+def test_messages_say_what_is_wanted(tmp_path: Path, trace: Path) -> None:
+    """Issue 75: a word where a number goes, a device the catalog lacks, a unit where none belongs, a select no task
+    matches and a script where the trace goes are each said in the terms of what is wanted."""
+    out = run("run", str(trace), "batch_size", "-p", "factor=two")
+    assert out.returncode == 2 and "-p factor=two: factor takes a number (its default: 2), not the word 'two'" in flat(out.stderr)
+    script = tmp_path / "mine.whatif"
+    for text, said in [
+        ('param device = "h1000"\nlet t = gemm(64, 64, 64, device = device)', "unknown device 'h1000'; did you mean 'h100'"),
+        ('let t = gemm(64, 64, 64, dtype = "bf17")', "unknown dtype 'bf17'"),
+        ('let t = allreduce(1MB, ranks = 2, link = "nvlink9")', "unknown link 'nvlink9'"),
+        ("scale gpu by 2ms", "a scale factor is a number (2, 0.5, 1 / speedup); 2ms is a time"),
+        ('insert cpu "x" after first(cpu) duration 10MB', "a duration is a time (10us, 1.5ms); 10MB is a size in bytes"),
+        ('alloc 10ms as "activations" after first(cpu) until last(cpu)', "alloc takes a size in bytes"),
+    ]:  # fmt: skip
+        script.write_text(text + "\n")
+        out = run("check", str(script))  # without a trace: what run would refuse, check refuses
+        assert out.returncode == 2 and said in flat(out.stderr), (text, out.stderr)
+    script.write_text('scale select gpu where class == "gem" by 0.5\n')
+    out = run("run", str(trace), str(script))
+    said = flat(out.stdout)  # (a line wraps at the terminal's width)
+    assert "matches no task; no task has class 'gem' (the trace's: " in said and "did you mean 'gemm'?" in said
+    script.write_text('"""Half-time GEMMs."""\nscale select gpu where class == "gemm" by 0.5\n')
+    out = run("simulate", str(script))
+    assert out.returncode == 1
+    assert f"{script}: a .whatif script, not a trace (Kineto JSON): `daydream run TRACE {script}` runs it" in flat(out.stderr)
+
+
+def test_the_python_api_names_its_own_arguments(trace: Path) -> None:
+    """An error about a param given through the API speaks of ``params``, not of the command line's -p."""
+    from daydream.api.whatif import whatif
+    from daydream.errors import ScriptError
+
+    with pytest.raises(ScriptError, match=r"^params\['factor'\] = 'two': factor takes a number"):
+        whatif(trace, ["batch_size"], params={"factor": "two"})
+    with pytest.raises(ScriptError, match=r"unknown parameter nope \(params\)"):
+        whatif(trace, ["batch_size"], params={"nope": 1})
+    with pytest.raises(ScriptError) as exc:
+        whatif(trace, ["amp"], params={"memory_speedup": -1})
+    assert "(from params['memory_speedup'] = -1)" in str(exc.value) and "-p " not in str(exc.value)
+
+
+def test_no_noise_the_user_cannot_act_on(tmp_path: Path) -> None:
+    """Issue 75: the library's scripts warned of their own no-op statements, the header showed a site-packages path
+    after two spaces, and a CPU recording was warned of on every command. A library script is named by its name, the
+    CPU recording said on the device line; the user's own no-op is still said."""
+    from daydream.api.demo import bundled_example
+
+    out = run("run", bundled_example(), "batch_size", "-p", "factor=2")
+    assert out.returncode == 0, out.stderr
+    assert "holds no task" not in out.stdout + out.stderr and "warning" not in out.stdout + out.stderr
+    assert f"daydream run {bundled_example()} batch_size" in flat(out.stdout)
+    assert "device: x86_64 (cpu)\n" in out.stdout
+    own = tmp_path / "own.whatif"
+    own.write_text('let none_such = select cpu where name == "no such op"\nremove none_such\n')
+    out = run("run", bundled_example(), str(own))
+    assert "`none_such` holds no task: remove does nothing" in flat(out.stdout)

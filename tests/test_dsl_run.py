@@ -278,7 +278,7 @@ def test_include_params_and_overrides(tmp_path: Path) -> None:
         run_whatif(iteration(), [str(main)], params={"factor": "1"})  # as -p factor=1 gives it
     with pytest.raises(
         ScriptError,
-        match=r"unknown parameter factr .-p.: the scripts declare factor \(each also as SCRIPT\.NAME\); did you mean 'factor'.$",
+        match=r"unknown parameter factr .params.: the scripts declare factor \(each also as SCRIPT\.NAME\); did you mean 'factor'.$",
     ):
         run_whatif(iteration(), [str(main)], params={"factr": 1})
 

@@ -474,7 +474,7 @@ def test_an_error_in_a_library_script_names_the_p_value_that_caused_it(tmp_path:
 
 def test_the_p_value_is_traced_through_lets_and_loops() -> None:
     s = session(params={"f": "-1"})
-    with pytest.raises(ScriptError, match=r"^<repl>:4:\d+: a scale factor must be .* \(from -p f=-1\)"):
+    with pytest.raises(ScriptError, match=r"^<repl>:4:\d+: a scale factor must be .* \(from params\['f'\] = '-1'\)"):
         s.execute("param f = 1\nlet g = f * 2\nfor k in [g] {\n  scale kernel by k\n}")
     s = session(params={"f": "2"})
     with pytest.raises(ScriptError) as info:

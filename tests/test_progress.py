@@ -1,11 +1,12 @@
-"""Progress of long steps (daydream.progress): silent unless the command line shows it at a terminal; every long
-step goes through the one helper."""
+"""Progress of long steps (daydream.progress): silent unless the command line shows it, a bar at a terminal and a
+line every few seconds on a pipe; every long step goes through the one helper."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import io
+import re
 import subprocess
 import sys
 import time
@@ -75,7 +76,33 @@ def test_the_command_line_shows_progress_only_at_a_terminal_without_json(monkeyp
 
     assert shown(json=False, tty=True)
     assert not shown(json=True, tty=True)  # stdout carries one JSON object: nothing around it
-    assert not shown(json=False, tty=False)  # piped, logged
+    assert shown(json=False, tty=False)  # piped, logged: as lines (below)
+
+
+def test_a_long_step_on_a_pipe_says_a_line_every_few_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "EVERY_S", 0.1)
+    out = io.StringIO()
+    console = Console(file=out, width=120, emoji=False)  # no terminal: no bar to redraw
+    with progress.shown(console, lines=True), progress.task("predicting 4 scenarios", total=4) as advance:
+        for _ in range(4):
+            time.sleep(0.12)
+            advance(1)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 2 and all(re.fullmatch(r"daydream: predicting 4 scenarios: \d of 4, \d+ s", line) for line in lines)
+    assert "\x1b" not in out.getvalue()  # plain lines, no cursor movement
+
+
+def test_a_piped_plan_is_not_silent(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 75: a piped `plan` said nothing for 53 s (a bar only at a terminal); on a pipe it says a line of progress
+    on stderr every few seconds (EVERY_S; shortened here), stdout left to the tables."""
+    from daydream.api.demo import bundled_example
+    from daydream.commands.cli import main
+
+    monkeypatch.setattr(progress, "EVERY_S", 0.2, raising=False)
+    assert main(["plan", bundled_example(), "--gpus", "4"]) == 0
+    out, err = capsys.readouterr()
+    assert "Plans by throughput" in out and "daydream: predicting" not in out
+    assert re.search(r"^daydream: predicting 12 scenarios: \d+ of 12, \d+ s$", err, re.M), err
 
 
 @pytest.fixture

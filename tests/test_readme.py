@@ -48,7 +48,7 @@ COMMANDS = _commands()
 
 
 def test_the_readme_is_short_and_has_commands() -> None:
-    assert len(README.splitlines()) < 300
+    assert len(README.splitlines()) <= 250
     assert len(COMMANDS) >= 12
     assert all(c.startswith("daydream ") for c in COMMANDS), [c for c in COMMANDS if not c.startswith("daydream ")]
 
@@ -66,11 +66,9 @@ def test_each_readme_command_runs(command: str, tmp_path: Path) -> None:
     assert words[0] == "daydream"
     run = subprocess.run([sys.executable, "-m", "daydream", *words[1:]], cwd=tmp_path, capture_output=True, text=True,
                          timeout=600, env={**os.environ, "COLUMNS": "160"})  # fmt: skip
-    # the example scenarios are a GPU program's: on the bundled CPU trace three do not apply (exit 3, said by name)
-    ok = {0, 3} if command.startswith("daydream compare") else {0}
-    assert run.returncode in ok, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
-    if run.returncode == 3:
-        assert "does not apply to this trace" in run.stderr and "baseline" in run.stdout
+    # every command as shown, on the trace it names: a newcomer's first commands succeed (issue 75: compare's example
+    # scenarios were a GPU program's, and three of six did not apply to the bundled CPU trace: exit 3)
+    assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
     assert "Traceback" not in run.stderr
 
 
@@ -80,3 +78,13 @@ def test_the_python_example_runs(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Interval(" in run.stdout
+
+
+def test_the_speed_table_is_a_line_a_row() -> None:
+    """Each row of the Speed table one line of the page (the work, its time and peak memory, the ratio that matters);
+    the history of each figure is in docs/speed.md (issue 75: cells of dated paragraphs no width could show)."""
+    section = README.split("## Speed", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    assert len(rows) >= 6 and rows[0].startswith("| work | time | peak memory |")
+    assert all(len(row) <= 120 for row in rows), max(rows, key=len)
+    assert "docs/speed.md" in section

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -11,6 +14,7 @@ from daydream.api.replay import replay
 from daydream.api.whatif import whatif
 from daydream.api.workload import Workload
 
+ROOT = Path(__file__).resolve().parents[1]
 DLRM8 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "dlrm8"
 
 
@@ -128,3 +132,39 @@ def test_a_param_two_scripts_bind_apart_is_shown_with_each() -> None:
     assert shown["dtype"] == "fp16 (amp), none (device)" and shown["device"] == "h100"
     same = run_whatif(g, ["amp", "device"], params={"dtype": "bf16"}).params_text  # a bare word: its text
     assert same["dtype"] == "bf16"
+
+
+def _bench_reprs() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_reprs", ROOT / "bench" / "bench_reprs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("events", [None, 20_000], ids=["bundled", "tiled-20k"])
+def test_every_result_has_a_repr_of_one_screen(events: int | None, tmp_path: Path) -> None:
+    """Each public result (load_trace, build_graph, simulate, critical_path, replay, whatif, compare, demo, plan,
+    report, embeddings, models) and what it holds, three levels down, has a repr under 2,000 characters on the bundled
+    trace and on a tiling of it with every step in the graph (issue 75: a timeline's repr was 120,340 characters on the
+    bundled trace; bench/bench_reprs.py checks a 1M-event tiling, too slow for the suite)."""
+    bench = _bench_reprs()
+    trace = bundled_example() if events is None else bench.tiled(events, tmp_path)
+    named = bench.results(Path(trace), tmp_path, step=None if events is None else "all")
+    assert len(named) >= 14
+    assert bench.too_long(named) == []
+    # the figures as people read them, the graph and the path by what they hold
+    assert "ms" in repr(named["whatif"].interval) and "e+" not in repr(named["whatif"].interval)
+    assert repr(named["build_graph"]).startswith("TaskGraph(") and " tasks, " in repr(named["build_graph"])
+    assert "by layer:" in repr(named["critical_path"])
+
+
+def test_the_critical_path_sums_by_what_its_tasks_are() -> None:
+    from daydream import build_graph, critical_path, load_trace, simulate
+
+    path = critical_path(simulate(build_graph(load_trace(bundled_example()))))
+    by_layer = path.by("layer")
+    assert sum(by_layer.values()) == pytest.approx(path.length_us())
+    assert list(by_layer.values()) == sorted(by_layer.values(), reverse=True)
+    assert len(path.by("name", top=3)) == 3 and set(path.by("kind")) <= {"cpu", "dataloader", "gpu", "runtime"}

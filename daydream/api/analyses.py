@@ -29,6 +29,7 @@ from daydream.perf.devices import device_of_graph
 from daydream.perf.roofline import compute_peak, observations
 from daydream.simulation import Timeline, breakdown
 from daydream.simulation.timeline import union_intervals
+from daydream.units import brief_repr
 
 
 class LayerRow(msgspec.Struct):
@@ -89,6 +90,8 @@ class StreamRow(msgspec.Struct):
 
 class Analysis(msgspec.Struct):
     """One timeline, analysed."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     label: str
     step_us: float

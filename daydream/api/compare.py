@@ -51,7 +51,9 @@ from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_
 from daydream.dsl.params import script_name
 from daydream.errors import DaydreamError
 from daydream.files import read_input, read_toml
+from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import Interval, Paired, rank_paired
+from daydream.units import brief_repr
 from daydream.workers import connect_ray
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
@@ -202,6 +204,8 @@ class Bound(msgspec.Struct):
 class ScenarioResult(msgspec.Struct):
     """One scenario's prediction, or why there is none (``error``, with the exit status it would have in ``run``)."""
 
+    __repr__ = brief_repr  # one screen, whatever it holds
+
     name: str
     scripts: list[str]
     params: dict[str, Any]  # every param as bound (defaults too), JSON values
@@ -225,6 +229,8 @@ class ScenarioResult(msgspec.Struct):
 class Baseline(msgspec.Struct):
     """The unchanged graph, simulated: the baseline (``baseline_us``, as in ``daydream run``)."""
 
+    __repr__ = brief_repr  # one screen, whatever it holds
+
     measured_us: float
     baseline_us: float
     breakdown: dict[str, float]
@@ -233,6 +239,8 @@ class Baseline(msgspec.Struct):
 
 class Provenance(msgspec.Struct):
     """Where saved results came from: enough to say what changed since."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     daydream: str
     date: str  # UTC, ISO 8601
@@ -442,7 +450,7 @@ def compare(
     )
     warnings = list(graph.graph.get("warnings", []))
     if not has_gpu:
-        warnings.insert(0, f"{work.path}: no GPU activity in the trace; the graph holds CPU tasks only")
+        warnings.insert(0, f"{work.path}: {CPU_ONLY}")
     ranked = rank_with_ties(sorted(results, key=lambda r: (r.predicted_us is None, r.predicted_us or 0.0)))
     return Comparison(provenance, baseline, ranked, warnings)
 
@@ -507,6 +515,8 @@ def save(comparison: Comparison, path: str | os.PathLike[str]) -> None:
 class Verdict(msgspec.Struct):
     """One scenario against its saved prediction."""
 
+    __repr__ = brief_repr  # one screen, whatever it holds
+
     name: str
     status: str  # "regressed", "faster", "same", "new", "gone"
     saved_us: float | None
@@ -517,6 +527,8 @@ class Verdict(msgspec.Struct):
 
 class Against(msgspec.Struct):
     """A comparison checked against saved results: each scenario's verdict, and what changed since."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     saved: str
     tolerance_pct: float

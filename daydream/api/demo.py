@@ -16,13 +16,15 @@ from typing import Any
 import msgspec
 
 from daydream.api.memory import MemoryChange
-from daydream.api.replay import Replay, replay_graph
+from daydream.api.replay import Replay, recording_device, replay_graph
 from daydream.api.whatif import WhatIf, run_whatif
 from daydream.dsl.library import describe_scripts
 from daydream.errors import DaydreamError, NotApplicable
 from daydream.graph.build import build_graph
+from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import Interval, Paired, rank_paired
 from daydream.trace import load_trace
+from daydream.units import brief_repr
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class DemoWhatIf(msgspec.Struct):
     """One scenario's prediction: speedup = baseline / predicted; ``throughput``: samples per second after over
     before (the speedup times the samples a step processes, which ``batch_size`` changes)."""
 
+    __repr__ = brief_repr  # one screen, whatever it holds
+
     script: str
     params: dict[str, str]
     summary: str
@@ -73,6 +77,8 @@ class DemoSkipped(msgspec.Struct):
 class DemoReport(msgspec.Struct):
     """The demo as data: what ``daydream demo --json`` prints, in this order, and what renderers read."""
 
+    __repr__ = brief_repr  # one screen, whatever it holds
+
     trace: str
     device: str | None
     device_type: str | None
@@ -94,6 +100,12 @@ class Demo:
     baseline: Replay
     results: list[tuple[Scenario, WhatIf]]
 
+    def __repr__(self) -> str:
+        d = self.report
+        each = ", ".join(f"{w.script} {w.predicted_us / 1e3:,.3f} ms ({w.throughput:.3f}x)" for w in d.whatifs[:6])
+        return (f"Demo(trace={d.trace!r}, baseline {d.baseline_us / 1e3:,.3f} ms, {len(d.whatifs)} what-ifs by throughput: "
+                f"{each}" + (f"; {len(d.skipped)} not applied" if d.skipped else "") + ")")  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         """:attr:`report` as JSON values."""
         return msgspec.to_builtins(self.report)
@@ -103,13 +115,11 @@ def demo_report(trace: str, baseline: Replay, results: list[tuple[Scenario, What
                 skipped: list[tuple[Scenario, str]], summaries: dict[str, str]) -> DemoReport:  # fmt: skip
     """The demo's data: the baseline, each what-if's prediction (``summaries``: a script's first docstring line) and
     each scenario that does not apply, with why."""
-    g = baseline.graph
-    # the recording's device where the trace names none (a CPU recording); the sidecar, or a dict like it
-    device = (g.graph.get("recording") or {}).get("device") or {}
+    device, device_type = recording_device(baseline.graph)
     return DemoReport(
         trace=trace,
-        device=g.graph.get("device") or device.get("name"),
-        device_type=device.get("type") or ("cuda" if g.graph.get("device") else None),
+        device=device,
+        device_type=device_type,
         measured_us=baseline.measured_us,
         baseline_us=baseline.baseline_us,
         baseline_interval=baseline.interval,
@@ -158,7 +168,7 @@ def run_demo(trace: str | None = None, scenarios: tuple[Scenario, ...] = SCENARI
     graph = build_graph(loaded)
     baseline = replay_graph(graph)
     if not loaded.has_gpu_activity:
-        baseline.warnings.insert(0, "a CPU-only recording: what-ifs about GPU kernels do not apply to it")
+        baseline.warnings.insert(0, f"{path}: {CPU_ONLY}")
     summaries = {i.name: i.summary for i in describe_scripts([s.script for s in scenarios])}
     results: list[tuple[Scenario, WhatIf]] = []
     skipped: list[tuple[Scenario, str]] = []

@@ -35,6 +35,7 @@ from daydream import progress
 from daydream.errors import DaydreamError
 from daydream.files import clip, open_input
 from daydream.perf import hot_rows as hr
+from daydream.units import brief_repr
 
 UNIT_INPUTS = 4096  # inputs per sampling unit: a random x of these units is read
 READ_BYTES = 8 << 20  # bytes per read of consecutive units: bounds memory per block
@@ -275,6 +276,7 @@ class TableProfile(msgspec.Struct):
 
 
 class EmbeddingProfile(msgspec.Struct):
+    __repr__ = brief_repr  # one screen, whatever it holds
     files: list[str]
     method: str  # "estimate" or "exact"
     inputs: int

@@ -21,7 +21,7 @@ import networkx as nx
 
 from daydream import progress
 from daydream.api.job_report import JobRank, JobReplay, JobReplayReport
-from daydream.api.replay import relative_error
+from daydream.api.replay import recording_device, relative_error
 from daydream.errors import TraceError
 from daydream.graph.build import build_graph
 from daydream.graph.job import join_ranks, rank_fingerprint
@@ -156,9 +156,10 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
     measured, baseline = max(r.measured_us for r in ranks), timeline.step_us()
     slowest = timeline.step_rank()
     collectives = g.get("collectives")
+    device, device_type = recording_device(graph)
     report = JobReplayReport(
         trace=g.get("trace"),
-        device=g.get("device"),
+        device=device,
         world_size=g.get("world_size"),
         measured_us=measured,
         baseline_us=baseline,
@@ -173,6 +174,7 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
         simulated_ranks=sum(1 for r in ranks if r.same_as is None),
         breakdown=breakdown(timeline),
         warnings=list(g.get("warnings", [])),
+        device_type=device_type,
     )
     starts: dict[str, float] = {}
     for i, cid in enumerate(timeline.values("collective_id")):
@@ -284,9 +286,9 @@ def longest_window_sentence(s: Straggler, rank: int, step_us: float, wait_us: fl
 
 
 def ranks_legend(first_rank: int) -> str:
-    """What the per-rank table's columns mean (starts, waiting, working, holds others)."""
+    """What the per-rank table's columns mean (starts, waiting, working, delays others)."""
     return (f"starts: its step's start after the first rank's (rank {first_rank}'s); waiting: in collectives, for the "
-            "ranks that reached them later; working: its step less its waiting; holds others: how much earlier the "
+            "ranks that reached them later; working: its step less its waiting; delays others: how much earlier the "
             "collectives it reached last would have started without it")  # fmt: skip
 
 

@@ -13,11 +13,14 @@ import networkx as nx
 from daydream.api.replay import relative_error
 from daydream.simulation import Timeline
 from daydream.simulation.ranks import RankResult, Straggler
+from daydream.units import brief_repr
 
 
 class JobRank(msgspec.Struct):
     """A rank of the unchanged job as a row: its step under the one name a replay's step has, ``baseline_us``;
     ``predicted_us`` repeats it under the name docs/multigpu.md gave it first."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     rank: int
     measured_us: float
@@ -38,8 +41,10 @@ class JobReplayReport(msgspec.Struct):
     """A simulated job as data: what ``daydream simulate DIR --json`` prints, in this order, and what renderers read.
     ``predicted_us`` repeats the baseline under the name docs/multigpu.md gave it first."""
 
+    __repr__ = brief_repr  # one screen, whatever it holds
+
     trace: str | None
-    device: str | None
+    device: str | None  # the device the traces were recorded on (the first rank's): its name, and its type below
     world_size: int | None
     measured_us: float  # the slowest rank's measured step
     baseline_us: float  # the job's step: the slowest rank's window, the unchanged job replayed
@@ -55,6 +60,7 @@ class JobReplayReport(msgspec.Struct):
     breakdown: dict[str, float]  # of the job's step: the slowest rank's tasks over its window (adds up to baseline_us)
     warnings: list[str]
     workers: WorkersUsed | None = None  # the workers that simulated the job (None: this process, every rank at once)
+    device_type: str | None = None  # gpu, or a CPU recording's (x86_64 ...: cpu)
 
 
 class WorkersUsed(msgspec.Struct):

@@ -34,7 +34,7 @@ import numpy as np
 
 from daydream import progress
 from daydream.api.job_report import JobRank, JobReplay, JobReplayReport, WorkersUsed
-from daydream.api.replay import relative_error
+from daydream.api.replay import recording_device, relative_error
 from daydream.errors import DaydreamError, TraceError
 from daydream.graph.build import build_graph
 from daydream.graph.job import CommTask, format_ranks, match_comm_tasks, rank_fingerprint
@@ -77,7 +77,7 @@ class RankBuilt(msgspec.Struct):
     fingerprint: str
     tasks: int
     warnings: list[str]
-    device: str | None
+    device: tuple[str | None, str | None]  # its name and type, as recording_device says them
     comm: list[CommTask]
 
 
@@ -122,7 +122,7 @@ class JobWorker:
                 world_size=size if isinstance(size, int) else None, steps=[s.name for s in g.get("steps", [])],
                 measured_us=float(g.get("measured_us", math.nan)), origin_us=float(g.get("origin_us", 0.0)),
                 fingerprint=rank_fingerprint(graph) if share else f"#{index}", tasks=arrays.tasks,
-                warnings=list(g.get("warnings", [])), device=g.get("device"), comm=comm,
+                warnings=list(g.get("warnings", [])), device=recording_device(graph), comm=comm,
             ))  # fmt: skip
             self.built[index] = (path, arrays)
             del graph
@@ -505,7 +505,7 @@ def replay_job_by_workers(
     baseline = window[slowest][1]
     warnings = [f"rank {info.rank}: {w}" for info, b in own for w in b.warnings]
     report = JobReplayReport(
-        trace=where, device=first.device, world_size=max(len(infos), int(first.world_size or 0)), measured_us=measured,
+        trace=where, device=first.device[0], device_type=first.device[1], world_size=max(len(infos), int(first.world_size or 0)), measured_us=measured,
         baseline_us=baseline, predicted_us=baseline, error_pct=100.0 * relative_error(baseline, measured),
         slowest_rank=slowest, steps=first.steps, ranks=[JobRank.of(x) for x in results], straggler=straggler,
         collectives=collectives.to_builtins(), tasks=base, simulated_ranks=len(own), breakdown=parts_of_slowest,

@@ -24,12 +24,15 @@ from daydream.graph.memory import GraphMemory, estimate_memory, memory_of
 from daydream.perf.uncertainty import Part, interval, memory_parts, noise_part
 from daydream.simulation import Timeline
 from daydream.simulation.memory import MemoryTimeline, memory_timeline
+from daydream.units import brief_repr
 
 GiB = float(1 << 30)
 
 
 class MemoryInterval(msgspec.Struct):
     """A 90% interval of a predicted peak, in bytes, and the parts it is made of (as a time's)."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     low_bytes: float
     high_bytes: float
@@ -41,6 +44,8 @@ class MemoryInterval(msgspec.Struct):
 
 class MemoryReplay(msgspec.Struct):
     """The unchanged step's memory: what ``daydream simulate --json`` gives under ``memory``."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     source: str  # "trace": the trace's allocator events; "shapes": estimated from its shapes
     device: str
@@ -54,6 +59,8 @@ class MemoryReplay(msgspec.Struct):
 
 class MemoryChange(msgspec.Struct):
     """The step's memory before and after a what-if: what ``daydream run --json`` gives under ``memory``."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     source: str
     device: str

@@ -34,6 +34,7 @@ from daydream.graph.model_memory import SCHEDULES, Parallelism, RankMemory, mode
 from daydream.graph.pipeline import blocks, cut_stages
 from daydream.graph.tensor_parallel import split_pairs
 from daydream.perf.uncertainty import Interval, rank_paired
+from daydream.units import brief_repr
 
 GiB = 2**30
 # a plan's memory is the model's (daydream.graph.model_memory): its largest error on the programs whose memory
@@ -86,6 +87,8 @@ class Layout(msgspec.Struct, frozen=True):
 
 class PlanResult(msgspec.Struct):
     """A plan's prediction (or why there is none), its throughput and its memory."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     name: str
     layout: Layout

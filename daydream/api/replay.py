@@ -20,7 +20,7 @@ from daydream.errors import TraceError
 from daydream.graph.adjacency import edge_arrays, successors_of
 from daydream.graph.build import build_graph
 from daydream.graph.chakra import chakra_inputs, is_chakra
-from daydream.graph.schema import CPU_KINDS, EDGE_KINDS, GPU_KINDS, Causality, Delays
+from daydream.graph.schema import CPU_KINDS, CPU_ONLY, EDGE_KINDS, GPU_KINDS, Causality, Delays
 from daydream.perf.uncertainty import Interval, interval, noise_of
 from daydream.simulation import (
     EARLIEST,
@@ -36,12 +36,15 @@ from daydream.trace import load_trace
 from daydream.trace.job import rank_trace_files
 from daydream.trace.load import find_execution_trace
 from daydream.trace.recording import recording_path
+from daydream.units import brief_repr
 
 
 class CriticalPath(msgspec.Struct):
     """Where the critical path's time goes: its tasks, GPU and CPU time on it, and the largest shares of it (one
     step's: with several measured steps, their window's times x :meth:`Timeline.step_scale`). ``gpu_us + cpu_us +
     release_us`` is the step."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     tasks: int
     gpu_us: float
@@ -70,6 +73,8 @@ class ReplayReport(msgspec.Struct):
     """A replay as data: what ``daydream simulate --json`` prints, in this order, and what renderers read. ``baseline_us`` is the
     unchanged trace's step as replayed (the baseline of ``daydream run``); ``predicted_us`` repeats it, under the
     name the README gave it before the vocabulary was one (each step's ``predicted_us`` too)."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     trace: str | None
     device: str | None
@@ -274,6 +279,16 @@ def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
     return Replay(report=report, graph=graph, timeline=timeline)
 
 
+def recording_device(graph: Any) -> tuple[str | None, str | None]:
+    """The device a graph's trace was recorded on, as (name, type): the trace's GPU (``cuda``), else the recording's
+    own (a CPU recording's sidecar: ``x86_64``, ``cpu``); (None, None) where neither says. Every screen names the
+    device so."""
+    meta = getattr(graph, "graph", {}) or {}
+    device = (meta.get("recording") or {}).get("device") or {}
+    name = meta.get("device") or device.get("name")
+    return name, device.get("type") or ("gpu" if meta.get("device") else None)
+
+
 def replay(
     path: str | os.PathLike[str], step: str | int | None = None, et: str | None = None, policy: Policy = EARLIEST
 ) -> Replay:
@@ -284,7 +299,7 @@ def replay(
     del trace  # the events take more memory than the graph: gone before the simulation allocates
     result = replay_graph(graph, policy)
     if not gpu_activity:
-        result.warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
+        result.warnings.insert(0, f"{path}: {CPU_ONLY}")
     return result
 
 

@@ -63,6 +63,7 @@ from daydream.perf.uncertainty import (
     noise_part,
     numeric_params,
 )
+from daydream.units import brief_repr
 
 DEFAULT_CASES = Path("validation") / "cases.toml"
 # Geometric means of error sizes: an exact prediction counts as this error (%), so that one case does not zero it.
@@ -86,6 +87,7 @@ class _CasesFile(msgspec.Struct, forbid_unknown_fields=True):
 
 @dataclass
 class CaseResult:
+    __repr__ = brief_repr  # one screen, whatever it holds
     name: str
     before_us: float  # measured BEFORE: the "no change" prediction
     before_spread_pct: float
@@ -151,6 +153,8 @@ class MemoryCaseResult:
     steps, as its allocator events report it; the median over runs), and the peak predicted from each BEFORE run
     (``daydream run``'s ``memory.predicted_peak_bytes``; the median)."""
 
+    __repr__ = brief_repr  # one screen, whatever it holds
+
     name: str
     before_bytes: float
     before_spread_pct: float
@@ -203,6 +207,7 @@ class MemoryCaseResult:
 
 @dataclass
 class Ledger:
+    __repr__ = brief_repr  # one screen, whatever it holds
     path: str
     cases: list[CaseResult] = field(default_factory=list)
     memory_cases: list[MemoryCaseResult] = field(default_factory=list)
@@ -339,6 +344,8 @@ class Coverage(msgspec.Struct):
 
 class LedgerReport(msgspec.Struct):
     """What ``daydream validate --json`` prints (:meth:`Ledger.to_dict`), in this order."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     cases_file: str
     cases: list[CaseReport]

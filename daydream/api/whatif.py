@@ -21,6 +21,7 @@ from daydream.dsl.limits import Budget
 from daydream.dsl.params import script_name
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph import derived
+from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import (
     Interval,
     Paired,
@@ -36,6 +37,7 @@ from daydream.perf.uncertainty import (
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.memory import memory_timeline
 from daydream.simulation.ranks import RankResult, Straggler, rank_results
+from daydream.units import brief_repr
 
 
 class Summary(msgspec.Struct):
@@ -67,12 +69,16 @@ T = TypeVar("T")
 class Change(msgspec.Struct, Generic[T]):
     """One quantity before the scripts (the baseline) and after them."""
 
+    __repr__ = brief_repr  # one screen, whatever it holds
+
     baseline: T
     predicted: T
 
 
 class WhatIfReport(msgspec.Struct):
     """A what-if's prediction as data: what ``daydream run --json`` prints, in this order, and what renderers read."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     trace: str | None
     device: str | None
@@ -314,7 +320,8 @@ def load_scripts(
     if unknown:
         have = ", ".join(sorted(declared)) + " (each also as SCRIPT.NAME)" if declared else "none"
         hints = [h for u in unknown if (h := did_you_mean(u, declared))]
-        raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (-p): the scripts declare {have}"
+        given = "-p" if session.binder.command_line else "params"
+        raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} ({given}): the scripts declare {have}"
                           + "".join(f"; {h}" for h in hints))  # fmt: skip
     return parsed, each
 
@@ -422,5 +429,5 @@ def whatif(
     if opts.memory_bytes is not None and result.report.memory is not None:
         result.report.memory = with_capacity(result.report.memory, opts.memory_bytes)
     if not has_gpu:
-        result.warnings.insert(0, f"{work.path}: no GPU activity in the trace; the graph holds CPU tasks only")
+        result.warnings.insert(0, f"{work.path}: {CPU_ONLY}")
     return result

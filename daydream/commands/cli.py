@@ -29,21 +29,33 @@ _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # an output that did not fit 
 EPILOG = """exit status:
   0    success
   1    input error: a trace, file, flag or value that cannot be used (also an output path that cannot be written)
-  2    script error: a .whatif script that cannot be parsed or run (also: a command-line usage error; a failed
-       statement in a piped repl session; list: a script that cannot be parsed or checked, the others listed)
-  3    a script does not apply to the trace ("SCRIPT does not apply to this trace: WHY": a require in it did not
-       hold), or an assert in a script did not hold; the same in run, report, compare (a scenario was not
-       predicted, 2 or 3 as its script stopped; the others are still predicted and shown) and a piped repl
-       session (its first failed input)
+  2    script error: a .whatif script that cannot be parsed or run (also: a command-line usage error; a failed statement in a piped repl session; list: a script that cannot be parsed or checked, the others listed)
+  3    a script does not apply to the trace ("SCRIPT does not apply to this trace: WHY": a require in it did not hold), or an assert in a script did not hold; the same in run, report, compare (a scenario was not predicted, 2 or 3 as its script stopped; the others are still predicted and shown) and a piped repl session (its first failed input)
   4    compare --against: a scenario's predicted step grew by more than --tolerance, or lost its prediction
   70   internal error: a bug in daydream; please report it (DAYDREAM_DEBUG=1 shows the traceback)
   130  interrupted (Ctrl-C)
   143  terminated (SIGTERM); like 130, an output being written is left as it was, with no temporary file"""
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and the epilog keep their lines (a list stays a list), each wrapped at word boundaries to the
+    terminal's width, a line's continuations under its text (``  3    a script ...``: under ``a``)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import re
+        import textwrap
+
+        out = []
+        for line in text.splitlines():
+            hang = " " * len(re.match(r"\s*(?:\d+\s+)?", line).group(0))  # type: ignore[union-attr]
+            out.append(textwrap.fill(line, max(20, width), initial_indent=indent, subsequent_indent=indent + hang,
+                                     break_long_words=False, break_on_hyphens=False) or indent)  # fmt: skip
+        return "\n".join(out)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="daydream", description="What-if simulation of deep-learning training from profiler traces.",
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                epilog=EPILOG, formatter_class=_Formatter)  # fmt: skip
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sim = sub.add_parser("simulate", help="replay a trace through the simulator and compare with the measurement")
@@ -336,7 +348,9 @@ def _script_options(p: argparse.ArgumentParser) -> None:
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
-    out = {}
+    from daydream.dsl.params import CommandLineParams
+
+    out = CommandLineParams()  # errors about them say -p NAME=VALUE
     for pair in pairs:
         name, sep, value = pair.partition("=")
         name = name.strip()
@@ -911,11 +925,14 @@ def run() -> NoReturn:
 
 
 def _progress_shown(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
-    """Long steps show progress on stderr when it is a terminal, unless stdout carries --json (daydream.progress)."""
+    """Long steps show progress on stderr, unless stdout carries --json (daydream.progress): bars at a terminal, a
+    line every few seconds on a pipe (a long run is never silent)."""
     from daydream import progress
 
-    show = sys.stderr.isatty() and not getattr(args, "json", False)
-    return progress.shown(Console(stderr=True, emoji=False) if show else None)
+    if getattr(args, "json", False):
+        return progress.shown(None)
+    bars = sys.stderr.isatty()
+    return progress.shown(Console(stderr=True, emoji=False), lines=not bars)
 
 
 def _debug() -> bool:

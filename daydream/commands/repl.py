@@ -9,6 +9,7 @@ a script that does not apply to the trace or a failed assert (as ``daydream run`
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import re
 import sys
@@ -45,6 +46,8 @@ COMMANDS = {
     ":quit": "leave (also Ctrl-D)",
 }
 PROMPT, MORE = "whatif> ", "   ...> "
+# words a Python user types to leave or for help (not names of the language): the commands that do it
+_PYTHON_WORDS = {w: ":quit" for w in ("exit", "quit", "exit()", "quit()")} | {w: ":help" for w in ("help", "help()")}
 
 
 class Repl:
@@ -64,7 +67,7 @@ class Repl:
         self.graph = graph
         self.budget, self.include_dirs = budget, list(include_dirs or [])
         self.read: set[str] = set(inputs or [origin])  # every file the session read: :save never writes onto one
-        self.params = dict(params or {})
+        self.params = copy.copy(params) if params is not None else {}  # -p's stay -p's in messages (CommandLineParams)
         self.base_policy = policy
         self.console = console
         self.origin = origin
@@ -108,7 +111,12 @@ class Repl:
         if not stripped or stripped.startswith("#"):
             return
         try:
-            if stripped.startswith(":"):
+            word = _PYTHON_WORDS.get(stripped)
+            if word is not None and stripped.rstrip("()") not in self.session.scope:
+                # what Python's REPL takes: done, with the command that does it said once
+                self.console.print(f"({word} is the command: {COMMANDS[word]})", highlight=False, markup=False)
+                self.command(word)
+            elif stripped.startswith(":"):
                 self.command(stripped)
             else:
                 self.statements(text)
@@ -269,8 +277,11 @@ class Repl:
     def diff(self) -> None:
         from daydream.simulation import totals
 
-        if not self.session.effects:
-            self.console.print("no changes", highlight=False)
+        if not self.session.effects:  # nothing to set side by side: no empty table
+            self.console.print("no changes yet: the graph is the trace's, replayed (a statement changes it: "
+                               "scale, set, remove, insert, wait, schedule; :help lists the commands)", highlight=False,
+                               markup=False)  # fmt: skip
+            return
         for e in self.session.effects.values():
             self.console.print(f"{' '.join(e.statement.split())}  ->  {e.describe()}", highlight=False, markup=False)
         before, after = totals(self.session.baseline, "class"), totals(self.session.predict(), "class")

@@ -7,6 +7,7 @@ fails before anything changes; ``daydream check`` runs them alone.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ from daydream.dsl.functions import call_problem
 from daydream.dsl.limits import MAX_INCLUDE_DEPTH, STATEMENT_COST, Budget, OverBudget
 from daydream.dsl.parse import script_error
 from daydream.dsl.visitor import Visitor
-from daydream.errors import did_you_mean
+from daydream.errors import DaydreamError, did_you_mean
 from daydream.graph.edit import STRUCTURAL_ATTRIBUTES
 from daydream.graph.schema import TASK_ATTRIBUTES
 from daydream.graph.select import KIND_SELECTORS
@@ -33,6 +34,62 @@ def scales_samples(s: ast.Scale) -> bool:
 
 
 POLICIES = ("earliest", "fifo", "priority")
+# the values a script names that are checked without a trace: a string given to an argument or a param of these names
+CATALOG_ARGUMENTS = {"device": "device", "target": "device", "dtype": "dtype", "link": "link", "inter": "link",
+                     "intra": "link"}  # fmt: skip
+_TIME_UNITS = ("ns", "us", "ms", "s", "min")
+_BYTE_UNITS = ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")
+_UNIT = re.compile(r"\d(ns|us|ms|s|min|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+
+
+def catalog_problem(kind: str, value: str) -> str | None:
+    """What is wrong with ``value`` as a ``kind`` (device, dtype, link) of the catalogs, if anything: the message
+    ``run`` would give, said by ``check`` already. An empty string (not set) and ``auto`` are the scripts' own."""
+    if not value.strip():
+        return None
+    if kind == "device":
+        if value.strip().lower() in ("cpu", "auto"):
+            return None
+        from daydream.perf.devices import get_device
+
+        try:
+            get_device(value)
+        except DaydreamError as exc:
+            return str(exc)
+    elif kind == "dtype":
+        from daydream.trace.sizes import normalize_dtype
+
+        try:
+            normalize_dtype(value)
+        except ValueError as exc:
+            return str(exc)
+    elif kind == "link" and value.strip().lower() != "auto":
+        from daydream.perf.collectives import resolve_link
+
+        try:
+            resolve_link(value)
+        except DaydreamError as exc:
+            return str(exc)
+    return None
+
+
+def unit_problem(e: Any, wanted: str) -> str | None:
+    """What is wrong with a literal quantity where ``wanted`` ("number", "time", "bytes") is expected, if anything:
+    ``scale gpu by 2ms`` (a factor is a number), ``duration 10MB``, ``alloc 10ms``."""
+    m = _UNIT.search(e.text or "") if isinstance(e, ast.Literal) else None
+    if m is None:
+        return None
+    unit = m.group(1)
+    given = "a time" if unit in _TIME_UNITS else "a size in bytes"
+    if wanted == "number":
+        return f"a scale factor is a number (2, 0.5, 1 / speedup); {e.text} is {given}"
+    if wanted == "time" and unit in _BYTE_UNITS:
+        return f"a duration is a time (10us, 1.5ms); {e.text} is {given}"
+    if wanted == "bytes" and unit in _TIME_UNITS:
+        return f"alloc takes a size in bytes (25MB, 1GiB); {e.text} is {given}"
+    return None
+
+
 INSERT_KINDS = ("cpu", "dataloader", "gpu", "memcpy", "memset", "comm")
 
 
@@ -125,6 +182,7 @@ class Checker(Visitor[None]):
         self.known: set[str] = set() if known is None else known
         self.attributes: set[str] = set(TASK_ATTRIBUTES) if attributes is None else attributes
         self.params: dict[str, ast.Param] = {}
+        self.strings: dict[str, ast.Literal] = {}  # names bound to a string literal (a param's default, a let)
         self.stack: list[str] = []
         self.budget = budget if budget is not None else Budget()  # a statement checked costs STATEMENT_COST
 
@@ -160,6 +218,29 @@ class Checker(Visitor[None]):
             raise self.error(f"{what} {name!r}: {name} is a built-in name; choose another name", node, script)
         self.known.add(name)
 
+    def _string(self, name: str, value: Any) -> None:
+        """Keep what ``name`` is bound to where it is a string literal (a device, a dtype), for :meth:`_catalog`."""
+        if isinstance(value, ast.Literal) and isinstance(value.value, str):
+            self.strings[name] = value
+        else:
+            self.strings.pop(name, None)
+
+    def _catalog(self, argument: str, value: Any, script: ast.Script) -> None:
+        """A string (or a name bound to one) given as a device, dtype or link: checked against the catalogs here,
+        without a trace, as run would check it."""
+        kind = CATALOG_ARGUMENTS.get(argument)
+        literal = self.strings.get(value.id) if isinstance(value, ast.Name) else value
+        if kind is None or not isinstance(literal, ast.Literal) or not isinstance(literal.value, str):
+            return
+        problem = catalog_problem(kind, literal.value)
+        if problem is not None:
+            raise self.error(problem, literal, script)
+
+    def _quantity(self, e: Any, wanted: str, script: ast.Script) -> None:
+        problem = unit_problem(e, wanted)
+        if problem is not None:
+            raise self.error(problem, e, script)
+
     def _block(self, statements: tuple[Any, ...], script: ast.Script, where: str) -> None:
         for inner in statements:
             if isinstance(inner, ast.Param):
@@ -178,6 +259,8 @@ class Checker(Visitor[None]):
         self.visit(s.default, script, False)
         self.bind(s.name, s, script, "param")
         self.params[s.name] = s
+        self._string(s.name, s.default)
+        self._catalog(s.name, s.default, script)
 
     def visit_Let(self, s: ast.Let, script: ast.Script) -> None:
         if isinstance(s.value, ast.Insert):
@@ -185,12 +268,14 @@ class Checker(Visitor[None]):
         else:
             self.visit(s.value, script, False)
         self.bind(s.name, s, script, "let")
+        self._string(s.name, s.value)
 
     def visit_Scale(self, s: ast.Scale, script: ast.Script) -> None:
         if scales_samples(s):
             self.visit(s.factor, script, False)  # one number for the step, not one per task
             return
         self.visit(s.target, script, False)
+        self._quantity(s.factor, "number", script)
         windowed = s.after is not None or s.until is not None
         # a stretch of tensors' lives takes one factor for them all; tasks' durations one per task
         self.visit(s.factor, script, not windowed)
@@ -199,6 +284,7 @@ class Checker(Visitor[None]):
                 self.visit(e, script, False)
 
     def visit_Alloc(self, s: ast.Alloc, script: ast.Script) -> None:
+        self._quantity(s.nbytes, "bytes", script)
         for e in (s.nbytes, s.category, s.after, s.until):
             if e is not None:
                 self.visit(e, script, False)
@@ -227,6 +313,7 @@ class Checker(Visitor[None]):
             raise self.error(
                 f"insert {s.kind} {_label(s.name)} needs a duration: add 'duration 10us' (or an expression)", s, script
             )
+        self._quantity(s.duration, "time", script)
         for e in (s.duration, s.on, s.launch):
             if e is not None:
                 self.visit(e, script, False)
@@ -352,8 +439,9 @@ class Checker(Visitor[None]):
         if problem is not None:
             message, hint, bad = problem
             raise self.error(message, e if bad is None else e.kwargs[bad][1], script, hint)
-        for _, value in e.kwargs:
+        for key, value in e.kwargs:
             self.visit(value, script, task)
+            self._catalog(key, value, script)
         for a in e.args:
             self.visit(a, script, task)
 

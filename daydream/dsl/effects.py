@@ -80,8 +80,10 @@ class Recorder:
     """Effects by statement position and run (a statement's iterations in one run add up), warnings (each once
     per position and run), printed lines (passed on to ``on_print`` as they come)."""
 
-    def __init__(self, source: Callable[[Any], str], on_print: Callable[[str], None] | None = None) -> None:
+    def __init__(self, source: Callable[[Any], str], on_print: Callable[[str], None] | None = None,
+                 in_library: Callable[[str], bool] = lambda _file: False) -> None:  # fmt: skip
         self.source = source  # a node's text, for an Effect's statement
+        self.in_library = in_library  # whether a file is the bundled library's: its no-ops are no news
         self.effects: dict[tuple[str, int, int], Effect] = {}
         self.warnings: list[str] = []
         self.printed: list[str] = []
@@ -112,6 +114,13 @@ class Recorder:
         if key not in self._warned:
             self._warned.add(key)
             self.warnings.append(f"{pos.file}:{pos.line}: {message}")
+
+    def noop(self, pos: ast.Pos, message: str) -> None:
+        """A statement that does nothing on this trace (a selection that holds no task): a warning where the user's
+        own script says it. The library's scripts are written for every trace and skip what a trace lacks, so a
+        no-op of theirs is nothing the user could act on: not said."""
+        if not self.in_library(pos.file):
+            self.warn(pos, message)
 
     def print(self, line: str) -> None:
         self.printed_chars += len(line) + 1

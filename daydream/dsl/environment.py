@@ -14,10 +14,31 @@ from daydream.dsl.evaluate import compile_expression
 from daydream.dsl.graph_state import GraphState
 from daydream.dsl.library import Loader
 from daydream.dsl.limits import SIMULATION_COST, Budget
-from daydream.errors import ScriptError, did_you_mean
+from daydream.errors import ScriptError, did_you_mean, listed
 from daydream.files import clip
+from daydream.graph.adjacency import attrs_of
 from daydream.graph.schema import TASK_ATTRIBUTES
 from daydream.graph.select import KIND_SELECTORS, Selection, select
+
+# attributes of a few values each, listed where a select asks for one no task has
+CATEGORIES = ("kind", "class", "phase", "bound")
+
+
+def _compared(where: Any) -> list[tuple[str, list[str]]]:
+    """The (attribute, strings) a where-clause asks tasks to equal: ``class == "gemm"``, ``class in ["a", "b"]``,
+    through ``and`` / ``or`` / ``not``."""
+    if isinstance(where, ast.Unary):
+        return _compared(where.operand)
+    if not isinstance(where, ast.Binary):
+        return []
+    if where.op in ("and", "or"):
+        return _compared(where.left) + _compared(where.right)
+    name, other = (where.left, where.right) if isinstance(where.left, ast.Name) else (where.right, where.left)
+    if not isinstance(name, ast.Name):
+        return []
+    items = other.items if where.op == "in" and isinstance(other, ast.ListExpr) else (other,) if where.op == "==" else ()
+    strings = [x.value for x in items if isinstance(x, ast.Literal) and isinstance(x.value, str)]
+    return [(name.id, strings)] if strings else []
 
 
 class Environment:
@@ -77,6 +98,25 @@ class Environment:
         self.matched(node, len(selection))
 
     def matched(self, node: ast.Select, count: int) -> None:
-        """A select matched ``count`` tasks (a warning where none)."""
+        """A select matched ``count`` tasks (a warning where none, naming what its comparisons ask for that no task
+        has: ``class == "gem"``, the trace's classes and the closest)."""
         if not count:
-            self.recorder.warn(node.pos, f"`{clip(self.loader.source(node), 200)}` matches no task")
+            absent = self._absent(node.where) if node.where is not None else ""
+            self.recorder.noop(node.pos, f"`{clip(self.loader.source(node), 200)}` matches no task" + absent)
+
+    def _absent(self, where: Any) -> str:
+        """``; no task has class "gem" (the trace's classes: ...); did you mean 'gemm'?`` for each value a
+        where-clause compares an attribute with (``==``, ``in``) that no task of the graph has: the values listed for
+        an attribute of a few (CATEGORIES), the closest one for any."""
+        notes = []
+        nodes = attrs_of(self.graph).values()
+        for attr, wanted in _compared(where):
+            values = {v for a in nodes if isinstance(v := a.get(attr), str)}
+            for w in wanted:
+                if w in values:
+                    continue
+                shown = f" (the trace's: {listed(sorted(values))})" if attr in CATEGORIES else ""
+                hint = did_you_mean(w, values)
+                if shown or hint:
+                    notes.append(f"no task has {attr} {clip(repr(w), 100)}{shown}" + (f"; {hint}" if hint else ""))
+        return "".join(f"; {n}" for n in notes[:3])

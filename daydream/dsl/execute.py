@@ -72,14 +72,16 @@ class Executor(Visitor[None]):
     # ---- which -p values a statement depends on ------------------------------------------------------------
 
     def _from_params(self, exc: ScriptError | CheckFailed, s: Any) -> ScriptError | CheckFailed:
-        """``exc`` with ``(from -p NAME=VALUE)`` added to its first line, for the params given with -p whose value
-        statement ``s`` reads (directly, or through lets and loop variables bound from them)."""
+        """``exc`` with ``(from -p NAME=VALUE)`` (``params['NAME'] = VALUE`` from Python) added to its first line, for
+        the params given whose value statement ``s`` reads (directly, or through lets and loop variables bound from
+        them)."""
         text = str(exc)
         given = self.params.given
         names = sorted(p for p in self._depends_on(s) if p in given and p in self.params.used)
-        if not names or "(from -p " in text or text.startswith("-p "):
+        said = "-p " if self.params.command_line else "params["  # an error that names a given param already
+        if not names or f"(from {said}" in text or text.startswith(said):
             return exc
-        shown = ", ".join(f"-p {n}={clip(_given_text(given[n]), 100)}" for n in names)
+        shown = ", ".join(self.params.origin(n, given[n]) for n in names)
         if isinstance(exc, NotApplicable):
             return NotApplicable(exc.script, exc.reason, f"{exc.where} (from {shown})")
         if isinstance(exc, ScriptError):
@@ -139,7 +141,7 @@ class Executor(Visitor[None]):
             raise self.env.error(f"{statement} needs a selection of tasks, not {type_name(value)}", expr)
         live = Selection(n for n in value if n in self.env.graph)
         if not live and not isinstance(expr, ast.Select):
-            self.recorder.warn(expr.pos, f"`{clip(self.loader.source(expr), 200)}` holds no task: {statement} does nothing")
+            self.recorder.noop(expr.pos, f"`{clip(self.loader.source(expr), 200)}` holds no task: {statement} does nothing")
         return live
 
     # ---- bindings -----------------------------------------------------------------------------------------
@@ -243,7 +245,7 @@ class Executor(Visitor[None]):
     def _memory(self, expr: Any, statement: str) -> mem.GraphMemory | None:
         memory = mem.memory_of(self.env.graph)
         if memory is None:
-            self.recorder.warn(expr.pos, f"the step's memory is not known (no allocator events in the trace - record it with "
+            self.recorder.noop(expr.pos, f"the step's memory is not known (no allocator events in the trace - record it with "
                                f"profile_memory=True - nor gradient sizes to estimate it): {statement} does nothing")  # fmt: skip
         return memory
 
@@ -512,7 +514,7 @@ class Executor(Visitor[None]):
             else:
                 items = [Selection([n]) for n in in_time_order(graph, live)]
             if not items and not isinstance(s.iterable, ast.Select):
-                self.recorder.warn(
+                self.recorder.noop(
                     s.iterable.pos, f"`{clip(self.loader.source(s.iterable), 200)}` holds no task: the loop does not run"
                 )
         elif isinstance(value, list):
@@ -587,11 +589,6 @@ class Executor(Visitor[None]):
 def _stored_size(value: Any) -> int:
     """What a string or list set on a task adds to the graph's data (its size as limits.value_size counts it)."""
     return value_size(value) if isinstance(value, (str, list)) else 0
-
-
-def _given_text(value: Any) -> str:
-    """A -p value as given: the text from the command line, or a value given through the Python API."""
-    return value if isinstance(value, str) else format_value(value)
 
 
 def _first_line(text: str) -> str:

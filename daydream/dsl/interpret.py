@@ -105,7 +105,7 @@ class Session:
         self.loader = Loader(include_dirs)
         self._texts = self.loader.texts  # every script's text, for error messages and statement sources
         self.state = GraphState(graph, policy, copy, self.loader.error)
-        self.recorder = Recorder(self.loader.source, on_print)
+        self.recorder = Recorder(self.loader.source, on_print, self.loader.in_library)
         self.env = Environment(self.state, self.recorder, self.loader, self.budget)
         self.binder = ParamBinder(params, self.env, self._texts)
         self.executor = Executor(self.state, self.env, self.binder, self.recorder, self.loader)

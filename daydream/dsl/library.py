@@ -113,6 +113,11 @@ class Loader:
         self.include_dirs = [Path(d) for d in (include_dirs or ())]
         self._roots: list[str] = []  # the folders of the scripts run
 
+    def in_library(self, file: str) -> bool:
+        """Whether ``file`` (a loaded script's) is one of the bundled library's, or one of its parts."""
+        real = os.path.realpath(file)
+        return any(real.startswith(os.path.realpath(d) + os.sep) for d in library_dirs())
+
     def find(self, path: str | os.PathLike[str]) -> Path:
         """A script path as given, or a name from the bundled library (``amp`` -> transforms/amp.whatif)."""
         p = Path(path)

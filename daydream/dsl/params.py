@@ -10,12 +10,18 @@ from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.environment import Environment
-from daydream.dsl.evaluate import format_quantity
+from daydream.dsl.evaluate import format_quantity, format_value
+from daydream.dsl.functions import type_name
 from daydream.dsl.parse import parse_expression
 from daydream.errors import ScriptError
 from daydream.files import clip
 
 _UNIT = re.compile(r"\d(ns|us|ms|s|min|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+
+
+class CommandLineParams(dict):  # type: ignore[type-arg]
+    """Params as the command line gives them (``-p NAME=VALUE``): errors about them say ``-p NAME=VALUE``; a plain dict
+    is the Python API's ``params``, and errors say ``params['NAME']``."""
 
 
 class ParamBinder:
@@ -24,6 +30,7 @@ class ParamBinder:
 
     def __init__(self, given: dict[str, Any] | None, env: Environment, texts: dict[str, str]) -> None:
         self.given: dict[str, Any] = dict(given or {})
+        self.command_line = isinstance(given, CommandLineParams)  # how the caller gave them, for error messages
         self.used: set[str] = set()
         self.values: dict[str, Any] = {}
         self.units: dict[str, str] = {}  # the unit a param's default was written in (``25MiB``: MiB), where it has one
@@ -44,14 +51,19 @@ class ParamBinder:
             if isinstance(value, str) and not value.lstrip().startswith('"') and isinstance(self.env.value(s.default), str):
                 pass  # a string param: -p link=eth-10g means the text, quotes optional
             elif isinstance(value, str):
+                label = self.origin(key)
                 try:
-                    expr = parse_expression(value, f"-p {key}")
+                    expr = parse_expression(value, label)
                 except ScriptError as exc:
-                    raise ScriptError(f"-p {key}={clip(value, 100)}: not a value: {str(exc).splitlines()[0]}") from None
-                self.texts[f"-p {key}"] = value
+                    raise ScriptError(f"{self.origin(key, value)}: not a value: {str(exc).splitlines()[0]}") from None
+                self.texts[label] = value
                 if isinstance(expr, ast.Literal) and (m := _UNIT.search(expr.text or "")):
                     self.units[s.name] = m.group(1)  # shown as given: -p bucket_cap=10MB is 10 MB
-                if isinstance(expr, ast.Name) and not self.env.knows(expr.id) and self.env.value(s.default) is None:
+                default = self.env.value(s.default)
+                if isinstance(expr, ast.Name) and not self.env.knows(expr.id):
+                    if default is not None:  # a bare word where the default says what is wanted: say that
+                        raise ScriptError(f"{self.origin(key, value)}: {s.name} takes {type_name(default)} (its default: "
+                                          f"{format_quantity(default, self.units.get(s.name))}), not the word {expr.id!r}")  # fmt: skip
                     value = expr.id  # a bare word for a param whose default is none is its text: -p dtype=bf16
                 else:
                     value = self.env.value(expr)
@@ -63,6 +75,15 @@ class ParamBinder:
         if s.name not in self.units and isinstance(s.default, ast.Literal) and (m := _UNIT.search(s.default.text or "")):
             self.units[s.name] = m.group(1)
         return value
+
+    def origin(self, key: str, value: Any = None) -> str:
+        """How the caller gave param ``key`` (with its value where given): ``-p factor=two`` on the command line,
+        ``params['factor'] = 'two'`` through the Python API."""
+        if self.command_line:
+            return f"-p {key}" + (
+                "" if value is None else f"={clip(value if isinstance(value, str) else format_value(value), 100)}"
+            )
+        return f"params[{key!r}]" + ("" if value is None else f" = {clip(repr(value), 100)}")
 
     def shown(self) -> dict[str, str]:
         """Every param as bound, as a person reads it: in its default's unit (``bucket_cap = 25 MiB``); a name two

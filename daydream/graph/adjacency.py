@@ -237,6 +237,19 @@ class TaskGraph(nx.DiGraph):  # type: ignore[type-arg]
     def number_of_nodes(self) -> int:
         return len(self)
 
+    def __repr__(self) -> str:
+        """One line, whatever the graph's size (networkx's would name every task): its tasks, dependencies, trace and
+        steps, read without making the dicts a graph held as arrays has not made yet."""
+        arrays = edge_arrays(self)
+        edges = len(arrays.parent) if arrays is not None else self.number_of_edges()
+        steps = [getattr(s, "name", s) for s in self.graph.get("steps") or ()]
+        shown = ", ".join(map(str, steps[:3])) + (f" and {len(steps) - 3:,} more" if len(steps) > 3 else "")
+        trace = self.graph.get("trace")
+        return (f"TaskGraph({len(self):,} tasks, {edges:,} dependencies" + (f", trace {str(trace)[-80:]!r}" if trace else "")
+                + (f", steps {shown}" if steps else "") + ")")  # fmt: skip
+
+    __str__ = __repr__  # (networkx's str counts the nodes and edges: the repr says more)
+
 
 def fill_arrays(graph: TaskGraph, tasks: TaskColumns, edges: EdgeArrays) -> None:
     """Give a ``TaskGraph`` with no tasks the tasks 0..n-1, their attributes ``tasks`` and their dependencies

@@ -370,11 +370,8 @@ def slow_runtime_calls(tasks: list[Task]) -> list[str]:
     top = ", ".join(f"{a['name']} {_duration(a['duration'])}" for a in slow[:3])
     return [
         f"{len(slow)} runtime call{'s' if len(slow) > 1 else ''} of the step took {_duration(total)} of host time "
-        f"({top}{', ...' if len(slow) > 3 else ''}), where a launch takes microseconds: one-time setup (CUDA context "
-        f"creation, lazy module loading, the allocator growing), a stalled host, or launches waiting for a queue "
-        f"filled before the recording, not a steady-state step. Kept as "
-        f"traced: a what-if that removes CPU work (cuda_graphs) removes it too. Record a later step for the steady "
-        f"state (torch.profiler's schedule with warmup)"
+        f"({top}{', ...' if len(slow) > 3 else ''}), where a launch takes microseconds: one-time setup or a stalled "
+        f"host, not a steady-state step; kept as traced. Record a later step (torch.profiler's schedule with warmup)"
     ]
 
 

@@ -114,6 +114,11 @@ class Delays(msgspec.Struct, frozen=True):
     inferred_stream_waits: bool = False
 
 
+# The warning every API result of a CPU recording carries (``TRACE: CPU_ONLY``); the terminal says it on the device
+# line instead, as the fact about the trace it is
+CPU_ONLY = "no GPU activity in the trace; the graph holds CPU tasks only"
+
+
 class Causality(msgspec.Struct, frozen=True):
     """What the graph does not explain of its window of the trace: tasks whose start was pinned, tasks nothing in the
     graph anchors (and how far after the window's start they began), dependencies cut at the window's edge, how long

@@ -25,6 +25,7 @@ from daydream.api.whatif import WhatIf, json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
 from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
+from daydream.graph.schema import CPU_ONLY
 from daydream.names import kernel_short
 from daydream.perf.uncertainty import Interval, Paired
 from daydream.simulation.export import export_chrome_trace
@@ -174,7 +175,7 @@ def write_report(
             memory.append(("predicted", memory_timeline(result.timeline)))
     warnings = list(graph.graph.get("warnings", [])) + (result.script_warnings if result else [])
     if not has_gpu:
-        warnings.insert(0, f"{path}: no GPU activity in the trace; the graph holds CPU tasks only")
+        warnings.insert(0, f"{path}: {CPU_ONLY}")
     with _written_whole(out_dir, report_files(out_dir, result is not None)):
         report = _write_folder(path, out_dir, graph, base, analyses, result, warnings,
                                [t.step_rank() for t in timelines], job, [(k, m) for k, m in memory if m is not None])  # fmt: skip
@@ -427,7 +428,7 @@ def _job_part(report: Report) -> JobPart | None:
     first = min(report.ranks, key=lambda r: r.offset_us).rank
     legend = f"Each rank's step is its own window, from its own step's start to its end. {ranks_legend(first)}."
     table = _table("Each rank's step (ms): its own window, from its own step's start",
-                   ["rank", "measured", "baseline", "error", "starts", "waiting", "working", "holds others"], ranks, "ranks")  # fmt: skip
+                   ["rank", "measured", "baseline", "error", "starts", "waiting", "working", "delays others"], ranks, "ranks")  # fmt: skip
     s = report.straggler
     if s is None:
         return JobPart(table, legend, "Straggler: none (no rank reached a collective last on its own).", None, None, None)
@@ -437,7 +438,7 @@ def _job_part(report: Report) -> JobPart | None:
                          "step's start; held: its arrival after the next-to-last rank's)",
                          ["collective", "phase", "kernel", "reached", "held", "next-to-last"], held, "straggler-collectives", 3)  # fmt: skip
     mine = next(r for r in report.ranks if r.rank == s.rank)
-    # a straggler holds others alone: the job has two ranks with tasks of their own or more, and a slowest of them
+    # a straggler delays others alone: the job has two ranks with tasks of their own or more, and a slowest of them
     slowest = next(r for r in report.ranks if r.rank == report.step_ranks[0])
     longest = longest_window_sentence(s, slowest.rank, slowest.baseline_us, slowest.wait_us, slowest.offset_us)
     return JobPart(table, legend, f"Straggler: {straggler_sentence(s)}.", collectives,

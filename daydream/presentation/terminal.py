@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,7 @@ from rich.text import Text
 
 from daydream.files import clip
 from daydream.graph.gradients import EXACT as EXACT_GRADIENT_SIZES
-from daydream.graph.schema import Causality
+from daydream.graph.schema import CPU_ONLY, Causality
 from daydream.names import kernel_label, middle
 from daydream.simulation.timeline import BREAKDOWN_PARTS
 from daydream.units import change, ms, nbytes, signed_bytes
@@ -60,15 +61,126 @@ def warning_line(label: str, message: object) -> Text:
     return styled((label, "yellow"), " ", plain(message, 2000))
 
 
+# Where a line may not break: a figure and its unit ("19.163 ms", "16.7 MiB"), a word and its figure ("thread 259"),
+# a name and its "=" ("factor =": a long value may start the next line)
+_KEPT = re.compile(r"(?<=\d) (?=(?:ms|us|s|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b)|(?<=[A-Za-z]) (?=\d)|(?<=\S) (?==)")
+
+
+def line_width(console: Console) -> int | None:
+    """The width our lines are wrapped to: the terminal's, or one given (``COLUMNS``, a console made with a width);
+    None for a pipe with neither, whose reader (grep, a file) gets each line whole. Tables keep to rich's width
+    either way."""
+    given = getattr(console, "_width", None)  # (rich keeps COLUMNS, or the width it was made with, here)
+    return max(20, console.width) if console.is_terminal or given is not None else None
+
+
+def wrapped(text: str | Text, width: int | None, indent: str = "") -> list[Text]:
+    """``text`` as lines of at most ``width`` characters, broken at spaces only (never inside a word, a figure's
+    unit kept with it, a name with its value): the one way our prose and data lines fit a terminal. A paragraph's
+    leading spaces start each of its lines, ``indent`` more its continuations; a word longer than a line (a path)
+    is cut into lines, the one case a word breaks. ``width`` None: each paragraph whole, one line."""
+    whole = text if isinstance(text, Text) else Text(clip(text, 4000))
+    out: list[Text] = []
+    for para in whole.split("\n", allow_blank=True):
+        s = para.plain
+        if width is None or len(s) <= width:
+            out.append(para)
+            continue
+        lead = len(s) - len(s.lstrip(" "))
+        kept = {m.start() for m in _KEPT.finditer(s)}
+        cuts = [i for i in range(lead, len(s)) if s[i] == " " and i not in kept]
+        tokens, start = [], lead
+        for cut in [*cuts, len(s)]:
+            if cut > start:
+                tokens.append((start, cut))
+            start = cut + 1
+        prefix, more = s[:lead], s[:lead] + indent
+        lines: list[tuple[int, int]] = []
+        room = max(1, width - len(prefix))
+        first: int | None = None
+        last = 0
+        for a, b in tokens:
+            if first is not None and b - first <= room:
+                last = b
+                continue
+            if first is not None:
+                lines.append((first, last))
+                room = max(1, width - len(more))
+            while b - a > room:  # a word longer than a line
+                lines.append((a, a + room))
+                a += room
+                room = max(1, width - len(more))
+            first, last = a, b
+        if first is not None:
+            lines.append((first, last))
+        for k, (a, b) in enumerate(lines):
+            out.append(Text(prefix if k == 0 else more) + para[a:b])
+    return out
+
+
+def words(text: str | Text, console: Console, indent: str = "") -> None:
+    """A line of our words with data in it (names from the trace), wrapped at word boundaries to the console's width
+    (:func:`wrapped`), never read as markup."""
+    for line in wrapped(text, line_width(console), indent):
+        console.print(line, soft_wrap=True)
+
+
+def show_table(table: Table, console: Console) -> None:
+    """A table with its title said as a line above it (wrapped as our lines are: rich would fold a long title to the
+    table's own width)."""
+    title, table.title = table.title, None
+    if title:
+        words(title if isinstance(title, Text) else Text(str(title)), console)
+    console.print(table)
+
+
+def say_warnings(warnings: Sequence[str], console: Console, label: str = "warning:") -> bool:
+    """Each warning as a line, but a trace's having no GPU activity: a fact about the trace, not something to act on,
+    said on its device line (:func:`device_text`) by every command. Returns whether the trace is such."""
+    cpu_only = False
+    for w in warnings:
+        if w.endswith(CPU_ONLY):
+            cpu_only = True
+            continue
+        words(warning_line(label, w), console, "  ")
+    return cpu_only
+
+
+def device_text(name: str | None, kind: str | None, cpu_only: bool = False) -> str:
+    """The device as every command names it: ``NVIDIA H100 80GB HBM3 (gpu)``, ``x86_64 (cpu)``; a trace without GPU
+    activity says so (``CPU only (no GPU activity in the trace)`` where it names no device); ``unknown``."""
+    if name is None and kind is None:
+        return "CPU only (no GPU activity in the trace)" if cpu_only else "unknown"
+    said = "no GPU activity in the trace" if cpu_only and kind != "cpu" else kind
+    return (name or "unknown") + (f" ({said})" if said else "")
+
+
+def _header(command: str, *parts: object) -> Text:
+    """``daydream run TRACE amp``: the command's first line, its inputs one space apart (a library script by its
+    name)."""
+    return styled((f"daydream {command}", "b"), " ", plain(" ".join(str(p) for p in parts if p), 2000))
+
+
+def script_label(path: str) -> str:
+    """A script as a person names it: a library script by its name (``batch_size``), one's own by its path."""
+    from daydream.dsl.library import library_name
+
+    try:
+        return library_name(path) or path
+    except Exception:  # noqa: BLE001 - a path that cannot be looked up is shown as it is
+        return path
+
+
 def render_replay(result: Replay, console: Console) -> None:
+    from daydream.api.replay import recording_device  # loaded already: it made ``result``
+
     d = result.report
-    for w in result.warnings:
-        console.print(warning_line("warning:", w))
-    console.print(styled(("daydream simulate", "b"), " ", plain(d.trace, 2000)))
+    cpu_only = say_warnings(result.warnings, console)
+    words(_header("simulate", d.trace), console)
     head = Table(show_header=False, box=None)
-    head.add_row("device", plain(d.device or "-"), "rank", f"{d.rank} of {d.world_size}")
+    head.add_row("device", plain(device_text(*recording_device(result.graph), cpu_only)), "rank", f"{d.rank} of {d.world_size}")
     head.add_row("tasks", f"{d.tasks:,}", "edges", f"{d.edges:,}")
-    console.print(head)
+    show_table(head, console)
 
     steps = Table(title="Iteration time", title_justify="left")
     steps.add_column("step")
@@ -85,41 +197,53 @@ def render_replay(result: Replay, console: Console) -> None:
         steps.add_row("[b]median[/]", ms(d.measured_us), ms(d.baseline_us), f"{d.error_pct:+.2f}%")
     if d.baseline_interval.half_width_pct:
         steps.add_row("90% interval", "", _range(d.baseline_interval), "")
-    console.print(steps)
-    console.print(_causality_line(d.edges_by_kind, d.causality, d.steps), highlight=False, markup=False)
+    show_table(steps, console)
+    if any(s.context for s in d.steps):
+        words(CONTEXT_NOTE, console)
+    words(_causality_line(d.edges_by_kind, d.causality, d.steps), console)
 
-    console.print(breakdown_shares(d.breakdown, "Breakdown (baseline)"))
+    show_table(breakdown_shares(d.breakdown, "Breakdown (baseline)"), console)
     if d.memory is not None:
         render_replay_memory(d.memory, console)
 
     cp = d.critical_path
     measured = sum(1 for s in d.steps if not s.context)
     per = f" (one step's share of the {measured} measured steps')" if measured > 1 else ""
-    title = (f"Critical path{per}: {cp.tasks:,} tasks; GPU holds it {ms(cp.gpu_us)}, CPU {ms(cp.cpu_us)}, adding up to "
-             f"the step; the top tasks' and layers' times are parts of it")  # fmt: skip
+    words(f"Critical path{per}: {cp.tasks:,} tasks; GPU holds it {ms(cp.gpu_us)}, CPU {ms(cp.cpu_us)}, adding up to "
+          f"the step; the top tasks' and layers' times are parts of it", console)  # fmt: skip
     names, layers = list(cp.by_name.items()), list(cp.by_layer.items())
+    # the times keep their widths; the names take the rest of the terminal, cut at their end (--json has them whole)
+    time_w = max([4, *(len(ms(t)) for _, t in names + layers)])
+    name_w = max([30, *(len(str(n)) for n, _ in names)])
+    layer_w = max([31, *(len(str(n)) for n, _ in layers)])
     if console.width < 110:  # side by side the two need ~105 columns: one under the other, each fits 80
-        for label, items, first in (
-            ("top tasks on the critical path", names, title),
-            ("top layers on the critical path", layers, None),
-        ):
-            one = Table(title=first, title_justify="left")
-            one.add_column(label, overflow="ellipsis", no_wrap=True, max_width=max(20, console.width - 20))
-            one.add_column("time", justify="right", no_wrap=True, min_width=11)
+        for label, items, width in (("top tasks on the critical path", names, name_w),
+                                    ("top layers on the critical path", layers, layer_w)):  # fmt: skip
+            one = Table()
+            one.add_column(label, overflow="ellipsis", no_wrap=True, max_width=max(20, min(width, console.width - time_w - 7)))
+            one.add_column("time", justify="right", no_wrap=True, min_width=time_w)
             for name, t in items:
                 one.add_row(plain(name), ms(t))
-            console.print(one)
+            show_table(one, console)
         return
-    crit = Table(title=title, title_justify="left")
-    crit.add_column("top tasks on the critical path", overflow="ellipsis", max_width=60, no_wrap=True)
-    crit.add_column("time", justify="right", no_wrap=True, min_width=11)
-    crit.add_column("top layers on the critical path", overflow="ellipsis", max_width=40, no_wrap=True)
-    crit.add_column("time", justify="right", no_wrap=True, min_width=11)
+    spare = console.width - 2 * time_w - 13  # the table's borders and padding: 13 columns
+    layer_w = min(layer_w, max(31, spare // 3))
+    name_w = min(name_w, spare - layer_w)
+    crit = Table()
+    crit.add_column("top tasks on the critical path", overflow="ellipsis", max_width=name_w, no_wrap=True)
+    crit.add_column("time", justify="right", no_wrap=True, min_width=time_w)
+    crit.add_column("top layers on the critical path", overflow="ellipsis", max_width=layer_w, no_wrap=True)
+    crit.add_column("time", justify="right", no_wrap=True, min_width=time_w)
     for i in range(max(len(names), len(layers))):
         n = names[i] if i < len(names) else ("", None)
         la = layers[i] if i < len(layers) else ("", None)
         crit.add_row(plain(n[0]), ms(n[1]) if n[1] is not None else "", plain(la[0]), ms(la[1]) if la[1] is not None else "")
-    console.print(crit)
+    show_table(crit, console)
+
+
+# what "(context)" on a step means, wherever steps are listed
+CONTEXT_NOTE = ("(context): a step simulated before the measured one, so that the measured step starts with the work "
+                "it left pending; not measured, not part of the step time")  # fmt: skip
 
 
 def render_job(result: JobReplay, console: Console) -> None:
@@ -128,14 +252,13 @@ def render_job(result: JobReplay, console: Console) -> None:
     from daydream.api.job import longest_window_sentence, ranks_legend  # loaded already: it made ``result``
 
     d = result.report
-    for w in result.warnings:
-        console.print(warning_line("warning:", w))
-    console.print(styled(("daydream simulate", "b"), " ", plain(d.trace, 2000)))
+    cpu_only = say_warnings(result.warnings, console)
+    words(_header("simulate", d.trace), console)
     pricing = (d.collectives or {}).get("pricing")
     world, simulated = d.world_size, d.simulated_ranks
     head = Table(show_header=False, box=None)
-    head.add_row("device", plain(d.device or "-"), "ranks", f"{world} ({simulated} simulated, the others share "
-                 "their tasks)" if world is not None and simulated < world else str(world))  # fmt: skip
+    head.add_row("device", plain(device_text(d.device, d.device_type, cpu_only)), "ranks", f"{world} ({simulated} simulated, "
+                 "the others share their tasks)" if world is not None and simulated < world else str(world))  # fmt: skip
     head.add_row("tasks", f"{d.tasks:,}", "steps", plain(", ".join(d.steps) or "-"))
     if pricing is not None:
         head.add_row("collectives", f"{pricing['collectives']:,}", "priced by",
@@ -144,17 +267,17 @@ def render_job(result: JobReplay, console: Console) -> None:
         used = d.workers
         head.add_row("simulated by", f"{used.count} worker{'s' if used.count > 1 else ''} ({used.kind})", "rounds",
                      f"{used.rounds:,}")  # fmt: skip
-    console.print(head)
+    show_table(head, console)
     # numbers in ms, the unit in the title: the table fits 80 columns (its headers fold)
     table = Table(title="Each rank's step, ms: its own window, from its own step's start", title_justify="left")
-    for col in ("rank", "measured", "baseline", "error", "starts", "waiting", "working", "holds others"):
+    for col in ("rank", "measured", "baseline", "error", "starts", "waiting", "working", "delays others"):
         table.add_column(col, justify="right")
     for r in result.ranks:
         table.add_row(str(r.rank) + (f" (= {r.same_as})" if r.same_as is not None else ""), _ms(r.measured_us),
                       _ms(r.step_us), f"{r.error_pct:+.2f}%", _ms(r.offset_us), _ms(r.wait_us), _ms(r.step_us - r.wait_us),
                       _ms(r.held_us) if r.held_us else "-")  # fmt: skip
     table.add_row("[b]job[/]", _ms(result.measured_us), _ms(result.baseline_us), f"{100.0 * result.error:+.2f}%", "", "", "", "")
-    console.print(table)
+    show_table(table, console)
     first = min(result.ranks, key=lambda r: r.offset_us).rank
     words(f"{ranks_legend(first)}; job: the job's step, its slowest rank's (rank {d.slowest_rank}'s)", console)
     s = result.straggler
@@ -166,8 +289,8 @@ def render_job(result: JobReplay, console: Console) -> None:
             words(why, console)
     else:
         words("straggler: none (no rank reached a collective last on its own)", console)
-    console.print(breakdown_shares(d.breakdown, f"Breakdown of the job's step, {ms(d.baseline_us)}: rank "
-                                   f"{d.slowest_rank}'s window (its slowest rank's)"))  # fmt: skip
+    show_table(breakdown_shares(d.breakdown, f"Breakdown of the job's step, {ms(d.baseline_us)}: rank "
+                                f"{d.slowest_rank}'s window (its slowest rank's)"), console)  # fmt: skip
 
 
 if TYPE_CHECKING:  # what the job's renderers below read
@@ -189,7 +312,7 @@ def _straggler_block(s: Straggler, step_us: float, label: str, console: Console)
     heads = ("collective", "phase", "kernel", "reached", "held", "next-to-last")
     # the figures keep their widths; the kernel's name gives way, cut at its end (--json has it whole)
     fixed = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads) if h != "kernel"]
-    kernel_w = max(8, min(60, console.width - sum(fixed) - 3 * len(heads) - 1))
+    kernel_w = max(8, console.width - sum(fixed) - 3 * len(heads) - 1)
     held = Table(title=f"Collectives rank {s.rank} reached last, the longest held first (ms)", title_justify="left")
     widths = iter(fixed)
     for h in heads:
@@ -199,27 +322,14 @@ def _straggler_block(s: Straggler, step_us: float, label: str, console: Console)
             held.add_column(h, justify="left" if h in ("collective", "phase") else "right", no_wrap=True, min_width=next(widths))
     for row in rows:
         held.add_row(*(plain(x) for x in row))
-    console.print(held)
+    show_table(held, console)
     if len(s.collectives) > SHOWN_COLLECTIVES:
-        console.print(plain(f"... and {len(s.collectives) - SHOWN_COLLECTIVES:,} more (--json for all)"))
+        words(f"... and {len(s.collectives) - SHOWN_COLLECTIVES:,} more (--json for all)", console)
     words("reached: after its own step's start; held: its arrival after the next-to-last rank's, how much earlier "
           "the collective would have started without it; next-to-last: the rank the others would have waited for "
           "instead", console)  # fmt: skip
     if s.tasks:
         words(straggler_path_sentence(s, step_us), console)
-
-
-def words(text: str, console: Console) -> None:
-    """A paragraph of our words with data in it (names from the trace): wrapped at word boundaries to the console's
-    width (80 columns read as well as a wide terminal; a word longer than a line is cut into lines), never read as
-    markup."""
-    import re
-    import textwrap
-
-    # a figure stays with its unit on one line (a space no line breaks at, put back once wrapped)
-    kept = re.sub(r"(\d) (ms|us)\b", "\\1\x00\\2", clip(text, 4000))
-    wrapped = textwrap.fill(kept, width=max(20, console.width), break_on_hyphens=False)
-    console.print(Text(wrapped.replace("\x00", " ")), soft_wrap=True)
 
 
 def _causality_line(edges_by_kind: dict[str, int], causality: Causality | None, steps: list[StepTime]) -> str:
@@ -241,7 +351,8 @@ def _causality_line(edges_by_kind: dict[str, int], causality: Causality | None, 
         n = c.bridged_orders
         weak.append(f"{n:,} stretch{'' if n == 1 else 'es'} of work between the steps kept as traced on "
                     f"{'its thread' if n == 1 else 'their threads'}")  # fmt: skip
-    return f"dependencies: {edges}\n" + ("explained: every start" if not weak else "not explained: " + "; ".join(weak))
+    return (f"dependencies (the graph's edges, by kind): {edges}\n"
+            + ("every task's start is explained by a dependency" if not weak else "not explained: " + "; ".join(weak)))  # fmt: skip
 
 
 def _count(n: int, noun: str) -> str:
@@ -272,12 +383,14 @@ def breakdown_table(
 
 def render_whatif(result: WhatIf, console: Console) -> None:
     """Baseline against prediction, where the time went, and what each statement did."""
+    from daydream.api.replay import recording_device
+
     d = result.report
-    for w in d.warnings:
-        console.print(warning_line("warning:", w))
-    console.print(styled(("daydream run", "b"), " ", plain(f"{d.trace}  {' '.join(d.scripts)}", 2000)))
+    cpu_only = say_warnings(d.warnings, console)
+    words(_header("run", d.trace, *map(script_label, d.scripts)), console)
+    words(plain(f"device: {device_text(*recording_device(result.graph), cpu_only)}"), console)
     if d.params_text:
-        console.print(plain("params: " + ", ".join(f"{k} = {v}" for k, v in d.params_text.items()), 2000))
+        words(plain("params: " + ", ".join(f"{k} = {v}" for k, v in d.params_text.items()), 2000), console)
     head = Table(title="Iteration time", title_justify="left")
     for col in ("measured", "baseline (simulated)", "predicted", "speedup", "throughput"):
         head.add_column(col, justify="right")
@@ -285,10 +398,10 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     head.add_row(ms(measured) if measured == measured else "-", ms(d.baseline_us), ms(d.predicted_us),
                  f"[b]{d.speedup:.3f}x[/]", f"[b]{d.throughput:.3f}x[/]")  # fmt: skip
     head.add_row("", _range(d.baseline_interval), _range(d.predicted_interval), "", "")
-    console.print(head)
-    console.print(speedup_note(d.samples), highlight=False, markup=False)
-    console.print(interval_note(d.predicted_interval), highlight=False, markup=False)
-    console.print(plain(versus_note(d.versus_baseline), 2000))
+    show_table(head, console)
+    words(speedup_note(d.samples), console)
+    words(interval_note(d.predicted_interval), console)
+    words(plain(versus_note(d.versus_baseline), 2000), console)
     if d.memory is not None:
         render_memory_change(d.memory, console)
     if d.ranks:
@@ -303,10 +416,12 @@ def render_whatif(result: WhatIf, console: Console) -> None:
             b = b_steps.get(name)
             label = styled(plain(name), (" (context)", "dim")) if name in context else plain(name)
             per.add_row(label, ms(b) if b is not None else "-", ms(a), change(b, a) if b is not None else "")
-        console.print(per)
+        show_table(per, console)
+        if context & set(a_steps):
+            words(CONTEXT_NOTE, console)
     slowest = d.slowest_rank
     title = breakdown_title(slowest.baseline, slowest.predicted) if slowest is not None else "Breakdown"
-    console.print(breakdown_table(d.breakdown.baseline, d.breakdown.predicted, title))
+    show_table(breakdown_table(d.breakdown.baseline, d.breakdown.predicted, title), console)
     b_cls, a_cls = d.gpu_time_by_class.baseline, d.gpu_time_by_class.predicted
     if b_cls or a_cls:  # a CPU recording has no GPU time to show
         cls = Table(title="GPU time by kernel class (the step's kernels, summed over streams)", title_justify="left")
@@ -315,7 +430,7 @@ def render_whatif(result: WhatIf, console: Console) -> None:
         for name in sorted(set(b_cls) | set(a_cls), key=lambda n: -max(b_cls.get(n, 0.0), a_cls.get(n, 0.0)))[:12]:
             b, a = b_cls.get(name, 0.0), a_cls.get(name, 0.0)
             cls.add_row(plain(name), ms(b), ms(a), change(b, a, d.baseline_us))
-        console.print(cls)
+        show_table(cls, console)
     st = Table(title="Statements", title_justify="left")
     rows = [(f"{os.path.basename(e.file)}:{e.line}", " ".join(e.statement.split()), e.describe()) for e in result.effects]
     # widths set here, not left to the table: the place and the effect keep every figure (the effect folds at 80
@@ -323,7 +438,7 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     where_w = max([5, *(len(r[0]) for r in rows)])
     effect_w = max([6, *(len(r[2]) for r in rows)])
     spare = console.width - where_w - 10  # the table's borders and padding: 10 columns
-    statement_w = min(60, max([9, *(len(r[1]) for r in rows)]), spare - effect_w)
+    statement_w = min(max([9, *(len(r[1]) for r in rows)]), spare - effect_w)
     if statement_w < 30:
         statement_w = min(30, max([9, *(len(r[1]) for r in rows)]))
         effect_w = max(16, spare - statement_w)
@@ -332,7 +447,7 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     st.add_column("effect", overflow="fold", width=effect_w)
     for where, statement, effect in rows:
         st.add_row(plain(where), plain(statement), plain(effect))
-    console.print(st)
+    show_table(st, console)
 
 
 def _render_rank_changes(d: WhatIfReport, console: Console) -> None:
@@ -345,7 +460,7 @@ def _render_rank_changes(d: WhatIfReport, console: Console) -> None:
         change = f"{100 * (r['predicted_us'] / r['baseline_us'] - 1):+.1f}%" if r["baseline_us"] else "-"
         ranks.add_row(str(r["rank"]), _ms(r["measured_us"]), _ms(r["baseline_us"]), _ms(r["predicted_us"]), change,
                       _ms(r["baseline_wait_us"]), _ms(r["wait_us"]))  # fmt: skip
-    console.print(ranks)
+    show_table(ranks, console)
     # a rank whose step the scripts start earlier has a longer window: it now waits for the others in it
     moved = [r for r in d.ranks or () if abs(r["offset_us"] - r["baseline_offset_us"]) >= 0.5]
     for r in moved[:3]:
@@ -407,48 +522,71 @@ def speedup_note(samples: float | None = None) -> str:
 def render_demo(demo: Demo, console: Console) -> None:
     """``daydream demo``: the replayed step, where its time goes, and each what-if's prediction."""
     d = demo.report
-    for w in d.warnings:
-        console.print(warning_line("note:", w))
-    console.print(styled(("daydream demo", "b"), " ", plain(d.trace, 2000)))
-    console.print(plain(f"device: {d.device or '-'} ({d.device_type or 'unknown'})"))
+    cpu_only = say_warnings(d.warnings, console, "note:")
+    trace = _near(d.trace)
+    words(_header("demo", trace), console)
+    words(plain(f"device: {device_text(d.device, d.device_type, cpu_only)}"), console)
     head = Table(title="The recorded step, replayed", title_justify="left")
     for col in ("measured", "baseline (simulated)", "error"):
         head.add_column(col, justify="right")
     err = (d.baseline_us - d.measured_us) / d.measured_us * 100 if d.measured_us else 0.0
     head.add_row(ms(d.measured_us), ms(d.baseline_us), f"{err:+.2f}%")
-    console.print(head)
-    console.print(breakdown_shares(d.breakdown, "Where the time goes"))
+    show_table(head, console)
+    show_table(breakdown_shares(d.breakdown, "Where the time goes"), console)
+    # the interval as its half-width (as compare and plan show it): the label keeps the room to stay one line at 80
     table = Table(title=f"What if (baseline: {ms(d.baseline_us)} per step)", title_justify="left")
-    for col in ("#", "optimization", "predicted", "90% interval", "speedup", "throughput"):
-        table.add_column(col, justify="left" if col == "optimization" else "right")
+    for col in ("#", "optimization", "predicted", "±", "speedup", "throughput"):
+        table.add_column(col, justify="left" if col == "optimization" else "right", no_wrap=col != "optimization")
     labels = []
     for w in d.whatifs:
         label = w.script + "".join(f" {k}={v}" for k, v in w.params.items())
         labels.append((label, w.ties))
-        table.add_row(f"{w.rank}{'=' if w.ties else ''}", plain(label), ms(w.predicted_us), _range(w.interval),
+        table.add_row(f"{w.rank}{'=' if w.ties else ''}", plain(label), ms(w.predicted_us), _half_width(w.interval),
                       f"{w.speedup:.3f}x", f"[b]{w.throughput:.3f}x[/]")  # fmt: skip
-    console.print(table)
-    console.print(speedup_note(), highlight=False, markup=False)
-    console.print(plain(RANKING_NOTE.replace("faster", "ahead in throughput")
-                        + ("; tied: " + tie_pairs(labels) if any(t for _, t in labels) else ""), 4000))  # fmt: skip
+    show_table(table, console)
+    words(speedup_note() + "; ±: the 90% interval's half-width: the trace's own step-to-step noise and each script's "
+          "largest error on the validation ledger", console)  # fmt: skip
+    words(plain(RANKING_NOTE.replace("faster", "ahead in throughput")
+                + ("; tied: " + tie_pairs(labels) if any(t for _, t in labels) else ""), 4000), console)  # fmt: skip
     verdicts = {v: [lab for (lab, _), w in zip(labels, d.whatifs) if w.versus_baseline.verdict == v]
                 for v in ("faster", "slower", "not decided")}  # fmt: skip
     said = "; ".join(f"{v}: {', '.join(names)}" for v, names in verdicts.items() if names)
     if said:
-        console.print(plain(f"step time against the baseline, by the same paired rule: {said}", 4000))
-    console.print("90% interval: the trace's own step-to-step noise and each script's largest error on the validation "
-                  "ledger (extrap.: a script or param the ledger never measured, its part widened)", highlight=False, markup=False)  # fmt: skip
+        words(plain(f"step time against the baseline, by the same paired rule: {said}", 4000), console)
+    extrapolated = [lab for (lab, _), w in zip(labels, d.whatifs) if w.interval is not None and w.interval.extrapolated]
+    if extrapolated:
+        words(plain(f"{EXTRAPOLATED}: {', '.join(extrapolated)}", 4000), console)
     with_memory = [(lab, w.memory) for (lab, _), w in zip(labels, d.whatifs) if w.memory is not None]
     if with_memory:
         first = with_memory[0][1]
         assert first is not None
-        console.print(plain(f"peak memory ({_source(first.source, first.device)}; baseline {nbytes(first.baseline_peak_bytes)}): "
-                            + "; ".join(f"{lab} {nbytes(m.predicted_peak_bytes)}" for lab, m in with_memory if m is not None), 4000))  # fmt: skip
+        words(plain(f"peak memory ({_source(first.source, first.device)}; baseline {nbytes(first.baseline_peak_bytes)}): "
+                    + "; ".join(f"{lab} {nbytes(m.predicted_peak_bytes)}" for lab, m in with_memory if m is not None), 4000),
+              console)  # fmt: skip
     for w in d.whatifs:
-        console.print(styled("  ", plain(w.script, style="b"), ": ", plain(w.summary, 2000)))
+        words(styled("  ", plain(w.script, style="b"), ": ", plain(w.summary, 2000)), console, "  ")
     for sk in d.skipped:
-        console.print(styled("  ", plain(f"{sk.script}: not applied: {sk.reason}", 2000, style="dim")))
-    console.print(plain(f"one at a time, with every table: daydream run {d.trace} SCRIPT [-p NAME=VALUE]", 2000))
+        words(styled("  ", plain(f"{sk.script}: not applied: {sk.reason}", 2000, style="dim")), console, "  ")
+    words(plain(f"one at a time, with every table: daydream run {trace} SCRIPT [-p NAME=VALUE]", 2000), console)
+
+
+def _near(path: str) -> str:
+    """A path as the user would type it here: relative to the working folder where it is below it (the bundled
+    trace, run from a checkout), else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return rel if not rel.startswith("..") and len(rel) < len(path) else path
+
+
+# said under every ranking whose intervals some scenario's widened
+EXTRAPOLATED = "extrapolated (a script or param the validation ledger never measured; the interval widened)"
+
+
+def _half_width(iv: Interval | None) -> str:
+    """``±13%``: a 90% interval as its half-width, in % of its value (empty with no width)."""
+    return f"±{iv.half_width_pct:.0f}%" if iv is not None and iv.half_width_pct else ""
 
 
 def _held(at_peak: dict[str, float]) -> str:
@@ -465,9 +603,9 @@ def render_replay_memory(m: MemoryReplay, console: Console) -> None:
     """The step's peak memory: measured (the trace's own totals) and replayed, and what holds it at the peak."""
     measured = f"measured {nbytes(m.measured_peak_bytes)}, " if m.measured_peak_bytes is not None else ""
     capacity = f" of {nbytes(m.capacity_bytes)}" if m.capacity_bytes else ""
-    console.print(plain(f"Peak memory ({_source(m.source, m.device)}): {measured}replayed {nbytes(m.baseline_peak_bytes)}"
-                        f"{capacity}; at the peak: {_held(m.at_peak)}", 2000))  # fmt: skip
-    console.print(plain(f"  counted: {m.counted}", 2000))
+    words(plain(f"Peak memory ({_source(m.source, m.device)}): {measured}replayed {nbytes(m.baseline_peak_bytes)}"
+                f"{capacity}; at the peak: {_held(m.at_peak)}", 2000), console)  # fmt: skip
+    words(plain(f"  counted: {m.counted}", 2000), console)
 
 
 def render_memory_change(m: MemoryChange, console: Console) -> None:
@@ -484,15 +622,14 @@ def render_memory_change(m: MemoryChange, console: Console) -> None:
     for category in dict.fromkeys([*m.baseline_at_peak, *m.predicted_at_peak]):
         b, a = m.baseline_at_peak.get(category, 0.0), m.predicted_at_peak.get(category, 0.0)
         table.add_row(f"  {category}", nbytes(b), nbytes(a), signed_bytes(a - b))
-    console.print(table)
+    show_table(table, console)
     fits = ("" if m.fits is None else f"; fits the device's {nbytes(m.capacity_bytes)}" if m.fits else
             f"; does NOT fit the device's {nbytes(m.capacity_bytes)}")  # fmt: skip
     measured = f"measured {nbytes(m.measured_peak_bytes)} before; " if m.measured_peak_bytes is not None else ""
-    console.print(plain(f"memory: {measured}the categories at each peak add up to it{fits}; counted: {m.counted}", 2000))
+    words(plain(f"memory: {measured}the categories at each peak add up to it{fits}; counted: {m.counted}", 2000), console)
     if iv.parts:
-        console.print(
-            plain("memory interval: " + "; ".join(f"{p.name} +-{p.half_width_pct:.1f}% ({p.source})" for p in iv.parts), 2000)
-        )
+        words(plain("memory interval: " + "; ".join(f"{p.name} +-{p.half_width_pct:.1f}% ({p.source})" for p in iv.parts), 2000),
+              console)  # fmt: skip
 
 
 def breakdown_shares(bd: dict[str, float], title: str) -> Table:
@@ -506,20 +643,21 @@ def breakdown_shares(bd: dict[str, float], title: str) -> Table:
 
 
 def render_script_list(scripts: list[ScriptInfo], console: Console) -> None:
-    """``daydream list``: each script's name, first docstring line and params."""
+    """``daydream list``: each script's name, first docstring line and params, as a listing (a table's narrow
+    columns would fold a regex param mid-word at 80 columns): the name, then its lines indented, each wrapped at
+    word boundaries, a param never apart from its value."""
     if not scripts:
         console.print("no .whatif scripts found", highlight=False)
         return
-    table = Table(title="What-if scripts", title_justify="left")
-    table.add_column("script", no_wrap=True)
-    table.add_column("what it models", overflow="fold")  # a long word (a regex, a class name) folds, never cut
-    table.add_column("params", overflow="fold")
+    words("What-if scripts (daydream run TRACE NAME -p PARAM=VALUE; the params with their defaults)", console)
     for s in scripts:
         if s.error is not None:  # said in full on stderr (the command line); here its first line
-            table.add_row(plain(s.name, style="red"), plain(f"cannot be used: {s.error.splitlines()[0]}", 2000, style="red"), "")
+            words(styled(plain(s.name, style="b red"), ": ", plain(f"cannot be used: {s.error.splitlines()[0]}", 2000,
+                                                                    style="red")), console, "  ")  # fmt: skip
             continue
-        table.add_row(plain(s.name), plain(s.summary, 2000), plain("\n".join(f"{n} = {v}" for n, v in s.params), 2000))
-    console.print(table)
+        words(styled(plain(s.name, style="b"), ": ", plain(s.summary, 2000)), console, "  ")
+        if s.params:
+            words(plain("  params: " + ", ".join(f"{n} = {v}" for n, v in s.params), 2000), console, "  ")
 
 
 def render_accuracy(rows: list[Accuracy], console: Console) -> None:
@@ -535,7 +673,7 @@ def render_accuracy(rows: list[Accuracy], console: Console) -> None:
     )  # names and data fold at 80 columns; the figures keep their widths
     for r in rows:
         table.add_row(plain(r.name), f"{r.gmae_pct:.2f}%", str(r.n), plain(r.data))
-    console.print(table)
+    show_table(table, console)
 
 
 def render_ledger(ledger: Ledger, console: Console) -> None:
@@ -564,23 +702,23 @@ def render_ledger(ledger: Ledger, console: Console) -> None:
         table.add_row(label, "", "", "", f"{geo:.1f}%",
                       f"{ledger.no_change_geomean_error_pct:.1f}%", "-" if ratio is None else f"{ratio:.1f}%",
                       style="bold")  # fmt: skip
-    console.print(table)
-    console.print("±: spread of the runs (half their range); (noise): the change moved the time less than the two "
-                  "settings' spreads; ratio: the BEFORE times the case's whole-step ratio", highlight=False)  # fmt: skip
+    show_table(table, console)
+    words("±: spread of the runs (half their range); (noise): the change moved the time less than the two "
+                  "settings' spreads; ratio: the BEFORE times the case's whole-step ratio", console)  # fmt: skip
     for c in ledger.cases:
         if c.predicted_us is None:
-            console.print(plain(f"{c.name}: no prediction: {c.message}", 2000))
+            words(plain(f"{c.name}: no prediction: {c.message}", 2000), console)
         elif c.moved and not c.beats_no_change:
-            console.print(plain(f'{c.name}: the prediction is no closer than "no change"', 2000))
+            words(plain(f'{c.name}: the prediction is no closer than "no change"', 2000), console)
     cov = ledger.coverage
     if cov.cases:
-        console.print(plain(f"90% intervals (each case's BEFORE noise and its scripts' largest error on the other cases): "
+        words(plain(f"90% intervals (each case's BEFORE noise and its scripts' largest error on the other cases): "
                             f"{cov.covered} of {cov.cases} measured AFTERs inside ({cov.coverage_pct:.0f}%); median half-width "
-                            f"{cov.median_half_width_pct:.1f}% against a median |error| of {cov.median_abs_error_pct:.1f}%", 2000))  # fmt: skip
+                            f"{cov.median_half_width_pct:.1f}% against a median |error| of {cov.median_abs_error_pct:.1f}%", 2000), console)  # fmt: skip
         for c in ledger.cases:
             if c.interval is not None and not c.covered:
-                console.print(plain(f"  outside: {c.name}: measured {ms(c.measured_us)}, predicted {ms(c.interval.value_us)} "
-                                    f"({ms(c.interval.low_us)}-{ms(c.interval.high_us)})", 2000))  # fmt: skip
+                words(plain(f"  outside: {c.name}: measured {ms(c.measured_us)}, predicted {ms(c.interval.value_us)} "
+                                    f"({ms(c.interval.low_us)}-{ms(c.interval.high_us)})", 2000), console)  # fmt: skip
     if ledger.memory_cases:
         _render_memory_ledger(ledger, console)
 
@@ -602,16 +740,16 @@ def _render_memory_ledger(ledger: Ledger, console: Console) -> None:
     geo, nc = ledger.memory_geomean_error_pct, ledger.memory_no_change_geomean_error_pct
     if geo is not None and nc is not None:
         table.add_row(f"geomean |error|, {len(ledger.memory_cases)} cases", "", "", "", f"{geo:.2f}%", f"{nc:.2f}%", style="bold")
-    console.print(table)
+    show_table(table, console)
     cov = ledger.memory_coverage
     if cov.cases:
-        console.print(plain(f"(same): the change did not move the peak; 90% intervals: {cov.covered} of {cov.cases} measured "
-                            f"peaks inside ({cov.coverage_pct:.0f}%), median half-width {cov.median_half_width_pct:.1f}%", 2000))  # fmt: skip
+        words(plain(f"(same): the change did not move the peak; 90% intervals: {cov.covered} of {cov.cases} measured "
+                            f"peaks inside ({cov.coverage_pct:.0f}%), median half-width {cov.median_half_width_pct:.1f}%", 2000), console)  # fmt: skip
     for c in ledger.memory_cases:
         if c.predicted_bytes is None:
-            console.print(plain(f"{c.name}: no prediction: {c.message}", 2000))
+            words(plain(f"{c.name}: no prediction: {c.message}", 2000), console)
         elif c.moved and not c.beats_no_change:
-            console.print(plain(f'{c.name}: the predicted peak is no closer than "no change"', 2000))
+            words(plain(f'{c.name}: the predicted peak is no closer than "no change"', 2000), console)
 
 
 def render_devices(devices: list[Device], console: Console) -> None:
@@ -630,8 +768,8 @@ def render_devices(devices: list[Device], console: Console) -> None:
         peaks = [f"{d.peak_tflops[k]:g}" if k in d.peak_tflops else "-" for k in ("fp32", "tf32", "fp16", "bf16", "fp8")]
         full = [plain(d.full_name)] if wide else []
         table.add_row(plain(d.key), *full, *peaks, f"{d.hbm_gbps:g}", f"{d.l2_mb:g}", str(d.sms), f"gen{d.pcie_gen}")
-    console.print(table)
-    console.print('TFLOP/s per dtype; `-p device=NAME` / device = "NAME" in scripts take the first column.', highlight=False)
+    show_table(table, console)
+    words('TFLOP/s per dtype; `-p device=NAME` / device = "NAME" in scripts take the first column.', console)
 
 
 def render_kernel_model(model: DeviceModel, console: Console) -> None:
@@ -647,11 +785,11 @@ def render_kernel_model(model: DeviceModel, console: Console) -> None:
     for r in model.accuracy:
         table.add_row(plain(r.kernel_class), plain(r.target), f"{r.pairs:,}", f"{r.calibrated_gmae_pct:.1f}%", f"{r.gmae_pct:.1f}%",
                       f"{r.roofline_gmae_pct:.1f}%")  # fmt: skip
-    console.print(table)
-    console.print("measured target: the target's own kernels fitted its efficiency and fixed time (a GPU the model has "
+    show_table(table, console)
+    words("measured target: the target's own kernels fitted its efficiency and fixed time (a GPU the model has "
                   "measured: " + ", ".join(sorted(model.anchors)) + "); datasheet only: the median of its vendor's "
                   "measured GPUs (any other GPU, and GEMMs in a dtype other than " + model.dtype + ": said as "
-                  "extrapolated); roofline ratio: the rule without the model.", highlight=False)  # fmt: skip
+                  "extrapolated); roofline ratio: the rule without the model.", console)  # fmt: skip
 
 
 # short column names: the comparison table fits 80 columns
@@ -661,13 +799,15 @@ _BREAKDOWN = tuple(zip(BREAKDOWN_PARTS, ("CPU", "GPU", "both", "idle")))
 def render_comparison(result: Comparison, console: Console, against: Against | None = None) -> None:
     """``daydream compare``: the scenarios by predicted step time, where each one's time goes and what bounds it;
     those the scripts stopped on; against saved results, each regression and what changed since."""
-    for w in result.warnings:
-        console.print(warning_line("warning:", w))
+    cpu_only = say_warnings(result.warnings, console)
     p, b = result.provenance, result.baseline
-    console.print(styled(("daydream compare", "b"), " ", plain(f"{p.trace}  {p.scenarios_file or ''}", 2000)))
+    words(_header("compare", p.trace, p.scenarios_file), console)
+    if cpu_only:
+        words(plain(f"device: {device_text(p.device, None, cpu_only)}"), console)
     measured = f"; measured {ms(b.measured_us)}" if b.measured_us == b.measured_us else ""
-    console.print(
-        plain(f"baseline (the trace unchanged, simulated): {ms(b.baseline_us)}{measured}; bound by {b.bound.text()}", 2000)
+    words(
+        plain(f"baseline (the trace unchanged, simulated): {ms(b.baseline_us)}{measured}; bound by {b.bound.text()}", 2000),
+        console,
     )
     # numbers in ms, shares in % of each scenario's step, the units in the title: the table fits 80 columns
     table = Table(
@@ -690,35 +830,34 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
     for i, s in enumerate(predicted, 1):
         bd, total = s.breakdown or {}, (s.breakdown or {}).get("total_us") or 1.0
         place = f"{s.rank if s.rank is not None else i}{'=' if s.ties else ''}"
+        # the half-width beside the step where the terminal has the room, under it at 80 columns
         step = _ms(s.predicted_us or 0.0) + (
-            f"\n±{s.interval.half_width_pct:.0f}%" if s.interval is not None and s.interval.half_width_pct else ""
+            (" " if console.width >= 100 else "\n") + _half_width(s.interval) if _half_width(s.interval) else ""
         )
         table.add_row(place, plain(s.name), step, f"{s.speedup or 0.0:.3f}x",
                       *(f"{100 * bd.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN), plain(s.bound.text() if s.bound else "-"))  # fmt: skip
     total = b.breakdown.get("total_us") or 1.0
     table.add_row("", "[i]baseline[/]", _ms(b.baseline_us), "1.000x", *(f"{100 * b.breakdown.get(k, 0.0) / total:.0f}" for k, _ in _BREAKDOWN),
                   plain(b.bound.text()))  # fmt: skip
-    console.print(table)
-    console.print("speedup: baseline over predicted (above 1 is faster); CPU/GPU: only that one busy; both: the two "
-                  "at once; bound by: the critical path's largest shares; ±: the 90% interval's half-width", highlight=False,
-                  markup=False)  # fmt: skip
+    show_table(table, console)
+    words("speedup: baseline over predicted (above 1 is faster); CPU/GPU: only that one busy; both: the two at once; "
+          "bound by: the critical path's largest shares; ±: the 90% interval's half-width", console)  # fmt: skip
     if tied:
-        console.print(plain(RANKING_NOTE + "; tied: " + tie_pairs([(s.name, s.ties) for s in predicted]), 4000))
+        words(plain(RANKING_NOTE + "; tied: " + tie_pairs([(s.name, s.ties) for s in predicted]), 4000), console)
     verdicts = {v: [s.name for s in predicted if s.versus_baseline and s.versus_baseline.verdict == v]
                 for v in ("faster", "slower", "not decided")}  # fmt: skip
     if any(verdicts.values()):
         said = "; ".join(f"{v}: {', '.join(names)}" for v, names in verdicts.items() if names)
-        console.print(plain(f"against the baseline, by the same paired rule: {said}", 4000))
+        words(plain(f"against the baseline, by the same paired rule: {said}", 4000), console)
     extrapolated = [s.name for s in predicted if s.interval is not None and s.interval.extrapolated]
     if extrapolated:
-        console.print(plain("extrapolated (a script or param the validation ledger never measured; the interval widened): "
-                            + ", ".join(extrapolated), 4000))  # fmt: skip
+        words(plain(f"{EXTRAPOLATED}: " + ", ".join(extrapolated), 4000), console)
     # throughput where a scenario changes the samples a step processes (batch_size); elsewhere it is the speedup. A
     # line of its own: the table keeps to 80 columns
     more = [s for s in predicted if s.throughput is not None and s.speedup and abs(s.throughput - s.speedup) > 1e-9 * s.speedup]
     if more:
-        console.print(plain("throughput (samples/s after over before; these scenarios change the samples a step processes): "
-                            + "; ".join(f"{s.name} {s.throughput:.3f}x" for s in more), 4000))  # fmt: skip
+        words(plain("throughput (samples/s after over before; these scenarios change the samples a step processes): "
+                    + "; ".join(f"{s.name} {s.throughput:.3f}x" for s in more), 4000), console)  # fmt: skip
     with_memory = [s for s in predicted if s.memory is not None]
     if with_memory:
         first = with_memory[0].memory
@@ -734,10 +873,10 @@ def render_comparison(result: Comparison, console: Console, against: Against | N
             mem.add_row(plain(s.name), nbytes(m.predicted_peak_bytes), f"{nbytes(iv.low_bytes)}-{nbytes(iv.high_bytes)}",
                         signed_bytes(m.predicted_peak_bytes - m.baseline_peak_bytes),
                         "-" if m.fits is None else "yes" if m.fits else "[red]no[/]")  # fmt: skip
-        console.print(mem)
+        show_table(mem, console)
     for s in result.scenarios:
         if s.predicted_us is None:
-            console.print(styled(("not predicted:", "yellow"), " ", plain(f"{s.name}: {s.error}", 2000)))
+            words(styled(("not predicted:", "yellow"), " ", plain(f"{s.name}: {s.error}", 2000)), console)
     if against is not None:
         render_against(against, console)
 
@@ -779,78 +918,79 @@ def _gib(nbytes: float) -> str:
 def render_plans(result: Plans, console: Console, top: int | None = None) -> None:
     """``daydream plan``: the plans by throughput among those that fit, each one's step time, interval, memory and
     what bounds it; then those that do not fit, and those not predicted."""
-    for w in result.warnings:
-        console.print(warning_line("warning:", w))
+    cpu_only = say_warnings(result.warnings, console)
     cap = f"{_gib(result.memory_bytes)} GiB" if result.memory_bytes is not None else "memory unknown"
-    console.print(styled(("daydream plan", "b"), " ", plain(f"{result.trace}: {result.gpus} GPUs ({result.gpus_per_node} "
-                                                            f"a node), {result.device or 'CPU'}, {cap} each", 2000)))  # fmt: skip
+    words(_header("plan", f"{result.trace}: {result.gpus} GPUs ({result.gpus_per_node} a node), "
+                          f"{result.device or 'CPU'}, {cap} each"), console)  # fmt: skip
+    if cpu_only:
+        words(plain(f"device: {device_text(result.device, None, cpu_only)}"), console)
     estimated = "" if result.gradient_sizes in EXACT_GRADIENT_SIZES else f" (estimated from {result.gradient_sizes})"
-    console.print(plain(f"one GPU (the trace, simulated): {ms(result.baseline_us)} a step; {result.parameters:,} parameters"
-                        f"{estimated}, {result.optimizer or 'no optimizer step'}"
-                        + (f"; {_gib(result.baseline_memory_bytes)} GiB of state and activations (the plans' memory model, "
-                           f"from the trace's shapes: +-9%)" if result.baseline_memory_bytes else ""), 2000))  # fmt: skip
+    words(plain(f"one GPU (the trace, simulated): {ms(result.baseline_us)} a step; {result.parameters:,} parameters"
+                f"{estimated}, {result.optimizer or 'no optimizer step'}"
+                + (f"; {_gib(result.baseline_memory_bytes)} GiB of state and activations (the plans' memory model, "
+                   f"from the trace's shapes: +-9%)" if result.baseline_memory_bytes else ""), 2000), console)  # fmt: skip
     for note in result.notes:
-        console.print(plain(f"note: {note}", 2000))
+        words(plain(f"note: {note}", 2000), console)
     predicted = [p for p in result.plans if p.predicted_us is not None]
     shown = predicted if top is None else predicted[:top]
-    table = Table(title="Plans by throughput (step in ms; throughput: samples/s over one GPU's; memory: the fullest "
-                  "rank's GiB, state + activations)", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+    table = Table(title="Plans by throughput (throughput: samples/s over one GPU's; memory: the fullest rank's GiB, "
+                  "state + activations)", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                   pad_edge=False, collapse_padding=True)  # fmt: skip
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("plan", no_wrap=True)
-    table.add_column("step", justify="right", no_wrap=True)
-    table.add_column("thr.", justify="right", no_wrap=True)
-    table.add_column("memory", justify="right", no_wrap=True)
+    table.add_column("step (ms)", justify="right", no_wrap=True)
+    table.add_column("throughput", justify="right", no_wrap=True)
+    table.add_column("memory (GiB)", justify="right", no_wrap=True)
     table.add_column("bound by", overflow="fold")
     for p in shown:
         fullest = max(p.memory, key=lambda m: m.total)
         state = fullest.parameters + fullest.gradients + fullest.optimizer + fullest.buckets
         place = "-" if p.fits is False else f"{p.rank}{'=' if p.ties else ''}"
-        step = _ms(p.predicted_us or 0.0) + (
-            f" ±{p.interval.half_width_pct:.0f}%" if p.interval and p.interval.half_width_pct else ""
-        )
+        step = _ms(p.predicted_us or 0.0) + (f" {_half_width(p.interval)}" if _half_width(p.interval) else "")
         memory = f"{_gib(p.memory_bytes)} ({_gib(state)}+{_gib(fullest.activations)})" + (
             " [red]no fit[/]" if p.fits is False else ""
         )
         table.add_row(place, plain(p.name), step, f"{p.throughput or 0.0:,.2f}x", Text.from_markup(memory),
                       plain(p.bound.text() if p.bound else "-"))  # fmt: skip
-    console.print(table)
+    show_table(table, console)
     if top is not None and len(predicted) > top:
-        console.print(plain(f"... and {len(predicted) - top} more plans (--top, or --json for all)"))
+        words(plain(f"... and {len(predicted) - top} more plans (--top, or --json for all)"), console)
     extrapolated = [p.name for p in shown if p.interval is not None and p.interval.extrapolated]
     if extrapolated:
-        console.print(plain(f"extrapolated (a script or param beyond the validation ledger's cases; the interval widened): "
-                            f"{len(extrapolated)} of {len(shown)} shown", 4000))  # fmt: skip
+        words(plain(f"{EXTRAPOLATED}: {len(extrapolated)} of {len(shown)} shown", 4000), console)
     batch = ("each replica keeps the traced batch" if result.global_batch is None else
              f"{result.global_batch:,} samples a step, {result.global_batch:,} / dp a replica (the trace: {result.batch:,})")  # fmt: skip
-    console.print(plain(f"plan: data x tensor x pipeline parallel ranks, m micro-batches; {batch}; -: does not fit", 4000))
+    words(plain(f"plan: data x tensor x pipeline parallel ranks, m micro-batches; {batch}; ±: the 90% interval's "
+                f"half-width; -: does not fit", 4000), console)  # fmt: skip
     if any(p.ties for p in shown):
-        console.print(plain(RANKING_NOTE.replace("faster", "ahead in throughput") + "; tied: "
-                            + tie_pairs([(p.name, [t for t in p.ties if t in {q.name for q in shown}]) for p in shown]), 4000))  # fmt: skip
+        words(plain(RANKING_NOTE.replace("faster", "ahead in throughput") + "; tied: "
+                    + tie_pairs([(p.name, [t for t in p.ties if t in {q.name for q in shown}]) for p in shown]), 4000),
+              console)  # fmt: skip
     best = result.best
     if best is not None:
-        console.print(styled(("best:", "b"), " ", plain(f"{best.name}: {best.throughput:,.2f}x one GPU's throughput, "
-                                                        f"{ms(best.predicted_us or 0.0)} a step, {_gib(best.memory_bytes)} GiB"
-                                                        + (f"; not told apart from it (tied): {', '.join(best.ties)}" if best.ties else ""),
-                                                        4000)))  # fmt: skip
+        words(styled(("best:", "b"), " ", plain(f"{best.name}: {best.throughput:,.2f}x one GPU's throughput, "
+                                                f"{ms(best.predicted_us or 0.0)} a step, {_gib(best.memory_bytes)} GiB"
+                                                + (f"; not told apart from it (tied): {', '.join(best.ties)}" if best.ties else ""),
+                                                4000)), console)  # fmt: skip
     elif predicted:
-        console.print(
+        words(
             styled(
                 ("no plan fits", "yellow"),
                 plain(f" in {cap}: the fewest GiB, {min(predicted, key=lambda p: p.memory_bytes).name}"),
-            )
+            ),
+            console,
         )
     for p in result.plans:
         if p.predicted_us is None:
-            console.print(styled(("not predicted:", "yellow"), " ", plain(f"{p.name}: {p.error}", 2000)))
+            words(styled(("not predicted:", "yellow"), " ", plain(f"{p.name}: {p.error}", 2000)), console)
 
 
 def render_against(against: Against, console: Console) -> None:
     """Each scenario that moved against the saved results, and what changed since they were saved."""
     moved = [v for v in against.verdicts if v.status != "same"]
-    console.print(plain(f"against {against.saved} (tolerance {against.tolerance_pct:g}%): {len(against.regressed)} regressed, "
-                        f"{sum(v.status == 'same' for v in against.verdicts)} within the tolerance, {len(moved) - len(against.regressed)} "
-                        "faster, new or gone", 2000))  # fmt: skip
+    words(plain(f"against {against.saved} (tolerance {against.tolerance_pct:g}%): {len(against.regressed)} regressed, "
+                f"{sum(v.status == 'same' for v in against.verdicts)} within the tolerance, "
+                f"{len(moved) - len(against.regressed)} faster, new or gone", 2000), console)  # fmt: skip
     if moved:
         table = Table(title="Changed predictions (ms)", title_justify="left")
         for col in ("scenario", "status", "saved", "now", "change"):
@@ -860,34 +1000,31 @@ def render_against(against: Against, console: Console) -> None:
             table.add_row(plain(v.name), plain(v.status, style=style), _ms(v.saved_us) if v.saved_us is not None else "-",
                           _ms(v.predicted_us) if v.predicted_us is not None else "-",
                           f"{v.change_pct:+.2f}%" if v.change_pct is not None else plain(v.message, 200))  # fmt: skip
-        console.print(table)
+        show_table(table, console)
     for line in against.changed:
-        console.print(plain(f"since saved: {line}", 2000))
+        words(plain(f"since saved: {line}", 2000), console)
 
 
 def render_report(report: Report, console: Console) -> None:
     """``daydream report``: the verdicts, the step, the layers and kernels that take longest, and where the page is."""
-    for w in report.warnings:
-        console.print(warning_line("warning:", w))
-    console.print(
-        styled(
-            ("daydream report", "b"), " ", plain(f"{report.trace}  {' '.join(os.path.basename(s) for s in report.scripts)}", 2000)
-        )
-    )
+    cpu_only = say_warnings(report.warnings, console)
+    words(_header("report", report.trace, *map(script_label, report.scripts)), console)
+    if cpu_only:
+        words(plain(f"device: {device_text(None, None, cpu_only)}"), console)
     if report.params_text:
-        console.print(plain("params: " + ", ".join(f"{k} = {v}" for k, v in report.params_text.items()), 2000))
+        words(plain("params: " + ", ".join(f"{k} = {v}" for k, v in report.params_text.items()), 2000), console)
     for a in report.analyses:
-        console.print(styled((f"{a.label}: ", "b"), plain(a.verdict, 2000)))
+        words(styled((f"{a.label}: ", "b"), plain(a.verdict, 2000)), console)
     steps = f"baseline (simulated) {ms(report.analyses[0].step_us)}"
     if report.speedup is not None:
         steps += f", predicted {ms(report.analyses[1].step_us)}, speedup {report.speedup:.3f}x, throughput {report.throughput or 0.0:.3f}x"
-    console.print(plain(steps))
+    words(plain(steps), console)
     if report.versus_baseline is not None:
-        console.print(plain(versus_note(report.versus_baseline), 2000))
+        words(plain(versus_note(report.versus_baseline), 2000), console)
     if report.straggler is not None:  # a job: the rank the others wait for, in the words of simulate
         from daydream.api.job import straggler_sentence
 
-        console.print(plain(straggler_sentence(report.straggler), 2000))
+        words(plain(straggler_sentence(report.straggler), 2000), console)
     last = report.analyses[-1]
     if last.layers:
         layers = Table(title=f"Layers that hold the step longest ({last.label}, ms): time on the critical path, the "
@@ -903,9 +1040,9 @@ def render_report(report: Report, console: Console) -> None:
             layers.add_row(
                 plain(f"{len(rest):,} more"), "", "", _ms(sum(r.critical_us for r in rest)), _ms(sum(r.gpu_us for r in rest))
             )
-        console.print(layers)
+        show_table(layers, console)
     if not last.kernels:  # a CPU recording: no GPU table
-        console.print(plain(f"report written to {report.index} (figures and report.json beside it)"))
+        words(plain(f"report written to {report.index} (figures and report.json beside it)"), console)
         return
     kernels = Table(title=f"Kernels that take longest ({last.label}, ms; total: over the step, summed over streams; %: of "
                     "the GPU's kernel time)", title_justify="left")  # fmt: skip
@@ -913,14 +1050,14 @@ def render_report(report: Report, console: Console) -> None:
             for k in last.kernels[:8]]  # fmt: skip
     # the figures keep their widths; the kernel's name gives way (cut at its end: the page has it whole)
     fixed = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(("class", "roofline", "n", "total", "%"), 1)]
-    name_w = max(12, min(50, console.width - sum(fixed) - 3 * (len(fixed) + 1) - 1))
+    name_w = max(12, console.width - sum(fixed) - 3 * (len(fixed) + 1) - 1)
     kernels.add_column("kernel (its signature in the HTML)", overflow="ellipsis", no_wrap=True, max_width=name_w)
     for col, width in zip(("class", "roofline", "n", "total", "%"), fixed):
         kernels.add_column(col, justify="left" if col in ("class", "roofline") else "right", no_wrap=True, min_width=width)
     for name, *rest in rows:
         kernels.add_row(plain(name), *(plain(x) for x in rest))
-    console.print(kernels)
-    console.print(plain(f"report written to {report.index} (figures and report.json beside it)"))
+    show_table(kernels, console)
+    words(plain(f"report written to {report.index} (figures and report.json beside it)"), console)
 
 
 def render_embedding_profile(result: EmbeddingProfile, console: Console) -> None:
@@ -929,8 +1066,8 @@ def render_embedding_profile(result: EmbeddingProfile, console: Console) -> None
 
     how = ("exact: every input read, every row counted" if result.method == "exact" else
            f"FAE's estimator on {result.sample_fraction:.1%} of the inputs, {result.confidence:.1%} upper bound held to the budget")  # fmt: skip
-    console.print(
-        plain(f"{result.inputs:,} inputs in {len(result.tables)} tables; budget {size_text(result.budget_bytes)}; {how}")
+    words(
+        plain(f"{result.inputs:,} inputs in {len(result.tables)} tables; budget {size_text(result.budget_bytes)}; {how}"), console
     )
     table = Table(title=f"Hot rows: at least {result.threshold:.3g} of their table's lookups", title_justify="left",
                   box=box.SIMPLE_HEAD)  # fmt: skip
@@ -946,18 +1083,18 @@ def render_embedding_profile(result: EmbeddingProfile, console: Console) -> None
         table.add_column(col, justify="right", no_wrap=True, min_width=width)
     for t, row in zip(result.tables, rows):
         table.add_row(plain(middle(t.name, name_w)), *row)
-    console.print(table)
-    console.print(plain(f"hot set {size_text(result.hot_bytes)} (upper bound {size_text(result.hot_bytes_high)}); "
-                        f"{100 * result.hot_input_fraction:.1f}% of inputs hit only hot rows"))  # fmt: skip
+    show_table(table, console)
+    words(plain(f"hot set {size_text(result.hot_bytes)} (upper bound {size_text(result.hot_bytes_high)}); "
+                        f"{100 * result.hot_input_fraction:.1f}% of inputs hit only hot rows"), console)  # fmt: skip
     if result.batch is None:
-        console.print(plain("mini-batches: give --batch B to see how many are all hot"))
+        words(plain("mini-batches: give --batch B to see how many are all hot"), console)
     else:
-        console.print(plain(
+        words(plain(
             f"mini-batches of {result.batch:,}: with FAE's input classification {result.hot_batches:,} hot and "
             f"{result.cold_batches:,} cold per epoch ({100 * (result.hot_batch_fraction or 0):.1f}% hot); "
-            f"drawn at random, {100 * (result.random_hot_batch_fraction or 0):.3g}% would be all hot"))  # fmt: skip
+            f"drawn at random, {100 * (result.random_hot_batch_fraction or 0):.3g}% would be all hot"), console)  # fmt: skip
         batches = (result.hot_batches or 0) + (result.cold_batches or 0)
-        console.print(plain(f"the epoch with FAE, from a hybrid trace: daydream run TRACE fae -p hot_bytes={round(result.hot_bytes_high)} "
-                            f"-p hot_fraction={result.hot_batch_fraction:.4g} -p batches={batches}"))  # fmt: skip
+        words(plain(f"the epoch with FAE, from a hybrid trace: daydream run TRACE fae -p hot_bytes={round(result.hot_bytes_high)} "
+                            f"-p hot_fraction={result.hot_batch_fraction:.4g} -p batches={batches}"), console)  # fmt: skip
     for w in result.warnings:
-        console.print(plain(f"warning: {w}", style="yellow"))
+        words(plain(f"warning: {w}", style="yellow"), console)

@@ -3,6 +3,7 @@
 from daydream.simulation.engine import carry_arrays, simulate
 from daydream.simulation.policies import EARLIEST, FIFO, Policy, parse_policy
 from daydream.simulation.timeline import (
+    CriticalPathTasks,
     PathTask,
     Timeline,
     breakdown,
@@ -21,6 +22,7 @@ __all__ = [
     "breakdown",
     "carry_arrays",
     "PathTask",
+    "CriticalPathTasks",
     "critical_path",
     "critical_path_indices",
     "critical_path_segments",

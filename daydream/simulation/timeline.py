@@ -62,6 +62,13 @@ class Timeline:
     _slowest: tuple[int, np.ndarray] | None = field(default=None, repr=False, compare=False)
     _slowest_read: bool = field(default=False, repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        """One line (a dataclass's would print every task): its tasks and threads, and the span they ran in."""
+        n = len(self.nodes)
+        span = float(np.max(self.end) - np.min(self.start)) if n else 0.0
+        return (f"Timeline({n:,} tasks on {len(set(self.threads)):,} threads and streams, {span / 1e3:,.3f} ms from the first "
+                f"start to the last end; step_us() for the step's period)")  # fmt: skip
+
     def tasks_of(self, kinds: frozenset[str]) -> list[int]:
         """Indices of the tasks of ``kinds``, in task order (kept: the summaries of one timeline ask several times)."""
         found = self._of_kinds.get(kinds)
@@ -351,11 +358,42 @@ class PathTask(msgspec.Struct, frozen=True):
     start_us: float
     duration_us: float
     holds_us: float
+    kernel_class: str | None = None  # a GPU kernel's class (gemm, conv, ...); None for other tasks
 
 
-def critical_path(timeline: Timeline) -> list[PathTask]:
+class CriticalPathTasks(list):  # type: ignore[type-arg]
+    """The critical path's tasks, first to last (a list of :class:`PathTask`), with what a reader asks of it: how long
+    it is (:meth:`length_us`), where it goes (:meth:`by`: the time it holds by name, kind, phase, layer or kernel
+    class, largest first), and a repr of one screen."""
+
+    def length_us(self) -> float:
+        """The path's length: what its tasks hold of it, added up."""
+        return float(sum(t.holds_us for t in self))
+
+    def by(self, attribute: str = "name", top: int | None = None) -> dict[str, float]:
+        """The time the path's tasks hold it, summed by ``attribute`` of theirs (``name``, ``kind``, ``phase``,
+        ``layer``, ``thread``; ``class``: a GPU kernel's class), largest first; the ``top`` largest where given."""
+        out: dict[str, float] = {}
+        for t in self:
+            value = getattr(t, attribute, None) if attribute != "class" else t.kernel_class
+            key = "-" if value is None else str(value)  # (no layer, no class: "-", as the tables say it)
+            out[key] = out.get(key, 0.0) + t.holds_us
+        ranked = sorted(out.items(), key=lambda kv: -kv[1])
+        return dict(ranked if top is None else ranked[:top])
+
+    def __repr__(self) -> str:
+        if not self:
+            return "CriticalPathTasks(no tasks)"
+        top = ", ".join(f"{k[:60]} {v / 1e3:,.3f} ms" for k, v in self.by("name", 3).items())
+        layers = ", ".join(f"{k[:60]} {v / 1e3:,.3f} ms" for k, v in self.by("layer", 3).items())
+        return (f"CriticalPathTasks({len(self):,} tasks holding {self.length_us() / 1e3:,.3f} ms; by name: {top}; by layer: "
+                f"{layers}; .by('phase' | 'layer' | 'class' | 'kind' | 'name') for the rest)")  # fmt: skip
+
+
+def critical_path(timeline: Timeline) -> CriticalPathTasks:
     """The tasks on the critical path, first to last: the chain of tasks whose ends fixed the next one's start, back
-    from the last task to end (:func:`critical_path_indices` gives their indices alone)."""
+    from the last task to end (:func:`critical_path_indices` gives their indices alone), with the time they hold by
+    name, layer, phase or kernel class (:meth:`CriticalPathTasks.by`)."""
     path = critical_path_indices(timeline)
     held = critical_path_segments(timeline, path)
     out = []
@@ -364,8 +402,9 @@ def critical_path(timeline: Timeline) -> list[PathTask]:
         start, end = float(timeline.start[i]), float(timeline.end[i])
         out.append(PathTask(index=i, node=timeline.nodes[i], name=str(a.get("name", "")), kind=str(a.get("kind", "")),
                             thread=str(a.get("thread", "")), rank=a.get("rank"), phase=a.get("phase"),
-                            layer=a.get("layer"), start_us=start, duration_us=end - start, holds_us=holds))  # fmt: skip
-    return out
+                            layer=a.get("layer"), start_us=start, duration_us=end - start, holds_us=holds,
+                            kernel_class=a.get("class")))  # fmt: skip
+    return CriticalPathTasks(out)
 
 
 def critical_path_indices(timeline: Timeline, last: int | None = None) -> list[int]:

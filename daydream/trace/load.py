@@ -283,7 +283,7 @@ def _checked(p: str, chunks: Iterator[bytes], limit: int, too_large: str, starts
                     raise TraceError(f"{p}: {empty} (its first {total:,} bytes are all whitespace)")
                 continue
             if chunk[0] not in starts:
-                raise TraceError(f"{p}: not JSON (starts with {bytes(chunk[:16])!r})")
+                raise TraceError(not_json(p, chunk))
             started = True
         yield chunk
     if not started:
@@ -393,6 +393,19 @@ def _nesting_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
+# how a .whatif script starts (its docstring, a comment, a statement): a script given where a trace goes
+_SCRIPT_START = re.compile(rb'("""|#|(param|let|select|scale|set|remove|insert|include|require|for|if)\b)')
+
+
+def not_json(path: object, text: bytes | bytearray) -> str:
+    """Why a file that is not JSON is no trace: a .whatif script named where the trace goes is said to be one, with
+    the command that takes it."""
+    if str(path).endswith(".whatif") or _SCRIPT_START.match(bytes(text[:16])):
+        return (f"{path}: a .whatif script, not a trace (Kineto JSON): `daydream run TRACE {path}` runs it on a trace, "
+                f"`daydream check {path}` checks it alone")  # fmt: skip
+    return f"{path}: not JSON (starts with {bytes(text[:16])!r})"
+
+
 def decode_trace(raw: bytes | bytearray, path: str, warnings: list[str] | None = None) -> TraceFile:
     """Decode JSON text into the typed schema, mapping decoder errors to one-line messages (see
     :func:`decode_json`; warnings about the text go to ``warnings``)."""
@@ -404,7 +417,7 @@ def decode_trace(raw: bytes | bytearray, path: str, warnings: list[str] | None =
         if first == b"[":  # Chrome trace "array format": a bare list of events
             return TraceFile(traceEvents=decode_json(raw, path, EVENTS_DECODER.decode, warnings))
         if first != b"{":
-            raise TraceError(f"{path}: not JSON (starts with {bytes(raw[m.start() : m.start() + 16])!r})")
+            raise TraceError(not_json(path, raw[m.start() :]))
         return decode_json(raw, path, TRACE_DECODER.decode, warnings)
     except msgspec.ValidationError as exc:
         msg = str(exc)

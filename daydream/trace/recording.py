@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from daydream.errors import TraceError
+from daydream.units import brief_repr
 
 FORMAT = "daydream.recording/1"
 
@@ -141,6 +142,8 @@ class Optimizer(SidecarPart, frozen=True):
 
 class Recording(SidecarPart, frozen=True):
     """One rank's sidecar, in the order the recorder writes it."""
+
+    __repr__ = brief_repr  # one screen, whatever it holds
 
     format: str
     command: list[str] | None = None

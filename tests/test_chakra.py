@@ -121,6 +121,7 @@ def round_trip(path: Path, out: Path, world: int | None = None, order_deps: str 
 
 
 @needs_shared
+@pytest.mark.slow
 def test_every_shared_trace_round_trips_to_the_same_step(tmp_path: Path) -> None:
     checked = 0
     for k, path in enumerate(shared_traces()):

@@ -289,6 +289,7 @@ def test_table_fits_80_columns(scenarios: Path, capsys: pytest.CaptureFixture[st
     assert "batch factor=2 kernel_fixed=5us 1.20" in throughput and "slower" not in throughput
 
 
+@pytest.mark.slow
 def test_ray_equals_serial(scenarios: Path) -> None:
     pytest.importorskip("ray")
     one = compare(CPU_TRACE, scenarios).to_dict()

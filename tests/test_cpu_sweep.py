@@ -73,13 +73,14 @@ def assert_same_sweep(path: Path, monkeypatch: pytest.MonkeyPatch) -> bool:
     return ran
 
 
-@pytest.mark.parametrize("path", [EXAMPLE, *_shared()], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [pytest.param(EXAMPLE, marks=pytest.mark.slow), *_shared()], ids=lambda p: p.name)
 def test_the_compiled_sweep_makes_the_python_sweeps_tasks(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ran = assert_same_sweep(path, monkeypatch)
     et = loader.find_execution_trace(str(path)) is not None
     assert ran is not et
 
 
+@pytest.mark.slow
 def test_the_compiled_sweep_on_each_validation_program(monkeypatch: pytest.MonkeyPatch) -> None:
     paths = _validation()
     if not paths:

@@ -63,6 +63,7 @@ def test_each_gpu_left_out_the_measured_target_beats_the_roofline_ratio(model: d
         assert r.calibrated_gmae_pct < 25, r
 
 
+@pytest.mark.slow
 def test_trees_as_data_predict_what_sklearn_predicts() -> None:
     pytest.importorskip("sklearn")
     from sklearn.ensemble import HistGradientBoostingRegressor
@@ -219,6 +220,7 @@ def test_models_kernels_shows_each_class_and_gpu() -> None:
     assert bad.returncode != 0 and "--refit" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="the NeuSight data set is not at ../shared/calibration/neusight")
 def test_refit_reproduces_the_shipped_figures(tmp_path: Path, model: device_model.DeviceModel) -> None:
     """One command refits; on the same data the leave-one-GPU-out figures come out as shipped (the memory-bound
@@ -233,6 +235,7 @@ def test_refit_reproduces_the_shipped_figures(tmp_path: Path, model: device_mode
         assert math.isclose(r.roofline_gmae_pct, shipped[r.target].roofline_gmae_pct, rel_tol=1e-6), r
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="the NeuSight data set is not at ../shared/calibration/neusight")
 def test_refit_from_the_command_line(tmp_path: Path) -> None:
     pytest.importorskip("sklearn")

@@ -70,7 +70,14 @@ def test_the_docs_have_commands_and_most_run() -> None:
     assert len(commands) >= 30 and len(run) >= 0.6 * len(commands), [c for c in commands if c not in run]
 
 
-@pytest.mark.parametrize(("doc", "block", "commands"), BLOCKS, ids=[f"{d}#{k}" for d, k, _ in BLOCKS])
+# blocks of a minute or so each (CI's 2 cores): they run with `-m slow`
+SLOW_BLOCKS = {"optimizations.md#1", "ecosystem.md#0", "multigpu.md#0"}
+
+
+@pytest.mark.parametrize(
+    ("doc", "block", "commands"),
+    [pytest.param(*b, id=f"{b[0]}#{b[1]}", marks=[pytest.mark.slow] if f"{b[0]}#{b[1]}" in SLOW_BLOCKS else []) for b in BLOCKS],
+)
 def test_a_docs_block_runs(doc: str, block: int, commands: list[str], tmp_path: Path) -> None:
     _indices(tmp_path)
     ran = 0

@@ -61,6 +61,7 @@ def test_columns_hold_the_typed_events_of_every_shared_trace(path: Path) -> None
     assert columns.document is not None and columns.document.traceEvents == []
 
 
+@pytest.mark.slow
 def test_columns_of_validation_traces() -> None:
     """A trace of each validation program (H200, H100, CPU; recorded by daydream record and by torch.profiler)."""
     seen: set[str] = set()

@@ -312,6 +312,7 @@ def test_every_bundled_script_stays_far_inside_the_default_budget_on_the_bundled
 QUADRATIC = ("activation_checkpointing", "gist", "kernel_fusion", "metaflow", "vdnn")
 
 
+@pytest.mark.slow
 def test_the_heaviest_bundled_scripts_fit_the_default_budget_on_a_million_tasks(shared_traces: Path) -> None:
     """Their work grows faster than the graph (a select or an insert per anchor kernel): fitted on one step and on
     all 40 steps of a real trace, extrapolated to 1,000,000 tasks by that power law (pessimistic: on the 1M-event

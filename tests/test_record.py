@@ -381,6 +381,7 @@ def test_ddp_buckets_recorded(tmp_path: Path) -> None:
     assert {a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward"} >= {"Sequential.0", "Sequential.3"}
 
 
+@pytest.mark.slow
 def test_multi_process_job_records_every_rank(tmp_path: Path) -> None:
     """torchrun with two gloo ranks, recording from inside the program: one trace and sidecar per rank."""
     script = tmp_path / "ddp2.py"

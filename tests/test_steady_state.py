@@ -49,6 +49,7 @@ def test_the_default_step_is_its_measured_period_on_every_shared_trace() -> None
     assert checked >= 15
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared traces absent")
 def test_every_steady_step_of_a_trace_whose_cpu_runs_ahead() -> None:
     """resnet_kineto's CPU issues a step ahead of the GPU: each step, named with --step N, replays its period. After a

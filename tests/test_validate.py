@@ -31,6 +31,7 @@ def _cases(tmp_path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_corpus_ledger() -> None:
     """The measured pairs of validation/: predictions beat "no change" where the change stands out of the noise and
     the library has a model for it."""

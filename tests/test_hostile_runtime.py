@@ -8,6 +8,7 @@ tests check charges (units), refusals and exit statuses, never wall time.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import sys
 import textwrap
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,6 +96,121 @@ def test_a_handled_interrupt_stands_the_watchdog_down(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0 and "went on" in out
+
+
+# ---- item 1: every DSL function is charged the work it does -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def example_graph() -> Any:
+    from daydream.api.demo import bundled_example
+    from daydream.graph.build import build_graph
+    from daydream.trace import load_trace
+
+    return build_graph(load_trace(bundled_example()), "all")
+
+
+def _units(graph: Any, text: str, setup: str = "") -> int:
+    """The units ``text`` is charged in a session on ``graph`` (after ``setup``, whose units do not count)."""
+    from daydream.dsl import Session
+
+    s = Session(graph, budget=10**12, on_print=lambda _line: None)
+    if setup:
+        s.execute(setup)
+    s.execute(text)
+    return s.budget.used  # each run is charged afresh
+
+
+WALKS = ["tensor_parallel_pairs()", "linears()", "pipeline_stages(1)", "gradients_missing()", "gradient_estimate()",
+         "gradients()", "gradient_buckets()", "compute_dtype()"]  # fmt: skip
+
+
+@pytest.mark.parametrize("call", WALKS)
+def test_a_function_that_walks_the_graph_is_charged_per_task(example_graph: Any, call: str) -> None:
+    """They were charged 1 unit plus what they return: a loop of them ran 5,500 us a unit (issue 80)."""
+    assert _units(example_graph, f"let r = {call}") >= len(example_graph)
+
+
+@pytest.mark.parametrize("call", WALKS)
+def test_a_repeated_call_on_the_unchanged_graph_is_charged_its_walk_once(example_graph: Any, call: str) -> None:
+    once = _units(example_graph, f"let r = {call}")
+    loop = _units(example_graph, f"for i in range(100) {{\n    let r = {call}\n}}")
+    assert loop < once + 100 * 100, (once, loop)  # the walk once, then a call's few units per iteration
+    # a change to the graph makes the next call walk it again, charged again
+    changed = _units(example_graph, f"let a = {call}\nscale cpu by 1.5\nlet b = {call}")
+    assert changed >= 2 * len(example_graph) + once - len(example_graph), (once, changed)
+
+
+def test_without_the_cache_a_loop_of_walks_runs_out_of_budget(example_graph: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop whose every call walks the graph (the cache off: a graph changed between calls) is stopped by the
+    budget: 1,000 iterations of a few units each would fit it; 1,000 walks do not."""
+    from daydream.dsl import Session, evaluate
+    from daydream.errors import ScriptError
+
+    monkeypatch.setattr(evaluate, "CALL_CACHE_ENTRIES", 0)
+    s = Session(example_graph, budget=50 * len(example_graph))
+    with pytest.raises(ScriptError, match="work budget exceeded"):
+        s.execute("for i in range(1000) {\n    let r = tensor_parallel_pairs()\n}")
+
+
+def test_repeats_is_charged_per_task_of_its_selection(example_graph: Any) -> None:
+    cpu = sum(1 for _, a in example_graph.nodes(data=True) if a.get("kind") == "cpu")
+    assert _units(example_graph, "let r = repeats(cpu)") - _units(example_graph, "let n = count(cpu)") >= 4 * cpu
+
+
+def test_shard_plans_search_is_charged_as_it_goes(example_graph: Any) -> None:
+    """`shard_plan("best", ...)` on 64 tables searches millions of neighbours: charged 2 units each, it stops at
+    the budget, not hours later."""
+    from daydream.dsl import Session
+    from daydream.errors import ScriptError
+
+    graph = example_graph.copy()
+    graph.graph["device"] = "Tesla V100-SXM2-32GB"  # the lookups are priced on a catalog GPU
+    rows = "[" + ", ".join(str(1000 * (i + 1)) for i in range(64)) + "]"
+    s = Session(graph, budget=300_000)
+    with pytest.raises(ScriptError, match="work budget exceeded"):
+        s.execute(f'let p = shard_plan("best", {rows}, 64, 20, 1024, ranks = 8)')
+
+
+def test_the_budget_bench_measures_every_function() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import bench_budget
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    from daydream.dsl import FUNCTIONS
+
+    assert set(FUNCTIONS) <= set(bench_budget.FUNCTION_CALLS)
+
+
+# ---- item 3: a script's values have a total size ----------------------------------------------------------------
+
+
+def test_the_names_of_a_run_hold_a_bounded_total(example_graph: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each string was bounded, their number not: 4,500 names of 1 MB strings held 4.5 GB (issue 80)."""
+    from daydream.dsl import Session, limits
+    from daydream.errors import ScriptError
+
+    monkeypatch.setattr(limits, "MAX_VALUE_BYTES", 20_000)
+    s = Session(example_graph)
+    s.execute('let s = "x" * 6000\nfor i in range(50) {\n    let t = s + "y"\n}')  # one name rebound: no growth
+    with pytest.raises(ScriptError, match=r"^<repl>:2:1: the script.s values would hold about .* at most"):
+        s.execute('let a = s + "1"\nlet b = s + "2"\nlet c = [s, s]')
+    lists = Session(example_graph)
+    with pytest.raises(ScriptError, match="names hold at most"):
+        lists.execute("let xs = range(1000)")  # 1,000 items of about 32 bytes each
+
+
+def test_out_of_memory_in_a_script_says_where(example_graph: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daydream.dsl import Session, functions
+    from daydream.errors import ScriptError
+
+    def exhausted(graph: Any, value: Any) -> Any:
+        raise MemoryError
+
+    monkeypatch.setitem(functions.FUNCTIONS, "text", dataclasses.replace(functions.FUNCTIONS["text"], impl=exhausted))
+    with pytest.raises(ScriptError, match=r"^<repl>:3:5: out of memory running this statement"):
+        Session(example_graph).execute("let a = 1\nfor i in range(3) {\n    let t = text(i)\n}")
 
 
 # ---- item 6: --jobs checked and capped in one place -------------------------------------------------------------

@@ -183,6 +183,49 @@ def test_the_budget_bench_measures_every_function() -> None:
     assert set(FUNCTIONS) <= set(bench_budget.FUNCTION_CALLS)
 
 
+# ---- item 2: a trace's memory is estimated before it is built ---------------------------------------------------
+
+
+def _tiny_events(path: Path, n: int) -> Path:
+    import gzip
+
+    event = '{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":%d,"dur":1}'
+    with gzip.open(path, "wt") as fh:
+        fh.write('{"traceEvents":[' + ",".join(event % (2 * i) for i in range(n)) + "]}")
+    return path
+
+
+def test_a_trace_that_would_not_fit_is_refused_before_it_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 7.7 MB .gz of tiny events reached 5.6 GB: the load estimates its memory from its text and events as it
+    reads, and refuses past the limit in one line naming the figure and how to raise it."""
+    from daydream.errors import TraceError
+    from daydream.trace import load_trace
+
+    trace = _tiny_events(tmp_path / "tiny.json.gz", 5_000)
+    monkeypatch.setenv("DAYDREAM_MEMORY_LIMIT", "2M")
+    with pytest.raises(TraceError) as info:
+        load_trace(trace)
+    message = str(info.value)
+    assert "\n" not in message and str(trace) in message
+    assert "5,000 events" in message and "GiB" in message and "DAYDREAM_MEMORY_LIMIT" in message
+    monkeypatch.setenv("DAYDREAM_MEMORY_LIMIT", "none")
+    assert load_trace(trace).event_count >= 5_000
+    monkeypatch.setenv("DAYDREAM_MEMORY_LIMIT", "lots")
+    with pytest.raises(DaydreamError, match="give a size such as 16G"):
+        load_trace(trace)
+
+
+def test_the_default_memory_limit_follows_the_address_space_limit() -> None:
+    """Under `prlimit --as` (the issue's 6 GB cap) the limit is a fraction of what the process may still map."""
+    code = "from daydream.memory_limit import memory_limit; print(memory_limit())"
+    out = subprocess.run(["prlimit", "--as=3000000000", sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    if out.returncode != 0 and "prlimit" in out.stderr:
+        pytest.skip("prlimit is not usable here")
+    assert out.returncode == 0, out.stderr
+    assert 0 < int(out.stdout) < 0.75 * 3_000_000_000
+
+
 # ---- item 3: a script's values have a total size ----------------------------------------------------------------
 
 

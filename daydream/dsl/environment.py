@@ -101,6 +101,8 @@ class Environment:
         """A select matched ``count`` tasks (a warning where none, naming what its comparisons ask for that no task
         has: ``class == "gem"``, the trace's classes and the closest)."""
         if not count:
+            if node.where is not None:
+                self.budget.charge(len(self.graph))  # the hint's walk over every task's values (_absent)
             absent = self._absent(node.where) if node.where is not None else ""
             self.recorder.noop(node.pos, f"`{clip(self.loader.source(node), 200)}` matches no task" + absent)
 

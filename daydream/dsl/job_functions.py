@@ -77,6 +77,7 @@ for _name, _impl, _lo, _hi, _doc, _cost in [
     ("rank_offset", _rank_offset, 1, 1, "rank_offset(rank): how long after the job's first rank that rank's step starts (us)", 0),
     ("rank_offsets", _rank_offsets, 0, 0, "rank_offsets(): rank_offset of every rank, in the order of job_ranks()", 0),
 ]:  # fmt: skip
-    # a simulation of the job: the graph's alone, so a repeated call on the unchanged graph reads the last one; 20
-    # units a call for its Python (the ranks looked up, on a loaded 2-core machine)
-    register_function(_name, _impl, _lo, _hi, _doc, cost_per_task=_cost, cached=_cost > 0, cost=20)
+    # a simulation of the job and its ranks' results: about 20 us a task, three times one rank's (bench_budget.py);
+    # the graph's alone, so a repeated call on the unchanged graph reads the last one; 20 units a call for its
+    # Python (the ranks looked up, on a loaded 2-core machine)
+    register_function(_name, _impl, _lo, _hi, _doc, cost_per_task=3 * _cost, cached=_cost > 0, cost=20)

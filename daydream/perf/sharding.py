@@ -84,8 +84,8 @@ __all__ = [
 
 BRUTE_FORCE_LIMIT = 2_000_000  # assignments: about 10 s of plain enumeration (about 5 us each on one core)
 DEFAULT_MAX_ITERATIONS = 1_000
-# neighbours the local search looks at in all, over its starts: about 1 us each on one core (bench/bench_embeddings.py
-# --shard), so a search ends in about 10 s however many tables (an iteration looks at all tables x ranks moves and
+# neighbours the local search looks at in all, over its starts: about 1.7 us each on one core (bench/bench_limits.py
+# shard), so a search ends in about 20 s however many tables (an iteration looks at all tables x ranks moves and
 # tables^2 / 2 swaps: 8 million at 4,096 tables); a search stopped by it says so in its plan's label
 DEFAULT_MAX_NEIGHBOURS = 10_000_000
 

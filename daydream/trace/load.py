@@ -102,7 +102,7 @@ GZIP_TEXT_RATIO = 12  # the text of a gzip trace, in times its file's size (real
 
 MAX_EVENTS = 1 << 25  # events in traceEvents (a kept event costs about 450 bytes: at most ~15 GB)
 # What a trace's event costs at the peak of `daydream simulate`, loaded, built and simulated, on top of its text
-# (measured by bench/bench_trace_memory.py, docs/limits.md: 1,250 bytes on 2M tiny events, about 1,300 on real
+# (measured by bench/bench_limits.py memory, docs/limits.md: 1,250 bytes on 2M tiny events, about 1,300 on real
 # traces): a trace's text is refused as it is read once its events so far would pass memory_limit()
 BYTES_PER_EVENT = 1_400
 

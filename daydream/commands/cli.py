@@ -870,7 +870,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except MemoryError:
         _debug_traceback()
-        _say("daydream: error: out of memory reading input")
+        # a script's own is said at its statement (dsl/execute.py); this is the rest: a trace past its estimate
+        _say("daydream: error: out of memory: the work needs more than this process may have (docs/limits.md, Memory)")
         return 1
     except OSError as exc:
         if (code := _signalled(exc)) is not None:

@@ -5,8 +5,8 @@
 
 ``memory``: the peak memory of ``daydream simulate --step all`` on traces of tiny events (every one kept: a CPU op
 on one thread, about 73 bytes of JSON each, gzip) and on the given real traces, in bytes per event: what
-``daydream.trace.load.BYTES_PER_EVENT`` must cover, so that a trace's load, which estimates its memory as events x
-BYTES_PER_EVENT + its text, refuses what the machine cannot hold (``DAYDREAM_MEMORY_LIMIT`` lifts the limit here).
+``daydream.trace.load.BYTES_PER_EVENT`` must cover, so that a trace's load, which estimates its memory as BASE_BYTES +
+events x BYTES_PER_EVENT + its text, refuses what the machine cannot hold (``DAYDREAM_MEMORY_LIMIT`` lifts the limit here).
 
 ``shard``: the time of ``daydream shard`` on N synthetic tables (rows 1k-10M, dims 32-128, pooling 1-100, seeded):
 the local search keys each neighbour in constant time and stops after ``DEFAULT_MAX_NEIGHBOURS``, so the time is
@@ -62,7 +62,7 @@ def events_of(trace: Path) -> int:
 
 
 def memory(counts: list[int], traces: list[str]) -> None:
-    from daydream.trace.load import BYTES_PER_EVENT
+    from daydream.trace.load import BASE_BYTES, BYTES_PER_EVENT
 
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -70,13 +70,13 @@ def memory(counts: list[int], traces: list[str]) -> None:
             rows.append((f"{n:,} tiny events", tiny_trace(Path(folder) / f"tiny{n}.json.gz", n), n))
         for t in [Path(x) for x in traces] or [r for r in REAL if r.is_file()]:
             rows.append((t.name, t, events_of(t)))
-        print("| trace | events | text | peak | bytes per event | estimate (events x BYTES_PER_EVENT + text) |")
+        print("| trace | events | text | peak | bytes per event | estimate (BASE_BYTES + events x BYTES_PER_EVENT + text) |")
         print("| --- | --- | --- | --- | --- | --- |")
         for name, path, n in rows:
             with gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb") as fh:
                 text = sum(len(chunk) for chunk in iter(lambda fh=fh: fh.read(1 << 24), b""))
             used, _ = peak(["simulate", "--step", "all", str(path)])
-            estimate = n * BYTES_PER_EVENT + text
+            estimate = BASE_BYTES + n * BYTES_PER_EVENT + text
             print(f"| {name} | {n:,} | {text / 2**20:,.0f} MiB | {used / 2**30:.2f} GiB | {used / n:,.0f} | "
                   f"{estimate / 2**30:.2f} GiB |", flush=True)  # fmt: skip
 

@@ -103,8 +103,10 @@ GZIP_TEXT_RATIO = 12  # the text of a gzip trace, in times its file's size (real
 MAX_EVENTS = 1 << 25  # events in traceEvents (a kept event costs about 450 bytes: at most ~15 GB)
 # What a trace's event costs at the peak of `daydream simulate`, loaded, built and simulated, on top of its text
 # (measured by bench/bench_limits.py memory, docs/limits.md: 1,250 bytes on 2M tiny events, about 1,300 on real
-# traces): a trace's text is refused as it is read once its events so far would pass memory_limit()
+# traces), with its text and BASE_BYTES: a trace's text is refused as it is read once its events so far would pass
+# memory_limit()
 BYTES_PER_EVENT = 1_400
+BASE_BYTES = 128 << 20  # the interpreter and what it imports, before any trace (0.10 GiB at the peak of a small one)
 
 _READ_CHUNK = 4 << 20  # bytes read (or decompressed) at a time
 _READ_COMPRESSED = 4 << 20  # bytes of a gzip file read at a time
@@ -283,7 +285,7 @@ def _checked(p: str, chunks: Iterator[bytes], limit: int, too_large: str, starts
         if total > limit:
             raise TraceError(too_large)
         events += chunk.count(b'"ph"')  # every event has one (and a name may: an over-estimate, never an under-one)
-        if memory is not None and (need := events * BYTES_PER_EVENT + total) > memory:
+        if memory is not None and (need := BASE_BYTES + events * BYTES_PER_EVENT + total) > memory:
             raise TraceError(
                 f"{p}: about {events:,} events in its first {total:,} bytes of text would need about "
                 f"{need / 2**30:,.1f} GiB to load, build and simulate (about {BYTES_PER_EVENT:,} bytes an event), over "

@@ -77,8 +77,8 @@ def test_a_handled_interrupt_stands_the_watchdog_down(tmp_path: Path) -> None:
         from daydream import signals
         signals.GRACE_S = 0.2
         with signals.handled():
-            print("ready", flush=True)
             try:
+                print("ready", flush=True)  # inside the try: the interrupt may come at once
                 time.sleep(30)
             except KeyboardInterrupt:
                 signals.forget()

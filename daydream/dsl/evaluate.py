@@ -57,7 +57,7 @@ from daydream.units import nbytes
 
 Compiled = Callable[[Any], Any]  # task attributes (or None outside a task context) -> value
 
-# The call cache of the functions whose result depends on the graph and their arguments alone (Function.cached): a
+# The call cache of the functions whose result depends on the graph and their arguments alone (Cost.cached): a
 # loop that calls tensor_parallel_pairs() on an unchanged graph walks it once, and is charged the walk once. One per
 # graph, valid while no aspect of the graph changes (daydream.graph.derived); emptied when it holds this many calls.
 # bench/bench_budget.py sets 0 (no cache) to measure what each call's work costs.
@@ -601,12 +601,13 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             for i, v in enumerate(values):
                 if isinstance(v, Selection):
                     values[i] = Selection(x for x in v if x in env.graph)
-            calls = _call_cache(env.graph) if fn.cached else None
+            calls = _call_cache(env.graph) if fn.cost.cached else None
             key = _call_key(fn.name, values, named) if calls is not None else None
             if key is not None and key in calls:  # type: ignore[operator]
                 return checked(calls[key], t, ())  # type: ignore[index]  # (its arguments were checked finite)
             # the work, charged before it is done: a call too large for what is left never starts
-            env.budget.charge(fn.cost + len(env.graph) * fn.cost_per_task + size * fn.cost_per_item)
+            cost = fn.cost
+            env.budget.charge(cost.per_call + len(env.graph) * cost.per_task + size * cost.per_item)
             RUNNING.append(env.budget)  # the work it charges as it goes (limits.charge_work)
             try:
                 result = impl(env.graph, *values, **named)

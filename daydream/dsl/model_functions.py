@@ -10,7 +10,7 @@ from typing import Any
 
 import networkx as nx
 
-from daydream.dsl.functions import is_whole, number_argument, register_function, type_name
+from daydream.dsl.functions import Cost, is_whole, number_argument, register_function, type_name
 from daydream.errors import DaydreamError
 from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of
@@ -137,19 +137,19 @@ for _name, _factor in [
         7,
         _COLLECTIVE_DOC.format(name=_name, factor=_factor),
         keywords=_TOPOLOGY_KEYWORDS,
-        cost=_MODEL_CALL,
+        cost=Cost(per_call=_MODEL_CALL),
     )
 register_function(
     "collective", _collective_any, 2, 8,
     "collective(NAME, BYTES, ranks = 8, link = \"nvlink4\", ...): any collective by name (sendrecv, reduce, ...), "
     "the arguments of allreduce()",
-    keywords=_TOPOLOGY_KEYWORDS, cost=_MODEL_CALL,
+    keywords=_TOPOLOGY_KEYWORDS, cost=Cost(per_call=_MODEL_CALL),
 )  # fmt: skip
 register_function(
     "device_link", _device_link, 0, 1,
     "device_link(gpus_per_node = 8): the name of the link between the GPUs of one node of the trace's GPU: its NVLink "
     "(AMD: Infinity Fabric) where that joins them all, else its PCIe",
-    keywords=("gpus_per_node",), cost=_MODEL_CALL,
+    keywords=("gpus_per_node",), cost=Cost(per_call=_MODEL_CALL),
 )  # fmt: skip
 
 
@@ -468,7 +468,7 @@ def _recorded_cores(graph: nx.DiGraph) -> float | None:
 # what a call's work costs besides the 1 per call and per item of its arguments and result (Function), as
 # bench/bench_budget.py measured it: a walk of the graph's kernels, of a selection's ops; a model's formula through
 # its presets, catalogs and checks (20-60 us a call on a loaded 2-core machine)
-_COSTS: dict[str, dict[str, Any]] = {
+_COSTS: dict[str, Cost] = {
     **{
         name: {"cost": _MODEL_CALL}
         for name in (
@@ -490,10 +490,10 @@ _COSTS: dict[str, dict[str, Any]] = {
             "trace_ranks",
         )
     },  # fmt: skip
-    "compute_dtype": {"cost_per_task": 2, "cached": True},
-    "trace_device": {"cost": _MODEL_CALL, "cached": True},
-    "embedding_tables": {"cost_per_item": 5},
-    "fused_step": {"cost_per_item": 2},
+    "compute_dtype": Cost(per_task=2, cached=True),
+    "trace_device": Cost(per_call=_MODEL_CALL, cached=True),
+    "embedding_tables": Cost(per_item=5),
+    "fused_step": Cost(per_item=2),
 }
 
 for _name, _impl, _lo, _hi, _doc, _keys in [
@@ -554,4 +554,4 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
      "tells", ()),
     ("trace_ranks", trace_ranks, 0, 0, "trace_ranks(): the traced job's world size (1 without distributed info)", ()),
 ]:  # fmt: skip
-    register_function(_name, _impl, _lo, _hi, _doc, keywords=_keys, **_COSTS.get(_name, {}))
+    register_function(_name, _impl, _lo, _hi, _doc, keywords=_keys, cost=_COSTS.get(_name, Cost()))

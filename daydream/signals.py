@@ -108,12 +108,12 @@ def _watch(signum: int, cancel: threading.Event) -> None:
             if _watchdog["patient"] or waited < GRACE_S:
                 continue
             cleanups = list(_cleanups)
-        abandon(signum, cleanups)
+        _abandon(signum, cleanups)
 
 
-def abandon(signum: int, cleanups: list[Callable[[], None]]) -> None:
+def _abandon(signum: int, cleanups: list[Callable[[], None]]) -> None:
     """End the process now, as the signal would have: the cleanups, the worker processes it started, the line, the
-    exit status. (The watchdog's last act; not for other use.)"""
+    exit status. Standard output is not flushed: the main thread may hold its lock, blocked on a full pipe."""
     for cleanup in reversed(cleanups):
         with contextlib.suppress(Exception):
             cleanup()
@@ -123,8 +123,6 @@ def abandon(signum: int, cleanups: list[Callable[[], None]]) -> None:
         for child in multiprocessing.active_children():  # only the processes this one started, by their ids
             child.terminate()
     code, line = EXITS.get(signum, (128 + signum, f"daydream: signal {signum}"))
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
     with contextlib.suppress(OSError):
         os.write(2, (line + " (ended after a " + f"{GRACE_S:g} s grace)\n").encode())
     os._exit(code)

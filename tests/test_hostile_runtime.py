@@ -141,6 +141,17 @@ def test_a_repeated_call_on_the_unchanged_graph_is_charged_its_walk_once(example
     assert changed >= 2 * len(example_graph) + once - len(example_graph), (once, changed)
 
 
+def test_the_call_cache_holds_a_bounded_number_of_items(example_graph: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call whose arguments and result pass the cache's items is not kept: called again, it walks and is charged
+    again (the cache's memory stays bounded whatever a loop calls)."""
+    from daydream.dsl import evaluate
+
+    once = _units(example_graph, "let r = repeats(cpu)")
+    assert _units(example_graph, "let r = repeats(cpu)\nlet s = repeats(cpu)") < 2 * once
+    monkeypatch.setattr(evaluate, "CALL_CACHE_ITEMS", 100)
+    assert _units(example_graph, "let r = repeats(cpu)\nlet s = repeats(cpu)") >= 2 * once
+
+
 def test_without_the_cache_a_loop_of_walks_runs_out_of_budget(example_graph: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A loop whose every call walks the graph (the cache off: a graph changed between calls) is stopped by the
     budget: 1,000 iterations of a few units each would fit it; 1,000 walks do not."""

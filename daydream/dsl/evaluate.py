@@ -59,10 +59,13 @@ Compiled = Callable[[Any], Any]  # task attributes (or None outside a task conte
 
 # The call cache of the functions whose result depends on the graph and their arguments alone (Cost.cached): a
 # loop that calls tensor_parallel_pairs() on an unchanged graph walks it once, and is charged the walk once. One per
-# graph, valid while no aspect of the graph changes (daydream.graph.derived); emptied when it holds this many calls.
-# bench/bench_budget.py sets 0 (no cache) to measure what each call's work costs.
+# graph, valid while no aspect of the graph changes (daydream.graph.derived); emptied when it holds this many calls,
+# or this many items in their arguments and results (a selection's tasks, a list's items: about 64 MB), so a loop
+# over many arguments keeps its memory bounded. bench/bench_budget.py sets 0 (no cache) to measure what each call's
+# work costs.
 DEFAULT_CALL_CACHE_ENTRIES = 256
 CALL_CACHE_ENTRIES = DEFAULT_CALL_CACHE_ENTRIES
+CALL_CACHE_ITEMS = 1_000_000
 
 
 class Env(Protocol):
@@ -622,7 +625,7 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             finally:
                 RUNNING.pop()
             if key is not None:
-                calls[key] = result  # type: ignore[index]
+                calls.keep(key, result, size + (len(result) if isinstance(result, (list, Selection)) else 1))  # type: ignore[union-attr]
             return checked(result, t, (*values, *named.values()))
 
         return call, per_task
@@ -648,15 +651,27 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         return checked
 
 
-def _call_cache(graph: nx.DiGraph) -> dict[Any, Any] | None:
+class _Calls(dict[Any, Any]):
+    """A graph's call cache: call key -> result, with the items its keys and results hold (``held``)."""
+
+    held = 0
+
+    def keep(self, key: Any, result: Any, items: int) -> None:
+        if len(self) >= CALL_CACHE_ENTRIES or self.held + items > CALL_CACHE_ITEMS:
+            self.clear()  # a loop over many arguments: its memory stays bounded, its calls charged as misses
+            self.held = 0
+        if items <= CALL_CACHE_ITEMS:
+            self[key] = result
+            self.held += items
+
+
+def _call_cache(graph: nx.DiGraph) -> _Calls | None:
     """The graph's call cache as the graph is now (a new one after a change), or None where it is off."""
     if CALL_CACHE_ENTRIES <= 0:
         return None
     calls = derived.cached(graph, "dsl function calls", derived.ASPECTS)
     if calls is None:
-        return derived.keep(graph, "dsl function calls", {}, derived.ASPECTS)  # type: ignore[no-any-return]
-    if len(calls) >= CALL_CACHE_ENTRIES:
-        calls.clear()  # a loop over many arguments: its memory stays bounded, its calls charged as misses
+        return derived.keep(graph, "dsl function calls", _Calls(), derived.ASPECTS)  # type: ignore[no-any-return]
     return calls  # type: ignore[no-any-return]
 
 

@@ -208,8 +208,10 @@ def test_the_budget_bench_measures_every_function() -> None:
     finally:
         sys.path.remove(str(ROOT / "bench"))
     from daydream.dsl import FUNCTIONS
+    from daydream.dsl.functions import Cost
 
     assert set(FUNCTIONS) <= set(bench_budget.FUNCTION_CALLS)
+    assert [name for name, f in FUNCTIONS.items() if not isinstance(f.cost, Cost)] == []
 
 
 # ---- item 2: a trace's memory is estimated before it is built ---------------------------------------------------

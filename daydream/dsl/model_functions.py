@@ -470,7 +470,7 @@ def _recorded_cores(graph: nx.DiGraph) -> float | None:
 # its presets, catalogs and checks (20-60 us a call on a loaded 2-core machine)
 _COSTS: dict[str, Cost] = {
     **{
-        name: {"cost": _MODEL_CALL}
+        name: Cost(per_call=_MODEL_CALL)
         for name in (
             "recorded_threads",
             "recorded_cores",

@@ -34,8 +34,12 @@ EPILOG = """exit status:
   3    a script does not apply to the trace ("SCRIPT does not apply to this trace: WHY": a require in it did not hold), or an assert in a script did not hold; the same in run, report, compare (a scenario was not predicted, 2 or 3 as its script stopped; the others are still predicted and shown) and a piped repl session (its first failed input)
   4    compare --against: a scenario's predicted step grew by more than --tolerance, or lost its prediction
   70   internal error: a bug in daydream; please report it (DAYDREAM_DEBUG=1 shows the traceback)
-  130  interrupted (Ctrl-C)
-  143  terminated (SIGTERM); like 130, an output being written is left as it was, with no temporary file"""
+  130  interrupted (Ctrl-C), within about 1.5 s whatever the command is doing
+  143  terminated (SIGTERM); like 130, an output being written is left as it was, with no temporary file
+
+environment:
+  DAYDREAM_MEMORY_LIMIT  the memory a trace's load may plan for (16G, 512M; none: no limit); default 75% of the memory available to this process (docs/limits.md)
+  DAYDREAM_DEBUG=1       an internal error shows its traceback"""
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -48,7 +52,8 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
         out = []
         for line in text.splitlines():
-            hang = " " * len(re.match(r"\s*(?:\d+\s+)?", line).group(0))  # type: ignore[union-attr]
+            # under the text after a status (``  3    ``) or a variable's name (``  DAYDREAM_DEBUG=1       ``)
+            hang = " " * len(re.match(r"\s*(?:(?:\d+|[A-Z][A-Z_]+(?:=\S*)?)\s\s+)?", line).group(0))  # type: ignore[union-attr]
             out.append(textwrap.fill(line, max(20, width), initial_indent=indent, subsequent_indent=indent + hang,
                                      break_long_words=False, break_on_hyphens=False) or indent)  # fmt: skip
         return "\n".join(out)

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
 
+from daydream import signals
 from daydream.errors import DaydreamError
 
 # printed errors and warnings are cut to this many characters: a message quoting a huge name or line stays readable
@@ -159,21 +160,26 @@ def write_atomically(path: str | os.PathLike[str], data: bytes, what: str | None
     assert target.folder is not None
     remove_stale_temporaries(target.folder, target.path.name)
     tmp = None
+
+    def remove() -> None:  # failed or interrupted (KeyboardInterrupt, the CLI's SIGTERM): nothing left behind
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
     try:
-        fd, tmp = temporary_file(target.folder, target.path.name)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        # mkstemp makes it private: a new file gets the usual permissions, a replaced one keeps its own
-        os.chmod(tmp, target.mode if target.mode is not None else 0o666 & ~_umask())
-        _still_replaceable(target)
-        os.replace(tmp, target.path)
-        tmp = None
+        with signals.on_abandon(remove):  # a signal's watchdog that ends the process removes it too
+            fd, tmp = temporary_file(target.folder, target.path.name)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            # mkstemp makes it private: a new file gets the usual permissions, a replaced one keeps its own
+            os.chmod(tmp, target.mode if target.mode is not None else 0o666 & ~_umask())
+            _still_replaceable(target)
+            os.replace(tmp, target.path)
+            tmp = None
     except OSError as exc:
         raise DaydreamError(f"{target.path}: cannot write: {exc.strerror or exc}{_tail(what)}") from None
     finally:
-        if tmp is not None:  # failed or interrupted (KeyboardInterrupt, the CLI's SIGTERM): nothing left behind
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        remove()
 
 
 class OutputTarget(NamedTuple):

@@ -226,7 +226,7 @@ def test_numpy_floating_errors_do_not_print(trace: Path) -> None:
     ("ValueError('boom [/k]')", 70, "daydream: internal error: ValueError: boom [/k]"),
     ("KeyError('x')", 70, "daydream: internal error: KeyError"),
     ("RecursionError('maximum recursion depth exceeded')", 1, "daydream: error: input too deeply nested"),
-    ("MemoryError()", 1, "daydream: error: out of memory reading input"),
+    ("MemoryError()", 1, "daydream: error: out of memory: the work needs more than this process may have"),
     ("KeyboardInterrupt()", 130, "daydream: interrupted"),
 ])  # fmt: skip
 def test_unexpected_exceptions_are_one_line(trace: Path, exc: str, code: int, message: str) -> None:

@@ -54,7 +54,7 @@ from daydream.files import read_input, read_toml
 from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import Interval, Paired, rank_paired
 from daydream.units import brief_repr
-from daydream.workers import connect_ray
+from daydream.workers import connect_ray, worker_count
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
 EXIT_REGRESSED = 4  # --against: a scenario's prediction regressed beyond the tolerance
@@ -390,8 +390,7 @@ def compare(
     loading the trace once; ``ray``: chunks of scenarios on the Ray cluster at that address. The results are the
     same either way. ``loaded``: the workload's graph and whether it has GPU work, where the caller built it already
     (not changed). At a terminal the scenarios predicted so far show on stderr (daydream.progress)."""
-    if jobs < 1:
-        raise DaydreamError(f"--jobs {jobs}: give at least 1")
+    jobs = worker_count(jobs, local=ray is None)
     work, opts = Workload.of(workload), options or RunOptions()
     base = None
     file = None

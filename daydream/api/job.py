@@ -32,7 +32,7 @@ from daydream.simulation import EARLIEST, Policy, breakdown, simulate
 from daydream.simulation.ranks import HeldCollective, RankResult, Straggler, rank_results
 from daydream.trace import load_trace
 from daydream.trace.job import check_ranks, is_job, rank_trace_files
-from daydream.workers import connect_ray, processes_for
+from daydream.workers import connect_ray, processes_for, worker_count
 
 # ranks a worker process builds before it pays for its start (bench/bench_multirank.py on 2 cores: 32 ranks of dlrm8
 # built in 1.2 s by this process, 1.3 s by 2 workers; 64 ranks 2.6 s against 2.0 s; 128 ranks 4.9 s against 2.9 s)
@@ -97,8 +97,7 @@ def load_job(
     ``share``: ranks with the same graph share one set of tasks (False: every rank its own)."""
     where = os.fspath(directory)
     files = rank_trace_files(where)
-    if jobs is None:
-        jobs = processes_for(len(files) - 1, RANKS_PER_PROCESS)
+    jobs = processes_for(len(files) - 1, RANKS_PER_PROCESS) if jobs is None else worker_count(jobs, local=ray is None)
     with progress.task(f"building the graphs of {len(files):,} ranks", total=len(files)) as advance:
         first = _build_rank(files[0], step, set())
         advance(1)
@@ -211,7 +210,7 @@ def replay_job(
         if jobs is None:  # a worker per RANKS_PER_PROCESS ranks, or per MIB_PER_WORKER of traces, at most one per core
             n = len(rank_trace_files(directory))
             jobs = max(processes_for(n, RANKS_PER_PROCESS), processes_for(job_trace_bytes(directory) >> 20, MIB_PER_WORKER))
-        count = max(1, jobs)
+        count = worker_count(jobs, len(rank_trace_files(directory)), local=ray is None)
         # one worker on this machine is this process: no process to start (and no __main__ guard to ask of a script)
         return replay_job_by_workers(directory, step, link, count, policy, share, ray, in_process=count == 1 and ray is None)
     return replay_job_graph(load_priced_job(directory, step, link, jobs, share, ray), policy)

@@ -64,6 +64,7 @@ from daydream.perf.uncertainty import (
     numeric_params,
 )
 from daydream.units import brief_repr
+from daydream.workers import worker_count
 
 DEFAULT_CASES = Path("validation") / "cases.toml"
 # Geometric means of error sizes: an exact prediction counts as this error (%), so that one case does not zero it.
@@ -573,8 +574,7 @@ def _validate_group(cases: list[Case], advance: Callable[[float], None] | None =
 def validate(path: str | os.PathLike[str] = DEFAULT_CASES, jobs: int = 1) -> Ledger:
     """Predict every case of the cases file and compare with its measured runs. ``jobs`` > 1: that many worker
     processes, each taking the cases of one BEFORE setting at a time (they share its graphs); the same ledger."""
-    if jobs < 1:
-        raise DaydreamError(f"--jobs {jobs}: give at least 1")
+    jobs = worker_count(jobs)
     cases = load_cases(path)
     memory = _validate_memory(load_cases(path, memory=True))
     groups: dict[tuple[str, ...], list[int]] = {}  # the cases of one BEFORE setting: the traces they share

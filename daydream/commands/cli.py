@@ -20,6 +20,7 @@ from rich.console import Console
 from daydream import signals
 from daydream.errors import DaydreamError
 from daydream.files import clip, json_bytes
+from daydream.workers import worker_count
 
 EXIT_INTERNAL = 70  # EX_SOFTWARE: an exception daydream did not expect, a bug
 EXIT_INTERRUPTED = 130
@@ -33,8 +34,12 @@ EPILOG = """exit status:
   3    a script does not apply to the trace ("SCRIPT does not apply to this trace: WHY": a require in it did not hold), or an assert in a script did not hold; the same in run, report, compare (a scenario was not predicted, 2 or 3 as its script stopped; the others are still predicted and shown) and a piped repl session (its first failed input)
   4    compare --against: a scenario's predicted step grew by more than --tolerance, or lost its prediction
   70   internal error: a bug in daydream; please report it (DAYDREAM_DEBUG=1 shows the traceback)
-  130  interrupted (Ctrl-C)
-  143  terminated (SIGTERM); like 130, an output being written is left as it was, with no temporary file"""
+  130  interrupted (Ctrl-C), within about 1.5 s whatever the command is doing
+  143  terminated (SIGTERM); like 130, an output being written is left as it was, with no temporary file
+
+environment:
+  DAYDREAM_MEMORY_LIMIT  the memory a trace's load may plan for (16G, 512M; none: no limit); default 75% of the memory available to this process (docs/limits.md)
+  DAYDREAM_DEBUG=1       an internal error shows its traceback"""
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -47,7 +52,8 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 
         out = []
         for line in text.splitlines():
-            hang = " " * len(re.match(r"\s*(?:\d+\s+)?", line).group(0))  # type: ignore[union-attr]
+            # under the text after a status (``  3    ``) or a variable's name (``  DAYDREAM_DEBUG=1       ``)
+            hang = " " * len(re.match(r"\s*(?:(?:\d+|[A-Z][A-Z_]+(?:=\S*)?)\s\s+)?", line).group(0))  # type: ignore[union-attr]
             out.append(textwrap.fill(line, max(20, width), initial_indent=indent, subsequent_indent=indent + hang,
                                      break_long_words=False, break_on_hyphens=False) or indent)  # fmt: skip
         return "\n".join(out)
@@ -110,7 +116,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     _script_options(cmp)
     _link_option(cmp)
-    cmp.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that predict scenarios (default 1)")
+    cmp.add_argument("--jobs", type=int, default=1, metavar="N",
+                     help=f"worker processes that predict scenarios (default 1; {_CORES})")  # fmt: skip
     cmp.add_argument("--ray", default=None, metavar="ADDRESS",
                      help="predict scenarios on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
     cmp.add_argument("--json", action="store_true", help="print one JSON object (what --save writes) instead of tables")
@@ -152,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
     pln.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
     pln.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
     _script_options(pln)
-    pln.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes that predict plans (default 1)")
+    pln.add_argument("--jobs", type=int, default=1, metavar="N",
+                     help=f"worker processes that predict plans (default 1; {_CORES})")  # fmt: skip
     pln.add_argument("--ray", default=None, metavar="ADDRESS",
                      help="predict plans on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
     pln.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -270,7 +278,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="cases file (default: validation/cases.toml); see daydream.api.validate for its format")  # fmt: skip
     val.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     val.add_argument("--jobs", type=int, default=1, metavar="N",
-                     help="worker processes, each taking one BEFORE setting's cases at a time (default 1)")  # fmt: skip
+                     help=f"worker processes, each taking one BEFORE setting's cases at a time (default 1; {_CORES})")  # fmt: skip
     val.add_argument("--errors-out", default=None, metavar="FILE.json",
                      help="write the ledger's errors by script, which prediction intervals read (daydream ships "
                           "kernels/data/ledger_errors.json, written so from validation/cases.toml)")  # fmt: skip
@@ -312,10 +320,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# what every --jobs says of its bound (daydream.workers.worker_count)
+_CORES = "at most one per core: a larger N is capped, with a warning; on a Ray cluster, N chunks"
+
+
 def _job_options(p: argparse.ArgumentParser) -> None:
     _link_option(p)
     p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="worker processes that build a job's rank graphs (default: one per 32 ranks, at most one per core)")  # fmt: skip
+                   help=f"worker processes that build a job's rank graphs (default: one per 32 ranks; {_CORES})")  # fmt: skip
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="build a job's rank graphs on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
 
@@ -729,8 +741,6 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if work.is_job:
         from daydream.api.job import replay_job, replay_job_graph  # a job's collective models: imported for jobs only
 
-        if args.jobs is not None and args.jobs < 1:
-            raise DaydreamError(f"--jobs {args.jobs}: give at least 1")
         _check_export(args, inputs)
         if work.is_chakra:
             job = replay_job_graph(work.load_shared()[0], parse_policy(args.policy))
@@ -844,6 +854,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _tolerant_output()
     try:
         with signals.handled(), _clean_warnings(), _progress_shown(args):
+            if getattr(args, "jobs", None) is not None:  # every command's --jobs, used or not (a single trace's)
+                worker_count(args.jobs, local=False)  # refused here; capped where the work is known
             return int(args.func(args))
     except DaydreamError as exc:
         if (code := _signalled(exc)) is not None:
@@ -863,7 +875,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except MemoryError:
         _debug_traceback()
-        _say("daydream: error: out of memory reading input")
+        # a script's own is said at its statement (dsl/execute.py); this is the rest: a trace past its estimate
+        _say("daydream: error: out of memory: the work needs more than this process may have (docs/limits.md, Memory)")
         return 1
     except OSError as exc:
         if (code := _signalled(exc)) is not None:

@@ -13,7 +13,7 @@ from daydream.dsl.effects import Recorder
 from daydream.dsl.evaluate import compile_expression
 from daydream.dsl.graph_state import GraphState
 from daydream.dsl.library import Loader
-from daydream.dsl.limits import SIMULATION_COST, Budget
+from daydream.dsl.limits import SIMULATION_COST, Budget, Scope
 from daydream.errors import ScriptError, did_you_mean, listed
 from daydream.files import clip
 from daydream.graph.adjacency import attrs_of
@@ -50,7 +50,7 @@ class Environment:
         self.recorder = recorder
         self.loader = loader
         self.attributes: set[str] = set(TASK_ATTRIBUTES)
-        self.scope: dict[str, Any] = {}
+        self.scope: dict[str, Any] = Scope()  # its values' bytes bounded (limits.MAX_VALUE_BYTES)
         self.budget = budget if budget is not None else Budget()  # the work the expressions may do
 
     @property
@@ -101,6 +101,8 @@ class Environment:
         """A select matched ``count`` tasks (a warning where none, naming what its comparisons ask for that no task
         has: ``class == "gem"``, the trace's classes and the closest)."""
         if not count:
+            if node.where is not None:
+                self.budget.charge(len(self.graph))  # the hint's walk over every task's values (_absent)
             absent = self._absent(node.where) if node.where is not None else ""
             self.recorder.noop(node.pos, f"`{clip(self.loader.source(node), 200)}` matches no task" + absent)
 

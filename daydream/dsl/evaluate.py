@@ -23,6 +23,7 @@ from daydream.dsl.limits import (
     MAX_INT_BITS,
     MAX_NESTING,
     REGEX_COST,
+    RUNNING,
     SELECT_COST,
     STRING_BULK,
     TERMS_PER_UNIT,
@@ -39,6 +40,7 @@ from daydream.dsl.regex import BadPattern, compile_pattern, matcher
 from daydream.dsl.visitor import Visitor
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.files import clip
+from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.memory import TensorSet
 from daydream.graph.select import (
@@ -54,6 +56,16 @@ from daydream.graph.select import (
 from daydream.units import nbytes
 
 Compiled = Callable[[Any], Any]  # task attributes (or None outside a task context) -> value
+
+# The call cache of the functions whose result depends on the graph and their arguments alone (Cost.cached): a
+# loop that calls tensor_parallel_pairs() on an unchanged graph walks it once, and is charged the walk once. One per
+# graph, valid while no aspect of the graph changes (daydream.graph.derived); emptied when it holds this many calls,
+# or this many items in their arguments and results (a selection's tasks, a list's items: about 64 MB), so a loop
+# over many arguments keeps its memory bounded. bench/bench_budget.py sets 0 (no cache) to measure what each call's
+# work costs.
+DEFAULT_CALL_CACHE_ENTRIES = 256
+CALL_CACHE_ENTRIES = DEFAULT_CALL_CACHE_ENTRIES
+CALL_CACHE_ITEMS = 1_000_000
 
 
 class Env(Protocol):
@@ -582,16 +594,24 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         kwargs = [(k, self.compile(v)) for k, v in node.kwargs]
         per_task = any(p for _, p in args) or any(p for _, (_, p) in kwargs)
         impl = fn.impl
+        checked = self._checked(node, fn)
 
         def call(t: Any) -> Any:
             values = [f(t) for f, _ in args]
             named = {k: f(t) for k, (f, _) in kwargs}
-            env.budget.charge(1 + sum(len(v) for v in (*values, *named.values()) if isinstance(v, (Selection, list, str))))
-            if fn.cost_per_task:
-                env.budget.charge(len(env.graph) * fn.cost_per_task)
+            size = sum(len(v) for v in (*values, *named.values()) if isinstance(v, (Selection, list, str)))
+            env.budget.charge(1 + size)
             for i, v in enumerate(values):
                 if isinstance(v, Selection):
                     values[i] = Selection(x for x in v if x in env.graph)
+            calls = _call_cache(env.graph) if fn.cost.cached else None
+            key = _call_key(fn.name, values, named) if calls is not None else None
+            if key is not None and key in calls:  # type: ignore[operator]
+                return checked(calls[key], t, ())  # type: ignore[index]  # (its arguments were checked finite)
+            # the work, charged before it is done: a call too large for what is left never starts
+            cost = fn.cost
+            env.budget.charge(cost.per_call + len(env.graph) * cost.per_task + size * cost.per_item)
+            RUNNING.append(env.budget)  # the work it charges as it goes (limits.charge_work)
             try:
                 result = impl(env.graph, *values, **named)
             except OverBudget:
@@ -602,17 +622,76 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
                 raise _fail(env, f"{node.func}(): the value is nested too deeply", node, t) from None
             except (ArithmeticError, ValueError, TypeError) as exc:  # a function that let Python's own error out
                 raise _fail(env, f"{node.func}(): {clip(str(exc), 200)}", node, t, fn.doc) from None
+            finally:
+                RUNNING.pop()
+            if key is not None:
+                calls.keep(key, result, size + (len(result) if isinstance(result, (list, Selection)) else 1))  # type: ignore[union-attr]
+            return checked(result, t, (*values, *named.values()))
+
+        return call, per_task
+
+    def _checked(self, node: ast.Call, fn: Any) -> Callable[[Any, Any, tuple[Any, ...]], Any]:
+        """What a call gives, charged for its size and refused where it is no number a script can hold: ``checked(
+        result, task, arguments)``."""
+        env = self.env
+
+        def checked(result: Any, t: Any, arguments: tuple[Any, ...]) -> Any:
             if isinstance(result, (list, Selection)):
                 env.budget.charge(len(result))
+            elif isinstance(result, TensorSet):
+                env.budget.charge(len(result) // BULK)  # numpy over its rows (their bytes summed), in bulk
             elif isinstance(result, complex):
                 raise _fail(env, f"{node.func}() gave {_NOT_REAL}", node, t)
             elif isinstance(result, int) and not isinstance(result, bool) and result.bit_length() > MAX_INT_BITS:
                 raise _fail(env, f"{node.func}() gave a whole number of more than {MAX_INT_BITS:,} bits: too large", node, t)
-            elif isinstance(result, float) and not math.isfinite(result) and all(map(finite, (*values, *named.values()))):
+            elif isinstance(result, float) and not math.isfinite(result) and all(map(finite, arguments)):
                 raise _fail(env, f"{node.func}() gave {format_value(result)}: {_TOO_LARGE}", node, t, fn.doc)
             return result
 
-        return call, per_task
+        return checked
+
+
+class _Calls(dict[Any, Any]):
+    """A graph's call cache: call key -> result, with the items its keys and results hold (``held``)."""
+
+    held = 0
+
+    def keep(self, key: Any, result: Any, items: int) -> None:
+        if len(self) >= CALL_CACHE_ENTRIES or self.held + items > CALL_CACHE_ITEMS:
+            self.clear()  # a loop over many arguments: its memory stays bounded, its calls charged as misses
+            self.held = 0
+        if items <= CALL_CACHE_ITEMS:
+            self[key] = result
+            self.held += items
+
+
+def _call_cache(graph: nx.DiGraph) -> _Calls | None:
+    """The graph's call cache as the graph is now (a new one after a change), or None where it is off."""
+    if CALL_CACHE_ENTRIES <= 0:
+        return None
+    calls = derived.cached(graph, "dsl function calls", derived.ASPECTS)
+    if calls is None:
+        return derived.keep(graph, "dsl function calls", _Calls(), derived.ASPECTS)  # type: ignore[no-any-return]
+    return calls  # type: ignore[no-any-return]
+
+
+def _call_key(name: str, values: list[Any], named: dict[str, Any]) -> Any:
+    """A call's key in the call cache: its arguments as they are (a number's type too: text(1) is not text(1.0)),
+    a selection by its tasks; None for an argument that has none (tensors)."""
+
+    def frozen(v: Any) -> Any:
+        if isinstance(v, Selection):
+            return ("selection", tuple(v))
+        if isinstance(v, list):
+            return ("list", tuple(frozen(x) for x in v))
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return (type(v).__name__, v)
+        raise TypeError
+
+    try:
+        return (name, tuple(frozen(v) for v in values), tuple(sorted((k, frozen(v)) for k, v in named.items())))
+    except TypeError:
+        return None
 
 
 def _fail(env: Env, message: str, node: Any, task: Any, hint: str | None = None) -> Exception:

@@ -68,6 +68,10 @@ class Executor(Visitor[None]):
             raise self._from_params(error, s) from None
         except RecursionError:
             raise script_error("expression nested too deeply", s.pos, script.text) from None
+        except MemoryError:  # past the limits still more than the machine holds: said where, not as a trace's
+            held = getattr(self.env.scope, "held", 0)
+            raise script_error(f"out of memory running this statement (the script's names held about {held / 2**20:,.0f} "
+                               "MiB before it)", s.pos, script.text) from None  # fmt: skip
 
     # ---- which -p values a statement depends on ------------------------------------------------------------
 

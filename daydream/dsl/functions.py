@@ -22,6 +22,20 @@ from daydream.graph.select import Selection
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What a call's work costs in budget units (daydream/dsl/limits.py), besides the 1 per call and per item of its
+    arguments and of its result every call is charged; bench/bench_budget.py measures every function against it.
+    Work that depends on the arguments' values (shard_plan's search) is charged as it is done (limits.charge_work)."""
+
+    per_task: int = 0  # per task of the graph it walks (one that simulates it: SIMULATION_COST)
+    per_item: int = 0  # per item of its arguments it does more than look at (ordering a selection in time)
+    per_call: int = 0  # a model's lookups, a formula's Python
+    # a pure function of the graph and its arguments: a repeated call on the unchanged graph is answered from the
+    # call cache (daydream.dsl.evaluate) and charged as a call, its work charged once
+    cached: bool = False
+
+
+@dataclass(frozen=True)
 class Function:
     """``impl(graph, *args, **kwargs)``; ``graph`` is the graph the script is changing."""
 
@@ -31,7 +45,7 @@ class Function:
     max_args: int
     keywords: tuple[str, ...]
     doc: str
-    cost_per_task: int = 0  # budget units a call spends per task of the graph (one that simulates it: SIMULATION_COST)
+    cost: Cost = Cost()
 
 
 FUNCTIONS: dict[str, Function] = {}
@@ -39,12 +53,13 @@ FUNCTIONS: dict[str, Function] = {}
 
 def register_function(
     name: str, impl: Callable[..., Any], min_args: int, max_args: int, doc: str, keywords: tuple[str, ...] = (),
-    cost_per_task: int = 0,
+    cost: Cost = Cost(),
 ) -> None:  # fmt: skip
     """Make ``name(...)`` callable from scripts. ``impl`` gets the graph first, then the script's arguments;
-    it raises DaydreamError for bad arguments (the interpreter adds the position). ``cost_per_task``: budget units
-    a call spends per task of the graph, besides its arguments' size."""
-    FUNCTIONS[name] = Function(name, impl, min_args, max_args, keywords, doc, cost_per_task)
+    it raises DaydreamError for bad arguments (the interpreter adds the position). ``cost``: what a call's work
+    costs in budget units (:class:`Cost`: per task of the graph, per item of its arguments, per call; whether it
+    may be answered from the call cache)."""
+    FUNCTIONS[name] = Function(name, impl, min_args, max_args, keywords, doc, cost)
 
 
 def call_problem(name: str, n_args: int, keywords: list[str]) -> tuple[str, str | None, int | None] | None:
@@ -313,6 +328,21 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
+# what a call's work costs besides the 1 per call, per item of its arguments and of its result (Function), as
+# bench/bench_budget.py measured it: ordering a selection in time, walking its tasks' edges, a model's structure
+_COSTS: dict[str, Cost] = {
+    **{
+        name: Cost(per_item=1)
+        for name in ("first", "last", "launches", "kernels", "ops", "parents", "sum", "mean", "median", "min", "max")
+    },
+    # a number's Python (its checks, the result's) on a loaded machine
+    **{name: Cost(per_call=5) for name in ("abs", "ceil", "floor", "round", "sqrt", "log", "log2", "exp")},
+    "repeats": Cost(per_item=4, cached=True),
+    "runs": Cost(per_item=2, cached=True),
+}
+# the step's gradients: a walk of the whole graph of up to ~19 us a task (resnet_kineto's 38k tasks: 0.4-0.7 s)
+_GRADIENT_WALK = Cost(per_task=20, cached=True)
+
 for _name, _impl, _lo, _hi, _doc in [
     ("first", _first, 1, 2, "first(SEL) or first(SEL, N): the task (the N tasks) of SEL that start first"),
     ("last", _last, 1, 2, "last(SEL) or last(SEL, N): the task (the N tasks) of SEL that start last"),
@@ -376,7 +406,7 @@ for _name, _impl, _lo, _hi, _doc in [
         "runs(SEL): SEL split into maximal runs of tasks that follow each other directly on their thread (a list of selections)",
     ),
 ]:
-    register_function(_name, _impl, _lo, _hi, _doc)
+    register_function(_name, _impl, _lo, _hi, _doc, cost=_COSTS.get(_name, Cost()))
 register_function(
     "input_bytes",
     _input_bytes,
@@ -384,13 +414,14 @@ register_function(
     2,
     "input_bytes(SEL, element_bytes = 4): bytes of the first input tensor of the first task of SEL with recorded shapes (none without)",
     keywords=("element_bytes",),
+    cost=Cost(per_item=1),
 )
 register_function(
     "gradients", _gradients, 0, 1,
     "gradients(element_bytes = 4): the step's gradients in the order they became ready, each step's in turn, each "
     "[the task after which it is ready, its bytes (recorded, else estimated: gradient_estimate()), its module (none "
     "where the trace does not say)]",
-    keywords=("element_bytes",),
+    keywords=("element_bytes",), cost=_GRADIENT_WALK,
 )  # fmt: skip
 register_function(
     "tensors", _tensors, 0, 3,
@@ -398,7 +429,7 @@ register_function(
     "free), of a category or a list of them (\"activations\", \"gradients\", \"optimizer state\", "
     "\"parameters\", \"inputs\", \"temporaries\", \"before the step\"; daydream.graph.memory); SEL none: every "
     "tensor (of the category). `scale TENSORS by F [after TASK] [until TASK]` changes their bytes",
-    keywords=("category", "freed"),
+    keywords=("category", "freed"), cost=Cost(per_item=1, per_call=10),
 )  # fmt: skip
 register_function(
     "block", _block, 1, 1,
@@ -412,6 +443,7 @@ register_function(
 register_function(
     "text", _text, 1, 1,
     "text(X): X as print shows it, a string: a name that holds a number (\"gpu:\" + text(k) + \"/7\")",
+    cost=Cost(per_call=5),
 )  # fmt: skip
 register_function(
     "tensor_parallel_pairs", _tensor_parallel_pairs, 0, 0,
@@ -420,11 +452,13 @@ register_function(
     "column-parallel Linears and ROW the row-parallel one as [MODULE, TOKENS, IN_FEATURES, OUT_FEATURES], SHARDED the "
     "modules of the ops between them (on activations split by the ranks), REPLICATED those of the ops since the "
     "step's previous ROW (norms, residual adds); [] without modules and shapes in the trace",
+    cost=Cost(per_task=2, cached=True),
 )  # fmt: skip
 register_function(
     "linears", _linears, 0, 0,
     "linears(): the forward pass's Linear calls (aten::linear, or addmm / mm / matmul by a 2-D weight) with their "
     "modules and input shapes, in time order, each [STEP, MODULE, TOKENS, IN_FEATURES, OUT_FEATURES]",
+    cost=Cost(per_task=1, cached=True),
 )  # fmt: skip
 register_function(
     "pipeline_stages", _pipeline_stages, 1, 3,
@@ -434,7 +468,7 @@ register_function(
     "BACKWARD_US, FORWARD_TASKS, BACKWARD_TASKS, SEND_ELEMENTS, CPU_FORWARD_US, CPU_BACKWARD_US] (the elements of the "
     "activation it sends the next stage, none for the last; on a GPU trace the CPU time of the calls that issue its "
     "work); `step` (none: the graph's last step); [] without modules",
-    keywords=("step", "cut"),
+    keywords=("step", "cut"), cost=Cost(per_task=2, cached=True),
 )  # fmt: skip
 register_function(
     "gradients_missing",
@@ -443,16 +477,18 @@ register_function(
     0,
     "gradients_missing(): why the step's gradients cannot be had (no AccumulateGrad calls, no sizes recorded or to "
     "estimate), none where they can: `require gradients_missing() == none, gradients_missing()`",
+    cost=_GRADIENT_WALK,
 )
 register_function(
     "gradient_estimate", _gradient_estimate, 0, 0,
     "gradient_estimate(): how the step's gradient sizes were estimated, a line to print (from the traced DDP "
     "all-reduces, the forward ops' weight shapes or the optimizer's fused kernels: daydream.graph.gradients); none "
     "where the trace records them (shapes, execution trace) or has none (gradients_missing() says why)",
+    cost=_GRADIENT_WALK,
 )  # fmt: skip
 register_function(
     "gradient_buckets", _gradient_buckets, 0, 3,
     "gradient_buckets(cap = 25MiB, first = 1MiB, element_bytes = 4): DDP's gradient buckets, per step in ready order, "
     "each [the task after which its gradients are ready, its bytes]",
-    keywords=("cap", "first", "element_bytes"),
+    keywords=("cap", "first", "element_bytes"), cost=_GRADIENT_WALK,
 )  # fmt: skip

@@ -25,7 +25,7 @@ from daydream.dsl.environment import Environment
 from daydream.dsl.execute import Executor
 from daydream.dsl.graph_state import GraphState
 from daydream.dsl.library import Loader
-from daydream.dsl.limits import Budget
+from daydream.dsl.limits import Budget, Scope
 from daydream.dsl.params import ParamBinder
 from daydream.dsl.parse import parse_script
 from daydream.graph.adjacency import copy_graph
@@ -160,7 +160,7 @@ class Session:
         saved = env.scope
         saved_origins = self.executor.origins
         if fresh_scope:
-            env.scope = {}
+            env.scope = Scope()
             self.executor.origins = {}
         try:
             if not checked:

@@ -30,6 +30,9 @@ MAX_MESSAGE = 1_000  # characters of an error message's text (a quoted name, a v
 MAX_INT_BITS = 1_000  # a whole number: at most 1,000 bits (about 1e301), so every one converts to a float
 MAX_STRING = 1_000_000  # characters of a string made by + or *
 MAX_LIST = 10_000_000  # a list's size: its items, those of the lists in it, and the characters of its strings
+# the values a run's names hold, together, in estimated bytes (Scope): 4,500 names bound to 1 MB strings each held
+# 4.5 GB; each value is at most MAX_STRING or MAX_LIST, this bounds how many of them are kept
+MAX_VALUE_BYTES = 1024**3
 MAX_TIME_US = 1e15  # a duration, gap or launch time set or inserted (microseconds: about 31 years)
 MAX_PATTERN = 10_000  # characters of a regular expression
 MAX_PRINTED = 10_000_000  # characters printed by one session's print statements
@@ -101,6 +104,19 @@ class Budget:
         )
 
 
+# the budgets of the DSL function calls running now, innermost last (daydream.dsl.evaluate pushes the script's
+# around each call): where a function's work depends on its arguments' values (a search over plans), it charges that
+# work as it does it, with charge_work
+RUNNING: list[Budget] = []
+
+
+def charge_work(units: int) -> None:
+    """Charge ``units`` of work done by the DSL function running now to its script's budget (OverBudget past it);
+    nothing where no script called it (the Python API, a command's own use)."""
+    if RUNNING:
+        RUNNING[-1].charge(units)
+
+
 # ---- checks on values --------------------------------------------------------------------------------------------
 
 
@@ -149,6 +165,71 @@ def value_size(value: Any, cap: int = MAX_LIST) -> int:
             raise TooLarge(f"a list of size over {cap:,}: a list holds at most {cap:,} (its items, those of the lists in "
                            "it, and the characters of its strings)")  # fmt: skip
     return size
+
+
+# estimated bytes of what a value holds (value_bytes): a character 1 (ASCII strings), a list item a pointer and the
+# number it usually is, a selection's task an entry of its set
+ITEM_BYTES = 32
+TASK_BYTES = 16
+
+
+def value_bytes(value: Any) -> int:
+    """About how many bytes ``value`` holds: its characters, its items (value_size's count, weighted), a
+    selection's tasks."""
+    if isinstance(value, str):
+        return len(value)
+    if not isinstance(value, list):
+        length = getattr(value, "__len__", None)
+        return TASK_BYTES * length() if length is not None else ITEM_BYTES  # a selection, tensors; a number
+    total, stack = 0, [value]  # iterative, as value_size: the lists were bounded in depth and size when made
+    while stack:
+        items = stack.pop()
+        total += ITEM_BYTES * len(items)
+        for x in items:
+            kind = type(x)
+            if kind in _SCALARS:  # the usual item: nothing more than its ITEM_BYTES
+                continue
+            if kind is list:
+                stack.append(x)
+            elif kind is str:
+                total += len(x)
+            elif hasattr(x, "__len__"):
+                total += TASK_BYTES * len(x)
+    return total
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+class Scope(dict[str, Any]):
+    """A run's names and their values, with the bytes they hold (``held``) kept within MAX_VALUE_BYTES: binding a
+    value that would pass it raises TooLarge (the statement's error, at its line and column). A value bound to
+    several names counts once per name (an over-estimate, never an under-one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = 0
+        self._sizes: dict[str, int] = {}
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        size = value_bytes(value)
+        held = self.held - self._sizes.get(name, 0) + size
+        if held > MAX_VALUE_BYTES:
+            raise TooLarge(
+                f"the script's values would hold about {held / 2**20:,.0f} MiB (binding {name!r}, about "
+                f"{size / 2**20:,.1f} MiB): a run's names hold at most {MAX_VALUE_BYTES / 2**20:,.0f} MiB in all"
+            )
+        super().__setitem__(name, value)
+        self._sizes[name] = size
+        self.held = held
+
+    def __delitem__(self, name: str) -> None:
+        super().__delitem__(name)
+        self.held -= self._sizes.pop(name, 0)
+
+    def pop(self, name: str, *default: Any) -> Any:  # type: ignore[override]
+        self.held -= self._sizes.pop(name, 0)
+        return super().pop(name, *default)
 
 
 def finite(value: Any) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 import networkx as nx
 
-from daydream.dsl.functions import is_whole, number_argument, register_function, type_name
+from daydream.dsl.functions import Cost, is_whole, number_argument, register_function, type_name
 from daydream.errors import DaydreamError
 from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of
@@ -114,6 +114,9 @@ def _device_link(graph: nx.DiGraph, gpus_per_node: Any = 8) -> str:
     return intra_node_link(_device(graph, None, "device_link"), _gpus_per_node(gpus_per_node, "device_link")).name
 
 
+# units of a call of a model's formula (a collective, the roofline, a lookup in the device catalog): its presets,
+# catalogs and checks take 20-60 us a call on a loaded 2-core machine (bench/bench_budget.py)
+_MODEL_CALL = 50
 _TOPOLOGY_KEYWORDS = ("ranks", "link", "latency", "inter", "gpus_per_node", "nics_per_node")
 _COLLECTIVE_DOC = (
     '{name}(BYTES, ranks = 8, link = "nvlink4", latency = none, inter = none, gpus_per_node = 8, nics_per_node = 0): '
@@ -128,19 +131,25 @@ for _name, _factor in [
     ("broadcast", "1"),
 ]:  # fmt: skip
     register_function(
-        _name, _collective(_name), 1, 7, _COLLECTIVE_DOC.format(name=_name, factor=_factor), keywords=_TOPOLOGY_KEYWORDS
+        _name,
+        _collective(_name),
+        1,
+        7,
+        _COLLECTIVE_DOC.format(name=_name, factor=_factor),
+        keywords=_TOPOLOGY_KEYWORDS,
+        cost=Cost(per_call=_MODEL_CALL),
     )
 register_function(
     "collective", _collective_any, 2, 8,
     "collective(NAME, BYTES, ranks = 8, link = \"nvlink4\", ...): any collective by name (sendrecv, reduce, ...), "
     "the arguments of allreduce()",
-    keywords=_TOPOLOGY_KEYWORDS,
+    keywords=_TOPOLOGY_KEYWORDS, cost=Cost(per_call=_MODEL_CALL),
 )  # fmt: skip
 register_function(
     "device_link", _device_link, 0, 1,
     "device_link(gpus_per_node = 8): the name of the link between the GPUs of one node of the trace's GPU: its NVLink "
     "(AMD: Infinity Fabric) where that joins them all, else its PCIe",
-    keywords=("gpus_per_node",),
+    keywords=("gpus_per_node",), cost=Cost(per_call=_MODEL_CALL),
 )  # fmt: skip
 
 
@@ -456,6 +465,37 @@ def _recorded_cores(graph: nx.DiGraph) -> float | None:
     return cores if threads is None else usable_cores(threads, cores)
 
 
+# what a call's work costs besides the 1 per call and per item of its arguments and result (Function), as
+# bench/bench_budget.py measured it: a walk of the graph's kernels, of a selection's ops; a model's formula through
+# its presets, catalogs and checks (20-60 us a call on a loaded 2-core machine)
+_COSTS: dict[str, Cost] = {
+    **{
+        name: Cost(per_call=_MODEL_CALL)
+        for name in (
+            "recorded_threads",
+            "recorded_cores",
+            "intra_op_factor",
+            "intra_op_factor_range",
+            "roofline",
+            "gemm",
+            "memcpy",
+            "embedding_bag",
+            "fae_schedule",
+            "fae_swap",
+            "fae_epoch",
+            "fae_speedup",
+            "dtype_speedup",
+            "device_speedup",
+            "device_time",
+            "trace_ranks",
+        )
+    },  # fmt: skip
+    "compute_dtype": Cost(per_task=2, cached=True),
+    "trace_device": Cost(per_call=_MODEL_CALL, cached=True),
+    "embedding_tables": Cost(per_item=5),
+    "fused_step": Cost(per_item=2),
+}
+
 for _name, _impl, _lo, _hi, _doc, _keys in [
     ("recorded_threads", _recorded_threads, 0, 0, "recorded_threads(): the intra-op threads the trace ran with (the "
      "daydream record sidecar), none if unknown", ()),
@@ -514,4 +554,4 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
      "tells", ()),
     ("trace_ranks", trace_ranks, 0, 0, "trace_ranks(): the traced job's world size (1 without distributed info)", ()),
 ]:  # fmt: skip
-    register_function(_name, _impl, _lo, _hi, _doc, keywords=_keys)
+    register_function(_name, _impl, _lo, _hi, _doc, keywords=_keys, cost=_COSTS.get(_name, Cost()))

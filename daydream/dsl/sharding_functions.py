@@ -11,8 +11,8 @@ from typing import Any
 
 import networkx as nx
 
-from daydream.dsl.functions import is_whole, number_argument, register_function, type_name
-from daydream.dsl.limits import MAX_LIST
+from daydream.dsl.functions import Cost, is_whole, number_argument, register_function, type_name
+from daydream.dsl.limits import MAX_LIST, charge_work
 from daydream.dsl.model_functions import trace_ranks
 from daydream.errors import DaydreamError
 
@@ -71,7 +71,9 @@ def _plan(graph: nx.DiGraph, sharder: Any, rows: Any, dims: Any, pooling: Any, b
         if n ** len(tables) > 100_000 and len(tables) * n > 4096:
             raise DaydreamError(f"{fn}(): {len(tables)} tables on {n} ranks is past the search's bound in a script; "
                                 "use daydream shard, or a sharder")  # fmt: skip
-        return list(best_plan(ShardingProblem(tables, n, b, device, link)).assignment)
+        # the search's work charged as it goes: a neighbour looked at takes about 1.7 us (perf/sharding.py)
+        found = best_plan(ShardingProblem(tables, n, b, device, link), work=lambda units: charge_work(3 * units))
+        return list(found.assignment)
     return list(shard(tables, n, sharder))
 
 
@@ -103,11 +105,15 @@ def _plan_time(graph: nx.DiGraph, plan: Any, rows: Any, dims: Any, pooling: Any,
     return float(_evaluate(graph, "plan_time", plan, rows, dims, pooling, batch, ranks, link).predicted_us)
 
 
+# each table's lookups priced by the kernel model (forward and backward, a fractional pooling twice): about 100 us
+# a table, 10 units an item of the arguments (a table is three or four of them), and the model's own 50 a call
+_TABLES_COST = Cost(per_call=50, per_item=10)
+
 register_function(
     "plan_time", _plan_time, 5, 7,
     "plan_time(PLAN, ROWS, DIMS, POOLING, BATCH, ranks = none, link = \"nvlink4\"): the sharding model's time of a plan's "
     "embedding part (us): the slowest rank's forward and backward lookups and two all-to-alls over link",
-    keywords=("ranks", "link"),
+    keywords=("ranks", "link"), cost=_TABLES_COST,
 )  # fmt: skip
 register_function(
     "shard_plan", _plan, 5, 7,
@@ -116,11 +122,11 @@ register_function(
     "(Lin et al., TPDS), \"best\" (the fastest plan the search finds: exhaustive on small cases), or a list of ranks (checked "
     "and returned). ROWS, POOLING: one per table; DIMS: one per table or one for all; BATCH: the global batch; ranks: "
     "the job's by default; lookups priced on the trace's GPU, all-to-alls over link",
-    keywords=("ranks", "link"),
+    keywords=("ranks", "link"), cost=_TABLES_COST,
 )  # fmt: skip
 register_function(
     "plan_loads", _plan_loads, 5, 6,
     "plan_loads(PLAN, ROWS, DIMS, POOLING, BATCH, ranks = none): per rank of a plan, [forward lookups us, backward "
     "lookups us, all-to-all bytes sent, received] by the sharding model of Lin et al. (TPDS)",
-    keywords=("ranks",),
+    keywords=("ranks",), cost=_TABLES_COST,
 )  # fmt: skip

@@ -84,6 +84,10 @@ __all__ = [
 
 BRUTE_FORCE_LIMIT = 2_000_000  # assignments: about 10 s of plain enumeration (about 5 us each on one core)
 DEFAULT_MAX_ITERATIONS = 1_000
+# neighbours the local search looks at in all, over its starts: about 1.7 us each on one core (bench/bench_limits.py
+# shard), so a search ends in about 20 s however many tables (an iteration looks at all tables x ranks moves and
+# tables^2 / 2 swaps: 8 million at 4,096 tables); a search stopped by it says so in its plan's label
+DEFAULT_MAX_NEIGHBOURS = 10_000_000
 
 
 def _positive_int(value: object) -> bool:
@@ -445,57 +449,132 @@ def _exhaustive(p: _Problem) -> tuple[int, ...] | None:
     return best_a[0]
 
 
-def _local_search(p: _Problem, start: tuple[int, ...], max_iterations: int) -> tuple[tuple[int, ...], int]:
-    """Best-neighbour descent on :meth:`_Problem.key` over moves and swaps; the assignment and the steps taken."""
+def _top3(values: Sequence[float]) -> list[tuple[float, int]]:
+    """The three largest values with their ranks (fewer on fewer ranks), largest first."""
+    return sorted(((v, r) for r, v in enumerate(values)), reverse=True)[:3]
+
+
+def _max_but(top: list[tuple[float, int]], i: int, j: int) -> float:
+    """The largest value of the ranks other than ``i`` and ``j`` (-inf where there is none)."""
+    for v, r in top:
+        if r != i and r != j:
+            return v
+    return -math.inf
+
+
+class _Sums:
+    """An assignment's per-rank sums, with what a neighbour's key needs in constant time (_local_search)."""
+
+    def __init__(self, p: _Problem, a: Sequence[int]) -> None:
+        self.p = p
+        self.f, self.b, self.w, self.m = f, b, w, m = p.sums(a)
+        self.top_f, self.top_b = _top3(f), _top3(b)
+        self.c_sent, self.k = (p.ranks - 1) * p.per_rank, p.per_rank
+        # each rank's all-to-all split (alltoall_bytes)
+        self.top_g = _top3([max(self.c_sent * x, self.k * (p.total_width - x)) for x in w])
+        self.cap = math.inf if p.memory_bytes is None else p.memory_bytes
+        self.ex = [max(0.0, x - self.cap) for x in m]
+        self.sq = [(x + y) ** 2 for x, y in zip(f, b)]
+        self.total_ex, self.total_sq = sum(self.ex), sum(self.sq)
+
+    def changed(self, i: int, j: int, df: float, db: float, dw: int, dm: int) -> tuple[float, float, float]:
+        """The key (_Problem.key) with ``d*`` taken from rank i and given to rank j."""
+        f, b, w, m, c_sent, k, total_width = self.f, self.b, self.w, self.m, self.c_sent, self.k, self.p.total_width
+        fi, fj, bi, bj = f[i] - df, f[j] + df, b[i] - db, b[j] + db
+        wi, wj = w[i] - dw, w[j] + dw
+        size = max(_max_but(self.top_g, i, j), c_sent * wi, k * (total_width - wi), c_sent * wj, k * (total_width - wj))
+        a2a = self.p.alltoall_us(int(size))
+        time = max(_max_but(self.top_f, i, j), fi, fj) + a2a + max(_max_but(self.top_b, i, j), bi, bj) + a2a
+        cap = self.cap
+        excess = self.total_ex - self.ex[i] - self.ex[j] + max(0.0, m[i] - dm - cap) + max(0.0, m[j] + dm - cap)
+        squares = self.total_sq - self.sq[i] - self.sq[j] + (fi + bi) ** 2 + (fj + bj) ** 2
+        return (excess if cap != math.inf else 0.0), time + self.p.other_us, squares
+
+
+def _local_search(p: _Problem, start: tuple[int, ...], max_iterations: int, max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
+                  work: Callable[[int], None] | None = None) -> tuple[tuple[int, ...], int, int, bool]:  # fmt: skip
+    """Best-neighbour descent on :meth:`_Problem.key` over moves and swaps; the assignment and the steps taken.
+
+    A neighbour changes two ranks' sums (a move: the table's rank and the one it goes to; a swap: the two tables'
+    ranks, each by the difference of the tables), so its key is had in constant time from the current sums: the
+    others' maxima from the three largest per quantity, the excess and the sum of squares less the two ranks' old
+    terms plus their new ones. (Summed afresh per neighbour, in O(tables), ``shard`` grew as tables^3 an
+    iteration: 256 tables took 22 s.) It stops before an iteration that would look at more than ``max_neighbours``
+    in all. ``work``: called with the neighbours of each iteration, before it looks at them (a script's budget,
+    limits.charge_work). Returns the assignment, the iterations taken, the neighbours looked at and whether
+    ``max_neighbours`` stopped it."""
     a = list(start)
-    key = p.key(a)
     t_count, n = len(a), p.ranks
+    fwd, bwd, width, mem = p.fwd, p.bwd, p.width, p.mem
+    key = p.key(a)
+    neighbours = t_count * (n - 1) + t_count * (t_count - 1) // 2
+    looked = 0
     for step in range(max_iterations):
-        best_key, best_a = key, None
+        if looked + neighbours > max_neighbours:
+            return tuple(a), step, looked, True
+        looked += neighbours
+        if work is not None:
+            work(neighbours)
+        changed = _Sums(p, a).changed
+        best_key, best_move = key, None
         for t in range(t_count):
             old = a[t]
             for r in range(n):
                 if r != old:
-                    a[t] = r
-                    k = p.key(a)
-                    if k < best_key:
-                        best_key, best_a = k, tuple(a)
-            a[t] = old
+                    kk = changed(old, r, fwd[t], bwd[t], width[t], mem[t])
+                    if kk < best_key:
+                        best_key, best_move = kk, (t, r, -1)
         for t, u in itertools.combinations(range(t_count), 2):
-            if a[t] != a[u]:
-                a[t], a[u] = a[u], a[t]
-                k = p.key(a)
-                if k < best_key:
-                    best_key, best_a = k, tuple(a)
-                a[t], a[u] = a[u], a[t]
-        if best_a is None:
-            return tuple(a), step
-        a, key = list(best_a), best_key
-    return tuple(a), max_iterations
+            i, j = a[t], a[u]
+            if i != j:  # t goes to j and u to i: rank i loses t and gains u
+                kk = changed(i, j, fwd[t] - fwd[u], bwd[t] - bwd[u], width[t] - width[u], mem[t] - mem[u])
+                if kk < best_key:
+                    best_key, best_move = kk, (t, j, u)
+        if best_move is None:
+            return tuple(a), step, looked, False
+        t, r, u = best_move
+        before = tuple(a)
+        if u >= 0:
+            a[u] = a[t]
+        a[t] = r
+        new_key = p.key(a)  # afresh, in table order: the sums every other function computes
+        if not new_key < key:  # the constant-time key and the fresh sums disagreed in the last bits: a fixed point
+            return before, step, looked, False
+        key = new_key
+    return tuple(a), max_iterations, looked, False
 
 
 def best_plan(problem: ShardingProblem, *, exhaustive_limit: int = 100_000, seed: int = 0,
-              max_iterations: int = DEFAULT_MAX_ITERATIONS) -> PlanCost:  # fmt: skip
+              max_iterations: int = DEFAULT_MAX_ITERATIONS, max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
+              work: Callable[[int], None] | None = None) -> PlanCost:  # fmt: skip
     """The fastest plan found: exhaustive (labelled ``exhaustive``) when ranks ** tables <= ``exhaustive_limit``,
     else local search from each sharder's plan, the best result kept (``<sharder>+local search``, the sharder it
-    started from). DaydreamError when no plan that fits ``memory_bytes`` is found."""
+    started from; ``, stopped after N neighbours`` where ``max_neighbours`` ended it before it converged).
+    DaydreamError when no plan that fits ``memory_bytes`` is found. ``work``: called with units of work as the
+    search does it (a neighbour or an exhaustive search's branch each; a script's budget, limits.charge_work)."""
     p = _Problem.make(problem)
     ranks = p.ranks
     if not (isinstance(max_iterations, int) and max_iterations >= 0):
         raise DaydreamError(f"sharding: max_iterations must be a non-negative integer, got {max_iterations!r}")
     if ranks ** len(p.tables) <= exhaustive_limit:
+        if work is not None:
+            work(ranks ** len(p.tables) * len(p.tables))  # at most every assignment's branch, a table at a time
         found = _exhaustive(p)
         if found is None:
             raise _no_plan(p, "the exhaustive search")
         return p.plan(found, "exhaustive")
     best: tuple[tuple[float, float, float], tuple[int, ...], str] | None = None
+    left, stopped = max_neighbours, False
     for start in _sharder_plans(p, seed):  # fastest first: equal results keep the faster start's label
-        found, _ = _local_search(p, start.assignment, max_iterations)
+        found, _, looked, bounded = _local_search(p, start.assignment, max_iterations, left, work)
+        left -= looked
+        stopped = stopped or bounded
         key = p.key(found)
         if best is None or key < best[0]:
             best = (key, found, start.sharder)
     assert best is not None
-    result = p.plan(best[1], f"{best[2]}+local search")
+    bound = f", stopped after {max_neighbours - left:,} neighbours" if stopped else ""
+    result = p.plan(best[1], f"{best[2]}+local search{bound}")
     if not result.feasible:
         raise _no_plan(p, "local search from every sharder's plan")
     return result

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import jinja2
 import msgspec
 
+from daydream import signals
 from daydream.api.analyses import IDLE_CAUSES, Analysis, KernelRow, LayerRow, analyse
 from daydream.api.job import JobRank, longest_window_sentence, ranks_legend, straggler_path_sentence, straggler_sentence
 from daydream.api.memory import MemoryChange, MemoryReplay, graph_memory, replay_memory, with_capacity
@@ -188,9 +189,8 @@ def _written_whole(out_dir: str, files: Sequence[str]) -> Iterator[None]:
     made go (those that were there before keep their last whole version), and the folder too if it made it."""
     made_dir = not os.path.isdir(out_dir)
     existed = {f for f in files if os.path.lexists(f)}
-    try:
-        yield
-    except BaseException:
+
+    def remove() -> None:
         for f in files:
             if f not in existed:
                 with contextlib.suppress(OSError):
@@ -198,6 +198,12 @@ def _written_whole(out_dir: str, files: Sequence[str]) -> Iterator[None]:
         if made_dir:
             with contextlib.suppress(OSError):
                 os.rmdir(out_dir)
+
+    try:
+        with signals.on_abandon(remove):  # a signal's watchdog that ends the process removes them too
+            yield
+    except BaseException:
+        remove()
         raise
 
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daydream import progress
+from daydream import progress, signals
 from daydream.errors import DaydreamError
 from daydream.files import check_output_path, remove_stale_temporaries
 
@@ -143,7 +143,8 @@ def record_program(command: list[str], out: str | None = None, warmup: int = 2, 
         try:
             code = _wait(proc, steps_path, warmup, steps)
         except KeyboardInterrupt:  # the program got the interrupt too: let it stop and report
-            code = proc.wait()
+            with signals.patient():  # its stopping, not this process, decides how long (the signal's watchdog)
+                code = proc.wait()
         status = _read_status(status_path)
     finally:
         # what the program left half-written if it ended without cleaning up (os._exit, a signal): the recorder's

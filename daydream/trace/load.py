@@ -56,6 +56,7 @@ from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import TraceError, did_you_mean
 from daydream.files import FILE_KINDS, open_input
+from daydream.memory_limit import describe_limit, memory_limit
 from daydream.trace.batches import EventBatches, Unsplittable
 from daydream.trace.job import MAX_RANKS, rank_from_name, rank_trace_files
 from daydream.trace.model import (
@@ -100,6 +101,12 @@ COLUMNAR_MIN_TEXT_BYTES = 32 << 20
 GZIP_TEXT_RATIO = 12  # the text of a gzip trace, in times its file's size (real traces: 10-20)
 
 MAX_EVENTS = 1 << 25  # events in traceEvents (a kept event costs about 450 bytes: at most ~15 GB)
+# What a trace's event costs at the peak of `daydream simulate`, loaded, built and simulated, on top of its text
+# (measured by bench/bench_limits.py memory, docs/limits.md: 1,250 bytes on 2M tiny events, about 1,300 on real
+# traces), with its text and BASE_BYTES: a trace's text is refused as it is read once its events so far would pass
+# memory_limit()
+BYTES_PER_EVENT = 1_400
+BASE_BYTES = 128 << 20  # the interpreter and what it imports, before any trace (0.10 GiB at the peak of a small one)
 
 _READ_CHUNK = 4 << 20  # bytes read (or decompressed) at a time
 _READ_COMPRESSED = 4 << 20  # bytes of a gzip file read at a time
@@ -270,12 +277,20 @@ def _checked(p: str, chunks: Iterator[bytes], limit: int, too_large: str, starts
     """The chunks, leading whitespace dropped as it comes. Refused (:class:`TraceError`) as soon as the first byte is
     not one of ``starts``, past ``limit`` bytes (whitespace included; ``too_large`` says so), or when there is no text
     at all (``empty`` says what an empty text is)."""
-    total = 0
+    total = events = 0
     started = False
+    memory = memory_limit()
     for chunk in chunks:
         total += len(chunk)
         if total > limit:
             raise TraceError(too_large)
+        events += chunk.count(b'"ph"')  # every event has one (and a name may: an over-estimate, never an under-one)
+        if memory is not None and (need := BASE_BYTES + events * BYTES_PER_EVENT + total) > memory:
+            raise TraceError(
+                f"{p}: about {events:,} events in its first {total:,} bytes of text would need about "
+                f"{need / 2**30:,.1f} GiB to load, build and simulate (about {BYTES_PER_EVENT:,} bytes an event), over "
+                f"the limit of {memory / 2**30:,.1f} GiB ({describe_limit()}; docs/limits.md)"
+            )
         if not started:
             chunk = chunk.lstrip(_JSON_SPACE)
             if not chunk:

@@ -102,12 +102,64 @@ def read_toml(path: str | os.PathLike[str], what: str, hint: str = "") -> dict[s
         raise DaydreamError(f"{p}: no such {what}{hint}")
     data = read_input(p, what, MAX_TOML_BYTES)
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        doc = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise DaydreamError(f"{p}: not a TOML {what}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
         detail = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
         raise DaydreamError(f"{p}: not a TOML {what}: {detail}") from None
+    check_numbers(doc, p)
+    return doc
+
+
+def read_json(path: str | os.PathLike[str], what: str, limit: int, hint: str = "") -> Any:
+    """A JSON input file that a person or a command saved (``compare --save`` results): its value, every number in it
+    checked (:func:`check_numbers`), or DaydreamError naming the file as ``what`` - for a file that is no JSON, is
+    nested too deeply to read, or holds a number out of range. ``hint`` ends the message of a missing file."""
+    p = Path(path)
+    if not os.path.lexists(p):
+        raise DaydreamError(f"{p}: no such {what}{hint}")
+    data = read_input(p, what, limit)
+    try:
+        doc = msgspec.json.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise DaydreamError(f"{p}: not a {what}: {exc}") from None
+    except RecursionError:  # msgspec recurses once per level: 100,000 nested brackets end here, with the file named
+        raise DaydreamError(f"{p}: not a {what}: nested too deeply to read") from None
+    check_numbers(doc, p)
+    return doc
+
+
+# A number read from an input file (TOML, saved JSON) or a flag is finite and at most this in magnitude: no count,
+# size, time or factor daydream models comes near 1e18 (an exabyte; 31,700 years in microseconds), while anything past
+# it overflows a float (10^400) or an int64, or turns a product into inf downstream. check_numbers checks files',
+# input_number flags'.
+MAX_INPUT_NUMBER = 1e18
+
+
+def check_numbers(doc: Any, path: str | os.PathLike[str]) -> None:
+    """Refuse, naming the file and the field (``scenario[2].params.speedup``), a number of ``doc`` (a file's decoded
+    tables, lists and values) that is not finite (``inf``, ``nan``, ``1e400``) or exceeds MAX_INPUT_NUMBER in magnitude.
+    Booleans are not numbers here. Iterative: a deep document cannot exhaust the stack."""
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, float) and value != value:
+                bad = "nan"
+            elif isinstance(value, float) and abs(value) == float("inf"):
+                bad = "infinite (inf, or a number beyond a float such as 1e400)"
+            elif abs(value) > MAX_INPUT_NUMBER:
+                bad = f"{value:.3g}" if isinstance(value, float) else f"a whole number of {len(str(abs(value))):,} digits"
+            else:
+                continue
+            field = clip(where or "(the whole file)", 200)
+            raise DaydreamError(f"{os.fspath(path)}: {field}: {bad}: a number in a file is finite and at most 10^18 in "
+                                "magnitude")  # fmt: skip
 
 
 def json_bytes(obj: Any, indent: int | None = None, enc_hook: Callable[[Any], Any] | None = None) -> bytes:
@@ -344,3 +396,19 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def input_number(text: str, whole: bool = False) -> float:
+    """A number given as text (a command-line flag): ASCII digits only (``int`` and ``float`` also read full-width
+    and other scripts' digits, "１２"), finite and at most MAX_INPUT_NUMBER in magnitude; ``whole``: an integer.
+    ValueError with a message otherwise."""
+    text = text.strip()
+    if not text.isascii():
+        raise ValueError(f"{clip(text, 40)!r}: write a number in ASCII digits (0-9)")
+    try:
+        value: float = int(text) if whole else float(text)
+    except ValueError:
+        raise ValueError(f"{clip(text, 40)!r}: not a {'whole ' if whole else ''}number") from None
+    if not abs(value) <= MAX_INPUT_NUMBER:  # nan too (and no float() of a 400-digit int)
+        raise ValueError(f"{clip(text, 40)}: a number is finite and at most 10^18 in magnitude")
+    return value

@@ -35,6 +35,7 @@ from daydream import progress
 from daydream.errors import DaydreamError
 from daydream.files import clip, open_input
 from daydream.perf import hot_rows as hr
+from daydream.perf.sharding import MAX_TABLE_ROWS  # one bound for a table's rows, profiled or sharded
 from daydream.units import brief_repr
 
 UNIT_INPUTS = 4096  # inputs per sampling unit: a random x of these units is read
@@ -45,7 +46,6 @@ OFFSETS_SUFFIX = ".offsets"  # an .npz member NAME.offsets: bags of NAME of vary
 # a count per row (8 bytes): the rows of a table, given (--rows) or inferred from its largest index, and of all tables,
 # are bounded before a count array is sized by them (one stray index of 2e9 would take 16 GB). Criteo's largest
 # table has 40M rows (its 1 TB data set, unhashed).
-MAX_TABLE_ROWS = 1 << 28
 MAX_COUNTED_ROWS = 1 << 29
 BLURRED_CUTOFF = 10  # sampled lookups below which a hot row's count is mostly sampling noise
 

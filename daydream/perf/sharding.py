@@ -90,6 +90,17 @@ def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+# A table's sizes, bounded so that no product of them (bytes, lookups, an all-to-all's message) leaves the range a
+# float and the cost model hold: rows as docs/limits.md says (embeddings profile reads this bound too); widths past 65,536 and more than a million lookups per
+# sample are no embedding table; 16 bytes an element is the widest type (complex128).
+MAX_TABLE_ROWS = 268_435_456
+MAX_TABLE_DIM = 65_536
+MAX_POOLING = 1_000_000
+MAX_ELEMENT_BYTES = 16
+# ranks a plan spreads tables over: the sharders' work grows with them (65,536: about 2 s)
+MAX_SHARD_RANKS = 65_536
+
+
 class Table(msgspec.Struct, frozen=True):
     """One embedding table: ``rows`` (E), ``dim`` (D), ``pooling`` (L, mean lookups per sample), and the bytes of
     one element (4: fp32)."""
@@ -101,13 +112,15 @@ class Table(msgspec.Struct, frozen=True):
     bytes_per_element: int = 4
 
     def __post_init__(self) -> None:
-        for what in ("rows", "dim", "bytes_per_element"):
+        for what, most in (("rows", MAX_TABLE_ROWS), ("dim", MAX_TABLE_DIM), ("bytes_per_element", MAX_ELEMENT_BYTES)):
             value = getattr(self, what)
-            if not _positive_int(value):
-                raise DaydreamError(f"table {self.name!r}: {what} must be a positive integer, got {value!r}")
+            if not _positive_int(value) or value > most:
+                raise DaydreamError(f"table {self.name!r}: {what} must be a positive integer of at most {most:,}, got "
+                                    f"{clip(repr(value), 40)}")  # fmt: skip
         p = self.pooling
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p < 0:
-            raise DaydreamError(f"table {self.name!r}: pooling must be a finite number, not negative, got {p!r}")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0 <= p <= MAX_POOLING:
+            raise DaydreamError(f"table {self.name!r}: pooling must be a number from 0 to {MAX_POOLING:,}, got "
+                                f"{clip(repr(p), 40)}")  # fmt: skip
 
     @property
     def nbytes(self) -> int:
@@ -163,8 +176,9 @@ def _sharder(name: str) -> Callable[[Sequence[Table], int, int], tuple[int, ...]
 
 
 def _check_ranks(ranks: int) -> None:
-    if not _positive_int(ranks):
-        raise DaydreamError(f"sharding: ranks must be a positive integer, got {ranks!r}")
+    if not _positive_int(ranks) or ranks > MAX_SHARD_RANKS:
+        raise DaydreamError(f"sharding: ranks must be a positive integer of at most {MAX_SHARD_RANKS:,}, got "
+                            f"{clip(repr(ranks), 40)}")  # fmt: skip
 
 
 def _check_tables(tables: Sequence[Table]) -> tuple[Table, ...]:
@@ -556,4 +570,6 @@ def load_tables(path: str | os.PathLike[str]) -> list[Table]:
             out.append(msgspec.convert({"name": f"table{k}", **e}, Table))
         except msgspec.ValidationError as exc:
             raise DaydreamError(f"{path}: table #{k}: {clip(str(exc), 300)}") from None
+        except DaydreamError as exc:  # a size out of bounds: said with the file
+            raise DaydreamError(f"{path}: table #{k}: {exc}") from None
     return out

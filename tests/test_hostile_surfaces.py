@@ -1,0 +1,194 @@
+"""Hostile input, third round (issue 80): big numbers in files, flags and the API; saved results that cannot be
+compared against; parse errors that name their file; outputs aimed into input folders; control characters in names;
+graphs the Python API is handed without their attributes.
+
+Most tests call the CLI's ``main`` in this process (``cli``): a subprocess costs a second of imports each.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from daydream.api.demo import bundled_example
+from daydream.commands import cli as cli_module
+from daydream.errors import DaydreamError, ScriptError
+
+BIG = "1" + "0" * 400  # past a float: float(BIG) raises OverflowError
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``daydream ARGS`` in this process: its exit status, stdout and stderr. argparse's own refusals exit 2."""
+    try:
+        code = cli_module.main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    dst = tmp_path / "t.json.gz"
+    shutil.copyfile(bundled_example(), dst)
+    return dst
+
+
+# ---- item 4: numbers --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [(BIG, "401 digits"), ("inf", "infinite"), ("nan", "nan"), ("1e400", "infinite"), ("-1e300", "-1e+300")],
+)
+def test_a_scenarios_file_number_out_of_range_is_one_line_naming_file_and_field(
+    tmp_path: Path, trace: Path, capsys: pytest.CaptureFixture[str], value: str, said: str
+) -> None:
+    sc = tmp_path / "sc.toml"
+    sc.write_text(f'[[scenario]]\nname = "a"\nscripts = ["amp"]\nparams = {{ compute_speedup = {value} }}\n')
+    code, _, err = cli(capsys, "compare", str(trace), str(sc))
+    assert code == 1, err
+    assert f"{sc}: scenario[0].params.compute_speedup: " in err and said in err and "10^18" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_cases_file_and_the_api_refuse_a_big_number_alike(tmp_path: Path, trace: Path) -> None:
+    from daydream.api.compare import load_scenarios
+    from daydream.api.validate import load_cases
+
+    cases = tmp_path / "cases.toml"
+    cases.write_text(f'[[case]]\nname = "a"\nbefore = ["{trace}"]\nafter = ["{trace}"]\nscripts = ["amp"]\n'
+                     f"params = {{ compute_speedup = {BIG} }}\n")  # fmt: skip
+    with pytest.raises(DaydreamError, match=r"cases.toml: case\[0\]\.params\.compute_speedup: a whole number of 401"):
+        load_cases(cases)
+    sc = tmp_path / "sc.toml"
+    sc.write_text(f'[[scenario]]\nname = "a"\nscripts = ["amp"]\nparams = {{ compute_speedup = {BIG} }}\n')
+    with pytest.raises(DaydreamError, match="sc.toml: scenario"):
+        load_scenarios(sc)
+
+
+@pytest.mark.parametrize("value", [10**400, float("inf"), float("nan"), [1, 10**30], 1e300])
+def test_the_api_refuses_a_param_number_out_of_range(tmp_path: Path, value: object) -> None:
+    from daydream.api.whatif import whatif
+
+    script = tmp_path / "s.whatif"
+    script.write_text("param speedup = 2\nscale cpu by 1 / speedup\n")
+    with pytest.raises(ScriptError, match=r"params\['speedup'\]: .*finite and at most 10\^18"):
+        whatif(bundled_example(), [str(script)], {"speedup": value})
+
+
+@pytest.mark.parametrize(
+    ("table", "said"),
+    [
+        ("rows = 268435456\ndim = 1073741824\npooling = 1", "dim must be a positive integer of at most 65,536"),
+        ("rows = 10\ndim = 4\npooling = 1e300", "pooling: 1e+300"),
+        ("rows = 10\ndim = 4\npooling = 1e17", "pooling must be a number from 0 to 1,000,000"),
+        (f"rows = {BIG}\ndim = 4\npooling = 1", "rows: a whole number of 401 digits"),
+        (f"rows = 10\ndim = {BIG}\npooling = 1", "dim: a whole number of 401 digits"),
+        ("rows = 268435457\ndim = 4\npooling = 1", "rows must be a positive integer of at most 268,435,456"),
+        ("rows = -5\ndim = 4\npooling = 1", "rows must be a positive integer"),
+        ("rows = 10\ndim = 4\npooling = 1\nbytes_per_element = 1000000", "bytes_per_element must be"),
+    ],
+)
+def test_shard_tables_out_of_range_are_refused_with_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str, said: str
+) -> None:
+    tables = tmp_path / "tables.toml"
+    tables.write_text(f'[[table]]\nname = "t"\n{table}\n')
+    code, _, err = cli(capsys, "shard", str(tables), "--ranks", "2", "--batch", "64")
+    assert code == 1, err
+    assert str(tables) in err and said in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--ranks", BIG], "argument --ranks: "),
+        (["--batch", BIG], "argument --batch: "),
+        (["--memory", "1e300"], "argument --memory: 1e300: a number is finite"),
+        (["--memory", "nan"], "argument --memory: nan"),
+        (["--ranks", "２"], "ASCII digits"),
+        (["--link", "1e-300"], "from 0.001 to 1,000,000; got 1e-300"),
+        (["--link", "inf"], "got inf"),
+        (["--link", "１２"], "unknown link"),
+        (["--ranks", "99999999", "--batch", "99999999"], "ranks must be a positive integer of at most 65,536"),
+    ],
+)
+def test_shard_flags_out_of_range_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], said: str
+) -> None:
+    tables = tmp_path / "tables.toml"
+    tables.write_text('[[table]]\nname = "t"\nrows = 10\ndim = 4\npooling = 1\n')
+    args = {"--ranks": "2", "--batch": "64"}
+    args.update(dict(zip(flags[::2], flags[1::2])))
+    code, _, err = cli(capsys, "shard", str(tables), *[x for kv in args.items() for x in kv])
+    assert code in (1, 2), err
+    assert said in err
+
+
+def test_full_width_digits_are_no_number_in_a_param(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = trace.with_name("s.whatif")
+    script.write_text("param x = 2\nscale cpu by 1 / x\n")
+    code, _, err = cli(capsys, "run", str(trace), str(script), "-p", "x=１２")
+    assert code == 2 and "unexpected character '１'" in err
+
+
+# ---- items 9 and 10: saved results ------------------------------------------------------------------------------
+
+
+BOUND = {"gpu_pct": 0.0, "cpu_pct": 100.0, "by_phase": {}, "by_kernel_class": {}}
+
+
+def _saved(tmp_path: Path) -> Path:
+    """A results file as compare --save writes it, made by hand: a baseline and one scenario 'a'."""
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps({
+        "provenance": {"daydream": "0", "date": "x", "trace": "t", "trace_sha256": "0" * 64, "step": None,
+                       "policy": "earliest", "link": None, "device": None, "scenarios_file": None, "script_sha256": {}},
+        "baseline": {"measured_us": 100.0, "baseline_us": 100.0, "breakdown": {}, "bound": BOUND},
+        "scenarios": [{"name": "a", "scripts": ["x"], "params": {}, "predicted_us": 90.0, "speedup": 1.1, "throughput": 1.1,
+                       "breakdown": None, "bound": None}],
+    }))  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize(("field", "value"), [("predicted_us", 0), ("predicted_us", -5), ("baseline_us", 0)])
+def test_a_saved_time_of_zero_or_below_is_refused_with_its_field(tmp_path: Path, field: str, value: float) -> None:
+    from daydream.api.compare import load_saved
+
+    path = _saved(tmp_path)
+    doc = json.loads(path.read_text())
+    (doc["baseline"] if field == "baseline_us" else doc["scenarios"][0])[field] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DaydreamError, match=rf"saved.json: .*{field}.* = {value}.*: a saved time is a positive"):
+        load_saved(path)
+
+
+def test_check_against_refuses_a_hand_made_zero_prediction(tmp_path: Path) -> None:
+    from daydream.api.compare import check_against, load_saved
+
+    saved = load_saved(_saved(tmp_path))
+    saved.scenarios[0].predicted_us = 0.0
+    with pytest.raises(DaydreamError, match=r"scenarios\[0\]\.predicted_us"):
+        check_against(saved, saved, "mine", 1.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("[" * 100_000 + "]" * 100_000, "nested too deeply to read"), ('{"a": 1e400}', "Number out of range"),
+     ('{"a": 1' + "0" * 30 + "}", "a: a whole number of 31 digits"), ("{", "not a results file")],
+)  # fmt: skip
+def test_a_saved_file_that_cannot_be_read_names_the_file(
+    tmp_path: Path, trace: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
+) -> None:
+    bad = tmp_path / "deep.json"
+    bad.write_text(text)
+    sc = tmp_path / "sc.toml"
+    sc.write_text('[[scenario]]\nname = "a"\nscripts = ["s.whatif"]\n')
+    (tmp_path / "s.whatif").write_text("scale cpu by 0.5\n")
+    code, _, err = cli(capsys, "compare", str(trace), str(sc), "--against", str(bad))
+    assert code == 1 and f"{bad}: " in err and said in err, err

@@ -192,3 +192,25 @@ def test_a_saved_file_that_cannot_be_read_names_the_file(
     (tmp_path / "s.whatif").write_text("scale cpu by 0.5\n")
     code, _, err = cli(capsys, "compare", str(trace), str(sc), "--against", str(bad))
     assert code == 1 and f"{bad}: " in err and said in err, err
+
+
+# ---- item 11: a graph handed to the API without its attributes --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda g: g.add_node("extra"), "task 'extra' has no 'duration'"),
+        (lambda g: g.add_edge(next(iter(g)), "extra"), "task 'extra' has no 'duration'"),
+        (lambda g: g.add_node("extra", duration=1.0), "task 'extra' has no 'thread'"),
+        (lambda g: g.add_node("extra", duration="x", thread="cpu:1/1"), "task 'extra': duration 'x' is not a number"),
+    ],
+)
+def test_a_task_without_its_attributes_is_a_daydream_error_naming_it(change: object, said: str) -> None:
+    from daydream.api.replay import replay_graph
+    from daydream.api.workload import Workload
+
+    graph, _ = Workload(bundled_example()).load()
+    change(graph)  # type: ignore[operator]
+    with pytest.raises(DaydreamError, match=said):
+        replay_graph(graph)

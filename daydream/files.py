@@ -371,13 +371,44 @@ def _tail(what: str | None) -> str:
     return f" ({what})" if what else ""
 
 
+class InputFolder(str):
+    """A folder among a run's inputs (:func:`check_output_path`): a job's folder of rank traces, whose every file
+    at its top is read as a rank (``suffixes`` None), or an ``--include-dir``, from which scripts are read
+    (``suffixes`` (".whatif",), at any depth). An output written there would change what the folder means - a
+    phantom rank, a report.json that is no trace, a script - so none is."""
+
+    suffixes: tuple[str, ...] | None
+
+    def __new__(cls, path: str | os.PathLike[str], suffixes: tuple[str, ...] | None = None) -> InputFolder:
+        folder = super().__new__(cls, os.fspath(path))
+        folder.suffixes = suffixes
+        return folder
+
+
+def _in_folder(target: Path, folder: InputFolder) -> bool:
+    """Whether writing ``target`` would put a file where ``folder`` is read from."""
+    real, root = os.path.realpath(target), os.path.realpath(folder)
+    if folder.suffixes is None:  # a job's folder: its top-level files are its ranks
+        return os.path.dirname(real) == root
+    return real.endswith(folder.suffixes) and os.path.commonpath([real, root]) == root
+
+
 def check_output_path(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str] | None], what: str = "output") -> Path:
     """Refuse an output path before anything is written: what :func:`output_target` refuses (an empty name, a
-    directory, a folder that does not exist, a FIFO, socket or block device), or the same file as one of ``inputs``
-    (this run's trace, scripts, ...; compared as files, so through symlinks and hard links too). ``what`` names the
-    option in messages (``--export-trace``). Returns the path the output will be written to."""
+    directory, a folder that does not exist, a FIFO, socket or block device), the same file as one of ``inputs``
+    (this run's trace, scripts, ...; compared as files, so through symlinks and hard links too), or a file inside
+    an input folder (:class:`InputFolder`) that reading the folder would take in. ``what`` names the option in
+    messages (``--export-trace``). Returns the path the output will be written to."""
     text = os.fspath(out)
     target = output_target(out, what)
+    inputs = list(inputs)
+    if target.stream is None:
+        for folder in inputs:
+            if isinstance(folder, InputFolder) and _in_folder(target.path, folder):
+                kind = "a job's folder: each file there is read as a rank" if folder.suffixes is None else (
+                    "an --include-dir: each .whatif file there is a script a run may include")  # fmt: skip
+                raise DaydreamError(f"{text}: inside {folder}, {kind}; refusing to write there ({what}): write it "
+                                    "outside the folder")  # fmt: skip
     if target.stream is None and target.path.exists():
         for inp in inputs:
             if inp is None or not str(inp) or str(inp).startswith("<"):

@@ -7,8 +7,12 @@ Most tests call the CLI's ``main`` in this process (``cli``): a subprocess costs
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
+import re
 import shutil
+import xml.dom.minidom
 from pathlib import Path
 
 import pytest
@@ -214,3 +218,157 @@ def test_a_task_without_its_attributes_is_a_daydream_error_naming_it(change: obj
     change(graph)  # type: ignore[operator]
     with pytest.raises(DaydreamError, match=said):
         replay_graph(graph)
+
+
+# ---- item 8: control characters in names ------------------------------------------------------------------------
+
+CONTROLS = "\x00\x01\x07\x1b[2J\x1b]0;T\x07\x7f\x85\x9b31m"  # C0 (NUL, BEL), ESC sequences, DEL, C1 (NEL, CSI)
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _named_trace(tmp_path: Path, name: str) -> Path:
+    """The bundled example with every CPU op named ``name`` + its name."""
+    doc = json.loads(gzip.decompress(Path(bundled_example()).read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator"):
+            e["name"] = name + e["name"]
+    path = tmp_path / "named.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _strings(value: object) -> list[str]:
+    """Every string of a JSON value, keys too."""
+    out, stack = [], [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            out.extend(k for k in v if isinstance(k, str))
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, str):
+            out.append(v)
+    return out
+
+
+def test_the_sanitizers_escape_what_each_sink_cannot_hold() -> None:
+    from daydream.names import markup_text, terminal_text
+
+    assert terminal_text("a\x1b[2Jb\x9bc\td\ne\x00\r") == "a\\x1b[2Jb\\x9bc\td\ne\\x00\\x0d"
+    assert terminal_text("plain ünïcode …") == "plain ünïcode …"
+    assert markup_text("a\x00b\x1b\x85\ud800\ufffe\t\n\r") == "a\\x00b\\x1b\\x85\\ud800\\ufffe\t\n\r"
+
+
+def test_names_with_controls_print_escaped_to_stdout_and_stay_whole_in_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _named_trace(tmp_path, CONTROLS)
+    code, out, _ = cli(capsys, "simulate", str(trace))
+    assert code == 0 and not UNSAFE.search(out) and "\\x1b[2J" in out
+    code, out, _ = cli(capsys, "simulate", str(trace), "--json")
+    assert code == 0 and any(x.startswith(CONTROLS) for x in _strings(json.loads(out)))  # JSON: the name whole
+
+
+def test_a_file_name_with_escape_sequences_reaches_stderr_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    evil = tmp_path / "bad\x1b]0;T\x07\x1b[2J\u009b.json"
+    evil.write_text("{")
+    code, out, err = cli(capsys, "simulate", str(evil))
+    assert code == 1 and not UNSAFE.search(err) and "bad\\x1b]0;T\\x07\\x1b[2J\\x9b.json" in err
+
+
+def test_the_terminal_console_escapes_data_and_keeps_its_own_styles() -> None:
+    from daydream.presentation.console import terminal_console
+
+    buf = io.StringIO()
+    console = terminal_console(file=buf, force_terminal=True, color_system="standard", width=200)
+    console.print("written to x\x1b]0;T\x07\x9b", style="bold", markup=False, highlight=False)
+    text = buf.getvalue()
+    # the data escaped (rich drops the BEL itself), rich's bold kept
+    assert "x\\x1b]0;T" in text and "\\x9b" in text and "\x1b[1m" in text
+    assert not re.search("[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f-\x9f]", text)
+
+
+def test_an_svg_figure_with_controls_in_its_labels_is_well_formed_xml(tmp_path: Path) -> None:
+    from daydream.presentation.plots import _pyplot, _save
+
+    plt = _pyplot()
+    fig, ax = plt.subplots()
+    ax.set_title("a\x00b\x1bc\x9bd")  # matplotlib writes each label into an XML comment as it is
+    ax.barh(["x\x01y"], [1])
+    svg = next(p for p in _save(fig, str(tmp_path), "f") if p.endswith(".svg"))
+    xml.dom.minidom.parse(svg)
+
+
+def test_the_report_page_holds_no_control_characters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _named_trace(tmp_path, CONTROLS)
+    code, out, _ = cli(capsys, "report", str(trace), "--out", str(tmp_path / "rep"))
+    assert code == 0 and not UNSAFE.search(out)
+    html = (tmp_path / "rep" / "index.html").read_text("utf-8")
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", html) and "\\x1b[2J" in html
+    for svg in (tmp_path / "rep").glob("*.svg"):
+        xml.dom.minidom.parse(str(svg))
+    assert any(x.startswith(CONTROLS) for x in _strings(json.loads((tmp_path / "rep" / "report.json").read_text())))
+
+
+# ---- item 7: outputs aimed into an input folder -----------------------------------------------------------------
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Path:
+    """A job folder of two copies of the bundled example."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for rank in (0, 1):
+        shutil.copyfile(bundled_example(), folder / f"rank{rank}.json.gz")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "--out", "{job}", "{job}"],
+        ["simulate", "--export-trace", "{job}/rank2.json", "{job}"],
+        ["simulate", "--export-trace", "{link}/rank2.json", "{job}"],  # through a symlink to the folder
+        ["compare", "--save", "{job}/r.json", "{job}", "{sc}"],
+        ["run", "{job}", "{s}", "--export-trace", "{job}/timeline.json"],
+    ],
+)
+def test_an_output_into_a_job_folder_is_refused_and_the_job_still_loads(
+    tmp_path: Path, job: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    (tmp_path / "s.whatif").write_text("scale cpu by 0.5\n")
+    (tmp_path / "sc.toml").write_text('[[scenario]]\nname = "a"\nscripts = ["s.whatif"]\n')
+    (tmp_path / "link").symlink_to(job)
+    names = {"job": job, "link": tmp_path / "link", "sc": tmp_path / "sc.toml", "s": tmp_path / "s.whatif"}
+    before = sorted(p.name for p in job.iterdir())
+    code, _, err = cli(capsys, *[a.format(**names) for a in args])
+    assert code == 1 and f"inside {job}, a job's folder" in err, err
+    assert sorted(p.name for p in job.iterdir()) == before
+    code, out, err = cli(capsys, "simulate", str(job))
+    assert code == 0, err
+
+
+def test_an_output_into_a_subfolder_of_a_job_is_written_and_the_job_still_loads(
+    tmp_path: Path, job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job / "out").mkdir()  # reading a job takes the files at its top only
+    code, _, err = cli(capsys, "simulate", str(job), "--export-trace", str(job / "out" / "t.json"))
+    assert code == 0 and (job / "out" / "t.json").is_file(), err
+    code, _, err = cli(capsys, "simulate", str(job))
+    assert code == 0, err
+
+
+def test_a_script_written_into_an_include_dir_is_refused_other_outputs_are_not(
+    tmp_path: Path, trace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inc = tmp_path / "inc"
+    (inc / "sub").mkdir(parents=True)
+    script = tmp_path / "s.whatif"
+    script.write_text("scale cpu by 0.5\n")
+    for out in (inc / "x.whatif", inc / "sub" / "y.whatif"):
+        code, _, err = cli(capsys, "run", str(trace), str(script), "--include-dir", str(inc), "--export-trace", str(out))
+        assert code == 1 and "an --include-dir: each .whatif file there is a script" in err, err
+    assert not list(inc.rglob("*.whatif"))
+    code, _, err = cli(capsys, "run", str(trace), str(script), "--include-dir", str(inc), "--export-trace", str(inc / "t.json"))
+    assert code == 0 and (inc / "t.json").is_file(), err

@@ -20,6 +20,7 @@ from rich.console import Console
 from daydream import signals
 from daydream.errors import DaydreamError
 from daydream.files import clip, input_number, json_bytes
+from daydream.names import terminal_text
 
 EXIT_INTERNAL = 70  # EX_SOFTWARE: an exception daydream did not expect, a bug
 EXIT_INTERRUPTED = 130
@@ -384,7 +385,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     # print statements show as they run (so they are there when an assert fails); --json keeps stdout to one object
     def show(line: str) -> None:
-        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+        print(terminal_text(line), file=sys.stderr if args.json else sys.stdout, flush=True)
 
     work, options = _workload(args), _options(args)
     inputs = work.inputs(args.scripts, options)
@@ -475,7 +476,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from daydream.api.chakra import export_chakra
 
     def show(line: str) -> None:
-        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+        print(terminal_text(line), file=sys.stderr if args.json else sys.stdout, flush=True)
 
     result = export_chakra(_workload(args), args.chakra, args.scripts, _params(args.param), _options(args), args.world,
                            "ctrl" if args.ctrl_deps else "data", on_print=show)  # fmt: skip
@@ -505,7 +506,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from daydream.dsl.library import check_files
 
     for line in check_files(args.scripts, include_dirs=args.include_dir, budget=args.budget):
-        print(line)
+        print(terminal_text(line))
     return 0
 
 
@@ -549,11 +550,11 @@ def _cmd_record(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.as_dict())
         return 0
-    print(f"daydream record: {report.message}")
+    print(terminal_text(f"daydream record: {report.message}"))
     for path in report.files:
-        print(f"  {path}")
+        print(terminal_text(f"  {path}"))
     if report.trace:
-        print(f"next: daydream simulate {report.trace}")
+        print(terminal_text(f"next: daydream simulate {report.trace}"))
     return 0
 
 
@@ -597,11 +598,11 @@ def _cmd_shard(args: argparse.Namespace) -> int:
         _print_json({"sharders": [msgspec.to_builtins(p) for p in plans], "best": msgspec.to_builtins(best),
                      "tables": [t.name for t in tables]})  # fmt: skip
         return 0
-    print(f"{len(tables)} tables on {args.ranks} ranks, batch {args.batch}, {args.device}, {args.link}: the sharders' plans "
-          "by predicted time (embedding lookups and all-to-alls)")  # fmt: skip
-    print(format_plans(plans))
+    print(terminal_text(f"{len(tables)} tables on {args.ranks} ranks, batch {args.batch}, {args.device}, {args.link}: the "
+                        "sharders' plans by predicted time (embedding lookups and all-to-alls)"))  # fmt: skip
+    print(terminal_text(format_plans(plans)))  # table names from the tables file
     print("best plan found:")
-    print(format_plans([best]))
+    print(terminal_text(format_plans([best])))
     return 0
 
 
@@ -773,7 +774,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _console(stderr: bool = False) -> Console:
     """A console for the tables; names from traces and scripts reach it as data (Text), never as markup or emoji codes."""
-    return Console(stderr=stderr, emoji=False, soft_wrap=True)
+    from daydream.presentation.console import terminal_console
+
+    return terminal_console(stderr=stderr, soft_wrap=True)
 
 
 def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console], None], what: str, inputs: list[str]) -> None:
@@ -811,7 +814,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _say(line: str) -> None:
     """One line to stderr, cut to MAX_MESSAGE; never raises (an error about an error would hide the first)."""
     with contextlib.suppress(Exception):  # stderr closed or unencodable: nothing left to tell the user with
-        print(clip(line), file=sys.stderr, flush=True)
+        print(terminal_text(clip(line)), file=sys.stderr, flush=True)
 
 
 def _describe(exc: BaseException) -> str:
@@ -949,7 +952,9 @@ def _progress_shown(args: argparse.Namespace) -> contextlib.AbstractContextManag
     if getattr(args, "json", False):
         return progress.shown(None)
     bars = sys.stderr.isatty()
-    return progress.shown(Console(stderr=True, emoji=False), lines=not bars)
+    from daydream.presentation.console import terminal_console
+
+    return progress.shown(terminal_console(stderr=True), lines=not bars)
 
 
 def _debug() -> bool:

@@ -372,3 +372,41 @@ def test_a_script_written_into_an_include_dir_is_refused_other_outputs_are_not(
     assert not list(inc.rglob("*.whatif"))
     code, _, err = cli(capsys, "run", str(trace), str(script), "--include-dir", str(inc), "--export-trace", str(inc / "t.json"))
     assert code == 0 and (inc / "t.json").is_file(), err
+
+
+# ---- slow but not broken ----------------------------------------------------------------------------------------
+
+
+def test_a_rank_file_that_is_a_link_to_a_system_file_shows_none_of_its_bytes(
+    tmp_path: Path, job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = tmp_path / "passwd"  # a look-alike of /etc/passwd: tests touch no system file
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (job / "rank1.json.gz").unlink()
+    (job / "rank1.json").symlink_to(secret)
+    code, _, err = cli(capsys, "simulate", str(job))
+    assert code == 1 and "not JSON (starts with text, where a trace starts with '{' or '[')" in err, err
+    assert "root:x" not in err and "/bin/bash" not in err
+
+
+def test_a_folder_named_as_a_case_trace_is_said_to_be_a_folder(tmp_path: Path, trace: Path) -> None:
+    from daydream.api.validate import load_cases
+
+    cases = tmp_path / "cases.toml"
+    cases.write_text(f'[[case]]\nname = "a"\nbefore = ["."]\nafter = ["{trace}"]\nscripts = ["amp"]\n')
+    with pytest.raises(DaydreamError, match=r"case 'a': trace .*: is a folder; before and after name trace files"):
+        load_cases(cases)
+
+
+def test_a_saved_file_of_more_scenarios_than_a_comparison_holds_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import daydream.api.compare as compare
+
+    path = _saved(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["scenarios"] = [dict(doc["scenarios"][0], name=f"s{i}") for i in range(11)]
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(compare, "MAX_SCENARIOS", 10)
+    with pytest.raises(DaydreamError, match="11 scenarios: a comparison holds at most 10"):
+        compare.load_saved(path)

@@ -58,7 +58,9 @@ from daydream.workers import connect_ray
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
 EXIT_REGRESSED = 4  # --against: a scenario's prediction regressed beyond the tolerance
-MAX_SAVED_BYTES = 256 * 1024 * 1024  # --against: saved results are kilobytes a scenario; a bound for what is not
+# --against: saved results are kilobytes a scenario, at most MAX_SCENARIOS of them; a bound for what is not (a 265 MB
+# file took 95 s to read and compare)
+MAX_SAVED_BYTES = 64 * 1024 * 1024
 
 
 class ScenarioSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -495,6 +497,9 @@ def check_saved(saved: Comparison, where: str) -> None:
     """Refuse saved results whose times cannot be compared against: a baseline or a prediction that is not a positive,
     finite number of microseconds (a prediction of 0 would make every growth "within tolerance"). ``where`` names the
     file in the message, with the field."""
+    if len(saved.scenarios) > MAX_SCENARIOS:
+        raise DaydreamError(f"{where}: {len(saved.scenarios):,} scenarios: a comparison holds at most {MAX_SCENARIOS:,}; "
+                            "not results daydream compare --save wrote")  # fmt: skip
     fields = [("baseline.baseline_us", saved.baseline.baseline_us)]
     fields += [(f"scenarios[{i}].predicted_us ({s.name!r})", s.predicted_us) for i, s in enumerate(saved.scenarios)
                if s.predicted_us is not None]  # fmt: skip

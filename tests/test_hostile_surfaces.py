@@ -410,3 +410,16 @@ def test_a_saved_file_of_more_scenarios_than_a_comparison_holds_is_refused(
     monkeypatch.setattr(compare, "MAX_SCENARIOS", 10)
     with pytest.raises(DaydreamError, match="11 scenarios: a comparison holds at most 10"):
         compare.load_saved(path)
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [("tolerance", "５"), ("tolerance", "1e400"), ("size", "١٢MB"), ("fraction", "５%"), ("counts", "２,3"), ("counts", BIG)],
+)
+def test_numbers_given_as_text_are_read_one_way(parse: str, text: str) -> None:
+    from daydream.api.compare import parse_tolerance
+    from daydream.api.embeddings import parse_counts, parse_fraction, parse_size
+
+    call = {"tolerance": parse_tolerance, "size": parse_size, "fraction": parse_fraction, "counts": parse_counts}[parse]
+    with pytest.raises(DaydreamError):
+        call(text) if parse != "counts" else call(text, "--rows")  # type: ignore[operator]

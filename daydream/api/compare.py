@@ -50,7 +50,7 @@ from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
 from daydream.dsl.params import script_name
 from daydream.errors import DaydreamError
-from daydream.files import clip, read_json, read_toml
+from daydream.files import clip, input_number, read_json, read_toml
 from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import Interval, Paired, rank_paired
 from daydream.units import brief_repr
@@ -562,7 +562,7 @@ def parse_tolerance(text: str) -> float:
     """``5%`` or ``5`` (percent) as a number of percent."""
     t = text.strip().removesuffix("%").strip()
     try:
-        value = float(t)
+        value = input_number(t)  # ASCII digits, finite, at most 10^18
     except ValueError:
         raise DaydreamError(f"--tolerance {text!r}: give a percentage, e.g. 5%") from None
     if not math.isfinite(value) or value < 0:

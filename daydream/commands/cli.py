@@ -565,7 +565,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     counts = None
     if args.micro_batches is not None:
         try:
-            counts = tuple(int(x) for x in args.micro_batches.split(","))
+            counts = tuple(int(input_number(x, whole=True)) for x in args.micro_batches.split(","))
         except ValueError:
             raise DaydreamError(
                 f"--micro-batches {args.micro_batches!r}: whole numbers separated by commas, e.g. 4,8,16"

@@ -807,7 +807,8 @@ def controls_case(rng: random.Random, case_dir: Path, work: Path, traces: list[P
         return ["shard", str(tables), "--ranks", "2", "--batch", "64"], [tables], extra
     trace = _clean_trace(rng, case_dir, traces)  # a script that prints one
     script = case_dir / "p.whatif"
-    script.write_text(f"print {json.dumps(name)}\nassert 1 == 2, {json.dumps(name)}\n")
+    text = name.replace('"', "").replace("\\", "")  # the characters themselves in the literal (no escapes to read)
+    script.write_text(f'print "{text}"\nassert 1 == 2, "{text}"\n' + (f"let {text} = 1\n" if rng.random() < 0.5 else ""))
     return ["run", str(trace), str(script)], [trace, script], extra
 
 

@@ -108,6 +108,8 @@ def read_toml(path: str | os.PathLike[str], what: str, hint: str = "") -> dict[s
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
         detail = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
         raise DaydreamError(f"{p}: not a TOML {what}: {detail}") from None
+    except ValueError:  # int() of a literal past Python's 4,300 digits: tomllib lets it out as it is
+        raise DaydreamError(f"{p}: not a TOML {what}: a whole number of over 4,300 digits") from None
     check_numbers(doc, p)
     return doc
 
@@ -154,7 +156,7 @@ def check_numbers(doc: Any, path: str | os.PathLike[str]) -> None:
             elif isinstance(value, float) and abs(value) == float("inf"):
                 bad = "infinite (inf, or a number beyond a float such as 1e400)"
             elif abs(value) > MAX_INPUT_NUMBER:
-                bad = f"{value:.3g}" if isinstance(value, float) else f"a whole number of {len(str(abs(value))):,} digits"
+                bad = shown_number(value) if isinstance(value, int) else f"{value:.3g}"
             else:
                 continue
             field = clip(where or "(the whole file)", 200)
@@ -427,6 +429,23 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def digits(value: int) -> int:
+    """The decimal digits of a whole number, without making its text (str() refuses past 4,300 digits)."""
+    n = abs(value)
+    if n < 10**18:
+        return len(str(n))
+    guess = int(n.bit_length() * 0.30102999566398120)  # log10(2): the digits, or one fewer
+    return guess + 1 if n >= 10**guess else guess
+
+
+def shown_number(value: object, limit: int = 40) -> str:
+    """A value for a message, cut to ``limit`` characters: a whole number of more than 40 digits by its digit count
+    (its text would be long, and past 4,300 digits Python refuses to make it)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
+        return f"a whole number of {digits(value):,} digits"
+    return clip(repr(value), limit)
 
 
 def input_number(text: str, whole: bool = False) -> float:

@@ -20,6 +20,7 @@ import pytest
 from daydream.api.demo import bundled_example
 from daydream.commands import cli as cli_module
 from daydream.errors import DaydreamError, ScriptError
+from daydream.perf.sharding import ShardingProblem, Table, best_plan
 
 BIG = "1" + "0" * 400  # past a float: float(BIG) raises OverflowError
 
@@ -75,7 +76,11 @@ def test_a_cases_file_and_the_api_refuse_a_big_number_alike(tmp_path: Path, trac
         load_scenarios(sc)
 
 
-@pytest.mark.parametrize("value", [10**400, float("inf"), float("nan"), [1, 10**30], 1e300])
+@pytest.mark.parametrize(
+    "value",
+    [10**400, 10**5000, float("inf"), float("nan"), [1, 10**30], 1e300],
+    ids=["e400", "e5000", "inf", "nan", "list", "e300"],
+)
 def test_the_api_refuses_a_param_number_out_of_range(tmp_path: Path, value: object) -> None:
     from daydream.api.whatif import whatif
 
@@ -134,6 +139,28 @@ def test_shard_flags_out_of_range_are_refused(
     assert said in err
 
 
+def test_a_number_past_pythons_4300_digits_is_one_line_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tables = tmp_path / "tables.toml"
+    tables.write_text(f'[[table]]\nname = "t"\nrows = {"1" * 5000}\ndim = 4\npooling = 1\n')
+    code, _, err = cli(capsys, "shard", str(tables), "--ranks", "2", "--batch", "64")
+    assert code == 1 and "a whole number of over 4,300 digits" in err, err
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda: Table("t", 10**5000, 4, 1), "rows must be .* got a whole number of 5,001 digits"),
+        (lambda: Table("t", 10, 4, 10**5000), "pooling must be .* got a whole number of 5,001 digits"),
+        (lambda: best_plan(ShardingProblem([Table("t", 10, 4, 1)], 2, 10**5000, "V100", "nvlink2")), "batch must be"),
+        (lambda: best_plan(ShardingProblem([Table("t", 10, 4, 1)], 2, 64, "V100", "nvlink2", other_us=10**400)), "other_us"),
+        (lambda: best_plan(ShardingProblem([Table("t", 10, 4, 1)], 2, 64, "V100", 1e-300)), "from 0.001 to 1,000,000"),
+    ],
+)
+def test_the_sharding_api_refuses_numbers_out_of_range(make: object, said: str) -> None:
+    with pytest.raises(DaydreamError, match=said):
+        make()  # type: ignore[operator]
+
+
 def test_full_width_digits_are_no_number_in_a_param(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = trace.with_name("s.whatif")
     script.write_text("param x = 2\nscale cpu by 1 / x\n")
@@ -184,7 +211,9 @@ def test_check_against_refuses_a_hand_made_zero_prediction(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("text", "said"),
     [("[" * 100_000 + "]" * 100_000, "nested too deeply to read"), ('{"a": 1e400}', "Number out of range"),
-     ('{"a": 1' + "0" * 30 + "}", "a: a whole number of 31 digits"), ("{", "not a results file")],
+     ('{"a": 1' + "0" * 30 + "}", "a: 1" + "0" * 30 + ": a number in a file is finite"), ("{", "not a results file"),
+     ('{"a": ' + "1" * 5000 + "}", "Integer value out of range")],
+    ids=["deep", "e400", "e30", "cut", "digits5000"],
 )  # fmt: skip
 def test_a_saved_file_that_cannot_be_read_names_the_file(
     tmp_path: Path, trace: Path, capsys: pytest.CaptureFixture[str], text: str, said: str

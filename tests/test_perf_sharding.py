@@ -375,7 +375,10 @@ def test_exhaustive_search_with_many_tables_stays_fast() -> None:
         (lambda: Table("t", 10, 16, -1), "table 't': pooling must be a number from 0 to 1,000,000, got -1"),
         (lambda: Table("t", 10, 16, math.nan), "table 't': pooling must be a number from 0 to 1,000,000, got nan"),
         (lambda: Table("t", 10, 16, 1, bytes_per_element=0), "table 't': bytes_per_element must be a positive integer"),
-        (lambda: evaluate(ShardingProblem(THREE, 2, 0, V100, LINK), (0, 1, 1)), "batch must be a positive integer, got 0"),
+        (
+            lambda: evaluate(ShardingProblem(THREE, 2, 0, V100, LINK), (0, 1, 1)),
+            "batch must be a positive integer of at most 1,099,511,627,776, got 0",
+        ),
         (lambda: evaluate(ShardingProblem(THREE, 3, 4096, V100, LINK), (0, 1, 1)), "batch 4096 is not divisible by 3 ranks"),
         (lambda: evaluate(ShardingProblem(THREE, 2, 4096, V100, LINK), (0, 1)), "the assignment has 2 ranks for 3 tables"),
         (

@@ -14,7 +14,7 @@ from daydream.dsl.evaluate import format_quantity, format_value
 from daydream.dsl.functions import type_name
 from daydream.dsl.parse import parse_expression
 from daydream.errors import ScriptError
-from daydream.files import MAX_INPUT_NUMBER, clip
+from daydream.files import MAX_INPUT_NUMBER, clip, shown_number
 
 _UNIT = re.compile(r"\d(ns|us|ms|s|min|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 
@@ -88,8 +88,8 @@ class ParamBinder:
             if isinstance(v, (list, tuple)):
                 stack.extend(v)
             elif isinstance(v, (int, float)) and not isinstance(v, bool) and not abs(v) <= MAX_INPUT_NUMBER:
-                shown = f"a whole number of {len(str(abs(v))):,} digits" if isinstance(v, int) else repr(v)
-                raise ScriptError(f"{self.origin(key)}: {shown}: a number given is finite and at most 10^18 in magnitude")
+                raise ScriptError(f"{self.origin(key)}: {shown_number(v)}: a number given is finite and at most 10^18 in "
+                                  "magnitude")  # fmt: skip
 
     def origin(self, key: str, value: Any = None) -> str:
         """How the caller gave param ``key`` (with its value where given): ``-p factor=two`` on the command line,

@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from daydream.errors import DaydreamError, did_you_mean
-from daydream.files import clip, read_toml
+from daydream.files import MAX_INPUT_NUMBER, clip, read_toml, shown_number
 from daydream.perf.collectives import Link, collective_us, resolve_link
 from daydream.perf.devices import Device, get_device
 from daydream.perf.embedding import BagModel, embedding_bag_us
@@ -99,6 +99,7 @@ MAX_POOLING = 1_000_000
 MAX_ELEMENT_BYTES = 16
 # ranks a plan spreads tables over: the sharders' work grows with them (65,536: about 2 s)
 MAX_SHARD_RANKS = 65_536
+MAX_SHARD_BATCH = 1 << 40  # samples a step: past any data set's, and every product of it stays a float
 
 
 class Table(msgspec.Struct, frozen=True):
@@ -116,11 +117,11 @@ class Table(msgspec.Struct, frozen=True):
             value = getattr(self, what)
             if not _positive_int(value) or value > most:
                 raise DaydreamError(f"table {self.name!r}: {what} must be a positive integer of at most {most:,}, got "
-                                    f"{clip(repr(value), 40)}")  # fmt: skip
+                                    f"{shown_number(value)}")  # fmt: skip
         p = self.pooling
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0 <= p <= MAX_POOLING:
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= MAX_POOLING:  # nan fails too
             raise DaydreamError(f"table {self.name!r}: pooling must be a number from 0 to {MAX_POOLING:,}, got "
-                                f"{clip(repr(p), 40)}")  # fmt: skip
+                                f"{shown_number(p)}")  # fmt: skip
 
     @property
     def nbytes(self) -> int:
@@ -178,7 +179,7 @@ def _sharder(name: str) -> Callable[[Sequence[Table], int, int], tuple[int, ...]
 def _check_ranks(ranks: int) -> None:
     if not _positive_int(ranks) or ranks > MAX_SHARD_RANKS:
         raise DaydreamError(f"sharding: ranks must be a positive integer of at most {MAX_SHARD_RANKS:,}, got "
-                            f"{clip(repr(ranks), 40)}")  # fmt: skip
+                            f"{shown_number(ranks)}")  # fmt: skip
 
 
 def _check_tables(tables: Sequence[Table]) -> tuple[Table, ...]:
@@ -280,19 +281,24 @@ class _Problem:
         other_us, memory_bytes, l2_aware = problem.other_us, problem.memory_bytes, problem.l2_aware
         tables = _check_tables(problem.tables)
         _check_ranks(ranks)
-        if not _positive_int(batch):
-            raise DaydreamError(f"sharding: batch must be a positive integer, got {batch!r}")
+        if not _positive_int(batch) or batch > MAX_SHARD_BATCH:
+            raise DaydreamError(f"sharding: batch must be a positive integer of at most {MAX_SHARD_BATCH:,}, got "
+                                f"{shown_number(batch)}")  # fmt: skip
         if batch % ranks:
             raise DaydreamError(
                 f"sharding: batch {batch} is not divisible by {ranks} ranks: each rank takes batch/ranks samples of the "
                 "data-parallel part (use a multiple of the rank count)"
             )
-        if isinstance(other_us, bool) or not isinstance(other_us, (int, float)) or not (0 <= other_us < math.inf):
-            raise DaydreamError(f"sharding: other_us must be a finite time, not negative, got {other_us!r}")
+        # bounded as a file's numbers are (daydream.files.MAX_INPUT_NUMBER): a 400-digit int overflows the floats
+        if isinstance(other_us, bool) or not isinstance(other_us, (int, float)) or not 0 <= other_us <= MAX_INPUT_NUMBER:
+            raise DaydreamError(f"sharding: other_us must be a finite time, not negative, got {shown_number(other_us)}")
         if memory_bytes is not None and (
-            isinstance(memory_bytes, bool) or not isinstance(memory_bytes, (int, float)) or not memory_bytes > 0
+            isinstance(memory_bytes, bool)
+            or not isinstance(memory_bytes, (int, float))
+            or not 0 < memory_bytes <= MAX_INPUT_NUMBER
         ):
-            raise DaydreamError(f"sharding: memory_bytes must be positive (bytes per rank) or None, got {memory_bytes!r}")
+            raise DaydreamError(f"sharding: memory_bytes must be positive (bytes per rank, at most 10^18) or None, got "
+                                f"{shown_number(memory_bytes)}")  # fmt: skip
         dev = device if isinstance(device, Device) else get_device(device)
         p = cls(tables, ranks, batch, resolve_link(link), float(other_us), memory_bytes)
         p.fwd = [_lookup_us(t, batch, dev, False, l2_aware) for t in tables]

@@ -576,6 +576,6 @@ def load_tables(path: str | os.PathLike[str]) -> list[Table]:
             out.append(msgspec.convert({"name": f"table{k}", **e}, Table))
         except msgspec.ValidationError as exc:
             raise DaydreamError(f"{path}: table #{k}: {clip(str(exc), 300)}") from None
-        except DaydreamError as exc:  # a size out of bounds: said with the file
-            raise DaydreamError(f"{path}: table #{k}: {exc}") from None
+        except DaydreamError as exc:  # a size out of bounds: said with the file (the message names the table)
+            raise DaydreamError(f"{path}: {exc}") from None
     return out

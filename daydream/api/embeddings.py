@@ -615,6 +615,7 @@ def parse_counts(text: str, what: str) -> list[int]:
     """``64`` or ``64,32,16`` (one per table) as whole numbers."""
     try:
         values = [int(input_number(part, whole=True)) for part in text.split(",")]
-    except ValueError:
-        raise DaydreamError(f"{what} {text!r}: give a whole number, or one per table separated by commas") from None
+    except ValueError as exc:
+        raise DaydreamError(f"{what} {clip(text, 100)!r}: give a whole number, or one per table separated by commas "
+                            f"({exc})") from None  # fmt: skip
     return values

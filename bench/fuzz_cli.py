@@ -15,14 +15,25 @@ output targets of every kind (a FIFO, a socket, a pseudo-terminal standing in fo
 `--export-trace`, `compare --save` and `report --out`; outputs onto every input of the run (the trace, its sidecar, a
 hard link to it, the script, an included script, the scenarios file); files whose headers lie about their sizes
 (.npy headers of 10^11-10^13 rows, rank numbers and world sizes of 10^11, tables files of zeros); op names that
-matplotlib reads as math and trace file names with undecodable bytes; and SIGINT or SIGTERM at a random moment.
+matplotlib reads as math and trace file names with undecodable bytes; and SIGINT or SIGTERM at a random moment. And
+the surfaces of the third round (issue 80): DSL functions that walk the whole graph called in loops (`for i in
+range(100000) { let r = linears() }`, with and without `--budget`); numbers past any count, size or time (400-digit
+integers, inf, nan, 1e400, 1e300, negatives, full-width digits) in scenarios, cases and tables files (TOML), saved
+results files (`--against`: predictions of 0, below 0 or non-finite, nesting 100,000 deep), flags and `-p` values;
+names holding C0 and C1 controls and escape sequences (op names, a table's name, a file name, a script's print); and
+outputs aimed into input folders (a job folder made of copies of the bundled example, directly or through a symlink;
+a `.whatif` name in an `--include-dir`).
 
 Each run happens in a forked child with its own working directory, stdout and stderr to files, killed past
 `--timeout` seconds. A case fails when: an exception escaped (a traceback, or the CLI's "internal error", exit 70),
 the run hung (killed), the exit status is not one the CLI documents (0-4; 130 and 143 for a signal sent), an input
 changed, a file appeared that the run was not asked to write, a temporary file was left behind, an output target
 that is not a regular file changed kind (a FIFO replaced by a file), the output is longer than a bound, or the output
-holds text from a file a script must not read (a line of /etc/passwd, a secret put in the environment). Prints a summary and writes every
+holds text from a file a script must not read (a line of /etc/passwd, a secret put in the environment); and for the
+third round's surfaces: an input folder gained or lost a file, a control character reached the terminal raw (stdout
+but for --json's, and stderr), or a report's SVG is not well-formed XML or its page holds a control character. A
+hang of a LONG_LOOP loop of walking DSL functions under the default budget is counted apart (`part_a_hangs`): each
+call charged for its walk is issue 80's part A, another session's work. Prints a summary and writes every
 failure (its inputs kept under the report's folder) to `--out`. A benchmark-style tool: not part of the test suite
 (tests/test_hostile_*.py hold the regression tests and a seeded, time-bounded sample).
 """
@@ -38,6 +49,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -291,6 +303,7 @@ def run_case(
     before = _digest(inputs)
     kinds_before = _kinds(targets)
     listing = set(os.listdir(workdir))
+    listings = {Path(f): _listing(Path(f)) for f in extra.get("folders", [])}
     out_path, err_path = workdir.parent / (workdir.name + ".out"), workdir.parent / (workdir.name + ".err")
     start = time.perf_counter()
     pid = os.fork()
@@ -349,6 +362,15 @@ def run_case(
         problems.append(f"files written: {sorted(new)[:5]}")
     if len(out) + len(err) > OUTPUT_BOUND:
         problems.append(f"output of {len(out) + len(err)} bytes")
+    for folder, names in listings.items():
+        if _listing(folder) != names:
+            problems.append(f"an input folder changed: {sorted(_listing(folder) ^ names)[:5]}")
+    if extra.get("terminal_safe"):  # text for a terminal (--json's stdout excepted: JSON keeps names whole)
+        shown = err if "--json" in argv else out + err
+        if CONTROL_BYTES.search(shown.decode("utf-8", "replace")):
+            problems.append("a control character reached the terminal raw")
+    if extra.get("report") and exitcode == 0:
+        problems.extend(_report_problems(Path(extra["report"])))
     if SECRET in text.replace(f"{SECRET}=", "") or "root:x:0:0" in text:
         problems.append("leaked the content of a file a script may not read")
     for flag in ("RecursionError", "MemoryError", "maximum recursion depth", "out of memory"):
@@ -359,6 +381,29 @@ def run_case(
             "signal": signalled, "stderr_tail": err.decode("utf-8", "replace")[-600:]}  # fmt: skip
 
 
+CONTROL_BYTES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal acts on (tab, newline kept)
+
+
+def _listing(folder: Path) -> set[str]:
+    return set(os.listdir(folder)) if folder.is_dir() else set()
+
+
+def _report_problems(folder: Path) -> list[str]:
+    """A report folder's page and figures: well-formed XML, no character HTML cannot hold."""
+    import xml.dom.minidom
+
+    out = []
+    for svg in folder.glob("*.svg"):
+        try:
+            xml.dom.minidom.parse(str(svg))
+        except Exception as exc:  # noqa: BLE001 - expat's errors
+            out.append(f"malformed SVG {svg.name}: {exc}")
+    page = folder / "index.html"
+    if page.is_file() and re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", page.read_text("utf-8", "replace")):
+        out.append("a control character in index.html")
+    return out
+
+
 def make_case(index: int, seed: int, base: Path, traces: list[Path],
               scripts: list[Path]) -> tuple[list[str], list[Path], Path, dict[str, Any]]:  # fmt: skip
     rng = random.Random(seed * 1_000_003 + index)
@@ -367,9 +412,8 @@ def make_case(index: int, seed: int, base: Path, traces: list[Path],
     work = case_dir / "cwd"
     work.mkdir()
     surface = rng.random()
-    if surface >= 0.55:
-        make = (output_target_case if surface < 0.70 else onto_input_case if surface < 0.78 else lying_sizes_case
-                if surface < 0.86 else names_case if surface < 0.93 else signal_case)  # fmt: skip
+    if surface >= 0.45:
+        make = next(make for bound, make in SURFACES if surface < bound)
         argv, inputs, extra = make(rng, case_dir, work, traces, scripts)
         extra["surface"] = make.__name__.removesuffix("_case")
         return argv, inputs, work, extra
@@ -633,6 +677,180 @@ def signal_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Pat
     return argv, [trace, main, part, scenarios], extra
 
 
+# ---- the surfaces of the third round (issue 80) ------------------------------------------------------------------
+
+# DSL functions that walk the whole graph, called in a loop: each call must be charged for its walk (issue 80, part A)
+WALKING_CALLS = ["linears()", "tensor_parallel_pairs()", "gradients_missing()", "pipeline_stages()", "repeats(select cpu)",
+                 "layers()", "optimizer_step()"]  # fmt: skip
+LONG_LOOP = 100_000  # iterations that, uncharged, run for minutes: a hang of this is part A's to fix
+
+# numbers past what any count, size or time holds, as TOML, JSON and flag text
+BIG_NUMBERS = ["1" + "0" * 400, "-1" + "0" * 400, "inf", "-inf", "nan", "1e400", "1e300", "-1e300", "1e-300", "-1", "0",
+               "9223372036854775808", "268435456", "1073741824", "1e18", "1e19"]  # fmt: skip
+FLAG_NUMBERS = [*[n for n in BIG_NUMBERS if n not in ("inf", "-inf", "nan")], "１２", "٣", "1_000", " 7 ", "0x10", "1e-400"]
+SAVED_TIMES = ["0", "-5", "1e400", "1" + "0" * 400, "NaN", "1e300", "null", '"x"', "5e-324"]
+# C0 and C1 controls, escape sequences that retitle or clear a terminal, a one-character CSI
+CONTROL_NAMES = ["\x00", "\x1b[2J", "\x1b]0;T\x07", "\u009b31m", "\x7f", "\u0085", "\x01\x02\x03", "a\rb", "\x1b[6n",
+                 "\x08\x08\x08x", "\ufffe", "\x0c"]  # fmt: skip
+
+
+def dsl_loops_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
+                   scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+    """A DSL function that walks the graph, called in a loop: it ends within the budget (an error at the loop), or
+    runs as a short loop does. ``part_a``: a loop of LONG_LOOP calls with the default budget, which ends only once
+    every call is charged for its walk (issue 80's first item, another session's work)."""
+    trace = _clean_trace(rng, case_dir, traces)
+    call = rng.choice(WALKING_CALLS)
+    count = rng.choice([10, 300, 3000, LONG_LOOP]) if rng.random() < 0.85 else LONG_LOOP
+    body = rng.choice([f"let r = {call}", f"let r = len({call})", f"if len({call}) > 1000000 {{ print i }}"])
+    script = case_dir / "loop.whatif"
+    script.write_text(f"for i in range({count}) {{ {body} }}\n")
+    budget = rng.choice([None, None, "3000", "100000", "1"])
+    argv = (
+        ["run", str(trace), str(script)] + (["--budget", budget] if budget else []) + (["--json"] if rng.random() < 0.3 else [])
+    )
+    return argv, [trace, script], {"part_a": count == LONG_LOOP and budget is None}
+
+
+def _scenarios(path: Path, params: str) -> None:
+    path.write_text(f'[[scenario]]\nname = "a"\nscripts = ["main.whatif"]\nparams = {{ {params} }}\n')
+
+
+def _saved_results(path: Path, rng: random.Random) -> None:
+    """A results file as compare --save writes it, its times or nesting made hostile."""
+    time = rng.choice(SAVED_TIMES)
+    field = rng.choice(["predicted_us", "baseline_us", "measured_us", "speedup"])
+    scenario_time = time if field == "predicted_us" else "90.0"
+    base_time = time if field == "baseline_us" else "100.0"
+    text = (
+        '{"provenance": {"daydream": "0", "date": "x", "trace": "t", "trace_sha256": "0", "step": null, "policy": '
+        '"earliest", "link": null, "device": null, "scenarios_file": null, "script_sha256": {}}, "baseline": '
+        f'{{"measured_us": {time if field == "measured_us" else "100.0"}, "baseline_us": {base_time}, "breakdown": {{}}, '
+        '"bound": {"gpu_pct": 0, "cpu_pct": 100, "by_phase": {}, "by_kernel_class": {}}}, "scenarios": [{"name": '
+        f'"faster", "scripts": ["main.whatif"], "params": {{}}, "predicted_us": {scenario_time}, "speedup": '
+        f'{time if field == "speedup" else "1.1"}, "throughput": 1.1, "breakdown": null, "bound": null}}]}}'
+    )
+    if rng.random() < 0.15:  # nested past any reader's stack
+        text = "[" * rng.choice([1000, 100_000]) + "]" * rng.choice([0, 1000, 100_000])
+    path.write_text(text)
+
+
+def big_numbers_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
+                     scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+    """Numbers past any count, size or time, in a scenarios, cases or tables file, a saved results file, a flag or
+    a -p value: a one-line error naming the file and field (or a result), never exit 70."""
+    trace = _clean_trace(rng, case_dir, traces)
+    main, part, scenarios = _scripts(case_dir)
+    (case_dir / "main.whatif").write_text("param factor = 2\nscale cpu by 1 / factor\n")
+    n = rng.choice(BIG_NUMBERS)
+    kind = rng.randrange(7)
+    if kind == 0:  # a scenarios file's params (TOML)
+        _scenarios(scenarios, f"factor = {n}")
+        return ["compare", str(trace), str(scenarios)], [trace, main, part, scenarios], {}
+    if kind == 1:  # a cases file's params and ratio
+        cases = case_dir / "cases.toml"
+        key = rng.choice(["params = { factor = %s }", "ratio = %s"]) % n
+        cases.write_text(f'[[case]]\nname = "a"\nbefore = ["{trace.name}"]\nafter = ["{trace.name}"]\n'
+                         f'scripts = ["main.whatif"]\n{key}\n')  # fmt: skip
+        return ["validate", str(cases)], [trace, main, cases], {}
+    if kind == 2:  # an embedding tables file
+        tables = case_dir / "tables.toml"
+        sizes = {"rows": "100", "dim": "16", "pooling": "2"}
+        sizes[rng.choice([*sizes, "bytes_per_element"])] = n
+        tables.write_text('[[table]]\nname = "t"\n' + "".join(f"{k} = {v}\n" for k, v in sizes.items()))
+        return ["shard", str(tables), "--ranks", "2", "--batch", "64"], [tables], {}
+    if kind == 3:  # a saved results file
+        saved = case_dir / "saved.json"
+        _saved_results(saved, rng)
+        return ["compare", str(trace), str(scenarios), "--against", str(saved)], [trace, main, part, scenarios, saved], {}
+    tables = case_dir / "tables.toml"
+    tables.write_text('[[table]]\nname = "t"\nrows = 100\ndim = 16\npooling = 2\n')
+    f = rng.choice(FLAG_NUMBERS)
+    if kind == 4:  # a flag
+        flag = rng.choice(["--ranks", "--batch", "--memory", "--link"])
+        args = {"--ranks": "2", "--batch": "64", flag: f}
+        return ["shard", str(tables), *[x for kv in args.items() for x in kv]], [tables], {}
+    if kind == 5:
+        argv = rng.choice([["plan", str(trace), "--gpus", f, "--json"], ["plan", str(trace), "--gpus", "4", "--memory-gb", f],
+                           ["simulate", str(trace), "--link", f], ["run", str(trace), str(main), "--budget", f]])  # fmt: skip
+        return argv, [trace, main, part], {}
+    return ["run", str(trace), str(main), "-p", f"factor={f}"], [trace, main, part], {}  # a -p value
+
+
+def controls_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
+                  scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+    """Names holding C0 and C1 controls and escape sequences - a trace's ops, a table's name, a file's name, a
+    script's print - reach the terminal escaped, the report's SVG and page as XML and HTML can hold them."""
+    main, part, scenarios = _scripts(case_dir)
+    name = "".join(rng.sample(CONTROL_NAMES, rng.randint(1, 3)))
+    extra: dict[str, Any] = {"terminal_safe": True, "outputs": ["rep", "o.json"]}
+    kind = rng.randrange(4)
+    if kind == 0:  # op names in a trace
+        doc = _read_json(traces[0])
+        for ev in doc.get("traceEvents", []):
+            if isinstance(ev, dict) and ev.get("cat") in ("cpu_op", "Operator") and rng.random() < 0.5:
+                ev["name"] = name + str(ev.get("name"))
+        trace = case_dir / "t.json.gz"
+        trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
+        argv = rng.choice([["simulate", str(trace)], ["simulate", str(trace), "--json"], ["run", str(trace), str(main)],
+                           ["report", str(trace), "--out", "rep"], ["compare", str(trace), str(scenarios)]])  # fmt: skip
+        if argv[0] == "report":
+            extra["report"] = str(work / "rep")
+        return argv, [trace, main, part, scenarios], extra
+    if kind == 1:  # a file name
+        trace = case_dir / f"bad{name.replace('/', '_').replace(chr(0), '0')}.json"
+        trace.write_bytes(rng.choice([b"{", b"root:x:0:0\n", gzip.decompress(traces[0].read_bytes())]))
+        return rng.choice([["simulate", str(trace)], ["run", str(trace), str(main)]]), [trace, main, part], extra
+    if kind == 2:  # a table's name
+        tables = case_dir / "tables.toml"
+        tables.write_text(f"[[table]]\nname = {json.dumps(name)}\nrows = 100\ndim = 16\npooling = 2\n")
+        return ["shard", str(tables), "--ranks", "2", "--batch", "64"], [tables], extra
+    trace = _clean_trace(rng, case_dir, traces)  # a script that prints one
+    script = case_dir / "p.whatif"
+    text = name.replace('"', "").replace("\\", "")  # the characters themselves in the literal (no escapes to read)
+    script.write_text(f'print "{text}"\nassert 1 == 2, "{text}"\n' + (f"let {text} = 1\n" if rng.random() < 0.5 else ""))
+    return ["run", str(trace), str(script)], [trace, script], extra
+
+
+def into_folder_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
+                     scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+    """An output aimed into an input folder - a job folder of copies of the bundled example, directly, through a
+    symlink, or an --include-dir given a .whatif name: refused, the folder as it was (the job loads as before)."""
+    job = case_dir / "job"
+    job.mkdir()
+    for rank in range(rng.choice([1, 2, 3])):
+        shutil.copyfile(traces[0], job / f"rank{rank}.json.gz")
+    main, part, scenarios = _scripts(case_dir)
+    (case_dir / "link").symlink_to(job)
+    inc = case_dir / "inc"
+    inc.mkdir()
+    into = rng.choice([job, case_dir / "link"])
+    name = rng.choice(["rank9.json", "r.json", "report.json", "t.json.gz", "x.et", "index.html"])
+    kind = rng.randrange(6)
+    if kind == 0:
+        argv = ["report", "--out", str(into), str(job)]
+    elif kind == 1:
+        argv = ["simulate", "--export-trace", str(into / name), str(job)]
+    elif kind == 2:
+        argv = ["compare", "--save", str(into / name), str(job), str(scenarios)]
+    elif kind == 3:
+        argv = ["run", str(job), str(main), "--export-trace", str(into / name)]
+    elif kind == 4:
+        argv = ["export", str(job), "--chakra", str(into)]
+    else:  # a script's name in an --include-dir is refused; another output is no script, and is written
+        trace = _clean_trace(rng, case_dir, traces)
+        out = inc / rng.choice(["x.whatif", "sub.whatif", "y.json"])
+        argv = ["run", str(trace), str(main), "--include-dir", str(inc), "--export-trace", str(out)]
+        return argv, [trace, main, part], {"folders": [job] + ([inc] if out.suffix == ".whatif" else [])}
+    return argv, [*sorted(job.iterdir()), main, part, scenarios], {"folders": [job, inc]}
+
+
+# each surface's share of the cases past the first 45% (mutated traces and scripts): (upper bound, maker)
+SURFACES = [(0.57, output_target_case), (0.63, onto_input_case), (0.69, lying_sizes_case), (0.74, names_case),
+            (0.79, signal_case), (0.85, dsl_loops_case), (0.92, big_numbers_case), (0.96, controls_case),
+            (1.01, into_folder_case)]  # fmt: skip
+
+
 def _worker(job: tuple[int, int, str, list[str], list[str], float]) -> dict[str, Any]:
     index, seed, base, traces, scripts, timeout = job
     argv, inputs, work, extra = make_case(index, seed, Path(base), [Path(t) for t in traces], [Path(s) for s in scripts])
@@ -644,6 +862,7 @@ def _worker(job: tuple[int, int, str, list[str], list[str], float]) -> dict[str,
                 with contextlib.suppress(OSError):
                     os.close(fd)
     result["case"] = index
+    result["part_a"] = bool(extra.get("part_a")) and result["problems"] == [f"hang (killed after {timeout:g} s)"]
     if not result["problems"]:
         shutil.rmtree(Path(base) / f"case{index:05d}", ignore_errors=True)
         for suffix in (".out", ".err"):
@@ -676,10 +895,14 @@ def main() -> int:
         for k, r in enumerate(pool.imap_unordered(_worker, jobs), 1):
             results.append(r)
             if r["problems"]:
-                print(f"case {r['case']}: {', '.join(r['problems'])}: daydream {' '.join(a[:80] for a in r['argv'])}", flush=True)
+                label = "part A (pending)" if r["part_a"] else ", ".join(r["problems"])
+                print(f"case {r['case']}: {label}: daydream {' '.join(a[:80] for a in r['argv'])}", flush=True)
             if k % 250 == 0:
                 print(f"{k}/{args.cases} cases, {time.perf_counter() - start:.0f} s", flush=True)
-    failures = [r for r in results if r["problems"]]
+    # a hang of a long loop of walking DSL functions under the default budget is issue 80's part A (each call charged
+    # for its walk), another session's: counted apart until it is merged
+    part_a = [r for r in results if r["part_a"]]
+    failures = [r for r in results if r["problems"] and not r["part_a"]]
     kinds: dict[str, int] = {}
     for r in failures:
         for problem in r["problems"]:
@@ -692,8 +915,8 @@ def main() -> int:
         surfaces[r["surface"]] = surfaces.get(r["surface"], 0) + 1
     summary = {"cases": len(results), "seconds": round(time.perf_counter() - start, 1), "failures": len(failures),
                "by_kind": kinds, "exit_status": dict(sorted(exits.items())), "surfaces": surfaces, "max_seconds": max(r["seconds"] for r in results),
-               "kept": str(base)}  # fmt: skip
-    args.out.write_text(json.dumps({"summary": summary, "failures": failures}, indent=1))
+               "part_a_hangs": len(part_a), "kept": str(base)}  # fmt: skip
+    args.out.write_text(json.dumps({"summary": summary, "failures": failures, "part_a": part_a}, indent=1))
     print(json.dumps(summary, indent=1))
     return 1 if failures else 0
 

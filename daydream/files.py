@@ -103,12 +103,66 @@ def read_toml(path: str | os.PathLike[str], what: str, hint: str = "") -> dict[s
         raise DaydreamError(f"{p}: no such {what}{hint}")
     data = read_input(p, what, MAX_TOML_BYTES)
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        doc = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise DaydreamError(f"{p}: not a TOML {what}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
         detail = exc if isinstance(exc, tomllib.TOMLDecodeError) else "nested too deeply"
         raise DaydreamError(f"{p}: not a TOML {what}: {detail}") from None
+    except ValueError:  # int() of a literal past Python's 4,300 digits: tomllib lets it out as it is
+        raise DaydreamError(f"{p}: not a TOML {what}: a whole number of over 4,300 digits") from None
+    check_numbers(doc, p)
+    return doc
+
+
+def read_json(path: str | os.PathLike[str], what: str, limit: int, hint: str = "") -> Any:
+    """A JSON input file that a person or a command saved (``compare --save`` results): its value, every number in it
+    checked (:func:`check_numbers`), or DaydreamError naming the file as ``what`` - for a file that is no JSON, is
+    nested too deeply to read, or holds a number out of range. ``hint`` ends the message of a missing file."""
+    p = Path(path)
+    if not os.path.lexists(p):
+        raise DaydreamError(f"{p}: no such {what}{hint}")
+    data = read_input(p, what, limit)
+    try:
+        doc = msgspec.json.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise DaydreamError(f"{p}: not a {what}: {exc}") from None
+    except RecursionError:  # msgspec recurses once per level: 100,000 nested brackets end here, with the file named
+        raise DaydreamError(f"{p}: not a {what}: nested too deeply to read") from None
+    check_numbers(doc, p)
+    return doc
+
+
+# A number read from an input file (TOML, saved JSON) or a flag is finite and at most this in magnitude: no count,
+# size, time or factor daydream models comes near 1e18 (an exabyte; 31,700 years in microseconds), while anything past
+# it overflows a float (10^400) or an int64, or turns a product into inf downstream. check_numbers checks files',
+# input_number flags'.
+MAX_INPUT_NUMBER = 1e18
+
+
+def check_numbers(doc: Any, path: str | os.PathLike[str]) -> None:
+    """Refuse, naming the file and the field (``scenario[2].params.speedup``), a number of ``doc`` (a file's decoded
+    tables, lists and values) that is not finite (``inf``, ``nan``, ``1e400``) or exceeds MAX_INPUT_NUMBER in magnitude.
+    Booleans are not numbers here. Iterative: a deep document cannot exhaust the stack."""
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, float) and value != value:
+                bad = "nan"
+            elif isinstance(value, float) and abs(value) == float("inf"):
+                bad = "infinite (inf, or a number beyond a float such as 1e400)"
+            elif abs(value) > MAX_INPUT_NUMBER:
+                bad = shown_number(value) if isinstance(value, int) else f"{value:.3g}"
+            else:
+                continue
+            field = clip(where or "(the whole file)", 200)
+            raise DaydreamError(f"{os.fspath(path)}: {field}: {bad}: a number in a file is finite and at most 10^18 in "
+                                "magnitude")  # fmt: skip
 
 
 def json_bytes(obj: Any, indent: int | None = None, enc_hook: Callable[[Any], Any] | None = None) -> bytes:
@@ -325,13 +379,44 @@ def _tail(what: str | None) -> str:
     return f" ({what})" if what else ""
 
 
+class InputFolder(str):
+    """A folder among a run's inputs (:func:`check_output_path`): a job's folder of rank traces, whose every file
+    at its top is read as a rank (``suffixes`` None), or an ``--include-dir``, from which scripts are read
+    (``suffixes`` (".whatif",), at any depth). An output written there would change what the folder means - a
+    phantom rank, a report.json that is no trace, a script - so none is."""
+
+    suffixes: tuple[str, ...] | None
+
+    def __new__(cls, path: str | os.PathLike[str], suffixes: tuple[str, ...] | None = None) -> InputFolder:
+        folder = super().__new__(cls, os.fspath(path))
+        folder.suffixes = suffixes
+        return folder
+
+
+def _in_folder(target: Path, folder: InputFolder) -> bool:
+    """Whether writing ``target`` would put a file where ``folder`` is read from."""
+    real, root = os.path.realpath(target), os.path.realpath(folder)
+    if folder.suffixes is None:  # a job's folder: its top-level files are its ranks
+        return os.path.dirname(real) == root
+    return real.endswith(folder.suffixes) and os.path.commonpath([real, root]) == root
+
+
 def check_output_path(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str] | None], what: str = "output") -> Path:
     """Refuse an output path before anything is written: what :func:`output_target` refuses (an empty name, a
-    directory, a folder that does not exist, a FIFO, socket or block device), or the same file as one of ``inputs``
-    (this run's trace, scripts, ...; compared as files, so through symlinks and hard links too). ``what`` names the
-    option in messages (``--export-trace``). Returns the path the output will be written to."""
+    directory, a folder that does not exist, a FIFO, socket or block device), the same file as one of ``inputs``
+    (this run's trace, scripts, ...; compared as files, so through symlinks and hard links too), or a file inside
+    an input folder (:class:`InputFolder`) that reading the folder would take in. ``what`` names the option in
+    messages (``--export-trace``). Returns the path the output will be written to."""
     text = os.fspath(out)
     target = output_target(out, what)
+    inputs = list(inputs)
+    if target.stream is None:
+        for folder in inputs:
+            if isinstance(folder, InputFolder) and _in_folder(target.path, folder):
+                kind = "a job's folder: each file there is read as a rank" if folder.suffixes is None else (
+                    "an --include-dir: each .whatif file there is a script a run may include")  # fmt: skip
+                raise DaydreamError(f"{text}: inside {folder}, {kind}; refusing to write there ({what}): write it "
+                                    "outside the folder")  # fmt: skip
     if target.stream is None and target.path.exists():
         for inp in inputs:
             if inp is None or not str(inp) or str(inp).startswith("<"):
@@ -350,3 +435,36 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def digits(value: int) -> int:
+    """The decimal digits of a whole number, without making its text (str() refuses past 4,300 digits)."""
+    n = abs(value)
+    if n < 10**18:
+        return len(str(n))
+    guess = int(n.bit_length() * 0.30102999566398120)  # log10(2): the digits, or one fewer
+    return guess + 1 if n >= 10**guess else guess
+
+
+def shown_number(value: object, limit: int = 40) -> str:
+    """A value for a message, cut to ``limit`` characters: a whole number of more than 40 digits by its digit count
+    (its text would be long, and past 4,300 digits Python refuses to make it)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
+        return f"a whole number of {digits(value):,} digits"
+    return clip(repr(value), limit)
+
+
+def input_number(text: str, whole: bool = False) -> float:
+    """A number given as text (a command-line flag): ASCII digits only (``int`` and ``float`` also read full-width
+    and other scripts' digits, "１２"), finite and at most MAX_INPUT_NUMBER in magnitude; ``whole``: an integer.
+    ValueError with a message otherwise."""
+    text = text.strip()
+    if not text.isascii():
+        raise ValueError(f"{clip(text, 40)!r}: write a number in ASCII digits (0-9)")
+    try:
+        value: float = int(text) if whole else float(text)
+    except ValueError:
+        raise ValueError(f"{clip(text, 40)!r}: not a {'whole ' if whole else ''}number") from None
+    if not abs(value) <= MAX_INPUT_NUMBER:  # nan too (and no float() of a 400-digit int)
+        raise ValueError(f"{clip(text, 40)}: a number is finite and at most 10^18 in magnitude")
+    return value

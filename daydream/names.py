@@ -5,6 +5,7 @@ HTML page, on hover."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 ANONYMOUS = "(anonymous namespace)"
@@ -76,3 +77,34 @@ def track_label(track: str, doing: str | None = None) -> str:
     else:
         text = track
     return f"{text} ({doing})" if doing else text
+
+
+# Text from a trace, a script or a file name, on its way out. One sanitizer per kind of sink; JSON needs none (its
+# encoder writes every control character as \uNNNN and a reader gets the name back whole).
+#
+# A terminal acts on C0 controls, DEL and C1 controls: ESC starts a sequence that can clear the screen, retitle the
+# window or (on some terminals) set the clipboard, U+009B is a one-character CSI, CR and BS overwrite what was shown.
+# Tab and newline are kept: messages are lines and tables.
+_TERMINAL_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# XML 1.0 forbids C0 controls but tab, newline and CR, lone surrogates and U+FFFE/U+FFFF (one makes a whole SVG
+# unreadable); HTML reads C0 and C1 controls and DEL as parse errors (a NUL becomes U+FFFD, or is dropped).
+_MARKUP_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to print to a terminal (stdout's tables and lines, stderr's messages): each control character
+    but tab and newline shown as ``\\xNN`` (ESC as ``\\x1b``), so a name cannot move the cursor or retitle the window;
+    everything else as it is."""
+    return _TERMINAL_UNSAFE.sub(_escape, text) if _TERMINAL_UNSAFE.search(text) else text
+
+
+def markup_text(text: str) -> str:
+    """``text`` safe in XML and HTML (the report's SVG figures and page): each character XML 1.0 or HTML forbids
+    (C0 controls but tab, newline and CR; DEL; C1 controls; lone surrogates; U+FFFE, U+FFFF) shown as ``\\xNN`` or
+    ``\\uNNNN``. The markup's own escaping (``<``, ``&``) is the writer's."""
+    return _MARKUP_UNSAFE.sub(_escape, text) if _MARKUP_UNSAFE.search(text) else text

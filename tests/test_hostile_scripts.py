@@ -36,6 +36,7 @@ from daydream.dsl.limits import (
     STATEMENT_COST,
     default_budget,
 )
+from daydream.dsl.params import ParamBinder
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
 from daydream.graph.build import build_graph
 from daydream.trace import load_trace
@@ -233,7 +234,12 @@ def test_results_are_bounded_before_they_are_made(text: str, match: str) -> None
     (math.nan, "scale kernel by v", r"a scale factor must be a finite number"),
     (math.nan, "schedule priority v\nprint predicted", r"a schedule priority must be a number"),
 ])  # fmt: skip
-def test_non_finite_numbers_are_refused_where_a_number_must_be_finite(value: float, text: str, match: str) -> None:
+def test_non_finite_numbers_are_refused_where_a_number_must_be_finite(
+    value: float, text: str, match: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the binder refuses a non-finite value given to a param (test_hostile_surfaces.py); these are the checks behind
+    # it, each where the number is used: the binder's check is switched off to reach them
+    monkeypatch.setattr(ParamBinder, "check_given", lambda self, key, value: None)
     fails(f"param v = 1\n{text}", match, params={"v": value})
 
 

@@ -68,8 +68,11 @@ def test_link_names_and_numbers() -> None:
     assert C.resolve_link("12.5").bus_bw_gbs == 12.5
     with pytest.raises(DaydreamError, match=r"unknown link 'nvlnk4'; did you mean 'nvlink4'\?; known: nvlink2, "):
         C.resolve_link("nvlnk4")
-    with pytest.raises(DaydreamError, match="must be positive"):
-        C.resolve_link(0)
+    for bad in (0, -1, 1e-300, math.inf, math.nan):  # 1e-300 GB/s would make a 230-digit time
+        with pytest.raises(DaydreamError, match="a bus bandwidth in GB/s, from 0.001 to 1,000,000,000,000"):
+            C.resolve_link(bad)
+    with pytest.raises(DaydreamError, match="unknown link '１２'"):  # full-width digits are no number
+        C.resolve_link("１２")
     with pytest.raises(DaydreamError, match="must not be negative"):
         C.collective_us("allreduce", -1, 8, "nvlink4")
 

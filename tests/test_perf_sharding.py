@@ -365,17 +365,20 @@ def test_exhaustive_search_with_many_tables_stays_fast() -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: shard(FIVE, 0, "naive"), "ranks must be a positive integer, got 0"),
+        (lambda: shard(FIVE, 0, "naive"), "ranks must be a positive integer of at most 65,536, got 0"),
         (lambda: shard([], 2, "naive"), "no tables to shard"),
         (lambda: shard(FIVE, 2, "size_gredy"), r"unknown sharder 'size_gredy'; did you mean 'size_greedy'\?; known: naive"),
         (lambda: shard(FIVE, 2, "bogus"), r"unknown sharder 'bogus'; known: naive, random"),
-        (lambda: Table("t", 0, 16, 1), "table 't': rows must be a positive integer, got 0"),
-        (lambda: Table("t", 10, -4, 1), "table 't': dim must be a positive integer, got -4"),
-        (lambda: Table("t", 1e6, 16, 1), r"table 't': rows must be a positive integer, got 1000000\.0"),
-        (lambda: Table("t", 10, 16, -1), "table 't': pooling must be a finite number, not negative, got -1"),
-        (lambda: Table("t", 10, 16, math.nan), "table 't': pooling must be a finite number"),
+        (lambda: Table("t", 0, 16, 1), "table 't': rows must be a positive integer of at most 268,435,456, got 0"),
+        (lambda: Table("t", 10, -4, 1), "table 't': dim must be a positive integer of at most 65,536, got -4"),
+        (lambda: Table("t", 1e6, 16, 1), r"table 't': rows must be a positive integer of at most 268,435,456, got 1000000\.0"),
+        (lambda: Table("t", 10, 16, -1), "table 't': pooling must be a number from 0 to 1,000,000, got -1"),
+        (lambda: Table("t", 10, 16, math.nan), "table 't': pooling must be a number from 0 to 1,000,000, got nan"),
         (lambda: Table("t", 10, 16, 1, bytes_per_element=0), "table 't': bytes_per_element must be a positive integer"),
-        (lambda: evaluate(ShardingProblem(THREE, 2, 0, V100, LINK), (0, 1, 1)), "batch must be a positive integer, got 0"),
+        (
+            lambda: evaluate(ShardingProblem(THREE, 2, 0, V100, LINK), (0, 1, 1)),
+            "batch must be a positive integer of at most 1,099,511,627,776, got 0",
+        ),
         (lambda: evaluate(ShardingProblem(THREE, 3, 4096, V100, LINK), (0, 1, 1)), "batch 4096 is not divisible by 3 ranks"),
         (lambda: evaluate(ShardingProblem(THREE, 2, 4096, V100, LINK), (0, 1)), "the assignment has 2 ranks for 3 tables"),
         (
@@ -393,7 +396,7 @@ def test_exhaustive_search_with_many_tables_stays_fast() -> None:
             r"unknown link 'nvlnk2'; did you mean 'nvlink2'\?",
         ),
         (lambda: compare_sharders(ShardingProblem([], 2, 4096, V100, LINK)), "no tables to shard"),
-        (lambda: best_plan(ShardingProblem(THREE, 0, 4096, V100, LINK)), "ranks must be a positive integer"),
+        (lambda: best_plan(ShardingProblem(THREE, 0, 4096, V100, LINK)), "ranks must be a positive integer of at most 65,536"),
         (lambda: brute_force(ShardingProblem(THREE, 2, 4097, V100, LINK)), "batch 4097 is not divisible by 2 ranks"),
         (
             lambda: brute_force(ShardingProblem(synthetic_dlrm(0, 21), 2, 4096, V100, LINK)),

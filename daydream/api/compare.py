@@ -50,7 +50,7 @@ from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
 from daydream.dsl.params import script_name
 from daydream.errors import DaydreamError
-from daydream.files import read_input, read_toml
+from daydream.files import clip, input_number, read_json, read_toml
 from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import Interval, Paired, rank_paired
 from daydream.units import brief_repr
@@ -58,7 +58,9 @@ from daydream.workers import connect_ray, worker_count
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
 EXIT_REGRESSED = 4  # --against: a scenario's prediction regressed beyond the tolerance
-MAX_SAVED_BYTES = 256 * 1024 * 1024  # --against: saved results are kilobytes a scenario; a bound for what is not
+# --against: saved results are kilobytes a scenario, at most MAX_SCENARIOS of them; a bound for what is not (a 265 MB
+# file took 95 s to read and compare)
+MAX_SAVED_BYTES = 64 * 1024 * 1024
 
 
 class ScenarioSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -481,13 +483,29 @@ def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathL
 def load_saved(path: str | os.PathLike[str]) -> Comparison:
     """Results saved by ``daydream compare --save``."""
     p = Path(path)
-    if not os.path.lexists(p):
-        raise DaydreamError(f"{p}: no such results file (write one with daydream compare ... --save {p})")
-    data = read_input(p, "results file", MAX_SAVED_BYTES)
+    doc = read_json(p, "results file", MAX_SAVED_BYTES, f" (write one with daydream compare ... --save {p})")
     try:
-        return msgspec.convert(_from_before_one_vocabulary(msgspec.json.decode(data)), Comparison)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        saved = msgspec.convert(_from_before_one_vocabulary(doc), Comparison)
+    except msgspec.ValidationError as exc:
         raise DaydreamError(f"{p}: not results saved by daydream compare --save: {exc}") from None
+    check_saved(saved, os.fspath(p))
+    return saved
+
+
+def check_saved(saved: Comparison, where: str) -> None:
+    """Refuse saved results whose times cannot be compared against: a baseline or a prediction that is not a positive,
+    finite number of microseconds (a prediction of 0 would make every growth "within tolerance"). ``where`` names the
+    file in the message, with the field."""
+    if len(saved.scenarios) > MAX_SCENARIOS:
+        raise DaydreamError(f"{where}: {len(saved.scenarios):,} scenarios: a comparison holds at most {MAX_SCENARIOS:,}; "
+                            "not results daydream compare --save wrote")  # fmt: skip
+    fields = [("baseline.baseline_us", saved.baseline.baseline_us)]
+    fields += [(f"scenarios[{i}].predicted_us ({s.name!r})", s.predicted_us) for i, s in enumerate(saved.scenarios)
+               if s.predicted_us is not None]  # fmt: skip
+    for field, us in fields:
+        if not (isinstance(us, (int, float)) and math.isfinite(us) and us > 0):
+            raise DaydreamError(f"{where}: {clip(field, 200)} = {us!r}: a saved time is a positive, finite number of "
+                                "microseconds; not results daydream compare --save wrote")  # fmt: skip
 
 
 def _from_before_one_vocabulary(doc: Any) -> Any:
@@ -543,7 +561,7 @@ def parse_tolerance(text: str) -> float:
     """``5%`` or ``5`` (percent) as a number of percent."""
     t = text.strip().removesuffix("%").strip()
     try:
-        value = float(t)
+        value = input_number(t)  # ASCII digits, finite, at most 10^18
     except ValueError:
         raise DaydreamError(f"--tolerance {text!r}: give a percentage, e.g. 5%") from None
     if not math.isfinite(value) or value < 0:
@@ -554,6 +572,7 @@ def parse_tolerance(text: str) -> float:
 def check_against(comparison: Comparison, saved: Comparison, saved_path: str, tolerance_pct: float) -> Against:
     """Each scenario's prediction against the saved one: regressed when it grew by more than ``tolerance_pct``
     percent (or lost its prediction), faster when it shrank by more, else the same; scenarios new or gone."""
+    check_saved(saved, saved_path)  # loaded by load_saved, or made by a caller: a time of 0 would hide a regression
     old = {s.name: s for s in saved.scenarios}
     verdicts = []
     for s in comparison.scenarios:
@@ -569,7 +588,7 @@ def check_against(comparison: Comparison, saved: Comparison, saved_path: str, to
         if o.predicted_us is None:
             verdicts.append(Verdict(s.name, "faster", None, s.predicted_us, None, f"predicted now; then: {o.error}"))
             continue
-        change = 100 * (s.predicted_us - o.predicted_us) / o.predicted_us if o.predicted_us else 0.0
+        change = 100 * (s.predicted_us - o.predicted_us) / o.predicted_us
         status = "regressed" if change > tolerance_pct else "faster" if change < -tolerance_pct else "same"
         verdicts.append(Verdict(s.name, status, o.predicted_us, s.predicted_us, change,
                                 f"{change:+.2f}% ({'beyond' if status != 'same' else 'within'} {tolerance_pct:g}%)"))  # fmt: skip

@@ -33,8 +33,9 @@ import numpy as np
 
 from daydream import progress
 from daydream.errors import DaydreamError
-from daydream.files import clip, open_input
+from daydream.files import clip, input_number, open_input
 from daydream.perf import hot_rows as hr
+from daydream.perf.sharding import MAX_TABLE_ROWS  # one bound for a table's rows, profiled or sharded
 from daydream.units import brief_repr
 
 UNIT_INPUTS = 4096  # inputs per sampling unit: a random x of these units is read
@@ -45,7 +46,6 @@ OFFSETS_SUFFIX = ".offsets"  # an .npz member NAME.offsets: bags of NAME of vary
 # a count per row (8 bytes): the rows of a table, given (--rows) or inferred from its largest index, and of all tables,
 # are bounded before a count array is sized by them (one stray index of 2e9 would take 16 GB). Criteo's largest
 # table has 40M rows (its 1 TB data set, unhashed).
-MAX_TABLE_ROWS = 1 << 28
 MAX_COUNTED_ROWS = 1 << 29
 BLURRED_CUTOFF = 10  # sampled lookups below which a hot row's count is mostly sampling noise
 
@@ -591,7 +591,7 @@ def parse_size(text: str, what: str = "--budget") -> float:
     number = t.rstrip("".join({c for unit in BYTE_UNITS for c in unit + unit.lower()})).strip()
     unit = t[len(number) :].strip().lower() or "b"
     try:
-        value = float(number) * units[unit]
+        value = input_number(number) * units[unit]
     except (ValueError, KeyError):
         raise DaydreamError(f"{what} {text!r}: give a size such as 512MB or 1GiB ({', '.join(BYTE_UNITS)})") from None
     if not math.isfinite(value) or value <= 0:
@@ -603,7 +603,7 @@ def parse_fraction(text: str, what: str = "--sample") -> float:
     """``5%`` or ``0.05`` as 0.05."""
     t = text.strip()
     try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+        value = input_number(t[:-1]) / 100 if t.endswith("%") else input_number(t)
     except ValueError:
         raise DaydreamError(f"{what} {text!r}: give a share such as 5% or 0.05") from None
     if not 0 < value <= 1:
@@ -614,7 +614,8 @@ def parse_fraction(text: str, what: str = "--sample") -> float:
 def parse_counts(text: str, what: str) -> list[int]:
     """``64`` or ``64,32,16`` (one per table) as whole numbers."""
     try:
-        values = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise DaydreamError(f"{what} {text!r}: give a whole number, or one per table separated by commas") from None
+        values = [int(input_number(part, whole=True)) for part in text.split(",")]
+    except ValueError as exc:
+        raise DaydreamError(f"{what} {clip(text, 100)!r}: give a whole number, or one per table separated by commas "
+                            f"({exc})") from None  # fmt: skip
     return values

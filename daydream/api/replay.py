@@ -17,6 +17,7 @@ import numpy as np
 
 from daydream.api.memory import MemoryReplay, replay_memory
 from daydream.errors import TraceError
+from daydream.files import InputFolder
 from daydream.graph.adjacency import edge_arrays, successors_of
 from daydream.graph.build import build_graph
 from daydream.graph.chakra import chakra_inputs, is_chakra
@@ -319,11 +320,14 @@ def run_inputs(trace: str | os.PathLike[str], et: str | os.PathLike[str] | None 
         files = [f for rank in ranks for f in trace_inputs(rank)]
     else:
         files = trace_inputs(trace, et)
+    # the folders read: a file written into one would change what it means (a phantom rank, a script)
+    folders = [InputFolder(trace)] if os.path.isdir(trace) else []
+    folders += [InputFolder(d, (".whatif",)) for d in include_dirs or () if os.path.isdir(d)]
     if not scripts:
-        return files
+        return files + folders
     from daydream.dsl.library import script_inputs  # the parser: only for commands that run scripts
 
-    return files + script_inputs(scripts, include_dirs)
+    return files + folders + script_inputs(scripts, include_dirs)
 
 
 def trace_inputs(trace: str | os.PathLike[str], et: str | os.PathLike[str] | None = None) -> list[str]:

@@ -426,6 +426,10 @@ def load_cases(path: str | os.PathLike[str], memory: bool = False) -> list[Case]
 
 def _resolve(base: Path, path: str, where: str) -> str:
     full = base / path
+    if full.is_dir():  # "." or a job's folder: a case compares single traces
+        raise DaydreamError(f"{where}: trace {full}: is a folder; before and after name trace files")
+    if os.path.lexists(full) and not full.is_file():
+        raise DaydreamError(f"{where}: trace {full}: not a regular file (a FIFO, device, socket or dangling link)")
     if not full.is_file():
         raise DaydreamError(f"{where}: trace {full} does not exist (record the corpus: python validation/record.py)")
     return str(full)

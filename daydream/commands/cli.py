@@ -19,7 +19,8 @@ from rich.console import Console
 
 from daydream import signals
 from daydream.errors import DaydreamError
-from daydream.files import clip, json_bytes
+from daydream.files import clip, input_number, json_bytes
+from daydream.names import terminal_text
 from daydream.workers import worker_count
 
 EXIT_INTERNAL = 70  # EX_SOFTWARE: an exception daydream did not expect, a bug
@@ -109,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
     cmp.add_argument(
         "--memory-gb",
-        type=float,
+        type=_num,
         default=None,
         metavar="GiB",
         help="device memory a predicted peak must fit in (default: the trace's GPU's)",
@@ -135,10 +136,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="TRACE",
         help="one GPU's Kineto trace (.json or .json.gz) with modules and shapes (daydream record), or a job's folder (its first rank)",
     )
-    pln.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs to plan for")
-    pln.add_argument("--memory-gb", type=float, default=None, metavar="GiB",
+    pln.add_argument("--gpus", type=_int, required=True, metavar="N", help="GPUs to plan for")
+    pln.add_argument("--memory-gb", type=_num, default=None, metavar="GiB",
                      help="memory of each GPU in GiB (default: the trace's GPU's)")  # fmt: skip
-    pln.add_argument("--gpus-per-node", type=int, default=8, metavar="N", help="GPUs in one node (default 8)")
+    pln.add_argument("--gpus-per-node", type=_int, default=8, metavar="N", help="GPUs in one node (default 8)")
     pln.add_argument("--link", default="auto", metavar="LINK",
                      help="link within a node: a preset or GB/s (default auto: the trace's GPU's NVLink or PCIe)")  # fmt: skip
     pln.add_argument("--inter", default="ib-ndr", metavar="LINK", help="one NIC between nodes, one per GPU (default ib-ndr)")
@@ -148,13 +149,13 @@ def _parser() -> argparse.ArgumentParser:
         "--schedule", default="1f1b", choices=("1f1b", "gpipe", "interleaved"), help="pipeline schedule (default 1f1b)"
     )
     pln.add_argument("--sequence-parallel", action="store_true", help="tensor parallelism with Megatron's sequence parallelism")
-    pln.add_argument("--max-tp", type=int, default=None, metavar="N", help="the largest tensor-parallel group (default: a node)")
+    pln.add_argument("--max-tp", type=_int, default=None, metavar="N", help="the largest tensor-parallel group (default: a node)")
     pln.add_argument("--zero", type=int, default=0, choices=(0, 1, 2),
                      help="data parallelism's ZeRO stage: 1 shards the optimizer state, 2 the gradients too (default 0: DDP)")  # fmt: skip
-    pln.add_argument("--batch", type=int, default=None, metavar="B", help="the samples of the traced step (with --global-batch)")
-    pln.add_argument("--global-batch", type=int, default=None, metavar="G",
+    pln.add_argument("--batch", type=_int, default=None, metavar="B", help="the samples of the traced step (with --global-batch)")
+    pln.add_argument("--global-batch", type=_int, default=None, metavar="G",
                      help="samples a step for every plan, G / dp a replica (default: each replica keeps the traced batch)")  # fmt: skip
-    pln.add_argument("--top", type=int, default=None, metavar="N", help="show the N best plans (default: all)")
+    pln.add_argument("--top", type=_int, default=None, metavar="N", help="show the N best plans (default: all)")
     pln.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
     pln.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
     pln.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
@@ -193,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     _graph_options(exp)
     _job_options(exp)
     exp.add_argument("--chakra", required=True, metavar="DIR", help="the folder to write the .et files in (made if absent)")
-    exp.add_argument("--world", type=int, default=None, metavar="N",
+    exp.add_argument("--world", type=_int, default=None, metavar="N",
                      help="ranks to write: the job's repeated (rank r of k stands for r, r + k, ...) or its first; default: the "
                           "ranks scale_out, ddp or fsdp set, else the trace's world")  # fmt: skip
     exp.add_argument("--ctrl-deps", action="store_true",
@@ -240,11 +241,11 @@ def _parser() -> argparse.ArgumentParser:
     ker.set_defaults(func=_cmd_models_kernels)
     sh = sub.add_parser("shard", help="embedding-table sharding plans of a DLRM-style model, by predicted time")
     sh.add_argument("tables", metavar="TABLES.toml", help="[[table]] entries: name, rows, dim, pooling (mean lookups per sample)")
-    sh.add_argument("--ranks", type=int, required=True, help="GPUs the tables are sharded over")
-    sh.add_argument("--batch", type=int, required=True, help="global batch (samples per step, all ranks)")
+    sh.add_argument("--ranks", type=_int, required=True, help="GPUs the tables are sharded over")
+    sh.add_argument("--batch", type=_int, required=True, help="global batch (samples per step, all ranks)")
     sh.add_argument("--device", default="V100", help="GPU of the device catalog (default V100)")
     sh.add_argument("--link", default="nvlink2", help="interconnect preset or bus GB/s for the all-to-alls (default nvlink2)")
-    sh.add_argument("--memory", type=float, default=None, metavar="BYTES", help="table bytes a rank may hold")
+    sh.add_argument("--memory", type=_num, default=None, metavar="BYTES", help="table bytes a rank may hold")
     sh.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     sh.set_defaults(func=_cmd_shard)
     emb = sub.add_parser("embeddings", help="embedding-table access profiles: hot rows under a GPU budget (FAE)")
@@ -263,14 +264,14 @@ def _parser() -> argparse.ArgumentParser:
     prof.add_argument("--rows", default=None, metavar="N", help="rows of every table, or one per table: indices are checked "
                       "against it (default: each table's largest index + 1)")  # fmt: skip
     prof.add_argument("--sample", default="5%", metavar="PCT", help="share of the inputs read (default 5%%, the paper's)")
-    prof.add_argument("--batch", type=int, default=None, metavar="B", help="mini-batch size: how many batches are all hot")
+    prof.add_argument("--batch", type=_int, default=None, metavar="B", help="mini-batch size: how many batches are all hot")
     prof.add_argument("--layout", choices=("columns", "bags"), default="columns",
                       help="an (N, K) .npy: K tables, one per column (default), or one table of K lookups per input")  # fmt: skip
     prof.add_argument("--exact", action="store_true", help="read every input and count every row: a check on small data")
     prof.add_argument("--classify-all", action="store_true",
                       help="find the hot inputs among all inputs (FAE's classifier's pass) instead of a held-out sample")  # fmt: skip
-    prof.add_argument("--confidence", type=float, default=0.999, help="confidence of the estimator's interval (default 0.999)")
-    prof.add_argument("--seed", type=int, default=0, help="seed of the sampling (default 0)")
+    prof.add_argument("--confidence", type=_num, default=0.999, help="confidence of the estimator's interval (default 0.999)")
+    prof.add_argument("--seed", type=_int, default=0, help="seed of the sampling (default 0)")
     prof.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     prof.set_defaults(func=_cmd_embeddings_profile)
     val = sub.add_parser("validate", help="predict measured changes and compare: the accuracy ledger")
@@ -294,15 +295,15 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument(
         "--quick", action="store_true", help="a few shapes and runs: checks the setup in seconds, not a usable model"
     )
-    cal.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads (default: torch's setting)")
+    cal.add_argument("--threads", type=_int, default=None, metavar="N", help="torch CPU threads (default: torch's setting)")
     cal.set_defaults(func=_cmd_calibrate)
     rec = sub.add_parser("record", help="run a PyTorch training program unchanged and record N steady steps",
                          description="Run `python SCRIPT.py ARGS` (or `python -m MODULE ARGS`) unchanged, profile --steps "
                          "training steps after --warmup steps, and write the trace, module/optimizer metadata and "
                          "(optionally) the execution trace to --out. A step ends with the iteration's last "
                          "optimizer step, or at each daydream.record.step() call.")  # fmt: skip
-    rec.add_argument("--warmup", type=int, default=2, metavar="W", help="steps to run before recording (default: 2)")
-    rec.add_argument("--steps", type=int, default=3, metavar="N", help="steps to record (default: 3)")
+    rec.add_argument("--warmup", type=_int, default=2, metavar="W", help="steps to run before recording (default: 2)")
+    rec.add_argument("--steps", type=_int, default=3, metavar="N", help="steps to record (default: 3)")
     rec.add_argument("--out", default=None, metavar="DIR", help="output directory (default: ./<script>-trace)")
     rec.add_argument("--execution-trace", action="store_true", help="also record the PyTorch execution trace")
     rec.add_argument("--embedding-stats", action="store_true",
@@ -344,19 +345,36 @@ def _graph_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
     p.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
     p.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
-    p.add_argument("--memory-gb", type=float, default=None, metavar="GiB",
+    p.add_argument("--memory-gb", type=_num, default=None, metavar="GiB",
                    help="device memory the predicted peak must fit in (default: the trace's GPU's, or a device swap's "
                         "target's)")  # fmt: skip
     _script_options(p)
 
 
 def _script_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--budget", type=int, default=None, metavar="N",
+    p.add_argument("--budget", type=_int, default=None, metavar="N",
                    help="units of work a script run may do, a unit at most about a microsecond (default: 60,000,000, "
                         "about a minute; 400 per task on graphs over 150,000 tasks; docs/language.md, Limits)")  # fmt: skip
     p.add_argument("--include-dir", action="append", default=[], metavar="DIR",
                    help="a folder `include` may read .whatif scripts from, besides the script's own folder tree and "
                         "the bundled library; repeatable")  # fmt: skip
+
+
+def _int(text: str) -> int:
+    """An argparse type: a whole number in ASCII digits, at most 10^18 in magnitude (daydream.files.input_number);
+    what the flag means bounds it further where it is used."""
+    try:
+        return int(input_number(text, whole=True))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _num(text: str) -> float:
+    """An argparse type: a finite number in ASCII digits, at most 10^18 in magnitude (daydream.files.input_number)."""
+    try:
+        return input_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -379,7 +397,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     # print statements show as they run (so they are there when an assert fails); --json keeps stdout to one object
     def show(line: str) -> None:
-        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+        print(terminal_text(line), file=sys.stderr if args.json else sys.stdout, flush=True)
 
     work, options = _workload(args), _options(args)
     inputs = work.inputs(args.scripts, options)
@@ -470,7 +488,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from daydream.api.chakra import export_chakra
 
     def show(line: str) -> None:
-        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+        print(terminal_text(line), file=sys.stderr if args.json else sys.stdout, flush=True)
 
     result = export_chakra(_workload(args), args.chakra, args.scripts, _params(args.param), _options(args), args.world,
                            "ctrl" if args.ctrl_deps else "data", on_print=show)  # fmt: skip
@@ -500,7 +518,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from daydream.dsl.library import check_files
 
     for line in check_files(args.scripts, include_dirs=args.include_dir, budget=args.budget):
-        print(line)
+        print(terminal_text(line))
     return 0
 
 
@@ -544,11 +562,11 @@ def _cmd_record(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.as_dict())
         return 0
-    print(f"daydream record: {report.message}")
+    print(terminal_text(f"daydream record: {report.message}"))
     for path in report.files:
-        print(f"  {path}")
+        print(terminal_text(f"  {path}"))
     if report.trace:
-        print(f"next: daydream simulate {report.trace}")
+        print(terminal_text(f"next: daydream simulate {report.trace}"))
     return 0
 
 
@@ -559,7 +577,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     counts = None
     if args.micro_batches is not None:
         try:
-            counts = tuple(int(x) for x in args.micro_batches.split(","))
+            counts = tuple(int(input_number(x, whole=True)) for x in args.micro_batches.split(","))
         except ValueError:
             raise DaydreamError(
                 f"--micro-batches {args.micro_batches!r}: whole numbers separated by commas, e.g. 4,8,16"
@@ -592,11 +610,11 @@ def _cmd_shard(args: argparse.Namespace) -> int:
         _print_json({"sharders": [msgspec.to_builtins(p) for p in plans], "best": msgspec.to_builtins(best),
                      "tables": [t.name for t in tables]})  # fmt: skip
         return 0
-    print(f"{len(tables)} tables on {args.ranks} ranks, batch {args.batch}, {args.device}, {args.link}: the sharders' plans "
-          "by predicted time (embedding lookups and all-to-alls)")  # fmt: skip
-    print(format_plans(plans))
+    print(terminal_text(f"{len(tables)} tables on {args.ranks} ranks, batch {args.batch}, {args.device}, {args.link}: the "
+                        "sharders' plans by predicted time (embedding lookups and all-to-alls)"))  # fmt: skip
+    print(terminal_text(format_plans(plans)))  # table names from the tables file
     print("best plan found:")
-    print(format_plans([best]))
+    print(terminal_text(format_plans([best])))
     return 0
 
 
@@ -766,7 +784,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _console(stderr: bool = False) -> Console:
     """A console for the tables; names from traces and scripts reach it as data (Text), never as markup or emoji codes."""
-    return Console(stderr=stderr, emoji=False, soft_wrap=True)
+    from daydream.presentation.console import terminal_console
+
+    return terminal_console(stderr=stderr, soft_wrap=True)
 
 
 def _emit(args: argparse.Namespace, result: Any, render: Callable[[Any, Console], None], what: str, inputs: list[str]) -> None:
@@ -804,7 +824,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _say(line: str) -> None:
     """One line to stderr, cut to MAX_MESSAGE; never raises (an error about an error would hide the first)."""
     with contextlib.suppress(Exception):  # stderr closed or unencodable: nothing left to tell the user with
-        print(clip(line), file=sys.stderr, flush=True)
+        print(terminal_text(clip(line)), file=sys.stderr, flush=True)
 
 
 def _describe(exc: BaseException) -> str:
@@ -945,7 +965,9 @@ def _progress_shown(args: argparse.Namespace) -> contextlib.AbstractContextManag
     if getattr(args, "json", False):
         return progress.shown(None)
     bars = sys.stderr.isatty()
-    return progress.shown(Console(stderr=True, emoji=False), lines=not bars)
+    from daydream.presentation.console import terminal_console
+
+    return progress.shown(terminal_console(stderr=True), lines=not bars)
 
 
 def _debug() -> bool:

@@ -31,6 +31,7 @@ from daydream.errors import CheckFailed, DaydreamError, ScriptError, did_you_mea
 from daydream.files import check_output_path, write_atomically
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import KIND_SELECTORS, Selection, in_time_order
+from daydream.presentation.console import terminal_console
 from daydream.presentation.terminal import ms, plain, styled, warning_line
 from daydream.simulation import Policy
 
@@ -380,7 +381,7 @@ def run_repl(
     work, opts = Workload.of(workload), options or RunOptions()
     stdin = stdin or sys.stdin
     interactive = stdin.isatty()
-    console = console or Console(highlight=False, soft_wrap=not interactive, emoji=False)
+    console = console or terminal_console(highlight=False, soft_wrap=not interactive)
     graph = work.load()[0]
     trace, inputs = work.path, work.inputs()
     repl = Repl(graph, params, opts.policy, console, trace, inputs=inputs, budget=opts.budget,

@@ -14,7 +14,7 @@ from daydream.dsl.evaluate import format_quantity, format_value
 from daydream.dsl.functions import type_name
 from daydream.dsl.parse import parse_expression
 from daydream.errors import ScriptError
-from daydream.files import clip
+from daydream.files import MAX_INPUT_NUMBER, clip, shown_number
 
 _UNIT = re.compile(r"\d(ns|us|ms|s|min|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 
@@ -48,6 +48,8 @@ class ParamBinder:
         key = self.key(s)
         if key is not None:
             value = self.given[key]
+            if not isinstance(value, str):
+                self.check_given(key, value)
             if isinstance(value, str) and not value.lstrip().startswith('"') and isinstance(self.env.value(s.default), str):
                 pass  # a string param: -p link=eth-10g means the text, quotes optional
             elif isinstance(value, str):
@@ -75,6 +77,19 @@ class ParamBinder:
         if s.name not in self.units and isinstance(s.default, ast.Literal) and (m := _UNIT.search(s.default.text or "")):
             self.units[s.name] = m.group(1)
         return value
+
+    def check_given(self, key: str, value: Any) -> None:
+        """A value given as data (a scenarios file's params, the Python API's), not as text: its numbers, in lists
+        too, finite and at most MAX_INPUT_NUMBER in magnitude, as a file's numbers are (a 400-digit int would overflow
+        the floats it is turned into; inf would make every time 0 or inf)."""
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, (list, tuple)):
+                stack.extend(v)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and not abs(v) <= MAX_INPUT_NUMBER:
+                raise ScriptError(f"{self.origin(key)}: {shown_number(v)}: a number given is finite and at most 10^18 in "
+                                  "magnitude")  # fmt: skip
 
     def origin(self, key: str, value: Any = None) -> str:
         """How the caller gave param ``key`` (with its value where given): ``-p factor=two`` on the command line,

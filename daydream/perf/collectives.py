@@ -86,23 +86,30 @@ def links() -> dict[str, Link]:
     }
 
 
+# 1 MB/s to 1 ZB/s: the top is past any wire, a link that costs nothing (tests and what-ifs price one so: 1e9)
+MIN_LINK_GBS, MAX_LINK_GBS = 1e-3, 1e12
+
+
 def resolve_link(link: str | float | Link) -> Link:
     """A preset by name (``nvlink4``, ``ib-ndr``; case, ``_`` and spaces ignored), or a number: a bus bandwidth in
     GB/s with no latency term."""
     if isinstance(link, Link):
         return link
     if isinstance(link, (int, float)) and not isinstance(link, bool):
-        if not link > 0:
-            raise DaydreamError(f"a link given as a number is a bus bandwidth in GB/s and must be positive, got {link}")
+        # a bandwidth past these is no link: 1e-300 GB/s would print a 230-digit time, inf one of 0
+        if not MIN_LINK_GBS <= link <= MAX_LINK_GBS:
+            raise DaydreamError(f"a link given as a number is a bus bandwidth in GB/s, from {MIN_LINK_GBS:g} to "
+                                f"{MAX_LINK_GBS:,.0f}; got {link:g}")  # fmt: skip
         return Link(f"{link:g} GB/s", float(link), 0.0)
     key = str(link).strip().lower().replace("_", "-").replace(" ", "-")
     known = links()
     if key in known:
         return known[key]
-    try:
-        return resolve_link(float(key))
-    except ValueError:
-        pass
+    if key.isascii():  # float() reads full-width and other scripts' digits too ("１２"): a bandwidth is written in ASCII
+        try:
+            return resolve_link(float(key))
+        except (ValueError, OverflowError):
+            pass
     hint = did_you_mean(key, known)
     raise DaydreamError(
         f"unknown link {link!r}" + (f"; {hint}" if hint else "") + f"; known: {', '.join(known)}, or a bus bandwidth in GB/s"

@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from daydream.errors import DaydreamError, did_you_mean
-from daydream.files import clip, read_toml
+from daydream.files import MAX_INPUT_NUMBER, clip, read_toml, shown_number
 from daydream.perf.collectives import Link, collective_us, resolve_link
 from daydream.perf.devices import Device, get_device
 from daydream.perf.embedding import BagModel, embedding_bag_us
@@ -94,6 +94,18 @@ def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+# A table's sizes, bounded so that no product of them (bytes, lookups, an all-to-all's message) leaves the range a
+# float and the cost model hold: rows as docs/limits.md says (embeddings profile reads this bound too); widths past 65,536 and more than a million lookups per
+# sample are no embedding table; 16 bytes an element is the widest type (complex128).
+MAX_TABLE_ROWS = 268_435_456
+MAX_TABLE_DIM = 65_536
+MAX_POOLING = 1_000_000
+MAX_ELEMENT_BYTES = 16
+# ranks a plan spreads tables over: the sharders' work grows with them (65,536: about 2 s)
+MAX_SHARD_RANKS = 65_536
+MAX_SHARD_BATCH = 1 << 40  # samples a step: past any data set's, and every product of it stays a float
+
+
 class Table(msgspec.Struct, frozen=True):
     """One embedding table: ``rows`` (E), ``dim`` (D), ``pooling`` (L, mean lookups per sample), and the bytes of
     one element (4: fp32)."""
@@ -105,13 +117,15 @@ class Table(msgspec.Struct, frozen=True):
     bytes_per_element: int = 4
 
     def __post_init__(self) -> None:
-        for what in ("rows", "dim", "bytes_per_element"):
+        for what, most in (("rows", MAX_TABLE_ROWS), ("dim", MAX_TABLE_DIM), ("bytes_per_element", MAX_ELEMENT_BYTES)):
             value = getattr(self, what)
-            if not _positive_int(value):
-                raise DaydreamError(f"table {self.name!r}: {what} must be a positive integer, got {value!r}")
+            if not _positive_int(value) or value > most:
+                raise DaydreamError(f"table {self.name!r}: {what} must be a positive integer of at most {most:,}, got "
+                                    f"{shown_number(value)}")  # fmt: skip
         p = self.pooling
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p < 0:
-            raise DaydreamError(f"table {self.name!r}: pooling must be a finite number, not negative, got {p!r}")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= MAX_POOLING:  # nan fails too
+            raise DaydreamError(f"table {self.name!r}: pooling must be a number from 0 to {MAX_POOLING:,}, got "
+                                f"{shown_number(p)}")  # fmt: skip
 
     @property
     def nbytes(self) -> int:
@@ -167,8 +181,9 @@ def _sharder(name: str) -> Callable[[Sequence[Table], int, int], tuple[int, ...]
 
 
 def _check_ranks(ranks: int) -> None:
-    if not _positive_int(ranks):
-        raise DaydreamError(f"sharding: ranks must be a positive integer, got {ranks!r}")
+    if not _positive_int(ranks) or ranks > MAX_SHARD_RANKS:
+        raise DaydreamError(f"sharding: ranks must be a positive integer of at most {MAX_SHARD_RANKS:,}, got "
+                            f"{shown_number(ranks)}")  # fmt: skip
 
 
 def _check_tables(tables: Sequence[Table]) -> tuple[Table, ...]:
@@ -270,19 +285,24 @@ class _Problem:
         other_us, memory_bytes, l2_aware = problem.other_us, problem.memory_bytes, problem.l2_aware
         tables = _check_tables(problem.tables)
         _check_ranks(ranks)
-        if not _positive_int(batch):
-            raise DaydreamError(f"sharding: batch must be a positive integer, got {batch!r}")
+        if not _positive_int(batch) or batch > MAX_SHARD_BATCH:
+            raise DaydreamError(f"sharding: batch must be a positive integer of at most {MAX_SHARD_BATCH:,}, got "
+                                f"{shown_number(batch)}")  # fmt: skip
         if batch % ranks:
             raise DaydreamError(
                 f"sharding: batch {batch} is not divisible by {ranks} ranks: each rank takes batch/ranks samples of the "
                 "data-parallel part (use a multiple of the rank count)"
             )
-        if isinstance(other_us, bool) or not isinstance(other_us, (int, float)) or not (0 <= other_us < math.inf):
-            raise DaydreamError(f"sharding: other_us must be a finite time, not negative, got {other_us!r}")
+        # bounded as a file's numbers are (daydream.files.MAX_INPUT_NUMBER): a 400-digit int overflows the floats
+        if isinstance(other_us, bool) or not isinstance(other_us, (int, float)) or not 0 <= other_us <= MAX_INPUT_NUMBER:
+            raise DaydreamError(f"sharding: other_us must be a finite time, not negative, got {shown_number(other_us)}")
         if memory_bytes is not None and (
-            isinstance(memory_bytes, bool) or not isinstance(memory_bytes, (int, float)) or not memory_bytes > 0
+            isinstance(memory_bytes, bool)
+            or not isinstance(memory_bytes, (int, float))
+            or not 0 < memory_bytes <= MAX_INPUT_NUMBER
         ):
-            raise DaydreamError(f"sharding: memory_bytes must be positive (bytes per rank) or None, got {memory_bytes!r}")
+            raise DaydreamError(f"sharding: memory_bytes must be positive (bytes per rank, at most 10^18) or None, got "
+                                f"{shown_number(memory_bytes)}")  # fmt: skip
         dev = device if isinstance(device, Device) else get_device(device)
         p = cls(tables, ranks, batch, resolve_link(link), float(other_us), memory_bytes)
         p.fwd = [_lookup_us(t, batch, dev, False, l2_aware) for t in tables]
@@ -635,4 +655,6 @@ def load_tables(path: str | os.PathLike[str]) -> list[Table]:
             out.append(msgspec.convert({"name": f"table{k}", **e}, Table))
         except msgspec.ValidationError as exc:
             raise DaydreamError(f"{path}: table #{k}: {clip(str(exc), 300)}") from None
+        except DaydreamError as exc:  # a size out of bounds: said with the file (the message names the table)
+            raise DaydreamError(f"{path}: {exc}") from None
     return out

@@ -27,7 +27,7 @@ from daydream.api.workload import RunOptions, Workload
 from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
 from daydream.graph.schema import CPU_ONLY
-from daydream.names import kernel_short
+from daydream.names import kernel_short, markup_text
 from daydream.perf.uncertainty import Interval, Paired
 from daydream.simulation.export import export_chrome_trace
 from daydream.simulation.memory import MemoryTimeline, memory_timeline
@@ -242,7 +242,8 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
     data = os.path.join(out_dir, "report.json")
     report.files += [data, report.index]
     write_atomically(data, json_bytes(report.to_dict(), indent=1), "--out")
-    write_atomically(report.index, utf8_text(page(report)).encode("utf-8"), "--out")
+    # names reach the page escaped by the template; their control characters, which HTML cannot hold, here
+    write_atomically(report.index, utf8_text(markup_text(page(report))).encode("utf-8"), "--out")
     return report
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from daydream.api.analyses import Analysis
 from daydream.files import write_atomically
 from daydream.graph.schema import GPU_KINDS
-from daydream.names import track_label
+from daydream.names import markup_text, track_label
 from daydream.simulation import Timeline
 from daydream.simulation.timeline import BREAKDOWN_PARTS, union_intervals
 from daydream.units import nbytes
@@ -42,7 +42,10 @@ def _save(fig: Any, out_dir: str, stem: str) -> list[str]:
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=110, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
         path = os.path.join(out_dir, f"{stem}.{ext}")
-        write_atomically(path, buf.getvalue())
+        data = buf.getvalue()
+        if ext == "svg":  # matplotlib writes a label's control characters into the XML as they are: one makes it unreadable
+            data = markup_text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        write_atomically(path, data)
         paths.append(path)
     plt.close(fig)
     return paths
@@ -53,7 +56,7 @@ def _short(text: str, limit: int = MAX_LABEL) -> str:
     (an op named ``$a^^b$`` would otherwise be parsed as math, and fail the report)."""
     text = text.removeprefix("autograd::engine::evaluate_function: ")
     text = text if len(text) <= limit else text[: limit - 1] + "…"
-    return text.replace("$", r"\$")
+    return markup_text(text).replace("$", r"\$")  # control characters drawn as \xNN, as the page and SVG show them
 
 
 def _doing(timeline: Timeline, kinds: dict[str, list[int]]) -> str | None:

@@ -15,7 +15,7 @@ from rich.text import Text
 from daydream.files import clip
 from daydream.graph.gradients import EXACT as EXACT_GRADIENT_SIZES
 from daydream.graph.schema import CPU_ONLY, Causality
-from daydream.names import kernel_label, middle
+from daydream.names import kernel_label, middle, terminal_text
 from daydream.simulation.timeline import BREAKDOWN_PARTS
 from daydream.units import change, ms, nbytes, signed_bytes
 
@@ -49,7 +49,7 @@ MAX_TEXT = 500
 
 def plain(value: object, limit: int = MAX_TEXT, style: str = "") -> Text:
     """Data for a table cell or a line: a Text of ``str(value)``, cut to ``limit`` characters."""
-    return Text(clip(str(value), limit), style=style)
+    return Text(terminal_text(clip(str(value), limit)), style=style)
 
 
 def styled(*parts: str | Text | tuple[str, str]) -> Text:

@@ -28,6 +28,7 @@ import numpy as np
 from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
+from daydream.files import clip
 from daydream.graph import derived
 from daydream.graph.adjacency import (
     EdgeArrays,
@@ -55,7 +56,46 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST, reuse: bool = False) 
     graph reading it is three quarters of a prediction). Changes made behind the edit functions' back (a task's
     thread set in its dict) go unnoticed: without ``reuse`` every call reads the graph afresh."""
     with progress.task(f"simulating {graph.number_of_nodes():,} tasks"):  # a spinner: the heap loop is too hot to count in
-        return _simulate(graph, policy, reuse)
+        try:
+            return _simulate(graph, policy, reuse)
+        except (KeyError, TypeError, ValueError):
+            # a graph the Python API was handed or changed by hand: a task without its attributes. The fast reads
+            # above assume them; only when one fails is the graph searched for the task to name
+            problem = _unsimulatable(graph)
+            if problem is None:
+                raise
+            raise DaydreamError(problem) from None
+
+
+# what simulate reads of every task, and of every dependency (defaults where absent)
+_TASK_NEEDS = {"duration": "its time in microseconds", "thread": "the CPU thread or GPU stream it runs on"}
+
+
+def _unsimulatable(graph: nx.DiGraph) -> str | None:
+    """Why ``graph`` cannot be simulated, naming the first task (or dependency) and attribute at fault: one missing,
+    or a time that is not a number; None where nothing is."""
+    for node, attrs in graph.nodes(data=True):
+        for name, what in _TASK_NEEDS.items():
+            if name not in attrs:
+                return (f"task {clip(repr(node), 200)} has no {name!r} ({what}): every task of a graph to simulate has "
+                        f"{' and '.join(map(repr, _TASK_NEEDS))} (daydream.graph.add_task makes one)")  # fmt: skip
+        for name in ("duration", "gap", "release"):
+            value = attrs.get(name)
+            if value is not None and not _number(value):
+                return f"task {clip(repr(node), 200)}: {name} {clip(repr(value), 100)} is not a number of microseconds"
+    for u, v, e in graph.edges(data=True):
+        lag = e.get("lag")
+        if lag is not None and not _number(lag):
+            return f"dependency {clip(repr(u), 100)} -> {clip(repr(v), 100)}: lag {clip(repr(lag), 100)} is not a number"
+    return None
+
+
+def _number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(value, (str, bytes))
 
 
 def carry_arrays(source: nx.DiGraph, copy: nx.DiGraph) -> None:

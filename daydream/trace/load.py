@@ -418,7 +418,27 @@ def not_json(path: object, text: bytes | bytearray) -> str:
     if str(path).endswith(".whatif") or _SCRIPT_START.match(bytes(text[:16])):
         return (f"{path}: a .whatif script, not a trace (Kineto JSON): `daydream run TRACE {path}` runs it on a trace, "
                 f"`daydream check {path}` checks it alone")  # fmt: skip
-    return f"{path}: not JSON (starts with {bytes(text[:16])!r})"
+    return f"{path}: not JSON (starts with {_start_of(bytes(text[:16]))}, where a trace starts with '{{' or '[')"
+
+
+def _start_of(head: bytes) -> str:
+    """What a file starts with, in words, never its bytes: the file may be any file a name or symlink leads to
+    (/etc/passwd as a rank's trace), and an error message is no way to read it."""
+    head = head.lstrip()
+    first = head[:1]
+    if not first:
+        return "white space only"
+    if first in (b"{", b"["):
+        return repr(first.decode())
+    if first == b'"':
+        return "a JSON string"
+    if first.isdigit() or first == b"-":
+        return "a number"
+    if head.startswith((b"true", b"false", b"null")):
+        return "true, false or null"
+    if first[0] < 0x20 or first[0] >= 0x7F:
+        return f"binary data (byte 0x{first[0]:02x})"
+    return "text"
 
 
 def decode_trace(raw: bytes | bytearray, path: str, warnings: list[str] | None = None) -> TraceFile:

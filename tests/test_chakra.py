@@ -166,6 +166,7 @@ def test_the_dlrm8_job_round_trips_rank_by_rank(tmp_path: Path, order_deps: str)
         assert set(kinds["ctrl_dep_kinds"]["stringList"]["values"]) <= {"thread", "stream"}
 
 
+@pytest.mark.slow
 @needs_dlrm8
 def test_an_exported_scale_out_reads_back_to_the_prediction_run_gave(tmp_path: Path) -> None:
     run = whatif(Workload(str(DLRM8)), ["scale_out"], {"ranks": "64"})

@@ -71,7 +71,7 @@ def test_the_docs_have_commands_and_most_run() -> None:
 
 
 # blocks of a minute or so each (CI's 2 cores): they run with `-m slow`
-SLOW_BLOCKS = {"optimizations.md#1", "ecosystem.md#0", "multigpu.md#0"}
+SLOW_BLOCKS = {"optimizations.md#1", "ecosystem.md#0", "multigpu.md#0", "fae.md#0", "embeddings.md#0"}
 
 
 @pytest.mark.parametrize(

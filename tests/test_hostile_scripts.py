@@ -290,6 +290,7 @@ def test_the_budget_is_a_parameter_of_the_python_api(tmp_path: Path) -> None:
         Session(iteration(), budget=0)
 
 
+@pytest.mark.slow
 def test_checking_is_budgeted_too(tmp_path: Path) -> None:
     (tmp_path / "leaf.whatif").write_text("print 1\n" * 2000)
     (tmp_path / "mid.whatif").write_text('include "leaf.whatif"\n' * 2000)

@@ -213,7 +213,9 @@ def bases() -> dict[str, Any]:
     return _bases()
 
 
-@pytest.mark.parametrize("base", ["synth", "synth-2021", "synth-nosync", "bundled", *SMALL_SHARED])
+@pytest.mark.parametrize(
+    "base", ["synth", "synth-2021", "synth-nosync", pytest.param("bundled", marks=pytest.mark.slow), *SMALL_SHARED]
+)
 def test_mutated_traces_load_or_fail_cleanly(tmp_path: Path, bases: dict[str, Any], base: str) -> None:
     """50 seeded mutations per base trace (350 with the shared traces): each loads, builds and simulates, or
     raises a one-line DaydreamError (a TraceError naming the file), within seconds; the file is never changed."""

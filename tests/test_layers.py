@@ -2,7 +2,7 @@
 
 trace -> graph -> simulation -> perf -> dsl -> api (whatif/replay/job/workload, then validate/demo/compare/analyses/
 embeddings) -> presentation (terminal/plots/page) -> commands (repl, then cli); errors, files, units, workers, progress,
-signals, _arrays, _gc, _heap and _jit sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed),
+signals, memory_limit, _arrays, _gc, _heap and _jit sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed),
 so a lazy import inside a function counts like one at the top.
 """
 
@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daydream"
 # equal rank, and units of equal rank may not import each other in a loop.
 LAYERS: dict[str, int] = {
     "errors": 0, "_arrays": 0, "_gc": 0, "_heap": 0, "_jit": 0, "_version": 0, "files": 1, "names": 1, "units": 1, "workers": 1, "progress": 1, "signals": 1,
+    "memory_limit": 1,
     "trace": 2, "record": 3,
     "graph": 4,
     "simulation": 5,
@@ -31,6 +32,7 @@ LAYERS: dict[str, int] = {
     "api.validate": 9, "api.demo": 9, "api.compare": 9, "api.plan": 9, "api.analyses": 9, "api.embeddings": 9, "api.chakra": 9,
     # presentation/: results rendered for people
     "presentation": 10, "presentation.terminal": 10, "presentation.plots": 10, "presentation.page": 10,
+    "presentation.console": 10,
     # commands/: what people type
     "commands": 11, "commands.repl": 11,
     "commands.cli": 12,

@@ -246,6 +246,7 @@ def test_does_not_fit_against_the_memory_asked_for(capsys: pytest.CaptureFixture
     assert "does NOT fit the device's 51.2 MiB" in " ".join(capsys.readouterr().out.split())
 
 
+@pytest.mark.slow
 def test_the_memory_ledger(capsys: pytest.CaptureFixture[str]) -> None:
     """The memory cases of validation/cases.toml: geometric-mean error <= 5%, every case the change moved better than
     "no change", the measured AFTERs inside their 90% intervals >= 85%."""

@@ -213,6 +213,7 @@ def test_dlrm8_balancing_the_straggler_predicts_less() -> None:
     assert slowest_after < slowest_before - 100
 
 
+@pytest.mark.slow
 @needs_dlrm8
 def test_dlrm8_scaled_out_from_8_to_1024_ranks() -> None:
     # the same 8 V100s on their own NVLink2 ("auto"): the collectives priced as --link nvlink2 prices them

@@ -49,6 +49,7 @@ def test_models_accuracy_bad_path_is_a_clear_error(tmp_path: Path) -> None:
     assert out.returncode == 1 and out.stderr.strip() == f"daydream: error: {tmp_path / 'nope'}: no such file or directory"
 
 
+@pytest.mark.slow
 def test_calibrate_quick_writes_tables_and_models(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     out = daydream("calibrate", "--quick", "--out", str(tmp_path / "cal"))

@@ -183,6 +183,7 @@ def test_program_that_exits_without_cleanup_leaves_no_temporaries(tmp_path: Path
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
 
 
+@pytest.mark.slow
 def test_program_that_never_steps(tmp_path: Path) -> None:
     script = tmp_path / "nostep.py"
     script.write_text("import torch\nm = torch.nn.Linear(8, 8)\nfor i in range(5):\n    m(torch.randn(4, 8)).sum().backward()\n")

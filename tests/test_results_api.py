@@ -143,7 +143,7 @@ def _bench_reprs() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("events", [None, 20_000], ids=["bundled", "tiled-20k"])
+@pytest.mark.parametrize("events", [None, pytest.param(20_000, marks=pytest.mark.slow)], ids=["bundled", "tiled-20k"])
 def test_every_result_has_a_repr_of_one_screen(events: int | None, tmp_path: Path) -> None:
     """Each public result (load_trace, build_graph, simulate, critical_path, replay, whatif, compare, demo, plan,
     report, embeddings, models) and what it holds, three levels down, has a repr under 2,000 characters on the bundled

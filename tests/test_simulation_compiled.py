@@ -53,6 +53,7 @@ def shared_trace_files(root: Path) -> list[Path]:
     )
 
 
+@pytest.mark.slow
 def test_the_same_timeline_on_every_shared_trace_and_policy(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     checked = 0
     for path in shared_trace_files(shared_traces):

@@ -117,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _script_options(cmp)
     _link_option(cmp)
-    cmp.add_argument("--jobs", type=int, default=1, metavar="N",
+    cmp.add_argument("--jobs", type=_int, default=1, metavar="N",
                      help=f"worker processes that predict scenarios (default 1; {_CORES})")  # fmt: skip
     cmp.add_argument("--ray", default=None, metavar="ADDRESS",
                      help="predict scenarios on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
@@ -160,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     pln.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
     pln.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
     _script_options(pln)
-    pln.add_argument("--jobs", type=int, default=1, metavar="N",
+    pln.add_argument("--jobs", type=_int, default=1, metavar="N",
                      help=f"worker processes that predict plans (default 1; {_CORES})")  # fmt: skip
     pln.add_argument("--ray", default=None, metavar="ADDRESS",
                      help="predict plans on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
@@ -278,7 +278,7 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("cases", metavar="CASES.toml", nargs="?", default=None,
                      help="cases file (default: validation/cases.toml); see daydream.api.validate for its format")  # fmt: skip
     val.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    val.add_argument("--jobs", type=int, default=1, metavar="N",
+    val.add_argument("--jobs", type=_int, default=1, metavar="N",
                      help=f"worker processes, each taking one BEFORE setting's cases at a time (default 1; {_CORES})")  # fmt: skip
     val.add_argument("--errors-out", default=None, metavar="FILE.json",
                      help="write the ledger's errors by script, which prediction intervals read (daydream ships "
@@ -327,7 +327,7 @@ _CORES = "at most one per core: a larger N is capped, with a warning; on a Ray c
 
 def _job_options(p: argparse.ArgumentParser) -> None:
     _link_option(p)
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
+    p.add_argument("--jobs", type=_int, default=None, metavar="N",
                    help=f"worker processes that build a job's rank graphs (default: one per 32 ranks; {_CORES})")  # fmt: skip
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="build a job's rank graphs on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip

@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     "perf": 6,
     "dsl": 7,
     # the API a notebook uses (api/): a run, then what is built from runs
-    "api": 8, "api.memory": 8, "api.whatif": 8, "api.replay": 8, "api.job": 8, "api.job_report": 8, "api.job_workers": 8,
+    "api": 8, "api.memory": 8, "api.whatif": 8, "api.replay": 8, "api.job": 8, "api.job_report": 8, "api.job_workers": 8, "api.job_whatif": 8,
     "api.workload": 8,
     "api.validate": 9, "api.demo": 9, "api.compare": 9, "api.plan": 9, "api.analyses": 9, "api.embeddings": 9, "api.chakra": 9,
     # presentation/: results rendered for people

@@ -207,10 +207,7 @@ def replay_job(
     if by_workers:
         from daydream.api.job_workers import replay_job_by_workers
 
-        if jobs is None:  # a worker per RANKS_PER_PROCESS ranks, or per MIB_PER_WORKER of traces, at most one per core
-            n = len(rank_trace_files(directory))
-            jobs = max(processes_for(n, RANKS_PER_PROCESS), processes_for(job_trace_bytes(directory) >> 20, MIB_PER_WORKER))
-        count = worker_count(jobs, len(rank_trace_files(directory)), local=ray is None)
+        count = job_worker_count(directory, jobs, ray)
         # one worker on this machine is this process: no process to start (and no __main__ guard to ask of a script)
         return replay_job_by_workers(directory, step, link, count, policy, share, ray, in_process=count == 1 and ray is None)
     return replay_job_graph(load_priced_job(directory, step, link, jobs, share, ray), policy)
@@ -222,6 +219,15 @@ def replay_job(
 # 39-43 s by 2 workers against 59-61 s jointly, 1,024 ranks 84 s against 141 s (and 0.3 GB per process against 2.6)
 BY_WORKERS_BYTES = 8 << 20
 MIB_PER_WORKER = 16
+
+
+def job_worker_count(directory: str | os.PathLike[str], jobs: int | None, ray: str | None = None) -> int:
+    """The workers that simulate the job in ``directory`` (``jobs``; None: one per RANKS_PER_PROCESS ranks or per
+    MIB_PER_WORKER of traces, the CLI's default), at most one per core here and one per rank."""
+    n = len(rank_trace_files(directory))
+    if jobs is None:
+        jobs = max(processes_for(n, RANKS_PER_PROCESS), processes_for(job_trace_bytes(directory) >> 20, MIB_PER_WORKER))
+    return worker_count(jobs, n, local=ray is None)
 
 
 def job_trace_bytes(directory: str | os.PathLike[str]) -> int:

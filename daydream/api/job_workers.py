@@ -27,9 +27,11 @@ import os
 import resource
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import networkx as nx
 import numpy as np
 
 from daydream import progress
@@ -44,6 +46,8 @@ from daydream.perf.job_collectives import price_gangs
 from daydream.simulation import EARLIEST, Policy, breakdown
 from daydream.simulation.ranks import (
     HeldCollective,
+    RankResult,
+    Straggler,
     _way_to,
     held_collectives,
     job_rank_results,
@@ -104,6 +108,8 @@ class JobWorker:
         self.shard: Shard | None = None
         self.step: str | int | None = None
         self.paths: dict[int, str] = {}  # rank -> its trace
+        self.plans: dict[int, RankPlan] = {}  # rank -> where the job placed it
+        self.scripted: dict[int, RankArrays] = {}  # rank -> its arrays as scripts left them (daydream.api.job_whatif)
 
     def build(self, items: list[tuple[int, str]], step: str | int | None, share: bool, policy: Policy) -> list[RankBuilt]:
         """Read and build the traces ``items`` (index, path) for ``step``; keep each as arrays."""
@@ -128,22 +134,29 @@ class JobWorker:
             del graph
         return out
 
-    def plan(self, plans: list[RankPlan], members: list[int], policy: Policy) -> int:
+    def plan(self, plans: list[RankPlan], members: list[int], policy: Policy, scripted: bool = False) -> int:
         """Place this worker's ranks in the job (``plans``; ``members``: each collective's member count) and start
-        its simulation; the ranks a twin stands for are dropped. Returns the tasks it simulates."""
+        its simulation; the ranks a twin stands for are dropped. ``scripted``: the ranks as the scripts left them
+        (their collectives' durations theirs), else as built (priced as planned). Returns the tasks it simulates."""
         parts, gangs = [], []
         for p in sorted(plans, key=lambda p: p.rank):
-            path, arrays = self.built.pop(p.index)
-            if not p.simulated:
+            if scripted:
+                path, arrays = self.paths[p.rank], self.scripted.pop(p.rank, None)
+            else:
+                path, arrays = self.built.pop(p.index)
+            if not p.simulated or arrays is None:
                 continue
             if arrays.nan:
                 raise DaydreamError(f"{path}: a NaN duration, gap, release time or priority: only one process orders those "
                                     "(give --jobs 1)")  # fmt: skip
-            arrays.duration[arrays.comm] = p.durations
+            if not scripted:
+                arrays.duration[arrays.comm] = p.durations
             parts.append((p.rank, p.offset_us, arrays))
             gangs.append(np.asarray(p.gangs, np.int64))
             self.paths[p.rank] = path
+            self.plans[p.rank] = p
         self.built.clear()
+        self.scripted.clear()
         self.shard = Shard(parts, gangs, np.asarray(members, np.int64), policy)
         return self.shard.tasks
 
@@ -168,15 +181,15 @@ class JobWorker:
         assert self.shard is not None
         return self.shard.members()
 
-    def details(self, requests: list[tuple[int, int | None]]) -> list[tuple[dict[str, float], Any]]:
+    def details(self, requests: list[tuple[int, int | None]], scripted: bool = False) -> list[tuple[dict[str, float], Any]]:
         """Per request (rank, collective or None): the rank's breakdown over its window, and, where a collective is
         given, its way to its member of it (the straggler's: its critical path there, by task name): from its trace
-        read again, its tasks at the times simulated here."""
+        read again (``scripted``: and the scripts run on it again), its tasks at the times simulated here."""
         assert self.shard is not None
         out = []
         for rank, gang in requests:
             k = self.shard.ranks.index(rank)
-            graph = build_graph(load_trace(self.paths[rank]), self.step, release_events=True)
+            graph = self.rank_graph(rank, scripted)
             timeline = self.shard.timeline(k, graph)
             way = None
             if gang is not None:
@@ -184,6 +197,13 @@ class JobWorker:
                 way = _way_to(timeline, [rank] * len(timeline.start), member, timeline.step_window()[0])
             out.append((breakdown(timeline), way))
         return out
+
+    def rank_graph(self, rank: int, scripted: bool = False) -> nx.DiGraph:
+        """Rank ``rank``'s graph read again from its trace, its tasks in the order its arrays hold them
+        (``scripted``: as the scripts left it, :class:`daydream.api.job_whatif.ScriptWorker`)."""
+        if scripted:
+            raise DaydreamError("no scripts were run on this worker's ranks")
+        return build_graph(load_trace(self.paths[rank]), self.step, release_events=True)
 
     def peak_bytes(self) -> int:
         """The largest this worker's process has been (resident memory)."""
@@ -218,17 +238,17 @@ class InProcess(Workers):
 
     kind = "this process"
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, kind: type[JobWorker] = JobWorker) -> None:
         self.count = count
-        self.workers = [JobWorker() for _ in range(count)]
+        self.workers = [kind() for _ in range(count)]
 
     def call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
         return [getattr(w, method)(*a) for w, a in zip(self.workers, args)]
 
 
-def _serve(conn: Any) -> None:
-    """A worker process: calls on its JobWorker from the pipe until told to stop (None)."""
-    worker = JobWorker()
+def _serve(conn: Any, kind: type[JobWorker] = JobWorker) -> None:
+    """A worker process: calls on its worker (a ``kind``) from the pipe until told to stop (None)."""
+    worker = kind()
     while True:
         try:
             message = conn.recv()
@@ -249,14 +269,14 @@ class Processes(Workers):
 
     kind = "local processes"
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, kind: type[JobWorker] = JobWorker) -> None:
         self.count = count
         ctx = multiprocessing.get_context("spawn")
         self.conns: list[Any] = []
         self.procs: list[Any] = []
         for _ in range(count):
             mine, theirs = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(theirs,), daemon=True, name="daydream-job-worker")
+            proc = ctx.Process(target=_serve, args=(theirs, kind), daemon=True, name="daydream-job-worker")
             proc.start()
             theirs.close()
             self.conns.append(mine)
@@ -298,12 +318,12 @@ class RayActors(Workers):
 
     kind = "Ray actors"
 
-    def __init__(self, address: str, count: int) -> None:
+    def __init__(self, address: str, count: int, kind: type[JobWorker] = JobWorker) -> None:
         self.ray = connect_ray(address, count)
         # a CPU each where the cluster has them; shares of what it has where not (a Ray started earlier in this
         # process with fewer CPUs would otherwise never place the rest)
         cpus = float(self.ray.cluster_resources().get("CPU", 0.0))
-        actor = self.ray.remote(num_cpus=min(1.0, cpus / count) if cpus else 0)(JobWorker)
+        actor = self.ray.remote(num_cpus=min(1.0, cpus / count) if cpus else 0)(kind)
         self.count = count
         self.actors = [actor.remote() for _ in range(count)]
         ready, waiting = self.ray.wait([a.peak_bytes.remote() for a in self.actors], num_returns=count,
@@ -330,11 +350,12 @@ class RayActors(Workers):
             self.ray.kill(a)
 
 
-def open_workers(count: int, ray: str | None = None, in_process: bool = False) -> Workers:
-    """``count`` workers: Ray actors on the cluster at ``ray``, local processes, or (``in_process``) in this one."""
+def open_workers(count: int, ray: str | None = None, in_process: bool = False, kind: type[JobWorker] = JobWorker) -> Workers:
+    """``count`` workers of ``kind``: Ray actors on the cluster at ``ray``, local processes, or (``in_process``) in
+    this one."""
     if ray is not None:
-        return RayActors(ray, count)
-    return InProcess(count) if in_process else Processes(count)
+        return RayActors(ray, count, kind)
+    return InProcess(count, kind) if in_process else Processes(count, kind)
 
 
 # --- the coordinator
@@ -429,89 +450,164 @@ def replay_job_by_workers(
     ``timeline`` are None (no process holds them)."""
     where = os.fspath(directory)
     files = rank_trace_files(where)
+    check_policy(policy)
+    count = max(1, min(workers, len(files)))
+    with open_workers(count, ray, in_process) as pool:
+        job = plan_job(pool, where, files, step, link, share, policy)
+        run = simulate_job(pool, job, policy)
+        parts_of_slowest, straggler = job_details(pool, job, run)
+        used = WorkersUsed(count, pool.kind, run.rounds, pool.call("peak_bytes", [()] * count))
+    first = job.first
+    results, slowest = run.results, run.slowest
+    measured = max(x.measured_us for x in results)
+    baseline = run.window[slowest][1]
+    warnings = [f"rank {info.rank}: {w}" for info, b in job.own for w in b.warnings]
+    report = JobReplayReport(
+        trace=where, device=first.device[0], device_type=first.device[1], world_size=job.world_size, measured_us=measured,
+        baseline_us=baseline, predicted_us=baseline, error_pct=100.0 * relative_error(baseline, measured),
+        slowest_rank=slowest, steps=first.steps, ranks=[JobRank.of(x) for x in results], straggler=straggler,
+        collectives=job.collectives.to_builtins(), tasks=job.base, simulated_ranks=len(job.own), breakdown=parts_of_slowest,
+        warnings=warnings, workers=used,
+    )  # fmt: skip
+    return JobReplay(report, None, None, results, straggler, {job.cid_of[g]: s for g, s in sorted(run.starts.items())})
+
+
+def check_policy(policy: Policy) -> None:
+    """Workers order tasks by time: a policy that does not (fifo) is refused, saying what to do."""
     if policy.kind == "fifo":
         raise DaydreamError("--policy fifo: a job simulated by workers needs a policy that orders tasks by time "
                             "(earliest or priority); give --jobs 1 for fifo")  # fmt: skip
-    count = max(1, min(workers, len(files)))
-    with open_workers(count, ray, in_process) as pool:
-        built = _build(pool, files, step, share, policy)
-        first = built[0]
-        infos, by_rank = _number_ranks(where, built)
-        own = [(info, b) for info, b in zip(infos, by_rank) if info.same_as is None]
-        comm, gang_of, by_gang, cid_of, collectives = _match_collectives(where, own, infos)
-        prices, collectives.pricing = price_gangs(by_gang, link)
-        base = sum(b.tasks for _, b in own)
-        members = [len(m) for m in by_gang]
-        worker_of = {b.index: w for w, block in enumerate(_blocks(len(files), count)) for b in built if b.index in block}
-        plans: list[list[RankPlan]] = [[] for _ in range(count)]
-        k = 0
-        gang_holders: list[_Gang] = [_Gang() for _ in by_gang]
-        for info, b in zip(infos, by_rank):
-            n = len(b.comm) if info.same_as is None else 0
-            gangs = gang_of[k : k + n]
-            plans[worker_of[b.index]].append(RankPlan(b.index, info.rank, info.offset_us, info.same_as is None, gangs,
-                                                      [prices[g] for g in gangs]))  # fmt: skip
-            for g in gangs:
-                gang_holders[g].holders.add(worker_of[b.index])
-            k += n
-        for g in gang_holders:
-            if len(g.holders) < 2:
-                g.holders = set()  # completed by its one worker
-        pool.call("plan", [(plans[w], members, policy) for w in range(count)])
-        with progress.task(f"simulating {len(infos):,} ranks in {count} worker{'s' if count > 1 else ''}",
-                           total=base) as advance:  # fmt: skip
-            try:
-                rounds = simulate_in_rounds(pool, gang_holders, advance)
-            except _Stuck as stuck:
-                raise DaydreamError(_stuck_message(where, stuck, cid_of, by_gang)) from None
-        windows = {w.rank: w for part in pool.call("windows", [()] * count) for w in part}
-        latest: dict[int, list[tuple[float, int]]] = defaultdict(list)
-        starts: dict[int, float] = {}
-        for part in pool.call("members", [()] * count):
-            for m in part:
-                latest[m.gang].extend(m.latest)
-                starts[m.gang] = m.start_us
-        window = {r: (w.start_us, w.step_us) for r, w in windows.items()}
-        waits = {r: w.wait_us for r, w in windows.items()}
-        held = held_collectives(infos, [(g, sorted(latest[g])[-2:]) for g in range(len(by_gang)) if members[g] > 1])
-        results = job_rank_results(infos, window, waits, held)
-        # the job's step: its slowest simulated rank's window (the lowest of those tied)
-        steps = {r: window[r][1] for r in sorted(window)}
-        slowest = max(steps, key=steps.__getitem__)
-        r = straggler_rank(held)
-        owner = {p.rank: w for w in range(count) for p in plans[w] if p.simulated}
-        # the slowest rank's breakdown and the straggler's way to the last collective it held, each from the worker
-        # holding it (one reading of its trace where they are one rank)
-        requests: list[dict[int, int | None]] = [{} for _ in range(count)]
-        requests[owner[slowest]][slowest] = None
-        if r is not None:
-            last = max((g for _, g, _ in held[r]), key=lambda g: starts[g])  # the first of the latest held, as max() picks
-            requests[owner[r]][r] = last
-        answers = [dict(zip(asked, told)) for asked, told in
-                   zip(requests, pool.call("details", [(list(requests[w].items()),) for w in range(count)]))]  # fmt: skip
-        parts_of_slowest = answers[owner[slowest]][slowest][0]
-        straggler = None
-        if r is not None:
-            mine = {g: t for t, g in zip(comm, gang_of) if t.rank == r and g >= 0}
-            held_there = [
-                HeldCollective(id=cid_of[g], kind=mine[g].collective, name=mine[g].name, phase=mine[g].phase, held_us=h,
-                               reached_us=sorted(latest[g])[-1][0] - window[r][0], next_rank=nxt)
-                for h, g, nxt in held[r]
-            ]  # fmt: skip
-            way = answers[owner[r]][r][1]
-            straggler = straggler_of(results, r, held_there, len(by_gang), way, window[r][0])
-        used = WorkersUsed(count, pool.kind, rounds, pool.call("peak_bytes", [()] * count))
-    measured = max(x.measured_us for x in results)
-    baseline = window[slowest][1]
-    warnings = [f"rank {info.rank}: {w}" for info, b in own for w in b.warnings]
-    report = JobReplayReport(
-        trace=where, device=first.device[0], device_type=first.device[1], world_size=max(len(infos), int(first.world_size or 0)), measured_us=measured,
-        baseline_us=baseline, predicted_us=baseline, error_pct=100.0 * relative_error(baseline, measured),
-        slowest_rank=slowest, steps=first.steps, ranks=[JobRank.of(x) for x in results], straggler=straggler,
-        collectives=collectives.to_builtins(), tasks=base, simulated_ranks=len(own), breakdown=parts_of_slowest,
-        warnings=warnings, workers=used,
-    )  # fmt: skip
-    return JobReplay(report, None, None, results, straggler, {cid_of[g]: s for g, s in sorted(starts.items())})
+
+
+@dataclass
+class PlannedJob:
+    """A job as the coordinator plans it: its ranks built by the workers (``first``: the first file's), numbered
+    (``infos``, every rank; ``own``: those with tasks of their own and what building them said), its comm tasks
+    matched into collectives (``gang_of``: each task's, -1 none; ``by_gang``: each collective's members; ``cid_of``:
+    their ids) and priced (``prices``), and what each worker holds (``plans``)."""
+
+    where: str
+    count: int
+    first: RankBuilt
+    infos: list[RankInfo]
+    own: list[tuple[RankInfo, RankBuilt]]
+    comm: list[CommTask]
+    gang_of: list[int]
+    by_gang: list[list[CommTask]]
+    cid_of: list[str]
+    collectives: JobCollectives
+    prices: list[float]
+    members: list[int]
+    plans: list[list[RankPlan]]
+    holders: list[set[int]]  # per collective, the workers holding its members (empty: completed by its one worker)
+    base: int  # tasks simulated
+
+    @property
+    def world_size(self) -> int:
+        return max(len(self.infos), int(self.first.world_size or 0))
+
+
+def plan_job(pool: Workers, where: str, files: list[str], step: str | int | None, link: str | float | Link | None,
+             share: bool, policy: Policy) -> PlannedJob:  # fmt: skip
+    """Build every rank in the workers, number the ranks, match and price the collectives, and say what each worker
+    holds (:class:`PlannedJob`)."""
+    count = pool.count
+    built = _build(pool, files, step, share, policy)
+    infos, by_rank = _number_ranks(where, built)
+    own = [(info, b) for info, b in zip(infos, by_rank) if info.same_as is None]
+    comm, gang_of, by_gang, cid_of, collectives = _match_collectives(where, own, infos)
+    prices, collectives.pricing = price_gangs(by_gang, link)
+    worker_of = {b.index: w for w, block in enumerate(_blocks(len(files), count)) for b in built if b.index in block}
+    plans: list[list[RankPlan]] = [[] for _ in range(count)]
+    holders: list[set[int]] = [set() for _ in by_gang]
+    k = 0
+    for info, b in zip(infos, by_rank):
+        n = len(b.comm) if info.same_as is None else 0
+        gangs = gang_of[k : k + n]
+        plans[worker_of[b.index]].append(RankPlan(b.index, info.rank, info.offset_us, info.same_as is None, gangs,
+                                                  [prices[g] for g in gangs]))  # fmt: skip
+        for g in gangs:
+            holders[g].add(worker_of[b.index])
+        k += n
+    holders = [h if len(h) > 1 else set() for h in holders]  # one worker's collectives it completes itself
+    return PlannedJob(where, count, built[0], infos, own, comm, gang_of, by_gang, cid_of, collectives, prices,
+                      [len(m) for m in by_gang], plans, holders, sum(b.tasks for _, b in own))  # fmt: skip
+
+
+@dataclass
+class JobRun:
+    """A job simulated by the workers: each simulated rank's window (start, step) and wait, each collective's start
+    and two latest arrivals, every rank's row (``results``), the collectives each rank held, the slowest rank (the
+    job's step), the straggler (None: none), which worker holds each rank, and the rounds it took."""
+
+    window: dict[int, tuple[float, float]]
+    waits: dict[int, float]
+    starts: dict[int, float]
+    latest: dict[int, list[tuple[float, int]]]
+    results: list[RankResult]
+    held: dict[int, list[tuple[float, Any, int]]]
+    slowest: int
+    straggler: int | None
+    owner: dict[int, int]
+    rounds: int
+    windows: dict[int, RankWindow]
+
+
+def simulate_job(pool: Workers, job: PlannedJob, policy: Policy, scripted: bool = False, label: str = "simulating") -> JobRun:
+    """Simulate the planned job in the workers, in rounds: the ranks as built, or (``scripted``) as the scripts
+    left them (:mod:`daydream.api.job_whatif`)."""
+    count = job.count
+    pool.call("plan", [(job.plans[w], job.members, policy, scripted) for w in range(count)])
+    gangs = [_Gang() for _ in job.by_gang]
+    for gang, holders in zip(gangs, job.holders):
+        gang.holders = set(holders)
+    with progress.task(f"{label} {len(job.infos):,} ranks in {count} worker{'s' if count > 1 else ''}",
+                       total=job.base) as advance:  # fmt: skip
+        try:
+            rounds = simulate_in_rounds(pool, gangs, advance)
+        except _Stuck as stuck:
+            raise DaydreamError(_stuck_message(job.where, stuck, job.cid_of, job.by_gang)) from None
+    windows = {w.rank: w for part in pool.call("windows", [()] * count) for w in part}
+    latest: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    starts: dict[int, float] = {}
+    for part in pool.call("members", [()] * count):
+        for m in part:
+            latest[m.gang].extend(m.latest)
+            starts[m.gang] = m.start_us
+    window = {r: (w.start_us, w.step_us) for r, w in windows.items()}
+    waits = {r: w.wait_us for r, w in windows.items()}
+    held = held_collectives(job.infos, [(g, sorted(latest[g])[-2:]) for g in range(len(job.by_gang)) if job.members[g] > 1])
+    results = job_rank_results(job.infos, window, waits, held)
+    # the job's step: its slowest simulated rank's window (the lowest of those tied)
+    steps = {r: window[r][1] for r in sorted(window)}
+    slowest = max(steps, key=steps.__getitem__)
+    owner = {p.rank: w for w in range(count) for p in job.plans[w] if p.simulated}
+    return JobRun(window, waits, starts, latest, results, held, slowest, straggler_rank(held), owner, rounds, windows)
+
+
+def job_details(pool: Workers, job: PlannedJob, run: JobRun, scripted: bool = False) -> tuple[dict[str, float], Straggler | None]:
+    """The slowest rank's breakdown and the straggler, its way to the last collective it held worked out by the
+    worker holding it (one reading of its trace where they are one rank)."""
+    slowest, r, held, latest = run.slowest, run.straggler, run.held, run.latest
+    requests: list[dict[int, int | None]] = [{} for _ in range(job.count)]
+    requests[run.owner[slowest]][slowest] = None
+    if r is not None:
+        last = max((g for _, g, _ in held[r]), key=lambda g: run.starts[g])  # the first of the latest held, as max() picks
+        requests[run.owner[r]][r] = last
+    answers = [dict(zip(asked, told)) for asked, told in
+               zip(requests, pool.call("details", [(list(requests[w].items()), scripted) for w in range(job.count)]))]  # fmt: skip
+    parts_of_slowest = answers[run.owner[slowest]][slowest][0]
+    straggler = None
+    if r is not None:
+        mine = {g: t for t, g in zip(job.comm, job.gang_of) if t.rank == r and g >= 0}
+        held_there = [
+            HeldCollective(id=job.cid_of[g], kind=mine[g].collective, name=mine[g].name, phase=mine[g].phase, held_us=h,
+                           reached_us=sorted(latest[g])[-1][0] - run.window[r][0], next_rank=nxt)
+            for h, g, nxt in held[r]
+        ]  # fmt: skip
+        way = answers[run.owner[r]][r][1]
+        straggler = straggler_of(run.results, r, held_there, len(job.by_gang), way, run.window[r][0])
+    return parts_of_slowest, straggler
 
 
 def _number_ranks(where: str, built: list[RankBuilt]) -> tuple[list[RankInfo], list[RankBuilt]]:
@@ -616,4 +712,5 @@ def _stuck_message(where: str, stuck: _Stuck, cid_of: list[str], by_gang: list[l
             f"{'s' if len(left) > 1 else ''} {format_ranks(sorted(left))} never became ready")  # fmt: skip
 
 
-__all__ = ["JobWorker", "Workers", "open_workers", "replay_job_by_workers"]
+__all__ = ["JobRun", "JobWorker", "PlannedJob", "Workers", "job_details", "open_workers", "plan_job", "replay_job_by_workers",
+           "simulate_job"]

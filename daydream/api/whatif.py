@@ -16,15 +16,15 @@ from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
 from daydream.dsl.effects import Effect
 from daydream.dsl.evaluate import format_value
+from daydream.dsl.interpret import load_scripts
 from daydream.dsl.library import library_name
 from daydream.dsl.limits import Budget
-from daydream.dsl.params import script_name
-from daydream.errors import ScriptError, did_you_mean
 from daydream.graph import derived
 from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import (
     Interval,
     Paired,
+    Part,
     device_part,
     gradient_sizes_part,
     interval,
@@ -255,12 +255,15 @@ def predicted_interval(
     param_values: dict[str, Any],
     predicted_us: float,
     declared: Sequence[Iterable[str]] | None = None,
+    swaps: Any = None,
+    gradient_part: Part | None = None,
 ) -> Interval:
     """How far to trust a prediction: a 90% interval from the trace's own step-to-step noise and the measured error
     of the scripts run (the validation ledger), widened and marked extrapolated where the change leaves what was
     validated (daydream.perf.uncertainty). ``declared``: each script's params (its includes' too), which name its
     model for a ranking's pairs with the values they were bound to (:func:`~daydream.perf.uncertainty.model_key`);
-    and where the scripts read gradient sizes the trace does not record, their estimate's part."""
+    and where the scripts read gradient sizes the trace does not record, their estimate's part. ``graph`` None (a
+    job simulated by workers): the device ``swaps`` made and the gradient sizes' part as given, no noise part."""
     names = [library_name(s) if not s.startswith("<") else None for s in scripts]
     each = declared if declared is not None else [param_values] * len(scripts)
     models = [
@@ -270,7 +273,7 @@ def predicted_interval(
         for s, name, params in zip(scripts, names, each)
     ]
     parts = model_parts(names, numeric_params(param_values), models=models)
-    swapped = device_part(derived.cached(graph, "device_swaps", ()), predicted_us)
+    swapped = device_part(derived.cached(graph, "device_swaps", ()) if graph is not None else swaps, predicted_us)
     if swapped is not None:
         # the kernels moved to another GPU: the kernel model's part stands in for the device script's ledger part
         # where the ledger has measured no swap (its pooled bound says nothing of GPUs), else the larger of the two;
@@ -279,6 +282,8 @@ def predicted_interval(
         model = next((p.model for p in parts if p.name == swapped.name), swapped.name)
         swapped = msgspec.structs.replace(swapped, model=model)
         parts = [p for p in parts if p.name != swapped.name] + [max([swapped, *ledger], key=lambda p: p.half_width_pct)]
+    if graph is None:
+        return interval(predicted_us, [None, *parts, gradient_part])
     return interval(predicted_us, [noise_of(graph), *parts, gradient_sizes_part(graph)])
 
 
@@ -300,30 +305,6 @@ def json_param(value: Any) -> Any:
     if isinstance(value, list):
         return [json_param(v) for v in value]
     return format_value(value)
-
-
-def load_scripts(
-    session: Session, scripts: Sequence[str | os.PathLike[str] | ast.Script]
-) -> tuple[list[ast.Script], list[set[str]]]:
-    """Parse and check every script before any runs; params given that no script declares are an error. Returns
-    the scripts and the params each declares (its includes' too)."""
-    parsed = [s if isinstance(s, ast.Script) else session.load(s) for s in scripts]
-    declared: set[str] = set()
-    scoped: set[str] = set()  # -p ddp.link: ddp's link alone
-    each: list[set[str]] = []
-    for script in parsed:
-        names = set(session.check(script, fresh_scope=True).params)
-        each.append(names)
-        declared |= names
-        scoped |= {f"{script_name(script.file)}.{n}" for n in names}
-    unknown = sorted(set(session.params) - declared - scoped)
-    if unknown:
-        have = ", ".join(sorted(declared)) + " (each also as SCRIPT.NAME)" if declared else "none"
-        hints = [h for u in unknown if (h := did_you_mean(u, declared))]
-        given = "-p" if session.binder.command_line else "params"
-        raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} ({given}): the scripts declare {have}"
-                          + "".join(f"; {h}" for h in hints))  # fmt: skip
-    return parsed, each
 
 
 def run_whatif(
@@ -423,6 +404,8 @@ def whatif(
     ``daydream run`` does. ``options``: the policy, the scripts' budget and include folders (the CLI's ``--policy``,
     ``--budget``, ``--include-dir``); ``on_print``: where the scripts' ``print`` goes."""
     work, opts = Workload.of(workload), options or RunOptions()
+    if work.by_workers_pays(opts.policy):
+        return _whatif_by_workers(work, scripts, params, opts, on_print)
     graph, has_gpu = work.load()
     result = run_whatif(graph, scripts, params, opts.policy, copy=False, on_print=on_print, budget=opts.budget,
                         include_dirs=opts.include_dirs)  # fmt: skip
@@ -431,3 +414,48 @@ def whatif(
     if not has_gpu:
         result.warnings.insert(0, f"{work.path}: {CPU_ONLY}")
     return result
+
+
+def _whatif_by_workers(
+    work: Workload, scripts: Sequence[str | os.PathLike[str] | ast.Script], params: dict[str, Any] | None,
+    opts: RunOptions, on_print: Callable[[str], None] | None,
+) -> WhatIf:  # fmt: skip
+    """:func:`whatif` on a job simulated by workers that each hold some of its ranks (daydream.api.job_whatif): the
+    same report, from the workers' sums. Its graph holds no tasks (it says what the job's says of itself) and its
+    timelines are None: no process holds them."""
+    from daydream.api.job_whatif import run_by_workers  # a job's workers: imported for large jobs only
+
+    count = work.worker_count()
+    done = run_by_workers(work, scripts, params, opts, count, in_process=count == 1 and work.ray is None)
+    job, before, after, first = done.job, done.baseline, done.predicted, done.first
+    printed = done.printed()
+    if on_print is not None:
+        for line in printed:
+            on_print(line)
+    effects = done.effects()
+    measured = max(x.measured_us for x in before.run.results)
+    scripts_run = first["files"]
+    speedup = before.step_us / after.step_us if after.step_us else math.inf
+    values = first["param_values"]
+    iv = predicted_interval(None, scripts_run, values, after.step_us, first["declared"],
+                            swaps=first["swaps"], gradient_part=first["gradient_part"])  # fmt: skip
+    report = WhatIfReport(
+        trace=job.where, device=job.first.device[0], rank=None, steps=job.first.steps, scripts=scripts_run,
+        params={k: json_param(v) for k, v in values.items()}, params_text=first["shown"], policy=first["policy"],
+        measured_us=measured, baseline_us=before.step_us, predicted_us=after.step_us, speedup=speedup,
+        samples=first["samples"], throughput=speedup * first["samples"],
+        baseline_error_pct=100.0 * (before.step_us - measured) / measured if measured else None,
+        predicted_interval=iv, baseline_interval=interval(before.step_us, [None]),
+        versus_baseline=versus_baseline(after.step_us, iv.parts, before.step_us),
+        tasks=Change(before.tasks, after.tasks), step_us=Change(before.step_periods, after.step_periods),
+        breakdown=Change(before.breakdown, after.breakdown),
+        gpu_time_by_class=Change(before.gpu_time_by_class, after.gpu_time_by_class),
+        gpu_time_by_phase=Change(before.gpu_time_by_phase, after.gpu_time_by_phase),
+        statements=[e.to_dict() for e in effects], printed=printed,
+        warnings=[f"rank {info.rank}: {w}" for info, b in job.own for w in b.warnings] + done.warnings(),
+        ranks=rank_changes(before.run.results, after.run.results),
+        slowest_rank=Change(before.run.slowest, after.run.slowest), straggler=Change(before.straggler, after.straggler),
+        memory=None,
+    )  # fmt: skip
+    return WhatIf(report=report, graph=done.graph(), timeline=None, baseline_timeline=None, param_values=values, effects=effects,
+                  texts=first["texts"], budget=Budget(opts.budget, before.tasks), script_warnings=done.warnings())  # type: ignore[arg-type]  # fmt: skip

@@ -35,6 +35,9 @@ class Workload:
     link: str | float | None = None
     jobs: int | None = 1  # None: as many as the job's ranks are worth (daydream.api.job.load_job)
     ray: str | None = None
+    # a job simulated by workers that each hold some of its ranks (daydream.api.job_workers); None: where its traces
+    # are large enough for that to pay (daydream.api.job.by_workers_pays)
+    by_workers: bool | None = None
 
     @classmethod
     def of(cls, trace: Workload | str | os.PathLike[str]) -> Workload:
@@ -50,6 +53,21 @@ class Workload:
     def is_job(self) -> bool:
         """Whether the path is a job's folder of rank traces (Kineto's, or Chakra's of more than one rank)."""
         return chakra_is_job(self.path) if self.is_chakra else is_job(self.path)
+
+    def by_workers_pays(self, policy: Policy = EARLIEST) -> bool:
+        """Whether this workload is a job (Kineto's) that workers simulate, each holding some of its ranks, under
+        ``policy``."""
+        if self.by_workers is False or self.is_chakra or not self.is_job:
+            return False
+        from daydream.api.job import by_workers_pays  # a job's workers: imported for jobs only
+
+        return self.by_workers or by_workers_pays(self.path, policy)
+
+    def worker_count(self) -> int:
+        """The workers that simulate this job (``jobs``, None: as many as its size is worth)."""
+        from daydream.api.job import job_worker_count
+
+        return job_worker_count(self.path, self.jobs, self.ray)
 
     def load(self) -> tuple[nx.DiGraph, bool]:
         """The graph scripts run on: one trace's step, or the job's ranks in one graph with its collectives priced

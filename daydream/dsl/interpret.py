@@ -26,12 +26,13 @@ from daydream.dsl.execute import Executor
 from daydream.dsl.graph_state import GraphState
 from daydream.dsl.library import Loader
 from daydream.dsl.limits import Budget, Scope
-from daydream.dsl.params import ParamBinder
+from daydream.dsl.params import ParamBinder, script_name
 from daydream.dsl.parse import parse_script
+from daydream.errors import ScriptError, did_you_mean
 from daydream.graph.adjacency import copy_graph
 from daydream.simulation import EARLIEST, Policy, Timeline
 
-__all__ = ["Effect", "Session", "copy_graph"]
+__all__ = ["Effect", "Session", "copy_graph", "load_scripts"]
 
 T = TypeVar("T")
 
@@ -183,3 +184,27 @@ class Session:
     def unused_params(self) -> list[str]:
         """Params given to the session that no script run so far declared."""
         return self.binder.unused()
+
+
+def load_scripts(
+    session: Session, scripts: Sequence[str | os.PathLike[str] | ast.Script]
+) -> tuple[list[ast.Script], list[set[str]]]:
+    """Parse and check every script before any runs; params given that no script declares are an error. Returns
+    the scripts and the params each declares (its includes' too)."""
+    parsed = [s if isinstance(s, ast.Script) else session.load(s) for s in scripts]
+    declared: set[str] = set()
+    scoped: set[str] = set()  # -p ddp.link: ddp's link alone
+    each: list[set[str]] = []
+    for script in parsed:
+        names = set(session.check(script, fresh_scope=True).params)
+        each.append(names)
+        declared |= names
+        scoped |= {f"{script_name(script.file)}.{n}" for n in names}
+    unknown = sorted(set(session.params) - declared - scoped)
+    if unknown:
+        have = ", ".join(sorted(declared)) + " (each also as SCRIPT.NAME)" if declared else "none"
+        hints = [h for u in unknown if (h := did_you_mean(u, declared))]
+        given = "-p" if session.binder.command_line else "params"
+        raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} ({given}): the scripts declare {have}"
+                          + "".join(f"; {h}" for h in hints))  # fmt: skip
+    return parsed, each

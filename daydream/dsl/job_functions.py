@@ -13,6 +13,7 @@ import networkx as nx
 from daydream.dsl.functions import Cost, is_whole, number_argument, register_function
 from daydream.dsl.limits import SIMULATION_COST
 from daydream.errors import DaydreamError
+from daydream.graph import derived
 from daydream.simulation import simulate
 from daydream.simulation.ranks import RankResult, Straggler, rank_results
 
@@ -24,9 +25,23 @@ def _ranks_of(graph: nx.DiGraph) -> list[int]:
     return [int(graph.graph.get("rank") or 0)]
 
 
+# A rank of a job simulated by workers (daydream.api.job_whatif) is held apart from the others: its graph says so
+# (graph.graph[HELD_APART]) and keeps the job's baseline prediction beside it (derived, under JOB_PREDICTION), which
+# is the prediction so far until the graph changes.
+HELD_APART = "held_apart"
+JOB_PREDICTION = "job prediction"
+
+
 def _predicted(graph: nx.DiGraph) -> tuple[list[RankResult], Straggler | None]:
     if not graph.graph.get("ranks"):
         raise DaydreamError("the graph is one rank's, not a job's: give a folder of rank traces (docs/multigpu.md)")
+    if graph.graph.get(HELD_APART):
+        so_far = derived.cached(graph, JOB_PREDICTION, derived.ASPECTS)
+        if so_far is None:
+            raise DaydreamError("the job's prediction after the script changed the graph: the job is simulated by workers, "
+                                "each rank where it lives, which know the prediction before any change only (call it "
+                                "before the script's first change, or give --no-by-workers)")  # fmt: skip
+        return so_far  # type: ignore[no-any-return]
     return rank_results(graph, simulate(graph))
 
 

@@ -107,6 +107,51 @@ def join_ranks(graphs: Sequence[nx.DiGraph], ranks: Sequence[RankInfo], where: s
     return job
 
 
+def place_rank(graph: nx.DiGraph, info: RankInfo, ranks: Sequence[RankInfo], world_size: int,
+               collectives: Sequence[tuple[str | None, str, int, float]]) -> None:  # fmt: skip
+    """Make one rank's graph (one trace's, built) its part of the job graph, in place, as :func:`join_ranks` and
+    :func:`match_collectives` make it and pricing leaves it: its tasks carry ``rank``, start ``info.offset_us`` later
+    (the roots released then), and its comm tasks (in :func:`comm_tasks`' order) their ``collective_id``, ``group``,
+    ``group_size`` and priced ``duration`` (``collectives``: each one's, the id None where it matched none); the graph
+    knows the job's ranks and world size. A script run on it sees what it would see of this rank in the job's graph:
+    a job simulated by workers runs scripts on each rank where it lives (:mod:`daydream.api.job_whatif`)."""
+    offset = info.offset_us
+    pred = predecessors_of(graph)
+    attrs = attrs_of(graph)
+    for n, a in attrs.items():
+        a["rank"] = info.rank
+        if "start" in a:
+            a["start"] += offset
+        if a.get("release") is not None:
+            a["release"] += offset
+        elif not pred[n] and offset:
+            a["release"] = offset
+    comm = [n for n, a in attrs.items() if a["kind"] == "comm"]
+    if len(comm) != len(collectives):
+        raise ValueError(f"rank {info.rank}: {len(comm)} comm tasks, {len(collectives)} collectives given")
+    for n, (cid, group, size, us) in zip(comm, collectives):
+        a = attrs[n]
+        if cid is not None:
+            a["collective_id"], a["group"], a["group_size"] = cid, group, size
+            a.setdefault("traced_us", float(a["duration"]))
+            a["duration"] = us
+    graph.graph.update(rank=None, world_size=world_size, ranks=[msgspec.structs.replace(r) for r in ranks])
+
+
+def unplace_rank(graph: nx.DiGraph, info: RankInfo) -> None:
+    """A rank's part of the job graph (:func:`place_rank`, scripts may have changed it) back on its own clock, in
+    place: start and release times less its offset (a root released at its step's start is released at 0: the job
+    places it again, :meth:`daydream.simulation.shard.RankArrays.ready`)."""
+    offset = info.offset_us
+    if not offset:
+        return
+    for a in attrs_of(graph).values():
+        if "start" in a:
+            a["start"] -= offset
+        if a.get("release") is not None:
+            a["release"] -= offset
+
+
 class CommTask(msgspec.Struct, frozen=True, array_like=True):
     """A comm task as matching and pricing a job's collectives read it, whether from a job graph
     (:func:`comm_tasks`) or from a rank simulated apart from the others (:mod:`daydream.simulation.shard`)."""

@@ -129,12 +129,15 @@ class GangMembers(msgspec.Struct, frozen=True, array_like=True):
 
 class RankWindow(msgspec.Struct, frozen=True, array_like=True):
     """A rank once the job has run: its window's start and its step (Timeline.step_us over its tasks), and its
-    wait in collectives (each collective's start less its arrival, added in collective order)."""
+    wait in collectives (each collective's start less its arrival, added in collective order); its window's end and
+    the measured steps it holds (Timeline.step_window)."""
 
     rank: int
     start_us: float
     step_us: float
     wait_us: float
+    end_us: float = 0.0
+    measured: int = 0
 
 
 class Shard:
@@ -311,7 +314,8 @@ class Shard:
             mine = np.flatnonzero(self.gang_of[b:e] >= 0) + b if len(self.gang_of) == self.tasks else np.zeros(0, np.int64)
             for m in mine[np.argsort(self.gang_of[mine], kind="stable")].tolist():
                 wait += float(self.start[m] - self.arrival[m])
-            out.append(RankWindow(rank, timeline.step_window()[0], timeline.step_us(), wait))
+            start, end, measured = timeline.step_window()
+            out.append(RankWindow(rank, start, timeline.step_us(), wait, end, measured))
         return out
 
     def members(self) -> list[GangMembers]:

@@ -8,12 +8,14 @@ the new world. Sources: ``dlrm8`` (../shared/traces/param/dlrm8's eight ranks, a
 r mod 8) or a path to one trace (e.g. a 1M-event tiling of ../shared/traces/hta's NCCL trace, bench/tile_trace.py).
 
     python bench/bench_job_workers.py make DIR --ranks 4096 [--source dlrm8|TRACE]
-    python bench/bench_job_workers.py run DIR [--workers N | --joint] [--ray local] [--step all]
+    python bench/bench_job_workers.py run DIR [--workers N | --joint] [--ray local] [--step all] [--script straggler]
 
 ``run`` simulates the folder as ``daydream simulate DIR`` does, and prints its wall time, the largest process's peak
 resident memory (this one's, each worker's: Ray actors' too, each measured by itself) and the job's numbers. Without
 options it runs as the CLI's default does (``--jobs`` left out): workers past the joint simulation's size, one per
-core. ``--joint``: the single-process path (every rank's graph in one process), for comparison.
+core. ``--joint``: the single-process path (every rank's graph in one process), for comparison. ``--script``: run a
+.whatif script on the job as ``daydream run DIR SCRIPT`` does (by workers: each rank's script where it lives) and
+measure that.
 """
 
 from __future__ import annotations
@@ -80,9 +82,11 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
 
 
-def run(folder: Path, workers: int | None, joint: bool, ray: str | None, step: str | None) -> None:
+def run(folder: Path, workers: int | None, joint: bool, ray: str | None, step: str | None, script: str | None) -> None:
     from daydream.api.job import replay_job
 
+    if script is not None:
+        return run_script(folder, workers, joint, ray, step, script)
     t0 = time.perf_counter()
     # workers where the CLI would use them (past BY_WORKERS_BYTES of traces), unless asked for the joint path
     job = replay_job(folder, step=step, jobs=workers, ray=ray, by_workers=False if joint else None)
@@ -106,6 +110,29 @@ def run(folder: Path, workers: int | None, joint: bool, ray: str | None, step: s
     print(f"per rank {wall / len(d.ranks) * 1e3:.2f} ms, per task {wall / max(d.tasks, 1) * 1e6:.2f} us")
 
 
+def run_script(folder: Path, workers: int | None, joint: bool, ray: str | None, step: str | None, script: str) -> None:
+    """``daydream run FOLDER SCRIPT`` measured: by workers (each rank's script where it lives), or jointly."""
+    from daydream.api.whatif import whatif
+    from daydream.api.workload import Workload
+
+    t0 = time.perf_counter()
+    result = whatif(Workload(str(folder), step=step, jobs=workers, ray=ray, by_workers=False if joint else None), [script])
+    wall = time.perf_counter() - t0
+    d, used = result.report, result.workers
+    how = "joint (one process holds every rank)" if used is None else (
+        f"{used.count} worker{'s' if used.count > 1 else ''} ({used.kind}), {used.rounds:,} rounds")  # fmt: skip
+    tasks = d.tasks.baseline
+    print(f"{folder} + {script}: {len(d.ranks or ()):,} ranks, {tasks:,} tasks; {how}")
+    print(f"wall {wall:.1f} s; peak memory: this process {peak_mb():,.0f} MB"
+          + (f", workers {', '.join(f'{b / 2**20:,.0f}' for b in used.peak_bytes)} MB" if used is not None else ""))  # fmt: skip
+    print(f"step: baseline {d.baseline_us / 1e3:.3f} ms (rank {d.slowest_rank.baseline if d.slowest_rank else '-'}), predicted "
+          f"{d.predicted_us / 1e3:.3f} ms (rank {d.slowest_rank.predicted if d.slowest_rank else '-'}); straggler "
+          f"{d.straggler.baseline.rank if d.straggler and d.straggler.baseline else '-'} -> "
+          f"{d.straggler.predicted.rank if d.straggler and d.straggler.predicted else '-'}")  # fmt: skip
+    print(f"printed: {d.printed[:2]}")
+    print(f"per rank {wall / max(len(d.ranks or ()), 1) * 1e3:.2f} ms, per task {wall / max(tasks, 1) * 1e6:.2f} us")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -120,6 +147,7 @@ def main() -> int:
     r.add_argument("--joint", action="store_true", help="the single-process path, for comparison")
     r.add_argument("--ray", default=None, metavar="ADDRESS", help="workers as Ray actors (local: a Ray started here)")
     r.add_argument("--step", default=None)
+    r.add_argument("--script", default=None, help="run this .whatif script on the job (daydream run), not simulate")
     args = p.parse_args()
     if args.command == "make":
         if args.source == "dlrm8" and not DLRM8.is_dir():
@@ -129,7 +157,7 @@ def main() -> int:
         make(args.folder, args.ranks, args.source, args.processes)
         print(f"wrote {args.ranks} rank traces to {args.folder} in {time.perf_counter() - t:.1f} s")
         return 0
-    run(args.folder, args.workers, args.joint, args.ray, args.step)
+    run(args.folder, args.workers, args.joint, args.ray, args.step, args.script)
     return 0
 
 

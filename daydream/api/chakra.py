@@ -8,6 +8,7 @@ The baseline graph (no scripts) or the graph after the scripts (``scale_out -p r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -77,7 +78,9 @@ def export_chakra(
     if scripts:
         from daydream.api.whatif import whatif
 
-        result = whatif(work, scripts, params, opts, on_print=on_print)
+        # the graph after the scripts is what is written: one process holds it (a job not simulated by workers)
+        whole = dataclasses.replace(work, by_workers=False)
+        result = whatif(whole, scripts, params, opts, on_print=on_print)
         graph = result.graph
         baseline, predicted = result.baseline_us, result.predicted_us
         warnings = list(result.warnings)

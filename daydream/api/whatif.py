@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import networkx as nx
 
+from daydream.api.job_report import WorkersUsed
 from daydream.api.memory import MemoryChange, graph_memory, memory_change, with_capacity
 from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
@@ -132,6 +133,7 @@ class WhatIf:
     texts: dict[str, str]  # each script file read (includes too): its text
     budget: Budget  # the work units the run could spend and spent
     script_warnings: list[str]  # the scripts' own warnings (the report's hold the trace's before them)
+    workers: WorkersUsed | None = None  # a job simulated by workers (daydream.api.job_whatif): how many, where
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per rank of a job (the report's ``ranks``), else one per simulated step: measured, baseline and
@@ -458,4 +460,5 @@ def _whatif_by_workers(
         memory=None,
     )  # fmt: skip
     return WhatIf(report=report, graph=done.graph(), timeline=None, baseline_timeline=None, param_values=values, effects=effects,
-                  texts=first["texts"], budget=Budget(opts.budget, before.tasks), script_warnings=done.warnings())  # type: ignore[arg-type]  # fmt: skip
+                  texts=first["texts"], budget=Budget(opts.budget, before.tasks), script_warnings=done.warnings(),
+                  workers=done.workers)  # type: ignore[arg-type]  # fmt: skip

@@ -136,3 +136,5 @@ def test_the_cli_runs_a_large_job_by_workers(tmp_path: Path, monkeypatch: pytest
     assert main(["run", str(folder), "straggler", "--json", "--jobs", "2"]) == 0
     spread = json.loads(capsys.readouterr().out)
     same(joint, spread)
+    assert main(["run", str(folder), "straggler", "--jobs", "2"]) == 0
+    assert "simulated by 2 workers (local processes)" in capsys.readouterr().out

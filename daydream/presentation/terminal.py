@@ -389,6 +389,10 @@ def render_whatif(result: WhatIf, console: Console) -> None:
     cpu_only = say_warnings(d.warnings, console)
     words(_header("run", d.trace, *map(script_label, d.scripts)), console)
     words(plain(f"device: {device_text(*recording_device(result.graph), cpu_only)}"), console)
+    if result.workers is not None:  # a job too large for one process: its ranks held apart (daydream.api.job_whatif)
+        used = result.workers
+        words(plain(f"simulated by {used.count} worker{'s' if used.count > 1 else ''} ({used.kind}) in {used.rounds:,} "
+                    "rounds, the scripts run on each rank where it lives"), console)  # fmt: skip
     if d.params_text:
         words(plain("params: " + ", ".join(f"{k} = {v}" for k, v in d.params_text.items()), 2000), console)
     head = Table(title="Iteration time", title_justify="left")

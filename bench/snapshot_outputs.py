@@ -77,14 +77,15 @@ def commands(out: str) -> list[tuple[str, list[str]]]:
 
 def _digest_tree(folder: Path, scratch: str) -> str:
     """Each file under ``folder`` with its SHA-256, one a line: of its content (decompressed where gzip), the scratch
-    folder's path written as a placeholder (pages and JSON name the folder they are in)."""
+    folder's path and the checkout's written as placeholders (pages and JSON name the folder they are in and the
+    trace read: two checkouts compare)."""
     lines = []
     for p in sorted(folder.rglob("*")):
         if p.is_file():
             data = p.read_bytes()
             if data[:2] == b"\x1f\x8b":
                 data = gzip.decompress(data)
-            data = DATE.sub(b"<DATE>", data.replace(scratch.encode(), b"<OUT>"))
+            data = DATE.sub(b"<DATE>", data.replace(scratch.encode(), b"<OUT>").replace(str(ROOT).encode(), b"<ROOT>"))
             lines.append(f"{p.relative_to(folder)} {len(data)} {hashlib.sha256(data).hexdigest()}")
     return "\n".join(lines)
 

@@ -126,7 +126,7 @@ def load_job(
         b.info.rank = file_rank[b.info.trace or ""]
         if b.steps != first.steps:
             raise TraceError(f"{where}: rank {b.info.rank} ({b.info.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
-                             f"rank {built[0].info.rank} {', '.join(first.steps)}: give --step")  # fmt: skip
+                             f"rank {built[0].info.rank} {', '.join(first.steps)}: give --step", path=where)  # fmt: skip
     built.sort(key=lambda b: b.info.rank)
     # the lowest rank of each fingerprint stands for its twins, with the graph of whichever came back (twins' graphs
     # are the same, rank ids aside, and join_ranks writes the rank)

@@ -106,7 +106,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
             trace.release("gpu")
         advance(1)
         if not len(table):
-            raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate")
+            raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate", path=trace.path)
         table.set_all("duration", [t1 - t0 for t0, t1 in zip(table.ts, table.end)])
         threads = order_edges(table)
         copy_wait_edges(table, copy_waits, threads)
@@ -332,7 +332,7 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
     selected = held.tolist()
     if not selected:
         names = ", ".join(sorted(chosen))
-        raise TraceError(f"{trace.path}: no tasks in the selected step ({names})")
+        raise TraceError(f"{trace.path}: no tasks in the selected step ({names})", path=trace.path)
     origin = table.ts[selected[0]]  # the first start: selected is in order of start
     window = np.full(len(table), -1, np.int64)  # a task's number in the window, -1 outside it
     window[held] = np.arange(len(selected))

@@ -25,7 +25,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "api.compare": ("Comparison", "Scenario", "compare", "load_scenarios"),
     "api.plan": ("PlanOptions", "Plans", "plan"),
     "api.validate": ("validate",),
-    "api.demo": ("run_demo",),
+    "api.demo": ("bundled_example", "run_demo"),
     "api.chakra": ("export_chakra",),
     # the layers below, for a notebook that edits a graph itself
     "trace": ("load_trace",),
@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the names where they co
 
     from daydream.api.chakra import export_chakra
     from daydream.api.compare import Comparison, Scenario, compare, load_scenarios
-    from daydream.api.demo import run_demo
+    from daydream.api.demo import bundled_example, run_demo
     from daydream.api.job import JobReplay, load_job, replay_job
     from daydream.api.plan import PlanOptions, Plans, plan
     from daydream.api.replay import Replay, replay, replay_graph

@@ -418,10 +418,46 @@ def whatif(
     options: RunOptions | None = None,
     on_print: Callable[[str], None] | None = None,
 ) -> WhatIf:
-    """Load the workload (a trace path, or a :class:`~daydream.api.workload.Workload`: a trace or a job folder with its
-    step, execution trace, link and workers), build the graph of the step, run the scripts with ``params``: what
-    ``daydream run`` does. ``options``: the policy, the scripts' budget and include folders (the CLI's ``--policy``,
-    ``--budget``, ``--include-dir``); ``on_print``: where the scripts' ``print`` goes."""
+    """Predict a training step after changes: run .whatif scripts on a trace's graph (what ``daydream run`` does).
+
+    Parameters
+    ----------
+    workload : Workload, str or os.PathLike
+        A trace path, or a :class:`~daydream.api.workload.Workload`: a trace or a job folder with its step, execution
+        trace, link and workers.
+    scripts : sequence of str, os.PathLike or parsed scripts
+        The scripts, applied in order: a library name (``"amp"``), a path, or a :class:`~daydream.dsl.ast.Script`.
+    params : dict, optional
+        The scripts' params by name (``{"dtype": "bf16"}``; ``"SCRIPT.NAME"`` for one script's), as ``-p`` gives them.
+    options : RunOptions, optional
+        The scheduling policy, the scripts' work budget, the folders they may include and the device memory
+        (the command line's ``--policy``, ``--budget``, ``--include-dir``, ``--memory-gb``). Default: ``RunOptions()``.
+    on_print : callable, optional
+        Where each line of the scripts' ``print`` goes (default: nowhere).
+
+    Returns
+    -------
+    WhatIf
+        The baseline and the prediction (``baseline_us``, ``predicted_us``, ``speedup``), the 90% ``interval``,
+        what each statement did; ``report`` is its plain data (``to_dict()``: the JSON of ``daydream run --json``).
+
+    Raises
+    ------
+    TraceError
+        The trace cannot be read or holds no step to simulate.
+    ScriptError
+        A script cannot be found, parsed or run; :class:`~daydream.errors.NotApplicable` where its ``require`` does
+        not hold on this trace, :class:`~daydream.errors.CheckFailed` where its ``assert`` does not.
+
+    Examples
+    --------
+    >>> from daydream import bundled_example, whatif
+    >>> result = whatif(bundled_example(), ["fused_optimizer"])
+    >>> result.predicted_us < result.baseline_us
+    True
+    >>> round(result.baseline_us)
+    19163
+    """
     work, opts = Workload.of(workload), options or RunOptions()
     graph, has_gpu = work.load()
     result = run_whatif(graph, scripts, params, opts.policy, copy=False, on_print=on_print, budget=opts.budget,

@@ -486,9 +486,36 @@ def _describe_validation(msg: str) -> str:
 def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None = None) -> Trace:
     """Load a Kineto trace (and, optionally, the PyTorch execution trace recorded beside it).
 
-    Raises :class:`TraceError` with a one-line message for any unreadable input (see the module's limits). An
-    execution trace or recording sidecar found next to the trace by its name, not asked for, that cannot be used
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A Kineto trace: Chrome-trace JSON, ``.json`` or ``.json.gz``.
+    et : str or os.PathLike, optional
+        The PyTorch execution trace of the same run (default: the one found next to ``path`` by its name, if any).
+
+    Returns
+    -------
+    Trace
+        The trace's events by family (``cpu_ops``, ``kernels``, ``runtime``, ``annotations``, ...), its devices
+        and ``warnings``; :func:`~daydream.graph.build_graph` makes the graph of a step of it.
+
+    Raises
+    ------
+    TraceError
+        For any unreadable input (the module's limits), with a one-line message naming the file and the place, and
+        the place as fields (``path``, ``event``, ``offset``).
+
+    Notes
+    -----
+    An execution trace or recording sidecar found next to the trace by its name, not asked for, that cannot be used
     is a warning: the trace stands without it.
+
+    Examples
+    --------
+    >>> from daydream import bundled_example, load_trace
+    >>> trace = load_trace(bundled_example())
+    >>> len(trace.cpu_ops), trace.warnings
+    (3099, [])
     """
     spath = str(path)
     try:

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daydream"
 # Rank of each top-level unit of the package (a subpackage or a module): imports may only point to a lower or
 # equal rank, and units of equal rank may not import each other in a loop.
 LAYERS: dict[str, int] = {
-    "errors": 0, "_arrays": 0, "_gc": 0, "_heap": 0, "_jit": 0, "_version": 0, "files": 1, "names": 1, "units": 1, "workers": 1, "progress": 1, "signals": 1,
+    "errors": 0, "stats": 0, "_arrays": 0, "_gc": 0, "_heap": 0, "_jit": 0, "_version": 0, "files": 1, "names": 1, "units": 1, "workers": 1, "progress": 1, "signals": 1,
     "memory_limit": 1,
     "trace": 2, "record": 3,
     "graph": 4,

@@ -53,7 +53,7 @@ from daydream.errors import DaydreamError
 from daydream.files import clip, input_number, read_json, read_toml
 from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import Interval, Paired, rank_paired
-from daydream.units import brief_repr
+from daydream.units import brief_repr, ms
 from daydream.workers import connect_ray, worker_count
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
@@ -285,9 +285,9 @@ class Comparison(msgspec.Struct):
     def __repr__(self) -> str:
         best = self.scenarios[0] if self.scenarios and self.scenarios[0].predicted_us is not None else None
         lead = (
-            f", best {best.name!r} {best.predicted_us / 1e3:,.3f} ms ({best.speedup:.3f}x)" if best and best.predicted_us else ""
+            f", best {best.name!r} {ms(best.predicted_us)} ({best.speedup:.3f}x)" if best and best.predicted_us else ""
         )
-        return (f"Comparison(trace={self.provenance.trace!r}, baseline {self.baseline.baseline_us / 1e3:,.3f} ms, "
+        return (f"Comparison(trace={self.provenance.trace!r}, baseline {ms(self.baseline.baseline_us)}, "
                 f"{len(self.scenarios)} scenarios{lead})")  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ from daydream.trace import load_trace
 from daydream.trace.job import rank_trace_files
 from daydream.trace.load import find_execution_trace
 from daydream.trace.recording import recording_path
-from daydream.units import brief_repr
+from daydream.units import brief_repr, ms
 
 
 class CriticalPath(msgspec.Struct):
@@ -122,8 +122,8 @@ class Replay:
 
     def __repr__(self) -> str:
         return (
-            f"Replay(trace={self.report.trace!r}, measured {self.measured_us / 1e3:,.3f} ms, baseline "
-            f"{self.baseline_us / 1e3:,.3f} ms, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)"
+            f"Replay(trace={self.report.trace!r}, measured {ms(self.measured_us)}, baseline "
+            f"{ms(self.baseline_us)}, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)"
         )
 
     # the report's fields, read through it: the data has one copy, the report's

@@ -26,6 +26,7 @@ from daydream.commands.arguments import (
 from daydream.commands.output import print_json, say, tables_console
 from daydream.errors import DaydreamError
 from daydream.names import terminal_text
+from daydream.units import ms
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -290,8 +291,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     for line in result.warnings:
         say(f"daydream: warning: {line}")
     if result.predicted_us is not None:
-        show(f"after {', '.join(Path(s).name for s in result.scripts)}: step {result.predicted_us / 1e3:,.3f} ms "
-             f"(baseline {(result.baseline_us or 0.0) / 1e3:,.3f} ms), as daydream run predicts it")  # fmt: skip
+        show(f"after {', '.join(Path(s).name for s in result.scripts)}: step {ms(result.predicted_us)} "
+             f"(baseline {ms(result.baseline_us or 0.0)}), as daydream run predicts it")  # fmt: skip
     repeat = (
         f"; each of the {w.traced_ranks} traced ranks repeated (rank r stands for r, r + {w.traced_ranks}, ...)"
         if w.world > w.traced_ranks

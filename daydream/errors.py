@@ -3,8 +3,10 @@ message that names an unknown thing (a script, a step, a device, a file, a keywo
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 
@@ -18,7 +20,40 @@ class DaydreamError(Exception):
 
 
 class TraceError(DaydreamError):
-    """A trace file that cannot be read or does not hold a usable trace."""
+    """A trace file that cannot be read or does not hold a usable trace. Its text (``str``) is the message printed,
+    which names the file and the place; the place is also in fields, None where it is not known: ``path``, the file
+    or folder; ``event``, the index of the event in it (of ``traceEvents``, or of ``nodes`` in an execution trace);
+    ``offset``, the byte offset in the file's text (decompressed) where reading it failed.
+
+    >>> from daydream import TraceError, load_trace
+    >>> try:
+    ...     load_trace("no-such-trace.json")
+    ... except TraceError as exc:
+    ...     print(exc.path, exc.event, exc.offset)
+    no-such-trace.json None None
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None, event: int | None = None,
+                 offset: int | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.path = None if path is None else os.fspath(path)
+        self.event, self.offset = event, offset
+
+    def __reduce__(self) -> tuple[type[TraceError], tuple[Any, ...]]:
+        # crosses process boundaries (a job's workers) with its fields, not just its text
+        return (type(self), (str(self), self.path, self.event, self.offset))
+
+
+@contextlib.contextmanager
+def about_file(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Within: a :class:`TraceError` that names no file is about ``path`` (for helpers given the text of a place in
+    the file, not the file)."""
+    try:
+        yield
+    except TraceError as exc:
+        if exc.path is None:
+            exc.path = os.fspath(path)
+        raise
 
 
 class ScriptError(DaydreamError):

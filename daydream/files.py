@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import stat
@@ -12,12 +13,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, TypeVar
 
 import msgspec
 
 from daydream import signals
-from daydream.errors import DaydreamError
+from daydream.errors import DaydreamError, about_file
 
 # printed errors and warnings are cut to this many characters: a message quoting a huge name or line stays readable
 MAX_MESSAGE = 2000
@@ -36,6 +37,21 @@ FILE_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character de
                 stat.S_IFSOCK: "a socket"}  # fmt: skip
 
 
+_Reader = TypeVar("_Reader", bound=Callable[..., Any])
+
+
+def _path_in_trace_errors(read: _Reader) -> _Reader:
+    """A reader whose refusal, where it is a :class:`~daydream.errors.TraceError`, carries the path as its field."""
+
+    @functools.wraps(read)
+    def reading(path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Any:
+        with about_file(path):
+            return read(path, *args, **kwargs)
+
+    return reading  # type: ignore[return-value]
+
+
+@_path_in_trace_errors
 def open_input(path: str | os.PathLike[str], what: str = "file", error: type[DaydreamError] = DaydreamError,
                expected: str | None = None) -> BinaryIO:  # fmt: skip
     """Open an input for reading: every file daydream reads on a user's behalf comes through here. Only a regular
@@ -74,6 +90,7 @@ def open_input(path: str | os.PathLike[str], what: str = "file", error: type[Day
         raise
 
 
+@_path_in_trace_errors
 def read_input(path: str | os.PathLike[str], what: str, limit: int, error: type[DaydreamError] = DaydreamError) -> bytes:
     """The bytes of an input file (:func:`open_input`) of at most ``limit`` bytes, read no further than that: a
     file that grows while it is read cannot take more memory."""

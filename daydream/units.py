@@ -4,6 +4,9 @@ statements table, the page)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import NamedTuple, Protocol
+
 ZERO_US = 0.5  # a change that rounds to 0.000 ms is no change: no sign, no percent
 
 
@@ -39,6 +42,52 @@ def nbytes(n: float) -> str:
 def signed_bytes(n: float) -> str:
     """``+12.0 MiB``, ``-1.50 GiB``; ``0 B`` for nothing."""
     return "0 B" if abs(n) < 0.5 else ("+" if n > 0 else "-") + nbytes(abs(n))
+
+
+class IntervalMarks(NamedTuple):
+    """How one screen writes an interval: the terminal in ASCII and short, the page in typography."""
+
+    plus_minus: str  # before a half-width
+    extrapolated_inside: str  # an extrapolated range's mark, inside its parentheses
+    extrapolated_after: str  # and after them
+    extrapolated_line: str  # an extrapolated interval's mark after its driver, in its line
+
+
+TERMINAL_MARKS = IntervalMarks("+-", "", " extrap.", " (extrapolated)")
+PAGE_MARKS = IntervalMarks("±", ", extrapolated", "", "")
+
+
+class _Part(Protocol):
+    name: str
+    half_width_pct: float
+    source: str
+
+
+class _Interval(Protocol):
+    half_width_pct: float
+    driver: str
+    extrapolated: bool
+    parts: list[_Part]  # type: ignore[misc]
+
+
+def interval_range(low: str, high: str, extrapolated: bool, marks: IntervalMarks) -> str:
+    """``(33.900-36.800)``: an interval's ends as the screen writes them (ms, bytes), marked where it is extrapolated
+    (a script or param the validation ledger never measured)."""
+    if not extrapolated:
+        return f"({low}-{high})"
+    return f"({low}-{high}{marks.extrapolated_inside}){marks.extrapolated_after}"
+
+
+def interval_parts(parts: Iterable[_Part], marks: IntervalMarks) -> str:
+    """``noise +-1.2% (the trace's steps); amp +-8.9% (ledger)``: what an interval is made of, each part's half-width
+    and where it is from."""
+    return "; ".join(f"{p.name} {marks.plus_minus}{p.half_width_pct:.1f}% ({p.source})" for p in parts)
+
+
+def interval_line(iv: _Interval, marks: IntervalMarks) -> str:
+    """``90% interval +-9.0%, driven by amp: PARTS``: an interval's half-width, its largest part and its parts."""
+    mark = marks.extrapolated_line if iv.extrapolated else ""
+    return f"90% interval {marks.plus_minus}{iv.half_width_pct:.1f}%, driven by {iv.driver}{mark}: {interval_parts(iv.parts, marks)}"
 
 
 def brief(value: object, width: int = 60) -> str:

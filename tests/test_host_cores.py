@@ -84,14 +84,14 @@ def test_the_graph_keeps_each_ops_threaded_time(tmp_path: Path) -> None:
 def test_fewer_threads_stretch_only_the_threaded_work(tmp_path: Path) -> None:
     graph = build_graph(load_trace(_linear_trace(tmp_path, {"host": {"threads": 4, "cores": 4}})))
     assert recorded_host(graph.graph["recording"]) == (4, 4)
-    base = run_whatif(graph, ["threads"], {"threads": 4}).predicted.step_time_us
+    base = run_whatif(graph, ["threads"], {"threads": 4}).predicted.period_us
     # 4 -> 1 thread: the 125 us of threaded work takes 1.8 x 1.8 = 3.24x (no measured speedup: 0.9 per doubling),
     # the other 95 us stays
-    one = run_whatif(graph, ["threads"], {"threads": 1}).predicted.step_time_us
+    one = run_whatif(graph, ["threads"], {"threads": 1}).predicted.period_us
     assert one - base == pytest.approx(125.0 * (1.8**2 - 1))
     # more threads than cores gain nothing past the cores; another host's cores are a parameter
-    assert run_whatif(graph, ["threads"], {"threads": 8}).predicted.step_time_us == pytest.approx(base)
-    eight = run_whatif(graph, ["threads"], {"threads": 8, "cores": 8}).predicted.step_time_us
+    assert run_whatif(graph, ["threads"], {"threads": 8}).predicted.period_us == pytest.approx(base)
+    eight = run_whatif(graph, ["threads"], {"threads": 8, "cores": 8}).predicted.period_us
     assert base - eight == pytest.approx(125.0 * (1 - 1 / 1.8))
 
 
@@ -100,7 +100,7 @@ def test_threads_need_the_recorded_thread_count(tmp_path: Path) -> None:
     with pytest.raises(DaydreamError, match="does not say how many intra-op threads"):
         run_whatif(graph, ["threads"], {"threads": 1})
     given = run_whatif(graph, ["threads"], {"threads": 1, "recorded": 2})
-    assert given.predicted.step_time_us - given.baseline.step_time_us == pytest.approx(125.0 * 0.8)
+    assert given.predicted.period_us - given.baseline.period_us == pytest.approx(125.0 * 0.8)
 
 
 def test_the_thread_model() -> None:
@@ -129,14 +129,14 @@ def test_the_hosts_measured_speedup_prices_threads(tmp_path: Path) -> None:
     assert curve == [(1.0, 1.0), (2.0, 1.8), (4.0, 3.0)]
     assert thread_speedup(3, 4, curve) == pytest.approx(2.4)  # linear between the measured counts
     assert thread_speedup(8, 16, curve) == pytest.approx(3.0)  # flat past the measured counts
-    base = run_whatif(graph, ["threads"], {"threads": 4}).predicted.step_time_us
+    base = run_whatif(graph, ["threads"], {"threads": 4}).predicted.period_us
     # 4 -> 1 thread: the 125 us of threaded work takes 3x (the host's 4 threads ran it 3x faster than one), not 4x
-    one = run_whatif(graph, ["threads"], {"threads": 1}).predicted.step_time_us
+    one = run_whatif(graph, ["threads"], {"threads": 1}).predicted.period_us
     assert one - base == pytest.approx(125.0 * 2)
-    two = run_whatif(graph, ["threads"], {"threads": 2}).predicted.step_time_us
+    two = run_whatif(graph, ["threads"], {"threads": 2}).predicted.period_us
     assert two - base == pytest.approx(125.0 * (3.0 / 1.8 - 1))
     # another host (other cores): its speedups are not known, 0.9 per doubling (4 -> 8 threads: 1.8x)
-    eight = run_whatif(graph, ["threads"], {"threads": 8, "cores": 8}).predicted.step_time_us
+    eight = run_whatif(graph, ["threads"], {"threads": 8, "cores": 8}).predicted.period_us
     assert base - eight == pytest.approx(125.0 * (1 - 1 / 1.8))
 
 
@@ -157,7 +157,7 @@ def test_a_given_efficiency_prices_the_recordings_host(tmp_path: Path) -> None:
                                f"daydream record)"]  # fmt: skip
     given = run_whatif(graph, ["threads"], {"threads": 1, "recorded": 2, "efficiency": 0.74})
     assert given.printed == ["threaded CPU work x 1.48"]
-    assert given.predicted.step_time_us - given.baseline.step_time_us == pytest.approx(125.0 * 0.48)
+    assert given.predicted.period_us - given.baseline.period_us == pytest.approx(125.0 * 0.48)
     # a host whose scaling the sidecar measured: the measurement, no range
     measured = {"host": {"threads": 2, "cores": 2, "thread_speedup": [[1, 1.0], [2, 1.6]]}}
     graph = build_graph(load_trace(_linear_trace(tmp_path, measured)))
@@ -234,9 +234,9 @@ def test_workers_on_a_trace_without_a_sidecar(tmp_path: Path) -> None:
     (tmp_path / "rank0.daydream.json").unlink()
     graph = build_graph(load_trace(tmp_path / "rank0.json"), "all")
     given = run_whatif(graph, ["dataloader"], {"workers": 2, "threads": 2, "handoff": 20})  # cores: one per thread
-    assert given.predicted.step_time_us == pytest.approx(expected.predicted.step_time_us, rel=1e-9)
-    assert given.predicted.step_time_us == run_whatif(graph, ["dataloader"], {"workers": 2, "threads": 2, "cores": 2,
-                                                                              "handoff": 20}).predicted.step_time_us  # fmt: skip
+    assert given.predicted.period_us == pytest.approx(expected.predicted.period_us, rel=1e-9)
+    assert given.predicted.period_us == run_whatif(graph, ["dataloader"], {"workers": 2, "threads": 2, "cores": 2,
+                                                                              "handoff": 20}).predicted.period_us  # fmt: skip
     unknown = run_whatif(graph, ["dataloader"], {"workers": 2, "handoff": 20})
     assert list(unknown.timeline.step_periods().values())[1:] == pytest.approx([720.0] * 3)  # no sharing priced
     assert any("not modelled" in line for line in unknown.printed)
@@ -260,4 +260,4 @@ def test_the_threads_case_of_the_corpus() -> None:
     (one, _), (two, speedup) = graph.graph["recording"]["host"]["thread_speedup"]
     assert (one, two) == (1, 2) and 1.3 < speedup < 2.0
     result = run_whatif(graph, ["threads"], {"threads": 1})
-    assert result.predicted.step_time_us - result.baseline.step_time_us == pytest.approx(threaded * (speedup - 1), rel=1e-6)
+    assert result.predicted.period_us - result.baseline.period_us == pytest.approx(threaded * (speedup - 1), rel=1e-6)

@@ -30,7 +30,7 @@ def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None,
 
 def run_patched(patch: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The CLI's main() with ``patch`` (Python) run first: for failures no input can cause on purpose."""
-    code = f"import sys\nimport daydream.commands.cli as cli\n{patch}\nraise SystemExit(cli.main(sys.argv[1:]))"
+    code = f"import sys\nimport daydream.commands.cli as cli, daydream.commands.predict as predict\n{patch}\nraise SystemExit(cli.main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60, env=env)
 
 
@@ -203,9 +203,9 @@ def test_error_messages_with_brackets_print(tmp_path: Path) -> None:
 
 def test_python_warnings_are_one_clean_line(trace: Path) -> None:
     # a library's warning raised during a command (as re's FutureWarning "Possible nested set" once was)
-    patch = ("import warnings\n_real = cli._cmd_simulate\n"
+    patch = ("import warnings\n_real = predict._cmd_simulate\n"
              "def sim(args):\n    warnings.warn('Possible nested set at position 1 [/k]', FutureWarning)\n    return _real(args)\n"
-             "cli._cmd_simulate = sim")  # fmt: skip
+             "predict._cmd_simulate = sim")  # fmt: skip
     out = run_patched(patch, "simulate", str(trace), "--json")
     assert_clean(out, 0)
     lines = [line for line in out.stderr.splitlines() if "warning" in line.lower()]
@@ -214,9 +214,9 @@ def test_python_warnings_are_one_clean_line(trace: Path) -> None:
 
 
 def test_numpy_floating_errors_do_not_print(trace: Path) -> None:
-    patch = ("import numpy as np\n_real = cli._cmd_simulate\n"
+    patch = ("import numpy as np\n_real = predict._cmd_simulate\n"
              "def sim(args):\n    a = np.array([1e308, 0.0])\n    _ = a * 10, a / 0, np.log(-a)\n    return _real(args)\n"
-             "cli._cmd_simulate = sim")  # fmt: skip
+             "predict._cmd_simulate = sim")  # fmt: skip
     out = run_patched(patch, "simulate", str(trace), "--json")
     assert_clean(out, 0)
     assert "RuntimeWarning" not in out.stderr and "overflow" not in out.stderr and "invalid value" not in out.stderr
@@ -230,7 +230,7 @@ def test_numpy_floating_errors_do_not_print(trace: Path) -> None:
     ("KeyboardInterrupt()", 130, "daydream: interrupted"),
 ])  # fmt: skip
 def test_unexpected_exceptions_are_one_line(trace: Path, exc: str, code: int, message: str) -> None:
-    patch = f"def boom(args):\n    raise {exc}\ncli._cmd_simulate = boom"
+    patch = f"def boom(args):\n    raise {exc}\npredict._cmd_simulate = boom"
     out = run_patched(patch, "simulate", str(trace))
     assert_clean(out, code)
     assert out.stderr.startswith(message), out.stderr

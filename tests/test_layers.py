@@ -1,7 +1,8 @@
 """The package reads in one direction: a module imports only from its own layer or the layers below it.
 
 trace -> graph -> simulation -> perf -> dsl -> api (whatif/replay/job/workload, then validate/demo/compare/analyses/
-embeddings) -> presentation (terminal/plots/page) -> commands (repl, then cli); errors, files, units, workers, progress,
+embeddings) -> presentation (terminal/plots/page) -> commands (the flags they share and how they print, then repl and
+each group of commands, then cli); errors, files, units, workers, progress,
 signals, memory_limit, _arrays, _gc, _heap and _jit sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed),
 so a lazy import inside a function counts like one at the top.
 """
@@ -19,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daydream"
 # Rank of each top-level unit of the package (a subpackage or a module): imports may only point to a lower or
 # equal rank, and units of equal rank may not import each other in a loop.
 LAYERS: dict[str, int] = {
-    "errors": 0, "_arrays": 0, "_gc": 0, "_heap": 0, "_jit": 0, "_version": 0, "files": 1, "names": 1, "units": 1, "workers": 1, "progress": 1, "signals": 1,
+    "errors": 0, "stats": 0, "_arrays": 0, "_gc": 0, "_heap": 0, "_jit": 0, "_version": 0, "files": 1, "names": 1, "units": 1, "workers": 1, "progress": 1, "signals": 1,
     "memory_limit": 1,
     "trace": 2, "record": 3,
     "graph": 4,
@@ -34,9 +35,13 @@ LAYERS: dict[str, int] = {
     "presentation": 10, "presentation.terminal": 10, "presentation.plots": 10, "presentation.page": 10,
     "presentation.console": 10,
     # commands/: what people type
-    "commands": 11, "commands.repl": 11,
-    "commands.cli": 12,
-    "__init__": 13, "__main__": 14,
+    "commands": 11, "commands.arguments": 11, "commands.output": 11,
+    # a group of commands each: its flags, its call of the API, what it prints
+    "commands.repl": 12, "commands.predict": 12, "commands.plans": 12, "commands.scripts": 12, "commands.models": 12,
+    "commands.first_steps": 12,
+    # the top parser and the dispatch
+    "commands.cli": 13,
+    "__init__": 14, "__main__": 15,
 }  # fmt: skip
 # packages whose modules are units of their own (the top of the house: api, presentation, commands)
 SPLIT = frozenset({"api", "presentation", "commands"})

@@ -258,12 +258,12 @@ def test_a_signal_during_a_write_leaves_no_temporary(tmp_path: Path, sig: int) -
     out = tmp_path / "out.json"
     out.write_bytes(b"old")
     code = (
-        "import sys, time, daydream.files as f, daydream.commands.cli as cli\n"
+        "import sys, time, daydream.files as f, daydream.commands.cli as cli, daydream.commands.scripts as scripts\n"
         "real = f.os.replace\n"
         "def slow(a, b):\n"
         "    print('writing', flush=True); time.sleep(30); real(a, b)\n"
         "f.os.replace = slow\n"
-        "cli._cmd_check = lambda args: f.write_atomically(sys.argv[-1], b'new') or 0\n"
+        "scripts._cmd_check = lambda args: f.write_atomically(sys.argv[-1], b'new') or 0\n"
         "raise SystemExit(cli.main(['check', 'x.whatif', sys.argv[-1]]))\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -296,13 +296,13 @@ def test_an_error_raised_while_a_signal_unwinds_is_the_signal(tmp_path: Path, ra
     """A library's cleanup that fails on half-done work while Ctrl-C or SIGTERM unwinds the command (matplotlib's
     "Invalid bounding box" inside savefig, found by the fuzzer) reports the signal, not an internal error (exit 70)."""
     script = (
-        "import sys, daydream.commands.cli as cli, daydream.signals as signals\n"
+        "import sys, daydream.commands.cli as cli, daydream.commands.scripts as scripts, daydream.signals as signals\n"
         "def cmd(args):\n"
         "    try:\n"
         f"        raise {raised}\n"
         "    finally:\n"
         "        raise ValueError('Invalid bounding box')\n"
-        "cli._cmd_check = cmd\n"
+        "scripts._cmd_check = cmd\n"
         "raise SystemExit(cli.main(['check', 'x.whatif']))\n"
     )
     got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)

@@ -13,6 +13,7 @@ import pytest
 
 from daydream.errors import DaydreamError
 from daydream.perf import microbench as mb
+from daydream.stats import quantile
 
 
 def test_gemm_costs_by_hand() -> None:
@@ -72,8 +73,8 @@ def test_missing_torch_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_quantile_and_row_statistics() -> None:
-    assert mb._quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.25) == 2.0
-    assert mb._quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.25) == 2.0
+    assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
     m = mb.Measurement(mb.Shape("elementwise", {"op": "add", "numel": 10, "dtype": "float32"}), [5.0, 1.0, 3.0, 100.0, 2.0])
     row = mb.measurement_row(m)
     # the median ignores the one disturbed run (100 us); the mean would be 22.2

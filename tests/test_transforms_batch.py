@@ -146,7 +146,7 @@ def test_batch_size_keeps_the_parameter_sized_part_of_cpu_ops(tmp_path: Path) ->
     assert all(a["param_us"] == 0.0 for _, a in graph.nodes(data=True) if a is not backward)
     result = run(graph, "batch_size")
     # the forward op 2 + 98 x 2 (+98); the backward op 120 + 2 + 178 x 2 (+178); the optimizer unchanged
-    assert result.predicted.step_time_us - result.baseline.step_time_us == pytest.approx(98.0 + 178.0)
+    assert result.predicted.period_us - result.baseline.period_us == pytest.approx(98.0 + 178.0)
 
 
 def test_a_matrix_product_is_never_parameter_sized(tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ def test_batch_size_on_real_traces(shared_traces: Path) -> None:
         added = sum(a["duration"] + a["gap"] for _, a in runs[f].graph.nodes(data=True)) - sum(
             a["duration"] + a["gap"] for _, a in graph.nodes(data=True))  # fmt: skip
         grown = runs[f].predicted_us - base
-        assert 0.8 * added < grown <= added + 1e-6, (f, before.step_time_us, after.step_time_us)
+        assert 0.8 * added < grown <= added + 1e-6, (f, before.period_us, after.period_us)
     # hta/nccl_parser_config_nccl_data: CPU-bound (DDP ResNet-50): the CPU does not scale, the GPU work stays hidden
     r = run_whatif(
         build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False), ["batch_size"]

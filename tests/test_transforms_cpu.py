@@ -21,8 +21,8 @@ def graph():  # type: ignore[no-untyped-def]
 
 def test_a_host_half_as_fast_doubles_a_cpu_step(graph) -> None:  # type: ignore[no-untyped-def]
     result = run_whatif(graph, ["device"], {"cpu_speedup": 0.5})
-    assert result.predicted.step_time_us == pytest.approx(2 * result.baseline.step_time_us)
-    assert run_whatif(graph, ["device"], {"cpu_speedup": 1}).predicted.step_time_us == result.baseline.step_time_us
+    assert result.predicted.period_us == pytest.approx(2 * result.baseline.period_us)
+    assert run_whatif(graph, ["device"], {"cpu_speedup": 1}).predicted.period_us == result.baseline.period_us
 
 
 def test_checkpointing_reruns_the_forward_ops_on_a_cpu_recording(graph) -> None:  # type: ignore[no-untyped-def]
@@ -35,23 +35,23 @@ def test_checkpointing_reruns_the_forward_ops_on_a_cpu_recording(graph) -> None:
     assert len(added) == len(forward)
     assert all(a["thread"] != forward[0]["thread"] or a["phase"] == "backward" for a in added)
     # the step is one CPU thread's work: it grows by exactly the re-run ops and their framework time
-    assert result.predicted.step_time_us - result.baseline.step_time_us == pytest.approx(rerun, rel=1e-6)
+    assert result.predicted.period_us - result.baseline.period_us == pytest.approx(rerun, rel=1e-6)
 
 
 def test_checkpointing_costs_its_machinery_per_checkpoint_call(graph) -> None:  # type: ignore[no-untyped-def]
-    bare = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0}).predicted.step_time_us
+    bare = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0}).predicted.period_us
     layers = {a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["layer"]}
     # one call per checkpointed layer by default; `segments` calls per step when the program wraps several layers
     per_layer = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0})
-    assert per_layer.predicted.step_time_us - bare == pytest.approx(100 * len(layers))
+    assert per_layer.predicted.period_us - bare == pytest.approx(100 * len(layers))
     fewer = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0, "segments": 3})
-    assert fewer.predicted.step_time_us - bare == pytest.approx(300)
+    assert fewer.predicted.period_us - bare == pytest.approx(300)
     machinery = [a for _, a in fewer.graph.nodes(data=True) if a.get("checkpoint_machinery")]
     assert len(machinery) == len(layers) and all(a["phase"] == "backward" for a in machinery)
     # and per op each checkpointed layer re-runs (its saved-tensor hooks): a layer of many ops costs more
     ops = [a for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] and a["layer"]]
     per_op = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 40})
-    assert per_op.predicted.step_time_us - bare == pytest.approx(40 * len(ops))
+    assert per_op.predicted.period_us - bare == pytest.approx(40 * len(ops))
     costs = {a["checkpoint_machinery"]: a["duration"] for _, a in per_op.graph.nodes(data=True) if a.get("checkpoint_machinery")}
     assert costs == {layer: 40 * sum(a["layer"] == layer for a in ops) for layer in layers}
 
@@ -86,18 +86,18 @@ def test_checkpointing_a_recording_without_layer_names() -> None:
     assert [a["name"] for a in rerun] == block * 3
     assert sorted(a["name"] for _, a in result.graph.nodes(data=True) if a.get("recomputed")) == sorted(block * 3)
     expected = sum(a["duration"] + a["gap"] for a in rerun)
-    assert result.predicted.step_time_us - result.baseline.step_time_us == pytest.approx(expected, rel=1e-6)
+    assert result.predicted.period_us - result.baseline.period_us == pytest.approx(expected, rel=1e-6)
     # a share of the forward time the blocks do not reach: the whole forward pass, one segment
     whole = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0, "repeat_share": 0.99})
     everything = sum(a["duration"] + a["gap"] for a in forward)
     assert (
-        whole.predicted.step_time_us - whole.baseline.step_time_us == pytest.approx(everything, rel=1e-6)
+        whole.predicted.period_us - whole.baseline.period_us == pytest.approx(everything, rel=1e-6)
         and everything > expected
     )
     # one checkpoint call per block: `segments` of them over the three blocks, as many as without it
     calls = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0, "segments": 3})
-    assert calls.predicted.step_time_us - result.predicted.step_time_us == pytest.approx(300.0, rel=1e-6)
+    assert calls.predicted.period_us - result.predicted.period_us == pytest.approx(300.0, rel=1e-6)
     six = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0, "segments": 6})
-    assert six.predicted.step_time_us - result.predicted.step_time_us == pytest.approx(600.0, rel=1e-6)
+    assert six.predicted.period_us - result.predicted.period_us == pytest.approx(600.0, rel=1e-6)
     with pytest.raises(DaydreamError, match="no forward ops with layer names"):
         run_whatif(graph, ["activation_checkpointing"], {"layers": "^blocks"})

@@ -53,7 +53,7 @@ from daydream.errors import DaydreamError
 from daydream.files import clip, input_number, read_json, read_toml
 from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import Interval, Paired, rank_paired
-from daydream.units import brief_repr
+from daydream.units import brief_repr, ms
 from daydream.workers import connect_ray, worker_count
 
 MAX_SCENARIOS = 10_000  # a grid's product: bounded work
@@ -78,7 +78,23 @@ class _ScenariosFile(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class Scenario(msgspec.Struct, frozen=True):
-    """One point to predict: scripts (library names or paths) applied in order with these params."""
+    """One point of a comparison to predict: scripts applied in order with their params.
+
+    Parameters
+    ----------
+    name : str
+        How the results call it.
+    scripts : list of str
+        Library names (``"amp"``) or paths of .whatif scripts, applied in order; none: the baseline.
+    params : dict, optional
+        The scripts' params by name (``"SCRIPT.NAME"`` for one script's), as ``-p`` gives them.
+
+    Examples
+    --------
+    >>> from daydream import Scenario
+    >>> Scenario("bf16", ["amp"], {"dtype": "bf16"})
+    Scenario(name='bf16', scripts=['amp'], params={'dtype': 'bf16'})
+    """
 
     name: str
     scripts: list[str]
@@ -269,9 +285,9 @@ class Comparison(msgspec.Struct):
     def __repr__(self) -> str:
         best = self.scenarios[0] if self.scenarios and self.scenarios[0].predicted_us is not None else None
         lead = (
-            f", best {best.name!r} {best.predicted_us / 1e3:,.3f} ms ({best.speedup:.3f}x)" if best and best.predicted_us else ""
+            f", best {best.name!r} {ms(best.predicted_us)} ({best.speedup:.3f}x)" if best and best.predicted_us else ""
         )
-        return (f"Comparison(trace={self.provenance.trace!r}, baseline {self.baseline.baseline_us / 1e3:,.3f} ms, "
+        return (f"Comparison(trace={self.provenance.trace!r}, baseline {ms(self.baseline.baseline_us)}, "
                 f"{len(self.scenarios)} scenarios{lead})")  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:
@@ -386,12 +402,50 @@ def compare(
     ray: str | None = None,
     loaded: tuple[nx.DiGraph, bool] | None = None,
 ) -> Comparison:
-    """Predict every scenario (a scenarios file, or :class:`Scenario` values) on the workload (a trace path, or a
-    :class:`~daydream.api.workload.Workload`: a trace or a job folder with its step, execution trace and link), each on
-    its own copy of the graph, and sort them by predicted step time. ``jobs`` > 1: that many worker processes, each
-    loading the trace once; ``ray``: chunks of scenarios on the Ray cluster at that address. The results are the
-    same either way. ``loaded``: the workload's graph and whether it has GPU work, where the caller built it already
-    (not changed). At a terminal the scenarios predicted so far show on stderr (daydream.progress)."""
+    """Predict scenarios on one workload and rank them by predicted step time (what ``daydream compare`` does).
+
+    Parameters
+    ----------
+    workload : Workload, str or os.PathLike
+        A trace path, or a :class:`~daydream.api.workload.Workload`: a trace or a job folder with its step,
+        execution trace and link.
+    scenarios : str, os.PathLike or sequence of Scenario
+        A scenarios file (TOML, the module's docstring) or :class:`Scenario` values.
+    options : RunOptions, optional
+        The policy before any script's schedule, the scripts' budget and include folders, the device memory.
+    jobs : int, optional
+        Worker processes, each loading the trace once (default 1: this process).
+    ray : str, optional
+        The address of a Ray cluster to predict chunks of scenarios on (``ray://host:10001``, ``auto``, ``local``).
+    loaded : tuple of (networkx.DiGraph, bool), optional
+        The workload's graph and whether it has GPU work, where the caller built it already (not changed).
+
+    Returns
+    -------
+    Comparison
+        The baseline and each scenario's prediction, ranked (``scenarios``; a scenario that failed carries its
+        ``error``), with the provenance that ``save`` writes; ``rows()`` for a DataFrame.
+
+    Raises
+    ------
+    DaydreamError
+        No scenarios, or a scenarios file that cannot be used; :class:`~daydream.errors.TraceError` for the trace, and
+        :class:`~daydream.errors.ScriptError` for a script that cannot be read, before any work.
+
+    Notes
+    -----
+    Each scenario runs on its own copy of the graph. The results are the same whatever ``jobs`` and ``ray`` are. At
+    a terminal the scenarios predicted so far show on stderr (:mod:`daydream.progress`).
+
+    Examples
+    --------
+    >>> from daydream import Scenario, bundled_example, compare
+    >>> result = compare(bundled_example(), [Scenario("fused", ["fused_optimizer"]), Scenario("same", [])])
+    >>> [s.name for s in result.scenarios]
+    ['fused', 'same']
+    >>> result.scenarios[0].predicted_us < result.baseline.baseline_us
+    True
+    """
     jobs = worker_count(jobs, local=ray is None)
     work, opts = Workload.of(workload), options or RunOptions()
     base = None

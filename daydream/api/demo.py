@@ -24,7 +24,7 @@ from daydream.graph.build import build_graph
 from daydream.graph.schema import CPU_ONLY
 from daydream.perf.uncertainty import Interval, Paired, rank_paired
 from daydream.trace import load_trace
-from daydream.units import brief_repr
+from daydream.units import brief_repr, ms
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,8 @@ class Demo:
 
     def __repr__(self) -> str:
         d = self.report
-        each = ", ".join(f"{w.script} {w.predicted_us / 1e3:,.3f} ms ({w.throughput:.3f}x)" for w in d.whatifs[:6])
-        return (f"Demo(trace={d.trace!r}, baseline {d.baseline_us / 1e3:,.3f} ms, {len(d.whatifs)} what-ifs by throughput: "
+        each = ", ".join(f"{w.script} {ms(w.predicted_us)} ({w.throughput:.3f}x)" for w in d.whatifs[:6])
+        return (f"Demo(trace={d.trace!r}, baseline {ms(d.baseline_us)}, {len(d.whatifs)} what-ifs by throughput: "
                 f"{each}" + (f"; {len(d.skipped)} not applied" if d.skipped else "") + ")")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:

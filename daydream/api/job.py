@@ -32,6 +32,7 @@ from daydream.simulation import EARLIEST, Policy, breakdown, simulate
 from daydream.simulation.ranks import HeldCollective, RankResult, Straggler, rank_results
 from daydream.trace import load_trace
 from daydream.trace.job import check_ranks, is_job, rank_trace_files
+from daydream.units import ms
 from daydream.workers import connect_ray, processes_for, worker_count
 
 # ranks a worker process builds before it pays for its start (bench/bench_multirank.py on 2 cores: 32 ranks of dlrm8
@@ -126,7 +127,7 @@ def load_job(
         b.info.rank = file_rank[b.info.trace or ""]
         if b.steps != first.steps:
             raise TraceError(f"{where}: rank {b.info.rank} ({b.info.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
-                             f"rank {built[0].info.rank} {', '.join(first.steps)}: give --step")  # fmt: skip
+                             f"rank {built[0].info.rank} {', '.join(first.steps)}: give --step", path=where)  # fmt: skip
     built.sort(key=lambda b: b.info.rank)
     # the lowest rank of each fingerprint stands for its twins, with the graph of whichever came back (twins' graphs
     # are the same, rank ids aside, and join_ranks writes the rank)
@@ -251,29 +252,25 @@ def by_workers_pays(directory: str | os.PathLike[str], policy: Policy = EARLIEST
 # --- the straggler in words: what simulate, run and report say of it, the same sentences in the terminal and the page
 
 
-def _ms(us: float) -> str:
-    return f"{us / 1e3:,.3f} ms"
-
-
 def straggler_sentence(s: Straggler) -> str:
     """The straggler named as the rank the others wait for, with its late start and the time it held them."""
     n = len(s.collectives)
-    start = (f"its step starts {_ms(s.late_start_us)} after the median rank's ({_ms(s.offset_us)} after rank "
+    start = (f"its step starts {ms(s.late_start_us)} after the median rank's ({ms(s.offset_us)} after rank "
              f"{s.first_rank}'s, the first to start)" if s.late_start_us > 0 else
-             f"its step starts no later than the median rank's ({_ms(s.offset_us)} after rank {s.first_rank}'s, the first to start)")  # fmt: skip
+             f"its step starts no later than the median rank's ({ms(s.offset_us)} after rank {s.first_rank}'s, the first to start)")  # fmt: skip
     return (f"rank {s.rank}, the rank the others wait for: {start}, and it reached {n:,} of the job's "
             f"{s.job_collectives:,} collective{'s' if s.job_collectives != 1 else ''} last, holding the others back "
-            f"{_ms(s.held_us)} in all")  # fmt: skip
+            f"{ms(s.held_us)} in all")  # fmt: skip
 
 
 def straggler_path_sentence(s: Straggler, step_us: float) -> str:
     """Where the straggler's time went on the way to the collectives it held: its critical path, within its window."""
-    since = "its step's start" if s.path_from_us <= 0 else f"{_ms(s.path_from_us)} into its step"
+    since = "its step's start" if s.path_from_us <= 0 else f"{ms(s.path_from_us)} into its step"
     if s.path_waited_for is not None:
         since += f" (where it waited for rank {s.path_waited_for})"
-    shares = ", ".join(f"{name} {_ms(t)}" for name, t in s.tasks.items())
-    return (f"rank {s.rank}'s critical path from {since} to the last collective it held, {_ms(s.path_to_us - s.path_from_us)} "
-            f"of its {_ms(step_us)} step, by task (each moment counted once; a task holds the path from its start to the "
+    shares = ", ".join(f"{name} {ms(t)}" for name, t in s.tasks.items())
+    return (f"rank {s.rank}'s critical path from {since} to the last collective it held, {ms(s.path_to_us - s.path_from_us)} "
+            f"of its {ms(step_us)} step, by task (each moment counted once; a task holds the path from its start to the "
             f"next one's): {shares}")  # fmt: skip
 
 
@@ -283,9 +280,9 @@ def longest_window_sentence(s: Straggler, rank: int, step_us: float, wait_us: fl
     early waits long in it."""
     if rank == s.rank:
         return None
-    start = "it starts first" if rank == s.first_rank else f"it starts {_ms(offset_us)} after rank {s.first_rank}'s"
-    return (f"rank {rank}'s step is the longest, {_ms(step_us)}, and is the job's step: {start} and waits "
-            f"{_ms(wait_us)} of it for the others. Each rank's step is its own window, from its own step's start to its "
+    start = "it starts first" if rank == s.first_rank else f"it starts {ms(offset_us)} after rank {s.first_rank}'s"
+    return (f"rank {rank}'s step is the longest, {ms(step_us)}, and is the job's step: {start} and waits "
+            f"{ms(wait_us)} of it for the others. Each rank's step is its own window, from its own step's start to its "
             f"end, and a rank that starts earlier waits longer for the same collectives: the straggler is the rank whose "
             f"arrivals end those waits, not the rank with the longest step.")  # fmt: skip
 

@@ -13,7 +13,7 @@ import networkx as nx
 from daydream.api.replay import relative_error
 from daydream.simulation import Timeline
 from daydream.simulation.ranks import RankResult, Straggler
-from daydream.units import brief_repr
+from daydream.units import brief_repr, ms
 
 
 class JobRank(msgspec.Struct):
@@ -95,7 +95,7 @@ class JobReplay:
         slowest = next(r for r in self.ranks if r.rank == self.report.slowest_rank)
         return (
             f"JobReplay(trace={self.report.trace!r}, {len(self.ranks)} ranks, slowest rank {slowest.rank}: "
-            f"measured {slowest.measured_us / 1e3:,.3f} ms, baseline {slowest.step_us / 1e3:,.3f} ms, straggler "
+            f"measured {ms(slowest.measured_us)}, baseline {ms(slowest.step_us)}, straggler "
             f"{self.straggler.rank if self.straggler is not None else None})"
         )
 

@@ -620,7 +620,7 @@ def _number_ranks(where: str, built: list[RankBuilt]) -> tuple[list[RankInfo], l
     for b in built:
         if b.steps != first.steps:
             raise TraceError(f"{where}: rank {file_rank[b.trace]} ({b.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
-                             f"rank {file_rank[first.trace]} {', '.join(first.steps)}: give --step")  # fmt: skip
+                             f"rank {file_rank[first.trace]} {', '.join(first.steps)}: give --step", path=where)  # fmt: skip
     by_rank = sorted(built, key=lambda b: file_rank[b.trace])
     origin = min(b.origin_us for b in by_rank)
     infos = [RankInfo(rank=file_rank[b.trace], trace=b.trace, measured_us=b.measured_us, origin_us=b.origin_us,

@@ -243,9 +243,48 @@ def plan(
     jobs: int = 1,
     ray: str | None = None,
 ) -> Plans:
-    """Predict every plan for ``options.gpus`` GPUs (module docstring) from the workload's one-GPU trace, each as a
-    scenario of :func:`~daydream.api.compare.compare` (``jobs`` worker processes, or Ray at ``ray``), with its memory;
-    ranked by throughput among the plans that fit."""
+    """The data/tensor/pipeline-parallel plans for N GPUs from one GPU's trace, ranked (what ``daydream plan`` does).
+
+    Parameters
+    ----------
+    workload : Workload, str or os.PathLike
+        One GPU's trace (a path or a :class:`~daydream.api.workload.Workload`), best recorded with its modules and
+        shapes (``daydream record``); a job's folder is planned from its first rank.
+    options : PlanOptions
+        What the search may choose from and the machine it plans for: ``gpus``, ``gpus_per_node``, the links, the GPU
+        memory, micro-batch counts, schedule, ZeRO stage, batch sizes.
+    run : RunOptions, optional
+        The policy before any script's schedule and the scripts' budget.
+    jobs : int, optional
+        Worker processes that predict plans (default 1: this process).
+    ray : str, optional
+        The address of a Ray cluster to predict plans on.
+
+    Returns
+    -------
+    Plans
+        The plans that fit by throughput, then those that do not, then those not predicted (``plans``), each with
+        its predicted step, interval and memory; the model's parameters and the notes on what the plans rest on.
+
+    Raises
+    ------
+    DaydreamError
+        Options no plan can meet (a global batch that does not split, a GPU count below 1); a
+        :class:`~daydream.errors.TraceError` for the trace.
+
+    Notes
+    -----
+    Each plan is a scenario of :func:`~daydream.api.compare.compare`: the scripts ``ddp``, ``tensor_parallel`` and
+    ``pipeline_parallel`` with its params. How ranks are placed, what a plan's throughput and memory are: the
+    module's docstring and docs/optimizations.md, Planning.
+
+    Examples
+    --------
+    >>> from daydream import PlanOptions, bundled_example, plan
+    >>> plans = plan(bundled_example(), PlanOptions(gpus=2))
+    >>> sorted(p.name for p in plans.plans)
+    ['dp=1 tp=1 pp=2 m=2', 'dp=1 tp=1 pp=2 m=4', 'dp=1 tp=1 pp=2 m=8', 'dp=1 tp=2 pp=1', 'dp=2 tp=1 pp=1']
+    """
     _check(options)
     work, notes = Workload.of(workload), []
     if work.is_job:  # a data-parallel job: its first rank is a replica (its collectives re-priced by ddp)

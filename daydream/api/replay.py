@@ -37,7 +37,7 @@ from daydream.trace import load_trace
 from daydream.trace.job import rank_trace_files
 from daydream.trace.load import find_execution_trace
 from daydream.trace.recording import recording_path
-from daydream.units import brief_repr
+from daydream.units import brief_repr, ms
 
 
 class CriticalPath(msgspec.Struct):
@@ -122,8 +122,8 @@ class Replay:
 
     def __repr__(self) -> str:
         return (
-            f"Replay(trace={self.report.trace!r}, measured {self.measured_us / 1e3:,.3f} ms, baseline "
-            f"{self.baseline_us / 1e3:,.3f} ms, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)"
+            f"Replay(trace={self.report.trace!r}, measured {ms(self.measured_us)}, baseline "
+            f"{ms(self.baseline_us)}, error {100 * self.error:+.2f}%, {self.graph.number_of_nodes():,} tasks)"
         )
 
     # the report's fields, read through it: the data has one copy, the report's
@@ -293,7 +293,39 @@ def recording_device(graph: Any) -> tuple[str | None, str | None]:
 def replay(
     path: str | os.PathLike[str], step: str | int | None = None, et: str | None = None, policy: Policy = EARLIEST
 ) -> Replay:
-    """Load ``path``, build the graph of the selected step(s), simulate it unmodified."""
+    """Simulate a trace's step unmodified and set it beside the measurement (what ``daydream simulate`` does).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A Kineto trace (``.json`` or ``.json.gz``).
+    step : str or int, optional
+        The step: a ProfilerStep number or name, ``"all"``, ``"trace"`` (the whole window) or an annotation's name;
+        None picks a steady-state step.
+    et : str, optional
+        The PyTorch execution trace of the same run (default: the one found next to ``path``, if any).
+    policy : Policy, optional
+        How ready tasks are scheduled (:func:`~daydream.simulation.parse_policy`: ``earliest``, ``fifo``,
+        ``priority:ATTR``); default ``earliest``.
+
+    Returns
+    -------
+    Replay
+        The simulated ``baseline_us`` and the trace's ``measured_us`` of the step, its breakdown, critical path and
+        ``timeline``; ``report`` is its plain data (``to_dict()``: the JSON of ``daydream simulate --json``).
+
+    Raises
+    ------
+    TraceError
+        The trace cannot be read, or holds no such step.
+
+    Examples
+    --------
+    >>> from daydream import bundled_example, replay
+    >>> result = replay(bundled_example())
+    >>> round(result.baseline_us), round(result.measured_us)
+    (19163, 19163)
+    """
     trace = load_trace(path, et=et)
     gpu_activity = trace.has_gpu_activity
     graph = build_graph(trace, step, release_events=True)

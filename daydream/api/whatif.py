@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -38,13 +39,15 @@ from daydream.perf.uncertainty import (
 from daydream.simulation import EARLIEST, Policy, Timeline, breakdown, totals_by
 from daydream.simulation.memory import memory_timeline
 from daydream.simulation.ranks import RankResult, Straggler, rank_results
-from daydream.units import brief_repr
+from daydream.units import brief_repr, ms
 
 
 class Summary(msgspec.Struct):
     """Where the time goes in one timeline (taken before the graph changes further)."""
 
-    step_time_us: float  # the step time (Timeline.step_us): the period of the measured step
+    # the step time (Timeline.step_us): the period of the measured step; named apart from step_us, each step's period
+    # (its old name, step_time_us, still reads it, with a DeprecationWarning, and is the name it is written under)
+    period_us: float = msgspec.field(name="step_time_us")
     breakdown: dict[str, float]
     gpu_time_by_class: dict[str, float]
     gpu_time_by_phase: dict[str, float]
@@ -55,13 +58,20 @@ class Summary(msgspec.Struct):
     def of(cls, timeline: Timeline) -> Summary:
         gpu_time = totals_by(timeline, ("class", "phase"), timeline.measured_indices(), scale=timeline.step_scale())
         return cls(
-            step_time_us=timeline.step_us(),
+            period_us=timeline.step_us(),
             breakdown=breakdown(timeline),
             gpu_time_by_class=gpu_time["class"],
             gpu_time_by_phase=gpu_time["phase"],
             tasks=len(timeline.nodes),
             step_us=timeline.step_periods(),
         )
+
+    @property
+    def step_time_us(self) -> float:
+        """The step time, under its old name: :attr:`period_us`."""
+        warnings.warn("Summary.step_time_us is now Summary.period_us (step_us is each step's period)", DeprecationWarning,
+                      stacklevel=2)  # fmt: skip
+        return self.period_us
 
 
 T = TypeVar("T")
@@ -152,8 +162,8 @@ class WhatIf:
 
     def __repr__(self) -> str:
         names = [os.path.basename(s).removesuffix(".whatif") for s in self.scripts]
-        return (f"WhatIf(trace={self.report.trace!r}, scripts={names}, baseline {self.baseline_us / 1e3:,.3f} ms, "
-                f"predicted {self.predicted_us / 1e3:,.3f} ms, speedup {self.speedup:.3f}x, throughput {self.throughput:.3f}x, "
+        return (f"WhatIf(trace={self.report.trace!r}, scripts={names}, baseline {ms(self.baseline_us)}, "
+                f"predicted {ms(self.predicted_us)}, speedup {self.speedup:.3f}x, throughput {self.throughput:.3f}x, "
                 f"{self.graph.number_of_nodes():,} tasks)")  # fmt: skip
 
     # the report's fields, read through it: the data has one copy, the report's
@@ -242,7 +252,7 @@ class WhatIf:
 def _summary(report: WhatIfReport, side: str) -> Summary:
     """One side of the report's changes, as the :class:`Summary` it was taken from."""
     return Summary(
-        step_time_us=getattr(report, f"{side}_us"),
+        period_us=getattr(report, f"{side}_us"),
         breakdown=getattr(report.breakdown, side),
         gpu_time_by_class=getattr(report.gpu_time_by_class, side),
         gpu_time_by_phase=getattr(report.gpu_time_by_phase, side),
@@ -342,7 +352,7 @@ def run_whatif(
     before, after = baseline, Summary.of(timeline)
     measured = session.measured_us
     scripts_run = [s.file for s in parsed]
-    speedup = before.step_time_us / after.step_time_us if after.step_time_us else math.inf
+    speedup = before.period_us / after.period_us if after.period_us else math.inf
     after_ranks = rank_results(g, timeline) if baseline_ranks is not None else None
     report = WhatIfReport(
         trace=g.graph.get("trace"),
@@ -354,15 +364,15 @@ def run_whatif(
         params_text=session.binder.shown(),
         policy=session.policy_text,
         measured_us=measured,
-        baseline_us=before.step_time_us,
-        predicted_us=after.step_time_us,
+        baseline_us=before.period_us,
+        predicted_us=after.period_us,
         speedup=speedup,
         samples=session.samples,
         throughput=speedup * session.samples,
-        baseline_error_pct=100.0 * (before.step_time_us - measured) / measured if measured else None,
-        predicted_interval=(iv := predicted_interval(g, scripts_run, session.param_values, after.step_time_us, declared)),
-        baseline_interval=interval(before.step_time_us, [noise_of(g)]),
-        versus_baseline=versus_baseline(after.step_time_us, iv.parts, before.step_time_us),
+        baseline_error_pct=100.0 * (before.period_us - measured) / measured if measured else None,
+        predicted_interval=(iv := predicted_interval(g, scripts_run, session.param_values, after.period_us, declared)),
+        baseline_interval=interval(before.period_us, [noise_of(g)]),
+        versus_baseline=versus_baseline(after.period_us, iv.parts, before.period_us),
         tasks=Change(before.tasks, after.tasks),
         step_us=Change(before.step_us, after.step_us),
         breakdown=Change(before.breakdown, after.breakdown),
@@ -401,10 +411,46 @@ def whatif(
     options: RunOptions | None = None,
     on_print: Callable[[str], None] | None = None,
 ) -> WhatIf:
-    """Load the workload (a trace path, or a :class:`~daydream.api.workload.Workload`: a trace or a job folder with its
-    step, execution trace, link and workers), build the graph of the step, run the scripts with ``params``: what
-    ``daydream run`` does. ``options``: the policy, the scripts' budget and include folders (the CLI's ``--policy``,
-    ``--budget``, ``--include-dir``); ``on_print``: where the scripts' ``print`` goes."""
+    """Predict a training step after changes: run .whatif scripts on a trace's graph (what ``daydream run`` does).
+
+    Parameters
+    ----------
+    workload : Workload, str or os.PathLike
+        A trace path, or a :class:`~daydream.api.workload.Workload`: a trace or a job folder with its step, execution
+        trace, link and workers.
+    scripts : sequence of str, os.PathLike or parsed scripts
+        The scripts, applied in order: a library name (``"amp"``), a path, or a :class:`~daydream.dsl.ast.Script`.
+    params : dict, optional
+        The scripts' params by name (``{"dtype": "bf16"}``; ``"SCRIPT.NAME"`` for one script's), as ``-p`` gives them.
+    options : RunOptions, optional
+        The scheduling policy, the scripts' work budget, the folders they may include and the device memory
+        (the command line's ``--policy``, ``--budget``, ``--include-dir``, ``--memory-gb``). Default: ``RunOptions()``.
+    on_print : callable, optional
+        Where each line of the scripts' ``print`` goes (default: nowhere).
+
+    Returns
+    -------
+    WhatIf
+        The baseline and the prediction (``baseline_us``, ``predicted_us``, ``speedup``), the 90% ``interval``,
+        what each statement did; ``report`` is its plain data (``to_dict()``: the JSON of ``daydream run --json``).
+
+    Raises
+    ------
+    TraceError
+        The trace cannot be read or holds no step to simulate.
+    ScriptError
+        A script cannot be found, parsed or run; :class:`~daydream.errors.NotApplicable` where its ``require`` does
+        not hold on this trace, :class:`~daydream.errors.CheckFailed` where its ``assert`` does not.
+
+    Examples
+    --------
+    >>> from daydream import bundled_example, whatif
+    >>> result = whatif(bundled_example(), ["fused_optimizer"])
+    >>> result.predicted_us < result.baseline_us
+    True
+    >>> round(result.baseline_us)
+    19163
+    """
     work, opts = Workload.of(workload), options or RunOptions()
     if work.by_workers_pays(opts.policy):
         return _whatif_by_workers(work, scripts, params, opts, on_print)

@@ -24,10 +24,32 @@ from daydream.trace.job import is_job
 
 @dataclass(frozen=True)
 class Workload:
-    """A trace file or a job folder, and how to read it: ``step`` (a name, a number, ``all``, ``trace``; None: a
-    steady-state step), ``et`` (an execution trace for a single trace), ``link`` (what a job's collectives are priced
-    over: a preset or GB/s; None: fitted to the job's own transfers), ``jobs`` worker processes or the Ray cluster at
-    ``ray`` to build a job's ranks."""
+    """A trace file or a job folder, and how to read it: what :func:`~daydream.whatif`, :func:`~daydream.compare` and
+    :func:`~daydream.plan` run on.
+
+    Parameters
+    ----------
+    path : str
+        A Kineto trace (``.json``, ``.json.gz``), a folder of one trace per rank of a job, or Chakra ``.et`` files.
+    step : str or int, optional
+        A ProfilerStep number or name, ``"all"``, ``"trace"`` or an annotation's name; None: a steady-state step.
+    et : str, optional
+        The PyTorch execution trace of a single trace's run (default: the one found next to it).
+    link : str or float, optional
+        What a job's collectives are priced over: a preset (``nvlink4``, ``ib-ndr``) or GB/s; None: fitted to the
+        job's own transfers.
+    jobs : int, optional
+        Worker processes that build a job's ranks (None: one per 32 ranks; default 1).
+    ray : str, optional
+        The address of a Ray cluster that builds a job's ranks instead.
+
+    Examples
+    --------
+    >>> from daydream import Workload, bundled_example
+    >>> graph, has_gpu = Workload(bundled_example(), step=3).load()
+    >>> graph.number_of_nodes(), has_gpu
+    (260, False)
+    """
 
     path: str
     step: str | int | None = None
@@ -151,10 +173,26 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How scripts run: the scheduling ``policy``, the work ``budget`` of each script's check and run (None: the
-    default for the graph's size), and folders besides the scripts' own and the library whose files they may
-    include; the device memory a predicted peak must fit in. The scripts' params are the what of a run, passed beside
-    these."""
+    """How scripts run; the scripts' params, the what of a run, are passed beside it.
+
+    Parameters
+    ----------
+    policy : Policy, optional
+        How ready tasks are scheduled (:func:`~daydream.simulation.parse_policy`); default ``earliest``.
+    budget : int, optional
+        The units of work each script's check and run may do (None: the default for the graph's size).
+    include_dirs : sequence of str or os.PathLike, optional
+        Folders, besides the scripts' own and the library, whose files the scripts may ``include``.
+    memory_gb : float, optional
+        The device memory in GiB a predicted peak must fit in (None: the trace's GPU's).
+
+    Examples
+    --------
+    >>> from daydream import RunOptions, bundled_example, parse_policy, whatif
+    >>> result = whatif(bundled_example(), ["fused_optimizer"], options=RunOptions(parse_policy("fifo")))
+    >>> result.predicted_us < result.baseline_us
+    True
+    """
 
     policy: Policy = EARLIEST
     budget: int | None = None

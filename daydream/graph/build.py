@@ -70,20 +70,49 @@ _BLOCKING_CALL = re.compile(r"Synchronize|Memcpy|Memset|Query|Wait|\[wait\]")
 
 @paused_gc()
 def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = True, release_events: bool = False) -> nx.DiGraph:
-    """The dependency graph of the selected step(s) of ``trace``.
+    """The dependency graph of the selected step(s) of ``trace``: a task per CPU op, runtime call and GPU kernel or
+    copy, a dependency per ordering the trace shows.
 
-    ``step``: ``None`` picks a steady-state step; ``"all"`` every ProfilerStep in one graph;
-    ``N`` or ``"ProfilerStep#N"`` that step; any other string names an annotation whose range is the window.
+    Parameters
+    ----------
+    trace : Trace
+        A loaded trace (:func:`~daydream.trace.load_trace`).
+    step : str or int, optional
+        ``None`` picks a steady-state step; ``"all"`` every ProfilerStep in one graph; ``N`` or ``"ProfilerStep#N"``
+        that step; any other string names an annotation whose range is the window.
+    context : bool, optional
+        True (default): the steps before the step are in the graph, as its context (Notes); False: the step alone,
+        started with nothing pending (a cold start; its time is its span).
+    release_events : bool, optional
+        Empty each of the trace's event lists as soon as the build has read it, for a caller that drops the trace
+        after: the tasks and dependencies that follow are then made in the memory the events held.
 
+    Returns
+    -------
+    networkx.DiGraph
+        Tasks (their attributes: ``kind``, ``name``, ``thread``, ``duration``, ...) and dependencies (``kind``);
+        ``graph.graph`` holds the steps (``steps``), the device and the measured periods.
+
+    Raises
+    ------
+    TraceError
+        No such step, or no tasks in it.
+
+    Notes
+    -----
     A step is simulated after the CONTEXT_STEPS steps before it, its context, so that it starts with the work the
     trace had pending (a CPU that runs ahead of its GPU leaves kernels queued): the step's time is its period, from
     the end of the step before to its own end, as a training run pays it. The graph holds them all;
     ``graph.graph["steps"]`` marks the context steps (``context: True``), and a script changes them as it changes the
     rest (the steady state). With
     ``"all"`` the first step is the context of the others, and the step time is the median of their periods.
-    ``context=False``: the step alone, started with nothing pending (a cold start; its time is its span).
-    ``release_events``: empty each of the trace's event lists as soon as the build has read it, for a caller that
-    drops the trace after: the tasks and dependencies that follow are then made in the memory the events held.
+
+    Examples
+    --------
+    >>> from daydream import build_graph, bundled_example, load_trace
+    >>> graph = build_graph(load_trace(bundled_example()), step=3)
+    >>> graph.number_of_nodes(), [s.name for s in graph.graph["steps"]]
+    (260, ['ProfilerStep#2', 'ProfilerStep#3'])
     """
     steps = select_steps(trace, "all" if step is None else step)
     # the trace's iterations all numbered by step where the window is one of them: their measured periods are the
@@ -106,7 +135,7 @@ def build_graph(trace: Trace, step: str | int | None = None, *, context: bool = 
             trace.release("gpu")
         advance(1)
         if not len(table):
-            raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate")
+            raise TraceError(f"{trace.path}: the trace holds no CPU runtime calls, CPU ops or GPU activity to simulate", path=trace.path)
         table.set_all("duration", [t1 - t0 for t0, t1 in zip(table.ts, table.end)])
         threads = order_edges(table)
         copy_wait_edges(table, copy_waits, threads)
@@ -332,7 +361,7 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
     selected = held.tolist()
     if not selected:
         names = ", ".join(sorted(chosen))
-        raise TraceError(f"{trace.path}: no tasks in the selected step ({names})")
+        raise TraceError(f"{trace.path}: no tasks in the selected step ({names})", path=trace.path)
     origin = table.ts[selected[0]]  # the first start: selected is in order of start
     window = np.full(len(table), -1, np.int64)  # a task's number in the window, -1 outside it
     window[held] = np.arange(len(selected))

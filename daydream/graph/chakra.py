@@ -54,7 +54,7 @@ import networkx as nx
 import numpy as np
 
 from daydream._version import __version__
-from daydream.errors import DaydreamError, TraceError, listed
+from daydream.errors import DaydreamError, TraceError, about_file, listed
 from daydream.files import check_output_path, json_bytes, open_input, write_atomically
 from daydream.graph.adjacency import attrs_of, fill, predecessors_of
 from daydream.graph.job import WORLD, join_ranks, rank_fingerprint
@@ -143,9 +143,9 @@ def chakra_files(path: str | os.PathLike[str]) -> list[str]:
     try:
         files = [str(e) for e in sorted(p.iterdir()) if _stripped(e.name) is not None and e.is_file()]
     except OSError as exc:
-        raise TraceError(f"{path}: cannot list the folder ({exc.strerror or exc})") from None
+        raise TraceError(f"{path}: cannot list the folder ({exc.strerror or exc})", path=path) from None
     if not files:
-        raise TraceError(f"{path}: the folder holds no Chakra traces (*.et files, one per rank)")
+        raise TraceError(f"{path}: the folder holds no Chakra traces (*.et files, one per rank)", path=path)
     files.sort(key=lambda f: (rank_of_name(f) is None, rank_of_name(f) or 0, f))
     return files
 
@@ -647,17 +647,17 @@ class _Reader:
     def read(self, n: int = -1) -> bytes:
         if n > MAX_MESSAGE_BYTES:
             raise TraceError(f"{self.path}: a message of {n:,} bytes at byte {self.pos:,}: more than {MAX_MESSAGE_BYTES:,} "
-                             "(not a Chakra execution trace?)")  # fmt: skip
+                             "(not a Chakra execution trace?)", path=self.path, offset=self.pos)  # fmt: skip
         start = self.pos
         try:
             data = self.fh.read(n)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise TraceError(f"{self.path}: cannot read at byte {start:,}: {exc}") from None
+            raise TraceError(f"{self.path}: cannot read at byte {start:,}: {exc}", path=self.path, offset=start) from None
         self.pos += len(data)
         if self.pos > self.limit:
-            raise TraceError(f"{self.path}: more than {self.limit:,} bytes (the limit for a Chakra trace)")
+            raise TraceError(f"{self.path}: more than {self.limit:,} bytes (the limit for a Chakra trace)", path=self.path)
         if n > 1 and len(data) < n:
-            raise TraceError(f"{self.path}: truncated: the message at byte {start:,} holds {len(data):,} of its {n:,} bytes")
+            raise TraceError(f"{self.path}: truncated: the message at byte {start:,} holds {len(data):,} of its {n:,} bytes", path=self.path, offset=start)
         return data
 
 
@@ -670,7 +670,7 @@ def _open(path: str) -> tuple[BinaryIO, BinaryIO, int]:
         raw.seek(0)
     except OSError as exc:
         raw.close()
-        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}", path=path) from None
     if head == b"\x1f\x8b":
         return raw, gzip.GzipFile(fileobj=raw, mode="rb"), min(MAX_TRACE_BYTES, max(GZIP_RATIO_FLOOR, MAX_GZIP_RATIO * size))
     return raw, raw, MAX_TRACE_BYTES
@@ -701,10 +701,11 @@ def _read_file(s: SimpleNamespace, path: str) -> _File:
         meta_msg = s.pb.GlobalMetadata()
         try:
             if not s.decode(reader, meta_msg):
-                raise TraceError(f"{path}: empty: a Chakra trace starts with its metadata")
+                raise TraceError(f"{path}: empty: a Chakra trace starts with its metadata", path=path)
         except s.DecodeError as exc:
-            raise TraceError(f"{path}: not a Chakra execution trace: its first message is no metadata ({exc})") from None
-        meta = {a.name: _value(a, f"{path}: metadata") for a in meta_msg.attr}
+            raise TraceError(f"{path}: not a Chakra execution trace: its first message is no metadata ({exc})", path=path) from None
+        with about_file(path):
+            meta = {a.name: _value(a, f"{path}: metadata") for a in meta_msg.attr}
         nodes = []
         while True:
             node = s.pb.Node()
@@ -712,18 +713,20 @@ def _read_file(s: SimpleNamespace, path: str) -> _File:
             try:
                 got = s.decode(reader, node)
             except s.DecodeError as exc:
-                raise TraceError(f"{path}: the message at byte {start:,} is not a Chakra node ({exc})") from None
+                raise TraceError(f"{path}: the message at byte {start:,} is not a Chakra node ({exc})", path=path, offset=start) from None
             if not got:
                 if reader.pos == start:
                     break
                 if reader.pos - start == 1:  # a length of 0: protolib stops there, as at the end
                     raise TraceError(
-                        f"{path}: an empty message at byte {start:,}, where a node should be (not a Chakra execution trace?)"
+                        f"{path}: an empty message at byte {start:,}, where a node should be (not a Chakra execution trace?)",
+                        path=path,
+                        offset=start,
                     )
-                raise TraceError(f"{path}: unreadable message length at byte {start:,} (not a Chakra execution trace?)")
+                raise TraceError(f"{path}: unreadable message length at byte {start:,} (not a Chakra execution trace?)", path=path, offset=start)
             nodes.append(node)
             if len(nodes) > MAX_NODES:
-                raise TraceError(f"{path}: more than {MAX_NODES:,} nodes")
+                raise TraceError(f"{path}: more than {MAX_NODES:,} nodes", path=path)
     finally:
         if fh is not raw:
             fh.close()
@@ -765,7 +768,8 @@ def read_chakra(path: str | os.PathLike[str], share: bool = True, fields_only: b
     built: list[tuple[int, nx.DiGraph, dict[str, Any]]] = []
     for r, p in ranks.items():
         f = by_path[p]
-        graph, info = _own_graph(f, r) if f.ours and not fields_only else _foreign_graph(s, f, r, groups, notes)
+        with about_file(p):  # an attribute's or a node's error names the place in the file as text
+            graph, info = _own_graph(f, r) if f.ours and not fields_only else _foreign_graph(s, f, r, groups, notes)
         built.append((r, graph, info))
     said = []
     if notes:
@@ -790,10 +794,10 @@ def _comm_groups(where: str) -> dict[str, list[int]]:
     try:
         groups = msgspec.json.decode(data, type=dict[str, list[int]])
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-        raise TraceError(f"{p}: not a comm-group file (a JSON object of process group -> list of ranks): {exc}") from None
+        raise TraceError(f"{p}: not a comm-group file (a JSON object of process group -> list of ranks): {exc}", path=p) from None
     for g, members in groups.items():
         if any(not 0 <= m < MAX_RANKS for m in members):
-            raise TraceError(f"{p}: process group {g!r} names a rank outside 0-{MAX_RANKS - 1}")
+            raise TraceError(f"{p}: process group {g!r} names a rank outside 0-{MAX_RANKS - 1}", path=p)
     return groups
 
 
@@ -864,7 +868,7 @@ def _own_graph(f: _File, rank: int) -> tuple[nx.DiGraph, dict[str, Any]]:
     seen: set[int] = set()
     for node in f.nodes:
         if node.id in seen:
-            raise TraceError(f"{f.path}: node {node.id} appears twice")
+            raise TraceError(f"{f.path}: node {node.id} appears twice", path=f.path)
         seen.add(node.id)
         where = f"{f.path}: node {node.id}"
         a = _node_attrs(node, where)
@@ -888,15 +892,15 @@ def _own_graph(f: _File, rank: int) -> tuple[nx.DiGraph, dict[str, Any]]:
             kinds = a.get(f"{which}_dep_kinds") or []
             lags = a.get(f"{which}_dep_lags_us") or []
             if len(kinds) != len(ids) or len(lags) != len(ids):
-                raise TraceError(f"{where}: {which}_dep_kinds and {which}_dep_lags_us do not match its {which}_deps")
+                raise TraceError(f"{where}: {which}_dep_kinds and {which}_dep_lags_us do not match its {which}_deps", path=f.path)
             for p, kind, lag in zip(ids, kinds, lags):
                 if kind == RELEASE or p in skip:
                     continue
                 p = gap_of.get(p, p)
                 if p not in names:
-                    raise TraceError(f"{where}: depends on node {p}, which the file does not hold")
+                    raise TraceError(f"{where}: depends on node {p}, which the file does not hold", path=f.path)
                 if kind not in EDGE_KINDS:
-                    raise TraceError(f"{where}: a dependency of kind {kind!r} (daydream's are {', '.join(EDGE_KINDS)})")
+                    raise TraceError(f"{where}: a dependency of kind {kind!r} (daydream's are {', '.join(EDGE_KINDS)})", path=f.path)
                 if isinstance(lag, float) and math.isnan(lag):
                     edge = new_edge_attrs(kind)
                 else:
@@ -965,7 +969,7 @@ def _foreign_graph(
     for node in f.nodes:
         where = f"{f.path}: node {node.id}"
         if node.id in seen:
-            raise TraceError(f"{where}: appears twice")
+            raise TraceError(f"{where}: appears twice", path=f.path)
         seen[node.id] = len(tasks)
         a = _node_attrs(node, where)
         tasks.append(_foreign_task(s, node, a, rank, f.path, groups, notes))
@@ -1044,7 +1048,7 @@ def _foreign_order(f: _File, parents: list[list[int]]) -> list[int]:
         cycle = _a_cycle(stuck, parents)
         shown = " -> ".join(f"node {f.nodes[i].id} ({f.nodes[i].name[:60]!r})" for i in cycle[:5])
         more = f" -> ... ({len(cycle)} nodes)" if len(cycle) > 5 else f" -> node {f.nodes[cycle[0]].id}"
-        raise TraceError(f"{f.path}: the dependencies form a cycle: {shown}{more}; {len(stuck):,} nodes never become ready")
+        raise TraceError(f"{f.path}: the dependencies form a cycle: {shown}{more}; {len(stuck):,} nodes never become ready", path=f.path)
     return out
 
 
@@ -1081,7 +1085,7 @@ def _foreign_task(
     t = node.type
     if t not in (pb.INVALID_NODE, pb.METADATA_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE, pb.COMP_NODE, pb.COMM_SEND_NODE,
                  pb.COMM_RECV_NODE, pb.COMM_COLL_NODE):  # fmt: skip
-        raise TraceError(f"{where}: type {t}, which Chakra's schema does not define")
+        raise TraceError(f"{where}: type {t}, which Chakra's schema does not define", path=path)
     cpu = a.get("is_cpu_op")
     cpu = bool(cpu) if isinstance(cpu, (bool, int)) else True  # ASTRA-sim's ETFeeder takes a node without it for a host op
     comm = t in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.COMM_COLL_NODE)
@@ -1091,7 +1095,7 @@ def _foreign_task(
     task["name"] = node.name or pb.NodeType.Name(t)
     duration = float(node.duration_micros)
     if duration > MAX_TIME_US:
-        raise TraceError(f"{where}: duration_micros {node.duration_micros:,} is beyond {MAX_TIME_US:g} us")
+        raise TraceError(f"{where}: duration_micros {node.duration_micros:,} is beyond {MAX_TIME_US:g} us", path=path)
     if kind in CPU_KINDS:
         tid = a.get("tid")
         if not isinstance(tid, int):
@@ -1130,7 +1134,7 @@ def _foreign_task(
         ctype = a.get("comm_type")
         task["collective"] = COLLECTIVE_OF_TYPE.get(ctype) if isinstance(ctype, int) else None
         if task["collective"] is None:
-            raise TraceError(f"{where}: comm_type {ctype!r} is not one of Chakra's collectives")
+            raise TraceError(f"{where}: comm_type {ctype!r} is not one of Chakra's collectives", path=path)
         task["group"] = group
         if group in groups:
             task["group_ranks"] = sorted(groups[group])

@@ -39,6 +39,7 @@ from daydream.errors import DaydreamError
 from daydream.files import write_atomically
 from daydream.perf.accuracy import Accuracy, gmae
 from daydream.perf.costs import elementwise_cost, gemm_cost
+from daydream.stats import quantile
 from daydream.trace.sizes import dtype_bytes
 
 KERNELS = ("gemm", "elementwise")
@@ -297,22 +298,14 @@ def _spread(values: Sequence[float]) -> float:
     return max(values) / min(values) - 1.0 if values and min(values) > 0 else 0.0
 
 
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolation quantile of already sorted values."""
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
 def measurement_row(m: Measurement) -> dict[str, Any]:
     """The CSV row of one measured shape: its parameters, then median (the model target), quartiles, minimum, run count."""
     times = sorted(m.times_us)
     return {
         **m.shape.params,
         "median_us": round(statistics.median(times), 4),
-        "p25_us": round(_quantile(times, 0.25), 4),
-        "p75_us": round(_quantile(times, 0.75), 4),
+        "p25_us": round(quantile(times, 0.25), 4),
+        "p75_us": round(quantile(times, 0.75), 4),
         "min_us": round(times[0], 4),
         "runs": len(times),
     }

@@ -41,6 +41,7 @@ import msgspec
 from daydream.files import write_atomically
 from daydream.graph.gradients import used_estimate
 from daydream.perf.devices import KERNELS_DIR
+from daydream.stats import quantile
 
 CONFIDENCE = 0.9
 Z = 1.6449  # the standard normal's 95th percentile: a two-sided 90% interval is +-Z sigma
@@ -150,19 +151,11 @@ class ErrorTable(msgspec.Struct):
 
     def pooled_pct(self, excluding: str | None = None) -> float:
         errors = [abs(e) for name, s in self.scripts.items() if name != excluding for e in s.errors_pct]
-        return _quantile(errors, POOLED_QUANTILE) if errors else 10.0
+        return quantile(errors, POOLED_QUANTILE) if errors else 10.0
 
     def memory_pooled_pct(self) -> float:
         errors = [abs(e) for s in self.memory.values() for e in s.errors_pct]
-        return _quantile(errors, POOLED_QUANTILE) if errors else 10.0
-
-
-def _quantile(values: Sequence[float], q: float) -> float:
-    xs = sorted(values)
-    pos = q * (len(xs) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+        return quantile(errors, POOLED_QUANTILE) if errors else 10.0
 
 
 @cache

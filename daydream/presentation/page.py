@@ -33,7 +33,7 @@ from daydream.simulation.export import export_chrome_trace
 from daydream.simulation.memory import MemoryTimeline, memory_timeline
 from daydream.simulation.ranks import RankResult, Straggler, rank_results
 from daydream.simulation.timeline import BREAKDOWN_PARTS
-from daydream.units import nbytes
+from daydream.units import PAGE_MARKS, interval_line, interval_range, ms, nbytes
 
 TOP_ROWS = 25  # rows of each table on the page (the JSON holds every row)
 SHOWN_ROWS = 10  # of those, shown open; the rest fold under a summary
@@ -109,7 +109,7 @@ class Report:
         return None if self.speedup is None else self.speedup * self.samples
 
     def __repr__(self) -> str:
-        steps = ", ".join(f"{a.label} {a.step_us / 1e3:,.3f} ms" for a in self.analyses)
+        steps = ", ".join(f"{a.label} {ms(a.step_us)}" for a in self.analyses)
         return f"Report({self.index!r}: {steps})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -259,12 +259,11 @@ def _range(intervals: list[Interval], i: int) -> str:
     if i >= len(intervals) or not intervals[i].half_width_pct:
         return ""
     iv = intervals[i]
-    return f" ({_ms(iv.low_us)}-{_ms(iv.high_us)}{', extrapolated' if iv.extrapolated else ''})"
+    return " " + interval_range(_ms(iv.low_us), _ms(iv.high_us), iv.extrapolated, PAGE_MARKS)
 
 
 def _interval_line(iv: Interval) -> str:
-    parts = "; ".join(f"{p.name} ±{p.half_width_pct:.1f}% ({p.source})" for p in iv.parts)
-    return f"90% interval ±{iv.half_width_pct:.1f}%, driven by {iv.driver}: {parts}"
+    return interval_line(iv, PAGE_MARKS)
 
 
 NAME_CHARS = 90  # a name cell's text: a mangled template kernel's full name runs to 1,600 characters

@@ -16,7 +16,7 @@ from daydream.graph.schema import GPU_KINDS
 from daydream.names import markup_text, track_label
 from daydream.simulation import Timeline
 from daydream.simulation.timeline import BREAKDOWN_PARTS, union_intervals
-from daydream.units import nbytes
+from daydream.units import ms, nbytes
 
 _PART_COLOURS = {"cpu_only_us": "#4c72b0", "gpu_only_us": "#55a868", "cpu_gpu_overlap_us": "#8172b2", "idle_us": "#c8c8c8"}
 _KIND_COLOURS = {"cpu": "#4c72b0", "dataloader": "#dd8452", "gpu": "#55a868", "comm": "#c44e52", "memcpy": "#937860",
@@ -146,12 +146,12 @@ def timeline_figure(timeline: Timeline, label: str, out_dir: str, stem: str, spa
     hidden = len(lanes) - len(shown)
     w0, w1, measured = timeline.step_window()
     steps = len(timeline.step_periods())
-    drawn = f"{label} timeline: {timeline.makespan() / 1e3:,.3f} ms drawn" + (f", {steps} simulated steps" if steps > 1 else "")
+    drawn = f"{label} timeline: {ms(timeline.makespan())} drawn" + (f", {steps} simulated steps" if steps > 1 else "")
     if measured and (w0 > t0 or steps > 1):  # the window the step is measured over, shaded
         ax.axvspan((w0 - t0) / 1e3, (w1 - t0) / 1e3, color="#f0e442", alpha=0.18, lw=0)
         which = "the measured step" if measured == 1 else f"the {measured} measured steps"
         drawn += (
-            f"; shaded, {which}: {(w0 - t0) / 1e3:,.3f}-{(w1 - t0) / 1e3:,.3f} ms (step time {timeline.step_us() / 1e3:,.3f} ms)"
+            f"; shaded, {which}: {(w0 - t0) / 1e3:,.3f}-{(w1 - t0) / 1e3:,.3f} ms (step time {ms(timeline.step_us())})"
         )
     ax.set_title(drawn + (f"; {hidden} quieter rows not drawn" if hidden else ""), fontsize=9)
     kinds = sorted({k for lane in shown for k in lanes[lane]})

@@ -17,7 +17,7 @@ from daydream.graph.gradients import EXACT as EXACT_GRADIENT_SIZES
 from daydream.graph.schema import CPU_ONLY, Causality
 from daydream.names import kernel_label, middle, terminal_text
 from daydream.simulation.timeline import BREAKDOWN_PARTS
-from daydream.units import change, ms, nbytes, signed_bytes
+from daydream.units import TERMINAL_MARKS, change, interval_line, interval_parts, interval_range, ms, nbytes, signed_bytes
 
 if TYPE_CHECKING:  # what each renderer is given: importing them all would cost every command 0.2 s
     from daydream.api.compare import Against, Comparison
@@ -493,17 +493,14 @@ def _range(iv: Interval | None) -> str:
     """``(33.900-36.800)``: a 90% interval under its value (ms), ``extrapolated`` where it is; empty with no width."""
     if iv is None or not iv.half_width_pct:
         return ""
-    mark = " extrap." if iv.extrapolated else ""
-    return f"({iv.low_us / 1e3:,.3f}-{iv.high_us / 1e3:,.3f}){mark}"
+    return interval_range(_ms(iv.low_us), _ms(iv.high_us), iv.extrapolated, TERMINAL_MARKS)
 
 
 def interval_note(iv: Interval | None) -> str:
     """What the predicted interval is made of: 90% interval +-H%, driven by PART; each part and where it is from."""
     if iv is None or not iv.parts:
         return "interval: none (one step in the trace: no noise measured; no script run)"
-    parts = "; ".join(f"{p.name} +-{p.half_width_pct:.1f}% ({p.source})" for p in iv.parts)
-    lead = f"90% interval +-{iv.half_width_pct:.1f}%, driven by {iv.driver}"
-    return lead + (" (extrapolated)" if iv.extrapolated else "") + ": " + parts
+    return interval_line(iv, TERMINAL_MARKS)
 
 
 def versus_note(p: Paired) -> str:
@@ -621,7 +618,7 @@ def render_memory_change(m: MemoryChange, console: Console) -> None:
     table.add_row("peak", nbytes(m.baseline_peak_bytes), nbytes(m.predicted_peak_bytes),
                   signed_bytes(m.predicted_peak_bytes - m.baseline_peak_bytes))  # fmt: skip
     table.add_row(
-        "90% interval", "", f"({nbytes(iv.low_bytes)}-{nbytes(iv.high_bytes)})" + (" extrap." if iv.extrapolated else ""), ""
+        "90% interval", "", interval_range(nbytes(iv.low_bytes), nbytes(iv.high_bytes), iv.extrapolated, TERMINAL_MARKS), ""
     )
     for category in dict.fromkeys([*m.baseline_at_peak, *m.predicted_at_peak]):
         b, a = m.baseline_at_peak.get(category, 0.0), m.predicted_at_peak.get(category, 0.0)
@@ -632,8 +629,7 @@ def render_memory_change(m: MemoryChange, console: Console) -> None:
     measured = f"measured {nbytes(m.measured_peak_bytes)} before; " if m.measured_peak_bytes is not None else ""
     words(plain(f"memory: {measured}the categories at each peak add up to it{fits}; counted: {m.counted}", 2000), console)
     if iv.parts:
-        words(plain("memory interval: " + "; ".join(f"{p.name} +-{p.half_width_pct:.1f}% ({p.source})" for p in iv.parts), 2000),
-              console)  # fmt: skip
+        words(plain("memory interval: " + interval_parts(iv.parts, TERMINAL_MARKS), 2000), console)
 
 
 def breakdown_shares(bd: dict[str, float], title: str) -> Table:

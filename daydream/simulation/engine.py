@@ -47,14 +47,49 @@ from daydream.simulation.timeline import Timeline
 
 
 def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST, reuse: bool = False) -> Timeline:
-    """Predict when every task of ``graph`` runs.
+    """Predict when every task of ``graph`` runs: each thread and stream runs its tasks one at a time, a task once
+    every task it depends on has finished (and its lag has passed).
 
-    ``reuse``: keep the graph as the simulation reads it (tasks, threads, release times and dependencies, as arrays)
-    among the graph's derived indexes (:mod:`daydream.graph.derived`), and next time read only the durations again,
-    as long as no task, dependency or other task attribute changed through :mod:`daydream.graph.edit`: a what-if
-    session, whose changes all go through it, predicts again without reading the whole graph (on a 300k-task
-    graph reading it is three quarters of a prediction). Changes made behind the edit functions' back (a task's
-    thread set in its dict) go unnoticed: without ``reuse`` every call reads the graph afresh."""
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        A task graph (:func:`~daydream.graph.build_graph`, or one made with :func:`~daydream.graph.add_task`): every
+        task has a ``duration`` (microseconds) and a ``thread``.
+    policy : Policy, optional
+        Which ready task a thread runs first (:func:`~daydream.simulation.parse_policy`): ``earliest`` (default: the
+        one ready first), ``fifo`` (the trace's order), ``priority:ATTR`` (the lowest value of a task attribute).
+    reuse : bool, optional
+        Keep the graph as the simulation reads it among the graph's derived indexes, and next time read only the
+        durations again (Notes). Default False: every call reads the graph afresh.
+
+    Returns
+    -------
+    Timeline
+        Each task's start and end; ``step_us()`` the step's period, and what :func:`~daydream.simulation.breakdown`
+        and :func:`~daydream.simulation.critical_path` read.
+
+    Raises
+    ------
+    DaydreamError
+        A task without its ``duration`` or ``thread``, or a time that is not a number (named).
+
+    Notes
+    -----
+    With ``reuse`` the tasks, threads, release times and dependencies, as arrays, stay among the graph's derived
+    indexes (:mod:`daydream.graph.derived`) as long as no task, dependency or other task attribute changed through
+    :mod:`daydream.graph.edit`: a what-if session, whose changes all go through it, predicts again without reading
+    the whole graph (on a 300k-task graph reading it is three quarters of a prediction). Changes made behind the edit
+    functions' back (a task's thread set in its dict) go unnoticed.
+
+    Examples
+    --------
+    >>> from daydream import build_graph, bundled_example, load_trace, parse_policy, simulate
+    >>> graph = build_graph(load_trace(bundled_example()))
+    >>> round(simulate(graph).step_us())
+    19163
+    >>> round(simulate(graph, parse_policy("fifo")).step_us())
+    19163
+    """
     with progress.task(f"simulating {graph.number_of_nodes():,} tasks"):  # a spinner: the heap loop is too hot to count in
         try:
             return _simulate(graph, policy, reuse)

@@ -15,6 +15,7 @@ import numpy as np
 
 from daydream.graph.adjacency import attrs_of, edge_arrays, successors_of, task_columns
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS
+from daydream.units import ms
 
 
 class _TaskDicts:
@@ -66,7 +67,7 @@ class Timeline:
         """One line (a dataclass's would print every task): its tasks and threads, and the span they ran in."""
         n = len(self.nodes)
         span = float(np.max(self.end) - np.min(self.start)) if n else 0.0
-        return (f"Timeline({n:,} tasks on {len(set(self.threads)):,} threads and streams, {span / 1e3:,.3f} ms from the first "
+        return (f"Timeline({n:,} tasks on {len(set(self.threads)):,} threads and streams, {ms(span)} from the first "
                 f"start to the last end; step_us() for the step's period)")  # fmt: skip
 
     def tasks_of(self, kinds: frozenset[str]) -> list[int]:
@@ -384,9 +385,9 @@ class CriticalPathTasks(list):  # type: ignore[type-arg]
     def __repr__(self) -> str:
         if not self:
             return "CriticalPathTasks(no tasks)"
-        top = ", ".join(f"{k[:60]} {v / 1e3:,.3f} ms" for k, v in self.by("name", 3).items())
-        layers = ", ".join(f"{k[:60]} {v / 1e3:,.3f} ms" for k, v in self.by("layer", 3).items())
-        return (f"CriticalPathTasks({len(self):,} tasks holding {self.length_us() / 1e3:,.3f} ms; by name: {top}; by layer: "
+        top = ", ".join(f"{k[:60]} {ms(v)}" for k, v in self.by("name", 3).items())
+        layers = ", ".join(f"{k[:60]} {ms(v)}" for k, v in self.by("layer", 3).items())
+        return (f"CriticalPathTasks({len(self):,} tasks holding {ms(self.length_us())}; by name: {top}; by layer: "
                 f"{layers}; .by('phase' | 'layer' | 'class' | 'kind' | 'name') for the rest)")  # fmt: skip
 
 

@@ -536,9 +536,9 @@ def load_columns(path: str) -> EventColumns:
         if columns is None:
             columns = _reference(spath)
     except MemoryError:
-        raise TraceError(f"{spath}: out of memory decoding the trace") from None
+        raise TraceError(f"{spath}: out of memory decoding the trace", path=spath) from None
     if not columns.count:
-        raise TraceError(f"{spath}: no events (the trace's 'traceEvents' list is empty)")
+        raise TraceError(f"{spath}: no events (the trace's 'traceEvents' list is empty)", path=spath)
     return columns
 
 
@@ -584,7 +584,7 @@ def _reference(spath: str) -> EventColumns:
     document = decode_trace(read_trace_bytes(spath), spath, warnings)
     events, document.traceEvents = document.traceEvents, []
     if len(events) > MAX_EVENTS:
-        raise TraceError(f"{spath}: holds more than {MAX_EVENTS:,} events; daydream reads traces of at most that many")
+        raise TraceError(f"{spath}: holds more than {MAX_EVENTS:,} events; daydream reads traces of at most that many", path=spath)
     columns = columns_from_events(spath, events)
     columns.document, columns.warnings, columns.scanned = document, warnings, False
     return columns

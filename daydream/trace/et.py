@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from daydream.errors import TraceError
-from daydream.trace.load import MAX_NESTING, decode_json, nesting_exceeds, read_trace_bytes
+from daydream.trace.load import MAX_NESTING, byte_offset, decode_json, event_index, nesting_exceeds, read_trace_bytes
 from daydream.trace.model import Trace
 
 
@@ -136,15 +136,15 @@ def load_execution_trace(path: str | os.PathLike[str], warnings: list[str] | Non
     try:
         et = decode_json(raw, spath, _ET_DECODER.decode, warnings)
     except msgspec.ValidationError as exc:
-        raise TraceError(f"{spath}: not a PyTorch execution trace: {exc}") from None
+        raise TraceError(f"{spath}: not a PyTorch execution trace: {exc}", path=spath, event=event_index(str(exc))) from None
     except msgspec.DecodeError as exc:
-        raise TraceError(f"{spath}: not valid JSON: {exc}") from None
+        raise TraceError(f"{spath}: not valid JSON: {exc}", path=spath, offset=byte_offset(exc)) from None
     nodes = []
     for index, node in enumerate(et.nodes):
         try:
             nodes.append((_node_id(node), index, node))
         except _BadNode as exc:
-            raise TraceError(f"{spath}: nodes[{index}]: {exc}") from None
+            raise TraceError(f"{spath}: nodes[{index}]: {exc}", path=spath, event=index) from None
     nodes.sort(key=lambda n: 0 if n[0] is None else n[0])  # execution order (stable: a node without an id at 0)
     ops = []
     for node_id, index, node in nodes:
@@ -159,7 +159,7 @@ def load_execution_trace(path: str | os.PathLike[str], warnings: list[str] | Non
                 continue
             op = _et_op(node, et_id, name)
         except _BadNode as exc:
-            raise TraceError(f"{spath}: nodes[{index}] (id {et_id}): {exc}") from None
+            raise TraceError(f"{spath}: nodes[{index}] (id {et_id}): {exc}", path=spath, event=index) from None
         ops.append((rf_id if isinstance(rf_id, int) and not isinstance(rf_id, bool) else None, op))
     return ops
 

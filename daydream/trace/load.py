@@ -144,7 +144,7 @@ def _read_json_text(p: str, limit: int, starts: bytes, empty: str) -> bytearray:
         elif len(text) > MAX_JSON_VALUES:
             values = values_in(text)
         if values > MAX_JSON_VALUES:
-            raise TraceError(f"{p}: holds more than {MAX_JSON_VALUES:,} JSON values; daydream reads traces of at most that many")
+            raise TraceError(f"{p}: holds more than {MAX_JSON_VALUES:,} JSON values; daydream reads traces of at most that many", path=p)
     return text
 
 
@@ -174,9 +174,9 @@ def _text_chunks(p: str, limit: int, starts: bytes, empty: str) -> Iterator[byte
                     chunks = _gunzip_chunks(fh)
                 yield from _checked(p, _read_so_far(chunks, fh, advance), limit, too_large, starts, empty)
         except OSError as exc:
-            raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+            raise TraceError(f"{p}: cannot read: {exc.strerror or exc}", path=p) from None
         except (EOFError, gzip.BadGzipFile, *_INFLATE_ERRORS) as exc:
-            raise TraceError(f"{p}: corrupt or truncated gzip data ({exc})") from None
+            raise TraceError(f"{p}: corrupt or truncated gzip data ({exc})", path=p) from None
 
 
 def _check_regular_file(p: str) -> None:
@@ -185,14 +185,14 @@ def _check_regular_file(p: str) -> None:
     try:
         st = os.stat(p)
     except OSError as exc:
-        raise TraceError(_os_message(p, exc)) from None
+        raise TraceError(_os_message(p, exc), path=p) from None
     except ValueError:  # an embedded NUL byte
-        raise TraceError(f"{p!r}: not a valid file name") from None
+        raise TraceError(f"{p!r}: not a valid file name", path=p) from None
     if stat.S_ISDIR(st.st_mode):
-        raise TraceError(f"{p}: is a directory, expected a trace file")
+        raise TraceError(f"{p}: is a directory, expected a trace file", path=p)
     if not stat.S_ISREG(st.st_mode):
         kind = FILE_KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        raise TraceError(f"{p}: is {kind}, not a regular file; daydream reads trace files only")
+        raise TraceError(f"{p}: is {kind}, not a regular file; daydream reads trace files only", path=p)
 
 
 def _os_message(p: str, exc: OSError) -> str:
@@ -283,26 +283,27 @@ def _checked(p: str, chunks: Iterator[bytes], limit: int, too_large: str, starts
     for chunk in chunks:
         total += len(chunk)
         if total > limit:
-            raise TraceError(too_large)
+            raise TraceError(too_large, path=p)
         events += chunk.count(b'"ph"')  # every event has one (and a name may: an over-estimate, never an under-one)
         if memory is not None and (need := BASE_BYTES + events * BYTES_PER_EVENT + total) > memory:
             raise TraceError(
                 f"{p}: about {events:,} events in its first {total:,} bytes of text would need about "
                 f"{need / 2**30:,.1f} GiB to load, build and simulate (about {BYTES_PER_EVENT:,} bytes an event), over "
-                f"the limit of {memory / 2**30:,.1f} GiB ({describe_limit()}; docs/limits.md)"
+                f"the limit of {memory / 2**30:,.1f} GiB ({describe_limit()}; docs/limits.md)",
+                path=p,
             )
         if not started:
             chunk = chunk.lstrip(_JSON_SPACE)
             if not chunk:
                 if total > MAX_LEADING_WHITESPACE:
-                    raise TraceError(f"{p}: {empty} (its first {total:,} bytes are all whitespace)")
+                    raise TraceError(f"{p}: {empty} (its first {total:,} bytes are all whitespace)", path=p)
                 continue
             if chunk[0] not in starts:
-                raise TraceError(not_json(p, chunk))
+                raise TraceError(not_json(p, chunk), path=p)
             started = True
         yield chunk
     if not started:
-        raise TraceError(f"{p}: {empty}")
+        raise TraceError(f"{p}: {empty}", path=p)
 
 
 def values_in(text: bytes | bytearray | memoryview) -> int:
@@ -323,18 +324,18 @@ def decode_json(raw: bytes | bytearray, path: str, decode: Callable[[Any], T], w
         if not is_invalid_utf8(exc):
             raise
     except RecursionError:
-        raise TraceError(_too_deep_message(raw, path)) from None
+        raise TraceError(_too_deep_message(raw, path), path=path) from None
     fixed, offset = _replace_invalid_utf8(raw)
     if warnings is not None:
         warnings.append(f"{path}: invalid UTF-8 (first at byte {offset:,}) read as U+FFFD")
     try:
         return decode(fixed)
     except RecursionError:
-        raise TraceError(_too_deep_message(fixed, path)) from None
+        raise TraceError(_too_deep_message(fixed, path), path=path) from None
     except (UnicodeDecodeError, msgspec.DecodeError) as exc:  # not expected once replaced; a message, not a traceback
         if not is_invalid_utf8(exc):
             raise
-        raise TraceError(f"{path}: not valid UTF-8 text ({getattr(exc, 'reason', exc)})") from None
+        raise TraceError(f"{path}: not valid UTF-8 text ({getattr(exc, 'reason', exc)})", path=path) from None
 
 
 def is_invalid_utf8(exc: Exception) -> bool:
@@ -446,21 +447,34 @@ def decode_trace(raw: bytes | bytearray, path: str, warnings: list[str] | None =
     :func:`decode_json`; warnings about the text go to ``warnings``)."""
     m = _FIRST_BYTE.search(raw)
     if m is None:
-        raise TraceError(f"{path}: empty file (no events), expected Kineto trace JSON")
+        raise TraceError(f"{path}: empty file (no events), expected Kineto trace JSON", path=path)
     first = raw[m.start() : m.start() + 1]
     try:
         if first == b"[":  # Chrome trace "array format": a bare list of events
             return TraceFile(traceEvents=decode_json(raw, path, EVENTS_DECODER.decode, warnings))
         if first != b"{":
-            raise TraceError(not_json(path, raw[m.start() :]))
+            raise TraceError(not_json(path, raw[m.start() :]), path=path)
         return decode_json(raw, path, TRACE_DECODER.decode, warnings)
     except msgspec.ValidationError as exc:
         msg = str(exc)
         if "missing required field `traceEvents`" in msg:
-            raise TraceError(f"{path}: not a Kineto trace: the JSON object has no 'traceEvents'") from None
-        raise TraceError(f"{path}: malformed trace: {_describe_validation(msg)}") from None
+            raise TraceError(f"{path}: not a Kineto trace: the JSON object has no 'traceEvents'", path=path) from None
+        raise TraceError(f"{path}: malformed trace: {_describe_validation(msg)}", path=path, event=event_index(msg)) from None
     except msgspec.DecodeError as exc:
-        raise TraceError(f"{path}: not valid JSON: {exc}") from None
+        raise TraceError(f"{path}: not valid JSON: {exc}", path=path, offset=byte_offset(exc)) from None
+
+
+def event_index(message: str) -> int | None:
+    """The index of the event (or execution-trace node) a decoder's message is about: msgspec says "... - at
+    `$.traceEvents[12].ts`"; None where it names none."""
+    m = re.search(r"\$\.(?:traceEvents|nodes)\[(\d+)\]", message)
+    return int(m.group(1)) if m else None
+
+
+def byte_offset(exc: BaseException) -> int | None:
+    """The byte of the text a JSON decoder's error is at ("... (byte 41)"); None where it says none."""
+    m = re.search(r"\(byte (\d+)\)", str(exc))
+    return int(m.group(1)) if m else None
 
 
 def _describe_validation(msg: str) -> str:
@@ -472,9 +486,36 @@ def _describe_validation(msg: str) -> str:
 def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None = None) -> Trace:
     """Load a Kineto trace (and, optionally, the PyTorch execution trace recorded beside it).
 
-    Raises :class:`TraceError` with a one-line message for any unreadable input (see the module's limits). An
-    execution trace or recording sidecar found next to the trace by its name, not asked for, that cannot be used
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A Kineto trace: Chrome-trace JSON, ``.json`` or ``.json.gz``.
+    et : str or os.PathLike, optional
+        The PyTorch execution trace of the same run (default: the one found next to ``path`` by its name, if any).
+
+    Returns
+    -------
+    Trace
+        The trace's events by family (``cpu_ops``, ``kernels``, ``runtime``, ``annotations``, ...), its devices
+        and ``warnings``; :func:`~daydream.graph.build_graph` makes the graph of a step of it.
+
+    Raises
+    ------
+    TraceError
+        For any unreadable input (the module's limits), with a one-line message naming the file and the place, and
+        the place as fields (``path``, ``event``, ``offset``).
+
+    Notes
+    -----
+    An execution trace or recording sidecar found next to the trace by its name, not asked for, that cannot be used
     is a warning: the trace stands without it.
+
+    Examples
+    --------
+    >>> from daydream import bundled_example, load_trace
+    >>> trace = load_trace(bundled_example())
+    >>> len(trace.cpu_ops), trace.warnings
+    (3099, [])
     """
     spath = str(path)
     try:
@@ -484,7 +525,7 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
         if trace is None:
             trace = _load_whole(spath)
     except MemoryError:  # past every limit, still more than this machine holds
-        raise TraceError(f"{spath}: out of memory decoding the trace") from None
+        raise TraceError(f"{spath}: out of memory decoding the trace", path=spath) from None
     from daydream.trace.et import attach_execution_trace
 
     sidecar = recording_path(spath)
@@ -636,10 +677,10 @@ def _finish(trace: Trace, document: TraceFile, families: _Families) -> None:
 def read_document(trace: Trace, document: TraceFile) -> None:
     """The trace's metadata from the rest of its document (its devices, its rank), checked."""
     if not trace.event_count:
-        raise TraceError(f"{trace.path}: no events (the trace's 'traceEvents' list is empty)")
+        raise TraceError(f"{trace.path}: no events (the trace's 'traceEvents' list is empty)", path=trace.path)
     trace.devices = list(document.deviceProperties or [])
     if document.distributedInfo and nesting_exceeds(document.distributedInfo):
-        raise TraceError(f"{trace.path}: 'distributedInfo' nests more than {MAX_NESTING} levels")
+        raise TraceError(f"{trace.path}: 'distributedInfo' nests more than {MAX_NESTING} levels", path=trace.path)
     trace.distributed = dict(document.distributedInfo or {})
     _check_distributed(trace)
     trace.schema_version = document.schemaVersion
@@ -652,9 +693,9 @@ def read_sidecar(path: str, warnings: list[str] | None = None) -> Recording:
     try:
         doc = decode_json(raw, path, msgspec.json.decode, warnings)
     except msgspec.DecodeError as exc:
-        raise TraceError(f"{path}: cannot read recording metadata: {exc}") from None
+        raise TraceError(f"{path}: cannot read recording metadata: {exc}", path=path) from None
     if nesting_exceeds(doc):
-        raise TraceError(f"{path}: recording metadata nests more than {MAX_NESTING} levels")
+        raise TraceError(f"{path}: recording metadata nests more than {MAX_NESTING} levels", path=path)
     return as_recording(doc, path)
 
 
@@ -674,6 +715,7 @@ class _Families:
         # categories, processes and threads; the decoder makes a new object for each event.
         self.strings: dict[Any, Any] = {}
         self.too_deep: str | None = None  # the first event whose shapes nest too deeply (said once the text decoded)
+        self.too_deep_event: int | None = None  # its index
         self.memory: list[tuple[Any, ...]] = []  # the allocator's events (model.memory_row), in the file's order
 
     def add(self, events: list[Event]) -> None:
@@ -681,7 +723,8 @@ class _Families:
         self.trace.event_count += len(events)
         if self.trace.event_count > MAX_EVENTS:
             raise TraceError(
-                f"{self.trace.path}: holds more than {MAX_EVENTS:,} events; daydream reads traces of at most that many"
+                f"{self.trace.path}: holds more than {MAX_EVENTS:,} events; daydream reads traces of at most that many",
+                path=self.trace.path,
             )
         trace, families, strings = self.trace, self.families, self.strings
         thread_names, cpu_ops = trace.thread_names, trace.cpu_ops
@@ -731,12 +774,13 @@ class _Families:
                 at = first + next(i for i, e in enumerate(events) if e is ev)
                 where = f"traceEvents[{at}] ({ev.name[:100]!r})"
                 self.too_deep = f"{self.trace.path}: {where}: args '{key}' nests more than {MAX_NESTING} levels"
+                self.too_deep_event = at
 
     def finish(self) -> None:
         """Refuse an event whose shapes nest too deeply; launch flows bind their calls and kernels; each family
         ordered by start, the longest first."""
         if self.too_deep is not None:
-            raise TraceError(self.too_deep)
+            raise TraceError(self.too_deep, path=self.trace.path, event=self.too_deep_event)
         if self.memory:
             self.trace.memory = MemoryEvents.of(self.memory)
         finish_families(self.trace, self.launch_flows, self.skipped)
@@ -757,7 +801,7 @@ def finish_families(trace: Trace, launch_flows: list[Event], skipped: int) -> No
         )
     if trace.event_count and not any(trace.family_size(f) for f in ("cpu_ops", "runtime", "gpu", "annotations")):
         why = f"; {skipped} complete events skipped without a valid ts/dur" if skipped else ""
-        raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}")
+        raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}", path=trace.path)
 
 
 def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:

@@ -175,13 +175,13 @@ def as_recording(doc: Any, where: str) -> Recording:
     """A decoded sidecar (plain JSON values) as a :class:`Recording`; :class:`TraceError` naming ``where`` and the
     field when it is not one (``host.threads: Expected `int | null`, got `str```)."""
     if not isinstance(doc, dict) or not str(doc.get("format", "")).startswith("daydream.recording/"):
-        raise TraceError(f"{where}: not a daydream recording sidecar (no 'format': '{FORMAT}')")
+        raise TraceError(f"{where}: not a daydream recording sidecar (no 'format': '{FORMAT}')", path=where)
     try:
         return msgspec.convert(doc, Recording)
     except msgspec.ValidationError as exc:
         message, _, field = str(exc).partition(" - at `$.")
         at = f" at {field.rstrip('`')}" if field else ""
-        raise TraceError(f"{where}: malformed recording metadata{at}: {message}") from None
+        raise TraceError(f"{where}: malformed recording metadata{at}: {message}", path=where) from None
 
 
 def read_recording(path: str | os.PathLike[str]) -> Recording:

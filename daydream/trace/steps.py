@@ -70,7 +70,7 @@ def whole_trace(trace: Trace) -> Step:
             starts.append(fam[0].ts)
             ends.append(max(e.ts + e.dur for e in fam))  # type: ignore[operator]
     if not starts:
-        raise TraceError(f"{trace.path}: no events (no CPU ops, annotations, runtime calls or GPU activity) in the trace")
+        raise TraceError(f"{trace.path}: no events (no CPU ops, annotations, runtime calls or GPU activity) in the trace", path=trace.path)
     return Step("trace", min(starts), max(ends) + 1e-3)  # type: ignore[type-var]
 
 
@@ -107,7 +107,7 @@ def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
         for s in steps:
             if s.name == text:
                 return [s]
-        raise TraceError(_no_step(trace, steps, f"no step {text} in the trace"))  # a number off: the list says it
+        raise TraceError(_no_step(trace, steps, f"no step {text} in the trace"), path=trace.path)  # a number off: the list says it
     named = [Step(e.name, e.ts, e.ts + e.dur) for e in trace.annotations if e.name == text]  # type: ignore[operator]
     if not named:
         raise TraceError(
@@ -116,7 +116,8 @@ def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
                 steps,
                 f"no step or annotation named {text!r} in the trace",
                 did_you_mean(text, [*(s.name for s in steps), "all", "trace", *sorted({e.name for e in trace.annotations})]),
-            )
+            ),
+            path=trace.path,
         )
     if len(named) > 1:
         # Repeated annotations (e.g. one per iteration) are distinct steps: name them by occurrence.

@@ -138,3 +138,11 @@ def test_the_cli_runs_a_large_job_by_workers(tmp_path: Path, monkeypatch: pytest
     same(joint, spread)
     assert main(["run", str(folder), "straggler", "--jobs", "2"]) == 0
     assert "simulated by 2 workers (local processes)" in capsys.readouterr().out
+    # --no-by-workers keeps it in this process; a timeline to export is the whole job's, in one process
+    assert main(["run", str(folder), "straggler", "--no-by-workers"]) == 0
+    assert "simulated by" not in capsys.readouterr().out
+    exported = tmp_path / "timeline.json"
+    assert main(["run", str(folder), "straggler", "--export-trace", str(exported)]) == 0 and exported.exists()
+    capsys.readouterr()
+    assert main(["run", str(folder), "straggler", "--by-workers", "--export-trace", str(exported)]) != 0
+    assert "--no-by-workers" in capsys.readouterr().err

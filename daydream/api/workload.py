@@ -41,7 +41,11 @@ class Workload:
     jobs : int, optional
         Worker processes that build a job's ranks (None: one per 32 ranks; default 1).
     ray : str, optional
-        The address of a Ray cluster that builds a job's ranks instead.
+        The address of a Ray cluster that builds a job's ranks instead (and, by workers, holds them).
+    by_workers : bool, optional
+        A job: simulated (and its scripts run, :func:`~daydream.whatif`) by ``jobs`` workers that each hold some of
+        its ranks, none all of them (:mod:`daydream.api.job_whatif`); False: every rank in this process; None (the
+        default): by workers where its traces hold more than 8 MiB.
 
     Examples
     --------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -66,6 +67,10 @@ def add_run(sub: Commands) -> None:
     )
     add_graph_options(run)
     add_job_options(run)
+    run.add_argument("--by-workers", action=argparse.BooleanOptionalAction, default=None,
+                     help="a job: simulate it by the workers (--jobs, --ray), each holding some ranks and running the "
+                          "scripts on each where it lives (default: for a job of more than 8 MiB of traces); "
+                          "--no-by-workers: every rank in this process")  # fmt: skip
     run.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     run.add_argument("--export-trace", metavar="OUT.json",
                      help="write the baseline and the predicted timelines as two processes of one Chrome-trace JSON (never onto an input of the run)")  # fmt: skip
@@ -189,6 +194,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(terminal_text(line), file=sys.stderr if args.json else sys.stdout, flush=True)
 
     work, options = workload(args), run_options(args)
+    if args.export_trace is not None and args.by_workers:
+        raise DaydreamError("--export-trace needs the whole job's timelines in one process: give --no-by-workers")
+    # timelines to export are the whole job's: one process holds them
+    work = dataclasses.replace(work, by_workers=False if args.export_trace is not None else args.by_workers)
     inputs = work.inputs(args.scripts, options)
     _check_export(args, inputs)  # before the work: a refused output path costs no simulation
     result = whatif(work, args.scripts, script_params(args.param), options, on_print=show)

@@ -6,6 +6,7 @@ the two things workers cannot do said clearly."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -146,3 +147,14 @@ def test_the_cli_runs_a_large_job_by_workers(tmp_path: Path, monkeypatch: pytest
     capsys.readouterr()
     assert main(["run", str(folder), "straggler", "--by-workers", "--export-trace", str(exported)]) != 0
     assert "--no-by-workers" in capsys.readouterr().err
+
+
+def test_ray_actors_run_the_scripts_as_jointly(tmp_path: Path) -> None:
+    """Workers as Ray actors (a Ray started here; Ray is a test dependency): the scripts run in the actors."""
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is not installed")
+    folder = write_job(tmp_path / "job")
+    joint = whatif(Workload(str(folder), by_workers=False), ["straggler"])
+    on_ray = whatif(Workload(str(folder), by_workers=True, jobs=2, ray="local"), ["straggler"])
+    assert on_ray.workers is not None and on_ray.workers.kind == "Ray actors"
+    same(joint.to_dict(), on_ray.to_dict())

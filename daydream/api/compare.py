@@ -52,7 +52,7 @@ from daydream.dsl.params import script_name
 from daydream.errors import DaydreamError
 from daydream.files import clip, input_number, read_json, read_toml
 from daydream.graph.schema import CPU_ONLY
-from daydream.perf.uncertainty import Interval, Paired, rank_paired
+from daydream.perf.trust.uncertainty import Interval, Paired, rank_paired
 from daydream.units import brief_repr
 from daydream.workers import connect_ray, worker_count
 
@@ -457,7 +457,7 @@ def compare(
 
 
 def rank_with_ties(scenarios: list[ScenarioResult]) -> list[ScenarioResult]:
-    """Each predicted scenario's place (1 the fastest) by paired differences (daydream.perf.uncertainty.rank_paired):
+    """Each predicted scenario's place (1 the fastest) by paired differences (daydream.perf.trust.uncertainty.rank_paired):
     one more than the scenarios decidedly faster than it - the interval of the difference of the two predictions
     holds no zero, the trace's noise cancelling and a model both use erring alike in both - so that scenarios the
     evidence cannot tell apart share a place (``1, 2=, 2=, 4``) and ``ties`` names them."""

@@ -22,7 +22,7 @@ from daydream.dsl.params import script_name
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph import derived
 from daydream.graph.schema import CPU_ONLY
-from daydream.perf.uncertainty import (
+from daydream.perf.trust.uncertainty import (
     Interval,
     Paired,
     device_part,
@@ -258,8 +258,8 @@ def predicted_interval(
 ) -> Interval:
     """How far to trust a prediction: a 90% interval from the trace's own step-to-step noise and the measured error
     of the scripts run (the validation ledger), widened and marked extrapolated where the change leaves what was
-    validated (daydream.perf.uncertainty). ``declared``: each script's params (its includes' too), which name its
-    model for a ranking's pairs with the values they were bound to (:func:`~daydream.perf.uncertainty.model_key`);
+    validated (daydream.perf.trust.uncertainty). ``declared``: each script's params (its includes' too), which name its
+    model for a ranking's pairs with the values they were bound to (:func:`~daydream.perf.trust.uncertainty.model_key`);
     and where the scripts read gradient sizes the trace does not record, their estimate's part."""
     names = [library_name(s) if not s.startswith("<") else None for s in scripts]
     each = declared if declared is not None else [param_values] * len(scripts)

@@ -540,7 +540,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from daydream.perf import mlp
+    from daydream.perf.kernels import mlp
     from daydream.presentation.terminal import render_accuracy
 
     console = _console(stderr=True)
@@ -600,7 +600,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_shard(args: argparse.Namespace) -> int:
-    from daydream.perf.sharding import ShardingProblem, best_plan, compare_sharders, format_plans, load_tables
+    from daydream.perf.embeddings.sharding import ShardingProblem, best_plan, compare_sharders, format_plans, load_tables
 
     tables = load_tables(args.tables)
     link = args.link
@@ -637,7 +637,7 @@ def _cmd_embeddings_profile(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from daydream.api.validate import DEFAULT_CASES, load_cases, validate
     from daydream.files import check_output_path
-    from daydream.perf.uncertainty import write_table
+    from daydream.perf.trust.uncertainty import write_table
     from daydream.presentation.terminal import render_ledger
 
     cases = args.cases or DEFAULT_CASES
@@ -662,7 +662,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_models_accuracy(args: argparse.Namespace) -> int:
-    from daydream.perf.models import model_accuracy
+    from daydream.perf.accuracy_report import model_accuracy
     from daydream.presentation.terminal import render_accuracy
 
     rows = model_accuracy(args.traces)
@@ -674,7 +674,7 @@ def _cmd_models_accuracy(args: argparse.Namespace) -> int:
 
 
 def _cmd_models_devices(args: argparse.Namespace) -> int:
-    from daydream.perf.devices import load_catalog
+    from daydream.perf.kernels.devices import load_catalog
     from daydream.presentation.terminal import render_devices
 
     catalog = load_catalog()
@@ -688,7 +688,7 @@ def _cmd_models_devices(args: argparse.Namespace) -> int:
 def _cmd_models_kernels(args: argparse.Namespace) -> int:
     import msgspec
 
-    from daydream.perf import device_model
+    from daydream.perf.kernels import device_model
     from daydream.presentation.terminal import render_kernel_model
 
     if args.out and not args.refit:

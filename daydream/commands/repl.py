@@ -230,7 +230,7 @@ class Repl:
         self.console.print(f"measured {ms(s.measured_us)}, predicted {ms(p)}, {self._against(p)}" if p else f"predicted {ms(p)}",
                            highlight=False)  # fmt: skip
         if p and s.effects:  # statements typed here are a script of one's own: the ledger never measured them
-            from daydream.perf.uncertainty import interval, model_parts, noise_of, versus_baseline
+            from daydream.perf.trust.uncertainty import interval, model_parts, noise_of, versus_baseline
             from daydream.presentation.terminal import versus_note
 
             iv = interval(p, [noise_of(s.state.graph), *model_parts([None], {}, models=["<repl>"])])

@@ -59,7 +59,7 @@ class DeviceInfo(SidecarPart, frozen=True, omit_defaults=True):
 class HostInfo(SidecarPart, frozen=True):
     """The host's intra-op threads, the cores the process could run on, and how much faster threaded work ran on
     T threads than on one, measured when the recording ended (``[[threads, speedup], ...]``; daydream.record.host_bench).
-    :mod:`daydream.perf.host` reads all three."""
+    :mod:`daydream.perf.cpu.host` reads all three."""
 
     threads: int | None = None
     cores: int | None = None

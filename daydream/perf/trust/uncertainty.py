@@ -40,7 +40,7 @@ import msgspec
 
 from daydream.files import write_atomically
 from daydream.graph.gradients import used_estimate
-from daydream.perf.devices import KERNELS_DIR
+from daydream.perf.paths import KERNELS_DIR
 
 CONFIDENCE = 0.9
 Z = 1.6449  # the standard normal's 95th percentile: a two-sided 90% interval is +-Z sigma

@@ -46,9 +46,9 @@ from daydream.api.memory import MemoryChange, with_capacity
 from daydream.api.replay import CriticalPath, critical_path_summary, replay_graph, run_inputs
 from daydream.api.whatif import json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
-from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
 from daydream.dsl.params import script_name
+from daydream.dsl.values import format_value
 from daydream.errors import DaydreamError
 from daydream.files import clip, input_number, read_json, read_toml
 from daydream.graph.schema import CPU_ONLY

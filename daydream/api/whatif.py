@@ -15,10 +15,10 @@ from daydream.api.memory import MemoryChange, graph_memory, memory_change, with_
 from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
 from daydream.dsl.effects import Effect
-from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import library_name
 from daydream.dsl.limits import Budget
 from daydream.dsl.params import script_name
+from daydream.dsl.values import format_value
 from daydream.errors import ScriptError, did_you_mean
 from daydream.graph import derived
 from daydream.graph.schema import CPU_ONLY

@@ -24,9 +24,9 @@ from daydream import signals
 from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
 from daydream.dsl.check import BUILTIN_VALUES
-from daydream.dsl.evaluate import format_value
 from daydream.dsl.functions import FUNCTIONS
 from daydream.dsl.parse import KEYWORDS, STATEMENT_KEYWORDS, parse_expression, parse_script
+from daydream.dsl.values import format_value
 from daydream.errors import CheckFailed, DaydreamError, ScriptError, did_you_mean
 from daydream.files import check_output_path, write_atomically
 from daydream.graph.adjacency import attrs_of

@@ -28,7 +28,6 @@ from synth import make_trace, write_trace
 from daydream import DaydreamError, TraceError, build_graph, load_trace, simulate
 from daydream.api.demo import bundled_example
 from daydream.graph.edit import add_dependency, add_waits
-from daydream.trace import load as loader
 from daydream.trace import reading
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"

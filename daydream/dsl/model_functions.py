@@ -526,7 +526,7 @@ for _name, _impl, _lo, _hi, _doc, _keys in [
      "empty, the lists say how many tables", ("rows", "dims", "pooling", "batch")),
     ("fused_step", _fused_step, 1, 1, "fused_step(SEL): microseconds of torch's fused CPU kernel (fused=True) for the "
      "for-loop optimizer step whose CPU ops SEL holds: its passes over the parameters at the rate the step's in-place "
-     "ops made theirs (daydream.perf.cpu.optimizer_step)", ()),
+     "ops made theirs (daydream.perf.optimizer_step)", ()),
     ("fae_schedule", _fae_schedule, 2, 3, "fae_schedule(BATCHES, HOT_FRACTION, switch_every = none): FAE's epoch of "
      "BATCHES mini-batches, HOT_FRACTION of them hot: [N_HOT, N_COLD, SWAPS], N_HOT rounded to the nearest batch, "
      "SWAPS the hot<->cold switches of a schedule that starts cold and alternates runs of switch_every batches of "

@@ -1,16 +1,16 @@
 """CPU overheads T1..T5 of Lin et al. (HiPC 2022) and their single-GPU end-to-end iteration estimate: the names of
 the modules that do each part, in one place.
 
-=====================================  ====================================================================
+=========================================  ============================================================================
 :mod:`daydream.perf.cpu.sample_stats`      a sample set as one value (``Stat``, ``summarize``, ``without_outliers``)
 :mod:`daydream.perf.cpu.top_level_ops`     what a trace holds per top-level op (``Item``, ``Launch``, ``Kernel``)
 :mod:`daydream.perf.cpu.graph_ops`         the same units read back from a dependency graph (``graph_items``)
 :mod:`daydream.perf.cpu.overhead_table`    the overhead table (``Overheads``, ``extract_overheads``)
 :mod:`daydream.perf.cpu.overhead_lookup`   what an op or a call costs by the table (``launch_us``, ``op_overhead_us``)
 :mod:`daydream.perf.cpu.iterations`        the iterations estimated (``whole_iterations``, ``default_iteration``)
-:mod:`daydream.perf.cpu.end_to_end`               Algorithm 1 (``predict_e2e``, ``run_algorithm``, ``E2E``)
-:mod:`daydream.perf.cpu.end_to_end_check`         its error on a trace's own iterations (``check_iterations``, ``accuracy``)
-=====================================  ====================================================================
+:mod:`daydream.perf.cpu.end_to_end`        Algorithm 1 (``predict_e2e``, ``run_algorithm``, ``E2E``)
+:mod:`daydream.perf.cpu.end_to_end_check`  its error on a trace's own iterations (``check_iterations``, ``accuracy``)
+=========================================  ============================================================================
 
 The host side of an iteration is cut into five kinds of time (notes, section 3):
 

@@ -1,5 +1,7 @@
 """Collective-communication cost models: the nccl-tests formula, the piecewise model of Lin et al. (TPDS), and
-their fit to benchmark sweeps and to the NCCL kernels of real traces.
+their fit to benchmark sweeps and to the NCCL kernels of real traces: the collectives room of daydream.perf, this
+package the model itself, beside it the sweeps parsed (:mod:`daydream.perf.collectives.nccl_tests`: nccl-tests and
+PARAM output) and a multi-rank job's collectives priced (:mod:`daydream.perf.collectives.job`).
 
 Message size ``nbytes`` follows nccl-tests (see :mod:`daydream.perf.collectives.nccl_tests`): the per-rank buffer for
 all-reduce / broadcast / reduce / send-recv, the gathered output for all-gather, the scattered input for

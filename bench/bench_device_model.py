@@ -1,4 +1,4 @@
-"""Device swaps, kernel by kernel: the measured-kernels model (daydream.perf.device_model) leaving one GPU out.
+"""Device swaps, kernel by kernel: the measured-kernels model (daydream.perf.kernels.device_model) leaving one GPU out.
 
     python bench/bench_device_model.py [DATA] [--classes gemm,conv,elementwise,norm] [--json OUT] [--model OUT]
 
@@ -37,8 +37,8 @@ def main() -> int:
     except ImportError:
         print("needs scikit-learn (pip install 'daydream-whatif[calibrate]')", file=sys.stderr)
         return 2
-    from daydream.perf import device_model
-    from daydream.perf.kernel_data import read_measurements
+    from daydream.perf.kernels import device_model
+    from daydream.perf.kernels.kernel_data import read_measurements
 
     print("| class | target GPU (left out) | kernel pairs | measured target | datasheet only | roofline ratio |\n"
           "| --- | --- | --- | --- | --- | --- |")  # fmt: skip

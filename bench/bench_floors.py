@@ -88,7 +88,7 @@ def part(name: str, trace: str) -> float:
             f.read()
         return time.perf_counter() - t0
     if name == "decode":
-        from daydream.trace.load import read_trace_bytes
+        from daydream.trace.reading import read_trace_bytes
         from daydream.trace.schema import TRACE_DECODER
 
         text = read_trace_bytes(trace)

@@ -5,7 +5,7 @@
 
 ``memory``: the peak memory of ``daydream simulate --step all`` on traces of tiny events (every one kept: a CPU op
 on one thread, about 73 bytes of JSON each, gzip) and on the given real traces, in bytes per event: what
-``daydream.trace.load.BYTES_PER_EVENT`` must cover, so that a trace's load, which estimates its memory as BASE_BYTES +
+``daydream.trace.reading.BYTES_PER_EVENT`` must cover, so that a trace's load, which estimates its memory as BASE_BYTES +
 events x BYTES_PER_EVENT + its text, refuses what the machine cannot hold (``DAYDREAM_MEMORY_LIMIT`` lifts the limit here).
 
 ``shard``: the time of ``daydream shard`` on N synthetic tables (rows 1k-10M, dims 32-128, pooling 1-100, seeded):
@@ -62,7 +62,7 @@ def events_of(trace: Path) -> int:
 
 
 def memory(counts: list[int], traces: list[str]) -> None:
-    from daydream.trace.load import BASE_BYTES, BYTES_PER_EVENT
+    from daydream.trace.reading import BASE_BYTES, BYTES_PER_EVENT
 
     rows = []
     with tempfile.TemporaryDirectory() as folder:

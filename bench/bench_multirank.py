@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from daydream.api.job import load_job, replay_job_graph
-from daydream.perf.job_collectives import price_collectives
+from daydream.perf.collectives.job import price_collectives
 
 DLRM8 = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "dlrm8"
 

@@ -55,7 +55,7 @@ def results(trace: Path, folder: Path, step: str | None = "all") -> dict[str, An
     from daydream.api.replay import replay
     from daydream.api.whatif import whatif
     from daydream.api.workload import RunOptions, Workload
-    from daydream.perf.models import model_accuracy
+    from daydream.perf.accuracy_report import model_accuracy
     from daydream.presentation.page import write_report
 
     out: dict[str, Any] = {}

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from daydream.perf.microbench import _time_runs, rows_to_csv, write_atomic  # noqa: E402
+from daydream.perf.kernels.microbench import _time_runs, rows_to_csv, write_atomic  # noqa: E402
 
 # the budget's shares: GEMMs carry most of a training step's time and four dtypes
 SHARES = {"gemm": 0.40, "conv": 0.20, "vector": 0.20, "sdpa": 0.20}
@@ -54,7 +54,7 @@ for _blocks, _width, _side, _first_stride in ((3, 64, 24, 1), (4, 128, 24, 2), (
 
 def pick_shapes(neusight: Path, seed: int = 0) -> dict[str, list[dict[str, Any]]]:
     """The shapes to measure, section by section, shuffled (a budget cut keeps a random sample of each)."""
-    from daydream.perf.kernel_data import read_measurements
+    from daydream.perf.kernels.kernel_data import read_measurements
 
     rng = random.Random(seed)
     gemm: set[tuple[str, tuple[int, ...]]] = set()

@@ -93,7 +93,7 @@ def test_the_h100_tables() -> None:
 
 @pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="needs ../shared/calibration/neusight")
 def test_the_h100_fp32_gemms_agree_with_the_data_sets_h100() -> None:
-    from daydream.perf.kernel_data import read_measurements
+    from daydream.perf.kernels.kernel_data import read_measurements
 
     theirs = {(m.op, m.dims): m.latency_us for m in read_measurements(NEUSIGHT) if "H100" in m.device}
     ratios = [float(r["Latency"]) * 1e3 / theirs[(r["OPName"], dims)] for r in _table("gemm")

@@ -192,7 +192,7 @@ def test_an_exported_scale_out_reads_back_to_the_prediction_run_gave(tmp_path: P
 def test_by_chakras_fields_alone_dlrm8_replays_within_5_percent(tmp_path: Path) -> None:
     """What a consumer that reads Chakra's fields alone (ASTRA-sim) is given: the gaps and late starts as nodes, no
     lags, no stream gaps, whole microseconds (docs/ecosystem.md gives the figure: +2.2%)."""
-    from daydream.perf.job_collectives import price_collectives
+    from daydream.perf.collectives.job import price_collectives
 
     before, _ = Workload(str(DLRM8)).load()
     write_chakra(before, tmp_path / "et", "d")

@@ -305,7 +305,7 @@ def test_ray_equals_serial(scenarios: Path) -> None:
 def _scored(name: str, us: float, parts: list[tuple[str, float, str | None]]):  # type: ignore[no-untyped-def]
     """A scenario result with an interval of these parts (name, half-width %, model)."""
     from daydream.api.compare import ScenarioResult
-    from daydream.perf.uncertainty import Part, interval
+    from daydream.perf.trust.uncertainty import Part, interval
 
     iv = interval(us, [Part(n, h, "by hand", model=m) for n, h, m in parts])
     return ScenarioResult(name, [], {}, us, 1.0, 1.0, None, None, interval=iv)
@@ -331,7 +331,7 @@ def test_the_paired_difference_decides_where_the_intervals_overlap() -> None:
 
 
 def test_versus_baseline_is_decided_on_the_paired_difference() -> None:
-    from daydream.perf.uncertainty import Part, versus_baseline
+    from daydream.perf.trust.uncertainty import Part, versus_baseline
 
     parts = [Part("noise", 30.0, "", model=None), Part("amp", 10.0, "", model="amp")]
     assert versus_baseline(80.0, parts, 100.0).verdict == "faster"  # 20 beyond 10% of 80: the noise cancels

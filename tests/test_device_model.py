@@ -1,4 +1,4 @@
-"""The measured-kernels device model (daydream.perf.device_model): the shipped model's figures, its trees evaluated
+"""The measured-kernels device model (daydream.perf.kernels.device_model): the shipped model's figures, its trees evaluated
 as sklearn does, swaps through `device`, the interval's device part, `daydream models kernels`."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from daydream.perf import device_model
-from daydream.perf.costs import op_dims
-from daydream.perf.devices import get_device
-from daydream.perf.roofline import Calibration, move_us
+from daydream.perf.kernels import device_model
+from daydream.perf.kernels.costs import op_dims
+from daydream.perf.kernels.devices import get_device
+from daydream.perf.kernels.roofline import Calibration, move_us
 
 NEUSIGHT = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "neusight"
 MEASURED = {
@@ -123,7 +123,7 @@ def test_a_gpu_or_dtype_without_measured_kernels_is_extrapolated() -> None:
 def test_refit_data_sets_each_gpu_and_class_from_the_first(tmp_path: Path) -> None:
     """Several data sets refit one model: each GPU and class from the first that holds it (two sessions of one GPU are
     not mixed in one anchor), a sweep's tables (with a DType column) by their FP32 rows."""
-    from daydream.perf.kernel_data import read_sources
+    from daydream.perf.kernels.kernel_data import read_sources
 
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir(), second.mkdir()

@@ -16,7 +16,7 @@ from daydream.api import embeddings
 from daydream.api.embeddings import ProfileOptions, parse_fraction, parse_size, profile
 from daydream.commands.cli import main
 from daydream.errors import DaydreamError
-from daydream.perf import hot_rows as hr
+from daydream.perf.embeddings import hot_rows as hr
 
 EXACT = ProfileOptions(exact=True)
 ROWS = 200_000

@@ -15,8 +15,10 @@ import pytest
 
 from daydream.errors import TraceError
 from daydream.trace import load as loader
+from daydream.trace import reading
 from daydream.trace.columns import EventColumns, load_columns
-from daydream.trace.load import decode_trace, load_trace, read_trace_bytes
+from daydream.trace.load import load_trace
+from daydream.trace.reading import decode_trace, read_trace_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "daydream" / "examples" / "mlp_cpu.json.gz"
@@ -171,7 +173,7 @@ def test_random_events_read_as_the_decoder_reads_them(tmp_path: Path) -> None:
     names = [f"name {i} {chr(0xE9 + i % 50)}" for i in range(3000)] + ['with "quotes"', "tab\there", "}, {", ""]
     events = [random_event(rng, names) for _ in range(40_000)]
     text = json.dumps({"traceEvents": events}, ensure_ascii=rng.random() < 0.5)
-    assert len(text) > 2 * loader.BATCH_BYTES
+    assert len(text) > 2 * reading.BATCH_BYTES
     columns = assert_same(write(tmp_path, text))
     assert len(columns.strings) > 2048  # past the table's first size
 

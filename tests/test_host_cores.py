@@ -14,7 +14,7 @@ import pytest
 from daydream import build_graph, load_trace
 from daydream.api.whatif import run_whatif
 from daydream.errors import DaydreamError
-from daydream.perf.host import (
+from daydream.perf.cpu.host import (
     OBSERVED_EFFICIENCY,
     UNMEASURED_EFFICIENCY,
     parallel_time_factor,

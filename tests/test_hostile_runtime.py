@@ -293,7 +293,7 @@ def test_out_of_memory_in_a_script_says_where(example_graph: Any, monkeypatch: p
 def _tables(n: int, seed: int) -> list[Any]:
     import random
 
-    from daydream.perf.sharding import Table
+    from daydream.perf.embeddings.sharding import Table
 
     rng = random.Random(seed)
     return [Table(f"t{i}", rng.randint(1_000, 10_000_000), rng.choice([32, 64, 128]), rng.uniform(1, 100)) for i in range(n)]
@@ -305,7 +305,7 @@ def test_a_neighbours_key_in_constant_time_is_the_key_summed_afresh(memory: floa
     tables took 22 s, 1,024 over 120 s); the key must be the one summed afresh."""
     import itertools
 
-    from daydream.perf.sharding import ShardingProblem, _Problem, _Sums
+    from daydream.perf.embeddings.sharding import ShardingProblem, _Problem, _Sums
 
     p = _Problem.make(ShardingProblem(_tables(12, 1), 4, 4096, "V100", "nvlink2", memory_bytes=memory))
     a = [i % 4 for i in range(12)]
@@ -326,7 +326,7 @@ def test_a_neighbours_key_in_constant_time_is_the_key_summed_afresh(memory: floa
 
 
 def test_the_search_stops_at_its_neighbours_and_says_so() -> None:
-    from daydream.perf.sharding import ShardingProblem, best_plan
+    from daydream.perf.embeddings.sharding import ShardingProblem, best_plan
 
     looked: list[int] = []
     plan = best_plan(ShardingProblem(_tables(300, 2), 8, 8192, "V100", "nvlink2"), max_neighbours=200_000,

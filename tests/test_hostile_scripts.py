@@ -24,7 +24,6 @@ from daydream.api.demo import bundled_example
 from daydream.api.whatif import run_whatif
 from daydream.dsl import Session, parse_expression, parse_script
 from daydream.dsl import regex as dsl_regex
-from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import check_files
 from daydream.dsl.limits import (
     BUDGET_FLOOR,
@@ -37,6 +36,7 @@ from daydream.dsl.limits import (
     default_budget,
 )
 from daydream.dsl.params import ParamBinder
+from daydream.dsl.values import format_value
 from daydream.errors import CheckFailed, DaydreamError, ScriptError
 from daydream.graph.build import build_graph
 from daydream.trace import load_trace

@@ -20,7 +20,7 @@ import pytest
 from daydream.api.demo import bundled_example
 from daydream.commands import cli as cli_module
 from daydream.errors import DaydreamError, ScriptError
-from daydream.perf.sharding import ShardingProblem, Table, best_plan
+from daydream.perf.embeddings.sharding import ShardingProblem, Table, best_plan
 
 BIG = "1" + "0" * 400  # past a float: float(BIG) raises OverflowError
 

@@ -28,7 +28,7 @@ from synth import make_trace, write_trace
 from daydream import DaydreamError, TraceError, build_graph, load_trace, simulate
 from daydream.api.demo import bundled_example
 from daydream.graph.edit import add_dependency, add_waits
-from daydream.trace import load as loader
+from daydream.trace import reading
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 SMALL_SHARED = [
@@ -290,7 +290,7 @@ def test_json_nested_too_deeply_to_decode_names_the_file_and_byte(tmp_path: Path
 
 
 def test_values_the_loader_keeps_nest_at_most_max_nesting(tmp_path: Path) -> None:
-    assert loader.MAX_NESTING == 64
+    assert reading.MAX_NESTING == 64
     ok = _trace_with(tmp_path, "ok.json", lambda doc: _first_op(doc)["args"].update({"Input Dims": "__DEEP60__"}))
     pipeline(ok)  # under the limit: loads, builds and simulates
     for key in ("Input Dims", "Input type"):
@@ -534,23 +534,23 @@ def test_a_gzip_bomb_of_tiny_values_is_refused_quickly(tmp_path: Path) -> None:
 
 
 def test_size_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert loader.MAX_TRACE_BYTES == 4 << 30 and loader.MAX_JSON_VALUES == 1 << 27
+    assert reading.MAX_TRACE_BYTES == 4 << 30 and reading.MAX_JSON_VALUES == 1 << 27
     data = json.dumps(make_trace()).encode()
     plain, gz = tmp_path / "t.json", tmp_path / "t.json.gz"
     plain.write_bytes(data)
     gz.write_bytes(gzip.compress(data))
-    monkeypatch.setattr(loader, "MAX_TRACE_BYTES", 1000)
+    monkeypatch.setattr(reading, "MAX_TRACE_BYTES", 1000)
     with pytest.raises(TraceError, match=re.escape(f"{plain}: is more than 1,000 bytes")):
         load_trace(plain)
     with pytest.raises(TraceError, match=re.escape(f"{gz}: decompresses to more than 1,000 bytes")):
         load_trace(gz)
-    monkeypatch.setattr(loader, "MAX_TRACE_BYTES", 4 << 30)
-    monkeypatch.setattr(loader, "MAX_JSON_VALUES", 100)
+    monkeypatch.setattr(reading, "MAX_TRACE_BYTES", 4 << 30)
+    monkeypatch.setattr(reading, "MAX_JSON_VALUES", 100)
     with pytest.raises(TraceError, match=re.escape(f"{plain}: holds more than 100 JSON values")):
         load_trace(plain)
-    monkeypatch.setattr(loader, "MAX_JSON_VALUES", 1 << 27)
-    monkeypatch.setattr(loader, "GZIP_RATIO_FLOOR", 1000)
-    monkeypatch.setattr(loader, "MAX_GZIP_RATIO", 2)
+    monkeypatch.setattr(reading, "MAX_JSON_VALUES", 1 << 27)
+    monkeypatch.setattr(reading, "GZIP_RATIO_FLOOR", 1000)
+    monkeypatch.setattr(reading, "MAX_GZIP_RATIO", 2)
     with pytest.raises(TraceError, match=r"t.json.gz: decompresses to more than [\d,]+ bytes, over 2 times its [\d,]+ bytes"):
         load_trace(gz)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daydream.errors import DaydreamError
-from daydream.perf.kernel_data import Measurement, read_gpus, read_measurements
+from daydream.perf.kernels.kernel_data import Measurement, read_gpus, read_measurements
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "calibration" / "neusight"
 

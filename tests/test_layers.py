@@ -1,6 +1,7 @@
 """The package reads in one direction: a module imports only from its own layer or the layers below it.
 
-trace -> graph -> simulation -> perf -> dsl -> api (whatif/replay/job/workload, then validate/demo/compare/analyses/
+trace -> graph -> simulation -> perf (its rooms: trust and paths, then kernels, collectives and cpu, then embeddings,
+then the accuracy report) -> dsl -> api (whatif/replay/job/workload, then validate/demo/compare/analyses/
 embeddings) -> presentation (terminal/plots/page) -> commands (the flags they share and how they print, then repl and
 each group of commands, then cli); errors, files, units, workers, progress,
 signals, memory_limit, _arrays, _gc, _heap and _jit sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed),
@@ -25,26 +26,30 @@ LAYERS: dict[str, int] = {
     "trace": 2, "record": 3,
     "graph": 4,
     "simulation": 5,
-    "perf": 6,
-    "dsl": 7,
+    # perf/: what work nobody measured would cost, a room per thing priced; every room states its error (trust)
+    "perf.trust": 6, "perf.paths": 6,
+    "perf.kernels": 7, "perf.collectives": 7, "perf.cpu": 7,
+    "perf.embeddings": 8,
+    "perf.accuracy_report": 9, "perf": 9,
+    "dsl": 10,
     # the API a notebook uses (api/): a run, then what is built from runs
-    "api": 8, "api.memory": 8, "api.whatif": 8, "api.replay": 8, "api.job": 8, "api.job_report": 8, "api.job_workers": 8, "api.job_whatif": 8,
-    "api.workload": 8,
-    "api.validate": 9, "api.demo": 9, "api.compare": 9, "api.plan": 9, "api.analyses": 9, "api.embeddings": 9, "api.chakra": 9,
+    "api": 11, "api.memory": 11, "api.whatif": 11, "api.replay": 11, "api.job": 11, "api.job_report": 11, "api.job_workers": 11,
+    "api.job_whatif": 11, "api.workload": 11,
+    "api.validate": 12, "api.demo": 12, "api.compare": 12, "api.plan": 12, "api.analyses": 12, "api.embeddings": 12, "api.chakra": 12,
     # presentation/: results rendered for people
-    "presentation": 10, "presentation.terminal": 10, "presentation.plots": 10, "presentation.page": 10,
-    "presentation.console": 10,
+    "presentation": 13, "presentation.terminal": 13, "presentation.plots": 13, "presentation.page": 13,
+    "presentation.console": 13,
     # commands/: what people type
-    "commands": 11, "commands.arguments": 11, "commands.output": 11,
+    "commands": 14, "commands.arguments": 14, "commands.output": 14,
     # a group of commands each: its flags, its call of the API, what it prints
-    "commands.repl": 12, "commands.predict": 12, "commands.plans": 12, "commands.scripts": 12, "commands.models": 12,
-    "commands.first_steps": 12,
+    "commands.repl": 15, "commands.predict": 15, "commands.plans": 15, "commands.scripts": 15, "commands.models": 15,
+    "commands.first_steps": 15,
     # the top parser and the dispatch
-    "commands.cli": 13,
-    "__init__": 14, "__main__": 15,
+    "commands.cli": 16,
+    "__init__": 17, "__main__": 18,
 }  # fmt: skip
-# packages whose modules are units of their own (the top of the house: api, presentation, commands)
-SPLIT = frozenset({"api", "presentation", "commands"})
+# packages whose modules are units of their own (the top of the house: api, presentation, commands; perf's rooms)
+SPLIT = frozenset({"perf", "api", "presentation", "commands"})
 
 
 def _unit(path: Path) -> str:
@@ -65,7 +70,9 @@ def _module_name(path: Path) -> list[str]:
 
 
 def _is_unit(name: str) -> bool:
-    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
+    """Whether ``name`` (a dotted path under the package: ``dsl``, ``perf.kernels``) is a module or a package."""
+    path = PACKAGE.joinpath(*name.split("."))
+    return path.is_dir() or path.with_suffix(".py").is_file()
 
 
 def _imported_units(path: Path) -> set[str]:
@@ -87,8 +94,10 @@ def _imported_units(path: Path) -> set[str]:
             if names == ["daydream"]:
                 names = [f"daydream.{alias.name}" if _is_unit(alias.name) else "daydream" for alias in node.names]
             elif len(names[0].split(".")) == 2 and names[0].split(".")[1] in SPLIT:
-                # `from daydream.api import whatif` names the module in the imported names
-                names = [f"{names[0]}.{alias.name}" for alias in node.names]
+                # `from daydream.api import whatif` names the module in the imported names (`from daydream.perf
+                # import Accuracy` a name of the package itself)
+                split = names[0].split(".")[1]
+                names = [f"{names[0]}.{alias.name}" if _is_unit(f"{split}.{alias.name}") else names[0] for alias in node.names]
         for name in names:
             parts = name.split(".")
             if parts[0] == "daydream":
@@ -124,21 +133,24 @@ def test_no_import_cycle_between_units() -> None:
 
 
 @pytest.mark.parametrize("source, expected", [
-    ("from daydream.perf.costs import x", {"perf"}),
+    ("from daydream.perf.kernels.costs import x", {"perf.kernels"}),
+    ("from daydream.perf import collectives, Accuracy", {"perf.collectives", "perf"}),
     ("import daydream.dsl.parse", {"dsl"}),
     ("from daydream import dsl, errors", {"dsl", "errors"}),
     ("from daydream import __version__", {"__init__"}),
     ("def f():\n    from daydream.presentation.terminal import x", {"presentation.terminal"}),
     ("from daydream.api import whatif, compare", {"api.whatif", "api.compare"}),
     ("from ..perf import costs", {"perf"}),
+    ("from ..perf.cpu import host", {"perf.cpu"}),
 ])  # fmt: skip
 def test_imports_are_read_at_any_depth_and_relative(tmp_path: Path, source: str, expected: set[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     fake = tmp_path / "daydream" / "graph" / "x.py"
     fake.parent.mkdir(parents=True)
-    for unit in ("perf", "dsl", "presentation", "api"):
+    for unit in ("perf", "perf/kernels", "perf/collectives", "perf/cpu", "dsl", "presentation", "api"):
         (tmp_path / "daydream" / unit).mkdir()
-    (tmp_path / "daydream" / "errors.py").write_text("")
+    for module in ("errors", "api/whatif", "api/compare"):
+        (tmp_path / "daydream" / f"{module}.py").write_text("")
     fake.write_text(source)
     monkeypatch.setattr(f"{__name__}.PACKAGE", tmp_path / "daydream")
     assert _imported_units(fake) == expected

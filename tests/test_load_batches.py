@@ -16,6 +16,7 @@ import pytest
 from synth import make_trace
 
 import daydream.trace.load as loader
+import daydream.trace.reading as reading
 from daydream import TraceError
 from daydream.trace.model import Trace
 from daydream.workers import read_ahead
@@ -33,10 +34,10 @@ def _same(batched: Trace, whole: Trace) -> None:
 
 def _check(path: Path, monkeypatch: pytest.MonkeyPatch, batch_bytes: int = 2048) -> Trace:
     """The batched load of ``path`` equals the whole-text load, and it decoded batches of about ``batch_bytes``."""
-    monkeypatch.setattr(loader, "BATCH_BYTES", batch_bytes)
-    monkeypatch.setattr(loader, "_READ_CHUNK", 997)  # chunks that cut events, keys and numbers anywhere
+    monkeypatch.setattr(reading, "BATCH_BYTES", batch_bytes)
+    monkeypatch.setattr(reading, "_READ_CHUNK", 997)  # chunks that cut events, keys and numbers anywhere
     decoded: list[int] = []  # the length of each batch that decoded
-    decode = loader._decode_batch
+    decode = loader.decode_batch
 
     def counted(text: Any, *args: Any) -> Any:
         result = decode(text, *args)
@@ -44,11 +45,11 @@ def _check(path: Path, monkeypatch: pytest.MonkeyPatch, batch_bytes: int = 2048)
             decoded.append(len(text))
         return result
 
-    monkeypatch.setattr(loader, "_decode_batch", counted)
+    monkeypatch.setattr(loader, "decode_batch", counted)
     batched = loader._load_in_batches(str(path))
     assert batched is not None, "the text was read whole"
     _same(batched, loader._load_whole(str(path)))
-    text_bytes = sum(len(c) for c in loader._text_chunks(str(path), 1 << 40, b"{[", ""))
+    text_bytes = sum(len(c) for c in reading._text_chunks(str(path), 1 << 40, b"{[", ""))
     assert len(decoded) >= text_bytes // (batch_bytes + 997 + 8192)  # batches, not one at the end
     assert max(decoded) <= batch_bytes + 997 + 8192  # an event or two past the batch's size, and a chunk
     return batched
@@ -124,7 +125,7 @@ def test_a_second_traceevents_inside_another_key_is_read_whole(tmp_path: Path, m
     doc = _doc()
     text = json.dumps({"meta": {"traceEvents": []}, **doc})
     path = _write(tmp_path, "t.json", text)
-    monkeypatch.setattr(loader, "BATCH_BYTES", 512)
+    monkeypatch.setattr(reading, "BATCH_BYTES", 512)
     assert loader._load_in_batches(str(path)) is None
     assert len(loader.load_trace(path).gpu) == 15
 
@@ -161,9 +162,9 @@ def test_a_batch_without_an_event_boundary_is_read_whole(tmp_path: Path, monkeyp
     doc = _doc()
     doc["traceEvents"][3].setdefault("args", {})["Input type"] = ["x" * 100] * 200
     path = _write(tmp_path, "t.json", json.dumps(doc))
-    monkeypatch.setattr(loader, "BATCH_BYTES", 256)
-    monkeypatch.setattr(loader, "MAX_PENDING_BYTES", 4096)
-    monkeypatch.setattr(loader, "_READ_CHUNK", 8192)
+    monkeypatch.setattr(reading, "BATCH_BYTES", 256)
+    monkeypatch.setattr(reading, "MAX_PENDING_BYTES", 4096)
+    monkeypatch.setattr(reading, "_READ_CHUNK", 8192)
     assert loader._load_in_batches(str(path)) is None
     assert len(loader.load_trace(path).gpu) == 15
 
@@ -183,7 +184,7 @@ def test_shapes_nested_too_deeply_are_named_by_their_index(tmp_path: Path, monke
     i = next(i for i, ev in enumerate(doc["traceEvents"]) if ev.get("cat") == "cpu_op" and i > 20)
     doc["traceEvents"][i].setdefault("args", {})["Input Dims"] = deep
     path = _write(tmp_path, "t.json", json.dumps(doc))
-    monkeypatch.setattr(loader, "BATCH_BYTES", 512)
+    monkeypatch.setattr(reading, "BATCH_BYTES", 512)
     with pytest.raises(TraceError, match=rf"traceEvents\[{i}\] \(.*\): args 'Input Dims' nests more than 64 levels"):
         loader.load_trace(path)
 
@@ -199,12 +200,12 @@ def _inflaters() -> list[Any]:
 
 @pytest.mark.parametrize("inflater", _inflaters(), ids=lambda m: m.__name__)
 def test_gzip_members_padding_and_truncation(inflater: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(loader, "_inflate_module", inflater)
-    monkeypatch.setattr(loader, "_INFLATE_ERRORS", (zlib.error, inflater.error))
+    monkeypatch.setattr(reading, "_inflate_module", inflater)
+    monkeypatch.setattr(reading, "_INFLATE_ERRORS", (zlib.error, inflater.error))
     data = json.dumps(_doc()).encode()
     cut = len(data) // 3
     padded = gzip.compress(data[:cut]) + b"\0" * 10 + gzip.compress(data[cut:]) + b"\0" * 100
-    assert b"".join(loader._gunzip_chunks(io.BytesIO(padded))) == data
+    assert b"".join(reading._gunzip_chunks(io.BytesIO(padded))) == data
     path = _write(tmp_path, "t.json", padded)
     assert len(loader.load_trace(path).gpu) == 15
     whole = gzip.compress(data)
@@ -220,8 +221,8 @@ def test_isal_inflates_where_installed() -> None:
     """Where isal is installed (a dependency on the platforms it has wheels for), the loader inflates with it: a
     fallback to zlib by mistake would cost a 10M-event trace's load seconds."""
     isal_zlib = pytest.importorskip("isal.isal_zlib")
-    assert loader._inflate_module is isal_zlib
-    assert isal_zlib.error in loader._INFLATE_ERRORS
+    assert reading._inflate_module is isal_zlib
+    assert isal_zlib.error in reading._INFLATE_ERRORS
 
 
 def test_read_ahead_hands_over_items_errors_and_stops_its_producer() -> None:
@@ -258,14 +259,14 @@ def test_a_decoder_that_keeps_views_of_its_text(monkeypatch: pytest.MonkeyPatch)
     cycles while it compiles the scanner, on a first run): the pending text, which cannot be resized then, is
     copied instead - the same trace, not 'Existing exports of data: object cannot be re-sized'."""
     kept: list[memoryview] = []
-    decode = loader._decode_batch
+    decode = loader.decode_batch
 
     def keeping(text: Any, *args: Any) -> Any:
         if isinstance(text, memoryview):
             kept.append(memoryview(text.obj))  # a view of the whole pending text, kept
         return decode(text, *args)
 
-    monkeypatch.setattr(loader, "_decode_batch", keeping)
+    monkeypatch.setattr(loader, "decode_batch", keeping)
     example = Path(loader.__file__).resolve().parents[1] / "examples" / "mlp_cpu.json.gz"
     _check(example, monkeypatch)
     assert kept, "the decoder saw no batch"
@@ -279,13 +280,13 @@ def test_batches_are_decoded_ahead_of_their_taker_on_a_thread_of_their_own(
     """The next batch is decoded (the compiled scanner releases the GIL) while the one before is taken: decoded off
     the taker's thread, taken in order; a taker that fails ends the reading with its own error, the decoding thread
     stopped and the file closed, not a hang."""
-    monkeypatch.setattr(loader, "BATCH_BYTES", 2048)
+    monkeypatch.setattr(reading, "BATCH_BYTES", 2048)
     path = _write(tmp_path, "t.json", LAYOUTS["pretty"](_doc()))
     decoders: set[int] = set()
 
     def decode(text: Any) -> Any:
         decoders.add(threading.get_ident())
-        return loader._decode_batch(text)
+        return loader.decode_batch(text)
 
     taken: list[Any] = []
     assert loader.decode_in_batches(str(path), decode, taken.extend) is not None

@@ -435,7 +435,7 @@ def test_pipeline_parallel_memory_of_the_interleaved_schedule_by_hand(schedule: 
 
 
 def test_device_changes_no_tensor_and_gives_the_targets_capacity() -> None:
-    from daydream.perf.devices import get_device
+    from daydream.perf.kernels.devices import get_device
 
     memory = run(ddp_step(), "device", device="h100").report.memory
     assert memory is not None
@@ -446,7 +446,7 @@ def test_device_changes_no_tensor_and_gives_the_targets_capacity() -> None:
 def test_device_gives_the_targets_capacity_on_a_recorded_gpu(shared_traces: Path) -> None:
     # the MI300X normalization test records the GPU's allocator (Device Type 6) and its 192 GiB
     from daydream.api.whatif import whatif
-    from daydream.perf.devices import get_device
+    from daydream.perf.kernels.devices import get_device
 
     trace = shared_traces / "tracelens" / "mi300_normalization_layer_test.json.gz"
     memory = whatif(trace, ["device"], {"device": "h100"}).report.memory

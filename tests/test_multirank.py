@@ -21,7 +21,7 @@ from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task
 from daydream.graph.job import join_ranks
 from daydream.graph.schema import ProcessGroup, RankInfo, StepInfo
-from daydream.perf.job_collectives import price_collectives
+from daydream.perf.collectives.job import price_collectives
 from daydream.simulation import simulate
 from daydream.simulation.ranks import rank_results
 from daydream.simulation.timeline import BREAKDOWN_PARTS
@@ -393,7 +393,7 @@ def embedding_rank() -> nx.DiGraph:
 def test_sharding_on_a_job_by_hand() -> None:
     from daydream.api.whatif import run_whatif
     from daydream.perf.collectives import collective_us
-    from daydream.perf.sharding import ShardingProblem, Table, evaluate, shard
+    from daydream.perf.embeddings.sharding import ShardingProblem, Table, evaluate, shard
 
     rows, pooling, dim, batch = [4_000_000, 1_000_000, 10_000, 1_000], [20, 5, 1, 1], 64, 512
     tables = [Table(f"t{i}", e, dim, p) for i, (e, p) in enumerate(zip(rows, pooling))]

@@ -13,7 +13,7 @@ from daydream.errors import DaydreamError
 from daydream.graph import build_graph
 from daydream.graph.kernel_class import collective_of
 from daydream.perf import collectives as C
-from daydream.perf.nccl_tests import load_sweep, normalize_collective, parse_nccl_tests, parse_param_comms
+from daydream.perf.collectives.nccl_tests import load_sweep, normalize_collective, parse_nccl_tests, parse_param_comms
 from daydream.trace import load_trace
 
 # ---- formula ------------------------------------------------------------------------------------------------------
@@ -422,7 +422,7 @@ def test_topology_against_the_two_node_sweeps(file: str, topology: tuple[str, st
 
 
 def test_intra_node_link_of_a_device() -> None:
-    from daydream.perf.devices import get_device
+    from daydream.perf.kernels.devices import get_device
 
     assert C.intra_node_link(get_device("v100-sxm2-32gb")).name == "nvlink2"
     assert C.intra_node_link(get_device("h100-sxm")).name == "nvlink4"

@@ -11,7 +11,7 @@ import networkx as nx
 import pytest
 
 from daydream.errors import DaydreamError
-from daydream.perf.devices import (
+from daydream.perf.kernels.devices import (
     COMPUTE_DTYPES,
     device_names,
     device_of_graph,

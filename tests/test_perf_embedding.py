@@ -7,8 +7,8 @@ import math
 import pytest
 
 from daydream.errors import DaydreamError
-from daydream.perf.devices import get_device
-from daydream.perf.embedding import BagModel, cached_rows, embedding_bag_us, group_bytes, hit_rate, tables_at_once
+from daydream.perf.embeddings.embedding_bag import BagModel, cached_rows, embedding_bag_us, group_bytes, hit_rate, tables_at_once
+from daydream.perf.kernels.devices import get_device
 
 V100 = get_device("v100-sxm2-32gb")  # 900 GB/s DRAM, 6 MiB L2, 80 SMs, L2 2048 B/clk at 1530 MHz
 V100_L2_GBPS = 2048 * 1530 / 1e3

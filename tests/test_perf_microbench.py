@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from daydream.errors import DaydreamError
-from daydream.perf import microbench as mb
+from daydream.perf.kernels import microbench as mb
 from daydream.stats import quantile
 
 

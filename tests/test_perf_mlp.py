@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from daydream.errors import DaydreamError
-from daydream.perf import mlp
-from daydream.perf.accuracy import gmae
-from daydream.perf.microbench import elementwise_costs, gemm_costs, read_table, rows_to_csv, write_atomic
+from daydream.perf.kernels import mlp
+from daydream.perf.kernels.microbench import elementwise_costs, gemm_costs, read_table, rows_to_csv, write_atomic
 from daydream.perf.paths import DATA_DIR
+from daydream.perf.trust.accuracy import gmae
 
 CPU_DIR = DATA_DIR / "cpu"
 SMALL_GRID = (mlp.HyperParams(3, 64, "adam", 1e-3),)

@@ -1,11 +1,11 @@
-"""The fused CPU optimizer step's price (daydream.perf.optimizer_step), by hand."""
+"""The fused CPU optimizer step's price (daydream.perf.cpu.optimizer_step), by hand."""
 
 from __future__ import annotations
 
 import pytest
 
 from daydream.errors import DaydreamError
-from daydream.perf.optimizer_step import fused_cpu_step_us, step_optimizer
+from daydream.perf.cpu.optimizer_step import fused_cpu_step_us, step_optimizer
 
 # One parameter of 1000 elements, torch's for-loop Adam step: the step counter, then the per-parameter ops.
 ADAM_LOOP = [

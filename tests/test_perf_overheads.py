@@ -12,8 +12,8 @@ from synth import make_trace, write_trace
 
 from daydream.errors import DaydreamError
 from daydream.graph import GPU_KINDS, build_graph
-from daydream.perf.models import trace_files
-from daydream.perf.overheads import (
+from daydream.perf.accuracy_report import trace_files
+from daydream.perf.cpu.overheads import (
     DEFAULT_LAUNCH_US,
     Item,
     Kernel,

@@ -9,9 +9,9 @@ import networkx as nx
 import pytest
 
 from daydream.errors import DaydreamError
-from daydream.perf.costs import Cost, elementwise_cost, gemm_cost, op_cost
-from daydream.perf.devices import get_device
-from daydream.perf.roofline import (
+from daydream.perf.kernels.costs import Cost, elementwise_cost, gemm_cost, op_cost
+from daydream.perf.kernels.devices import get_device
+from daydream.perf.kernels.roofline import (
     Calibration,
     ClassEfficiency,
     calibrate,
@@ -304,7 +304,7 @@ def _calibration(latency: float = 0.0, eff: float = 0.5) -> Calibration:
 
 
 def test_predict_moves_a_traced_task_by_the_work_ratio() -> None:
-    from daydream.perf.device_model import swap
+    from daydream.perf.kernels.device_model import swap
 
     big = {"op": "aten::mm", "shapes": [[4096, 4096], [4096, 4096]], "class": "gemm", "duration": 10000.0, "name": "sgemm"}
     # on another GPU, a GEMM by the measured-kernels model (test_device_model.py): not the peaks' 19.5 -> 67 TFLOP/s
@@ -368,7 +368,7 @@ def test_each_gpu_computes_in_a_precision_it_has() -> None:
 
 
 def test_a_kernel_moves_by_its_own_roofline_in_its_own_precision() -> None:
-    from daydream.perf.device_model import swap
+    from daydream.perf.kernels.device_model import swap
 
     h100, v100 = get_device("h100"), get_device("v100-sxm2-32gb")
     empty = Calibration(A100, "fp32", {})
@@ -414,7 +414,7 @@ def test_resolved_gmae_floors_errors_at_the_clock_step() -> None:
 
 
 def test_roofline_accuracy_on_real_traces(shared_traces: Path) -> None:
-    from daydream.perf.roofline import accuracy
+    from daydream.perf.kernels.roofline import accuracy
 
     results = {a.name: a for a in accuracy([shared_traces / "param/linear_kineto.json.gz"])}
     # measured: GEMM 4.9% held-out (n=31) on the 2080 Ti linear trace; element-wise 29% with the kernel classes

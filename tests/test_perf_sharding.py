@@ -1,4 +1,4 @@
-"""Embedding-table sharding (daydream.perf.sharding): the six sharders of Lin et al. (TPDS) on a hand-worked example, the
+"""Embedding-table sharding (daydream.perf.embeddings.sharding): the six sharders of Lin et al. (TPDS) on a hand-worked example, the
 all-to-all sizes and the predicted step time by hand, and the searches against plain enumeration on synthetic
 DLRMs with skewed table sizes and lookups."""
 
@@ -13,9 +13,8 @@ import pytest
 
 from daydream.errors import DaydreamError
 from daydream.perf.collectives import collective_us
-from daydream.perf.devices import get_device
-from daydream.perf.embedding import embedding_bag_us
-from daydream.perf.sharding import (
+from daydream.perf.embeddings.embedding_bag import embedding_bag_us
+from daydream.perf.embeddings.sharding import (
     SHARDERS,
     PlanCost,
     ShardingProblem,
@@ -27,6 +26,7 @@ from daydream.perf.sharding import (
     format_plans,
     shard,
 )
+from daydream.perf.kernels.devices import get_device
 
 V100 = get_device("V100")
 LINK = "nvlink2"  # bus 120 GB/s, latency 15 us (kernels/links.toml)

@@ -236,7 +236,7 @@ def test_plan_on_a_recorded_transformer() -> None:
     assert fitting and all(p.memory_bytes <= 2**30 for p in fitting)
     assert [p.throughput for p in fitting] == sorted((p.throughput for p in fitting), reverse=True)
     assert result.plans[: len(fitting)] == fitting and result.best is fitting[0] and fitting[0].rank == 1
-    from daydream.perf.uncertainty import decided
+    from daydream.perf.trust.uncertainty import decided
 
     def per_sample(p):  # type: ignore[no-untyped-def]
         return 1 / p.throughput, p.interval.parts

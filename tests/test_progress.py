@@ -142,7 +142,7 @@ def test_loading_building_and_simulating_report_progress(
 
 def test_models_accuracy_and_jobs_report_progress(tmp_path: Path, steps_said: list[tuple[str, float | None, float]]) -> None:
     from daydream.api.job import load_job
-    from daydream.perf.models import model_accuracy
+    from daydream.perf.accuracy_report import model_accuracy
 
     for r in range(2):
         doc = make_trace()

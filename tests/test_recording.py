@@ -13,7 +13,7 @@ import pytest
 
 from daydream.errors import TraceError
 from daydream.graph import build_graph
-from daydream.perf.host import recorded_host
+from daydream.perf.cpu.host import recorded_host
 from daydream.trace import load_trace
 from daydream.trace.recording import Recording, as_recording, encode_recording, read_recording
 

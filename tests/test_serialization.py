@@ -15,10 +15,10 @@ from daydream.api.replay import ReplayReport, replay_graph
 from daydream.api.validate import CaseResult, Ledger, LedgerReport
 from daydream.api.whatif import WhatIfReport, run_whatif
 from daydream.graph import build_graph
-from daydream.perf import mlp
 from daydream.perf.collectives import TraceCollectiveCosts, model_from_dict
-from daydream.perf.e2e import predict_e2e
-from daydream.perf.overhead_table import Overheads, extract_overheads
+from daydream.perf.cpu.end_to_end import predict_e2e
+from daydream.perf.cpu.overhead_table import Overheads, extract_overheads
+from daydream.perf.kernels import mlp
 from daydream.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ A step is simulated after the steps before it (its context), so that it starts w
 the CPU runs ahead of the GPU a step simulated alone took its span (resnet_kineto +11%, up to +170% on traces held
 out), where a training run pays its period. Every command, the Python API and every JSON report that one time; and
 each predicted time comes with a 90% interval from the trace's own noise and the measured error of the models the
-change used (daydream.perf.uncertainty), checked for calibration on the validation ledger.
+change used (daydream.perf.trust.uncertainty), checked for calibration on the validation ledger.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from daydream.api.compare import compare
 from daydream.api.demo import bundled_example, run_demo
 from daydream.api.replay import replay, replay_graph
 from daydream.api.whatif import whatif
-from daydream.perf import uncertainty
+from daydream.perf.trust import uncertainty
 from daydream.presentation.page import write_report
 from daydream.trace.steps import iteration_steps
 

@@ -20,7 +20,7 @@ from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task, build_graph
 from daydream.graph.edit import check_threads
 from daydream.graph.schema import Delays
-from daydream.perf.roofline import kernel_dtype
+from daydream.perf.kernels.roofline import kernel_dtype
 from daydream.trace import load_trace
 
 TRANSFORMS = Path(__file__).resolve().parent.parent / "transforms"
@@ -234,7 +234,7 @@ def test_fused_optimizer_on_a_cpu_recording_adds_adagrads_foreach_pass() -> None
 
 def test_fused_optimizer_kind_fused_on_a_cpu_recording_by_hand() -> None:
     # torch's fused CPU kernel (fused=True): the for-loop step's ops become one op priced by
-    # daydream.perf.optimizer_step (the ops of tests/test_perf_optimizer_step.py: 70 us).
+    # daydream.perf.cpu.optimizer_step (the ops of tests/test_perf_optimizer_step.py: 70 us).
     from test_perf_optimizer_step import ADAM_LOOP
 
     g = nx.DiGraph()

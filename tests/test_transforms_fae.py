@@ -1,4 +1,4 @@
-"""FAE (Adnan et al., PVLDB 2022): the epoch arithmetic of daydream/perf/fae.py, worked by hand, and transforms/fae.whatif's hot-batch
+"""FAE (Adnan et al., PVLDB 2022): the epoch arithmetic of daydream/perf/embeddings/fae.py, worked by hand, and transforms/fae.whatif's hot-batch
 graph on a hand-built hybrid iteration, with the predicted time worked out by hand."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from daydream.graph import add_dependency, add_task
 from daydream.graph.edit import check_threads
 from daydream.graph.job import join_ranks
 from daydream.graph.schema import Delays, RankInfo
-from daydream.perf import fae
 from daydream.perf.collectives import collective_us, intra_node_link
-from daydream.perf.devices import get_device
-from daydream.perf.embedding import bag_shape, embedding_bag_us
-from daydream.perf.roofline import PCIE_GBPS
+from daydream.perf.embeddings import fae
+from daydream.perf.embeddings.embedding_bag import bag_shape, embedding_bag_us
+from daydream.perf.kernels.devices import get_device
+from daydream.perf.kernels.roofline import PCIE_GBPS
 
 FAE = Path(__file__).resolve().parent.parent / "transforms" / "fae.whatif"
 V100 = get_device("v100-sxm2-16gb")  # FAE's GPUs (4x V100 16 GB)

@@ -25,8 +25,8 @@ import numpy as np
 
 from daydream.api.replay import CriticalPath, critical_path_summary, release_time, step_critical_path
 from daydream.graph.schema import CPU_KINDS, GPU_KINDS
-from daydream.perf.devices import device_of_graph
-from daydream.perf.roofline import compute_peak, observations
+from daydream.perf.kernels.devices import device_of_graph
+from daydream.perf.kernels.roofline import compute_peak, observations
 from daydream.simulation import Timeline, breakdown
 from daydream.simulation.timeline import union_intervals
 from daydream.units import brief_repr

@@ -46,13 +46,13 @@ from daydream.api.memory import MemoryChange, with_capacity
 from daydream.api.replay import CriticalPath, critical_path_summary, replay_graph, run_inputs
 from daydream.api.whatif import json_param, run_whatif
 from daydream.api.workload import RunOptions, Workload
-from daydream.dsl.evaluate import format_value
 from daydream.dsl.library import Loader, describe_scripts, library_dirs, script_path
 from daydream.dsl.params import script_name
+from daydream.dsl.values import format_value
 from daydream.errors import DaydreamError
 from daydream.files import clip, input_number, read_json, read_toml
 from daydream.graph.schema import CPU_ONLY
-from daydream.perf.uncertainty import Interval, Paired, rank_paired
+from daydream.perf.trust.uncertainty import Interval, Paired, rank_paired
 from daydream.units import brief_repr, ms
 from daydream.workers import connect_ray, worker_count
 
@@ -511,7 +511,7 @@ def compare(
 
 
 def rank_with_ties(scenarios: list[ScenarioResult]) -> list[ScenarioResult]:
-    """Each predicted scenario's place (1 the fastest) by paired differences (daydream.perf.uncertainty.rank_paired):
+    """Each predicted scenario's place (1 the fastest) by paired differences (daydream.perf.trust.uncertainty.rank_paired):
     one more than the scenarios decidedly faster than it - the interval of the difference of the two predictions
     holds no zero, the trace's noise cancelling and a model both use erring alike in both - so that scenarios the
     evidence cannot tell apart share a place (``1, 2=, 2=, 4``) and ``ties`` names them."""

@@ -22,7 +22,7 @@ from daydream.dsl.library import describe_scripts
 from daydream.errors import DaydreamError, NotApplicable
 from daydream.graph.build import build_graph
 from daydream.graph.schema import CPU_ONLY
-from daydream.perf.uncertainty import Interval, Paired, rank_paired
+from daydream.perf.trust.uncertainty import Interval, Paired, rank_paired
 from daydream.trace import load_trace
 from daydream.units import brief_repr, ms
 

@@ -15,7 +15,7 @@ The data is read in blocks (a few MB each, never the whole file): with ``sample`
 4,096 inputs (FAE samples 5% of the inputs) to count each row's lookups, and another x, held out, to classify the
 inputs (hot when every lookup in every table hits a hot row: the inputs counted would overstate it, having made
 their own rows hot). Memory grows with the tables' rows (a count per row) and not
-with the file. The hot rows come from :mod:`daydream.perf.hot_rows` (FAE's chunked estimator and threshold search);
+with the file. The hot rows come from :mod:`daydream.perf.embeddings.hot_rows` (FAE's chunked estimator and threshold search);
 ``exact`` counts every input and every row instead, as a check.
 """
 
@@ -34,8 +34,8 @@ import numpy as np
 from daydream import progress
 from daydream.errors import DaydreamError
 from daydream.files import clip, input_number, open_input
-from daydream.perf import hot_rows as hr
-from daydream.perf.sharding import MAX_TABLE_ROWS  # one bound for a table's rows, profiled or sharded
+from daydream.perf.embeddings import hot_rows as hr
+from daydream.perf.embeddings.sharding import MAX_TABLE_ROWS  # one bound for a table's rows, profiled or sharded
 from daydream.units import brief_repr
 
 UNIT_INPUTS = 4096  # inputs per sampling unit: a random x of these units is read

@@ -2,7 +2,7 @@
 
 Each rank's graph is built on its own (in worker processes with ``jobs`` > 1); ranks whose graphs are the same
 share one set of tasks (:mod:`daydream.graph.job`); the collectives are matched across ranks and priced by a model
-(:mod:`daydream.perf.job_collectives`); the simulator starts each collective when its last rank reaches it.
+(:mod:`daydream.perf.collectives.job`); the simulator starts each collective when its last rank reaches it.
 Per rank: the measured step, the predicted one (its own window, from its own step's start), the time spent waiting in
 collectives; for the job, the rank the others wait for (the straggler): its late start, the collectives it reached
 last and how long it held the others at each, and where its time went on the way. The job's step is its slowest
@@ -27,7 +27,7 @@ from daydream.graph.build import build_graph
 from daydream.graph.job import join_ranks, rank_fingerprint
 from daydream.graph.schema import RankInfo
 from daydream.perf.collectives import Link
-from daydream.perf.job_collectives import price_collectives
+from daydream.perf.collectives.job import price_collectives
 from daydream.simulation import EARLIEST, Policy, breakdown, simulate
 from daydream.simulation.ranks import HeldCollective, RankResult, Straggler, rank_results
 from daydream.trace import load_trace

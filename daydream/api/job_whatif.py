@@ -51,7 +51,7 @@ from daydream.errors import DaydreamError
 from daydream.graph import derived
 from daydream.graph.job import comm_tasks, place_rank, unplace_rank
 from daydream.graph.schema import RankInfo
-from daydream.perf.uncertainty import gradient_sizes_part
+from daydream.perf.trust.uncertainty import gradient_sizes_part
 from daydream.simulation import Policy, Timeline
 from daydream.simulation.ranks import RankResult, Straggler
 from daydream.simulation.shard import rank_arrays

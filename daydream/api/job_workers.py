@@ -5,7 +5,7 @@ Each worker reads and builds its ranks' traces and keeps each rank as flat array
 never its graph; no process holds the whole job. This process, the coordinator, learns from the workers only what
 the job needs whole: each rank's number, step start and measured step, and its comm tasks, from which it numbers
 the ranks, matches the collectives across them (:func:`daydream.graph.job.match_comm_tasks`) and prices them
-(:func:`daydream.perf.job_collectives.price_gangs`), as the joint simulation does. Then the job runs in rounds:
+(:func:`daydream.perf.collectives.job.price_gangs`), as the joint simulation does. Then the job runs in rounds:
 each worker runs its ranks as far as it can without knowing when a collective with members elsewhere starts, and
 says which collectives its members have all reached, when, and how far its ranks have come (its clock); the
 coordinator starts each collective once every worker holding a member has reported it (at its last arrival, for
@@ -42,7 +42,7 @@ from daydream.graph.build import build_graph
 from daydream.graph.job import CommTask, format_ranks, match_comm_tasks, rank_fingerprint
 from daydream.graph.schema import JobCollectives, RankInfo
 from daydream.perf.collectives import Link
-from daydream.perf.job_collectives import price_gangs
+from daydream.perf.collectives.job import price_gangs
 from daydream.simulation import EARLIEST, Policy, breakdown
 from daydream.simulation.ranks import (
     HeldCollective,

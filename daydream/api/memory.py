@@ -4,7 +4,7 @@ From the trace's own allocator events where it holds them (``source = "trace"``:
 ``torch.profiler.profile(profile_memory=True)``), else estimated from its shapes (``source = "shapes"``,
 :func:`daydream.graph.memory.estimate_memory`). The baseline's peak is the unchanged graph's simulated step; the
 prediction's the changed graph's, its tensors changed by the scripts' memory statements (docs/language.md, "Memory").
-The predicted peak has a 90% interval as a predicted time does (daydream.perf.uncertainty): the trace's own
+The predicted peak has a 90% interval as a predicted time does (daydream.perf.trust.uncertainty): the trace's own
 step-to-step spread of the peak, and each script's error on the ledger's memory cases (``daydream validate``);
 "does not fit" where it passes the device's memory (``--memory-gb``, else the trace's GPU's, else a device swap's
 target's).
@@ -21,7 +21,7 @@ import networkx as nx
 
 from daydream.graph import derived
 from daydream.graph.memory import GraphMemory, estimate_memory, memory_of
-from daydream.perf.uncertainty import Part, interval, memory_parts, noise_part
+from daydream.perf.trust.uncertainty import Part, interval, memory_parts, noise_part
 from daydream.simulation import Timeline
 from daydream.simulation.memory import MemoryTimeline, memory_timeline
 from daydream.units import brief_repr
@@ -145,7 +145,7 @@ def _capacity(graph: nx.DiGraph, after: MemoryTimeline) -> float | None:
         return None
     swaps = derived.cached(graph, "device_swaps", ()) or {}
     if len(swaps) == 1:
-        from daydream.perf.devices import get_device
+        from daydream.perf.kernels.devices import get_device
 
         try:
             return get_device(next(iter(swaps))).memory_gb * GiB  # a GPU's "80 GB" of HBM is 80 GiB

@@ -33,7 +33,7 @@ from daydream.errors import DaydreamError
 from daydream.graph.model_memory import SCHEDULES, Parallelism, RankMemory, model_memory, rank_memory
 from daydream.graph.pipeline import blocks, cut_stages
 from daydream.graph.tensor_parallel import split_pairs
-from daydream.perf.uncertainty import Interval, rank_paired
+from daydream.perf.trust.uncertainty import Interval, rank_paired
 from daydream.units import brief_repr
 
 GiB = 2**30
@@ -387,7 +387,7 @@ def plan(
 def _rank(plans: Sequence[PlanResult]) -> list[PlanResult]:
     """Plans that fit by throughput (highest first), then those that do not, then those not predicted. A fitting
     plan's place is one more than the fitting plans decidedly ahead of it in throughput, by the paired difference of
-    their times per sample (daydream.perf.uncertainty.rank_paired, the rule ``compare`` ranks by): plans the evidence
+    their times per sample (daydream.perf.trust.uncertainty.rank_paired, the rule ``compare`` ranks by): plans the evidence
     cannot tell apart share a place, and ``ties`` names them."""
     predicted = sorted((p for p in plans if p.predicted_us is not None), key=lambda p: (p.fits is False, -(p.throughput or 0.0)))
     fitting = [p for p in predicted if p.fits is not False]

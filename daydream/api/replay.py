@@ -22,7 +22,7 @@ from daydream.graph.adjacency import edge_arrays, successors_of
 from daydream.graph.build import build_graph
 from daydream.graph.chakra import chakra_inputs, is_chakra
 from daydream.graph.schema import CPU_KINDS, CPU_ONLY, EDGE_KINDS, GPU_KINDS, Causality, Delays
-from daydream.perf.uncertainty import Interval, interval, noise_of
+from daydream.perf.trust.uncertainty import Interval, interval, noise_of
 from daydream.simulation import (
     EARLIEST,
     Policy,
@@ -154,7 +154,7 @@ class Replay:
 
     @property
     def interval(self) -> Interval:
-        """The baseline's 90% interval: the trace's own step-to-step noise (daydream.perf.uncertainty)."""
+        """The baseline's 90% interval: the trace's own step-to-step noise (daydream.perf.trust.uncertainty)."""
         return self.report.baseline_interval
 
     def critical_path_summary(self, top: int = 8) -> CriticalPath:

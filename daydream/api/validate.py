@@ -51,7 +51,7 @@ from daydream.dsl.library import library_name, script_path
 from daydream.errors import DaydreamError
 from daydream.files import read_toml
 from daydream.graph.memory import memory_of
-from daydream.perf.uncertainty import (
+from daydream.perf.trust.uncertainty import (
     ErrorTable,
     Interval,
     Part,

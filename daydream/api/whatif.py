@@ -17,13 +17,13 @@ from daydream.api.memory import MemoryChange, graph_memory, memory_change, with_
 from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
 from daydream.dsl.effects import Effect
-from daydream.dsl.evaluate import format_value
 from daydream.dsl.interpret import load_scripts
 from daydream.dsl.library import library_name
 from daydream.dsl.limits import Budget
+from daydream.dsl.values import format_value
 from daydream.graph import derived
 from daydream.graph.schema import CPU_ONLY
-from daydream.perf.uncertainty import (
+from daydream.perf.trust.uncertainty import (
     Interval,
     Paired,
     Part,
@@ -272,8 +272,8 @@ def predicted_interval(
 ) -> Interval:
     """How far to trust a prediction: a 90% interval from the trace's own step-to-step noise and the measured error
     of the scripts run (the validation ledger), widened and marked extrapolated where the change leaves what was
-    validated (daydream.perf.uncertainty). ``declared``: each script's params (its includes' too), which name its
-    model for a ranking's pairs with the values they were bound to (:func:`~daydream.perf.uncertainty.model_key`);
+    validated (daydream.perf.trust.uncertainty). ``declared``: each script's params (its includes' too), which name its
+    model for a ranking's pairs with the values they were bound to (:func:`~daydream.perf.trust.uncertainty.model_key`);
     and where the scripts read gradient sizes the trace does not record, their estimate's part. ``graph`` None (a
     job simulated by workers): the device ``swaps`` made and the gradient sizes' part as given, no noise part."""
     names = [library_name(s) if not s.startswith("<") else None for s in scripts]

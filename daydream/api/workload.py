@@ -128,7 +128,7 @@ class Workload:
         graph = read_chakra(self.path, share=share)
         collectives = graph.graph.get("collectives")
         if collectives is not None and (self.link is not None or collectives.pricing is None):
-            from daydream.perf.job_collectives import price_collectives  # a job's collective models: for jobs only
+            from daydream.perf.collectives.job import price_collectives  # a job's collective models: for jobs only
 
             ids = {a["collective_id"] for a in graph.nodes.values() if a.get("collective_id")}
             timeless = {a["collective_id"] for a in graph.nodes.values() if a.get("collective_id") and not a["duration"] > 0}

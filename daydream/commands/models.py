@@ -72,7 +72,7 @@ def add_calibrate(sub: Commands) -> None:
 
 
 def _cmd_models_accuracy(args: argparse.Namespace) -> int:
-    from daydream.perf.models import model_accuracy
+    from daydream.perf.accuracy_report import model_accuracy
     from daydream.presentation.terminal import render_accuracy
 
     rows = model_accuracy(args.traces)
@@ -84,7 +84,7 @@ def _cmd_models_accuracy(args: argparse.Namespace) -> int:
 
 
 def _cmd_models_devices(args: argparse.Namespace) -> int:
-    from daydream.perf.devices import load_catalog
+    from daydream.perf.kernels.devices import load_catalog
     from daydream.presentation.terminal import render_devices
 
     catalog = load_catalog()
@@ -98,7 +98,7 @@ def _cmd_models_devices(args: argparse.Namespace) -> int:
 def _cmd_models_kernels(args: argparse.Namespace) -> int:
     import msgspec
 
-    from daydream.perf import device_model
+    from daydream.perf.kernels import device_model
     from daydream.presentation.terminal import render_kernel_model
 
     if args.out and not args.refit:
@@ -139,7 +139,7 @@ def _device_dict(d: Any) -> dict[str, Any]:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from daydream.api.validate import DEFAULT_CASES, load_cases, validate
     from daydream.files import check_output_path
-    from daydream.perf.uncertainty import write_table
+    from daydream.perf.trust.uncertainty import write_table
     from daydream.presentation.terminal import render_ledger
 
     cases = args.cases or DEFAULT_CASES
@@ -164,7 +164,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from daydream.perf import mlp
+    from daydream.perf.kernels import mlp
     from daydream.presentation.terminal import render_accuracy
 
     console = tables_console(stderr=True)

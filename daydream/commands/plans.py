@@ -131,7 +131,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_shard(args: argparse.Namespace) -> int:
-    from daydream.perf.sharding import ShardingProblem, best_plan, compare_sharders, format_plans, load_tables
+    from daydream.perf.embeddings.sharding import ShardingProblem, best_plan, compare_sharders, format_plans, load_tables
 
     tables = load_tables(args.tables)
     link = args.link

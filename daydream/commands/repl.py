@@ -24,9 +24,9 @@ from daydream import signals
 from daydream.api.workload import RunOptions, Workload
 from daydream.dsl import Session, ast
 from daydream.dsl.check import BUILTIN_VALUES
-from daydream.dsl.evaluate import format_value
 from daydream.dsl.functions import FUNCTIONS
 from daydream.dsl.parse import KEYWORDS, STATEMENT_KEYWORDS, parse_expression, parse_script
+from daydream.dsl.values import format_value
 from daydream.errors import CheckFailed, DaydreamError, ScriptError, did_you_mean
 from daydream.files import check_output_path, write_atomically
 from daydream.graph.adjacency import attrs_of
@@ -230,7 +230,7 @@ class Repl:
         self.console.print(f"measured {ms(s.measured_us)}, predicted {ms(p)}, {self._against(p)}" if p else f"predicted {ms(p)}",
                            highlight=False)  # fmt: skip
         if p and s.effects:  # statements typed here are a script of one's own: the ledger never measured them
-            from daydream.perf.uncertainty import interval, model_parts, noise_of, versus_baseline
+            from daydream.perf.trust.uncertainty import interval, model_parts, noise_of, versus_baseline
             from daydream.presentation.terminal import versus_note
 
             iv = interval(p, [noise_of(s.state.graph), *model_parts([None], {}, models=["<repl>"])])

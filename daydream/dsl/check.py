@@ -50,7 +50,7 @@ def catalog_problem(kind: str, value: str) -> str | None:
     if kind == "device":
         if value.strip().lower() in ("cpu", "auto"):
             return None
-        from daydream.perf.devices import get_device
+        from daydream.perf.kernels.devices import get_device
 
         try:
             get_device(value)

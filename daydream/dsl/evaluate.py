@@ -21,7 +21,6 @@ from daydream.dsl.functions import FUNCTIONS, call_problem, type_name
 from daydream.dsl.limits import (
     BULK,
     MAX_INT_BITS,
-    MAX_NESTING,
     REGEX_COST,
     RUNNING,
     SELECT_COST,
@@ -37,6 +36,7 @@ from daydream.dsl.limits import (
     value_size,
 )
 from daydream.dsl.regex import BadPattern, compile_pattern, matcher
+from daydream.dsl.values import format_int, format_value
 from daydream.dsl.visitor import Visitor
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.files import clip
@@ -53,7 +53,6 @@ from daydream.graph.select import (
     select,
     task_value,
 )
-from daydream.units import nbytes
 
 Compiled = Callable[[Any], Any]  # task attributes (or None outside a task context) -> value
 
@@ -797,7 +796,7 @@ def _shown_number(x: Any) -> str:
 def _match_text(value: Any, op: str) -> str:
     """A non-string value matched by ``~``: a number or a boolean as its text (``stream ~ "^7$"``)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return _format_int(value)
+        return format_int(value)
     if isinstance(value, (bool, float)):
         return str(value)
     raise DaydreamError(f"'{op}' matches a string (or a number as its text), not {type_name(value)}")
@@ -827,72 +826,3 @@ def _equal(a: Any, b: Any, budget: Budget | None = None) -> bool:
             budget.charge(value_size(a))  # Python compares item by item, at most a's items
         return bool(a == b)
     return bool(a == b)
-
-
-_SHOWN_ITEMS = 200  # items format_value shows in all, nested lists included (a list of lists of lists...)
-_INT_DIGITS_BITS = 10_000  # whole numbers with more bits show as 1.23457e+3010 (str() stops at 4,300 digits)
-
-
-_TIME_SCALE = (("ns", 1e-3), ("us", 1.0), ("ms", 1e3), ("s", 1e6))
-_BINARY_SCALE = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
-_DECIMAL_SCALE = (("B", 1), ("KB", 10**3), ("MB", 10**6), ("GB", 10**9), ("TB", 10**12))
-
-
-def format_quantity(value: Any, unit: str | None) -> str:
-    """A param's value in the units its default was written in (``25MiB`` -> ``25 MiB``; a time in us, ms or s;
-    bytes in binary or decimal multiples as the default was); a string as it is; anything else as
-    :func:`format_value`."""
-    if isinstance(value, str):
-        return value
-    if unit is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return format_value(value)
-    scale = _TIME_SCALE if unit in ("ns", "us", "ms", "s", "min") else _BINARY_SCALE if unit.endswith("iB") else _DECIMAL_SCALE
-    name, size = scale[0]
-    for n, z in scale:
-        if abs(value) >= z:
-            name, size = n, z
-    return f"{value / size:.6g} {name}"
-
-
-def format_value(value: Any, limit: int = 8) -> str:
-    """A value as a person reads it in a print or an assertion message: at most ``limit`` items of a list, and
-    _SHOWN_ITEMS items in all however deep the lists nest."""
-    return _format(value, limit, [_SHOWN_ITEMS], 0)
-
-
-def _format(value: Any, limit: int, left: list[int], depth: int) -> str:
-    if isinstance(value, Selection):
-        return f"{len(value)} task{'s' if len(value) != 1 else ''}"
-    if isinstance(value, TensorSet):
-        return f"{len(value)} tensor{'s' if len(value) != 1 else ''} ({nbytes(value.nbytes)})"
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, int):
-        return _format_int(value)
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, list):
-        if depth >= MAX_NESTING:
-            return "[...]"
-        parts = []
-        for v in value[:limit]:
-            if left[0] <= 0:
-                parts.append("...")
-                break
-            left[0] -= 1
-            parts.append(_format(v, 8, left, depth + 1))
-        shown = ", ".join(parts)
-        return f"[{shown}{', ...' if len(value) > limit else ''}]" + (f" ({len(value)} items)" if len(value) > limit else "")
-    return str(value)
-
-
-def _format_int(value: int) -> str:
-    if value.bit_length() <= _INT_DIGITS_BITS:
-        return str(value)
-    log = math.log10(abs(value))  # exact enough for 6 digits, for any size
-    exponent = math.floor(log)
-    return f"{'-' if value < 0 else ''}{10 ** (log - exponent):.6g}e+{exponent}"

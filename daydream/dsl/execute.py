@@ -11,13 +11,14 @@ from daydream.dsl import ast
 from daydream.dsl.check import scales_samples, user_attributes
 from daydream.dsl.effects import Effect, Recorder
 from daydream.dsl.environment import Environment
-from daydream.dsl.evaluate import compile_expression, format_value
+from daydream.dsl.evaluate import compile_expression
 from daydream.dsl.functions import type_name
 from daydream.dsl.graph_state import PRIORITY_ATTRIBUTE, GraphState
 from daydream.dsl.library import Loader
 from daydream.dsl.limits import BULK, INSERT_COST, MAX_INCLUDE_DEPTH, MAX_TIME_US, STATEMENT_COST, finite, value_size
 from daydream.dsl.params import ParamBinder
 from daydream.dsl.parse import script_error
+from daydream.dsl.values import format_value
 from daydream.dsl.visitor import Visitor
 from daydream.errors import CheckFailed, DaydreamError, NotApplicable, ScriptError
 from daydream.files import clip

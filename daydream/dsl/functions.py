@@ -12,6 +12,7 @@ import networkx as nx
 import numpy as np
 
 from daydream.dsl.limits import MAX_LIST
+from daydream.dsl.values import format_value
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.graph import gradients as grad
 from daydream.graph import memory as mem
@@ -238,8 +239,6 @@ def _gradient_estimate(graph: nx.DiGraph) -> str | None:
 
 def _text(graph: nx.DiGraph, value: Any) -> str:
     """A value as ``print`` shows it: a string as it is, a number to 6 significant digits (a whole number in full)."""
-    from daydream.dsl.evaluate import format_value  # (evaluate calls these functions)
-
     return value if isinstance(value, str) else format_value(value)
 
 

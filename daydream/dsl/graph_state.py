@@ -9,7 +9,8 @@ from typing import Any
 
 import networkx as nx
 
-from daydream.dsl.evaluate import Expression, format_value
+from daydream.dsl.evaluate import Expression
+from daydream.dsl.values import format_value
 from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of, copy_graph
 from daydream.simulation import Policy, Timeline, carry_arrays, simulate

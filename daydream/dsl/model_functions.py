@@ -15,7 +15,7 @@ from daydream.errors import DaydreamError
 from daydream.graph import derived
 from daydream.graph.adjacency import attrs_of
 from daydream.graph.select import Selection, in_time_order
-from daydream.perf.host import (
+from daydream.perf.cpu.host import (
     OBSERVED_EFFICIENCY,
     parallel_time_factor,
     recorded_host,
@@ -66,7 +66,7 @@ def _topology(graph: nx.DiGraph, fn: str, link: Any, inter: Any, gpus_per_node: 
         raise DaydreamError(f"{fn}(): nics_per_node is a whole number >= 0 (0: one per GPU), got {nics_per_node}")
     intra = _link(link, fn)
     if isinstance(intra, str) and intra.strip().lower() == "auto":
-        from daydream.perf.devices import device_of_graph
+        from daydream.perf.kernels.devices import device_of_graph
 
         device = device_of_graph(graph)
         if device is None:
@@ -103,7 +103,7 @@ def _collective(name: str) -> Any:
 def _collective_any(graph: nx.DiGraph, name: Any, nbytes: Any, *args: Any, **kwargs: Any) -> float:
     if not isinstance(name, str):
         raise DaydreamError(f'collective(): the first argument names the collective ("allgather"), not {type_name(name)}')
-    from daydream.perf.nccl_tests import normalize_collective
+    from daydream.perf.collectives.nccl_tests import normalize_collective
 
     return _collective(normalize_collective(name))(graph, nbytes, *args, **kwargs)
 
@@ -164,7 +164,7 @@ def _text(value: Any, fn: str, what: str) -> str:
 
 def _device(graph: nx.DiGraph, value: Any, fn: str) -> Any:
     """The catalog entry named by ``value``, or the trace's own GPU when ``value`` is none."""
-    from daydream.perf.devices import device_of_graph, get_device
+    from daydream.perf.kernels.devices import device_of_graph, get_device
 
     if value is None:
         found = device_of_graph(graph)
@@ -179,7 +179,7 @@ def _device(graph: nx.DiGraph, value: Any, fn: str) -> Any:
 def _calibration(graph: nx.DiGraph, dtype: str) -> Any:
     """The graph's per-class roofline calibration (kept with the graph's derived indexes, once per dtype: it reads the
     kernels as first met, not as edited since), or None where it cannot be had."""
-    from daydream.perf.roofline import calibrate
+    from daydream.perf.kernels.roofline import calibrate
 
     cache = derived.cached(graph, "roofline_calibration", ()) or derived.keep(graph, "roofline_calibration", {}, ())
     if dtype not in cache:
@@ -191,16 +191,16 @@ def _calibration(graph: nx.DiGraph, dtype: str) -> Any:
 
 
 def _roofline(graph: nx.DiGraph, flops: Any, nbytes: Any, device: Any = None, dtype: Any = "fp32") -> float:
-    from daydream.perf.costs import Cost
-    from daydream.perf.roofline import roofline_us
+    from daydream.perf.kernels.costs import Cost
+    from daydream.perf.kernels.roofline import roofline_us
 
     cost = Cost(number_argument(flops, "roofline", "flops"), number_argument(nbytes, "roofline", "bytes"))
     return roofline_us(cost, _device(graph, device, "roofline"), _text(dtype, "roofline", "dtype"))
 
 
 def _gemm(graph: nx.DiGraph, m: Any, n: Any, k: Any, dtype: Any = "fp32", device: Any = None, batch: Any = 1) -> float:
-    from daydream.perf.costs import gemm_cost
-    from daydream.perf.roofline import roofline_us
+    from daydream.perf.kernels.costs import gemm_cost
+    from daydream.perf.kernels.roofline import roofline_us
 
     dims = [_dimension(x, "gemm", what) for x, what in ((m, "m"), (n, "n"), (k, "k"), (batch, "batch"))]
     if min(dims) < 1:
@@ -222,9 +222,9 @@ _CPU_DTYPES = {"fp32": "float32", "fp64": "float64"}
 
 
 def _cpu_gemm(dims: list[int], dtype: str) -> float:
-    """A GEMM on the CPU: the bundled model of the CPU's measured GEMMs (daydream.perf.mlp; `daydream calibrate` refits
+    """A GEMM on the CPU: the bundled model of the CPU's measured GEMMs (daydream.perf.kernels.mlp; `daydream calibrate` refits
     it for another host), in fp32 or fp64."""
-    from daydream.perf import mlp
+    from daydream.perf.kernels import mlp
 
     if dtype not in _CPU_DTYPES:
         raise DaydreamError(f'gemm(): the CPU GEMM model knows fp32 and fp64, not {dtype!r} (device = "cpu")')
@@ -233,7 +233,7 @@ def _cpu_gemm(dims: list[int], dtype: str) -> float:
 
 
 def _memcpy(graph: nx.DiGraph, nbytes: Any, direction: Any = "h2d", device: Any = None) -> float:
-    from daydream.perf.roofline import memcpy_us
+    from daydream.perf.kernels.roofline import memcpy_us
 
     size = number_argument(nbytes, "memcpy", "bytes")
     way = _text(direction, "memcpy", "direction")
@@ -246,7 +246,7 @@ def _memcpy(graph: nx.DiGraph, nbytes: Any, direction: Any = "h2d", device: Any 
 def _embedding_bag(
     graph: nx.DiGraph, batch: Any, rows: Any, tables: Any, pooling: Any, dim: Any, device: Any = None, backward: Any = False
 ) -> float:
-    from daydream.perf.embedding import BagModel, embedding_bag_us
+    from daydream.perf.embeddings.embedding_bag import BagModel, embedding_bag_us
 
     args = [
         _dimension(x, "embedding_bag", w)
@@ -268,7 +268,7 @@ def _per_table(value: Any, n: int, fn: str, what: str) -> list[float] | None:
 
 
 def _fused_step(graph: nx.DiGraph, step_ops: Any) -> float:
-    from daydream.perf.optimizer_step import fused_cpu_step_us, step_optimizer
+    from daydream.perf.cpu.optimizer_step import fused_cpu_step_us, step_optimizer
 
     fn = "fused_step"
     if not isinstance(step_ops, Selection):
@@ -285,7 +285,7 @@ def _fused_step(graph: nx.DiGraph, step_ops: Any) -> float:
 
 def _embedding_tables(graph: nx.DiGraph, lookups: Any, rows: Any = None, dims: Any = None, pooling: Any = None,
                       batch: Any = None) -> list[list[float]]:  # fmt: skip
-    from daydream.perf.embedding import bag_shape
+    from daydream.perf.embeddings.embedding_bag import bag_shape
 
     fn = "embedding_tables"
     if not isinstance(lookups, Selection):
@@ -319,7 +319,7 @@ def _embedding_tables(graph: nx.DiGraph, lookups: Any, rows: Any = None, dims: A
 
 
 def _fae_schedule(graph: nx.DiGraph, batches: Any, hot_fraction: Any, switch_every: Any = None) -> list[int]:
-    from daydream.perf.fae import batch_counts, swap_count
+    from daydream.perf.embeddings.fae import batch_counts, swap_count
 
     fn = "fae_schedule"
     run = None if switch_every is None else number_argument(switch_every, fn, "switch_every")
@@ -328,7 +328,7 @@ def _fae_schedule(graph: nx.DiGraph, batches: Any, hot_fraction: Any, switch_eve
 
 
 def _fae_swap(graph: nx.DiGraph, hot_bytes: Any, device: Any = None, round_trip: Any = True) -> float:
-    from daydream.perf.fae import swap_us
+    from daydream.perf.embeddings.fae import swap_us
 
     if not isinstance(round_trip, bool):
         raise DaydreamError(f"fae_swap(): round_trip is true or false, not {type_name(round_trip)}")
@@ -341,19 +341,19 @@ def _fae_epoch_args(fn: str, values: tuple[Any, ...]) -> list[float]:
 
 
 def _fae_epoch(graph: nx.DiGraph, *values: Any) -> float:
-    from daydream.perf.fae import epoch_us
+    from daydream.perf.embeddings.fae import epoch_us
 
     return epoch_us(*_fae_epoch_args("fae_epoch", values))  # type: ignore[arg-type]
 
 
 def _fae_speedup(graph: nx.DiGraph, *values: Any) -> float:
-    from daydream.perf.fae import speedup
+    from daydream.perf.embeddings.fae import speedup
 
     return speedup(*_fae_epoch_args("fae_speedup", values))  # type: ignore[arg-type]
 
 
 def _dtype_speedup(graph: nx.DiGraph, kernel_class: Any, source: Any = "fp32", target: Any = "bf16", device: Any = None) -> float:
-    from daydream.perf.roofline import dtype_speedup
+    from daydream.perf.kernels.roofline import dtype_speedup
 
     fn = "dtype_speedup"
     cls = _text(kernel_class, fn, "the kernel class") if kernel_class is not None else "other"
@@ -361,7 +361,7 @@ def _dtype_speedup(graph: nx.DiGraph, kernel_class: Any, source: Any = "fp32", t
 
 
 def _device_speedup(graph: nx.DiGraph, kernel_class: Any, target: Any, source: Any = None, dtype: Any = "fp32") -> float:
-    from daydream.perf.roofline import device_speedup
+    from daydream.perf.kernels.roofline import device_speedup
 
     fn = "device_speedup"
     cls = _text(kernel_class, fn, "the kernel class") if kernel_class is not None else "other"
@@ -371,7 +371,7 @@ def _device_speedup(graph: nx.DiGraph, kernel_class: Any, target: Any, source: A
 def _device_time(
     graph: nx.DiGraph, target: Any, name: Any, kernel_class: Any, duration: Any, op: Any, shapes: Any, dtype: Any = None
 ) -> float:
-    from daydream.perf.roofline import Calibration, move_us
+    from daydream.perf.kernels.roofline import Calibration, move_us
 
     fn = "device_time"
     src = _device(graph, None, fn)
@@ -392,9 +392,9 @@ def _device_time(
 
 def compute_dtype(graph: nx.DiGraph) -> str | None:
     """The precision most of the graph's GEMM-like kernel time computes in, as the kernels' names tell
-    (:func:`daydream.perf.roofline.kernel_dtype`: ``..._bf16_...``, Tensile's ``Cijk_..._BBS_``, ``sgemm``); None
+    (:func:`daydream.perf.kernels.roofline.kernel_dtype`: ``..._bf16_...``, Tensile's ``Cijk_..._BBS_``, ``sgemm``); None
     where no such kernel's name tells."""
-    from daydream.perf.roofline import MATMUL_CLASSES, kernel_dtype
+    from daydream.perf.kernels.roofline import MATMUL_CLASSES, kernel_dtype
 
     time: dict[str, float] = {}
     for a in attrs_of(graph).values():
@@ -404,7 +404,7 @@ def compute_dtype(graph: nx.DiGraph) -> str | None:
 
 
 def _trace_device(graph: nx.DiGraph) -> str | None:
-    from daydream.perf.devices import device_of_graph
+    from daydream.perf.kernels.devices import device_of_graph
 
     found = device_of_graph(graph)
     return found.key if found is not None else None

@@ -10,9 +10,9 @@ from typing import Any
 
 from daydream.dsl import ast
 from daydream.dsl.environment import Environment
-from daydream.dsl.evaluate import format_quantity, format_value
 from daydream.dsl.functions import type_name
 from daydream.dsl.parse import parse_expression
+from daydream.dsl.values import format_quantity, format_value
 from daydream.errors import ScriptError
 from daydream.files import MAX_INPUT_NUMBER, clip, shown_number
 

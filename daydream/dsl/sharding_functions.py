@@ -1,4 +1,4 @@
-"""Embedding-table sharding as .whatif functions (daydream/perf/sharding.py): a plan by a sharder of Lin et al. (TPDS) or
+"""Embedding-table sharding as .whatif functions (daydream/perf/embeddings/sharding.py): a plan by a sharder of Lin et al. (TPDS) or
 the best one found, and a plan's per-rank load. transforms/sharding.whatif applies them to a job's graph.
 
 Tables are given as lists, one entry per table: ``rows`` (E), ``dims`` (D; one number for all tables), ``pooling``
@@ -18,7 +18,7 @@ from daydream.errors import DaydreamError
 
 
 def _tables(fn: str, rows: Any, dims: Any, pooling: Any) -> list[Any]:
-    from daydream.perf.sharding import Table
+    from daydream.perf.embeddings.sharding import Table
 
     if not isinstance(rows, list) or not rows:
         raise DaydreamError(f"{fn}(): ROWS is a list of each table's row count, got {type_name(rows)}")
@@ -42,7 +42,7 @@ def _tables(fn: str, rows: Any, dims: Any, pooling: Any) -> list[Any]:
 
 
 def _problem_args(graph: nx.DiGraph, fn: str, batch: Any, ranks: Any) -> tuple[int, int, Any]:
-    from daydream.perf.devices import device_of_graph
+    from daydream.perf.kernels.devices import device_of_graph
 
     b = number_argument(batch, fn, "batch")
     n = number_argument(ranks, fn, "ranks") if ranks is not None else float(trace_ranks(graph))
@@ -58,7 +58,7 @@ def _problem_args(graph: nx.DiGraph, fn: str, batch: Any, ranks: Any) -> tuple[i
 
 def _plan(graph: nx.DiGraph, sharder: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any = None,
           link: Any = "nvlink4") -> list[int]:  # fmt: skip
-    from daydream.perf.sharding import ShardingProblem, best_plan, shard
+    from daydream.perf.embeddings.sharding import ShardingProblem, best_plan, shard
 
     fn = "shard_plan"
     tables = _tables(fn, rows, dims, pooling)
@@ -71,7 +71,7 @@ def _plan(graph: nx.DiGraph, sharder: Any, rows: Any, dims: Any, pooling: Any, b
         if n ** len(tables) > 100_000 and len(tables) * n > 4096:
             raise DaydreamError(f"{fn}(): {len(tables)} tables on {n} ranks is past the search's bound in a script; "
                                 "use daydream shard, or a sharder")  # fmt: skip
-        # the search's work charged as it goes: a neighbour looked at takes about 1.7 us (perf/sharding.py)
+        # the search's work charged as it goes: a neighbour looked at takes about 1.7 us (perf/embeddings/sharding.py)
         found = best_plan(ShardingProblem(tables, n, b, device, link), work=lambda units: charge_work(3 * units))
         return list(found.assignment)
     return list(shard(tables, n, sharder))
@@ -85,8 +85,8 @@ def _checked_plan(fn: str, plan: list[Any], tables: int, ranks: int) -> list[int
 
 def _evaluate(graph: nx.DiGraph, fn: str, plan: Any, rows: Any, dims: Any, pooling: Any, batch: Any, ranks: Any,
               link: Any) -> Any:  # fmt: skip
-    """The sharding model's cost of ``plan`` (daydream.perf.sharding.PlanCost), the arguments checked for ``fn``."""
-    from daydream.perf.sharding import ShardingProblem, evaluate
+    """The sharding model's cost of ``plan`` (daydream.perf.embeddings.sharding.PlanCost), the arguments checked for ``fn``."""
+    from daydream.perf.embeddings.sharding import ShardingProblem, evaluate
 
     tables = _tables(fn, rows, dims, pooling)
     b, n, device = _problem_args(graph, fn, batch, ranks)

@@ -21,8 +21,8 @@ from daydream._arrays import order_by_start, unique_ints
 from daydream.graph.build_table import TaskTable
 from daydream.graph.context import LayerPart, op_shapes, range_role
 from daydream.graph.schema import new_task_attrs
+from daydream.trace.finish import sort_by_start
 from daydream.trace.intra_op import runs_across_threads, threading_kind
-from daydream.trace.load import sort_by_start
 from daydream.trace.model import ANNOTATION_CATS, CPU_OP_CATS, RANGE_CAT, RUNTIME_CATS, Trace
 from daydream.trace.runtime_calls import QUEUE_WAIT_MIN_US, may_wait_for_queue
 from daydream.trace.schema import Event

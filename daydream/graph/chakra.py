@@ -75,7 +75,7 @@ from daydream.graph.schema import (
     new_task_attrs,
 )
 from daydream.trace.job import MAX_RANKS, check_ranks
-from daydream.trace.load import GZIP_RATIO_FLOOR, MAX_EVENTS, MAX_GZIP_RATIO, MAX_TIME_US, MAX_TRACE_BYTES
+from daydream.trace.reading import GZIP_RATIO_FLOOR, MAX_EVENTS, MAX_GZIP_RATIO, MAX_TIME_US, MAX_TRACE_BYTES
 
 # how a Chakra file is named: NAME.RANK.et (ASTRA-sim's --workload-configuration=DIR/NAME reads DIR/NAME.RANK.et)
 ET_SUFFIXES = (".et", ".et.gz")

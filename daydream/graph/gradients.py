@@ -24,7 +24,7 @@ gradient of a step its size (``SOURCES``, in that order):
 
 A step no source sizes takes a step's sizes that has as many gradients (``_borrow_sizes``). What the sizes came from
 is said (``GradientSizes``): scripts print it, ``daydream plan`` reports it, and a prediction that used estimated
-sizes gets a part of its interval for them (``daydream.perf.uncertainty.gradient_sizes_part``): ``error_pct``, the
+sizes gets a part of its interval for them (``daydream.perf.trust.uncertainty.gradient_sizes_part``): ``error_pct``, the
 relative half-width of a step's gradient bytes the source allows - the optimizer kernels' half range,
 (T / 2) / (C - T / 2); weight shapes: the largest weights found, as many as their count is off the gradients' -, at
 least ``ESTIMATE_FLOOR_PCT`` (the collectives' per-bucket split).
@@ -427,7 +427,7 @@ _ESTIMATORS: tuple[tuple[str, Callable[[nx.DiGraph, Any, list[Any]], _Estimate |
 )
 
 # The estimate a script's gradients came from, kept beside the graph once a script reads them (the DSL's
-# gradients() and gradient_buckets()): the prediction's interval widens for it (daydream.perf.uncertainty).
+# gradients() and gradient_buckets()): the prediction's interval widens for it (daydream.perf.trust.uncertainty).
 _USED = "estimated gradient sizes"
 
 

@@ -159,7 +159,7 @@ class ProcessGroup(msgspec.Struct, frozen=True):
 
 
 class CollectivePricing(msgspec.Struct):
-    """How a job's collectives were priced (daydream.perf.job_collectives)."""
+    """How a job's collectives were priced (daydream.perf.collectives.job)."""
 
     model: str  # "fitted to the job's transfers" or the link's name
     collectives: int  # collectives of the job (each counted once, not once per rank)

@@ -28,7 +28,7 @@ from daydream.errors import DaydreamError
 from daydream.files import check_output_path, json_bytes, utf8_text, write_atomically
 from daydream.graph.schema import CPU_ONLY
 from daydream.names import kernel_short, markup_text
-from daydream.perf.uncertainty import Interval, Paired
+from daydream.perf.trust.uncertainty import Interval, Paired
 from daydream.simulation.export import export_chrome_trace
 from daydream.simulation.memory import MemoryTimeline, memory_timeline
 from daydream.simulation.ranks import RankResult, Straggler, rank_results

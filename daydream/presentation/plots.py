@@ -73,7 +73,7 @@ def _doing(timeline: Timeline, kinds: dict[str, list[int]]) -> str | None:
 
 def breakdown_figure(analyses: Sequence[Analysis], out_dir: str, intervals: Sequence[Any] = ()) -> list[str]:
     """Stacked bars, one per timeline (baseline, predicted): CPU only / GPU only / overlap / idle, in ms; each
-    bar's 90% interval (``intervals``, one per analysis: daydream.perf.uncertainty.Interval) as an error bar."""
+    bar's 90% interval (``intervals``, one per analysis: daydream.perf.trust.uncertainty.Interval) as an error bar."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.6 * len(analyses)))
     labels = [a.label for a in analyses]

@@ -30,10 +30,10 @@ if TYPE_CHECKING:  # what each renderer is given: importing them all would cost 
     from daydream.api.validate import Ledger
     from daydream.api.whatif import WhatIf
     from daydream.dsl.library import ScriptInfo
-    from daydream.perf.accuracy import Accuracy
-    from daydream.perf.device_model import DeviceModel
-    from daydream.perf.devices import Device
-    from daydream.perf.uncertainty import Interval, Paired
+    from daydream.perf.kernels.device_model import DeviceModel
+    from daydream.perf.kernels.devices import Device
+    from daydream.perf.trust.accuracy import Accuracy
+    from daydream.perf.trust.uncertainty import Interval, Paired
     from daydream.presentation.page import Report
 
 

@@ -1,5 +1,5 @@
 """How much faster this host runs PyTorch's threaded CPU work on T intra-op threads than on one, measured when a
-recording ends (the sidecar's ``host.thread_speedup``; :mod:`daydream.perf.host` prices `threads` with it).
+recording ends (the sidecar's ``host.thread_speedup``; :mod:`daydream.perf.cpu.host` prices `threads` with it).
 
 Ideal scaling (T threads, T times faster, up to the cores) is what a model assumes without a measurement; real hosts
 fall short of it (memory bandwidth and caches are shared, threads fork and join per op), and by how much depends on

@@ -40,7 +40,7 @@ from daydream.trace.json_scan import (
     STRING_ESCAPED,
     TRUE,
 )
-from daydream.trace.load import (
+from daydream.trace.reading import (
     MAX_EVENTS,
     MAX_JSON_VALUES,
     MAX_NESTING,
@@ -543,7 +543,7 @@ def load_columns(path: str) -> EventColumns:
 
 
 def column_batches(spath: str, take: Callable[[EventColumns], None]) -> TraceFile | None:
-    """Scan the trace file ``spath`` a batch at a time as its text is read (:func:`~daydream.trace.load.
+    """Scan the trace file ``spath`` a batch at a time as its text is read (:func:`~daydream.trace.reading.
     decode_in_batches`), each batch's columns (:class:`EventColumns` of its events, their rows numbered from the
     batch's first, sharing one table of strings and one of values) given to ``take``. Returns the rest of the
     document; None where the scanner is not certain of the text (the reference decoder then reads it)."""

@@ -14,8 +14,8 @@ from typing import Any
 import msgspec
 
 from daydream.errors import TraceError
-from daydream.trace.load import MAX_NESTING, byte_offset, decode_json, event_index, nesting_exceeds, read_trace_bytes
 from daydream.trace.model import Trace
+from daydream.trace.reading import MAX_NESTING, byte_offset, decode_json, event_index, nesting_exceeds, read_trace_bytes
 
 
 class _EtFile(msgspec.Struct, gc=False):

@@ -12,13 +12,14 @@ not read are never made.
 from __future__ import annotations
 
 from collections import namedtuple
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from daydream._arrays import order_by_start, unique_ints
 from daydream.trace.columns import ARGS_FIELDS, K_INT, K_NONE, EventColumns, column_batches
-from daydream.trace.load import MAX_TIME_US, finish_families, read_document, sort_by_start
+from daydream.trace.finish import finish_families, read_document, sort_by_start
 from daydream.trace.model import (
     FAMILIES,
     LAUNCH_FLOW_CATS,
@@ -26,11 +27,11 @@ from daydream.trace.model import (
     RANGE_CAT,
     CpuColumns,
     MemoryEvents,
-    PendingFamily,
     Trace,
     is_annotation,
     memory_row,
 )
+from daydream.trace.reading import MAX_TIME_US
 from daydream.trace.schema import Event, EventArgs
 
 _CPU_OPS, _ANNOTATIONS = 0, 1  # their places in FAMILIES
@@ -41,6 +42,22 @@ PENDING_FAMILIES = ("cpu_ops", "runtime", "gpu")  # kept as columns, read by the
 # an allocator event's args, as memory_row reads them (the typed events' field names)
 _MEMORY_ARGS = ("alloc_bytes", "addr", "total_allocated", "total_reserved", "device_type", "device_id")
 _MemoryArgs = namedtuple("_MemoryArgs", _MEMORY_ARGS)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingFamily:
+    """A family the columnar loader keeps as columns (a batch's events of the family at a time, in the file's order):
+    how many events it holds; :meth:`make` makes them, in the family's order."""
+
+    count: int
+    batches: list[EventColumns]
+
+    def make(self) -> list[Event]:
+        return family_events(self.batches)
+
+    def span(self) -> tuple[float, float]:
+        """The first start and the last end of its events, read from the columns."""
+        return family_span(self.batches)
 
 
 class _Kept:

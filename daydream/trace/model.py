@@ -6,12 +6,15 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from daydream.trace.recording import Recording
 from daydream.trace.schema import DeviceProperties, Event
+
+if TYPE_CHECKING:  # made by the columnar filer, which imports this module
+    from daydream.trace.filing import PendingFamily
 
 # The recorder's module ranges (daydream.record.modules): its fast ranges come out as `cpu_op` events, but they are
 # annotations of a layer, not ops.
@@ -50,26 +53,6 @@ def is_annotation(name: str, cat: str | None) -> bool:
     if cat in ANNOTATION_CATS:
         return True
     return cat in CPU_OP_CATS and _RANGE_NAME_RE.match(name) is not None
-
-
-@dataclass(frozen=True, slots=True)
-class PendingFamily:
-    """A family the columnar loader keeps as columns (a batch's events of the family at a time, in the file's order):
-    how many events it holds; :meth:`make` makes them, in the family's order."""
-
-    count: int
-    batches: list[Any]  # daydream.trace.columns.EventColumns
-
-    def make(self) -> list[Event]:
-        from daydream.trace.filing import family_events  # the loader's: it imports this module
-
-        return family_events(self.batches)
-
-    def span(self) -> tuple[float, float]:
-        """The first start and the last end of its events, read from the columns."""
-        from daydream.trace.filing import family_span
-
-        return family_span(self.batches)
 
 
 class _MadeWhenRead:

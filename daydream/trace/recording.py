@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from daydream.errors import TraceError
+from daydream.trace.reading import MAX_NESTING, MAX_SIDECAR_BYTES, decode_json, nesting_exceeds, read_json_text
 from daydream.units import brief_repr
 
 FORMAT = "daydream.recording/1"
@@ -59,7 +60,7 @@ class DeviceInfo(SidecarPart, frozen=True, omit_defaults=True):
 class HostInfo(SidecarPart, frozen=True):
     """The host's intra-op threads, the cores the process could run on, and how much faster threaded work ran on
     T threads than on one, measured when the recording ended (``[[threads, speedup], ...]``; daydream.record.host_bench).
-    :mod:`daydream.perf.host` reads all three."""
+    :mod:`daydream.perf.cpu.host` reads all three."""
 
     threads: int | None = None
     cores: int | None = None
@@ -184,11 +185,22 @@ def as_recording(doc: Any, where: str) -> Recording:
         raise TraceError(f"{where}: malformed recording metadata{at}: {message}", path=where) from None
 
 
+def read_sidecar(path: str, warnings: list[str] | None = None) -> Recording:
+    """The recording sidecar next to a trace, read within the loader's limits (a regular file of at most
+    ``MAX_SIDECAR_BYTES``, nesting at most ``MAX_NESTING`` levels); :class:`TraceError` when it cannot be used."""
+    raw = read_json_text(path, MAX_SIDECAR_BYTES, b"{", "empty file, expected recording metadata")
+    try:
+        doc = decode_json(raw, path, msgspec.json.decode, warnings)
+    except msgspec.DecodeError as exc:
+        raise TraceError(f"{path}: cannot read recording metadata: {exc}", path=path) from None
+    if nesting_exceeds(doc):
+        raise TraceError(f"{path}: recording metadata nests more than {MAX_NESTING} levels", path=path)
+    return as_recording(doc, path)
+
+
 def read_recording(path: str | os.PathLike[str]) -> Recording:
     """A recording's metadata, read within the loader's limits (size, nesting, a regular file); :class:`TraceError`
     when it cannot be read or is not one."""
-    from daydream.trace.load import read_sidecar  # the loader imports this module
-
     return read_sidecar(os.fspath(path))
 
 

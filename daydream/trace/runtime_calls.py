@@ -1,6 +1,6 @@
 """What CUDA / HIP runtime and driver calls do to the host thread: the one table of their semantics.
 
-The graph builder (daydream.graph.build) and the CPU-overhead model (daydream.perf.overheads) both read a call's
+The graph builder (daydream.graph.build) and the CPU-overhead model (daydream.perf.cpu.overheads) both read a call's
 role here, so a call that waits is a wait in both.
 
 =================  =====================================================================================

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from daydream.errors import DaydreamError
-from daydream.perf.top_level_ops import top_level_items
+from daydream.perf.cpu.top_level_ops import top_level_items
 from daydream.trace.model import Trace
 from daydream.trace.steps import Step, iteration_steps, profiler_steps
 

@@ -42,9 +42,9 @@ import msgspec
 import numpy as np
 
 from daydream.errors import DaydreamError
-from daydream.perf.accuracy import Accuracy, gmae
-from daydream.perf.microbench import FEATURE_COLUMNS, read_table, table_kernel, write_atomic
+from daydream.perf.kernels.microbench import FEATURE_COLUMNS, read_table, table_kernel, write_atomic
 from daydream.perf.paths import DATA_DIR
+from daydream.perf.trust.accuracy import Accuracy, gmae
 
 MODEL_FORMAT = "daydream-kernel-mlp"
 FORMAT_VERSION = 1
@@ -502,7 +502,7 @@ def accuracy(data_dir: str | Path = DATA_DIR / "cpu", refit: bool = False) -> li
 
     The MLP uses the model saved next to the table when it was fitted to this table's training split (the same
     numbers a refit would give, without a minute of fitting); ``refit=True`` fits anew."""
-    from daydream.perf.microbench import KERNELS, table_noise
+    from daydream.perf.kernels.microbench import KERNELS, table_noise
 
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
@@ -545,7 +545,7 @@ def calibrate(out_dir: str | Path, kernels: Iterable[str] = ("gemm", "elementwis
     """``daydream calibrate``: measure the tables on this machine, fit and save a model per table.
 
     Returns (model file, held-out accuracy) per table. ``quick``: a few shapes, few runs, one small network."""
-    from daydream.perf.microbench import FULL, QUICK, run_microbenchmarks
+    from daydream.perf.kernels.microbench import FULL, QUICK, run_microbenchmarks
 
     try:  # before the measurements, which take minutes: the fit needs scikit-learn
         import sklearn  # noqa: F401

@@ -1,7 +1,9 @@
 """Collective-communication cost models: the nccl-tests formula, the piecewise model of Lin et al. (TPDS), and
-their fit to benchmark sweeps and to the NCCL kernels of real traces.
+their fit to benchmark sweeps and to the NCCL kernels of real traces: the collectives room of daydream.perf, this
+package the model itself, beside it the sweeps parsed (:mod:`daydream.perf.collectives.nccl_tests`: nccl-tests and
+PARAM output) and a multi-rank job's collectives priced (:mod:`daydream.perf.collectives.job`).
 
-Message size ``nbytes`` follows nccl-tests (see :mod:`daydream.perf.nccl_tests`): the per-rank buffer for
+Message size ``nbytes`` follows nccl-tests (see :mod:`daydream.perf.collectives.nccl_tests`): the per-rank buffer for
 all-reduce / broadcast / reduce / send-recv, the gathered output for all-gather, the scattered input for
 reduce-scatter, the per-rank send buffer for all-to-all. The graph's comm tasks carry the same quantity in ``bytes``.
 
@@ -29,9 +31,9 @@ import numpy as np
 
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.graph.kernel_class import is_comm_kernel
-from daydream.perf.accuracy import Accuracy, gmae
-from daydream.perf.nccl_tests import Sweep, load_sweep, normalize_collective
+from daydream.perf.collectives.nccl_tests import Sweep, load_sweep, normalize_collective
 from daydream.perf.paths import DATA_DIR, KERNELS_DIR
+from daydream.perf.trust.accuracy import Accuracy, gmae
 from daydream.trace import load_trace
 from daydream.trace.model import Trace
 from daydream.trace.sizes import message_bytes
@@ -203,7 +205,7 @@ def topology_collective_us(
 
 
 def intra_node_link(device: Any, gpus_per_node: int = 8) -> Link:
-    """The link between the GPUs of one node of ``device`` (a catalog entry, daydream.perf.devices): its NVLink
+    """The link between the GPUs of one node of ``device`` (a catalog entry, daydream.perf.kernels.devices): its NVLink
     (AMD: Infinity Fabric) where that joins every GPU of the node: the NVLink preset within 15% of its peer
     bandwidth per direction, else (and on AMD) a link of that bandwidth with the presets' bus fraction (0.8) and latency; PCIe of
     its generation where it has no NVLink for that many GPUs (a bridge joins a card to one other: ``nvlink_peers``)."""

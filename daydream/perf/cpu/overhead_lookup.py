@@ -1,5 +1,5 @@
 """What one op or runtime call costs on the CPU by the overhead table, with the fallbacks for what the trace never
-measured (see :mod:`daydream.perf.overheads`)."""
+measured (see :mod:`daydream.perf.cpu.overheads`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import statistics
 from collections.abc import Mapping
 
 from daydream.errors import DaydreamError
-from daydream.perf.overhead_table import Overheads
-from daydream.perf.sample_stats import Stat
+from daydream.perf.cpu.overhead_table import Overheads
+from daydream.perf.cpu.sample_stats import Stat
 
 # The paper's fixed T4 (section IV-B): used only when a trace measured no runtime call at all.
 DEFAULT_LAUNCH_US = 10.0

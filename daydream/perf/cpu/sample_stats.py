@@ -1,5 +1,5 @@
 """A sample set summarized as one overhead: outliers outside [Q1 - 1.5 IQR, Q3 + 1.5 IQR] dropped, the mean of the
-rest kept with its count and the raw median (see :mod:`daydream.perf.overheads`)."""
+rest kept with its count and the raw median (see :mod:`daydream.perf.cpu.overheads`)."""
 
 from __future__ import annotations
 

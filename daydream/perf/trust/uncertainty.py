@@ -40,7 +40,7 @@ import msgspec
 
 from daydream.files import write_atomically
 from daydream.graph.gradients import used_estimate
-from daydream.perf.devices import KERNELS_DIR
+from daydream.perf.paths import KERNELS_DIR
 from daydream.stats import quantile
 
 CONFIDENCE = 0.9

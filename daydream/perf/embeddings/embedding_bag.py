@@ -33,7 +33,7 @@ from typing import Any, Literal
 import msgspec
 
 from daydream.errors import DaydreamError
-from daydream.perf.devices import Device, get_device
+from daydream.perf.kernels.devices import Device, get_device
 
 SECTOR = 32  # bytes: the DRAM/L2 access granularity the byte counts round to
 TABLE_OFFSETS_BYTES = 32

@@ -1,5 +1,5 @@
 """What a dependency graph holds per top-level op: the graph's runtime calls grouped back into the units
-:func:`daydream.perf.top_level_ops.top_level_items` sweeps from a trace (see :mod:`daydream.perf.overheads`)."""
+:func:`daydream.perf.cpu.top_level_ops.top_level_items` sweeps from a trace (see :mod:`daydream.perf.cpu.overheads`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import networkx as nx
 
 from daydream.graph.schema import GPU_KINDS
-from daydream.perf.overhead_lookup import per_op
-from daydream.perf.overhead_table import Overheads
-from daydream.perf.top_level_ops import Item, Kernel, Launch, extend_data_loading
+from daydream.perf.cpu.overhead_lookup import per_op
+from daydream.perf.cpu.overhead_table import Overheads
+from daydream.perf.cpu.top_level_ops import Item, Kernel, Launch, extend_data_loading
 from daydream.trace.runtime_calls import copy_waits, host_waits
 
 

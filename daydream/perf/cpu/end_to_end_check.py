@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daydream.errors import DaydreamError
-from daydream.perf.accuracy import Accuracy, gmae
-from daydream.perf.e2e import KernelTime, run_algorithm
-from daydream.perf.iterations import whole_iterations
-from daydream.perf.overhead_table import overheads_of
-from daydream.perf.top_level_ops import top_level_items
+from daydream.perf.cpu.end_to_end import KernelTime, run_algorithm
+from daydream.perf.cpu.iterations import whole_iterations
+from daydream.perf.cpu.overhead_table import overheads_of
+from daydream.perf.cpu.top_level_ops import top_level_items
+from daydream.perf.trust.accuracy import Accuracy, gmae
 from daydream.trace.load import load_trace
 from daydream.trace.model import Trace
 

@@ -37,8 +37,8 @@ from typing import Any
 from daydream._gc import paused_gc
 from daydream.errors import DaydreamError
 from daydream.files import write_atomically
-from daydream.perf.accuracy import Accuracy, gmae
-from daydream.perf.costs import elementwise_cost, gemm_cost
+from daydream.perf.kernels.costs import elementwise_cost, gemm_cost
+from daydream.perf.trust.accuracy import Accuracy, gmae
 from daydream.stats import quantile
 from daydream.trace.sizes import dtype_bytes
 

@@ -4,9 +4,9 @@ A kernel's time on a GPU is modelled as ``fixed + work``: ``fixed`` does not dep
 ramp-up and tail; in the NeuSight data set also the ~30 us of the timed PyTorch call around it, which a trace's
 kernel durations do not hold); ``work`` = its roofline on the GPU's datasheet figures (max(FLOPs / peak, bytes /
 bandwidth)) divided by the GPU's **efficiency** for the class, times a **shape correction**. Fitted on measured
-kernels of many GPUs (``daydream.perf.kernel_data``: the NeuSight data set, Lee et al., ASPLOS 2025):
+kernels of many GPUs (``daydream.perf.kernels.kernel_data``: the NeuSight data set, Lee et al., ASPLOS 2025):
 
-- **anchors**: per GPU and class, (fixed, efficiency) fitted to that GPU's measured kernels (``roofline.fit_latency``).
+- **anchors**: per GPU and class, (fixed, efficiency) fitted to that GPU's measured kernels (``roofline_bound.fit_latency``).
   This is the part the datasheet does not say: a T4 or an L4 under its 70 W cap reaches about 0.4 of its FP32 peak on
   GEMMs where a 300 W A100 80GB reaches 0.85; CDNA's matrix cores 0.5. A GPU without measured kernels of a class
   takes those of a measured GPU of its chip (an H200 the H100 SXM's: :meth:`DeviceModel.measured_sibling`), else (an
@@ -39,10 +39,10 @@ import numpy as np
 
 from daydream.errors import DaydreamError
 from daydream.files import read_input, write_atomically
-from daydream.perf.costs import op_cost, op_dims
-from daydream.perf.devices import KERNELS_DIR, Device, get_device
-from daydream.perf.kernel_data import CLASSES, Measurement
-from daydream.perf.roofline import MATMUL_CLASSES, compute_peak, fit_latency
+from daydream.perf.kernels.costs import op_cost, op_dims
+from daydream.perf.kernels.devices import KERNELS_DIR, Device, get_device
+from daydream.perf.kernels.kernel_data import CLASSES, Measurement
+from daydream.perf.kernels.roofline_bound import MATMUL_CLASSES, compute_peak, fit_latency
 
 MODEL_PATH = KERNELS_DIR / "data" / "device_model.json"
 MAX_MODEL_BYTES = 64 * 1024 * 1024
@@ -69,7 +69,7 @@ FEATURES = ("log compute us", "log memory us", "log compute/memory", "log bytes/
 
 class Geometry(msgspec.Struct, frozen=True):
     """One kernel's work: its model class, FLOPs and bytes (in its dtype), and (batch, m, n, k) as
-    :func:`daydream.perf.costs.op_dims` lays it out."""
+    :func:`daydream.perf.kernels.costs.op_dims` lays it out."""
 
     kernel_class: str
     flops: float
@@ -392,7 +392,7 @@ def _swap(
 
 
 def measured_geometry(m: Measurement) -> Geometry:
-    """A data set kernel's geometry (its dims as :func:`daydream.perf.costs.op_dims` would lay them out)."""
+    """A data set kernel's geometry (its dims as :func:`daydream.perf.kernels.costs.op_dims` would lay them out)."""
     d = m.dims
     if m.kernel_class == "gemm":
         dims = d
@@ -536,9 +536,9 @@ def refit(
     progress: Callable[[AccuracyRow], None] | None = None,
 ) -> DeviceModel:
     """``daydream models kernels --refit DATA...``: fit on data sets of measured kernels (the NeuSight layout,
-    :mod:`daydream.perf.kernel_data`; each GPU and class from the first that holds it), measure each GPU left out,
+    :mod:`daydream.perf.kernels.kernel_data`; each GPU and class from the first that holds it), measure each GPU left out,
     write the model to ``out``."""
-    from daydream.perf.kernel_data import read_sources
+    from daydream.perf.kernels.kernel_data import read_sources
 
     try:
         import sklearn  # noqa: F401

@@ -1,5 +1,5 @@
 """The end-to-end estimate: Algorithm 1 of Lin et al. (HiPC 2022) over one iteration's top-level ops, from a trace
-window or a dependency graph, with the traced kernel times or a kernel model's (see :mod:`daydream.perf.overheads`)."""
+window or a dependency graph, with the traced kernel times or a kernel model's (see :mod:`daydream.perf.cpu.overheads`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 import msgspec
 import networkx as nx
 
-from daydream.perf.graph_ops import graph_items
-from daydream.perf.iterations import default_iteration
-from daydream.perf.overhead_lookup import launch_us, per_op
-from daydream.perf.overhead_table import Overheads
-from daydream.perf.top_level_ops import Item, Kernel, top_level_items
+from daydream.perf.cpu.graph_ops import graph_items
+from daydream.perf.cpu.iterations import default_iteration
+from daydream.perf.cpu.overhead_lookup import launch_us, per_op
+from daydream.perf.cpu.overhead_table import Overheads
+from daydream.perf.cpu.top_level_ops import Item, Kernel, top_level_items
 from daydream.trace.model import Trace
 from daydream.trace.steps import Step
 

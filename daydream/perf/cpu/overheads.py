@@ -1,16 +1,16 @@
 """CPU overheads T1..T5 of Lin et al. (HiPC 2022) and their single-GPU end-to-end iteration estimate: the names of
 the modules that do each part, in one place.
 
-=====================================  ====================================================================
-:mod:`daydream.perf.sample_stats`      a sample set as one value (``Stat``, ``summarize``, ``without_outliers``)
-:mod:`daydream.perf.top_level_ops`     what a trace holds per top-level op (``Item``, ``Launch``, ``Kernel``)
-:mod:`daydream.perf.graph_ops`         the same units read back from a dependency graph (``graph_items``)
-:mod:`daydream.perf.overhead_table`    the overhead table (``Overheads``, ``extract_overheads``)
-:mod:`daydream.perf.overhead_lookup`   what an op or a call costs by the table (``launch_us``, ``op_overhead_us``)
-:mod:`daydream.perf.iterations`        the iterations estimated (``whole_iterations``, ``default_iteration``)
-:mod:`daydream.perf.e2e`               Algorithm 1 (``predict_e2e``, ``run_algorithm``, ``E2E``)
-:mod:`daydream.perf.e2e_check`         its error on a trace's own iterations (``check_iterations``, ``accuracy``)
-=====================================  ====================================================================
+=========================================  ============================================================================
+:mod:`daydream.perf.cpu.sample_stats`      a sample set as one value (``Stat``, ``summarize``, ``without_outliers``)
+:mod:`daydream.perf.cpu.top_level_ops`     what a trace holds per top-level op (``Item``, ``Launch``, ``Kernel``)
+:mod:`daydream.perf.cpu.graph_ops`         the same units read back from a dependency graph (``graph_items``)
+:mod:`daydream.perf.cpu.overhead_table`    the overhead table (``Overheads``, ``extract_overheads``)
+:mod:`daydream.perf.cpu.overhead_lookup`   what an op or a call costs by the table (``launch_us``, ``op_overhead_us``)
+:mod:`daydream.perf.cpu.iterations`        the iterations estimated (``whole_iterations``, ``default_iteration``)
+:mod:`daydream.perf.cpu.end_to_end`        Algorithm 1 (``predict_e2e``, ``run_algorithm``, ``E2E``)
+:mod:`daydream.perf.cpu.end_to_end_check`  its error on a trace's own iterations (``check_iterations``, ``accuracy``)
+=========================================  ============================================================================
 
 The host side of an iteration is cut into five kinds of time (notes, section 3):
 
@@ -55,14 +55,20 @@ compare that with the trace, each iteration predicted from overheads of the othe
 
 from __future__ import annotations
 
-from daydream.perf.e2e import E2E, KERNEL_GAP_US, MAX_REPEATS, KernelTime, predict_e2e, run_algorithm
-from daydream.perf.e2e_check import IterationCheck, accuracy, check_iterations
-from daydream.perf.graph_ops import graph_items
-from daydream.perf.iterations import default_iteration, whole_iterations
-from daydream.perf.overhead_lookup import DEFAULT_LAUNCH_US, launch_us, op_overhead_us
-from daydream.perf.overhead_table import DEFAULT_CPU_EVENT_US, DEFAULT_GPU_EVENT_US, Overheads, extract_overheads, overheads_of
-from daydream.perf.sample_stats import NO_SAMPLES, Stat, summarize, without_outliers
-from daydream.perf.top_level_ops import Item, Kernel, Launch, top_level_items
+from daydream.perf.cpu.end_to_end import E2E, KERNEL_GAP_US, MAX_REPEATS, KernelTime, predict_e2e, run_algorithm
+from daydream.perf.cpu.end_to_end_check import IterationCheck, accuracy, check_iterations
+from daydream.perf.cpu.graph_ops import graph_items
+from daydream.perf.cpu.iterations import default_iteration, whole_iterations
+from daydream.perf.cpu.overhead_lookup import DEFAULT_LAUNCH_US, launch_us, op_overhead_us
+from daydream.perf.cpu.overhead_table import (
+    DEFAULT_CPU_EVENT_US,
+    DEFAULT_GPU_EVENT_US,
+    Overheads,
+    extract_overheads,
+    overheads_of,
+)
+from daydream.perf.cpu.sample_stats import NO_SAMPLES, Stat, summarize, without_outliers
+from daydream.perf.cpu.top_level_ops import Item, Kernel, Launch, top_level_items
 
 __all__ = [
     "DEFAULT_CPU_EVENT_US", "DEFAULT_GPU_EVENT_US", "DEFAULT_LAUNCH_US", "E2E", "KERNEL_GAP_US", "MAX_REPEATS", "NO_SAMPLES",

@@ -23,7 +23,7 @@ all-to-all (0 us). The lookups on the ranks run in parallel and the all-to-all w
 
 where ``alltoall_us`` is the time of one all-to-all (each direction pays it once).
 
-Lookup times come from :func:`daydream.perf.embedding.embedding_bag_us` (the batched embedding-bag heuristic of
+Lookup times come from :func:`daydream.perf.embeddings.embedding_bag.embedding_bag_us` (the batched embedding-bag heuristic of
 Lin et al. (HiPC 2022), L2-aware by default), one call per table (``tables=1``, all B samples), summed over the rank's tables.
 Per table rather than grouped per rank because the tables of a rank differ in E, L and D and the kernel model
 takes one of each; in that model a batched kernel's time is the sum of its warp groups' traffic and the L2 share
@@ -74,8 +74,8 @@ import msgspec
 from daydream.errors import DaydreamError, did_you_mean
 from daydream.files import MAX_INPUT_NUMBER, clip, read_toml, shown_number
 from daydream.perf.collectives import Link, collective_us, resolve_link
-from daydream.perf.devices import Device, get_device
-from daydream.perf.embedding import BagModel, embedding_bag_us
+from daydream.perf.embeddings.embedding_bag import BagModel, embedding_bag_us
+from daydream.perf.kernels.devices import Device, get_device
 
 __all__ = [
     "BRUTE_FORCE_LIMIT", "SHARDERS", "PlanCost", "RankLoad", "ShardingProblem", "Table", "best_plan", "brute_force",

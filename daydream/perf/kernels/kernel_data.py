@@ -25,7 +25,7 @@ import msgspec
 
 from daydream.errors import DaydreamError
 from daydream.files import read_input
-from daydream.perf.costs import Cost, elementwise_cost, gemm_cost
+from daydream.perf.kernels.costs import Cost, elementwise_cost, gemm_cost
 
 CLASSES = ("gemm", "conv", "elementwise", "norm")
 OP_CLASS = {"linear": "gemm", "bmm": "gemm", "conv": "conv", "ln": "norm", "softmax": "norm",
@@ -61,7 +61,7 @@ class Measurement(msgspec.Struct, frozen=True):
 
     def cost(self) -> Cost:
         """FLOPs (a fused multiply-add counts two) and the bytes the op must move at least, its inputs read once and
-        its output written once, in FP32: :mod:`daydream.perf.costs`' rules where it has one for the op."""
+        its output written once, in FP32: :mod:`daydream.perf.kernels.costs`' rules where it has one for the op."""
         d = self.dims
         if self.kernel_class == "gemm":
             b, m, n, k = d

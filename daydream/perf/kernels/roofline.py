@@ -38,59 +38,30 @@ from typing import Any
 
 import msgspec
 import networkx as nx
-import numpy as np
 
 from daydream.errors import DaydreamError
-from daydream.perf.accuracy import Accuracy, gmae
-from daydream.perf.costs import Cost, op_cost
-from daydream.perf.devices import Device, device_of_graph, device_of_trace, get_device, peak_flops
-from daydream.trace.sizes import dtype_bytes, normalize_dtype
+from daydream.perf.kernels.costs import Cost, op_cost
+from daydream.perf.kernels.devices import Device, device_of_graph, device_of_trace, get_device, peak_flops
+from daydream.perf.kernels.roofline_bound import (
+    HOST_LINK_CLASSES,
+    MATMUL_CLASSES,
+    MIN_ROOFLINE_SPAN,
+    PCIE_GBPS,
+    checked_dtype,
+    compute_peak,
+    fit_latency,
+    memcpy_us,
+    roofline_us,
+)
+from daydream.perf.trust.accuracy import Accuracy, gmae
+from daydream.trace.sizes import dtype_bytes
 
-# Kernels whose inner loop runs on tensor/matrix cores: bounded by the dtype's tensor peak.
-MATMUL_CLASSES = frozenset({"gemm", "conv", "attention"})
-# Kernels that move data between the host and the device: bounded by the PCIe link on a device swap.
-HOST_LINK_CLASSES = frozenset({"memcpy"})
-# Per-direction x16 PCIe bandwidth by generation, GB/s (PCI-SIG: 8, 16, 32, 64 GT/s per lane, 128b/130b).
-PCIE_GBPS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
-
-
-def _dtype(dtype: str) -> str:
-    try:
-        return normalize_dtype(dtype)
-    except ValueError as exc:
-        raise DaydreamError(str(exc)) from None
-
-
-def compute_peak(device: Device, dtype: str, kernel_class: str | None = None) -> float:
-    """FLOP/s a kernel of ``kernel_class`` can reach: the dtype's tensor/matrix peak for GEMM-like classes (and
-    when no class is given); the FP32 vector rate for the rest, since PyTorch computes fp16/bf16 element-wise
-    math in fp32 (fp64 kernels use the fp64 rate)."""
-    dt = _dtype(dtype)
-    if kernel_class is None or kernel_class in MATMUL_CLASSES or dt == "fp64":
-        return peak_flops(device, dt)
-    return device.vector_tflops * 1e12
-
-
-def roofline_us(cost: Cost, device: Device, dtype: str = "fp32", kernel_class: str | None = None) -> float:
-    """max(FLOPs / peak, bytes / memory bandwidth), in microseconds."""
-    compute_s = cost.flops / compute_peak(device, dtype, kernel_class) if cost.flops > 0 else 0.0
-    memory_s = cost.bytes / device.hbm_bytes_per_s
-    return max(compute_s, memory_s) * 1e6
-
-
-def memcpy_us(nbytes: float, direction: str, device: Device) -> float:
-    """Microseconds to copy ``nbytes`` over the device's x16 PCIe link (``h2d``, ``d2h``, each at its per-direction
-    peak) or within its memory (``d2d``: read and write at the memory bandwidth). Peak rates, no fixed cost: the
-    copies priced this way (offloaded activations, hot embedding rows) run to hundreds of MB, where the microseconds
-    of a copy's setup do not show."""
-    if nbytes < 0:
-        raise DaydreamError(f"memcpy: bytes must be >= 0, not {nbytes:g}")
-    way = direction.lower()
-    if way in ("h2d", "d2h"):
-        return nbytes / (PCIE_GBPS[device.pcie_gen] * 1e3)  # GB/s = 1e3 bytes/us
-    if way == "d2d":
-        return 2 * nbytes / (device.hbm_gbps * 1e3)
-    raise DaydreamError(f'memcpy: direction is "h2d", "d2h" or "d2d", not {direction!r}')
+# the bound itself and its constants are kernels/roofline_bound.py's (the device model fits on them too); they are
+# importable from here as before
+__all__ = [
+    "HOST_LINK_CLASSES", "MATMUL_CLASSES", "MIN_ROOFLINE_SPAN", "PCIE_GBPS", "compute_peak", "fit_latency", "memcpy_us",
+    "roofline_us",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -157,7 +128,7 @@ def task_dtype(attrs: Mapping[str, Any], default: str = "fp32") -> str:
     """A task's dtype: its own ``dtype`` attribute where a builder or a transform set one, else ``default``
     (Kineto's "Input Dims" carry no dtypes)."""
     dt = attrs.get("dtype")
-    return _dtype(dt if isinstance(dt, str) and dt else default)
+    return checked_dtype(dt if isinstance(dt, str) and dt else default)
 
 
 def _shape_key(shapes: Any) -> Any:
@@ -226,32 +197,6 @@ def _quartiles(values: Sequence[float]) -> tuple[float, float]:
 
 # An op's own calibration is used (instead of its class's) from this many instances on.
 MIN_OP_COUNT = 3
-# The two terms are told apart only when the class's rooflines span at least this factor.
-MIN_ROOFLINE_SPAN = 8.0
-
-
-def fit_latency(roofline: Sequence[float], observed: Sequence[float]) -> tuple[float, float]:
-    """(latency_us, efficiency) of t = latency + roofline / efficiency fitted to these pairs: least squares on
-    log time with a soft-L1 loss (one odd kernel, a different algorithm or a cold cache, does not drag the fit),
-    0 <= latency <= the fastest observation. Falls back to (0, median ratio) when the rooflines span less than
-    ``MIN_ROOFLINE_SPAN``."""
-    r, t = np.asarray(roofline, dtype=float), np.asarray(observed, dtype=float)
-    ratio = float(np.median(r / t))
-    positive = r[r > 0]
-    if len(r) < 3 or len(positive) < 3 or positive.max() < MIN_ROOFLINE_SPAN * positive.min():
-        return 0.0, ratio
-    a0 = 0.5 * float(t.min())
-    big = r >= np.median(positive)  # the size-dependent part shows best on the larger kernels
-    inv0 = max(float(np.median(np.maximum(t[big] - a0, 1e-3) / r[big])), 1e-6)
-
-    def residual(x: np.ndarray) -> np.ndarray:
-        return np.log(x[0] + r * np.exp(x[1])) - np.log(t)
-
-    from scipy.optimize import least_squares  # slow to import: only when a curve is fitted
-
-    fit = least_squares(residual, [a0, np.log(inv0)], bounds=([0.0, -30.0], [float(t.min()), 30.0]), loss="soft_l1",
-                        f_scale=0.05)  # fmt: skip
-    return float(fit.x[0]), float(np.exp(-fit.x[1]))
 
 
 def _entry(items: Sequence[Observation]) -> ClassEfficiency:
@@ -286,7 +231,7 @@ def fit_calibration(obs: Iterable[Observation], device: Device, dtype: str = "fp
         by_op[(o.kernel_class, o.op)].append(o)
     classes = {cls: _entry(items) for cls, items in sorted(by_class.items())}
     ops = {key: e for key, items in sorted(by_op.items()) if (e := _op_entry(items, classes[key[0]])) is not None}
-    return Calibration(device, _dtype(dtype), classes, ops)
+    return Calibration(device, checked_dtype(dtype), classes, ops)
 
 
 def _device_of(graph: nx.DiGraph) -> Device:
@@ -321,7 +266,7 @@ def predict_us(
 
     - op priced and duration traced: the part above the class's calibrated latency times the work's ratio there and
       here, plus the latency. On another GPU, for a class the measured-kernels model prices (GEMMs, convolutions,
-      element-wise, norms, softmax: :mod:`daydream.perf.device_model`), its ratio; else (and for a dtype change on
+      element-wise, norms, softmax: :mod:`daydream.perf.kernels.device_model`), its ratio; else (and for a dtype change on
       the same GPU) roofline(there) / roofline(here) - the efficiency the task itself showed carries over. Every
       kernel moved to another GPU is counted into ``tally`` (:func:`count_swap`);
     - op priced, no duration (an inserted task): the class's latency + roofline(there) / its efficiency;
@@ -330,7 +275,7 @@ def predict_us(
     """
     src, dst = calibration.device, _resolve(device) if device is not None else calibration.device
     src_dt = task_dtype(task_attrs, calibration.dtype)
-    dst_dt = _dtype(dtype) if dtype is not None else src_dt
+    dst_dt = checked_dtype(dtype) if dtype is not None else src_dt
     cls = str(task_attrs.get("class") or "other")
     duration = task_attrs.get("duration")
     op, shapes = task_attrs.get("op"), task_attrs.get("shapes")
@@ -344,7 +289,7 @@ def predict_us(
             here = roofline_us(cost_src, src, src_dt, cls)
             if src.key == dst.key:  # a dtype change on the traced GPU: the rooflines
                 return min(t, fixed) + max(t - fixed, 0.0) * (there / here if here > 0 else 1.0)
-            from daydream.perf.device_model import swap  # reads its data file on the first swap
+            from daydream.perf.kernels.device_model import swap  # reads its data file on the first swap
 
             priced = swap(cls, str(op), shapes, src, dst, src_dt, dst_dt)
             ratio = priced.ratio if priced is not None else there / here if here > 0 else 1.0
@@ -395,7 +340,7 @@ def native_dtype(device: Device, dtype: str) -> str:
     else what frameworks fall back to there (TF32 on a GPU without it is FP32, as PyTorch's allow_tf32 then does
     nothing; BF16 and FP16 without tensor cores for them compute at the FP32 rate; FP8 without it runs in BF16 or
     FP16)."""
-    dt = _dtype(dtype)
+    dt = checked_dtype(dtype)
     fallbacks = {"tf32": ("fp32",), "bf16": ("fp32",), "fp16": ("fp32",), "fp8": ("bf16", "fp16", "fp32")}
     for candidate in (dt, *fallbacks.get(dt, ())):
         if candidate in device.peak_tflops:
@@ -407,7 +352,7 @@ def count_swap(tally: dict[str, Any], moved_us: float, priced: Any) -> None:
     """Add one kernel moved to another GPU to ``tally`` (plain data, kept on the graph for the interval): its new
     time, and where the measured-kernels model priced it, that time times the error to expect of it, whether the
     target was extrapolated and the measured GPU it was read as (``read_as``)."""
-    from daydream.perf.device_model import roofline_error_pct
+    from daydream.perf.kernels.device_model import roofline_error_pct
 
     tally["kernels"] = tally.get("kernels", 0) + 1
     tally["time_us"] = tally.get("time_us", 0.0) + moved_us
@@ -445,7 +390,7 @@ def move_us(
     if cls in MATMUL_CLASSES:
         src_dt = native_dtype(calibration.device, src_dt)
     if dtype is not None:
-        dst_dt = _dtype(dtype)
+        dst_dt = checked_dtype(dtype)
     elif cls in MATMUL_CLASSES:
         dst_dt = native_dtype(dst, src_dt)
     else:
@@ -460,7 +405,7 @@ def dtype_speedup(device: Device | str, from_dtype: str, to_dtype: str, kernel_c
     dev = _resolve(device)
     if kernel_class in MATMUL_CLASSES:
         return peak_flops(dev, to_dtype) / peak_flops(dev, from_dtype)
-    return dtype_bytes(_dtype(from_dtype)) / dtype_bytes(_dtype(to_dtype))
+    return dtype_bytes(checked_dtype(from_dtype)) / dtype_bytes(checked_dtype(to_dtype))
 
 
 def device_speedup(src: Device | str, dst: Device | str, kernel_class: str, dtype: str = "fp32") -> float:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from daydream import progress
 from daydream.errors import DaydreamError
-from daydream.perf.accuracy import Accuracy
+from daydream.perf.trust.accuracy import Accuracy
 
 
 def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -36,7 +36,9 @@ def model_accuracy(trace_paths: Sequence[str | os.PathLike[str]] = ()) -> list[A
     tables, the collective models on the bundled nccl-tests sweeps (always); with traces, the roofline-calibrated
     cross-check on their kernels, the collective model on their NCCL kernels and the T1..T5 E2E estimate on their
     iterations (traces with three or more)."""
-    from daydream.perf import collectives, e2e_check, mlp, roofline
+    from daydream.perf import collectives
+    from daydream.perf.cpu import end_to_end_check as e2e_check
+    from daydream.perf.kernels import mlp, roofline
 
     traces = trace_files(trace_paths)
     # each trace read, then the four checks: what the bar counts

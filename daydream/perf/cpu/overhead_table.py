@@ -1,5 +1,5 @@
 """The overhead table: T1..T5 of one trace (or of some of its iterations), extracted from the top-level ops its
-threads ran, with the profiler-overhead correction (see :mod:`daydream.perf.overheads`)."""
+threads ran, with the profiler-overhead correction (see :mod:`daydream.perf.cpu.overheads`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 
 from daydream.errors import DaydreamError
-from daydream.perf.sample_stats import NO_SAMPLES, Stat, summarize
-from daydream.perf.top_level_ops import Item, top_level_items
+from daydream.perf.cpu.sample_stats import NO_SAMPLES, Stat, summarize
+from daydream.perf.cpu.top_level_ops import Item, top_level_items
 from daydream.trace.model import Trace
 from daydream.trace.steps import Step
 

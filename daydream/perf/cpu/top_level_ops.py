@@ -1,5 +1,5 @@
 """What a trace holds per top-level op: the ops, calls made outside any op and data-loading ranges of every thread
-that runs ops, in issue order, each with its launches and their GPU work (see :mod:`daydream.perf.overheads`)."""
+that runs ops, in issue order, each with its launches and their GPU work (see :mod:`daydream.perf.cpu.overheads`)."""
 
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 
 from daydream.errors import DaydreamError
-from daydream.perf.devices import Device
-from daydream.perf.roofline import memcpy_us
+from daydream.perf.kernels.devices import Device
+from daydream.perf.kernels.roofline import memcpy_us
 
 
 def _whole(value: float, what: str, low: int = 0) -> int:

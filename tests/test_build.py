@@ -310,9 +310,9 @@ def test_python_stack_frames_do_not_take_a_ranges_place(tmp_path: Path) -> None:
 
 def test_each_gpu_task_names_the_call_that_launched_it(tmp_path: Path) -> None:
     # the builder's launcher column (what a kernel takes its step and phase from) is its launch dependency's parent
-    from daydream.graph.build_cpu import cpu_tasks
-    from daydream.graph.build_gpu import gpu_tasks
-    from daydream.graph.build_table import TaskTable
+    from daydream.graph.build.cpu import cpu_tasks
+    from daydream.graph.build.gpu import gpu_tasks
+    from daydream.graph.build.table import TaskTable
     from daydream.graph.schema import EDGE_KIND_NUMBER
 
     trace = load_trace(write_trace(tmp_path / "t.json", make_trace()))

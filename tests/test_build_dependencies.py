@@ -1,4 +1,4 @@
-"""The builder holds the dependencies it finds as arrays (graph.build_table.Dependencies): the delays and the cut read
+"""The builder holds the dependencies it finds as arrays (graph.build.table.Dependencies): the delays and the cut read
 them a column at a time. Each must do what a loop over the tasks, each with its list of dependencies, does: checked
 here against such loops (what the builder ran before) on the shared traces, and on made-up cases where order and
 ties decide."""
@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from daydream import load_trace
-from daydream.graph import build, build_delays
+from daydream.graph import build
 from daydream.graph.adjacency import EdgeArrays
-from daydream.graph.build_table import Dependencies, TaskTable
+from daydream.graph.build import delays as build_delays
+from daydream.graph.build.table import Dependencies, TaskTable
 from daydream.graph.schema import CPU_KINDS, EDGE_KIND_NUMBER, EDGE_KINDS, ORDER_KINDS, Causality
 
 TRACES = (
@@ -139,7 +140,7 @@ def test_the_delays_and_the_cut_are_those_a_loop_over_the_tasks_finds(
 
 
 def _threads_by_loop(table: TaskTable) -> dict[str, list[int]]:
-    """build_edges.order_edges as a loop: each thread's tasks in order of start (ties in task order), the threads in
+    """build.edges.order_edges as a loop: each thread's tasks in order of start (ties in task order), the threads in
     order of their first task."""
     threads: dict[str, list[int]] = {}
     for task, thread in enumerate(table.column("thread")):
@@ -335,7 +336,7 @@ def test_the_releasing_dependency_is_the_first_with_the_least_slack() -> None:
     # found without a sort where the dependencies are held by child (as built), with one otherwise: the same picks
     from types import SimpleNamespace
 
-    from daydream.graph.build_delays import _releasing
+    from daydream.graph.build.delays import _releasing
 
     rng = np.random.default_rng(5)
     for trial in range(400):

@@ -1,5 +1,5 @@
-"""The CPU sweep compiled with numba (daydream.graph.cpu_sweep), over the columns the columnar loader keeps, makes the
-tasks the Python sweep makes (daydream.graph.build_cpu), attribute for attribute, with the same findings beside them,
+"""The CPU sweep compiled with numba (daydream.graph.build.cpu_sweep), over the columns the columnar loader keeps, makes the
+tasks the Python sweep makes (daydream.graph.build.cpu), attribute for attribute, with the same findings beside them,
 on every shared trace and a trace of each validation program; and the CPU ops kept as columns are made as events,
 the loader's, when something reads them."""
 
@@ -12,9 +12,9 @@ import msgspec
 import pytest
 from synth import make_trace, write_trace
 
-from daydream.graph import build_cpu
 from daydream.graph.build import build_graph
-from daydream.graph.build_table import TaskTable
+from daydream.graph.build import cpu as build_cpu
+from daydream.graph.build.table import TaskTable
 from daydream.trace import load as loader
 from daydream.trace.load import load_trace
 from daydream.trace.steps import whole_trace

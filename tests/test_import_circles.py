@@ -128,3 +128,27 @@ def test_a_circle_is_found_and_named(tmp_path: Path, files: dict[str, str], expe
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     assert sorted(circles(root)) == sorted(expected)
+
+
+# a reader scans a package's modules side by side: past this many at one level, a package is grouped into rooms
+MAX_MODULES = 20
+
+
+def crowded(root: Path) -> list[str]:
+    """Each package under ``root`` (itself included) with more than MAX_MODULES modules at one level."""
+    out = []
+    for init in sorted(root.rglob("__init__.py")):
+        modules = [p for p in init.parent.glob("*.py") if p.name != "__init__.py"]
+        if len(modules) > MAX_MODULES:
+            out.append(f"{init.parent.relative_to(root.parent)}: {len(modules)} modules")
+    return out
+
+
+def test_no_package_holds_more_than_twenty_modules_at_one_level(tmp_path: Path) -> None:
+    assert crowded(PACKAGE) == []
+    many = tmp_path / "pkg"
+    many.mkdir()
+    (many / "__init__.py").touch()
+    for k in range(MAX_MODULES + 1):
+        (many / f"m{k}.py").touch()
+    assert crowded(many) == [f"pkg: {MAX_MODULES + 1} modules"]

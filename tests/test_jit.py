@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("numba")
 
 from daydream import _jit  # noqa: E402
-from daydream.graph import cpu_sweep  # noqa: E402
+from daydream.graph.build import cpu_sweep  # noqa: E402
 from daydream.simulation import compiled  # noqa: E402
 from daydream.trace import json_scan  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Launch calls that waited for room in CUDA's launch queue (graph.build_edges.queue_waits): measured on an H200,
+"""Launch calls that waited for room in CUDA's launch queue (graph.build.edges.queue_waits): measured on an H200,
 the batch-32 transformer of the validation corpus is GPU-bound, its CPU runs ahead until the queue fills, and some
 40 cudaLaunchKernel calls a step then return only when a queued kernel ends, each taking 1-1.4 ms."""
 

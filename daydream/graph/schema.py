@@ -25,7 +25,7 @@ CPU_KINDS: frozenset[str] = frozenset({"cpu", "dataloader"})
 GPU_KINDS: frozenset[str] = frozenset({"gpu", "memcpy", "memset", "comm"})
 TASK_KINDS: tuple[str, ...] = get_args(TaskKind)
 EDGE_KINDS: tuple[str, ...] = get_args(EdgeKind)
-# An edge kind as the arrays of edges hold it (graph.adjacency.EdgeArrays, graph.build_table.Dependencies): its
+# An edge kind as the arrays of edges hold it (graph.adjacency.EdgeArrays, graph.build.table.Dependencies): its
 # number in EDGE_KINDS.
 EDGE_KIND_NUMBER: dict[str, int] = {kind: i for i, kind in enumerate(EDGE_KINDS)}
 # The edges that chain a thread's (a stream's) tasks in order: their delay is the parent's ``gap``, not a ``lag``.

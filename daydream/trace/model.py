@@ -78,7 +78,7 @@ class _MadeWhenRead:
 @dataclass(slots=True)
 class CpuColumns:
     """A trace's CPU events - its annotations, then its CPU ops, then its runtime calls, each family in its order - as
-    the columns the compiled CPU sweep reads (:mod:`daydream.graph.cpu_sweep`), made by the columnar loader beside
+    the columns the compiled CPU sweep reads (:mod:`daydream.graph.build.cpu_sweep`), made by the columnar loader beside
     the events. ``ids`` are the events' own ``id()``: the columns describe exactly those event objects, and the
     builder reads them only while the trace's families still hold them in that order (events are not changed in
     place after loading: nothing in daydream does, and a change is made by replacing the event)."""

@@ -1,10 +1,10 @@
 """Trace -> kernel-level dependency graph (a ``networkx.DiGraph``), as in the Daydream paper, section 4.
 
 Tasks and dependencies carry the attributes of :mod:`daydream.graph.schema` (docs/graph.md explains each). The build
-runs in stages over plain data, a :class:`~daydream.graph.build_table.TaskTable` of parallel columns, each a module of
-its own: the CPU tasks (:mod:`~daydream.graph.build_cpu`), the GPU tasks (:mod:`~daydream.graph.build_gpu`), the
-dependencies the trace gives evidence of (:mod:`~daydream.graph.build_edges`), and their delays
-(:mod:`~daydream.graph.build_delays`), measured so that simulating the unmodified graph reproduces the trace. This
+runs in stages over plain data, a :class:`~daydream.graph.build.table.TaskTable` of parallel columns, each a module of
+its own: the CPU tasks (:mod:`~daydream.graph.build.cpu`), the GPU tasks (:mod:`~daydream.graph.build.gpu`), the
+dependencies the trace gives evidence of (:mod:`~daydream.graph.build.edges`), and their delays
+(:mod:`~daydream.graph.build.delays`), measured so that simulating the unmodified graph reproduces the trace. This
 module runs them, assigns the tasks to steps and phases, and cuts the graph of the selected steps.
 """
 
@@ -24,9 +24,9 @@ from daydream._gc import paused_gc
 from daydream._heap import trim_heap
 from daydream.errors import TraceError
 from daydream.graph.adjacency import EdgeArrays, TaskColumns, TaskGraph, fill_arrays
-from daydream.graph.build_cpu import cpu_tasks
-from daydream.graph.build_delays import measure_delays, split_backward_gaps, split_loader_gaps
-from daydream.graph.build_edges import (
+from daydream.graph.build.cpu import cpu_tasks
+from daydream.graph.build.delays import measure_delays, split_backward_gaps, split_loader_gaps
+from daydream.graph.build.edges import (
     backward_waits,
     copy_wait_edges,
     infers_stream_waits,
@@ -35,8 +35,8 @@ from daydream.graph.build_edges import (
     queue_waits,
     sync_edges,
 )
-from daydream.graph.build_gpu import gpu_tasks
-from daydream.graph.build_table import TaskTable
+from daydream.graph.build.gpu import gpu_tasks
+from daydream.graph.build.table import TaskTable
 from daydream.graph.memory import attach_memory
 from daydream.graph.schema import (
     CPU_KINDS,

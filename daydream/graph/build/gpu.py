@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from daydream._arrays import order_by_start, unique_ints
-from daydream.graph.build_cpu import CpuCalls
-from daydream.graph.build_table import TaskTable
+from daydream.graph.build.cpu import CpuCalls
+from daydream.graph.build.table import TaskTable
 from daydream.graph.kernel_class import classify_kernel, collective_of, is_comm_kernel, is_multi_tensor_apply
 from daydream.graph.schema import EDGE_KIND_NUMBER
 from daydream.trace.model import MEMCPY_CATS, MEMSET_CATS, Trace

@@ -1,4 +1,4 @@
-"""The CPU sweep of :mod:`daydream.graph.build_cpu` compiled with numba, for large traces: the same sweep, statement
+"""The CPU sweep of :mod:`daydream.graph.build.cpu` compiled with numba, for large traces: the same sweep, statement
 for statement, over arrays of the CPU events (their times, families, and codes for what each declares) instead of a
 ``Frame`` object per range.
 
@@ -14,7 +14,7 @@ trace and a trace of each validation program. Two compiled passes and one betwee
    ``contexts``, written once per range that holds a task).
 
 Python then makes each task's attribute dict, as the Python sweep does (the dicts are the graph's), from those rows.
-:func:`daydream.graph.build_cpu.cpu_tasks` runs this for traces of COMPILED_MIN_CPU_EVENTS or more CPU events that
+:func:`daydream.graph.build.cpu.cpu_tasks` runs this for traces of COMPILED_MIN_CPU_EVENTS or more CPU events that
 the columnar loader read (their CPU ops kept as columns, never made as events: ``Trace.pending``), where numba
 imports; the compiled code is cached on disk, as the simulator's.
 """

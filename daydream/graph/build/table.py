@@ -1,7 +1,7 @@
 """The builder's working data: the tasks found in a trace, as parallel columns, with the dependencies found on each.
 
-Plain data that the builder's stages fill and read in turn (:mod:`~daydream.graph.build_cpu`,
-:mod:`~daydream.graph.build_gpu`, :mod:`~daydream.graph.build_edges`, :mod:`~daydream.graph.build_delays`);
+Plain data that the builder's stages fill and read in turn (:mod:`~daydream.graph.build.cpu`,
+:mod:`~daydream.graph.build.gpu`, :mod:`~daydream.graph.build.edges`, :mod:`~daydream.graph.build.delays`);
 :func:`daydream.graph.build.build_graph` runs them and cuts the graph of the selected steps from the result.
 Columns rather than a graph: most of the build is sweeps over every task, and lists indexed by task number are what
 those sweeps read fastest.
@@ -32,7 +32,7 @@ class InEdge(msgspec.Struct, gc=False):
 class Dependencies:
     """The dependencies found, task by task: task ``v``'s are ``ptr[v]:ptr[v + 1]``, in the order they were found.
     Each one's parent task, kind (its number in schema.EDGE_KINDS), ``lag`` (set by
-    :func:`~daydream.graph.build_delays.measure_delays`; the order kinds keep 0, their delay being the parent's
+    :func:`~daydream.graph.build.delays.measure_delays`; the order kinds keep 0, their delay being the parent's
     ``gap``) and whether it ``holds`` (measure_delays drops a wait the trace contradicts). Arrays, so that the stages
     that read every dependency (the delays, the cut) read them a column at a time: a 1M-event trace finds 420k."""
 

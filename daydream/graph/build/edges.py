@@ -12,9 +12,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from daydream.graph.build_cpu import LoaderRange, root_cpu_attrs
-from daydream.graph.build_gpu import CopyWait
-from daydream.graph.build_table import InEdge, TaskTable
+from daydream.graph.build.cpu import LoaderRange, root_cpu_attrs
+from daydream.graph.build.gpu import CopyWait
+from daydream.graph.build.table import InEdge, TaskTable
 from daydream.graph.context import fed_by_workers
 from daydream.graph.schema import CPU_KINDS, EDGE_KIND_NUMBER
 from daydream.trace.model import Trace
@@ -249,7 +249,7 @@ def backward_waits(table: TaskTable, threads: dict[str, list[int]]) -> list[Back
     """`loss.backward()` blocks its thread while the autograd engine's thread runs the backward pass: where a CPU
     thread is idle across a stretch of the engine thread's backward tasks, the task after the idle stretch waits
     for the last of them (a `sync` edge), and the first of them waits for the task before the stretch (the call).
-    Returns the stretches for :func:`~daydream.graph.build_delays.split_backward_gaps`."""
+    Returns the stretches for :func:`~daydream.graph.build.delays.split_backward_gaps`."""
     op, ts, end = table.column("op"), table.ts, table.end
     backward = _engine_threads(table, threads)
     found = []
@@ -309,7 +309,7 @@ def loader_waits(
     ready; where nothing traced runs inside the range, the range is one task and the stretch is all of it); a call
     waited where it idled longer than that by at least as much again, by LOADER_WAIT_SHARE of the time since the
     previous call, and by LOADER_WAIT_MIN_US (a shorter wait is within the call's jitter). Returns the waits for
-    :func:`~daydream.graph.build_delays.split_loader_gaps`."""
+    :func:`~daydream.graph.build.delays.split_loader_gaps`."""
     ts, end = table.ts, table.end
     ranges = sorted((r for r in loader_ranges if fed_by_workers(r.name)), key=lambda r: r.ts)
     calls = _loader_calls(table, ranges, threads)

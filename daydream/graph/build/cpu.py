@@ -3,7 +3,7 @@
 A runtime call is a task; so is a CPU op called from Python that launches nothing (its whole time), and a data-loading
 range that issues no GPU work. Each task takes the context of the ranges open around it: the op, the layer, the
 phase (:mod:`daydream.graph.context` says what each range declares). Kernels take their launch call's context later
-(:mod:`daydream.graph.build_gpu`): the paper's synchronization-free mapping (section 4.3).
+(:mod:`daydream.graph.build.gpu`): the paper's synchronization-free mapping (section 4.3).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from daydream._arrays import order_by_start, unique_ints
-from daydream.graph.build_table import TaskTable
+from daydream.graph.build.table import TaskTable
 from daydream.graph.context import LayerPart, op_shapes, range_role
 from daydream.graph.schema import new_task_attrs
 from daydream.trace.finish import sort_by_start
@@ -423,12 +423,12 @@ def _has_dims(shapes: Any) -> bool:
 
 
 # Traces of this many CPU events (ranges, ops, runtime calls) or more are swept by the compiled sweep
-# (daydream.graph.cpu_sweep): importing numba costs half a second, which a sweep of this size repays.
+# (daydream.graph.build.cpu_sweep): importing numba costs half a second, which a sweep of this size repays.
 COMPILED_MIN_CPU_EVENTS = 200_000
 
 
 def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
-    """The sweep of every thread by the compiled sweep (:mod:`daydream.graph.cpu_sweep`) over the trace's CPU columns:
+    """The sweep of every thread by the compiled sweep (:mod:`daydream.graph.build.cpu_sweep`) over the trace's CPU columns:
     what :func:`_tasks_from_rows` makes the tasks of; None (nothing done) where the trace has no columns (the columnar
     loader did not read it, or its families changed since: its CPU ops made, its other CPU events not those the
     columns describe), or numba does not import. The CPU ops' events are not made: their columns are read."""
@@ -444,7 +444,7 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
         return None
     n = sum(sizes)
     try:
-        from daydream.graph import cpu_sweep as cs
+        from daydream.graph.build import cpu_sweep as cs
     except Exception:  # noqa: BLE001 - numba missing or broken: not an error, only slower
         return None
     family = np.repeat(np.array([cs.ANN, cs.OP, cs.RT], np.int8), sizes)
@@ -576,7 +576,7 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
     """The compiled sweep's task rows made tasks, in order, with what the Python sweep finds beside them (the CPU
     ops read from columns: ``evs`` holds the annotations' events; ``shapes_of`` and ``op_events`` give what the Python sweep
     reads of their events)."""
-    from daydream.graph import cpu_sweep as cs
+    from daydream.graph.build import cpu_sweep as cs
 
     rows, parallel, contexts, corr_ids, seq_layer, loaders, parts, parts_own, optimizer_ops = found
     thread_names, thread_of = threads

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from daydream._arrays import unique_ints
-from daydream.graph.build_edges import BackwardWait, LoaderWait
-from daydream.graph.build_table import Dependencies, TaskTable
+from daydream.graph.build.edges import BackwardWait, LoaderWait
+from daydream.graph.build.table import Dependencies, TaskTable
 from daydream.graph.schema import CPU_KINDS, EDGE_KIND_NUMBER, EDGE_KINDS
 
 # Defaults where a trace has no sample of a mechanism (typical of CUDA 11/12 on current GPUs).

@@ -93,9 +93,15 @@ def main() -> None:
         print(json.dumps(result))
         return
     for k, row in result["sizes"].items():  # type: ignore[union-attr]
-        print(f"{k} pair(s) per call: plain {row['plain_us_per_call']:.1f} us, checkpointed +{row['checkpoint_us_per_call']:.1f} us "
-              f"(re-run {row['forward_us_per_call']:.1f}, machinery {row['machinery_us_per_call']:.1f})")  # fmt: skip
-    print(f"activation_checkpointing -p segment_cpu={result['segment_cpu_us']:.0f}us -p op_cpu={result['op_cpu_us']:.0f}us")
+        print(
+            f"{k} pair(s) per call: plain {row['plain_us_per_call']:.1f} us, checkpointed"
+            f" +{row['checkpoint_us_per_call']:.1f} us (re-run {row['forward_us_per_call']:.1f}, machinery"
+            f" {row['machinery_us_per_call']:.1f})"
+        )
+    print(
+        f"activation_checkpointing -p segment_cpu={result['segment_cpu_us']:.0f}us -p"
+        f" op_cpu={result['op_cpu_us']:.0f}us"
+    )
 
 
 if __name__ == "__main__":

@@ -40,22 +40,34 @@ def main() -> int:
     from daydream.perf.kernels import device_model
     from daydream.perf.kernels.kernel_data import read_measurements
 
-    print("| class | target GPU (left out) | kernel pairs | measured target | datasheet only | roofline ratio |\n"
-          "| --- | --- | --- | --- | --- | --- |")  # fmt: skip
+    print(
+        "| class | target GPU (left out) | kernel pairs | measured target | datasheet only | roofline ratio |\n"
+        "| --- | --- | --- | --- | --- | --- |"
+    )
     t0 = time.perf_counter()
-    model = device_model.fit(read_measurements(args.data), Path(args.data).name, args.classes.split(","),
-                             progress=lambda r: print(f"| {r.kernel_class} | {r.target} | {r.pairs:,} | {r.calibrated_gmae_pct:.1f}% | "
-                                                      f"{r.gmae_pct:.1f}% | {r.roofline_gmae_pct:.1f}% |", flush=True))  # fmt: skip
+    model = device_model.fit(
+        read_measurements(args.data),
+        Path(args.data).name,
+        args.classes.split(","),
+        progress=lambda r: print(
+            f"| {r.kernel_class} | {r.target} | {r.pairs:,} | {r.calibrated_gmae_pct:.1f}% | "
+            f"{r.gmae_pct:.1f}% | {r.roofline_gmae_pct:.1f}% |",
+            flush=True,
+        ),
+    )
     print(f"\nfitted and left each GPU out in {time.perf_counter() - t0:.0f} s")
     for cls in args.classes.split(","):
         rows = [r for r in model.accuracy if r.kernel_class == cls]
         if not rows:
             continue
         beats = sum(r.calibrated_gmae_pct < r.roofline_gmae_pct for r in rows)
-        print(f"{cls}: measured target median {statistics.median(r.calibrated_gmae_pct for r in rows):.1f}% "
-              f"(worst {max(r.calibrated_gmae_pct for r in rows):.1f}%), datasheet only median "
-              f"{statistics.median(r.gmae_pct for r in rows):.1f}%, roofline median {statistics.median(r.roofline_gmae_pct for r in rows):.1f}%; "
-              f"better than the roofline on {beats} of {len(rows)} GPUs")  # fmt: skip
+        print(
+            f"{cls}: measured target median {statistics.median(r.calibrated_gmae_pct for r in rows):.1f}% (worst"
+            f" {max(r.calibrated_gmae_pct for r in rows):.1f}%), datasheet only median"
+            f" {statistics.median(r.gmae_pct for r in rows):.1f}%, roofline median"
+            f" {statistics.median(r.roofline_gmae_pct for r in rows):.1f}%; better than the roofline on {beats} of"
+            f" {len(rows)} GPUs"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(msgspec.to_builtins(model.accuracy), indent=1) + "\n")
     if args.model:

@@ -5,7 +5,8 @@
 Writes a DLRM-preprocessed-style (inputs, tables) int32 .npy (30M x 26: 3.1 GB by default) of Zipf-distributed
 lookups (skews from 0.8 to 1.2 across the tables, popular rows scattered), in blocks so that writing it needs little
 memory, then runs the command in a fresh process for each mode and reads that process's peak resident set size
-(VmHWM, which the child reports itself). Memory should grow with the tables' rows (one 8-byte count per row: 26 x 1M rows is
+(VmHWM, which the child reports itself). Memory should grow with the tables' rows (one 8-byte count per row: 26 x 1M
+rows is
 208 MB) and not with the file. The file is deleted afterwards unless --keep.
 """
 
@@ -58,15 +59,23 @@ raise SystemExit(code)
 def run(path: Path, args: list[str]) -> dict[str, float]:
     """One run of the command in a fresh process that reports its own peak resident set size."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, "embeddings", "profile", str(path), *args, "--json"],
-                         capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, "embeddings", "profile", str(path), *args, "--json"],
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(out.stderr)
     peak_kb = int(out.stderr.split("maxrss_kb")[-1].split()[0])  # kB on Linux
     result = json.loads(out.stdout)
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak_kb / 1024, 1), "hot_bytes": result["hot_bytes"],
-            "hot_input_fraction": round(result["hot_input_fraction"], 4), "inputs_read": result["inputs_read"]}  # fmt: skip
+    return {
+        "wall_s": round(wall, 2),
+        "peak_rss_mb": round(peak_kb / 1024, 1),
+        "hot_bytes": result["hot_bytes"],
+        "hot_input_fraction": round(result["hot_input_fraction"], 4),
+        "inputs_read": result["inputs_read"],
+    }
 
 
 def main() -> None:
@@ -86,20 +95,27 @@ def main() -> None:
         write_indices(path, args.inputs, args.tables, args.rows)
     made = time.perf_counter() - t0
     common = ["--budget", args.budget, "--dim", "16", "--batch", "2048", "--rows", str(args.rows)]
-    results = {"file_gb": round(path.stat().st_size / 1e9, 2), "write_s": round(made, 1),
-               "sampled": run(path, common), "exact": run(path, [*common, "--exact"])}  # fmt: skip
+    results = {
+        "file_gb": round(path.stat().st_size / 1e9, 2),
+        "write_s": round(made, 1),
+        "sampled": run(path, common),
+        "exact": run(path, [*common, "--exact"]),
+    }
     if not args.keep:
         path.unlink()
     if args.json:
         print(json.dumps(results))
         return
     print(
-        f"{args.inputs:,} inputs x {args.tables} tables of {args.rows:,} rows: {results['file_gb']} GB (written in {made:.0f} s)"
+        f"{args.inputs:,} inputs x {args.tables} tables of {args.rows:,} rows: {results['file_gb']} GB (written in"
+        f" {made:.0f} s)"
     )
     for mode in ("sampled", "exact"):
         r = results[mode]
-        print(f"  {mode:8s} {r['wall_s']:7.1f} s  peak RSS {r['peak_rss_mb']:7.0f} MB  inputs read {r['inputs_read']:,}  "
-              f"hot {r['hot_bytes'] / 1e6:.1f} MB, {100 * r['hot_input_fraction']:.1f}% of inputs hot")  # fmt: skip
+        print(
+            f"  {mode:8s} {r['wall_s']:7.1f} s  peak RSS {r['peak_rss_mb']:7.0f} MB  inputs read {r['inputs_read']:,}  "
+            f"hot {r['hot_bytes'] / 1e6:.1f} MB, {100 * r['hot_input_fraction']:.1f}% of inputs hot"
+        )
 
 
 if __name__ == "__main__":

@@ -50,9 +50,22 @@ EXAMPLE = HERE.parent / "daydream" / "examples"
 # A tuple inside is a choice: the cheaper of its ways (the compiled simulation with numba's import, or the Python loop).
 SIMULATION = (("numba", "read_arrays", "compiled_loop"), ("python_loop",))
 DESIGN_FLOORS: dict[str, tuple[str | tuple[tuple[str, ...], ...], ...]] = {
-    "this design, before its builder's own work": ("interpreter", "imports", "load", SIMULATION, "graph_copy", "report"),
-    "a columnar design, before its build and report": ("interpreter", "imports", "scan_columns", "numba", "compiled_loop"),
-}  # fmt: skip
+    "this design, before its builder's own work": (
+        "interpreter",
+        "imports",
+        "load",
+        SIMULATION,
+        "graph_copy",
+        "report",
+    ),
+    "a columnar design, before its build and report": (
+        "interpreter",
+        "imports",
+        "scan_columns",
+        "numba",
+        "compiled_loop",
+    ),
+}
 
 
 def design_floor(result: dict[str, float], parts: tuple[str | tuple[tuple[str, ...], ...], ...]) -> tuple[float, str]:
@@ -66,8 +79,20 @@ def design_floor(result: dict[str, float], parts: tuple[str | tuple[tuple[str, .
     return total, " + ".join(n.replace("_", " ") for n in names)
 
 
-PARTS = ("interpreter", "imports", "gunzip", "decode", "load", "scan_columns", "numba", "read_arrays",
-         "compiled_loop", "python_loop", "graph_copy", "report")  # fmt: skip
+PARTS = (
+    "interpreter",
+    "imports",
+    "gunzip",
+    "decode",
+    "load",
+    "scan_columns",
+    "numba",
+    "read_arrays",
+    "compiled_loop",
+    "python_loop",
+    "graph_copy",
+    "report",
+)
 SIDE_BY_SIDE = ("cli", "json_load", "hta_load")  # the whole run, and two other programs' parse of the same file
 
 
@@ -215,7 +240,9 @@ def measure(trace: str, repeat: int, parts: tuple[str, ...] = PARTS) -> tuple[di
             if name == "interpreter":
                 seconds, peak, _ = _child([sys.executable, "-c", "pass"])
             elif name == "cli":
-                seconds, peak, _ = _child([sys.executable, "-m", "daydream", "simulate", "--step", "all", "--json", trace])
+                seconds, peak, _ = _child(
+                    [sys.executable, "-m", "daydream", "simulate", "--step", "all", "--json", trace]
+                )
             else:
                 _, peak, text = _child([sys.executable, __file__, "--part", name, trace])
                 seconds = float(text)

@@ -56,8 +56,10 @@ def _make_some(args: tuple[str, list[int], int, str]) -> None:
     source, ranks, world, folder = args
     docs = _sources(source)
     # each source's varied events with their traced durations, read once
-    varied = [[(e, e["dur"]) for e in doc["traceEvents"] if e.get("cat") in VARIED and isinstance(e.get("dur"), (int, float))]
-              for doc in docs]  # fmt: skip
+    varied = [
+        [(e, e["dur"]) for e in doc["traceEvents"] if e.get("cat") in VARIED and isinstance(e.get("dur"), (int, float))]
+        for doc in docs
+    ]
     for r in ranks:
         data = _vary(docs[r % len(docs)], r, world, varied[r % len(docs)])
         (Path(folder) / f"rank{r}.json.gz").write_bytes(data)
@@ -116,19 +118,28 @@ def run_script(folder: Path, workers: int | None, joint: bool, ray: str | None, 
     from daydream.api.workload import Workload
 
     t0 = time.perf_counter()
-    result = whatif(Workload(str(folder), step=step, jobs=workers, ray=ray, by_workers=False if joint else None), [script])
+    result = whatif(
+        Workload(str(folder), step=step, jobs=workers, ray=ray, by_workers=False if joint else None), [script]
+    )
     wall = time.perf_counter() - t0
     d, used = result.report, result.workers
-    how = "joint (one process holds every rank)" if used is None else (
-        f"{used.count} worker{'s' if used.count > 1 else ''} ({used.kind}), {used.rounds:,} rounds")  # fmt: skip
+    how = (
+        "joint (one process holds every rank)"
+        if used is None
+        else (f"{used.count} worker{'s' if used.count > 1 else ''} ({used.kind}), {used.rounds:,} rounds")
+    )
     tasks = d.tasks.baseline
     print(f"{folder} + {script}: {len(d.ranks or ()):,} ranks, {tasks:,} tasks; {how}")
-    print(f"wall {wall:.1f} s; peak memory: this process {peak_mb():,.0f} MB"
-          + (f", workers {', '.join(f'{b / 2**20:,.0f}' for b in used.peak_bytes)} MB" if used is not None else ""))  # fmt: skip
-    print(f"step: baseline {d.baseline_us / 1e3:.3f} ms (rank {d.slowest_rank.baseline if d.slowest_rank else '-'}), predicted "
-          f"{d.predicted_us / 1e3:.3f} ms (rank {d.slowest_rank.predicted if d.slowest_rank else '-'}); straggler "
-          f"{d.straggler.baseline.rank if d.straggler and d.straggler.baseline else '-'} -> "
-          f"{d.straggler.predicted.rank if d.straggler and d.straggler.predicted else '-'}")  # fmt: skip
+    print(
+        f"wall {wall:.1f} s; peak memory: this process {peak_mb():,.0f} MB"
+        + (f", workers {', '.join(f'{b / 2**20:,.0f}' for b in used.peak_bytes)} MB" if used is not None else "")
+    )
+    print(
+        f"step: baseline {d.baseline_us / 1e3:.3f} ms (rank {d.slowest_rank.baseline if d.slowest_rank else '-'}),"
+        f" predicted {d.predicted_us / 1e3:.3f} ms (rank {d.slowest_rank.predicted if d.slowest_rank else '-'});"
+        f" straggler {d.straggler.baseline.rank if d.straggler and d.straggler.baseline else '-'} ->"
+        f" {d.straggler.predicted.rank if d.straggler and d.straggler.predicted else '-'}"
+    )
     print(f"printed: {d.printed[:2]}")
     print(f"per rank {wall / max(len(d.ranks or ()), 1) * 1e3:.2f} ms, per task {wall / max(tasks, 1) * 1e6:.2f} us")
 

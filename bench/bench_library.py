@@ -37,7 +37,9 @@ def time_scripts(trace: str, scripts: list[str]) -> list[dict[str, object]]:
         except DaydreamError as exc:  # the script does not apply to this trace (or stopped): it says why
             outcome = f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
         seconds = time.perf_counter() - t0
-        rows.append({"trace": trace, "tasks": len(graph), "script": name, "seconds": round(seconds, 3), "outcome": outcome})
+        rows.append(
+            {"trace": trace, "tasks": len(graph), "script": name, "seconds": round(seconds, 3), "outcome": outcome}
+        )
         print(f"{len(graph):>9,} tasks  {name:26s} {seconds:8.2f} s  {outcome}", flush=True)
     return rows
 

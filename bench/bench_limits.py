@@ -5,8 +5,10 @@
 
 ``memory``: the peak memory of ``daydream simulate --step all`` on traces of tiny events (every one kept: a CPU op
 on one thread, about 73 bytes of JSON each, gzip) and on the given real traces, in bytes per event: what
-``daydream.trace.reading.BYTES_PER_EVENT`` must cover, so that a trace's load, which estimates its memory as BASE_BYTES +
-events x BYTES_PER_EVENT + its text, refuses what the machine cannot hold (``DAYDREAM_MEMORY_LIMIT`` lifts the limit here).
+``daydream.trace.reading.BYTES_PER_EVENT`` must cover, so that a trace's load, which estimates its memory as BASE_BYTES
++
+events x BYTES_PER_EVENT + its text, refuses what the machine cannot hold (``DAYDREAM_MEMORY_LIMIT`` lifts the limit
+here).
 
 ``shard``: the time of ``daydream shard`` on N synthetic tables (rows 1k-10M, dims 32-128, pooling 1-100, seeded):
 the local search keys each neighbour in constant time and stops after ``DEFAULT_MAX_NEIGHBOURS``, so the time is
@@ -70,31 +72,46 @@ def memory(counts: list[int], traces: list[str]) -> None:
             rows.append((f"{n:,} tiny events", tiny_trace(Path(folder) / f"tiny{n}.json.gz", n), n))
         for t in [Path(x) for x in traces] or [r for r in REAL if r.is_file()]:
             rows.append((t.name, t, events_of(t)))
-        print("| trace | events | text | peak | bytes per event | estimate (BASE_BYTES + events x BYTES_PER_EVENT + text) |")
+        print(
+            "| trace | events | text | peak | bytes per event | estimate (BASE_BYTES + events x BYTES_PER_EVENT +"
+            " text) |"
+        )
         print("| --- | --- | --- | --- | --- | --- |")
         for name, path, n in rows:
             with gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb") as fh:
                 text = sum(len(chunk) for chunk in iter(lambda fh=fh: fh.read(1 << 24), b""))
             used, _ = peak(["simulate", "--step", "all", str(path)])
             estimate = BASE_BYTES + n * BYTES_PER_EVENT + text
-            print(f"| {name} | {n:,} | {text / 2**20:,.0f} MiB | {used / 2**30:.2f} GiB | {used / n:,.0f} | "
-                  f"{estimate / 2**30:.2f} GiB |", flush=True)  # fmt: skip
+            print(
+                f"| {name} | {n:,} | {text / 2**20:,.0f} MiB | {used / 2**30:.2f} GiB | {used / n:,.0f} | "
+                f"{estimate / 2**30:.2f} GiB |",
+                flush=True,
+            )
 
 
 def shard(counts: list[int], ranks: int) -> None:
-    print(f"| tables | seconds (daydream shard --ranks {ranks} --batch 8192) | best plan's label |\n| --- | --- | --- |")
+    print(
+        f"| tables | seconds (daydream shard --ranks {ranks} --batch 8192) | best plan's label |\n| --- | --- | --- |"
+    )
     with tempfile.TemporaryDirectory() as folder:
         for n in counts:
             rng = random.Random(n)
             path = Path(folder) / f"tables{n}.toml"
-            path.write_text("".join(
-                f'[[table]]\nname = "t{i}"\nrows = {rng.randint(1000, 10_000_000)}\ndim = {rng.choice([32, 64, 128])}\n'
-                f"pooling = {rng.uniform(1, 100):.2f}\n\n" for i in range(n)
-            ))  # fmt: skip
+            path.write_text(
+                "".join(
+                    f'[[table]]\nname = "t{i}"\nrows = {rng.randint(1000, 10_000_000)}\ndim ='
+                    f" {rng.choice([32, 64, 128])}\npooling = {rng.uniform(1, 100):.2f}\n\n"
+                    for i in range(n)
+                )
+            )
             t0 = time.perf_counter()
-            out = subprocess.run([sys.executable, "-m", "daydream", "shard", "--ranks", str(ranks), "--batch", "8192",
-                                  str(path)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                 check=True)  # fmt: skip
+            out = subprocess.run(
+                [sys.executable, "-m", "daydream", "shard", "--ranks", str(ranks), "--batch", "8192", str(path)],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                check=True,
+            )
             took = time.perf_counter() - t0
             lines = out.stdout.splitlines()
             label = next((lines[i + 2] for i, x in enumerate(lines) if x.startswith("best plan")), "?").split("  ")[0]

@@ -46,7 +46,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ranks", type=int, default=1024)
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--keep", type=Path, default=None, help="write the rank traces here and keep them (default: a temp folder)")
+    p.add_argument(
+        "--keep", type=Path, default=None, help="write the rank traces here and keep them (default: a temp folder)"
+    )
     p.add_argument("--no-share", action="store_true", help="every rank its own tasks (what sharing saves)")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="build the ranks on Ray (local: started here)")
     args = p.parse_args()
@@ -68,15 +70,23 @@ def main() -> int:
         result = replay_job_graph(graph)
         t3 = time.perf_counter()
         d = result.to_dict()
-    print(f"ranks {len(result.ranks)}, simulated {d['simulated_ranks']} (the others share their tasks), tasks {d['tasks']:,}, "
-          f"collectives {pricing.collectives} priced for {graph.graph['world_size']} ranks")  # fmt: skip
+    print(
+        f"ranks {len(result.ranks)}, simulated {d['simulated_ranks']} (the others share their tasks), tasks"
+        f" {d['tasks']:,}, collectives {pricing.collectives} priced for {graph.graph['world_size']} ranks"
+    )
     where = f"Ray {args.ray}, {args.jobs} CPUs" if args.ray else f"{args.jobs} processes"
-    print(f"load + build ({where}) {t1 - t0:.1f} s, price {t2 - t1:.2f} s, simulate + per-rank results "
-          f"{t3 - t2:.2f} s, total {t3 - t0:.1f} s")  # fmt: skip
-    print(f"peak memory: main process {peak_mb(resource.RUSAGE_SELF):,.0f} MB, largest worker "
-          f"{peak_mb(resource.RUSAGE_CHILDREN):,.0f} MB")  # fmt: skip
-    print(f"slowest rank: measured {d['measured_us'] / 1e3:.3f} ms, baseline {d['baseline_us'] / 1e3:.3f} ms; "
-          f"straggler: rank {d['straggler']['rank'] if d['straggler'] else '-'}")  # fmt: skip
+    print(
+        f"load + build ({where}) {t1 - t0:.1f} s, price {t2 - t1:.2f} s, simulate + per-rank results "
+        f"{t3 - t2:.2f} s, total {t3 - t0:.1f} s"
+    )
+    print(
+        f"peak memory: main process {peak_mb(resource.RUSAGE_SELF):,.0f} MB, largest worker "
+        f"{peak_mb(resource.RUSAGE_CHILDREN):,.0f} MB"
+    )
+    print(
+        f"slowest rank: measured {d['measured_us'] / 1e3:.3f} ms, baseline {d['baseline_us'] / 1e3:.3f} ms; "
+        f"straggler: rank {d['straggler']['rank'] if d['straggler'] else '-'}"
+    )
     return 0
 
 

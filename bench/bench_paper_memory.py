@@ -82,7 +82,9 @@ FIGURE7 = {
 SETTINGS = {"none": (False, False), "seq": (True, False), "sel": (False, True), "seqsel": (True, True)}
 
 
-def fullest_rank(setup: Setup, memory: ModelMemory, setting: tuple[bool, bool], grad_bytes: float = GRAD_BYTES) -> RankMemory:
+def fullest_rank(
+    setup: Setup, memory: ModelMemory, setting: tuple[bool, bool], grad_bytes: float = GRAD_BYTES
+) -> RankMemory:
     """The rank of the setup that holds the most under a setting, as ``daydream plan`` picks it."""
     sequence, selective = setting
     split = Parallelism(
@@ -122,14 +124,26 @@ def figure1(settings: dict[str, tuple[bool, bool]] = SETTINGS, grad_bytes: float
                 if EMBEDDING in r.blocks
                 else 0.0
             )
-            rows.append({
-                "model": name, "setting": setting, "tp": setup.tp, "pp": setup.pp, "chunks": setup.chunks,
-                "micro_batches": setup.micro_batches, "stage": r.stage, "in_flight": r.in_flight,
-                "paper": {"state": paper_state, "activations": paper_act, "total": paper_state + paper_act},
-                "daydream": {"state": state, "activations": act, "total": state + act, "embedding": embedding},
-                "error": {"total": _error(state + act, paper_state + paper_act), "activations": _error(act, paper_act),
-                          "state": _error(state, paper_state), "layers": _error(state - embedding, paper_state)},
-            })  # fmt: skip
+            rows.append(
+                {
+                    "model": name,
+                    "setting": setting,
+                    "tp": setup.tp,
+                    "pp": setup.pp,
+                    "chunks": setup.chunks,
+                    "micro_batches": setup.micro_batches,
+                    "stage": r.stage,
+                    "in_flight": r.in_flight,
+                    "paper": {"state": paper_state, "activations": paper_act, "total": paper_state + paper_act},
+                    "daydream": {"state": state, "activations": act, "total": state + act, "embedding": embedding},
+                    "error": {
+                        "total": _error(state + act, paper_state + paper_act),
+                        "activations": _error(act, paper_act),
+                        "state": _error(state, paper_state),
+                        "layers": _error(state - embedding, paper_state),
+                    },
+                }
+            )
     return rows
 
 
@@ -142,7 +156,13 @@ def figure7(settings: dict[str, tuple[bool, bool]] = SETTINGS) -> list[dict[str,
         for setting, paper in FIGURE7[name].items():
             ours = 100 * fullest_rank(setup, memory, settings[setting]).activations / base
             rows.append(
-                {"model": name, "setting": setting, "paper_pct": paper, "daydream_pct": ours, "error": _error(ours, paper)}
+                {
+                    "model": name,
+                    "setting": setting,
+                    "paper_pct": paper,
+                    "daydream_pct": ours,
+                    "error": _error(ours, paper),
+                }
             )
     return rows
 
@@ -159,19 +179,27 @@ def main() -> None:
         print(json.dumps({"figure1": one, "figure7": seven, "worst_abs_error": worst}, indent=1))
         return
     print("Figure 1: GiB per GPU, the fullest rank (paper / daydream; state = parameters, gradients, optimizer state)")
-    print(f"{'model':6} {'setting':7} {'state':>15} {'activations':>17} {'total':>17} {'err':>6} {'act.':>6} "
-          f"{'state':>6} {'layers':>7}")  # fmt: skip
+    print(
+        f"{'model':6} {'setting':7} {'state':>15} {'activations':>17} {'total':>17} {'err':>6} {'act.':>6} "
+        f"{'state':>6} {'layers':>7}"
+    )
     for r in one:
         pa, da, e = r["paper"], r["daydream"], r["error"]
-        print(f"{r['model']:6} {r['setting']:7} {pa['state']:7.2f} {da['state']:7.2f} {pa['activations']:8.2f} "
-              f"{da['activations']:8.2f} {pa['total']:8.2f} {da['total']:8.2f} {100 * e['total']:+5.1f}% "
-              f"{100 * e['activations']:+5.1f}% {100 * e['state']:+5.1f}% {100 * e['layers']:+6.1f}%")  # fmt: skip
+        print(
+            f"{r['model']:6} {r['setting']:7} {pa['state']:7.2f} {da['state']:7.2f} {pa['activations']:8.2f} "
+            f"{da['activations']:8.2f} {pa['total']:8.2f} {da['total']:8.2f} {100 * e['total']:+5.1f}% "
+            f"{100 * e['activations']:+5.1f}% {100 * e['state']:+5.1f}% {100 * e['layers']:+6.1f}%"
+        )
     print("\nFigure 7: activations, % of the baseline's (paper / daydream)")
     for r in seven:
-        print(f"{r['model']:6} {r['setting']:7} {r['paper_pct']:7.2f} {r['daydream_pct']:7.2f} {100 * r['error']:+5.1f}%")
-    print(f"\nworst |error|: total {100 * worst['total']:.1f}%, activations {100 * worst['activations']:.1f}%, layers' state "
-          f"{100 * worst['layers']:.1f}% (the first stage's whole state {100 * worst['state']:.1f}%: its embedding, which the paper "
-          f"leaves out), Figure 7 {100 * worst['figure7']:.1f}%")  # fmt: skip
+        print(
+            f"{r['model']:6} {r['setting']:7} {r['paper_pct']:7.2f} {r['daydream_pct']:7.2f} {100 * r['error']:+5.1f}%"
+        )
+    print(
+        f"\nworst |error|: total {100 * worst['total']:.1f}%, activations {100 * worst['activations']:.1f}%, layers'"
+        f" state {100 * worst['layers']:.1f}% (the first stage's whole state {100 * worst['state']:.1f}%: its"
+        f" embedding, which the paper leaves out), Figure 7 {100 * worst['figure7']:.1f}%"
+    )
 
 
 if __name__ == "__main__":

@@ -32,17 +32,43 @@ WARMUP, STEPS = 8, 4
 
 
 def plain(example: str, device: str, args: list[str]) -> list[float]:
-    cmd = [sys.executable, str(ROOT / "examples" / f"{example}.py"), "--device", device, "--steps", str(WARMUP + STEPS),
-           "--log", "--log-steps", *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(ROOT / "examples" / f"{example}.py"),
+        "--device",
+        device,
+        "--steps",
+        str(WARMUP + STEPS),
+        "--log",
+        "--log-steps",
+        *args,
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return [float(x) for x in re.findall(r"step \d+: ([0-9.]+) ms", out)][3:]
 
 
 def recorded(example: str, device: str, args: list[str]) -> tuple[list[float], list[float]]:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(WARMUP), "--steps", str(STEPS), "--out", tmp,
-               "--", sys.executable, str(ROOT / "examples" / f"{example}.py"), "--device", device,
-               "--steps", str(WARMUP + STEPS), *args]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "daydream",
+            "record",
+            "--warmup",
+            str(WARMUP),
+            "--steps",
+            str(STEPS),
+            "--out",
+            tmp,
+            "--",
+            sys.executable,
+            str(ROOT / "examples" / f"{example}.py"),
+            "--device",
+            device,
+            "--steps",
+            str(WARMUP + STEPS),
+            *args,
+        ]
         subprocess.run(cmd, capture_output=True, text=True, check=True)
         wall = json.loads((Path(tmp) / "rank0.daydream.json").read_text())["steps"]["wall_ms"]
     return wall[3 : WARMUP - 1], wall[WARMUP : WARMUP + STEPS]
@@ -65,15 +91,25 @@ def main() -> None:
             h += hooks
             r += rec
         mp, mh, mr = statistics.median(p), statistics.median(h), statistics.median(r)
-        rows.append({"example": example, "plain_ms": mp, "idle_ms": mh, "recorded_ms": mr,
-                     "idle_overhead_pct": 100 * (mh / mp - 1), "recorded_overhead_pct": 100 * (mr / mp - 1)})  # fmt: skip
+        rows.append(
+            {
+                "example": example,
+                "plain_ms": mp,
+                "idle_ms": mh,
+                "recorded_ms": mr,
+                "idle_overhead_pct": 100 * (mh / mp - 1),
+                "recorded_overhead_pct": 100 * (mr / mp - 1),
+            }
+        )
     if ns.json:
         print(json.dumps(rows, indent=1))
         return
     print(f"{'example':<12}{'plain ms':>10}{'idle ms':>10}{'recorded ms':>13}{'idle':>9}{'recorded':>10}")
     for row in rows:
-        print(f"{row['example']:<12}{row['plain_ms']:>10.2f}{row['idle_ms']:>10.2f}{row['recorded_ms']:>13.2f}"
-              f"{row['idle_overhead_pct']:>+8.1f}%{row['recorded_overhead_pct']:>+9.1f}%")  # fmt: skip
+        print(
+            f"{row['example']:<12}{row['plain_ms']:>10.2f}{row['idle_ms']:>10.2f}{row['recorded_ms']:>13.2f}"
+            f"{row['idle_overhead_pct']:>+8.1f}%{row['recorded_overhead_pct']:>+9.1f}%"
+        )
 
 
 if __name__ == "__main__":

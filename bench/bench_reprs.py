@@ -84,7 +84,9 @@ def _children(value: Any) -> list[tuple[str, Any]]:
         return [(f.name, getattr(value, f.name)) for f in msgspec.structs.fields(value)]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         # (a field the type keeps out of its own repr, repr=False, is its bookkeeping: a trace's pending columns)
-        return [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value) if f.repr and not f.name.startswith("_")]
+        return [
+            (f.name, getattr(value, f.name)) for f in dataclasses.fields(value) if f.repr and not f.name.startswith("_")
+        ]
     if isinstance(value, (list, tuple)) and value:
         return [("[0]", value[0])]
     if isinstance(value, dict) and value:
@@ -111,7 +113,9 @@ def too_long(named: dict[str, Any], limit: int = LIMIT, depth: int = 3) -> list[
         if _ours(value) and len(text := repr(value)) >= limit:
             out.append((where, len(text)))
         if level < depth:
-            stack.extend((f"{where}.{k}" if not k.startswith("[") else where + k, v, level + 1) for k, v in _children(value))
+            stack.extend(
+                (f"{where}.{k}" if not k.startswith("[") else where + k, v, level + 1) for k, v in _children(value)
+            )
     return sorted(out)
 
 
@@ -127,8 +131,10 @@ def main() -> int:
     named = results(trace, folder)
     longest = max(((k, len(repr(v))) for k, v in named.items()), key=lambda kv: kv[1])
     bad = too_long(named)
-    print(f"{trace}: {named['build_graph'].number_of_nodes():,} tasks; {len(named)} results made in "
-          f"{time.perf_counter() - t0:.1f} s; the longest top-level repr {longest[0]} {longest[1]:,} characters")  # fmt: skip
+    print(
+        f"{trace}: {named['build_graph'].number_of_nodes():,} tasks; {len(named)} results made in "
+        f"{time.perf_counter() - t0:.1f} s; the longest top-level repr {longest[0]} {longest[1]:,} characters"
+    )
     for where, n in bad:
         print(f"  {where}: {n:,} characters (limit {LIMIT:,})")
     print("ok: every repr under the limit" if not bad else f"{len(bad)} reprs over the limit")

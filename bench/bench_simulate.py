@@ -1,6 +1,7 @@
 """Load / build / simulate seconds and peak memory on a large trace, and the whole CLI run; how each grows with size.
 
-    python bench/bench_simulate.py [TRACE]                      # one trace (default: the shared trace tiled to ~1M events)
+    python bench/bench_simulate.py [TRACE]                      # one trace (default: the shared trace tiled to ~1M
+    events)
     python bench/bench_simulate.py --scaling 100000,1000000,10000000   # the shared trace tiled to each size: a table
     python bench/bench_simulate.py --repeat 3                   # the CLI run three times: the median and the range
 
@@ -50,10 +51,21 @@ def phases(trace: str) -> dict[str, float]:
     simulate_peak = peak_mb()
     text = json.dumps(result.to_dict())
     t4 = time.perf_counter()
-    return {"events": events, "tasks": g.number_of_nodes(), "edges": g.number_of_edges(),
-            "load_s": t1 - t0, "build_s": t2 - t1, "simulate_s": t3 - t2, "report_s": t4 - t3,
-            "load_peak_mb": load_peak, "build_peak_mb": build_peak, "simulate_peak_mb": simulate_peak,
-            "report_peak_mb": peak_mb(), "baseline_ms": result.baseline_us / 1e3, "json_bytes": len(text)}  # fmt: skip
+    return {
+        "events": events,
+        "tasks": g.number_of_nodes(),
+        "edges": g.number_of_edges(),
+        "load_s": t1 - t0,
+        "build_s": t2 - t1,
+        "simulate_s": t3 - t2,
+        "report_s": t4 - t3,
+        "load_peak_mb": load_peak,
+        "build_peak_mb": build_peak,
+        "simulate_peak_mb": simulate_peak,
+        "report_peak_mb": peak_mb(),
+        "baseline_ms": result.baseline_us / 1e3,
+        "json_bytes": len(text),
+    }
 
 
 def compile_bytecode() -> None:
@@ -107,8 +119,12 @@ def measure(trace: str, repeat: int = 1) -> dict[str, Any]:
     if out.returncode != 0:
         raise SystemExit(out.stderr)
     walls = sorted(r["cli_wall_s"] for r in runs)
-    cli = {**runs[0], "cli_wall_s": statistics.median(walls), "cli_wall_range_s": [walls[0], walls[-1]],
-           "cli_peak_rss_mb": max(r["cli_peak_rss_mb"] for r in runs)}  # fmt: skip
+    cli = {
+        **runs[0],
+        "cli_wall_s": statistics.median(walls),
+        "cli_wall_range_s": [walls[0], walls[-1]],
+        "cli_peak_rss_mb": max(r["cli_peak_rss_mb"] for r in runs),
+    }
     return {"trace": trace, "cpus": os.cpu_count(), "reference_s": reference_s(), **cli, **json.loads(out.stdout)}
 
 
@@ -118,9 +134,11 @@ def reference_s() -> float:
     one hour to the next (the 10M-event run 120 s one day, 189 s another, the code the same but for 10%), and a
     plain Python loop does not show it (0.24 s on the slow day, 0.42-1.05 s on faster ones): figures compare
     through this one."""
-    code = ("import time, sys\nfrom daydream.api.replay import replay\nbest = 1e9\nfor _ in range(3):\n"
-            "    t = time.perf_counter(); replay(sys.argv[1], step='all'); best = min(best, time.perf_counter() - t)\n"
-            "print(best)")  # fmt: skip
+    code = (
+        "import time, sys\nfrom daydream.api.replay import replay\nbest = 1e9\nfor _ in range(3):\n"
+        "    t = time.perf_counter(); replay(sys.argv[1], step='all'); best = min(best, time.perf_counter() - t)\n"
+        "print(best)"
+    )
     out = subprocess.run([sys.executable, "-c", code, str(DEFAULT_SOURCE)], capture_output=True, text=True)
     return float(out.stdout) if out.returncode == 0 else math.nan
 
@@ -131,23 +149,32 @@ def tiled(events: int, folder: str) -> str:
     trace = os.path.join(folder, f"tiled_{events}.json.gz")
     if not os.path.isfile(trace):
         subprocess.run(
-            [sys.executable, str(HERE / "tile_trace.py"), str(DEFAULT_SOURCE), trace, "--events", str(events)], check=True
+            [sys.executable, str(HERE / "tile_trace.py"), str(DEFAULT_SOURCE), trace, "--events", str(events)],
+            check=True,
         )
     return trace
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| events | tasks | load | build | simulate | report | CLI run | CLI peak | peak per event | page faults (system time) | replay error |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        (
+            "| events | tasks | load | build | simulate | report | CLI run | CLI peak | peak per event | page faults"
+            " (system time) | replay error |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
         lines.append(
-            f"| {r['events']:,} | {r['tasks']:,} | {r['load_s']:.2f} s | {r['build_s']:.2f} s | {r['simulate_s']:.2f} s | "
-            f"{r['report_s']:.2f} s | {_wall(r)} | {r['cli_peak_rss_mb'] / 1024:.2f} GiB | "
-            f"{r['cli_peak_rss_mb'] * 1024 * 1024 / r['events']:.0f} B | {r['cli_page_faults']:,} ({r['cli_system_s']:.1f} s) | "
-            f"{r['error_pct']:+.2f}% |"
+            f"| {r['events']:,} | {r['tasks']:,} | {r['load_s']:.2f} s | {r['build_s']:.2f} s | {r['simulate_s']:.2f} s"
+            f" | {r['report_s']:.2f} s | {_wall(r)} | {r['cli_peak_rss_mb'] / 1024:.2f} GiB |"
+            f" {r['cli_peak_rss_mb'] * 1024 * 1024 / r['events']:.0f} B | {r['cli_page_faults']:,}"
+            f" ({r['cli_system_s']:.1f} s) | {r['error_pct']:+.2f}% |"
         )
     refs = ", ".join(f"{r['reference_s']:.2f}" for r in rows)
-    return "\n".join(lines) + f"\n\nreference (the untiled trace, load + build + simulate): {refs} s, at each row's measurement"
+    return (
+        "\n".join(lines)
+        + f"\n\nreference (the untiled trace, load + build + simulate): {refs} s, at each row's measurement"
+    )
 
 
 def _wall(row: dict[str, Any]) -> str:

@@ -4,7 +4,8 @@
 
 Without TRACE it tiles ../shared/traces/hta/nccl_parser_config_nccl_data.json.gz to ~1M events (326k tasks with
 --step all). Bounds (issue 3): parsing a 1,000-line script < 0.2 s; `let` + `scale` of a selection with a
-where-clause on the 300k-task graph < 1 s; issue 22: that transform plus the prediction after it < 1 s. Times are the median of --repeat runs, after one warm-up; the 100
+where-clause on the 300k-task graph < 1 s; issue 22: that transform plus the prediction after it < 1 s. Times are the
+median of --repeat runs, after one warm-up; the 100
 inserts and the 1,000 queued inserts run once.
 """
 
@@ -83,7 +84,8 @@ def main() -> None:
             raise SystemExit(f"{DEFAULT_SOURCE} not found: pass a trace")
         trace = os.path.join(tempfile.mkdtemp(), "tiled.json.gz")
         subprocess.run(
-            [sys.executable, str(HERE / "tile_trace.py"), str(DEFAULT_SOURCE), trace, "--events", str(args.events)], check=True
+            [sys.executable, str(HERE / "tile_trace.py"), str(DEFAULT_SOURCE), trace, "--events", str(args.events)],
+            check=True,
         )
     graph = build_graph(load_trace(trace), "all")
     session = Session(graph, copy=False)  # in place: the benchmark times the statements, not a copy
@@ -116,22 +118,27 @@ def main() -> None:
     )
     queued_s = time_once(lambda: session.execute(queued))
     predict_priority_s = time_once(session.predict)
-    print(json.dumps({
-        "cpus": os.cpu_count(),
-        "script_lines": text.count("\n"),
-        "parse_1000_lines_s": parse_s,
-        "first_parse_s_including_grammar": first_parse,
-        "tasks": graph.number_of_nodes(),
-        "selected": len(session.scope["gemm"]),
-        "select_where_and_scale_s": select_scale_s,
-        "scale_all_gpu_s": kind_only_s,
-        "simulate_after_s": predict_s,
-        "select_scale_and_predict_again_s": rescale_predict_s,
-        "insert_100_in_a_loop_s": inserts_s,
-        "queued_inserted": sum(1 for a in attrs_of(graph).values() if a.get("queued")),
-        "insert_1000_queued_s": queued_s,
-        "simulate_after_queued_priority_s": predict_priority_s,
-    }, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "cpus": os.cpu_count(),
+                "script_lines": text.count("\n"),
+                "parse_1000_lines_s": parse_s,
+                "first_parse_s_including_grammar": first_parse,
+                "tasks": graph.number_of_nodes(),
+                "selected": len(session.scope["gemm"]),
+                "select_where_and_scale_s": select_scale_s,
+                "scale_all_gpu_s": kind_only_s,
+                "simulate_after_s": predict_s,
+                "select_scale_and_predict_again_s": rescale_predict_s,
+                "insert_100_in_a_loop_s": inserts_s,
+                "queued_inserted": sum(1 for a in attrs_of(graph).values() if a.get("queued")),
+                "insert_1000_queued_s": queued_s,
+                "simulate_after_queued_priority_s": predict_priority_s,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -47,9 +47,14 @@ MIN_RUNS, MAX_RUNS, WARMUP = 5, 40, 2
 RESNET50 = [(3, 64, 7, 96, 2, 3)]
 for _blocks, _width, _side, _first_stride in ((3, 64, 24, 1), (4, 128, 24, 2), (6, 256, 12, 2), (3, 512, 6, 2)):
     _in = 64 if _width == 64 else _width * 2
-    RESNET50 += [(_in, _width, 1, _side, 1, 0), (_width, _width, 3, _side, _first_stride, 1),
-                 (_width, _width * 4, 1, _side // _first_stride, 1, 0), (_in, _width * 4, 1, _side, _first_stride, 0),
-                 (_width * 4, _width, 1, _side // _first_stride, 1, 0), (_width, _width, 3, _side // _first_stride, 1, 1)]  # fmt: skip
+    RESNET50 += [
+        (_in, _width, 1, _side, 1, 0),
+        (_width, _width, 3, _side, _first_stride, 1),
+        (_width, _width * 4, 1, _side // _first_stride, 1, 0),
+        (_in, _width * 4, 1, _side, _first_stride, 0),
+        (_width * 4, _width, 1, _side // _first_stride, 1, 0),
+        (_width, _width, 3, _side // _first_stride, 1, 1),
+    ]
 
 
 def pick_shapes(neusight: Path, seed: int = 0) -> dict[str, list[dict[str, Any]]]:
@@ -193,7 +198,13 @@ def _time(torch: Any, run: Callable[[], Any], device: str) -> list[float]:
 def _summary(times: list[float]) -> dict[str, Any]:
     t = sorted(times)
     q = statistics.quantiles(t, n=4) if len(t) > 1 else [t[0]] * 3
-    return {"Latency": statistics.median(t) / 1e3, "P25": q[0] / 1e3, "P75": q[2] / 1e3, "Min": t[0] / 1e3, "Runs": len(t)}
+    return {
+        "Latency": statistics.median(t) / 1e3,
+        "P25": q[0] / 1e3,
+        "P75": q[2] / 1e3,
+        "Min": t[0] / 1e3,
+        "Runs": len(t),
+    }
 
 
 DIM_COLUMNS = {
@@ -229,9 +240,17 @@ def measure(shapes: dict[str, list[dict[str, Any]]], out: Path, budget: float, d
                                 errors[f"sdpa {backend}"] = str(e).splitlines()[0][:200]
                                 continue
                             for direction, run in (("forward", fwd), ("backward", bwd)):
-                                rows.append({"OPName": "sdpa", "Backend": backend, "Direction": direction,
-                                             **{k.title().replace("_", ""): v for k, v in shape.items()},
-                                             "DType": dtype, "Device": name, **_summary(_time(torch, run, device))})  # fmt: skip
+                                rows.append(
+                                    {
+                                        "OPName": "sdpa",
+                                        "Backend": backend,
+                                        "Direction": direction,
+                                        **{k.title().replace("_", ""): v for k, v in shape.items()},
+                                        "DType": dtype,
+                                        "Device": name,
+                                        **_summary(_time(torch, run, device)),
+                                    }
+                                )
                             del fwd, bwd
                     continue
                 dtypes = {"gemm": GEMM_DTYPES, "conv": CONV_DTYPES, "vector": VECTOR_DTYPES}[section]
@@ -256,11 +275,20 @@ def measure(shapes: dict[str, list[dict[str, Any]]], out: Path, budget: float, d
         print(f"{section}: {len(rows)} rows in {time.monotonic() - start:.1f} s", flush=True)
         if i == len(order) - 1:
             break
-    meta = {**machine(device), "budget_s": budget, "rows": counts, "errors": errors,
-            "timer": "torch.cuda.Event" if device.startswith("cuda") else "time.perf_counter_ns",
-            "statistic": "median", "warmup": WARMUP, "runs": [MIN_RUNS, MAX_RUNS], "target_us_per_shape": TARGET_US,
-            "tf32": "fp32 rows: allow_tf32 off (matmul and cuDNN); tf32 rows: on", "cudnn_benchmark": False,
-            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
+    meta = {
+        **machine(device),
+        "budget_s": budget,
+        "rows": counts,
+        "errors": errors,
+        "timer": "torch.cuda.Event" if device.startswith("cuda") else "time.perf_counter_ns",
+        "statistic": "median",
+        "warmup": WARMUP,
+        "runs": [MIN_RUNS, MAX_RUNS],
+        "target_us_per_shape": TARGET_US,
+        "tf32": "fp32 rows: allow_tf32 off (matmul and cuDNN); tf32 rows: on",
+        "cudnn_benchmark": False,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     write_atomic(out / "meta.json", json.dumps(meta, indent=2) + "\n")
     return counts
 
@@ -270,14 +298,31 @@ def machine(device: str) -> dict[str, Any]:
 
     import torch
 
-    facts: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()}
+    facts: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+    }
     if device.startswith("cuda"):
         p = torch.cuda.get_device_properties(device)
-        facts |= {"gpu": p.name, "sms": p.multi_processor_count, "memory_gib": round(p.total_memory / 2**30, 1),
-                  "l2_mb": round(getattr(p, "L2_cache_size", 0) / 1e6, 1), "cudnn": torch.backends.cudnn.version()}  # fmt: skip
+        facts |= {
+            "gpu": p.name,
+            "sms": p.multi_processor_count,
+            "memory_gib": round(p.total_memory / 2**30, 1),
+            "l2_mb": round(getattr(p, "L2_cache_size", 0) / 1e6, 1),
+            "cudnn": torch.backends.cudnn.version(),
+        }
         try:
-            smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit",
-                                  "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()  # fmt: skip
+            smi = subprocess.run(
+                [
+                    "nvidia-smi",
+                    "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit",
+                    "--format=csv,noheader",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout.strip()
             facts["nvidia_smi"] = smi
         except (OSError, subprocess.TimeoutExpired):
             pass

@@ -284,8 +284,14 @@ def _kinds(paths: list[Path]) -> dict[str, str]:
         except OSError:
             out[str(p)] = "missing"
             continue
-        out[str(p)] = {stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFLNK: "symlink", stat.S_IFCHR: "char",
-                       stat.S_IFDIR: "dir", stat.S_IFREG: "file"}.get(stat.S_IFMT(mode), "other")  # fmt: skip
+        out[str(p)] = {
+            stat.S_IFIFO: "fifo",
+            stat.S_IFSOCK: "socket",
+            stat.S_IFLNK: "symlink",
+            stat.S_IFCHR: "char",
+            stat.S_IFDIR: "dir",
+            stat.S_IFREG: "file",
+        }.get(stat.S_IFMT(mode), "other")
     return out
 
 
@@ -356,7 +362,9 @@ def run_case(
     left = _temporaries(workdir.parent)
     if left:
         problems.append(f"temporary files left: {left[:3]}")
-    asked = {os.path.basename(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a in ("--export-trace", "--save", "--out")}
+    asked = {
+        os.path.basename(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a in ("--export-trace", "--save", "--out")
+    }
     new = set(os.listdir(workdir)) - listing - asked - set(extra.get("outputs", []))
     if new:
         problems.append(f"files written: {sorted(new)[:5]}")
@@ -377,8 +385,15 @@ def run_case(
         if flag in text:
             problems.append(f"mentions {flag}")
             break
-    return {"argv": argv, "exit": exitcode, "seconds": round(elapsed, 2), "problems": problems, "surface": extra.get("surface", "mutation"),
-            "signal": signalled, "stderr_tail": err.decode("utf-8", "replace")[-600:]}  # fmt: skip
+    return {
+        "argv": argv,
+        "exit": exitcode,
+        "seconds": round(elapsed, 2),
+        "problems": problems,
+        "surface": extra.get("surface", "mutation"),
+        "signal": signalled,
+        "stderr_tail": err.decode("utf-8", "replace")[-600:],
+    }
 
 
 CONTROL_BYTES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal acts on (tab, newline kept)
@@ -404,8 +419,9 @@ def _report_problems(folder: Path) -> list[str]:
     return out
 
 
-def make_case(index: int, seed: int, base: Path, traces: list[Path],
-              scripts: list[Path]) -> tuple[list[str], list[Path], Path, dict[str, Any]]:  # fmt: skip
+def make_case(
+    index: int, seed: int, base: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], Path, dict[str, Any]]:
     rng = random.Random(seed * 1_000_003 + index)
     case_dir = base / f"case{index:05d}"
     case_dir.mkdir(parents=True)
@@ -440,13 +456,33 @@ def make_case(index: int, seed: int, base: Path, traces: list[Path],
         if rng.random() < 0.2:
             argv += ["--export-trace", rng.choice([str(trace), str(script), "", "out.json"])]
         if rng.random() < 0.2:
-            argv += ["-p", rng.choice(["factor=1e999", "factor=9**9**9", 'factor="x"', "k=-1", "ranks=1e999", "threads=0",
-                                       'layers="(a+)+$"', "factor=" + "9" * 5000])]  # fmt: skip
+            argv += [
+                "-p",
+                rng.choice(
+                    [
+                        "factor=1e999",
+                        "factor=9**9**9",
+                        'factor="x"',
+                        "k=-1",
+                        "ranks=1e999",
+                        "threads=0",
+                        'layers="(a+)+$"',
+                        "factor=" + "9" * 5000,
+                    ]
+                ),
+            ]
     elif which < 0.8:
         argv = ["simulate", str(trace)] + (["--json"] if rng.random() < 0.5 else [])
     elif which < 0.88:  # the plan search over a (mutated) trace: its memory model reads shapes and modules
-        argv = ["plan", str(trace), "--gpus", rng.choice(["2", "4", "0", "-1", "99999999"]), "--micro-batches",
-                rng.choice(["2", "0", "1,2", "100000", "x"]), "--json"]  # fmt: skip
+        argv = [
+            "plan",
+            str(trace),
+            "--gpus",
+            rng.choice(["2", "4", "0", "-1", "99999999"]),
+            "--micro-batches",
+            rng.choice(["2", "0", "1,2", "100000", "x"]),
+            "--json",
+        ]
     else:
         argv = ["check", str(script)]
     return argv, inputs, work, {}
@@ -456,8 +492,22 @@ def make_case(index: int, seed: int, base: Path, traces: list[Path],
 
 SCRIPT_WITH_INCLUDE = 'include "part.whatif"\n'
 PART = "scale cpu by 0.9\n"
-TARGET_KINDS = ["fifo", "socket", "fifo-link", "socket-link", "stdout-link", "pty", "pty-link", "dir", "dangling-link",
-                "file-link", "file", "dash", "no-folder", "link-loop"]  # fmt: skip
+TARGET_KINDS = [
+    "fifo",
+    "socket",
+    "fifo-link",
+    "socket-link",
+    "stdout-link",
+    "pty",
+    "pty-link",
+    "dir",
+    "dangling-link",
+    "file-link",
+    "file",
+    "dash",
+    "no-folder",
+    "link-loop",
+]
 
 
 def _clean_trace(rng: random.Random, case_dir: Path, traces: list[Path], name: str = "t.json.gz") -> Path:
@@ -505,8 +555,12 @@ def _target(rng: random.Random, kind: str, case_dir: Path, extra: dict[str, Any]
     if kind == "pty":
         return os.ttyname(extra["pty_slave"]), watch
     if kind.endswith("-link") and kind not in ("dangling-link", "file-link"):
-        dest = {"fifo-link": case_dir / "fifo", "socket-link": case_dir / "sock", "stdout-link": Path("/proc/self/fd/1"),
-                "pty-link": Path(os.ttyname(extra["pty_slave"])) if "pty_slave" in extra else t}[kind]  # fmt: skip
+        dest = {
+            "fifo-link": case_dir / "fifo",
+            "socket-link": case_dir / "sock",
+            "stdout-link": Path("/proc/self/fd/1"),
+            "pty-link": Path(os.ttyname(extra["pty_slave"])) if "pty_slave" in extra else t,
+        }[kind]
         t.symlink_to(dest)
         return str(t), [*watch, t]
     if kind == "dir":
@@ -530,8 +584,9 @@ def _target(rng: random.Random, kind: str, case_dir: Path, extra: dict[str, Any]
     return "-", []
 
 
-def output_target_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
-                       scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+def output_target_case(
+    rng: random.Random, case_dir: Path, work: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], dict[str, Any]]:
     """An output of every command that writes one, onto a target of some kind: written as its kind allows (a
     regular file or a new name replaced, a stream written in place) or refused; never a special file replaced."""
     extra: dict[str, Any] = {}
@@ -552,8 +607,9 @@ def output_target_case(rng: random.Random, case_dir: Path, work: Path, traces: l
     return argv, [trace, main, part, scenarios], extra
 
 
-def onto_input_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
-                    scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+def onto_input_case(
+    rng: random.Random, case_dir: Path, work: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], dict[str, Any]]:
     """An output named after one of the run's inputs (or a link to one): refused, the input unchanged."""
     trace = _clean_trace(rng, case_dir, traces)
     main, part, scenarios = _scripts(case_dir)
@@ -591,8 +647,9 @@ def _npy_header(path: Path, shape: tuple[int, ...], payload: bytes) -> None:
         fh.write(payload)
 
 
-def lying_sizes_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
-                     scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+def lying_sizes_case(
+    rng: random.Random, case_dir: Path, work: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], dict[str, Any]]:
     """A file that states a size it does not hold: bounded before anything is sized by it."""
     import numpy as np
 
@@ -607,7 +664,9 @@ def lying_sizes_case(rng: random.Random, case_dir: Path, work: Path, traces: lis
         values = np.arange(64, dtype=np.int64)
         values[rng.randrange(64)] = rng.choice([2_000_000_000, 2**62, 2**63 - 1, -1])
         np.save(f, values)
-        extra = rng.choice([[], ["--rows", "999999999999999999999"], ["--seed", "-1"], ["--rows", str(2**40)], ["--dim", "0"]])
+        extra = rng.choice(
+            [[], ["--rows", "999999999999999999999"], ["--seed", "-1"], ["--rows", str(2**40)], ["--dim", "0"]]
+        )
         return ["embeddings", "profile", str(f), "--budget", "1MB", "--dim", "8", "--sample", "100%", *extra], [f], {}
     if kind == 2:  # a rank number in a file name
         job = case_dir / "job"
@@ -617,8 +676,15 @@ def lying_sizes_case(rng: random.Random, case_dir: Path, work: Path, traces: lis
         return ["simulate", str(job)], [job / "rank0.json.gz"], {}
     if kind == 3:  # a world size or rank in the trace
         doc = _read_json(traces[0])
-        doc["distributedInfo"] = rng.choice([{"rank": 0, "world_size": 100_000_000_000}, {"rank": 10**12, "world_size": 2},
-                                             {"rank": -1}, {"world_size": 0}, {"world_size": 1e11}])  # fmt: skip
+        doc["distributedInfo"] = rng.choice(
+            [
+                {"rank": 0, "world_size": 100_000_000_000},
+                {"rank": 10**12, "world_size": 2},
+                {"rank": -1},
+                {"world_size": 0},
+                {"world_size": 1e11},
+            ]
+        )
         t = case_dir / "t.json.gz"
         t.write_bytes(gzip.compress(json.dumps(doc).encode()))
         return ["simulate", str(t)], [t], {}
@@ -639,8 +705,9 @@ def lying_sizes_case(rng: random.Random, case_dir: Path, work: Path, traces: lis
     return ["embeddings", "profile", str(f), "--budget", "1MB", "--dim", "8"], [f], {}
 
 
-def names_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
-               scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+def names_case(
+    rng: random.Random, case_dir: Path, work: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], dict[str, Any]]:
     """Names that are text to daydream and something else to a library: math text, undecodable bytes."""
     main, part, scenarios = _scripts(case_dir)
     if rng.random() < 0.5:  # op and thread names matplotlib would read as math, in a trace with kernels
@@ -648,7 +715,11 @@ def names_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path
         doc = _read_json(src)
         events = doc.get("traceEvents", []) if isinstance(doc, dict) else []
         for ev in events:
-            if isinstance(ev, dict) and ev.get("cat") in ("cpu_op", "kernel", "Operator", "Kernel") and rng.random() < 0.3:
+            if (
+                isinstance(ev, dict)
+                and ev.get("cat") in ("cpu_op", "kernel", "Operator", "Kernel")
+                and rng.random() < 0.3
+            ):
                 ev["name"] = rng.choice(["$a^^b$", "$\\frac{$", "$$", "a$b$c", "$\\sqrt{x}$ $"])
         trace = case_dir / "math.json.gz"
         trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
@@ -656,14 +727,23 @@ def names_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path
     name = os.fsdecode(b"t\xff" + bytes([rng.randrange(0x80, 0x100)]) + b".json.gz")
     trace = case_dir / name
     shutil.copyfile(traces[0], trace)
-    argv = rng.choice([["simulate", str(trace), "--json"], ["run", str(trace), str(main), "--json"], ["demo", str(trace), "--json"],
-                       ["simulate", str(trace), "--export-trace", "o.json"], ["report", str(trace), "--out", "rep"],
-                       ["compare", str(trace), str(scenarios), "--json"], ["plan", str(trace), "--gpus", "2", "--json"]])  # fmt: skip
+    argv = rng.choice(
+        [
+            ["simulate", str(trace), "--json"],
+            ["run", str(trace), str(main), "--json"],
+            ["demo", str(trace), "--json"],
+            ["simulate", str(trace), "--export-trace", "o.json"],
+            ["report", str(trace), "--out", "rep"],
+            ["compare", str(trace), str(scenarios), "--json"],
+            ["plan", str(trace), "--gpus", "2", "--json"],
+        ]
+    )
     return argv, [trace, main, part, scenarios], {"outputs": ["o.json", "rep"]}
 
 
-def signal_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
-                scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+def signal_case(
+    rng: random.Random, case_dir: Path, work: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], dict[str, Any]]:
     """SIGINT or SIGTERM at a random moment of a run that writes: exit 130 or 143 (or 0 if it had finished), the
     old output whole or none, no temporary file left."""
     trace = _clean_trace(rng, case_dir, traces)
@@ -671,8 +751,14 @@ def signal_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Pat
     out = case_dir / "out.json"
     if rng.random() < 0.5:
         out.write_text("{}")  # an old output to replace
-    argv = rng.choice([["simulate", str(trace), "--export-trace", str(out)], ["run", str(trace), str(main), "--export-trace", str(out)],
-                       ["compare", str(trace), str(scenarios), "--save", str(out)], ["report", str(trace), "--out", str(case_dir / "rep")]])  # fmt: skip
+    argv = rng.choice(
+        [
+            ["simulate", str(trace), "--export-trace", str(out)],
+            ["run", str(trace), str(main), "--export-trace", str(out)],
+            ["compare", str(trace), str(scenarios), "--save", str(out)],
+            ["report", str(trace), "--out", str(case_dir / "rep")],
+        ]
+    )
     extra = {"signal": (rng.choice([signal.SIGINT, signal.SIGTERM]), rng.uniform(0.03, 0.6))}
     return argv, [trace, main, part, scenarios], extra
 
@@ -680,22 +766,66 @@ def signal_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Pat
 # ---- the surfaces of the third round (issue 80) ------------------------------------------------------------------
 
 # DSL functions that walk the whole graph, called in a loop: each call must be charged for its walk (issue 80, part A)
-WALKING_CALLS = ["linears()", "tensor_parallel_pairs()", "gradients_missing()", "pipeline_stages()", "repeats(select cpu)",
-                 "layers()", "optimizer_step()"]  # fmt: skip
+WALKING_CALLS = [
+    "linears()",
+    "tensor_parallel_pairs()",
+    "gradients_missing()",
+    "pipeline_stages()",
+    "repeats(select cpu)",
+    "layers()",
+    "optimizer_step()",
+]
 LONG_LOOP = 100_000  # iterations that, uncharged, run for minutes: a hang of this is part A's to fix
 
 # numbers past what any count, size or time holds, as TOML, JSON and flag text
-BIG_NUMBERS = ["1" + "0" * 400, "-1" + "0" * 400, "inf", "-inf", "nan", "1e400", "1e300", "-1e300", "1e-300", "-1", "0",
-               "9223372036854775808", "268435456", "1073741824", "1e18", "1e19"]  # fmt: skip
-FLAG_NUMBERS = [*[n for n in BIG_NUMBERS if n not in ("inf", "-inf", "nan")], "１２", "٣", "1_000", " 7 ", "0x10", "1e-400"]
+BIG_NUMBERS = [
+    "1" + "0" * 400,
+    "-1" + "0" * 400,
+    "inf",
+    "-inf",
+    "nan",
+    "1e400",
+    "1e300",
+    "-1e300",
+    "1e-300",
+    "-1",
+    "0",
+    "9223372036854775808",
+    "268435456",
+    "1073741824",
+    "1e18",
+    "1e19",
+]
+FLAG_NUMBERS = [
+    *[n for n in BIG_NUMBERS if n not in ("inf", "-inf", "nan")],
+    "１２",
+    "٣",
+    "1_000",
+    " 7 ",
+    "0x10",
+    "1e-400",
+]
 SAVED_TIMES = ["0", "-5", "1e400", "1" + "0" * 400, "NaN", "1e300", "null", '"x"', "5e-324"]
 # C0 and C1 controls, escape sequences that retitle or clear a terminal, a one-character CSI
-CONTROL_NAMES = ["\x00", "\x1b[2J", "\x1b]0;T\x07", "\u009b31m", "\x7f", "\u0085", "\x01\x02\x03", "a\rb", "\x1b[6n",
-                 "\x08\x08\x08x", "\ufffe", "\x0c"]  # fmt: skip
+CONTROL_NAMES = [
+    "\x00",
+    "\x1b[2J",
+    "\x1b]0;T\x07",
+    "\u009b31m",
+    "\x7f",
+    "\u0085",
+    "\x01\x02\x03",
+    "a\rb",
+    "\x1b[6n",
+    "\x08\x08\x08x",
+    "\ufffe",
+    "\x0c",
+]
 
 
-def dsl_loops_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
-                   scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+def dsl_loops_case(
+    rng: random.Random, case_dir: Path, work: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], dict[str, Any]]:
     """A DSL function that walks the graph, called in a loop: it ends within the budget (an error at the loop), or
     runs as a short loop does. ``part_a``: a loop of LONG_LOOP calls with the default budget, which ends only once
     every call is charged for its walk (issue 80's first item, another session's work)."""
@@ -707,7 +837,9 @@ def dsl_loops_case(rng: random.Random, case_dir: Path, work: Path, traces: list[
     script.write_text(f"for i in range({count}) {{ {body} }}\n")
     budget = rng.choice([None, None, "3000", "100000", "1"])
     argv = (
-        ["run", str(trace), str(script)] + (["--budget", budget] if budget else []) + (["--json"] if rng.random() < 0.3 else [])
+        ["run", str(trace), str(script)]
+        + (["--budget", budget] if budget else [])
+        + (["--json"] if rng.random() < 0.3 else [])
     )
     return argv, [trace, script], {"part_a": count == LONG_LOOP and budget is None}
 
@@ -723,20 +855,21 @@ def _saved_results(path: Path, rng: random.Random) -> None:
     scenario_time = time if field == "predicted_us" else "90.0"
     base_time = time if field == "baseline_us" else "100.0"
     text = (
-        '{"provenance": {"daydream": "0", "date": "x", "trace": "t", "trace_sha256": "0", "step": null, "policy": '
-        '"earliest", "link": null, "device": null, "scenarios_file": null, "script_sha256": {}}, "baseline": '
-        f'{{"measured_us": {time if field == "measured_us" else "100.0"}, "baseline_us": {base_time}, "breakdown": {{}}, '
-        '"bound": {"gpu_pct": 0, "cpu_pct": 100, "by_phase": {}, "by_kernel_class": {}}}, "scenarios": [{"name": '
-        f'"faster", "scripts": ["main.whatif"], "params": {{}}, "predicted_us": {scenario_time}, "speedup": '
-        f'{time if field == "speedup" else "1.1"}, "throughput": 1.1, "breakdown": null, "bound": null}}]}}'
+        '{"provenance": {"daydream": "0", "date": "x", "trace": "t", "trace_sha256": "0", "step": null, "policy":'
+        ' "earliest", "link": null, "device": null, "scenarios_file": null, "script_sha256": {}}, "baseline":'
+        f' {{"measured_us": {time if field == "measured_us" else "100.0"}, "baseline_us": {base_time}, "breakdown":'
+        ' {}, "bound": {"gpu_pct": 0, "cpu_pct": 100, "by_phase": {}, "by_kernel_class": {}}}, "scenarios":'
+        f' [{{"name": "faster", "scripts": ["main.whatif"], "params": {{}}, "predicted_us": {scenario_time}, "speedup":'
+        f' {time if field == "speedup" else "1.1"}, "throughput": 1.1, "breakdown": null, "bound": null}}]}}'
     )
     if rng.random() < 0.15:  # nested past any reader's stack
         text = "[" * rng.choice([1000, 100_000]) + "]" * rng.choice([0, 1000, 100_000])
     path.write_text(text)
 
 
-def big_numbers_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
-                     scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+def big_numbers_case(
+    rng: random.Random, case_dir: Path, work: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], dict[str, Any]]:
     """Numbers past any count, size or time, in a scenarios, cases or tables file, a saved results file, a flag or
     a -p value: a one-line error naming the file and field (or a result), never exit 70."""
     trace = _clean_trace(rng, case_dir, traces)
@@ -750,8 +883,10 @@ def big_numbers_case(rng: random.Random, case_dir: Path, work: Path, traces: lis
     if kind == 1:  # a cases file's params and ratio
         cases = case_dir / "cases.toml"
         key = rng.choice(["params = { factor = %s }", "ratio = %s"]) % n
-        cases.write_text(f'[[case]]\nname = "a"\nbefore = ["{trace.name}"]\nafter = ["{trace.name}"]\n'
-                         f'scripts = ["main.whatif"]\n{key}\n')  # fmt: skip
+        cases.write_text(
+            f'[[case]]\nname = "a"\nbefore = ["{trace.name}"]\nafter = ["{trace.name}"]\n'
+            f'scripts = ["main.whatif"]\n{key}\n'
+        )
         return ["validate", str(cases)], [trace, main, cases], {}
     if kind == 2:  # an embedding tables file
         tables = case_dir / "tables.toml"
@@ -762,7 +897,11 @@ def big_numbers_case(rng: random.Random, case_dir: Path, work: Path, traces: lis
     if kind == 3:  # a saved results file
         saved = case_dir / "saved.json"
         _saved_results(saved, rng)
-        return ["compare", str(trace), str(scenarios), "--against", str(saved)], [trace, main, part, scenarios, saved], {}
+        return (
+            ["compare", str(trace), str(scenarios), "--against", str(saved)],
+            [trace, main, part, scenarios, saved],
+            {},
+        )
     tables = case_dir / "tables.toml"
     tables.write_text('[[table]]\nname = "t"\nrows = 100\ndim = 16\npooling = 2\n')
     f = rng.choice(FLAG_NUMBERS)
@@ -771,14 +910,21 @@ def big_numbers_case(rng: random.Random, case_dir: Path, work: Path, traces: lis
         args = {"--ranks": "2", "--batch": "64", flag: f}
         return ["shard", str(tables), *[x for kv in args.items() for x in kv]], [tables], {}
     if kind == 5:
-        argv = rng.choice([["plan", str(trace), "--gpus", f, "--json"], ["plan", str(trace), "--gpus", "4", "--memory-gb", f],
-                           ["simulate", str(trace), "--link", f], ["run", str(trace), str(main), "--budget", f]])  # fmt: skip
+        argv = rng.choice(
+            [
+                ["plan", str(trace), "--gpus", f, "--json"],
+                ["plan", str(trace), "--gpus", "4", "--memory-gb", f],
+                ["simulate", str(trace), "--link", f],
+                ["run", str(trace), str(main), "--budget", f],
+            ]
+        )
         return argv, [trace, main, part], {}
     return ["run", str(trace), str(main), "-p", f"factor={f}"], [trace, main, part], {}  # a -p value
 
 
-def controls_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
-                  scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+def controls_case(
+    rng: random.Random, case_dir: Path, work: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], dict[str, Any]]:
     """Names holding C0 and C1 controls and escape sequences - a trace's ops, a table's name, a file's name, a
     script's print - reach the terminal escaped, the report's SVG and page as XML and HTML can hold them."""
     main, part, scenarios = _scripts(case_dir)
@@ -792,8 +938,15 @@ def controls_case(rng: random.Random, case_dir: Path, work: Path, traces: list[P
                 ev["name"] = name + str(ev.get("name"))
         trace = case_dir / "t.json.gz"
         trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
-        argv = rng.choice([["simulate", str(trace)], ["simulate", str(trace), "--json"], ["run", str(trace), str(main)],
-                           ["report", str(trace), "--out", "rep"], ["compare", str(trace), str(scenarios)]])  # fmt: skip
+        argv = rng.choice(
+            [
+                ["simulate", str(trace)],
+                ["simulate", str(trace), "--json"],
+                ["run", str(trace), str(main)],
+                ["report", str(trace), "--out", "rep"],
+                ["compare", str(trace), str(scenarios)],
+            ]
+        )
         if argv[0] == "report":
             extra["report"] = str(work / "rep")
         return argv, [trace, main, part, scenarios], extra
@@ -808,12 +961,15 @@ def controls_case(rng: random.Random, case_dir: Path, work: Path, traces: list[P
     trace = _clean_trace(rng, case_dir, traces)  # a script that prints one
     script = case_dir / "p.whatif"
     text = name.replace('"', "").replace("\\", "")  # the characters themselves in the literal (no escapes to read)
-    script.write_text(f'print "{text}"\nassert 1 == 2, "{text}"\n' + (f"let {text} = 1\n" if rng.random() < 0.5 else ""))
+    script.write_text(
+        f'print "{text}"\nassert 1 == 2, "{text}"\n' + (f"let {text} = 1\n" if rng.random() < 0.5 else "")
+    )
     return ["run", str(trace), str(script)], [trace, script], extra
 
 
-def into_folder_case(rng: random.Random, case_dir: Path, work: Path, traces: list[Path],
-                     scripts: list[Path]) -> tuple[list[str], list[Path], dict[str, Any]]:  # fmt: skip
+def into_folder_case(
+    rng: random.Random, case_dir: Path, work: Path, traces: list[Path], scripts: list[Path]
+) -> tuple[list[str], list[Path], dict[str, Any]]:
     """An output aimed into an input folder - a job folder of copies of the bundled example, directly, through a
     symlink, or an --include-dir given a .whatif name: refused, the folder as it was (the job loads as before)."""
     job = case_dir / "job"
@@ -846,14 +1002,24 @@ def into_folder_case(rng: random.Random, case_dir: Path, work: Path, traces: lis
 
 
 # each surface's share of the cases past the first 45% (mutated traces and scripts): (upper bound, maker)
-SURFACES = [(0.57, output_target_case), (0.63, onto_input_case), (0.69, lying_sizes_case), (0.74, names_case),
-            (0.79, signal_case), (0.85, dsl_loops_case), (0.92, big_numbers_case), (0.96, controls_case),
-            (1.01, into_folder_case)]  # fmt: skip
+SURFACES = [
+    (0.57, output_target_case),
+    (0.63, onto_input_case),
+    (0.69, lying_sizes_case),
+    (0.74, names_case),
+    (0.79, signal_case),
+    (0.85, dsl_loops_case),
+    (0.92, big_numbers_case),
+    (0.96, controls_case),
+    (1.01, into_folder_case),
+]
 
 
 def _worker(job: tuple[int, int, str, list[str], list[str], float]) -> dict[str, Any]:
     index, seed, base, traces, scripts, timeout = job
-    argv, inputs, work, extra = make_case(index, seed, Path(base), [Path(t) for t in traces], [Path(s) for s in scripts])
+    argv, inputs, work, extra = make_case(
+        index, seed, Path(base), [Path(t) for t in traces], [Path(s) for s in scripts]
+    )
     try:
         result = run_case(argv, inputs, work, timeout, extra)
     finally:
@@ -913,9 +1079,17 @@ def main() -> int:
     for r in results:
         exits[str(r["exit"])] = exits.get(str(r["exit"]), 0) + 1
         surfaces[r["surface"]] = surfaces.get(r["surface"], 0) + 1
-    summary = {"cases": len(results), "seconds": round(time.perf_counter() - start, 1), "failures": len(failures),
-               "by_kind": kinds, "exit_status": dict(sorted(exits.items())), "surfaces": surfaces, "max_seconds": max(r["seconds"] for r in results),
-               "part_a_hangs": len(part_a), "kept": str(base)}  # fmt: skip
+    summary = {
+        "cases": len(results),
+        "seconds": round(time.perf_counter() - start, 1),
+        "failures": len(failures),
+        "by_kind": kinds,
+        "exit_status": dict(sorted(exits.items())),
+        "surfaces": surfaces,
+        "max_seconds": max(r["seconds"] for r in results),
+        "part_a_hangs": len(part_a),
+        "kept": str(base),
+    }
     args.out.write_text(json.dumps({"summary": summary, "failures": failures, "part_a": part_a}, indent=1))
     print(json.dumps(summary, indent=1))
     return 1 if failures else 0

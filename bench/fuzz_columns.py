@@ -29,9 +29,34 @@ from daydream.errors import TraceError
 
 HERE = Path(__file__).resolve().parent
 FAMILIES = ("cpu_ops", "annotations", "runtime", "gpu", "gpu_annotations", "syncs")
-TOKENS = [b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b"\\u00", b"null", b"true", b"1e999", b"-0", b"01", b"\xff",
-          b"\xc3", b'"ts"', b'"args"', b'"name"', b'"Input Dims": [[[[', b"  ", b"\n", b"1.5", b"12345678901234567890123",
-          b'"ph": "X"', b'"cat": "kernel"']  # fmt: skip
+TOKENS = [
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b",",
+    b":",
+    b'"',
+    b"\\",
+    b"\\u00",
+    b"null",
+    b"true",
+    b"1e999",
+    b"-0",
+    b"01",
+    b"\xff",
+    b"\xc3",
+    b'"ts"',
+    b'"args"',
+    b'"name"',
+    b'"Input Dims": [[[[',
+    b"  ",
+    b"\n",
+    b"1.5",
+    b"12345678901234567890123",
+    b'"ph": "X"',
+    b'"cat": "kernel"',
+]
 
 
 def outcome(path: str, columnar: bool) -> tuple[str, Any]:

@@ -3,7 +3,8 @@
 A CPU recording's collectives (tensor parallelism, DDP on the CPU) run over gloo; the nccl-tests formula prices them
 as latency + factor x bytes / bus bandwidth (daydream.perf.collectives), so this measures all_reduce, all_gather and
 reduce_scatter of float32 tensors from 4 KiB to 16 MiB between `--ranks` processes over loopback TCP, takes each
-size's mean (and quartiles) over `--runs` runs, and fits the latency and bus bandwidth by least squares over the three (their
+size's mean (and quartiles) over `--runs` runs, and fits the latency and bus bandwidth by least squares over the three
+(their
 factors: 2(n-1)/n for all_reduce, (n-1)/n for the others). The mean, not the median: a step holds many collectives,
 and their sum is their count times the mean (on a busy host the times have a heavy tail: a waiting process wakes on
 the scheduler's tick). Prints the table, the fit and its error per size.
@@ -24,7 +25,11 @@ import tempfile
 import time
 
 SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
-KINDS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n, "reducescatter": lambda n: (n - 1) / n}
+KINDS = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+}
 
 
 def _worker(rank: int, ranks: int, runs: int, init: str, out: str) -> None:
@@ -52,8 +57,16 @@ def _worker(rank: int, ranks: int, runs: int, init: str, out: str) -> None:
                 if i >= 3:
                     times.append(t * 1e6)
             q = statistics.quantiles(times, n=4)
-            rows.append({"collective": kind, "bytes": nbytes, "us": statistics.fmean(times), "median_us": q[1],
-                         "p25_us": q[0], "p75_us": q[2]})  # fmt: skip
+            rows.append(
+                {
+                    "collective": kind,
+                    "bytes": nbytes,
+                    "us": statistics.fmean(times),
+                    "median_us": q[1],
+                    "p25_us": q[0],
+                    "p75_us": q[2],
+                }
+            )
     dist.destroy_process_group()
     if rank == 0:
         with open(out, "w") as f:
@@ -92,11 +105,15 @@ def main() -> None:
     if args.json:
         json.dump({"ranks": args.ranks, "latency_us": lat, "bus_bw_gbs": bw, "rows": rows}, sys.stdout, indent=1)
         return
-    print(f"{'collective':<14}{'bytes':>10}{'mean us':>10}{'median us':>11}{'p25-p75 us':>14}{'model us':>10}{'error':>8}")
+    print(
+        f"{'collective':<14}{'bytes':>10}{'mean us':>10}{'median us':>11}{'p25-p75 us':>14}{'model us':>10}{'error':>8}"
+    )
     for r in rows:
         spread = f"{r['p25_us']:.0f}-{r['p75_us']:.0f}"
-        print(f"{r['collective']:<14}{r['bytes']:>10}{r['us']:>10.1f}{r['median_us']:>11.1f}{spread:>14}{r['model_us']:>10.1f}"
-              f"{r['error_pct']:>7.1f}%")  # fmt: skip
+        print(
+            f"{r['collective']:<14}{r['bytes']:>10}{r['us']:>10.1f}{r['median_us']:>11.1f}{spread:>14}{r['model_us']:>10.1f}"
+            f"{r['error_pct']:>7.1f}%"
+        )
     print(f"fit over {args.ranks} ranks: latency {lat:.1f} us, bus bandwidth {bw:.2f} GB/s")
 
 

@@ -118,7 +118,9 @@ def _where(ts: float, tid: Any, ranges: list[dict[str, Any]]) -> str:
 
 def measure(path: Path) -> Run:
     events = _load(path)
-    memory = [e for e in events if e.get("name") == "[memory]" and e.get("ph") == "i" and isinstance(e.get("args"), dict)]
+    memory = [
+        e for e in events if e.get("name") == "[memory]" and e.get("ph") == "i" and isinstance(e.get("args"), dict)
+    ]
     if not memory:
         raise SystemExit(f"{path}: no [memory] events (record with `daydream record --profile-memory`)")
     by_device: dict[str, list[dict[str, Any]]] = {}
@@ -161,7 +163,7 @@ def measure(path: Path) -> Run:
                 len(mine),
                 _where(top["ts"], top.get("tid"), ranges),
                 {p: phases[p] for p in PHASES if p in phases},
-            )  # fmt: skip
+            )
         )
     live: set[Any] = set()
     unknown = 0
@@ -174,10 +176,15 @@ def measure(path: Path) -> Run:
         else:
             unknown += 1
     return Run(
-        path=str(path), device=device, steps=out, peak=max(e["args"]["Total Allocated"] for e in memory),
-        events=len(memory), outside_steps=len(memory) - inside, unknown_frees=unknown,
+        path=str(path),
+        device=device,
+        steps=out,
+        peak=max(e["args"]["Total Allocated"] for e in memory),
+        events=len(memory),
+        outside_steps=len(memory) - inside,
+        unknown_frees=unknown,
         reserved=sorted({e["args"].get("Total Reserved", 0) for e in memory}),
-    )  # fmt: skip
+    )
 
 
 def _runs(folder: Path) -> list[Path]:
@@ -223,16 +230,23 @@ def pairs(cases_file: Path, measured: dict[str, Run]) -> list[dict[str, Any]]:
             files = [str((cases_file.parent / p).resolve()) for p in case[side]]
             missing = [f for f in files if f not in measured]
             if missing:
-                raise SystemExit(f"{cases_file}: case {case['name']!r}: {missing[0]} was not measured (not under --traces?)")
+                raise SystemExit(
+                    f"{cases_file}: case {case['name']!r}: {missing[0]} was not measured (not under --traces?)"
+                )
             sides[side] = _stats([measured[f].peak for f in files])
         b, a = sides["before"], sides["after"]
         overlap = a["min"] <= b["max"] and b["min"] <= a["max"]
-        out.append({
-            "name": case["name"], "scripts": case.get("scripts", []), "before": b, "after": a,
-            "ratio": a["mean"] / b["mean"] if b["mean"] else None,
-            "spread": max(b["max"] - b["min"], a["max"] - a["min"]),
-            "differs": not overlap,
-        })  # fmt: skip
+        out.append(
+            {
+                "name": case["name"],
+                "scripts": case.get("scripts", []),
+                "before": b,
+                "after": a,
+                "ratio": a["mean"] / b["mean"] if b["mean"] else None,
+                "spread": max(b["max"] - b["min"], a["max"] - a["min"]),
+                "differs": not overlap,
+            }
+        )
     return out
 
 
@@ -250,11 +264,17 @@ def main(argv: list[str] | None = None) -> int:
     cases = pairs(args.cases, measured) if args.cases.is_file() else []
     summary = {name: summarize(rs) for name, rs in runs.items()}
     if args.json:
-        json.dump({"runs": {n: [asdict(r) for r in rs] for n, rs in runs.items()}, "settings": summary, "cases": cases},
-                  sys.stdout, indent=1)  # fmt: skip
+        json.dump(
+            {"runs": {n: [asdict(r) for r in rs] for n, rs in runs.items()}, "settings": summary, "cases": cases},
+            sys.stdout,
+            indent=1,
+        )
         print()
         return 0
-    print("Peak Total Allocated (MiB) per run: each recorded step, then over the trace; start: the total as the step began")
+    print(
+        "Peak Total Allocated (MiB) per run: each recorded step, then over the trace; start: the total as the step"
+        " began"
+    )
     for name, rs in runs.items():
         for r in rs:
             cells = "  ".join(
@@ -277,15 +297,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<32} n={s['runs']}  {cells}  all: {_mib(pk['mean'])} [{_mib(pk['min'])}, {_mib(pk['max'])}]")
     print("\nPeak of each phase's events, over the runs and their steps: mean [min, max] MiB")
     for name, s in summary.items():
-        cells = "  ".join(f"{ph}: {_mib(v['mean'])} [{_mib(v['min'])}, {_mib(v['max'])}]" for ph, v in s["phases"].items())
+        cells = "  ".join(
+            f"{ph}: {_mib(v['mean'])} [{_mib(v['min'])}, {_mib(v['max'])}]" for ph, v in s["phases"].items()
+        )
         print(f"  {name:<32} {cells}")
     if cases:
-        print(f"\nCases of {args.cases.name}: AFTER / BEFORE of the mean peak; differs: the runs' [min, max] do not overlap")
+        print(
+            f"\nCases of {args.cases.name}: AFTER / BEFORE of the mean peak; differs: the runs' [min, max] do not"
+            " overlap"
+        )
         for c in cases:
             b, a = c["before"], c["after"]
             ratio = f"{c['ratio']:.3f}" if c["ratio"] is not None else "-"
-            print(f"  {c['name']:<48} {_mib(b['mean'])} -> {_mib(a['mean'])}  x{ratio}  spread {_mib(c['spread'])}  "
-                  f"{'differs' if c['differs'] else 'unchanged' if b['mean'] == a['mean'] else 'within the spread'}")  # fmt: skip
+            print(
+                f"  {c['name']:<48} {_mib(b['mean'])} -> {_mib(a['mean'])}  x{ratio}  spread {_mib(c['spread'])}  "
+                f"{'differs' if c['differs'] else 'unchanged' if b['mean'] == a['mean'] else 'within the spread'}"
+            )
     return 0
 
 

@@ -43,8 +43,24 @@ JOB_SCRIPTS = ["straggler", "network"]
 def commands(out: str) -> list[tuple[str, list[str]]]:
     """(name, arguments) of every command snapshotted; ``out``: a scratch folder for the outputs commands write."""
     cmds: list[tuple[str, list[str]]] = [("help", ["--help"])]
-    for sub in ["simulate", "run", "compare", "plan", "report", "export", "check", "list", "repl", "models", "shard",
-                "embeddings", "validate", "calibrate", "record", "demo"]:  # fmt: skip
+    for sub in [
+        "simulate",
+        "run",
+        "compare",
+        "plan",
+        "report",
+        "export",
+        "check",
+        "list",
+        "repl",
+        "models",
+        "shard",
+        "embeddings",
+        "validate",
+        "calibrate",
+        "record",
+        "demo",
+    ]:
         cmds.append((f"help-{sub}", [sub, "--help"]))
     cmds += [
         ("list", ["list"]),
@@ -71,7 +87,10 @@ def commands(out: str) -> list[tuple[str, list[str]]]:
             (f"{name}-export", ["export", t, "fused_optimizer", "--chakra", f"{out}/{name}-chakra", "--json"]),
         ]
         if name != "bundled":
-            cmds += [(f"{name}-plan", ["plan", t, "--gpus", "8"]), (f"{name}-plan-json", ["plan", t, "--gpus", "8", "--json"])]
+            cmds += [
+                (f"{name}-plan", ["plan", t, "--gpus", "8"]),
+                (f"{name}-plan-json", ["plan", t, "--gpus", "8", "--json"]),
+            ]
     return cmds
 
 
@@ -100,11 +119,24 @@ def save(dest: Path, only: str | None) -> None:
         for name, args in commands(scratch):
             if only and only not in name:
                 continue
-            run = subprocess.run([sys.executable, "-m", "daydream", *args], cwd=ROOT, env=env, capture_output=True,
-                                 text=True, timeout=900)  # fmt: skip
-            text = f"$ daydream {' '.join(args)}\nexit {run.returncode}\n--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}"
+            run = subprocess.run(
+                [sys.executable, "-m", "daydream", *args],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            text = (
+                f"$ daydream {' '.join(args)}\nexit {run.returncode}\n--- stdout\n{run.stdout}\n---"
+                f" stderr\n{run.stderr}"
+            )
             for folder in sorted(Path(scratch).iterdir()):
-                if folder.name.startswith(name.split("-")[0]) and folder.is_dir() and name.endswith(("report-json", "export")):
+                if (
+                    folder.name.startswith(name.split("-")[0])
+                    and folder.is_dir()
+                    and name.endswith(("report-json", "export"))
+                ):
                     text += f"\n--- files of {folder.name}\n{_digest_tree(folder, scratch)}"
                     shutil.rmtree(folder)
             text = DATE.sub(b"<DATE>", text.encode()).decode().replace(scratch, "<OUT>").replace(str(ROOT), "<ROOT>")
@@ -125,8 +157,13 @@ def diff(a: Path, b: Path) -> int:
         if x.read_bytes() != y.read_bytes():
             differ += 1
             print(f"{n}: differs")
-            sys.stdout.writelines(list(difflib.unified_diff(x.read_text().splitlines(True), y.read_text().splitlines(True),
-                                                            str(x), str(y), n=1))[:40])  # fmt: skip
+            sys.stdout.writelines(
+                list(
+                    difflib.unified_diff(
+                        x.read_text().splitlines(True), y.read_text().splitlines(True), str(x), str(y), n=1
+                    )
+                )[:40]
+            )
             print()
     print(f"{len(names) - differ} of {len(names)} outputs byte-identical")
     return 1 if differ else 0

@@ -3,7 +3,8 @@
 Each copy is shifted past the previous one in time, with correlation / external / flow ids and
 ProfilerStep numbers offset so the copies stay distinct iterations of one long run.
 
-    python bench/tile_trace.py ../shared/traces/hta/nccl_parser_config_nccl_data.json.gz /tmp/tiled.json.gz --events 1000000
+    python bench/tile_trace.py ../shared/traces/hta/nccl_parser_config_nccl_data.json.gz /tmp/tiled.json.gz --events
+    1000000
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ def tile(doc: dict, target_events: int) -> dict:
     t0 = min(e["ts"] for e in timed)
     t1 = max(e["ts"] + e.get("dur", 0) for e in timed)
     period = (t1 - t0) * 1.001 + 10
-    max_corr = max((e.get("args", {}).get("correlation", 0) for e in events if isinstance(e.get("args"), dict)), default=0) + 1
-    max_ext = max((e.get("args", {}).get("External id", 0) for e in events if isinstance(e.get("args"), dict)), default=0) + 1
+    max_corr = (
+        max((e.get("args", {}).get("correlation", 0) for e in events if isinstance(e.get("args"), dict)), default=0) + 1
+    )
+    max_ext = (
+        max((e.get("args", {}).get("External id", 0) for e in events if isinstance(e.get("args"), dict)), default=0) + 1
+    )
     max_flow = max((e["id"] for e in events if isinstance(e.get("id"), int)), default=0) + 1
     steps = sorted({int(m.group(1)) for e in events if (m := _STEP.match(str(e.get("name", ""))))})
     nsteps = (steps[-1] - steps[0] + 1) if steps else 0

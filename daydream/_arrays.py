@@ -45,8 +45,9 @@ def unique_ints(values: np.ndarray, return_index: bool = False, return_inverse: 
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def order_by_start(ts: np.ndarray, dur: np.ndarray, group: np.ndarray | None = None,
-                   then: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+def order_by_start(
+    ts: np.ndarray, dur: np.ndarray, group: np.ndarray | None = None, then: np.ndarray | None = None
+) -> np.ndarray:
     """``np.lexsort((then, -dur, ts, group))`` (a key not given left out): by ``group``, then by start, those that
     start together the longest first, then by ``then``, then in the order given. A trace's events come almost in
     order of start, which a stable sort finds in linear time, and a group is a small integer, which it sorts in

@@ -33,8 +33,13 @@ class TraceError(DaydreamError):
     no-such-trace.json None None
     """
 
-    def __init__(self, message: str, path: str | os.PathLike[str] | None = None, event: int | None = None,
-                 offset: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        path: str | os.PathLike[str] | None = None,
+        event: int | None = None,
+        offset: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.path = None if path is None else os.fspath(path)
         self.event, self.offset = event, offset
@@ -65,8 +70,16 @@ class ScriptError(DaydreamError):
 
     exit_code = 2
 
-    def __init__(self, message: str, file: str | None = None, line: int | None = None, column: int | None = None,
-                 excerpt: str | None = None, hint: str | None = None, note: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        file: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        excerpt: str | None = None,
+        hint: str | None = None,
+        note: str | None = None,
+    ) -> None:
         self.message, self.file, self.line, self.column = message, file, line, column
         self.excerpt, self.hint, self.note = excerpt, hint, note
         super().__init__(self._text())

@@ -31,10 +31,15 @@ def clip(text: str, limit: int = MAX_MESSAGE) -> str:
     return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
-# TOML inputs (scenarios, cases, embedding tables) are a person's writing: kilobytes; a bound so /dev/zero-like input ends
+# TOML inputs (scenarios, cases, embedding tables) are a person's writing: kilobytes; a bound so /dev/zero-like input
+# ends
 MAX_TOML_BYTES = 16 * 1024 * 1024
-FILE_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-                stat.S_IFSOCK: "a socket"}  # fmt: skip
+FILE_KINDS = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 _Reader = TypeVar("_Reader", bound=Callable[..., Any])
@@ -52,8 +57,12 @@ def _path_in_trace_errors(read: _Reader) -> _Reader:
 
 
 @_path_in_trace_errors
-def open_input(path: str | os.PathLike[str], what: str = "file", error: type[DaydreamError] = DaydreamError,
-               expected: str | None = None) -> BinaryIO:  # fmt: skip
+def open_input(
+    path: str | os.PathLike[str],
+    what: str = "file",
+    error: type[DaydreamError] = DaydreamError,
+    expected: str | None = None,
+) -> BinaryIO:
     """Open an input for reading: every file daydream reads on a user's behalf comes through here. Only a regular
     file is opened; a FIFO (its open would block), a device such as /dev/zero (it never ends), a socket or a directory
     is refused, without blocking, by ``error`` naming the file and ``what`` it should have been (``expected``: how a
@@ -62,7 +71,9 @@ def open_input(path: str | os.PathLike[str], what: str = "file", error: type[Day
     name = os.fspath(path)
     tail = f"; {expected}" if expected else ""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+        )
     except FileNotFoundError:
         raise error(f"{name}: no such {what}") from None
     except IsADirectoryError:
@@ -82,7 +93,9 @@ def open_input(path: str | os.PathLike[str], what: str = "file", error: type[Day
         if stat.S_ISDIR(mode):
             raise error(f"{name}: is a directory, expected a {what}")
         if not stat.S_ISREG(mode):
-            raise error(f"{name}: is {FILE_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file{tail}")
+            raise error(
+                f"{name}: is {FILE_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file{tail}"
+            )
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -91,7 +104,9 @@ def open_input(path: str | os.PathLike[str], what: str = "file", error: type[Day
 
 
 @_path_in_trace_errors
-def read_input(path: str | os.PathLike[str], what: str, limit: int, error: type[DaydreamError] = DaydreamError) -> bytes:
+def read_input(
+    path: str | os.PathLike[str], what: str, limit: int, error: type[DaydreamError] = DaydreamError
+) -> bytes:
     """The bytes of an input file (:func:`open_input`) of at most ``limit`` bytes, read no further than that: a
     file that grows while it is read cannot take more memory."""
     with open_input(path, what, error) as fh:
@@ -178,8 +193,9 @@ def check_numbers(doc: Any, path: str | os.PathLike[str]) -> None:
             else:
                 continue
             field = clip(where or "(the whole file)", 200)
-            raise DaydreamError(f"{os.fspath(path)}: {field}: {bad}: a number in a file is finite and at most 10^18 in "
-                                "magnitude")  # fmt: skip
+            raise DaydreamError(
+                f"{os.fspath(path)}: {field}: {bad}: a number in a file is finite and at most 10^18 in magnitude"
+            )
 
 
 def json_bytes(obj: Any, indent: int | None = None, enc_hook: Callable[[Any], Any] | None = None) -> bytes:
@@ -308,8 +324,10 @@ def output_target(path: str | os.PathLike[str], what: str | None = None) -> Outp
         return OutputTarget(given, None, "device")
     kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
     via = " (through a symlink)" if given.is_symlink() else ""
-    raise DaydreamError(f"{given}: is a {kind}{via}; outputs go to regular files, new names, '-' (standard output) "
-                        f"or a character device such as /dev/null{tail}")  # fmt: skip
+    raise DaydreamError(
+        f"{given}: is a {kind}{via}; outputs go to regular files, new names, '-' (standard output) "
+        f"or a character device such as /dev/null{tail}"
+    )
 
 
 _KINDS = {stat.S_IFIFO: "FIFO (named pipe)", stat.S_IFSOCK: "socket", stat.S_IFBLK: "block device"}
@@ -389,7 +407,9 @@ def _still_replaceable(target: OutputTarget) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(st.st_mode):
-        raise DaydreamError(f"{target.path}: changed to something other than a regular file while it was written; not replaced")
+        raise DaydreamError(
+            f"{target.path}: changed to something other than a regular file while it was written; not replaced"
+        )
 
 
 def _tail(what: str | None) -> str:
@@ -418,7 +438,9 @@ def _in_folder(target: Path, folder: InputFolder) -> bool:
     return real.endswith(folder.suffixes) and os.path.commonpath([real, root]) == root
 
 
-def check_output_path(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str] | None], what: str = "output") -> Path:
+def check_output_path(
+    out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str] | None], what: str = "output"
+) -> Path:
     """Refuse an output path before anything is written: what :func:`output_target` refuses (an empty name, a
     directory, a folder that does not exist, a FIFO, socket or block device), the same file as one of ``inputs``
     (this run's trace, scripts, ...; compared as files, so through symlinks and hard links too), or a file inside
@@ -430,10 +452,14 @@ def check_output_path(out: str | os.PathLike[str], inputs: Iterable[str | os.Pat
     if target.stream is None:
         for folder in inputs:
             if isinstance(folder, InputFolder) and _in_folder(target.path, folder):
-                kind = "a job's folder: each file there is read as a rank" if folder.suffixes is None else (
-                    "an --include-dir: each .whatif file there is a script a run may include")  # fmt: skip
-                raise DaydreamError(f"{text}: inside {folder}, {kind}; refusing to write there ({what}): write it "
-                                    "outside the folder")  # fmt: skip
+                kind = (
+                    "a job's folder: each file there is read as a rank"
+                    if folder.suffixes is None
+                    else ("an --include-dir: each .whatif file there is a script a run may include")
+                )
+                raise DaydreamError(
+                    f"{text}: inside {folder}, {kind}; refusing to write there ({what}): write it outside the folder"
+                )
     if target.stream is None and target.path.exists():
         for inp in inputs:
             if inp is None or not str(inp) or str(inp).startswith("<"):

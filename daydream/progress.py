@@ -45,12 +45,18 @@ class _Display:
 
     def __init__(self, console: Console) -> None:
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, transient=True,
+            SpinnerColumn(),
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
             # output printed while a bar shows goes above it; stdout only where it is the same terminal (a piped
             # stdout keeps its bytes)
-            redirect_stdout=sys.stdout.isatty(), redirect_stderr=True,
-        )  # fmt: skip
+            redirect_stdout=sys.stdout.isatty(),
+            redirect_stderr=True,
+        )
         self.tasks = 0
         self.started = False
         self.timer = threading.Timer(DELAY_S, self._start)

@@ -87,7 +87,10 @@ def interval_parts(parts: Iterable[_Part], marks: IntervalMarks) -> str:
 def interval_line(iv: _Interval, marks: IntervalMarks) -> str:
     """``90% interval +-9.0%, driven by amp: PARTS``: an interval's half-width, its largest part and its parts."""
     mark = marks.extrapolated_line if iv.extrapolated else ""
-    return f"90% interval {marks.plus_minus}{iv.half_width_pct:.1f}%, driven by {iv.driver}{mark}: {interval_parts(iv.parts, marks)}"
+    return (
+        f"90% interval {marks.plus_minus}{iv.half_width_pct:.1f}%, driven by {iv.driver}{mark}:"
+        f" {interval_parts(iv.parts, marks)}"
+    )
 
 
 def brief(value: object, width: int = 60) -> str:

@@ -37,8 +37,11 @@ def worker_count(jobs: object, items: int | None = None, local: bool = True) -> 
     count = jobs
     if local and count > cores():
         count = cores()
-        warnings.warn(f"--jobs {jobs:,}: this machine has {count} core{'s' * (count != 1)}; starting at most {count} "
-                      "worker process" + "es" * (count != 1), stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"--jobs {jobs:,}: this machine has {count} core{'s' * (count != 1)}; starting at most {count} "
+            "worker process" + "es" * (count != 1),
+            stacklevel=2,
+        )
     return count if items is None else max(1, min(count, items))
 
 
@@ -58,8 +61,13 @@ def connect_ray(address: str, cpus: int) -> ModuleType:
         raise DaydreamError("--ray needs Ray: pip install 'ray[default]' (local worker processes: --jobs N)") from None
     if not ray.is_initialized():
         try:
-            ray.init(address=None if address == "local" else address, ignore_reinit_error=True, log_to_driver=False,
-                     include_dashboard=False, num_cpus=cpus if address == "local" else None)  # fmt: skip
+            ray.init(
+                address=None if address == "local" else address,
+                ignore_reinit_error=True,
+                log_to_driver=False,
+                include_dashboard=False,
+                num_cpus=cpus if address == "local" else None,
+            )
         except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError... by what went wrong
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise DaydreamError(f"--ray {address}: no Ray cluster reached ({why})") from None

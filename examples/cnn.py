@@ -109,14 +109,19 @@ def main() -> None:
         "--width",
         type=int,
         default=16,
-        help="channels of the stem and of the first stage's blocks, doubled at each stage; 64 is ResNet's (default: %(default)s)",
+        help=(
+            "channels of the stem and of the first stage's blocks, doubled at each stage; 64 is ResNet's (default:"
+            " %(default)s)"
+        ),
     )
     group.add_argument("--image", type=int, default=32, help="image height and width (default: %(default)s)")
     group.add_argument("--classes", type=int, default=10, help="classes (default: %(default)s)")
     group.add_argument("--channels-last", action="store_true", help="NHWC memory format for the model and the images")
     args = parse_args(parser)
     if args.depth < 14 or (args.depth - 2) % 3:
-        parser.error("--depth must be 3 x blocks + 2 with at least one block per stage: 14, 17, 20, ... 26, 50, 101, 152")
+        parser.error(
+            "--depth must be 3 x blocks + 2 with at least one block per stage: 14, 17, 20, ... 26, 50, 101, 152"
+        )
     if args.width < 1 or args.image < 8 or args.classes < 1:
         parser.error("--width and --classes must be at least 1, --image at least 8")
 
@@ -133,7 +138,9 @@ def main() -> None:
             images = images.to(args.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
             return (images,), labels.to(args.device, non_blocking=True)
 
-    train(args, model, [Normal((3, args.image, args.image))], Integers(args.classes), nn.CrossEntropyLoss(), place=place)
+    train(
+        args, model, [Normal((3, args.image, args.image))], Integers(args.classes), nn.CrossEntropyLoss(), place=place
+    )
 
 
 if __name__ == "__main__":

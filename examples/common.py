@@ -72,8 +72,10 @@ def make_parser(doc: str | None, *, batch: int, optimizer: str = "adam") -> argp
         "--optimizer",
         choices=OPTIMIZERS,
         default=optimizer,
-        help="sgd (momentum 0.9, DLRM's: none); adam: torch.optim.Adam(foreach=False), one kernel per op and "
-        "parameter; adam-foreach: foreach=True; adam-fused: fused=True (default: %(default)s)",
+        help=(
+            "sgd (momentum 0.9, DLRM's: none); adam: torch.optim.Adam(foreach=False), one kernel per op and "
+            "parameter; adam-foreach: foreach=True; adam-fused: fused=True (default: %(default)s)"
+        ),
     )
     group.add_argument("--compile", action="store_true", help="torch.compile the model")
     group.add_argument(
@@ -85,8 +87,10 @@ def make_parser(doc: str | None, *, batch: int, optimizer: str = "adam") -> argp
         "--workers",
         type=int,
         default=0,
-        help="DataLoader worker processes (default: %(default)s; with --transform-us 0 too: one "
-        "batch made once and reused, no DataLoader)",
+        help=(
+            "DataLoader worker processes (default: %(default)s; with --transform-us 0 too: one "
+            "batch made once and reused, no DataLoader)"
+        ),
     )
     group.add_argument(
         "--transform-us",
@@ -100,8 +104,10 @@ def make_parser(doc: str | None, *, batch: int, optimizer: str = "adam") -> argp
         type=int,
         default=1,
         metavar="K",
-        help="gradient accumulation: K micro-batches of --batch samples, each a forward and backward pass, per "
-        "optimizer step (default: %(default)s)",
+        help=(
+            "gradient accumulation: K micro-batches of --batch samples, each a forward and backward pass, per "
+            "optimizer step (default: %(default)s)"
+        ),
     )
     group.add_argument(
         "--threads",
@@ -153,7 +159,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
             parser.error("--cuda-graphs needs a CUDA device, and this run is on the CPU (--device cpu, or no GPU)")
         if args.compile:
             parser.error(
-                "--cuda-graphs and --compile: choose one (torch.compile(mode='reduce-overhead') makes CUDA graphs itself)"
+                "--cuda-graphs and --compile: choose one (torch.compile(mode='reduce-overhead') makes CUDA graphs"
+                " itself)"
             )
         if args.amp == "fp16":
             parser.error(
@@ -165,7 +172,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
         try:
             torch.optim.Adam([probe], fused=True)
         except RuntimeError as err:
-            parser.error(f"--optimizer adam-fused: torch {torch.__version__} has no fused Adam on {args.device.type} ({err})")
+            parser.error(
+                f"--optimizer adam-fused: torch {torch.__version__} has no fused Adam on {args.device.type} ({err})"
+            )
     return args
 
 
@@ -293,7 +302,9 @@ class RandomDataset(Dataset):
     """`length` random samples: (inputs, target), each made from its field and the sample's index (deterministic,
     the same in any worker), after burning `transform_us` microseconds of CPU (calibrated when created)."""
 
-    def __init__(self, inputs: Sequence[Field], target: Field, length: int, transform_us: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self, inputs: Sequence[Field], target: Field, length: int, transform_us: float = 0.0, seed: int = 0
+    ) -> None:
         self.inputs = tuple(inputs)
         self.target = target
         self.length = length
@@ -345,7 +356,9 @@ def copy_into(static: Any, batch: Any) -> None:
             copy_into(dst, src)
 
 
-def batches(args: argparse.Namespace, dataset: RandomDataset, count: int, place: Callable[[Batch], Batch]) -> Iterator[Batch]:
+def batches(
+    args: argparse.Namespace, dataset: RandomDataset, count: int, place: Callable[[Batch], Batch]
+) -> Iterator[Batch]:
     """`count` batches, placed: from a DataLoader (--workers / --transform-us), else one batch made once and reused."""
     if args.workers == 0 and args.transform_us == 0:
         batch = place(collate([dataset[i] for i in range(args.batch)]))
@@ -398,7 +411,9 @@ def train(
     cuda = args.device.type == "cuda"
     dtype = AMP_DTYPES[args.amp]
     # Autocast's weight cast cache would hold tensors made outside the graph's memory pool: off when capturing.
-    autocast = torch.autocast(args.device.type, dtype=dtype, enabled=dtype is not None, cache_enabled=not args.cuda_graphs)
+    autocast = torch.autocast(
+        args.device.type, dtype=dtype, enabled=dtype is not None, cache_enabled=not args.cuda_graphs
+    )
     scaler = torch.amp.GradScaler("cuda") if args.amp == "fp16" and cuda else None
     model.train()
 

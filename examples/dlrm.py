@@ -27,7 +27,17 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Bags, Binary, Normal, checkpointed, make_parser, parse_args, to_device, train, zipf_rows  # noqa: E402
+from common import (
+    Bags,
+    Binary,
+    Normal,
+    checkpointed,
+    make_parser,
+    parse_args,
+    to_device,
+    train,
+    zipf_rows,
+)  # noqa: E402
 
 
 def mlp(sizes: list[int], last_relu: bool) -> nn.Sequential:
@@ -97,7 +107,8 @@ def sizes(text: str) -> list[int]:
 
 def save_indices(path: str, bags: Bags, inputs: int, seed: int) -> None:
     """`inputs` samples' bags of every table, drawn as `Bags.make` draws them (bag sizes 1 .. 2 x pooling - 1, Zipf
-    rows), as nn.EmbeddingBag's (indices, offsets) per table in an .npz: `N` the flat indices, `N.offsets` the starts."""
+    rows), as nn.EmbeddingBag's (indices, offsets) per table in an .npz: `N` the flat indices, `N.offsets` the starts.
+    """
     import numpy as np
 
     gen = torch.Generator().manual_seed(seed)
@@ -125,14 +136,18 @@ def main() -> None:
         type=float,
         default=0.0,
         metavar="A",
-        help="row popularity P(row k) ~ (k + 1) ** -A, row 0 the hottest; 0: uniform "
-        "(default: %(default)s; 1.05 is a skewed real-world-like choice)",
+        help=(
+            "row popularity P(row k) ~ (k + 1) ** -A, row 0 the hottest; 0: uniform "
+            "(default: %(default)s; 1.05 is a skewed real-world-like choice)"
+        ),
     )
     group.add_argument("--dense", type=int, default=13, help="dense features (default: %(default)s, as Criteo)")
     group.add_argument(
         "--bottom", type=sizes, default=[64, 32], help="hidden widths of the bottom MLP, before --dim (default: 64,32)"
     )
-    group.add_argument("--top", type=sizes, default=[64, 32], help="hidden widths of the top MLP, before 1 (default: 64,32)")
+    group.add_argument(
+        "--top", type=sizes, default=[64, 32], help="hidden widths of the top MLP, before 1 (default: 64,32)"
+    )
     group.add_argument(
         "--tables-on-cpu",
         action="store_true",
@@ -147,8 +162,10 @@ def main() -> None:
         "--save-indices",
         metavar="FILE.npz",
         default=None,
-        help="write the sparse features of --inputs inputs (the bags the training draws, same sizes and rows) as "
-        "an .npz for `daydream embeddings profile` (table N: flat indices, N.offsets: each bag's start), and exit",
+        help=(
+            "write the sparse features of --inputs inputs (the bags the training draws, same sizes and rows) as "
+            "an .npz for `daydream embeddings profile` (table N: flat indices, N.offsets: each bag's start), and exit"
+        ),
     )
     group.add_argument("--inputs", type=int, default=1_000_000, help="inputs for --save-indices (default: %(default)s)")
     args = parse_args(parser)
@@ -157,7 +174,9 @@ def main() -> None:
     if args.zipf < 0:
         parser.error("--zipf must be >= 0")
     if args.sparse and args.optimizer != "sgd":
-        parser.error(f"--sparse needs --optimizer sgd (torch.optim.Adam does not take sparse gradients; got {args.optimizer})")
+        parser.error(
+            f"--sparse needs --optimizer sgd (torch.optim.Adam does not take sparse gradients; got {args.optimizer})"
+        )
     if args.cuda_graphs and args.tables_on_cpu:
         parser.error("--cuda-graphs with --tables-on-cpu: CPU lookups cannot be captured in a CUDA graph")
     if args.cuda_graphs and args.sparse:

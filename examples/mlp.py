@@ -62,7 +62,9 @@ def run(args: argparse.Namespace, on_step: Callable[[], None] | None = None) -> 
     torch.manual_seed(args.seed)
     with args.device:
         model = MLP(args.width, args.depth, args.classes, checkpoint=args.checkpoint)
-    return train_loop(args, model, [Normal((args.width,))], Integers(args.classes), nn.CrossEntropyLoss(), on_step=on_step)
+    return train_loop(
+        args, model, [Normal((args.width,))], Integers(args.classes), nn.CrossEntropyLoss(), on_step=on_step
+    )
 
 
 def train_mlp(argv: Sequence[str] = (), on_step: Callable[[], None] | None = None) -> list[float]:

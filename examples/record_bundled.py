@@ -30,8 +30,12 @@ def main() -> None:
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ns = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        report = record_program([sys.executable, str(HERE / "mlp.py"), "--device", ns.device, "--steps", "8", *MLP_ARGS],
-                                tmp, warmup=2, steps=3)  # fmt: skip
+        report = record_program(
+            [sys.executable, str(HERE / "mlp.py"), "--device", ns.device, "--steps", "8", *MLP_ARGS],
+            tmp,
+            warmup=2,
+            steps=3,
+        )
         meta = json.loads((Path(tmp) / "rank0.daydream.json").read_text())
         device = meta["device"]["name"] if meta["device"]["type"] == "cuda" else "cpu"
         stem = "mlp_" + re.sub(r"[^0-9a-z]+", "_", device.lower()).strip("_")

@@ -11,7 +11,9 @@ PID, MAIN, BWD = 100, 1, 2
 STREAM = 7
 
 
-def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = True, legacy: bool = False) -> dict[str, Any]:
+def make_trace(
+    schema: str = "current", steps: int = 3, explicit_sync: bool = True, legacy: bool = False
+) -> dict[str, Any]:
     """A training loop of ``steps`` iterations, 1000 us apart. Per step (times from the step's base):
 
     forward  (main thread, module Linear_0): aten::linear > aten::addmm > cudaLaunchKernel [30, 40] -> sgemm [45, 245]
@@ -45,15 +47,37 @@ def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = Tr
         events.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args})
 
     def launch(
-        name: str, tid: int, ts: float, dur: float, kname: str, kts: float, kdur: float, cat: str | None = None, **kargs: Any
+        name: str,
+        tid: int,
+        ts: float,
+        dur: float,
+        kname: str,
+        kts: float,
+        kdur: float,
+        cat: str | None = None,
+        **kargs: Any,
     ) -> None:
         nonlocal corr
         corr += 1
         x(cat_rt, name, tid, ts, dur, correlation=corr, **{ext: corr})
-        x(cat or cat_k, kname, gpu_tid, kts, kdur, pid=0, device=0, stream=STREAM, correlation=corr, **{ext: corr}, **kargs)
+        x(
+            cat or cat_k,
+            kname,
+            gpu_tid,
+            kts,
+            kdur,
+            pid=0,
+            device=0,
+            stream=STREAM,
+            correlation=corr,
+            **{ext: corr},
+            **kargs,
+        )
         flow = "async" if old else "ac2g"
         events.append({"ph": "s", "cat": flow, "name": flow, "id": corr, "pid": PID, "tid": tid, "ts": ts})
-        events.append({"ph": "f", "cat": flow, "name": flow, "id": corr, "pid": 0, "tid": gpu_tid, "ts": kts, "bp": "e"})
+        events.append(
+            {"ph": "f", "cat": flow, "name": flow, "id": corr, "pid": 0, "tid": gpu_tid, "ts": kts, "bp": "e"}
+        )
 
     for k in range(1, steps + 1):
         b = 1000.0 * k
@@ -67,7 +91,9 @@ def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = Tr
         x(cat_op, "aten::addmm", MAIN, b + 20, 62, **{dims: [[8], [4, 8], [8, 8]]})
         launch("cudaLaunchKernel", MAIN, b + 30, 10, "volta_sgemm_128x64_nn", b + 45, 200)
         x(cat_op, "aten::relu", MAIN, b + 110, 40, **{dims: [[4, 8]]})
-        launch("cudaLaunchKernel", MAIN, b + 120, 8, "void at::native::vectorized_elementwise_kernel<relu>", b + 246, 20)
+        launch(
+            "cudaLaunchKernel", MAIN, b + 120, 8, "void at::native::vectorized_elementwise_kernel<relu>", b + 246, 20
+        )
         if legacy:
             x(cat_op, "AddmmBackward", BWD, b + 300, 100, **{"Sequence number": seq, "Fwd thread id": 1})
             x(cat_op, "aten::mm", BWD, b + 305, 20, **{dims: [[4, 8], [8, 8]]})
@@ -84,14 +110,18 @@ def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = Tr
         if legacy:
             x(cat_op, "torch::autograd::AccumulateGrad", BWD, b + 410, 30)
             x(cat_op, "aten::add_", BWD, b + 412, 20, **{dims: [[8, 8], [8, 8], []]})
-            launch("cudaLaunchKernel", BWD, b + 415, 5, "void at::native::vectorized_elementwise_kernel<add>", b + 422, 8)
+            launch(
+                "cudaLaunchKernel", BWD, b + 415, 5, "void at::native::vectorized_elementwise_kernel<add>", b + 422, 8
+            )
         x(cat_range, "Optimizer.step#SGD.step", MAIN, b + 500, 100)
         launch("cudaLaunchKernel", MAIN, b + 510, 5, "void at::native::multi_tensor_apply_kernel<sgd>", b + 517, 13)
         if legacy:
             x(cat_op, "Optimizer.zero_grad#SGD.zero_grad", MAIN, b + 600, 50)
             x(cat_op, "aten::zero_", MAIN, b + 605, 10, **{dims: [[8, 8]]})
         x(cat_op, "aten::item", MAIN, b + 700, 98)
-        launch("cudaMemcpyAsync", MAIN, b + 705, 90, "Memcpy DtoH (Device -> Pageable)", b + 780, 10, cat=cat_cp, bytes=4)
+        launch(
+            "cudaMemcpyAsync", MAIN, b + 705, 90, "Memcpy DtoH (Device -> Pageable)", b + 780, 10, cat=cat_cp, bytes=4
+        )
         corr += 1
         x(cat_rt, "cudaStreamSynchronize", MAIN, b + 800, 50, correlation=corr, **{ext: corr})
         if explicit_sync and not old:
@@ -110,8 +140,11 @@ def make_trace(schema: str = "current", steps: int = 3, explicit_sync: bool = Tr
     events.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": MAIN, "args": {"name": "python"}})
     doc: dict[str, Any] = {"traceEvents": events}
     if not old:
-        doc.update(schemaVersion=1, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}],
-                   distributedInfo={"rank": 0, "world_size": 1})  # fmt: skip
+        doc.update(
+            schemaVersion=1,
+            deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}],
+            distributedInfo={"rank": 0, "world_size": 1},
+        )
     return doc
 
 
@@ -140,21 +173,63 @@ def make_rank_trace(rank: int, world: int, steps: int = 3) -> dict[str, Any]:
     events = doc["traceEvents"]
     corr = max(e["args"].get("correlation", 0) for e in events if isinstance(e.get("args"), dict)) + 1
     added: list[dict[str, Any]] = []
-    group = {"Process Group Name": "0", "Process Group Description": "default_pg", "Process Group Ranks": str(list(range(world)))}
+    group = {
+        "Process Group Name": "0",
+        "Process Group Description": "default_pg",
+        "Process Group Ranks": str(list(range(world))),
+    }
     for k in range(1, steps + 1):
         b = 1000.0 * k
         for tid, at, nbytes, us in ((BWD, 430.0, 4 << 20, 60.0), (MAIN, 520.0, 1 << 20, 25.0)):
             corr += 1
-            added.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": tid, "ts": b + at,
-                          "dur": 4, "args": {"correlation": corr, "External id": corr}})  # fmt: skip
-            added.append({"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
-                          "pid": 0, "tid": COMM_STREAM, "ts": b + at + 10, "dur": us,
-                          "args": {"device": 0, "stream": COMM_STREAM, "correlation": corr, "External id": corr,
-                                   "Collective name": "allreduce", "In msg nelems": nbytes // 4, "Out msg nelems": nbytes // 4,
-                                   "Group size": world, "dtype": "Float", **group}})  # fmt: skip
+            added.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": PID,
+                    "tid": tid,
+                    "ts": b + at,
+                    "dur": 4,
+                    "args": {"correlation": corr, "External id": corr},
+                }
+            )
+            added.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+                    "pid": 0,
+                    "tid": COMM_STREAM,
+                    "ts": b + at + 10,
+                    "dur": us,
+                    "args": {
+                        "device": 0,
+                        "stream": COMM_STREAM,
+                        "correlation": corr,
+                        "External id": corr,
+                        "Collective name": "allreduce",
+                        "In msg nelems": nbytes // 4,
+                        "Out msg nelems": nbytes // 4,
+                        "Group size": world,
+                        "dtype": "Float",
+                        **group,
+                    },
+                }
+            )
             added.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": PID, "tid": tid, "ts": b + at})
-            added.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": COMM_STREAM,
-                          "ts": b + at + 10, "bp": "e"})  # fmt: skip
+            added.append(
+                {
+                    "ph": "f",
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "id": corr,
+                    "pid": 0,
+                    "tid": COMM_STREAM,
+                    "ts": b + at + 10,
+                    "bp": "e",
+                }
+            )
     for e in events:
         if e.get("name") == "volta_sgemm_128x64_nn":
             e["dur"] -= (7 * rank) % 40

@@ -11,16 +11,25 @@ from daydream._arrays import order_by_start, unique_ints
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, np.uint64])
-@pytest.mark.parametrize(("low", "high", "n"), [(0, 9, 200), (-50, 50, 1000), (-3, 3, 7), (0, 1 << 40, 300), (5, 5, 10),
-                                                (0, 0, 1), (0, 100, 0)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("low", "high", "n"),
+    [(0, 9, 200), (-50, 50, 1000), (-3, 3, 7), (0, 1 << 40, 300), (5, 5, 10), (0, 0, 1), (0, 100, 0)],
+)
 def test_the_same_arrays_as_np_unique(dtype: type, low: int, high: int, n: int) -> None:
     info = np.iinfo(dtype)
-    values = np.random.default_rng(n + high).integers(max(low, info.min), min(high, info.max), n, endpoint=True).astype(dtype)
+    values = (
+        np.random.default_rng(n + high)
+        .integers(max(low, info.min), min(high, info.max), n, endpoint=True)
+        .astype(dtype)
+    )
     for index in (False, True):
         for inverse in (False, True):
             want = np.unique(values, return_index=index, return_inverse=inverse)
             got = unique_ints(values, return_index=index, return_inverse=inverse)
-            want, got = (want,) if isinstance(want, np.ndarray) else want, (got,) if isinstance(got, np.ndarray) else got
+            want, got = (
+                (want,) if isinstance(want, np.ndarray) else want,
+                (got,) if isinstance(got, np.ndarray) else got,
+            )
             assert len(got) == len(want)
             for w, g in zip(want, got, strict=True):
                 assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)

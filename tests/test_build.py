@@ -42,7 +42,9 @@ def test_replay_reproduces_every_task(tmp_path: Path, schema: str) -> None:
         a = g.nodes[node]
         # Every task ends when it did in the trace (waits inside blocking calls are modelled, not copied).
         assert tl.end[i] == pytest.approx(a["start"] + a["duration"] if not a["name"].endswith("[wait]") else tl.end[i])
-    starts = {g.nodes[n]["name"]: float(tl.start[i]) for i, n in enumerate(tl.nodes) if g.nodes[n]["step"] == "ProfilerStep#1"}
+    starts = {
+        g.nodes[n]["name"]: float(tl.start[i]) for i, n in enumerate(tl.nodes) if g.nodes[n]["step"] == "ProfilerStep#1"
+    }
     assert starts["volta_sgemm_128x64_nn"] == 15.0  # 1045 - origin 1030
 
 
@@ -105,20 +107,28 @@ def test_bad_step_names(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no step or annotation named 'nope'"):
         build_graph(tr, "nope")
     # a step typed in the wrong case: the name as the trace spells it, and the steps there are
-    with pytest.raises(TraceError, match=r"named 'profilerstep#2' in the trace; did you mean 'ProfilerStep#2'\? \(steps: "
-                                         r"ProfilerStep#1, ProfilerStep#2, ProfilerStep#3; also 'all'"):  # fmt: skip
+    with pytest.raises(
+        TraceError,
+        match=r"named 'profilerstep#2' in the trace; did you mean 'ProfilerStep#2'\? \(steps: "
+        r"ProfilerStep#1, ProfilerStep#2, ProfilerStep#3; also 'all'",
+    ):
         build_graph(tr, "profilerstep#2")
 
 
 def test_named_annotation_window(tmp_path: Path) -> None:
     g = _graph(tmp_path, "Optimizer.step#SGD.step")
     assert len(g.graph["steps"]) == 3
-    assert {a["name"] for _, a in g.nodes(data=True)} == {"cudaLaunchKernel", "void at::native::multi_tensor_apply_kernel<sgd>"}
+    assert {a["name"] for _, a in g.nodes(data=True)} == {
+        "cudaLaunchKernel",
+        "void at::native::multi_tensor_apply_kernel<sgd>",
+    }
 
 
 def test_cpu_only_trace_gives_cpu_graph_with_warning(tmp_path: Path) -> None:
     doc = make_trace()
-    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") in ("cpu_op", "user_annotation", "python_function")]
+    doc["traceEvents"] = [
+        e for e in doc["traceEvents"] if e.get("cat") in ("cpu_op", "user_annotation", "python_function")
+    ]
     result = replay(write_trace(tmp_path / "cpu.json", doc))
     assert {a["kind"] for _, a in result.graph.nodes(data=True)} == {"cpu"}
     assert result.baseline_us == pytest.approx(result.measured_us)
@@ -151,7 +161,9 @@ def test_fbgemm_kernels_are_not_gemms() -> None:
     from daydream.graph import classify_kernel
 
     assert (
-        classify_kernel("void split_embedding_codegen_forward_unweighted_kernel<float, float, fbgemm_gpu::PlaceholderType>")
+        classify_kernel(
+            "void split_embedding_codegen_forward_unweighted_kernel<float, float, fbgemm_gpu::PlaceholderType>"
+        )
         == "embedding"
     )
     assert classify_kernel("void bounds_check_indices_kernel<long>(at::GenericPackedTensorAccessor)") == "embedding"
@@ -166,8 +178,20 @@ def test_fbgemm_kernels_are_not_gemms() -> None:
         ("MIOpenBatchNormBwdSpatial", "norm"),
         ("SubTensorOpWithScalar1d", "elementwise"),
         ("void cudnn::ops::scalePackedTensor_kernel<float, float>(long, float*, float)", "elementwise"),
-        ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>(cudnn::ops::", "copy"),
-        ("void cudnn::ops::nhwcToNchwKernel<float, float, float, true, false, (cudnnKernelDataType_t)0>(cudnn::ops::", "copy"),
+        (
+            (
+                "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true,"
+                " (cudnnKernelDataType_t)2>(cudnn::ops::"
+            ),
+            "copy",
+        ),
+        (
+            (
+                "void cudnn::ops::nhwcToNchwKernel<float, float, float, true, false,"
+                " (cudnnKernelDataType_t)0>(cudnn::ops::"
+            ),
+            "copy",
+        ),
         ("batched_transpose_32x32_half", "copy"),
         ("igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x64x32_wt32x32x8_ws1x1_wr1x2", "conv"),
         ("_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle_v3", "conv"),
@@ -182,9 +206,14 @@ def test_library_helper_kernels_are_classed_by_what_they_do(name: str, cls: str)
 
 
 @pytest.mark.parametrize(
-    "name", ["param/dlrm8/rank0.json.gz", "param/resnet_kineto.json.gz", "hta/nccl_parser_config_nccl_data.json.gz",
-             "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"],
-)  # fmt: skip
+    "name",
+    [
+        "param/dlrm8/rank0.json.gz",
+        "param/resnet_kineto.json.gz",
+        "hta/nccl_parser_config_nccl_data.json.gz",
+        "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
+    ],
+)
 @pytest.mark.parametrize("step", [None, "all"])
 def test_releasing_the_events_builds_the_same_graph(name: str, step: str | None, shared_traces: Path) -> None:
     """build_graph(release_events=True) empties the trace's event lists once read: no stage after reads them."""
@@ -192,7 +221,9 @@ def test_releasing_the_events_builds_the_same_graph(name: str, step: str | None,
     kept = build_graph(load_trace(path), step)
     trace = load_trace(path)
     released = build_graph(trace, step, release_events=True)
-    assert not (trace.cpu_ops or trace.annotations or trace.runtime or trace.gpu or trace.gpu_annotations or trace.syncs)
+    assert not (
+        trace.cpu_ops or trace.annotations or trace.runtime or trace.gpu or trace.gpu_annotations or trace.syncs
+    )
     assert list(released.nodes(data=True)) == list(kept.nodes(data=True))
     assert list(released.edges(data=True)) == list(kept.edges(data=True))
     assert released.graph == kept.graph
@@ -206,13 +237,20 @@ def test_slow_runtime_calls_are_named_in_a_warning() -> None:
     def task(name: str, us: float) -> dict[str, object]:
         return {"kind": "cpu", "name": name, "duration": us}
 
-    steady = [task("cudaLaunchKernel", 8), task("cudaStreamSynchronize", 50_000), task("aten::mm", 9_000),
-              task("cudaMemcpyAsync", 3_000), {"kind": "gpu", "name": "cudaKernel", "duration": 5_000}]  # fmt: skip
+    steady = [
+        task("cudaLaunchKernel", 8),
+        task("cudaStreamSynchronize", 50_000),
+        task("aten::mm", 9_000),
+        task("cudaMemcpyAsync", 3_000),
+        {"kind": "gpu", "name": "cudaKernel", "duration": 5_000},
+    ]
     assert slow_runtime_calls(steady) == []
     (warning,) = slow_runtime_calls(
         [*steady, task("cudaFree", 6_000_000), task("hipLaunchKernel", 6_500), task("cuModuleLoadData", 999)]
     )
-    assert warning.startswith("2 runtime calls of the step took 6.01 s of host time (cudaFree 6.00 s, hipLaunchKernel 6.5 ms)")
+    assert warning.startswith(
+        "2 runtime calls of the step took 6.01 s of host time (cudaFree 6.00 s, hipLaunchKernel 6.5 ms)"
+    )
     assert "one-time setup" in warning
     assert len(warning) < 300  # what it is and what to do, not a paragraph (issue 75: 600 characters on MI300X's)
 
@@ -232,8 +270,18 @@ def test_work_between_the_backward_pass_and_the_optimizer_step_is_the_weight_upd
     doc = make_trace()
     for k in (1, 2, 3):
         for name, ts in (("aten::_foreach_norm", 450), ("aten::_foreach_mul_", 470)):
-            doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 100, "tid": 1,
-                                       "ts": 1000.0 * k + ts, "dur": 10, "args": {}})  # fmt: skip
+            doc["traceEvents"].append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": name,
+                    "pid": 100,
+                    "tid": 1,
+                    "ts": 1000.0 * k + ts,
+                    "dur": 10,
+                    "args": {},
+                }
+            )
     g = build_graph(load_trace(write_trace(tmp_path / "t.json", doc)))
     phases = {a["name"]: a["phase"] for _, a in g.nodes(data=True)}
     assert phases["aten::_foreach_norm"] == phases["aten::_foreach_mul_"] == "optimizer"
@@ -256,8 +304,18 @@ def test_a_later_micro_batchs_forward_pass_is_forward(tmp_path: Path) -> None:
         nonlocal corr
         corr += 1
         x("cudaLaunchKernel", tid, ts, 5, "cuda_runtime", correlation=corr)
-        doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": STREAM, "ts": kts, "dur": 5,
-                                   "args": {"device": 0, "stream": STREAM, "correlation": corr}})  # fmt: skip
+        doc["traceEvents"].append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": kname,
+                "pid": 0,
+                "tid": STREAM,
+                "ts": kts,
+                "dur": 5,
+                "args": {"device": 0, "stream": STREAM, "correlation": corr},
+            }
+        )
 
     x("cudaEventQuery", 3, 1350, 2, "cuda_runtime", correlation=999)  # polled during micro-batch 1's backward pass
     x("cudaEventQuery", 3, 1456, 2, "cuda_runtime", correlation=998)  # and during micro-batch 2's
@@ -266,7 +324,9 @@ def test_a_later_micro_batchs_forward_pass_is_forward(tmp_path: Path) -> None:
     x("autograd::engine::evaluate_function: AddmmBackward0", BWD, 1450, 30, **{"Sequence number": 11})
     launch(BWD, 1455, "sgemm_microbatch2_bwd", 1485)
     g = build_graph(load_trace(write_trace(tmp_path / "accumulation.json", doc)))
-    phase_of = {a["name"]: a["phase"] for _, a in g.nodes(data=True) if a["kind"] != "cpu" or a["name"] != "cudaLaunchKernel"}
+    phase_of = {
+        a["name"]: a["phase"] for _, a in g.nodes(data=True) if a["kind"] != "cpu" or a["name"] != "cudaLaunchKernel"
+    }
     launches = sorted((a["start"], a["phase"]) for _, a in g.nodes(data=True) if a["name"] == "cudaLaunchKernel")
     assert [p for _, p in launches] == ["forward", "forward", "backward", "forward", "backward", "optimizer"]
     assert phase_of["sgemm_microbatch2_fwd"] == "forward"
@@ -299,7 +359,11 @@ def test_python_stack_frames_do_not_take_a_ranges_place(tmp_path: Path) -> None:
     doc = make_trace()
     step = next(e for e in doc["traceEvents"] if e.get("name") == "Optimizer.step#SGD.step")
     frame = dict(
-        step, cat="python_function", name="torch/optim/optimizer.py(60): _use_grad", ts=step["ts"] + 1, dur=step["dur"] - 2
+        step,
+        cat="python_function",
+        name="torch/optim/optimizer.py(60): _use_grad",
+        ts=step["ts"] + 1,
+        dur=step["dur"] - 2,
     )
     doc["traceEvents"].append(frame)
     g = build_graph(load_trace(write_trace(tmp_path / "t.json", doc)))

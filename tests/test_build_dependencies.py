@@ -41,7 +41,12 @@ def test_a_tasks_dependencies_stay_in_the_order_found() -> None:
     for v in range(6):
         found = [(u, k) for u, c, k in zip(parent, child, kind) if c == v]
         assert (
-            list(zip(deps.parent[deps.ptr[v] : deps.ptr[v + 1]].tolist(), deps.kind[deps.ptr[v] : deps.ptr[v + 1]].tolist()))
+            list(
+                zip(
+                    deps.parent[deps.ptr[v] : deps.ptr[v + 1]].tolist(),
+                    deps.kind[deps.ptr[v] : deps.ptr[v + 1]].tolist(),
+                )
+            )
             == found
         )
     # those added later come after each task's others, where the returned positions say
@@ -104,8 +109,9 @@ def test_the_delays_and_the_cut_are_those_a_loop_over_the_tasks_finds(
         checked.append("delays")
         return out
 
-    def cut_spy(table: TaskTable, selected: np.ndarray, window: np.ndarray, origin: float,
-                threads: dict[str, list[int]]) -> tuple[EdgeArrays, Causality]:  # fmt: skip
+    def cut_spy(
+        table: TaskTable, selected: np.ndarray, window: np.ndarray, origin: float, threads: dict[str, list[int]]
+    ) -> tuple[EdgeArrays, Causality]:
         gap = table.gap.copy()  # type: ignore[union-attr]
         edges, causality = window_edges(table, selected, window, origin, threads)
         expected = _cut_by_loop(table, gap, selected.tolist(), window.tolist(), origin)
@@ -166,8 +172,13 @@ def _held(deps: Dependencies | None) -> list[list[list[Any]]]:
     return out
 
 
-def _delays_by_loop(table: TaskTable, in_edges: list[list[list[Any]]], durations: list[float],
-                    threads: dict[str, list[int]], infer_waits: bool) -> tuple[Any, ...]:  # fmt: skip
+def _delays_by_loop(
+    table: TaskTable,
+    in_edges: list[list[list[Any]]],
+    durations: list[float],
+    threads: dict[str, list[int]],
+    infer_waits: bool,
+) -> tuple[Any, ...]:
     """build_delays.measure_delays as a loop over the tasks and their lists of dependencies."""
     kinds, ts, end = table.column("kind"), table.ts, table.end
     durations = list(durations)
@@ -224,8 +235,9 @@ def _delays_by_loop(table: TaskTable, in_edges: list[list[list[Any]]], durations
     return (l0, g0), gap, in_edges, durations
 
 
-def _cut_by_loop(table: TaskTable, gap_in: np.ndarray, selected: list[int], index: list[int],
-                 origin: float) -> tuple[EdgeArrays, Causality, list[float]]:  # fmt: skip
+def _cut_by_loop(
+    table: TaskTable, gap_in: np.ndarray, selected: list[int], index: list[int], origin: float
+) -> tuple[EdgeArrays, Causality, list[float]]:
     """build._window_edges as a loop over the selected tasks and their dependencies."""
     thread_of, op, kind, end, ts = table.column("thread"), table.column("op"), table.column("kind"), table.end, table.ts
     gap = gap_in.tolist()
@@ -266,16 +278,25 @@ def _cut_by_loop(table: TaskTable, gap_in: np.ndarray, selected: list[int], inde
         if not inside and ts[t] - origin > build.UNANCHORED_TOLERANCE_US and thread in working:
             unanchored += 1
             lead_us += ts[t] - origin
-    causality = Causality(unanchored_tasks=unanchored, unanchored_lead_us=lead_us, cut_edges=cut_edges,
-                          held_back_us=held_back_us, bridged_orders=bridged)  # fmt: skip
+    causality = Causality(
+        unanchored_tasks=unanchored,
+        unanchored_lead_us=lead_us,
+        cut_edges=cut_edges,
+        held_back_us=held_back_us,
+        bridged_orders=bridged,
+    )
     return EdgeArrays.of_parents(out), causality, gap
 
 
 def test_a_later_gap_wins_and_a_call_that_returned_first_did_not_wait() -> None:
     # three CPU tasks on one thread, a kernel on a stream; task 2 has a sync parent (the kernel) that ended after it
     table = TaskTable()
-    for ts, dur, kind, thread in ((0.0, 1.0, "cpu", "cpu:1/1"), (2.0, 1.0, "cpu", "cpu:1/1"), (4.0, 1.0, "cpu", "cpu:1/1"),
-                                  (1.5, 10.0, "gpu", "gpu:0/7")):  # fmt: skip
+    for ts, dur, kind, thread in (
+        (0.0, 1.0, "cpu", "cpu:1/1"),
+        (2.0, 1.0, "cpu", "cpu:1/1"),
+        (4.0, 1.0, "cpu", "cpu:1/1"),
+        (1.5, 10.0, "gpu", "gpu:0/7"),
+    ):
         table.add_task({"kind": kind, "thread": thread, "duration": dur}, ts, dur)
     table.launcher[3] = 0
     table.add_edge(0, 3, "launch")
@@ -294,7 +315,11 @@ def test_a_later_gap_wins_and_a_call_that_returned_first_did_not_wait() -> None:
 def test_of_dependencies_that_ended_together_the_first_released_the_task() -> None:
     # a kernel launched by call 0 and waiting on call 1 too, both ended at 5: the launch (found first) released it
     table = TaskTable()
-    for ts, dur, kind, thread in ((4.0, 1.0, "cpu", "cpu:1/1"), (3.0, 2.0, "cpu", "cpu:1/2"), (20.0, 1.0, "gpu", "gpu:0/7")):
+    for ts, dur, kind, thread in (
+        (4.0, 1.0, "cpu", "cpu:1/1"),
+        (3.0, 2.0, "cpu", "cpu:1/2"),
+        (20.0, 1.0, "gpu", "gpu:0/7"),
+    ):
         table.add_task({"kind": kind, "thread": thread, "duration": dur}, ts, dur)
     table.launcher[2] = 0
     table.add_edge(0, 2, "launch")
@@ -328,8 +353,16 @@ def test_a_task_no_range_gave_a_phase_takes_it_from_when_it_was_issued() -> None
     task_steps = build.assign_steps(table, [Step("S", 0.0, 100.0), Step("T", 100.0, 200.0)])
     build.finish_phases(table, task_steps.of, threads, {1: 9}, {0: 9})
     assert table.column("phase") == [
-        "backward", "forward", "forward", "other", "forward", "other", "backward", "optimizer", "optimizer"
-    ]  # fmt: skip
+        "backward",
+        "forward",
+        "forward",
+        "other",
+        "forward",
+        "other",
+        "backward",
+        "optimizer",
+        "optimizer",
+    ]
 
 
 def test_the_releasing_dependency_is_the_first_with_the_least_slack() -> None:
@@ -347,5 +380,7 @@ def test_the_releasing_dependency_is_the_first_with_the_least_slack() -> None:
         ts[rng.integers(0, n, 2)] = -0.0
         among = rng.random(m) < 0.7
         e = np.flatnonzero(among)
-        want = [min(e[child[e] == c], key=lambda k: (ts[c] - end[parent[k]], k)) for c in sorted(set(child[e].tolist()))]
+        want = [
+            min(e[child[e] == c], key=lambda k: (ts[c] - end[parent[k]], k)) for c in sorted(set(child[e].tolist()))
+        ]
         assert _releasing(SimpleNamespace(parent=parent), child, ts, end, among).tolist() == want, trial  # type: ignore[arg-type]

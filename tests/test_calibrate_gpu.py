@@ -33,7 +33,11 @@ def test_resnet50_convolutions_are_torchvisions(sweep: ModuleType) -> None:
     assert len(convs) == 1 + 4 * 6 and convs[0] == (3, 64, 7, 96, 2, 3)  # the stem: 7x7, stride 2, 96x96 images
     # the four stages' 3x3 convolutions at 24, 12, 6 and 3 pixels (the stride-2 ones read the stage's input side)
     assert {(c, side) for c, f, r, side, stride, pad in convs if r == 3 and stride == 1} == {
-        (64, 24), (128, 12), (256, 6), (512, 3)}  # fmt: skip
+        (64, 24),
+        (128, 12),
+        (256, 6),
+        (512, 3),
+    }
 
 
 @pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="needs ../shared/calibration/neusight")
@@ -80,15 +84,19 @@ def test_the_h100_tables() -> None:
     assert len(gemm) == meta["rows"]["gemm"] == 7112
 
     def tflops(dtype: str) -> float:
-        rates = [2 * int(r["B"]) * int(r["M"]) * int(r["N"]) * int(r["K"]) / float(r["Latency"]) / 1e9 for r in gemm
-                 if r["DType"] == dtype and 2 * int(r["B"]) * int(r["M"]) * int(r["N"]) * int(r["K"]) >= 1e11]  # fmt: skip
+        rates = [
+            2 * int(r["B"]) * int(r["M"]) * int(r["N"]) * int(r["K"]) / float(r["Latency"]) / 1e9
+            for r in gemm
+            if r["DType"] == dtype and 2 * int(r["B"]) * int(r["M"]) * int(r["N"]) * int(r["K"]) >= 1e11
+        ]
         return statistics.median(rates)
 
     # FP32 under its 67 TFLOP/s peak, tensor cores far above it (the README's figures)
     assert 40 < tflops("fp32") < 67 < tflops("tf32") < tflops("bf16")
     attention = _table("sdpa")
     assert {(r["Backend"], r["Direction"]) for r in attention} == {
-        (b, d) for b in ("flash", "efficient") for d in ("forward", "backward")}  # fmt: skip
+        (b, d) for b in ("flash", "efficient") for d in ("forward", "backward")
+    }
 
 
 @pytest.mark.skipif(not NEUSIGHT.is_dir(), reason="needs ../shared/calibration/neusight")
@@ -96,7 +104,10 @@ def test_the_h100_fp32_gemms_agree_with_the_data_sets_h100() -> None:
     from daydream.perf.kernels.kernel_data import read_measurements
 
     theirs = {(m.op, m.dims): m.latency_us for m in read_measurements(NEUSIGHT) if "H100" in m.device}
-    ratios = [float(r["Latency"]) * 1e3 / theirs[(r["OPName"], dims)] for r in _table("gemm")
-              if r["DType"] == "fp32" and (r["OPName"], dims := tuple(int(r[k]) for k in "BMNK")) in theirs]  # fmt: skip
+    ratios = [
+        float(r["Latency"]) * 1e3 / theirs[(r["OPName"], dims)]
+        for r in _table("gemm")
+        if r["DType"] == "fp32" and (r["OPName"], dims := tuple(int(r[k]) for k in "BMNK")) in theirs
+    ]
     assert len(ratios) == 1378
     assert 0.85 < statistics.median(ratios) < 1.05  # 0.94: two years of cuBLAS, another machine

@@ -52,8 +52,11 @@ def test_forward_pass_moves_the_prediction(shared_traces: Path) -> None:
     session = Session(graph)
     baseline = session.baseline_us
     measured_step = graph.graph["steps"][-1].name  # after its context step, whose forward goes too
-    forward_cpu = sum(a["duration"] for _, a in graph.nodes(data=True)
-                      if a["phase"] == "forward" and a["kind"] not in GPU_KINDS and a["step"] == measured_step)  # fmt: skip
+    forward_cpu = sum(
+        a["duration"]
+        for _, a in graph.nodes(data=True)
+        if a["phase"] == "forward" and a["kind"] not in GPU_KINDS and a["step"] == measured_step
+    )
     session.execute('scale (select where phase == "forward") by 0')
     predicted = session.predicted_us
     assert baseline == pytest.approx(219818.14, abs=1.0)  # ProfilerStep#5's period, as under --step all
@@ -108,7 +111,9 @@ def _blocking_trace(tmp_path: Path, call: str, copy: str | None, sync: bool = Fa
         ("hipDeviceSynchronize", None, False),
     ],
 )
-def test_a_call_that_waits_returns_when_the_gpu_work_ends(tmp_path: Path, call: str, copy: str | None, sync: bool) -> None:
+def test_a_call_that_waits_returns_when_the_gpu_work_ends(
+    tmp_path: Path, call: str, copy: str | None, sync: bool
+) -> None:
     graph = build_graph(load_trace(_blocking_trace(tmp_path, call, copy, sync)))
     tl = simulate(graph)
     names = [graph.nodes[n]["name"] for n in tl.nodes]
@@ -221,7 +226,9 @@ def test_two_recordings_back_to_back_replay_exactly(tmp_path: Path, shared_trace
     tiled = tmp_path / "two.json.gz"
     source = shared_traces / "hta/nccl_parser_config_nccl_data.json.gz"
     bench = Path(__file__).resolve().parent.parent / "bench" / "tile_trace.py"
-    subprocess.run([sys.executable, str(bench), str(source), str(tiled), "--events", "50000"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(bench), str(source), str(tiled), "--events", "50000"], check=True, capture_output=True
+    )
     d = replay(tiled, step="all").to_dict()
     assert d["causality"]["unanchored_tasks"] == 0 and d["causality"]["bridged_orders"] >= 2
     assert d["predicted_us"] == pytest.approx(d["measured_us"], rel=1e-9)

@@ -54,7 +54,9 @@ def shared_traces() -> list[Path]:
     if not SHARED.is_dir():
         return []
     return sorted(
-        p for p in SHARED.rglob("*.json*") if "_et" not in p.parent.name and ".et." not in p.name and "_et." not in p.name
+        p
+        for p in SHARED.rglob("*.json*")
+        if "_et" not in p.parent.name and ".et." not in p.name and "_et." not in p.name
     )
 
 
@@ -113,7 +115,9 @@ def assert_same_graph(before: nx.DiGraph, after: nx.DiGraph) -> float:
     return error
 
 
-def round_trip(path: Path, out: Path, world: int | None = None, order_deps: str = "data") -> tuple[nx.DiGraph, nx.DiGraph, Any]:
+def round_trip(
+    path: Path, out: Path, world: int | None = None, order_deps: str = "data"
+) -> tuple[nx.DiGraph, nx.DiGraph, Any]:
     before, _ = Workload(str(path)).load()
     written = write_chakra(before, out, export_name(path), world, order_deps)
     after, _ = Workload(str(out)).load()
@@ -138,7 +142,9 @@ def test_every_shared_trace_round_trips_to_the_same_step(tmp_path: Path) -> None
             assert len(after) == len(before) and {r.same_as for r in after.graph["ranks"][1:]} == {0}
             assert abs(step_of(after) - step_of(before)) <= TOLERANCE * step_of(before), path
             # the copies differ from the first in their metadata alone: the jsonizer reads the first and the last
-            assert check_with_jsonizer(written.files[:: written.world - 1], tmp_path) == 2 * written.nodes // written.world
+            assert (
+                check_with_jsonizer(written.files[:: written.world - 1], tmp_path) == 2 * written.nodes // written.world
+            )
         else:
             after, _ = Workload(str(out)).load()
             assert_same_graph(before, after)
@@ -204,7 +210,9 @@ def test_by_chakras_fields_alone_dlrm8_replays_within_5_percent(tmp_path: Path) 
 
 @pytest.mark.parametrize("kind", ["thread", "stream", "launch", "sync", "comm"])
 @needs_shared
-def test_a_dropped_edge_kind_turns_the_round_trip_red(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dropped_edge_kind_turns_the_round_trip_red(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The sabotage the round trips must catch: the export leaves out the dependencies of one kind."""
     path = DLRM8 if kind == "comm" else SHARED / "param" / "resnet_kineto.json.gz"
     before, _ = Workload(str(path)).load()
@@ -223,9 +231,23 @@ def test_a_dropped_edge_kind_turns_the_round_trip_red(kind: str, tmp_path: Path,
 
 def test_the_attributes_round_trip_with_their_types(tmp_path: Path) -> None:
     graph = nx.DiGraph()
-    values = {"kind": "gpu", "name": "k", "thread": "gpu:0/7", "rank": 0, "duration": 1.25, "gap": 0.5, "release": None,
-              "step": "s", "phase": "forward", "shapes": [[2, 3], []], "tensors_in": (1, 2), "blocks": 1 << 40,
-              "queued": True, "prio": -3, "big": 1 << 70}  # fmt: skip
+    values = {
+        "kind": "gpu",
+        "name": "k",
+        "thread": "gpu:0/7",
+        "rank": 0,
+        "duration": 1.25,
+        "gap": 0.5,
+        "release": None,
+        "step": "s",
+        "phase": "forward",
+        "shapes": [[2, 3], []],
+        "tensors_in": (1, 2),
+        "blocks": 1 << 40,
+        "queued": True,
+        "prio": -3,
+        "big": 1 << 70,
+    }
     graph.add_node(0, **values)
     graph.graph.update(rank=0, world_size=1, steps=[], warnings=[])
     write_chakra(graph, tmp_path / "et", "one")
@@ -242,8 +264,10 @@ def text_workload(tmp_path: Path, npus: int = 4) -> Path:
     from chakra.src.converter.text_converter import TextConverter
 
     src = tmp_path / "model.txt"
-    src.write_text("DATA\n2\nlayer1 -1 10 NONE 0 20 NONE 0 30 ALLREDUCE 1048576 10\n"
-                   "layer2 -1 40 NONE 0 50 NONE 0 60 ALLREDUCE 2097152 10\n")  # fmt: skip
+    src.write_text(
+        "DATA\n2\nlayer1 -1 10 NONE 0 20 NONE 0 30 ALLREDUCE 1048576 10\n"
+        "layer2 -1 40 NONE 0 50 NONE 0 60 ALLREDUCE 2097152 10\n"
+    )
     out = tmp_path / "dp"
     out.mkdir()
     cwd = os.getcwd()
@@ -265,7 +289,10 @@ def test_another_producers_trace_simulates_as_its_dependencies_say(tmp_path: Pat
     # backward on one thread; layer 1's all-reduce follows its weight gradient, at 190 us
     assert job.baseline_us == pytest.approx(190 + collective_us("allreduce", 1 << 20, 4, resolve_link("nvlink4")))
     assert len(job.ranks) == 4 and job.report.simulated_ranks == 1
-    assert graph.graph["collectives"].groups["world"].ranks == 4 and graph.graph["collectives"].groups["world"].collectives == 2
+    assert (
+        graph.graph["collectives"].groups["world"].ranks == 4
+        and graph.graph["collectives"].groups["world"].collectives == 2
+    )
     said = [w for w in graph.graph["warnings"] if "a Chakra trace of" in w]
     assert len(said) == 1 and "share one thread" in said[0]  # what it lacks, said once for all its files
     # without a link, collectives of 0 us are kept (their simulator prices them), and said
@@ -280,11 +307,32 @@ def test_sends_and_receives_pair_by_their_ranks(tmp_path: Path) -> None:
     for rank in range(2):
         with open(folder / f"p.{rank}.et", "wb") as fh:
             encodeMessage(fh, GlobalMetadata(version="1.0.0"))
-            encodeMessage(fh, Node(id=0, name="compute", type=4, duration_micros=10 + 90 * rank,
-                                   attr=[AttributeProto(name="is_cpu_op", bool_val=False)]))  # fmt: skip
-            encodeMessage(fh, Node(id=1, name="send" if rank == 0 else "recv", type=5 + rank, duration_micros=5, data_deps=[0],
-                                   attr=[AttributeProto(name="is_cpu_op", bool_val=False), AttributeProto(name="comm_src", int32_val=0),
-                                         AttributeProto(name="comm_dst", int32_val=1), AttributeProto(name="comm_size", int64_val=64)]))  # fmt: skip
+            encodeMessage(
+                fh,
+                Node(
+                    id=0,
+                    name="compute",
+                    type=4,
+                    duration_micros=10 + 90 * rank,
+                    attr=[AttributeProto(name="is_cpu_op", bool_val=False)],
+                ),
+            )
+            encodeMessage(
+                fh,
+                Node(
+                    id=1,
+                    name="send" if rank == 0 else "recv",
+                    type=5 + rank,
+                    duration_micros=5,
+                    data_deps=[0],
+                    attr=[
+                        AttributeProto(name="is_cpu_op", bool_val=False),
+                        AttributeProto(name="comm_src", int32_val=0),
+                        AttributeProto(name="comm_dst", int32_val=1),
+                        AttributeProto(name="comm_size", int64_val=64),
+                    ],
+                ),
+            )
     graph, _ = Workload(str(folder)).load()
     job = replay_job_graph(graph)
     assert job.baseline_us == pytest.approx(105.0)  # the send waits for its receive, posted after rank 1's 100 us
@@ -301,7 +349,9 @@ def test_the_cli_exports_and_simulates_a_job(tmp_path: Path, capsys: pytest.Capt
     assert main(["simulate", str(out), "--json"]) == 0
     after = json.loads(capsys.readouterr().out)
     assert after["baseline_us"] == pytest.approx(before["baseline_us"], rel=TOLERANCE)
-    assert [r["baseline_us"] for r in after["ranks"]] == pytest.approx([r["baseline_us"] for r in before["ranks"]], rel=TOLERANCE)
+    assert [r["baseline_us"] for r in after["ranks"]] == pytest.approx(
+        [r["baseline_us"] for r in before["ranks"]], rel=TOLERANCE
+    )
     assert main(["run", str(out), "straggler", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)
     assert run["predicted_us"] < run["baseline_us"]
@@ -324,8 +374,13 @@ def _write(path: Path, nodes: list[Any], meta: Any = None) -> Path:
 
 
 def _hostile(tmp_path: Path) -> dict[str, tuple[Path, str]]:
-    own = GlobalMetadata(version="1.0.0", attr=[AttributeProto(name="producer", string_val="daydream 0.1.0"),
-                                                 AttributeProto(name="daydream", string_val="{}", doc_string="json")])  # fmt: skip
+    own = GlobalMetadata(
+        version="1.0.0",
+        attr=[
+            AttributeProto(name="producer", string_val="daydream 0.1.0"),
+            AttributeProto(name="daydream", string_val="{}", doc_string="json"),
+        ],
+    )
     task = [AttributeProto(name="kind", string_val="cpu"), AttributeProto(name="thread", string_val="cpu:1/2")]
     cases = {
         "random": (random.Random(1).randbytes(4000), ""),
@@ -338,10 +393,16 @@ def _hostile(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         (tmp_path / f"{name}.et").write_bytes(data)
         out[name] = (tmp_path / f"{name}.et", said)
     out["cycle"] = (
-        _write(tmp_path / "cycle.et", [Node(id=1, name="a", type=4, data_deps=[2]), Node(id=2, name="b", type=4, data_deps=[1])]),
+        _write(
+            tmp_path / "cycle.et",
+            [Node(id=1, name="a", type=4, data_deps=[2]), Node(id=2, name="b", type=4, data_deps=[1])],
+        ),
         "cycle",
     )
-    out["twice"] = (_write(tmp_path / "twice.et", [Node(id=1, name="a", type=4), Node(id=1, name="b", type=4)]), "appears twice")
+    out["twice"] = (
+        _write(tmp_path / "twice.et", [Node(id=1, name="a", type=4), Node(id=1, name="b", type=4)]),
+        "appears twice",
+    )
     out["type"] = (_write(tmp_path / "type.et", [Node(id=1, name="a", type=42)]), "type 42")
     out["comm_type"] = (
         _write(tmp_path / "comm_type.et", [Node(id=1, type=7, attr=[AttributeProto(name="comm_type", int64_val=77)])]),
@@ -358,12 +419,32 @@ def _hostile(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     out["json"] = (
         _write(
             tmp_path / "json.et",
-            [Node(id=1, name="a", type=4, attr=[*task, AttributeProto(name="shapes", string_val="[[[", doc_string="json")])],
+            [
+                Node(
+                    id=1,
+                    name="a",
+                    type=4,
+                    attr=[*task, AttributeProto(name="shapes", string_val="[[[", doc_string="json")],
+                )
+            ],
             own,
         ),
         "marked JSON",
     )
-    out["meta"] = (_write(tmp_path / "meta.et", [], GlobalMetadata(version="1.0.0", attr=[AttributeProto(name="producer", string_val="daydream 0.1.0"), AttributeProto(name="daydream", string_val='{"steps": 5}', doc_string="json")])), "does not hold a graph's")  # fmt: skip
+    out["meta"] = (
+        _write(
+            tmp_path / "meta.et",
+            [],
+            GlobalMetadata(
+                version="1.0.0",
+                attr=[
+                    AttributeProto(name="producer", string_val="daydream 0.1.0"),
+                    AttributeProto(name="daydream", string_val='{"steps": 5}', doc_string="json"),
+                ],
+            ),
+        ),
+        "does not hold a graph's",
+    )
     return out
 
 
@@ -407,7 +488,9 @@ def test_a_gzip_bomb_is_refused_in_bounded_reads(tmp_path: Path) -> None:
     path = tmp_path / "bomb.et"
     head = io.BytesIO()
     encodeMessage(head, GlobalMetadata(version="1.0.0"))
-    path.write_bytes(gzip.compress(head.getvalue() + framed * 100))  # 100 MiB of nodes in ~100 kB: past GZIP_RATIO_FLOOR
+    path.write_bytes(
+        gzip.compress(head.getvalue() + framed * 100)
+    )  # 100 MiB of nodes in ~100 kB: past GZIP_RATIO_FLOOR
     with pytest.raises(TraceError, match="more than"):
         read_chakra(path)
 
@@ -432,8 +515,12 @@ def test_a_job_written_as_the_first_ranks_of_a_smaller_world(tmp_path: Path) -> 
 
 def test_the_subprocess_entry_point_exports(tmp_path: Path) -> None:
     example = ROOT / "daydream" / "examples" / "mlp_cpu.json.gz"
-    run = subprocess.run([sys.executable, "-m", "daydream", "export", str(example), "--chakra", str(tmp_path / "et"), "--json"],
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "daydream", "export", str(example), "--chakra", str(tmp_path / "et"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     d = json.loads(run.stdout)
     assert d["written"]["world"] == 1 and Path(d["written"]["files"][0]).is_file()

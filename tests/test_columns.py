@@ -29,8 +29,13 @@ CUT_FIGURE = re.compile(r"(?<![\w<>:])\d[\d.,%]*…")  # a number cut short (15�
 @pytest.mark.parametrize("width", [80, 200])
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]).replace(str(TRACE), "TRACE"))
 def test_tables_fit_and_keep_their_figures(command: list[str], width: int) -> None:
-    out = subprocess.run([sys.executable, "-m", "daydream", *command], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "COLUMNS": str(width)})  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", *command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": str(width)},
+    )
     assert out.returncode == 0, out.stderr
     tables = [line for line in out.stdout.splitlines() if TABLE.match(line) and any(c in line for c in "┃│━─")]
     assert tables, out.stdout[:500]
@@ -45,8 +50,13 @@ def test_report_kernel_table_keeps_its_figures(width: int, tmp_path: Path) -> No
     trace = ROOT.parent / "shared" / "traces" / "hta" / "nccl_parser_config_nccl_data.json.gz"
     if not trace.is_file():
         pytest.skip(f"{trace} is absent")
-    out = subprocess.run([sys.executable, "-m", "daydream", "report", str(trace), "amp", "--out", str(tmp_path / "r")],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": str(width)})  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", "report", str(trace), "amp", "--out", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": str(width)},
+    )
     assert out.returncode == 0, out.stderr
     tables = [line for line in out.stdout.splitlines() if TABLE.match(line) and any(c in line for c in "┃│━─")]
     assert any("kernel (its signature" in line for line in tables)
@@ -60,9 +70,26 @@ def test_embedding_tables_keep_their_figures_and_stay_told_apart(width: int, tmp
     np = pytest.importorskip("numpy")
     data = tmp_path / "day_0_sparse.npy"
     np.save(data, (np.random.default_rng(0).zipf(1.2, (20000, 8)) % 5000).astype(np.int32))
-    out = subprocess.run([sys.executable, "-m", "daydream", "embeddings", "profile", str(data), "--budget", "1MB",
-                          "--dim", "64", "--batch", "128"], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "COLUMNS": str(width)})  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "daydream",
+            "embeddings",
+            "profile",
+            str(data),
+            "--budget",
+            "1MB",
+            "--dim",
+            "64",
+            "--batch",
+            "128",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": str(width)},
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip().startswith("table "))
@@ -88,8 +115,14 @@ WORD = re.compile(r"[A-Za-z0-9_]+")
 
 
 def _run(command: list[str], width: int) -> tuple[str, str]:
-    out = subprocess.run([sys.executable, "-m", "daydream", *command], capture_output=True, text=True, timeout=300,
-                         cwd=ROOT, env={**os.environ, "COLUMNS": str(width)})  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", *command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": str(width)},
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout, out.stderr
 

@@ -58,9 +58,13 @@ def test_grid_expansion_and_names(scenarios: Path) -> None:
     # batch: its own grid (factor) x the shared grid's kernel_fixed (batch_size declares it); the others declare
     # no kernel_fixed and run once
     assert [s.name for s in got] == [
-        "batch factor=2 kernel_fixed=1us", "batch factor=2 kernel_fixed=5us",
-        "batch factor=4 kernel_fixed=1us", "batch factor=4 kernel_fixed=5us", "slower", "loader",
-    ]  # fmt: skip
+        "batch factor=2 kernel_fixed=1us",
+        "batch factor=2 kernel_fixed=5us",
+        "batch factor=4 kernel_fixed=1us",
+        "batch factor=4 kernel_fixed=5us",
+        "slower",
+        "loader",
+    ]
     assert got[2].params == {"factor": 4, "kernel_fixed": "1us"}
     assert got[4].scripts == [str(scenarios.parent / "slower.whatif")]  # relative to the file
     assert got[5].scripts == ["dataloader"]  # a library name as it is
@@ -73,22 +77,43 @@ def test_params_fix_a_shared_grid_axis() -> None:
     assert got[0].params == {"kernel_fixed": "3us"}
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('[[scenario]]\nname = "a"\nscripts = ["amp"]\ngrid = { nope = [1] }', "grid param 'nope': its scripts declare"),
-    ('[[scenario]]\nname = "a"\nscripts = ["amp"]\ngrid = { speedup = [] }', "give at least one value"),
-    ('[[scenario]]\nname = "a"\nscripts = ["amp"]\ngrid = { speedup = [2, 2] }', "repeats a value"),
-    ('[[scenario]]\nname = "a"\nscripts = ["amp"]\n[[scenario]]\nname = "a"\nscripts = ["ddp"]', "a second scenario of that name"),
-    ('[[scenario]]\nname = "a"\nscripts = ["batch_size"]\nparams = { factor = 2 }\ngrid = { factor = [3] }', "given in params and in grid"),
-    ('[[scenario]]\nname = "a"\nscripts = ["amp"]\n[grid]\nranks = [8, 16]', "[grid] param ranks: no scenario's scripts declare it"),
-    ('[[scenario]]\nname = "a"\nscripts = []', "scripts needs at least one entry"),
-    ('[[scenario]]\nname = "a"\nscripts = ["ampp"]', "did you mean 'amp'?"),
-    ('[[scenario]]\nname = "a"\nscript = ["amp"]', "each [[scenario]] has name and scripts"),
-    ('[[scenario]\nname = "a"', "not a TOML scenarios file"),
-    ('title = "x"', "each [[scenario]] has name and scripts"),
-    ('[[scenario]]\nname = "a"\nscripts = ["batch_size"]\ngrid = { factor = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] }\n'
-     '[grid]\nkernel_fixed = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50]\n'
-     'loader_scales = [true, false]\n', None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[[scenario]]\nname = "a"\nscripts = ["amp"]\ngrid = { nope = [1] }',
+            "grid param 'nope': its scripts declare",
+        ),
+        ('[[scenario]]\nname = "a"\nscripts = ["amp"]\ngrid = { speedup = [] }', "give at least one value"),
+        ('[[scenario]]\nname = "a"\nscripts = ["amp"]\ngrid = { speedup = [2, 2] }', "repeats a value"),
+        (
+            '[[scenario]]\nname = "a"\nscripts = ["amp"]\n[[scenario]]\nname = "a"\nscripts = ["ddp"]',
+            "a second scenario of that name",
+        ),
+        (
+            '[[scenario]]\nname = "a"\nscripts = ["batch_size"]\nparams = { factor = 2 }\ngrid = { factor = [3] }',
+            "given in params and in grid",
+        ),
+        (
+            '[[scenario]]\nname = "a"\nscripts = ["amp"]\n[grid]\nranks = [8, 16]',
+            "[grid] param ranks: no scenario's scripts declare it",
+        ),
+        ('[[scenario]]\nname = "a"\nscripts = []', "scripts needs at least one entry"),
+        ('[[scenario]]\nname = "a"\nscripts = ["ampp"]', "did you mean 'amp'?"),
+        ('[[scenario]]\nname = "a"\nscript = ["amp"]', "each [[scenario]] has name and scripts"),
+        ('[[scenario]\nname = "a"', "not a TOML scenarios file"),
+        ('title = "x"', "each [[scenario]] has name and scripts"),
+        (
+            (
+                '[[scenario]]\nname = "a"\nscripts = ["batch_size"]\ngrid = { factor = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10,'
+                " 11] }\n[grid]\nkernel_fixed = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,"
+                " 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45,"
+                " 46, 47, 48, 49, 50]\nloader_scales = [true, false]\n"
+            ),
+            None,
+        ),
+    ],
+)
 def test_bad_scenario_files(tmp_path: Path, text: str, message: str | None) -> None:
     path = _write(tmp_path / "bad.toml", text)
     if message is None:
@@ -118,7 +143,9 @@ def test_ranked_by_predicted_step_with_breakdown_and_bound(scenarios: Path) -> N
     for s in result.scenarios:
         assert s.speedup == pytest.approx(result.baseline.baseline_us / s.predicted_us)
         bd = s.breakdown
-        assert bd["cpu_only_us"] + bd["gpu_only_us"] + bd["cpu_gpu_overlap_us"] + bd["idle_us"] == pytest.approx(bd["total_us"])
+        assert bd["cpu_only_us"] + bd["gpu_only_us"] + bd["cpu_gpu_overlap_us"] + bd["idle_us"] == pytest.approx(
+            bd["total_us"]
+        )
         assert bd["total_us"] == pytest.approx(s.predicted_us)
         assert s.bound.cpu_pct > 99  # a CPU recording: its critical path is all CPU
         assert s.bound.text().startswith("CPU 100%: ")
@@ -150,8 +177,13 @@ def test_provenance(scenarios: Path) -> None:
     assert p.daydream == __version__
     assert p.trace_sha256 == hashlib.sha256(Path(CPU_TRACE).read_bytes()).hexdigest()
     lib = library_dirs()[0]
-    assert p.script_sha256["library/batch_size.whatif"] == hashlib.sha256((lib / "batch_size.whatif").read_bytes()).hexdigest()
-    assert p.script_sha256["slower.whatif"] == hashlib.sha256(SLOWER.encode()).hexdigest()  # relative to the scenarios file
+    assert (
+        p.script_sha256["library/batch_size.whatif"]
+        == hashlib.sha256((lib / "batch_size.whatif").read_bytes()).hexdigest()
+    )
+    assert (
+        p.script_sha256["slower.whatif"] == hashlib.sha256(SLOWER.encode()).hexdigest()
+    )  # relative to the scenarios file
     assert p.scenarios_file == str(scenarios)
     assert p.date.endswith("+00:00")
     assert p.policy == "earliest"
@@ -166,7 +198,9 @@ def test_parallel_equals_serial(scenarios: Path) -> None:
 
 
 def test_scenarios_as_values() -> None:
-    result = compare(CPU_TRACE, [Scenario("b2", ["batch_size"], {"factor": 2}), Scenario("b1", ["batch_size"], {"factor": 1})])
+    result = compare(
+        CPU_TRACE, [Scenario("b2", ["batch_size"], {"factor": 2}), Scenario("b1", ["batch_size"], {"factor": 1})]
+    )
     assert [s.name for s in result.scenarios] == ["b1", "b2"]
     assert result.scenarios[0].predicted_us == pytest.approx(result.baseline.baseline_us)
 
@@ -220,7 +254,8 @@ def test_cli_against_new_gone_and_lost_prediction(tmp_path: Path, capsys: pytest
     capsys.readouterr()
     # "b" now runs a script that stops: it had a prediction and has none: a regression; "old" gone, "new" new
     second = _write(
-        tmp_path / "b.toml", '[[scenario]]\nname = "b"\nscripts = ["amp"]\n\n[[scenario]]\nname = "new"\nscripts = ["threads"]\n'
+        tmp_path / "b.toml",
+        '[[scenario]]\nname = "b"\nscripts = ["amp"]\n\n[[scenario]]\nname = "new"\nscripts = ["threads"]\n',
     )
     assert main(["compare", CPU_TRACE, str(second), "--against", str(saved), "--json"]) == 4
     doc = json.loads(capsys.readouterr().out)
@@ -241,7 +276,10 @@ def test_results_saved_before_one_vocabulary_still_load(tmp_path: Path, capsys: 
     del doc["scenarios"][0]["throughput"]
     saved.write_text(json.dumps(doc))
     old = load_saved(saved)
-    assert old.baseline.baseline_us == doc["baseline"]["simulated_us"] and old.scenarios[0].throughput == old.scenarios[0].speedup
+    assert (
+        old.baseline.baseline_us == doc["baseline"]["simulated_us"]
+        and old.scenarios[0].throughput == old.scenarios[0].speedup
+    )
     assert main(["compare", CPU_TRACE, str(path), "--against", str(saved)]) == 0
     assert "0 regressed, 1 within the tolerance" in capsys.readouterr().out
 
@@ -270,7 +308,9 @@ def test_cli_a_stopped_scenario_exits_with_its_status(tmp_path: Path, capsys: py
     assert "not predicted: amp:" in captured.out and "1 of 2 scenarios not predicted" in captured.err
 
 
-def test_table_fits_80_columns(scenarios: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_table_fits_80_columns(
+    scenarios: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["compare", CPU_TRACE, str(scenarios)]) == 0
     out = capsys.readouterr().out
@@ -285,7 +325,9 @@ def test_table_fits_80_columns(scenarios: Path, capsys: pytest.CaptureFixture[st
     for name in ("slower", "loader", "factor=4", "kernel_fixed=5us"):
         assert name in out
     # batch_size changes the samples a step processes: its throughput said below the table, which keeps its width
-    throughput = " ".join(out.split("throughput (samples/s after over before", 1)[1].split("\nPeak memory", 1)[0].split())
+    throughput = " ".join(
+        out.split("throughput (samples/s after over before", 1)[1].split("\nPeak memory", 1)[0].split()
+    )
     assert "batch factor=2 kernel_fixed=5us 1.20" in throughput and "slower" not in throughput
 
 
@@ -344,7 +386,9 @@ def test_a_grid_of_one_script_ranks_in_order(tmp_path: Path, capsys: pytest.Capt
     """batch_size at factor 1.8 and 2 on the bundled trace: their 90% intervals overlap (the trace's noise is +-9%),
     yet they differ by construction, and the ranking says so: 1 and 2, no tie, each decidedly slower than the
     baseline."""
-    spec = _write(tmp_path / "s.toml", '[[scenario]]\nname = "batch"\nscripts = ["batch_size"]\ngrid = { factor = [2, 1.8] }\n')
+    spec = _write(
+        tmp_path / "s.toml", '[[scenario]]\nname = "batch"\nscripts = ["batch_size"]\ngrid = { factor = [2, 1.8] }\n'
+    )
     result = compare(CPU_TRACE, spec)
     first, second = result.scenarios
     assert first.interval is not None and second.interval is not None and first.interval.overlaps(second.interval)
@@ -356,16 +400,25 @@ def test_a_grid_of_one_script_ranks_in_order(tmp_path: Path, capsys: pytest.Capt
     assert "=: tied" not in out
 
 
-@pytest.mark.skipif(not (Path(__file__).resolve().parents[1].parent / "shared" / "traces").is_dir(), reason="no ../shared/traces")
+@pytest.mark.skipif(
+    not (Path(__file__).resolve().parents[1].parent / "shared" / "traces").is_dir(), reason="no ../shared/traces"
+)
 def test_gemm_factors_on_a_real_gpu_trace_rank_one_two_three(tmp_path: Path) -> None:
     """The report that filed this: GEMMs scaled by 0.25 / 0.5 / 0.75 on resnet_kineto (GPU-bound, 158 ms) all ranked
     `1=` with +-35% each (the trace's noise +-30%); by construction they differ, and the paired rule ranks them."""
     from conftest import SHARED_TRACES
 
-    _write(tmp_path / "gemm_f.whatif", '"""GEMMs scaled by f."""\nparam f = 0.5\nscale (select gpu where class == "gemm") by f\n')
+    _write(
+        tmp_path / "gemm_f.whatif",
+        '"""GEMMs scaled by f."""\nparam f = 0.5\nscale (select gpu where class == "gemm") by f\n',
+    )
     spec = _write(
-        tmp_path / "f.toml", '[[scenario]]\nname = "gemm"\nscripts = ["gemm_f.whatif"]\ngrid = { f = [0.25, 0.5, 0.75] }\n'
+        tmp_path / "f.toml",
+        '[[scenario]]\nname = "gemm"\nscripts = ["gemm_f.whatif"]\ngrid = { f = [0.25, 0.5, 0.75] }\n',
     )
     result = compare(str(SHARED_TRACES / "param" / "resnet_kineto.json.gz"), spec)
     assert [(s.name, s.rank, s.ties) for s in result.scenarios] == [
-        ("gemm f=0.25", 1, []), ("gemm f=0.5", 2, []), ("gemm f=0.75", 3, [])]  # fmt: skip
+        ("gemm f=0.25", 1, []),
+        ("gemm f=0.5", 2, []),
+        ("gemm f=0.75", 3, []),
+    ]

@@ -1,4 +1,5 @@
-"""The CPU sweep compiled with numba (daydream.graph.build.cpu_sweep), over the columns the columnar loader keeps, makes the
+"""The CPU sweep compiled with numba (daydream.graph.build.cpu_sweep), over the columns the columnar loader keeps, makes
+the
 tasks the Python sweep makes (daydream.graph.build.cpu), attribute for attribute, with the same findings beside them,
 on every shared trace and a trace of each validation program; and the CPU ops kept as columns are made as events,
 the loader's, when something reads them."""
@@ -137,10 +138,20 @@ def test_gpu_tasks_are_made_when_read_as_the_loader_makes_them(tmp_path: Path, m
     events.insert(0, {**first, "dur": first["dur"] / 2, "args": {**first["args"], "stream": 9}})
     events += [
         {**first, "args": {**first["args"], "stream": 8}},
-        {**first, "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-         "args": {"correlation": 999_999, "stream": 7, "device": 0, "In msg nelems": 1024, "Out msg nelems": 1024,
-                  "Group size": 2, "dtype": "Float"}},
-    ]  # fmt: skip
+        {
+            **first,
+            "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            "args": {
+                "correlation": 999_999,
+                "stream": 7,
+                "device": 0,
+                "In msg nelems": 1024,
+                "Out msg nelems": 1024,
+                "Group size": 2,
+                "dtype": "Float",
+            },
+        },
+    ]
     gpu_events = sum(e.get("cat") in ("kernel", "gpu_memcpy") for e in events)
     path = write_trace(tmp_path / "t.json", doc)
     monkeypatch.setattr(loader, "COLUMNAR_MIN_TEXT_BYTES", 0)
@@ -208,9 +219,14 @@ def test_gpu_columns_read_odd_values_as_the_events_do(
     assert list(columnar.edges(data=True)) == list(decoded.edges(data=True))
 
 
-@pytest.mark.parametrize("name", ["hta/nccl_parser_config_nccl_data.json.gz",
-                                  "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
-                                  "tracelens/mi300_train_resnet18.json.gz"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hta/nccl_parser_config_nccl_data.json.gz",
+        "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
+        "tracelens/mi300_train_resnet18.json.gz",
+    ],
+)
 def test_a_plain_build_never_makes_the_ops_calls_and_kernels_events(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Built from a trace the columnar loader read, the graph reads the CPU ops and runtime calls from their columns
     (the sweep, the sync edges, whether stream waits are inferred), and the GPU tasks from theirs: their events are

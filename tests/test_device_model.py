@@ -1,4 +1,5 @@
-"""The measured-kernels device model (daydream.perf.kernels.device_model): the shipped model's figures, its trees evaluated
+"""The measured-kernels device model (daydream.perf.kernels.device_model): the shipped model's figures, its trees
+evaluated
 as sklearn does, swaps through `device`, the interval's device part, `daydream models kernels`."""
 
 from __future__ import annotations
@@ -115,7 +116,13 @@ def test_a_gpu_or_dtype_without_measured_kernels_is_extrapolated() -> None:
     assert measured is not None and measured.measured and bf16.error_pct >= measured.error_pct
     # memory-bound kernels move by bandwidth efficiency, which the data set measured in any dtype's bytes
     add = device_model.swap(
-        "elementwise", "aten::add", [[1 << 24], [1 << 24]], get_device("t4"), get_device("a100-pcie-40gb"), "bf16", "bf16"
+        "elementwise",
+        "aten::add",
+        [[1 << 24], [1 << 24]],
+        get_device("t4"),
+        get_device("a100-pcie-40gb"),
+        "bf16",
+        "bf16",
     )
     assert add is not None and add.measured
 
@@ -129,9 +136,13 @@ def test_refit_data_sets_each_gpu_and_class_from_the_first(tmp_path: Path) -> No
     first.mkdir(), second.mkdir()
     head = "OPName,B,M,N,K,Device,Latency"
     (first / "bmm.csv.gz").write_bytes(gzip.compress(f"{head}\nbmm,1,64,64,64,NVIDIA H100 80GB HBM3,0.05\n".encode()))
-    rows = ["OPName,B,M,N,K,H,DType,Device,Latency", "bmm,1,64,64,64,,fp32,NVIDIA H100 80GB HBM3,0.01",
-            "bmm,1,128,64,64,,fp32,NVIDIA H100 80GB HBM3,0.01", "add,1,,,,4096,fp32,NVIDIA H100 80GB HBM3,0.004",
-            "add,1,,,,4096,bf16,NVIDIA H100 80GB HBM3,0.003"]  # fmt: skip
+    rows = [
+        "OPName,B,M,N,K,H,DType,Device,Latency",
+        "bmm,1,64,64,64,,fp32,NVIDIA H100 80GB HBM3,0.01",
+        "bmm,1,128,64,64,,fp32,NVIDIA H100 80GB HBM3,0.01",
+        "add,1,,,,4096,fp32,NVIDIA H100 80GB HBM3,0.004",
+        "add,1,,,,4096,bf16,NVIDIA H100 80GB HBM3,0.003",
+    ]
     (second / "t.csv.gz").write_bytes(gzip.compress("\n".join(rows).encode()))
     got = read_sources([first, second])
     assert [(m.kernel_class, m.latency_us) for m in got] == [("gemm", 50.0), ("elementwise", 4.0)]
@@ -158,7 +169,9 @@ def test_a_gpu_without_measured_kernels_takes_its_chips_measured_sibling(model: 
 def test_classes_and_ops_the_model_does_not_price_are_left_to_the_roofline() -> None:
     t4, v100 = get_device("t4"), get_device("v100-pcie-32gb")
     assert device_model.swap("reduction", "aten::sum", [[1 << 20]], t4, v100, "fp32", "fp32") is None
-    assert device_model.swap("gemm", "aten::mm", [[3, 4], [5, 6]], t4, v100, "fp32", "fp32") is None  # shapes do not fit
+    assert (
+        device_model.swap("gemm", "aten::mm", [[3, 4], [5, 6]], t4, v100, "fp32", "fp32") is None
+    )  # shapes do not fit
     assert device_model.swap("gemm", None, None, t4, v100, "fp32", "fp32") is None
 
 
@@ -183,8 +196,10 @@ def test_device_swap_interval_has_a_device_part() -> None:
 
     from daydream.api.whatif import run_whatif
 
-    g = chain(("volta_sgemm_128x64_nn", "gemm", 40_000, {"op": GEMM[1], "shapes": GEMM[2]}),
-              ("vectorized_elementwise_kernel", "elementwise", 500, {"op": "aten::relu", "shapes": [[4096, 4096]]}))  # fmt: skip
+    g = chain(
+        ("volta_sgemm_128x64_nn", "gemm", 40_000, {"op": GEMM[1], "shapes": GEMM[2]}),
+        ("vectorized_elementwise_kernel", "elementwise", 500, {"op": "aten::relu", "shapes": [[4096, 4096]]}),
+    )
     g.graph["device"] = "Tesla T4"
     to_v100 = run_whatif(g, ["device"], params={"device": "v100-pcie-32gb"})
     s = device_model.swap(*GEMM, get_device("t4"), get_device("v100-pcie-32gb"), "fp32", "fp32")
@@ -198,15 +213,22 @@ def test_device_swap_interval_has_a_device_part() -> None:
     assert mi300x_part.extrapolated and "read as" not in mi300x_part.source
     # an H200 has no measured kernels either, but it is read as the H100 SXM, and the interval says so
     to_h200 = run_whatif(g, ["device"], params={"device": "h200"})
-    assert "h200 read as h100-sxm, its chip's measured GPU" in {p.name: p for p in to_h200.interval.parts}["device"].source
+    assert (
+        "h200 read as h100-sxm, its chip's measured GPU" in {p.name: p for p in to_h200.interval.parts}["device"].source
+    )
     assert "read as" not in part.source  # the V100's own kernels were measured
     # the tally lives beside the graph it was counted on: the unchanged graph has none
     assert "device" not in {p.name for p in run_whatif(g, [], params=None).interval.parts}
 
 
 def _daydream(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daydream", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "daydream", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def test_models_kernels_shows_each_class_and_gpu() -> None:

@@ -1,7 +1,8 @@
 """Every `daydream` command in a ```bash block of docs/, and every `$ daydream` line of a ```console block, runs as
 written (the docs' terminal sessions, ```text blocks, are checked line for line by tests/test_docs_examples.py; the
 README's commands by tests/test_readme.py). A block's commands run in order in one folder, as a reader would type
-them; a path into ../shared is the checkout's neighbour, as from the repository's root. `TRACE` is a GPU trace of the validation corpus (the H100
+them; a path into ../shared is the checkout's neighbour, as from the repository's root. `TRACE` is a GPU trace of the
+validation corpus (the H100
 transformer; the hybrid DLRM for `fae`), `DIR` and `JOB` the shared dlrm8 job; the index files the embeddings docs
 name are made here (Zipf rows). Synopsis lines (`[OPTIONS]`, `SCRIPT...`) and the commands listed in ELSEWHERE are
 not run: each says where it is tested."""
@@ -36,9 +37,15 @@ def _blocks() -> list[tuple[str, int, list[str]]]:
     """(doc, block number, its `daydream` commands, continuations joined and comments dropped)."""
     out = []
     for doc in sorted((ROOT / "docs").glob("*.md")):
-        for k, (kind, block) in enumerate(re.findall(r"```(bash|console)\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)):
+        for k, (kind, block) in enumerate(
+            re.findall(r"```(bash|console)\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+        ):
             text = block.replace("\\\n", " ")
-            lines = text.splitlines() if kind == "bash" else [line[2:] for line in text.splitlines() if line.startswith("$ ")]
+            lines = (
+                text.splitlines()
+                if kind == "bash"
+                else [line[2:] for line in text.splitlines() if line.startswith("$ ")]
+            )
             commands = [re.sub(r"\s+#\s.*$", "", line).strip() for line in lines]
             commands = [c for c in commands if c.startswith("daydream ") and not c.split()[1].endswith(":")]
             if commands:
@@ -76,7 +83,10 @@ SLOW_BLOCKS = {"optimizations.md#1", "ecosystem.md#0", "multigpu.md#0", "fae.md#
 
 @pytest.mark.parametrize(
     ("doc", "block", "commands"),
-    [pytest.param(*b, id=f"{b[0]}#{b[1]}", marks=[pytest.mark.slow] if f"{b[0]}#{b[1]}" in SLOW_BLOCKS else []) for b in BLOCKS],
+    [
+        pytest.param(*b, id=f"{b[0]}#{b[1]}", marks=[pytest.mark.slow] if f"{b[0]}#{b[1]}" in SLOW_BLOCKS else [])
+        for b in BLOCKS
+    ],
 )
 def test_a_docs_block_runs(doc: str, block: int, commands: list[str], tmp_path: Path) -> None:
     _indices(tmp_path)
@@ -89,15 +99,30 @@ def test_a_docs_block_runs(doc: str, block: int, commands: list[str], tmp_path: 
         if command.startswith("daydream record"):
             pytest.importorskip("torch")
         trace = TRACES["fae" if " fae" in command else ""]
-        places = {"TRACE": str(trace), "JOB": str(JOB), "DIR": str(JOB), "trace.json.gz": str(trace),
-                  "scenarios.toml": str(ROOT / "examples" / "scenarios.toml"), "python": sys.executable}  # fmt: skip
-        words = [places.get(w, str(ROOT / w) if w.startswith(("examples/", "validation/", "../shared/")) else w)
-                 for w in command.split()]  # fmt: skip
+        places = {
+            "TRACE": str(trace),
+            "JOB": str(JOB),
+            "DIR": str(JOB),
+            "trace.json.gz": str(trace),
+            "scenarios.toml": str(ROOT / "examples" / "scenarios.toml"),
+            "python": sys.executable,
+        }
+        words = [
+            places.get(w, str(ROOT / w) if w.startswith(("examples/", "validation/", "../shared/")) else w)
+            for w in command.split()
+        ]
         if any(w.startswith("../shared/") for w in command.split()) and not JOB.parent.parent.is_dir():
             pytest.skip(f"{JOB.parent.parent} is absent")
         words = [w[: -len(".whatif")] if w.endswith(".whatif") and not Path(w).exists() else w for w in words]
-        run = subprocess.run([sys.executable, "-m", "daydream", *words[1:]], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=600, env={**os.environ, "COLUMNS": "160"}, stdin=subprocess.DEVNULL)  # fmt: skip
+        run = subprocess.run(
+            [sys.executable, "-m", "daydream", *words[1:]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "COLUMNS": "160"},
+            stdin=subprocess.DEVNULL,
+        )
         assert run.returncode == 0, f"{doc}: {command}\n{run.stdout[-1500:]}\n{run.stderr[-1500:]}"
         assert "Traceback" not in run.stderr
         ran += 1

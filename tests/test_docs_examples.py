@@ -37,7 +37,8 @@ def test_a_session_prints_what_the_docs_say(doc: str, command: str, expected: li
     if "../shared/" in command and not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent")
     shell = command.replace("daydream ", f"{sys.executable} -m daydream ")
-    run = subprocess.run(shell, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "COLUMNS": "120"})  # fmt: skip
+    run = subprocess.run(
+        shell, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "120"}
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.rstrip("\n").split("\n") == expected, f"{doc}: `{command}` prints\n{run.stdout}"

@@ -12,8 +12,18 @@ import pytest
 import daydream
 
 # the ten a notebook calls first, and the error it meets most
-ENTRY_POINTS = ["whatif", "replay", "compare", "plan", "Scenario", "Workload", "RunOptions", "load_trace", "build_graph",
-                "simulate"]  # fmt: skip
+ENTRY_POINTS = [
+    "whatif",
+    "replay",
+    "compare",
+    "plan",
+    "Scenario",
+    "Workload",
+    "RunOptions",
+    "load_trace",
+    "build_graph",
+    "simulate",
+]
 EXAMPLES = [*ENTRY_POINTS, "TraceError"]
 
 

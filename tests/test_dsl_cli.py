@@ -143,27 +143,32 @@ def test_check_and_list(tmp_path: Path) -> None:
 
 
 def test_repl_piped(tmp_path: Path, trace: Path) -> None:
-    session = "\n".join([
-        'let gemm = select gpu where name ~ "sgemm"',
-        "scale gemm by 0.5",
-        ":show gemm",
-        "scale gemm bye 2",
-        "for g in gemm by phase {",
-        "  print g.phase[0], count(g)",
-        "}",
-        ":undo",
-        ":predict",
-        "scale gemm by 0.5",
-        ":diff",
-        f":save {tmp_path / 'saved.whatif'}",
-    ])  # fmt: skip
+    session = "\n".join(
+        [
+            'let gemm = select gpu where name ~ "sgemm"',
+            "scale gemm by 0.5",
+            ":show gemm",
+            "scale gemm bye 2",
+            "for g in gemm by phase {",
+            "  print g.phase[0], count(g)",
+            "}",
+            ":undo",
+            ":predict",
+            "scale gemm by 0.5",
+            ":diff",
+            f":save {tmp_path / 'saved.whatif'}",
+        ]
+    )
     out = run("repl", str(trace), stdin=session + "\n")
     assert out.returncode == 2  # one statement failed
     lines = out.stdout.splitlines()
     assert lines[0].startswith("daydream repl: ") and "baseline 1.000 ms" in lines[0]
     assert "gemm = 4 tasks" in out.stdout  # the step's and its context step's
     # the step's two GEMMs, and with its context step's two
-    assert "2 tasks, -0.150 ms of task time in the step (4 tasks, -0.300 ms with its context steps); predicted" in out.stdout
+    assert (
+        "2 tasks, -0.150 ms of task time in the step (4 tasks, -0.300 ms with its context steps); predicted"
+        in out.stdout
+    )
     assert "volta_sgemm_128x64_nn" in out.stdout and "volta_sgemm_64x64_nt" in out.stdout  # :show lists the tasks
     assert "unexpected name 'bye'" in out.stdout
     assert "forward 2" in out.stdout and "backward 2" in out.stdout
@@ -178,7 +183,9 @@ def test_repl_piped(tmp_path: Path, trace: Path) -> None:
 
 
 def test_repl_bare_expressions(trace: Path) -> None:
-    session = "\n".join(["count(gpu)", "let x = 3", "x * 2", "scal x by 2", "count(gpu))", 'select gpu where name ~ "sgemm"'])
+    session = "\n".join(
+        ["count(gpu)", "let x = 3", "x * 2", "scal x by 2", "count(gpu))", 'select gpu where name ~ "sgemm"']
+    )
     out = run("repl", str(trace), stdin=session + "\n")
     assert out.returncode == 2  # two inputs failed
     lines = out.stdout.splitlines()
@@ -267,16 +274,24 @@ def test_messages_say_what_is_wanted(tmp_path: Path, trace: Path) -> None:
     """Issue 75: a word where a number goes, a device the catalog lacks, a unit where none belongs, a select no task
     matches and a script where the trace goes are each said in the terms of what is wanted."""
     out = run("run", str(trace), "batch_size", "-p", "factor=two")
-    assert out.returncode == 2 and "-p factor=two: factor takes a number (its default: 2), not the word 'two'" in flat(out.stderr)
+    assert out.returncode == 2 and "-p factor=two: factor takes a number (its default: 2), not the word 'two'" in flat(
+        out.stderr
+    )
     script = tmp_path / "mine.whatif"
     for text, said in [
-        ('param device = "h1000"\nlet t = gemm(64, 64, 64, device = device)', "unknown device 'h1000'; did you mean 'h100'"),
+        (
+            'param device = "h1000"\nlet t = gemm(64, 64, 64, device = device)',
+            "unknown device 'h1000'; did you mean 'h100'",
+        ),
         ('let t = gemm(64, 64, 64, dtype = "bf17")', "unknown dtype 'bf17'"),
         ('let t = allreduce(1MB, ranks = 2, link = "nvlink9")', "unknown link 'nvlink9'"),
         ("scale gpu by 2ms", "a scale factor is a number (2, 0.5, 1 / speedup); 2ms is a time"),
-        ('insert cpu "x" after first(cpu) duration 10MB', "a duration is a time (10us, 1.5ms); 10MB is a size in bytes"),
+        (
+            'insert cpu "x" after first(cpu) duration 10MB',
+            "a duration is a time (10us, 1.5ms); 10MB is a size in bytes",
+        ),
         ('alloc 10ms as "activations" after first(cpu) until last(cpu)', "alloc takes a size in bytes"),
-    ]:  # fmt: skip
+    ]:
         script.write_text(text + "\n")
         out = run("check", str(script))  # without a trace: what run would refuse, check refuses
         assert out.returncode == 2 and said in flat(out.stderr), (text, out.stderr)
@@ -287,7 +302,9 @@ def test_messages_say_what_is_wanted(tmp_path: Path, trace: Path) -> None:
     script.write_text('"""Half-time GEMMs."""\nscale select gpu where class == "gemm" by 0.5\n')
     out = run("simulate", str(script))
     assert out.returncode == 1
-    assert f"{script}: a .whatif script, not a trace (Kineto JSON): `daydream run TRACE {script}` runs it" in flat(out.stderr)
+    assert f"{script}: a .whatif script, not a trace (Kineto JSON): `daydream run TRACE {script}` runs it" in flat(
+        out.stderr
+    )
 
 
 def test_the_python_api_names_its_own_arguments(trace: Path) -> None:

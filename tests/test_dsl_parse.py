@@ -48,7 +48,9 @@ def sexp(node: Any) -> str:
     if isinstance(node, ast.Index):
         return f"{sexp(node.obj)}[{sexp(node.index)}]"
     if isinstance(node, ast.Call):
-        return f"{node.func}(" + ", ".join([sexp(a) for a in node.args] + [f"{k}={sexp(v)}" for k, v in node.kwargs]) + ")"
+        return (
+            f"{node.func}(" + ", ".join([sexp(a) for a in node.args] + [f"{k}={sexp(v)}" for k, v in node.kwargs]) + ")"
+        )
     if isinstance(node, ast.ListExpr):
         return "[" + ", ".join(sexp(x) for x in node.items) + "]"
     raise TypeError(node)
@@ -56,7 +58,11 @@ def sexp(node: Any) -> str:
 
 def located(line: int, column: int, message: str, source: str, width: int = 1, hint: str | None = None) -> str:
     """The text of a ScriptError: ``file:line:col: message``, the source line, a caret line, then the hint."""
-    out = [f"t.whatif:{line}:{column}: {message}", f"{line:>4} | {source}", "     | " + " " * (column - 1) + "^" * width]
+    out = [
+        f"t.whatif:{line}:{column}: {message}",
+        f"{line:>4} | {source}",
+        "     | " + " " * (column - 1) + "^" * width,
+    ]
     return "\n".join(out + ([f"  {hint}"] if hint else []))
 
 
@@ -122,7 +128,13 @@ def test_insert_with_every_clause() -> None:
     assert [(k, sexp(v)) for k, v in s.attrs] == [("a", "1"), ("b", "'x'")]
     assert s.kind_pos == ast.Pos("t.whatif", 1, 8, 7, 10)
     b = one('insert cpu "k" before select cpu with a = 1 launch c duration 2')
-    assert (b.side, sexp(b.anchor), sexp(b.duration), sexp(b.launch), b.on) == ("before", "(select cpu)", "2", "c", None)
+    assert (b.side, sexp(b.anchor), sexp(b.duration), sexp(b.launch), b.on) == (
+        "before",
+        "(select cpu)",
+        "2",
+        "c",
+        None,
+    )
     assert [k for k, _ in b.attrs] == ["a"]
     bare = one('insert cpu "k" before x')
     assert (bare.duration, bare.on, bare.launch, bare.attrs) == (None, None, None, ())
@@ -224,16 +236,29 @@ def test_keyword_clause_after_where_clause() -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("10us", 10.0), ("2ms", 2000.0), ("1.5s", 1.5e6), ("500ns", 0.5), ("1min", 6e7), ("1e3us", 1000.0), ("1MB", 1e6),
-     ("1MiB", 1048576.0), ("2GB", 2e9), ("4KiB", 4096.0), ("3B", 3.0)],
-)  # fmt: skip
+    [
+        ("10us", 10.0),
+        ("2ms", 2000.0),
+        ("1.5s", 1.5e6),
+        ("500ns", 0.5),
+        ("1min", 6e7),
+        ("1e3us", 1000.0),
+        ("1MB", 1e6),
+        ("1MiB", 1048576.0),
+        ("2GB", 2e9),
+        ("4KiB", 4096.0),
+        ("3B", 3.0),
+    ],
+)
 def test_quantities(text: str, value: float) -> None:
     lit = expr(text)
     assert (lit.value, type(lit.value), lit.text) == (value, float, text)
     assert quantity_value(text) == value
 
 
-@pytest.mark.parametrize(("text", "value"), [("10", 10), ("0", 0), ("1.0", 1.0), ("2.", 2.0), (".5", 0.5), ("1e3", 1000.0)])
+@pytest.mark.parametrize(
+    ("text", "value"), [("10", 10), ("0", 0), ("1.0", 1.0), ("2.", 2.0), (".5", 0.5), ("1e3", 1000.0)]
+)
 def test_plain_numbers(text: str, value: float) -> None:
     lit = expr(text)
     assert (lit.value, type(lit.value)) == (value, type(value))
@@ -307,7 +332,10 @@ def test_positions() -> None:
 
 # ---- parse errors ------------------------------------------------------------------------------------------
 
-STATEMENTS = "'param', 'let', 'scale', 'alloc', 'set', 'remove', 'insert', 'schedule', 'wait', 'for', 'if', 'include', 'require', 'assert' or 'print'"
+STATEMENTS = (
+    "'param', 'let', 'scale', 'alloc', 'set', 'remove', 'insert', 'schedule', 'wait', 'for', 'if', 'include',"
+    " 'require', 'assert' or 'print'"
+)
 VALUES = "'false', 'none', 'not', 'select', 'true', a name, a number, a number with a unit, a string or an operator"
 EQ_HINT = "compare with '=='; '=' only binds (param, let, set, with)"
 DOCSTRING = "only the first statement may be a docstring"
@@ -316,32 +344,104 @@ DOCSTRING = "only the first statement may be a docstring"
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("scael x by 2", located(1, 1, f"unknown statement 'scael': a statement starts with {STATEMENTS}", "scael x by 2", 5, "did you mean 'scale'?")),
-        ("let x = 1\n  foo", located(2, 3, f"unknown statement 'foo': a statement starts with {STATEMENTS}", "  foo", 3, "did you mean 'for'?")),
-        ("scale x bye 2", located(1, 9, "unexpected name 'bye'; expected 'and', 'by', 'in', 'not', 'or' or an operator", "scale x bye 2", 3,
-                                  "did you mean 'by'?")),
-        ('insert gpu "k" aftr x duration 1', located(1, 16, "unexpected name 'aftr'; expected '.', '[' or 'before' or 'after'",
-                                                     'insert gpu "k" aftr x duration 1', 4, "did you mean 'after'?")),
-        ("let a = 1\n\nlet x = 1 2", located(3, 11, "unexpected number '2'; expected 'and', 'in', 'not', 'or', end of line or an operator",
-                                             "let x = 1 2")),
+        (
+            "scael x by 2",
+            located(
+                1,
+                1,
+                f"unknown statement 'scael': a statement starts with {STATEMENTS}",
+                "scael x by 2",
+                5,
+                "did you mean 'scale'?",
+            ),
+        ),
+        (
+            "let x = 1\n  foo",
+            located(
+                2,
+                3,
+                f"unknown statement 'foo': a statement starts with {STATEMENTS}",
+                "  foo",
+                3,
+                "did you mean 'for'?",
+            ),
+        ),
+        (
+            "scale x bye 2",
+            located(
+                1,
+                9,
+                "unexpected name 'bye'; expected 'and', 'by', 'in', 'not', 'or' or an operator",
+                "scale x bye 2",
+                3,
+                "did you mean 'by'?",
+            ),
+        ),
+        (
+            'insert gpu "k" aftr x duration 1',
+            located(
+                1,
+                16,
+                "unexpected name 'aftr'; expected '.', '[' or 'before' or 'after'",
+                'insert gpu "k" aftr x duration 1',
+                4,
+                "did you mean 'after'?",
+            ),
+        ),
+        (
+            "let a = 1\n\nlet x = 1 2",
+            located(
+                3,
+                11,
+                "unexpected number '2'; expected 'and', 'in', 'not', 'or', end of line or an operator",
+                "let x = 1 2",
+            ),
+        ),
         ("print )", located(1, 7, f"unexpected ')'; expected {VALUES}", "print )")),
         ("let x = (1 + 2", located(1, 15, "unexpected end of input; expected ')'", "let x = (1 + 2")),
         ("print a,\nb", located(1, 9, f"unexpected end of line; expected {VALUES}", "print a,")),
-        ('print "abc\nlet x = 1', located(1, 7, 'unterminated string: a string ends on the line it starts (use """ for several lines)', 'print "abc')),
+        (
+            'print "abc\nlet x = 1',
+            located(
+                1,
+                7,
+                'unterminated string: a string ends on the line it starts (use """ for several lines)',
+                'print "abc',
+            ),
+        ),
         ("assert x = 1", located(1, 10, "unexpected '='; expected ',' or end of line", "assert x = 1", 1, EQ_HINT)),
-        ("let x = select where a = 1", located(1, 24, "unexpected '='; expected end of line", "let x = select where a = 1", 1, EQ_HINT)),
-        ("for g in x {\n  scale g by 2", located(2, 15, "unexpected end of input; expected '}', a statement, a string or end of line",
-                                             "  scale g by 2", 1, "a block opened with '{' needs its closing '}'")),
-        ("print f(k = 1, 2)", located(1, 7, "f(): a positional argument follows a keyword argument", "print f(k = 1, 2)", 11)),
+        (
+            "let x = select where a = 1",
+            located(1, 24, "unexpected '='; expected end of line", "let x = select where a = 1", 1, EQ_HINT),
+        ),
+        (
+            "for g in x {\n  scale g by 2",
+            located(
+                2,
+                15,
+                "unexpected end of input; expected '}', a statement, a string or end of line",
+                "  scale g by 2",
+                1,
+                "a block opened with '{' needs its closing '}'",
+            ),
+        ),
+        (
+            "print f(k = 1, 2)",
+            located(1, 7, "f(): a positional argument follows a keyword argument", "print f(k = 1, 2)", 11),
+        ),
         ("print f(1, k=1, k=2)", located(1, 7, "f() has a keyword argument twice", "print f(1, k=1, k=2)", 14)),
         ('let x = 1\n"doc"', located(2, 1, f"a string on its own does nothing; {DOCSTRING}", '"doc"', 5)),
         ('"doc"\n"""more"""', located(2, 1, f"a string on its own does nothing; {DOCSTRING}", '"""more"""', 10)),
-        ('insert gpu "k" after x duration 1 duration 2', located(1, 44, "insert has two 'duration' clauses",
-                                                                 'insert gpu "k" after x duration 1 duration 2')),
-        ('insert gpu "k" after x on a duration 1 on bb', located(1, 43, "insert has two 'on' clauses",
-                                                                 'insert gpu "k" after x on a duration 1 on bb', 2)),
+        (
+            'insert gpu "k" after x duration 1 duration 2',
+            located(1, 44, "insert has two 'duration' clauses", 'insert gpu "k" after x duration 1 duration 2'),
+        ),
+        (
+            'insert gpu "k" after x on a duration 1 on bb',
+            located(1, 43, "insert has two 'on' clauses", 'insert gpu "k" after x on a duration 1 on bb', 2),
+        ),
     ],
-)  # fmt: skip
+)
 def test_parse_errors(text: str, expected: str) -> None:
     assert parse_error(text) == expected
 
@@ -359,7 +459,10 @@ def test_string_statement_inside_block_is_an_error() -> None:
 
 def test_script_error_format() -> None:
     pos = ast.Pos("f.whatif", 2, 3, 0, 100)
-    assert str(script_error("bad", pos, "x\n\tab cd\n", "fix it")) == "f.whatif:2:3: bad\n   2 |  ab cd\n     |   ^^^^\n  fix it"
+    assert (
+        str(script_error("bad", pos, "x\n\tab cd\n", "fix it"))
+        == "f.whatif:2:3: bad\n   2 |  ab cd\n     |   ^^^^\n  fix it"
+    )
     assert str(script_error("bad", None, None, "fix it")) == "bad\n  fix it"
     assert str(script_error("bad", ast.Pos("f", 9, 1))) == "f:9:1: bad"
 
@@ -375,54 +478,180 @@ COUNT_DOC = "count(X): tasks in a selection, items in a list"
     ("text", "expected"),
     [
         ("let count = 1\nprint cont", located(2, 7, "unknown name 'cont'", "print cont", 4, "did you mean 'count'?")),
-        ("scale select by duraton", located(1, 17, "unknown name 'duraton'", "scale select by duraton", 7, "did you mean 'duration'?")),
-        ("print coutn(select)", located(1, 7, "unknown function 'coutn'", "print coutn(select)", 13, "did you mean 'count'?")),
+        (
+            "scale select by duraton",
+            located(1, 17, "unknown name 'duraton'", "scale select by duraton", 7, "did you mean 'duration'?"),
+        ),
+        (
+            "print coutn(select)",
+            located(1, 7, "unknown function 'coutn'", "print coutn(select)", 13, "did you mean 'count'?"),
+        ),
         ("print count(1, 2)", located(1, 7, "count() takes 1 argument, got 2", "print count(1, 2)", 11, COUNT_DOC)),
-        ("print first()", located(1, 7, "first() takes 1 to 2 arguments, got 0", "print first()", 7,
-                                  "first(SEL) or first(SEL, N): the task (the N tasks) of SEL that start first")),
-        ("print count(select, k=1)", located(1, 23, "count() has no argument 'k'", "print count(select, k=1)", 1, COUNT_DOC)),
-        ("print select kernal", located(1, 14, f"unknown task kind 'kernal': select one of {KINDS}", "print select kernal", 6,
-                                        "did you mean 'kernel'?")),
-        ("print (select gpu).duraton", located(1, 20, "unknown task attribute 'duraton'", "print (select gpu).duraton", 7,
-                                               "did you mean 'duration'?")),
-        ("let x = duration", located(1, 9, "'duration' is a task attribute: it has a value per task, in a where-clause, a scale factor, "
-                                     "a set value or a schedule priority; a selection's values are SEL.duration", "let x = duration", 8)),
-        ("let duration = 1\nprint select where duration > 1",
-         located(2, 20, "'duration' is both a name bound by the script and a task attribute; in a per-task expression (a where-clause, "
-                 "a scale factor, a set value, a priority) it would mean the task's duration: rename the binding",
-                 "print select where duration > 1", 8)),
+        (
+            "print first()",
+            located(
+                1,
+                7,
+                "first() takes 1 to 2 arguments, got 0",
+                "print first()",
+                7,
+                "first(SEL) or first(SEL, N): the task (the N tasks) of SEL that start first",
+            ),
+        ),
+        (
+            "print count(select, k=1)",
+            located(1, 23, "count() has no argument 'k'", "print count(select, k=1)", 1, COUNT_DOC),
+        ),
+        (
+            "print select kernal",
+            located(
+                1,
+                14,
+                f"unknown task kind 'kernal': select one of {KINDS}",
+                "print select kernal",
+                6,
+                "did you mean 'kernel'?",
+            ),
+        ),
+        (
+            "print (select gpu).duraton",
+            located(
+                1, 20, "unknown task attribute 'duraton'", "print (select gpu).duraton", 7, "did you mean 'duration'?"
+            ),
+        ),
+        (
+            "let x = duration",
+            located(
+                1,
+                9,
+                "'duration' is a task attribute: it has a value per task, in a where-clause, a scale factor, "
+                "a set value or a schedule priority; a selection's values are SEL.duration",
+                "let x = duration",
+                8,
+            ),
+        ),
+        (
+            "let duration = 1\nprint select where duration > 1",
+            located(
+                2,
+                20,
+                "'duration' is both a name bound by the script and a task attribute; in a per-task expression (a"
+                " where-clause, a scale factor, a set value, a priority) it would mean the task's duration: rename the"
+                " binding",
+                "print select where duration > 1",
+                8,
+            ),
+        ),
         ("let gpu = 1", located(1, 1, "let 'gpu': gpu is a built-in name; choose another name", "let gpu = 1", 11)),
-        ("param a = 1\nparam a = 2", located(2, 1, "param 'a' is declared twice (first at t.whatif:1)", "param a = 2", 11)),
-        ("set (select gpu).thread = 1", located(1, 18, "cannot set 'thread': it places the task in its thread's order; remove the task "
-                                                "and insert a new one instead", "set (select gpu).thread = 1", 6)),
-        ('insert kernal "k" after select gpu duration 1', located(1, 8, f"unknown task kind 'kernal': insert one of {INSERT_KINDS}",
-                                                                  'insert kernal "k" after select gpu duration 1', 6)),
-        ('insert kernel "k" after select gpu duration 1', located(1, 8, f"unknown task kind 'kernel': insert one of {INSERT_KINDS}",
-                                                                  'insert kernel "k" after select gpu duration 1', 6,
-                                                                  "a compute kernel is 'gpu'")),
-        ('insert gpu "k" after select gpu', located(1, 1, "insert gpu 'k' needs a duration: add 'duration 10us' (or an expression)",
-                                                    'insert gpu "k" after select gpu', 31)),
-        ('insert gpu "k" after select duration 1 with thread = 1', located(1, 54, "insert sets 'thread' itself; it cannot be given with 'with'",
-                                                                           'insert gpu "k" after select duration 1 with thread = 1')),
-        ("schedule fifoo", located(1, 10, "unknown schedule policy 'fifoo': use earliest, fifo or priority EXPRESSION", "schedule fifoo", 5,
-                                   "did you mean 'fifo'?")),
-        ("schedule priority", located(1, 1, "schedule priority needs an expression over task attributes (smallest runs first), "
-                                      "e.g. 'schedule priority -bytes'", "schedule priority", 17)),
+        (
+            "param a = 1\nparam a = 2",
+            located(2, 1, "param 'a' is declared twice (first at t.whatif:1)", "param a = 2", 11),
+        ),
+        (
+            "set (select gpu).thread = 1",
+            located(
+                1,
+                18,
+                "cannot set 'thread': it places the task in its thread's order; remove the task "
+                "and insert a new one instead",
+                "set (select gpu).thread = 1",
+                6,
+            ),
+        ),
+        (
+            'insert kernal "k" after select gpu duration 1',
+            located(
+                1,
+                8,
+                f"unknown task kind 'kernal': insert one of {INSERT_KINDS}",
+                'insert kernal "k" after select gpu duration 1',
+                6,
+            ),
+        ),
+        (
+            'insert kernel "k" after select gpu duration 1',
+            located(
+                1,
+                8,
+                f"unknown task kind 'kernel': insert one of {INSERT_KINDS}",
+                'insert kernel "k" after select gpu duration 1',
+                6,
+                "a compute kernel is 'gpu'",
+            ),
+        ),
+        (
+            'insert gpu "k" after select gpu',
+            located(
+                1,
+                1,
+                "insert gpu 'k' needs a duration: add 'duration 10us' (or an expression)",
+                'insert gpu "k" after select gpu',
+                31,
+            ),
+        ),
+        (
+            'insert gpu "k" after select duration 1 with thread = 1',
+            located(
+                1,
+                54,
+                "insert sets 'thread' itself; it cannot be given with 'with'",
+                'insert gpu "k" after select duration 1 with thread = 1',
+            ),
+        ),
+        (
+            "schedule fifoo",
+            located(
+                1,
+                10,
+                "unknown schedule policy 'fifoo': use earliest, fifo or priority EXPRESSION",
+                "schedule fifoo",
+                5,
+                "did you mean 'fifo'?",
+            ),
+        ),
+        (
+            "schedule priority",
+            located(
+                1,
+                1,
+                "schedule priority needs an expression over task attributes (smallest runs first), "
+                "e.g. 'schedule priority -bytes'",
+                "schedule priority",
+                17,
+            ),
+        ),
         ("schedule fifo 1", located(1, 15, "schedule fifo takes no expression", "schedule fifo 1")),
-        ("let g = 1\nfor g in select {\n}", located(2, 1, "loop variable 'g' is already bound; choose another name", "for g in select {", 17)),
+        (
+            "let g = 1\nfor g in select {\n}",
+            located(2, 1, "loop variable 'g' is already bound; choose another name", "for g in select {", 17),
+        ),
         ("for g in select {\n}\nprint g", located(3, 7, "unknown name 'g'", "print g")),
-        ("for g in select {\n  param p = 1\n}", located(2, 3, "param belongs at the top of a script, not inside a loop", "  param p = 1", 11)),
-        ("for g in select by layr {\n}", located(1, 20, "unknown task attribute 'layr' to group by", "for g in select by layr {", 4,
-                                                 "did you mean 'layer'?")),
+        (
+            "for g in select {\n  param p = 1\n}",
+            located(2, 3, "param belongs at the top of a script, not inside a loop", "  param p = 1", 11),
+        ),
+        (
+            "for g in select by layr {\n}",
+            located(
+                1,
+                20,
+                "unknown task attribute 'layr' to group by",
+                "for g in select by layr {",
+                4,
+                "did you mean 'layer'?",
+            ),
+        ),
     ],
-)  # fmt: skip
+)
 def test_check_errors(text: str, expected: str) -> None:
     assert check_error(text) == expected
 
 
 def test_check_accepts() -> None:
     checker = Checker(Loader().resolve_include)
-    text = "print baseline, measured, predicted, gpu\nscale select by duration\nset (select).foo = 1\nprint (select).foo\n"
+    text = (
+        "print baseline, measured, predicted, gpu\nscale select by duration\nset (select).foo = 1\nprint (select).foo\n"
+    )
     checker.check(parse(text + "param n = 2\nfor g in select by foo {\n  let y = n\n}\nprint y"))
     assert list(checker.params) == ["n"]
 
@@ -433,7 +662,9 @@ def test_include_missing(tmp_path: Any) -> None:
     with pytest.raises(ScriptError) as info:
         check_files([str(main)])
     lines = str(info.value).splitlines()
-    assert lines[0].startswith(f"{main}:2:1: include 'nope.whatif': no such script (looked for {tmp_path / 'nope.whatif'}")
+    assert lines[0].startswith(
+        f"{main}:2:1: include 'nope.whatif': no such script (looked for {tmp_path / 'nope.whatif'}"
+    )
     assert lines[1:] == ['   2 | include "nope.whatif"', "     | " + "^" * 21]
 
 
@@ -472,13 +703,21 @@ def test_parse_expression_rejects(text: str) -> None:
 
 def test_parse_expression_inner_positions() -> None:
     e = parse_expression("a + f(b).x")
-    assert (e.left.pos.column, e.right.pos.column, e.right.attr_pos.column, e.right.obj.args[0].pos.column) == (1, 5, 10, 7)
+    assert (e.left.pos.column, e.right.pos.column, e.right.attr_pos.column, e.right.obj.args[0].pos.column) == (
+        1,
+        5,
+        10,
+        7,
+    )
 
 
 def test_parse_expression_error_position() -> None:
     with pytest.raises(ScriptError) as info:
         parse_expression("1 +", "-p x")
-    first = "-p x:1:4: unexpected end of input; expected 'false', 'none', 'true', a name, a number, a number with a unit, a string or an operator"
+    first = (
+        "-p x:1:4: unexpected end of input; expected 'false', 'none', 'true', a name, a number, a number with a unit, a"
+        " string or an operator"
+    )
     assert str(info.value).splitlines()[:3] == [first, "   1 | 1 +", "     |    ^"]
 
 

@@ -38,34 +38,34 @@ def test_unchanged_graph_predicts_the_baseline() -> None:
 
 def test_amp_example_from_the_issue() -> None:
     s = session()
-    s.execute(
-        """
+    s.execute("""
 param compute_speedup = 2
 param memory_speedup = 2
 let gemm = select gpu where class in ["gemm", "conv"]
 scale gemm by 1 / compute_speedup
 scale (select gpu) - gemm - (select comm) by 1 / memory_speedup
-"""
-    )
+""")
     # K1 50 [12,62], relu 10 [62,72], K3 100 [72,172], allreduce 50 [172,222], adam 15 [222,237], sync [237,240]
     assert s.predicted_us == 240.0
 
 
 def test_fused_optimizer_example_from_the_issue() -> None:
     s = session()
-    effects = s.execute(
-        """
+    effects = s.execute("""
 let step = select where phase == "optimizer"
 insert gpu "fused_adam" after last(step & gpu) duration sum((step & gpu).duration) / 4
 remove step
-"""
-    )
+""")
     # the fused kernel (7.5 us) waits for the all-reduce as adam did: [382, 389.5]; its launch follows L4
     assert s.predicted_us == 389.5
     assert [(e.kind, e.added, e.removed) for e in effects] == [("insert", 2, 0), ("remove", 0, 3)]
     assert sorted(a["name"] for _, a in s.graph.nodes(data=True) if a["kind"] != "cpu") == [
-        "fused_adam", "ncclAllReduce", "relu_kernel", "sm80_gemm_bwd", "sm80_gemm_fwd",
-    ]  # fmt: skip
+        "fused_adam",
+        "ncclAllReduce",
+        "relu_kernel",
+        "sm80_gemm_bwd",
+        "sm80_gemm_fwd",
+    ]
     assert nx.is_directed_acyclic_graph(s.graph)
     check_threads(s.graph)
 
@@ -89,7 +89,10 @@ def test_select_by_kind_attribute_regex_and_ranges() -> None:
 
 def test_set_algebra_and_neighbours() -> None:
     s = session()
-    assert names(s, '(select gpu) - kernel | (select where name ~ "Sync")') == ["cudaDeviceSynchronize", "ncclAllReduce"]
+    assert names(s, '(select gpu) - kernel | (select where name ~ "Sync")') == [
+        "cudaDeviceSynchronize",
+        "ncclAllReduce",
+    ]
     assert names(s, 'gpu & (select where phase == "forward")') == ["relu_kernel", "sm80_gemm_fwd"]
     s.execute('let adam = select where name ~ "adam"')
     assert names(s, "parents(adam)") == ["cudaLaunchKernel", "ncclAllReduce", "sm80_gemm_bwd"]
@@ -103,19 +106,23 @@ def test_set_algebra_and_neighbours() -> None:
 def test_values_projection_functions_and_print() -> None:
     printed: list[str] = []
     s = session(on_print=printed.append)
-    s.execute(
-        """
+    s.execute("""
 let gemm = select gpu where class == "gemm"
 print gemm.duration, sum(gemm.duration), mean(gemm.duration), max(gemm.duration), count(gemm)
 print 2ms / 1us, 1KiB, ceil(2.2), round(2.567, 1), 7 % 4, 2 ** 3, -(1 + 2) * 3
 print gemm.layer[0], "a" + "b", [1, 2] == [1, 2], none == none, 3 in [1, 3], "gem" in "gemm"
 for f in [2, 3] { print f * 2 }
 for i in range(2) { print i }
-"""
-    )
+""")
     assert printed == [
-        "[100, 200] 300 150 200 2", "2000 1024 3 2.6 3 8 -9", "model.fc1 ab true true true true", "4", "6", "0", "1",
-    ]  # fmt: skip
+        "[100, 200] 300 150 200 2",
+        "2000 1024 3 2.6 3 8 -9",
+        "model.fc1 ab true true true true",
+        "4",
+        "6",
+        "0",
+        "1",
+    ]
 
 
 def test_scale_by_a_per_task_factor_and_set() -> None:
@@ -134,7 +141,8 @@ def test_remove_with_launches_stitches_the_order() -> None:
     s = session()
     effects = s.execute('remove (select gpu where name ~ "relu") with launches')
     assert effects[0].removed == 2
-    # CPU L1 [0,10] L3 [10,20] L4 [20,30] L5 [30,40]; K1 [12,112], K3 [112,312], K4 [312,362], adam [362,392], sync [392,395]
+    # CPU L1 [0,10] L3 [10,20] L4 [20,30] L5 [30,40]; K1 [12,112], K3 [112,312], K4 [312,362], adam [362,392], sync
+    # [392,395]
     assert s.predicted_us == 395.0
     check_threads(s.graph)
 
@@ -155,7 +163,10 @@ def test_insert_cpu_task_before_the_first_call_delays_everything() -> None:
 
 def test_insert_comm_on_another_stream_waits_for_its_anchor() -> None:
     s = session()
-    s.execute('insert comm "extra_allreduce" after last(select gpu where class == "gemm") duration 100us on 30 with bytes = 1MB')
+    s.execute(
+        'insert comm "extra_allreduce" after last(select gpu where class == "gemm") duration 100us on 30 with bytes'
+        " = 1MB"
+    )
     new = [a for _, a in s.graph.nodes(data=True) if a["name"] == "extra_allreduce"][0]
     assert new["thread"] == "gpu:0/30" and new["bytes"] == 1e6 and new["phase"] == "backward" and new["stream"] == 30
     assert s.predicted_us == 432.0  # after the backward gemm [332, 432]; the sync does not wait for stream 30
@@ -172,7 +183,8 @@ def test_queued_inserts_run_first_ready_first_or_by_priority() -> None:
         s.execute('let a = insert comm "a" after k1 duration 100us on 30 launch none queued with prio = 2, gap = 0')
         s.execute('let b = insert comm "b" after k1 duration 10us on 30 launch none queued with prio = 3')
         s.execute(
-            'let c = insert comm "c" after (select where name == "relu_kernel") on 30 queued launch none duration 10us with prio = 1'
+            'let c = insert comm "c" after (select where name == "relu_kernel") on 30 queued launch none duration 10us'
+            " with prio = 1"
         )
         s.execute(policy)
         assert s.predicted_us == BASELINE_US and len(s.graph) == len(iteration()) + 3  # no launch calls
@@ -184,7 +196,9 @@ def test_queued_inserts_run_first_ready_first_or_by_priority() -> None:
             assert not [v for v, e in s.graph.adj[node].items() if e["kind"] in ("stream", "thread")]
         t = s.predict()
         return {
-            s.graph.nodes[n]["name"]: (t.start[i], t.end[i]) for i, n in enumerate(t.nodes) if s.graph.nodes[n]["name"] in "abc"
+            s.graph.nodes[n]["name"]: (t.start[i], t.end[i])
+            for i, n in enumerate(t.nodes)
+            if s.graph.nodes[n]["name"] in "abc"
         }
 
     assert run("schedule earliest") == {"a": (112, 212), "b": (212, 222), "c": (222, 232)}
@@ -248,7 +262,9 @@ def test_schedule_policies_order_tasks_that_share_a_thread_without_an_order_edge
         s.execute(script)
         tl = s.predict()
         return [
-            tl.attrs(i)["name"] for i in sorted(range(len(tl.nodes)), key=lambda i: tl.start[i]) if tl.attrs(i)["kind"] == "gpu"
+            tl.attrs(i)["name"]
+            for i in sorted(range(len(tl.nodes)), key=lambda i: tl.start[i])
+            if tl.attrs(i)["kind"] == "gpu"
         ]
 
     assert order("schedule priority -bytes") == ["big", "small"]
@@ -268,17 +284,25 @@ def test_loop_by_group_runs_once_per_group() -> None:
 def test_include_params_and_overrides(tmp_path: Path) -> None:
     (tmp_path / "half.whatif").write_text("param factor = 0.5\nscale gpu by factor\n")
     main = tmp_path / "main.whatif"
-    main.write_text('"""Half the GPU time."""\ninclude "half.whatif"\nassert predicted < baseline, "should be faster"\n')
+    main.write_text(
+        '"""Half the GPU time."""\ninclude "half.whatif"\nassert predicted < baseline, "should be faster"\n'
+    )
     result = run_whatif(iteration(), [str(main)])
     assert result.predicted_us == 215.0 and result.speedup == pytest.approx(415 / 215)
     with pytest.raises(
         CheckFailed,
-        match=r"main.whatif:3: assertion failed: predicted < baseline: predicted is 415, baseline is 415 \(should be faster\)",
+        match=(
+            r"main.whatif:3: assertion failed: predicted < baseline: predicted is 415, baseline is 415 \(should be"
+            r" faster\)"
+        ),
     ):
         run_whatif(iteration(), [str(main)], params={"factor": "1"})  # as -p factor=1 gives it
     with pytest.raises(
         ScriptError,
-        match=r"unknown parameter factr .params.: the scripts declare factor \(each also as SCRIPT\.NAME\); did you mean 'factor'.$",
+        match=(
+            r"unknown parameter factr .params.: the scripts declare factor \(each also as SCRIPT\.NAME\); did you mean"
+            r" 'factor'.$"
+        ),
     ):
         run_whatif(iteration(), [str(main)], params={"factr": 1})
 
@@ -290,7 +314,8 @@ def test_input_graph_is_never_modified() -> None:
     result = run_whatif(g, [], params=None)
     s = Session(result.graph, copy=False)  # go on editing the run's own graph: a copy of the input
     s.execute(
-        'remove (select gpu where name ~ "relu") with launches\nscale gpu by 0.1\ninsert gpu "k" after first(gpu) duration 1us'
+        'remove (select gpu where name ~ "relu") with launches\nscale gpu by 0.1\ninsert gpu "k" after first(gpu)'
+        " duration 1us"
     )
     assert {n: dict(a) for n, a in g.nodes(data=True)} == before and sorted(g.edges) == edges
 
@@ -316,7 +341,11 @@ def test_empty_selection_is_a_warning_with_the_statement() -> None:
         ("scale 3 by 2", "scale needs a selection of tasks, not a number", "<repl>:1:7:"),
         ('insert gpu "k" after gpu duration 1us', "insert after needs one task, the selection holds 5", "<repl>:1:22:"),
         ('insert gpu "k" after first(gpu) duration "x"', "a duration is a number of microseconds >= 0", "<repl>:1:42:"),
-        ("print sum(gpu)", "sum() takes a list of numbers; for a selection's durations write sum(SEL.duration)", "<repl>:1:7:"),
+        (
+            "print sum(gpu)",
+            "sum() takes a list of numbers; for a selection's durations write sum(SEL.duration)",
+            "<repl>:1:7:",
+        ),
         ("print 1 / 0", "division by zero", "<repl>:1:7:"),
         ('print "a" < 1', "cannot compare a string and a number with '<'", "<repl>:1:7:"),
         ("print gpu + 1", "cannot add a selection and a number", "<repl>:1:7:"),
@@ -368,12 +397,10 @@ def test_gpu_task_before_a_kernel_without_launch_gets_its_launch_before_the_next
 
 def test_wait_adds_cross_stream_dependencies() -> None:
     s = session()
-    effects = s.execute(
-        """
+    effects = s.execute("""
 insert comm "early" after first(select where name == "sm80_gemm_fwd") duration 50us on 20
 wait (select where name == "relu_kernel") for select where name == "early"
-"""
-    )
+""")
     # early waits for the forward gemm: [112, 162]; its launch call (10 us, the median) goes after L1 and delays
     # the later calls by 10 us. relu now waits for it: [162, 182], the backward gemm [182, 382], the all-reduce
     # after it on stream 20 [382, 432], adam [432, 462], the sync [462, 465].
@@ -389,7 +416,8 @@ def test_wait_refuses_a_cycle_and_leaves_the_graph_as_it_was() -> None:
     s = session()
     before = sorted(s.graph.edges)
     with pytest.raises(
-        ScriptError, match=r"^<repl>:1:1: that wait would close a dependency cycle: gpu 'relu_kernel' on gpu:0/7 at ts 112\.0 us"
+        ScriptError,
+        match=r"^<repl>:1:1: that wait would close a dependency cycle: gpu 'relu_kernel' on gpu:0/7 at ts 112\.0 us",
     ):
         # the all-reduce follows the backward gemm, which follows relu on stream 7
         s.execute('wait (select where name == "relu_kernel") for select comm')
@@ -402,8 +430,7 @@ def test_wait_refuses_a_cycle_and_leaves_the_graph_as_it_was() -> None:
 
 def test_if_else_runs_one_branch() -> None:
     s = session()
-    s.execute(
-        """
+    s.execute("""
 param ranks = 1
 if ranks > 1 {
     scale gpu by 0.5
@@ -411,8 +438,7 @@ if ranks > 1 {
     scale (select where name == "relu_kernel") by 0
 }
 if select where name == "nothing" { scale gpu by 0 }
-"""
-    )
+""")
     assert s.predicted_us == 395.0  # only relu went (20 us off the stream); the empty selection is false
     t = session(params={"ranks": 8})
     t.execute("param ranks = 1\nif ranks > 1 { scale kernel by 0.5 }")
@@ -424,7 +450,11 @@ def test_every_whatif_example_in_the_docs_checks() -> None:
     import re
 
     docs = Path(__file__).resolve().parent.parent / "docs"
-    blocks = [(md.name, b) for md in sorted(docs.glob("*.md")) for b in re.findall(r"```whatif\n(.*?)```", md.read_text(), re.S)]
+    blocks = [
+        (md.name, b)
+        for md in sorted(docs.glob("*.md"))
+        for b in re.findall(r"```whatif\n(.*?)```", md.read_text(), re.S)
+    ]
     assert len(blocks) >= 17
     for name, block in blocks:
         Session(iteration()).check(parse_script(block, name), True)
@@ -439,13 +469,18 @@ def test_a_string_param_takes_unquoted_text() -> None:
 def test_runs_and_input_bytes() -> None:
     s = session()
     s.execute(
-        'let r = runs(select gpu where stream == 7)\nprint count(r), count(r[0]), r[0].name, count(runs(select gpu where name ~ "gemm"))'
+        "let r = runs(select gpu where stream == 7)\nprint count(r), count(r[0]), r[0].name, count(runs(select gpu"
+        ' where name ~ "gemm"))'
     )
     # stream 7 runs fwd gemm -> relu -> bwd gemm -> adam back to back: one run; the two gemms are not neighbours
     assert s.printed[0] == "1 4 ['sm80_gemm_fwd', 'relu_kernel', 'sm80_gemm_bwd', 'multi_tensor_apply_adam'] 2"
-    s.graph.nodes[next(n for n, a in s.graph.nodes(data=True) if a["name"] == "relu_kernel")]["shapes"] = [[64, 1024], []]
+    s.graph.nodes[next(n for n, a in s.graph.nodes(data=True) if a["name"] == "relu_kernel")]["shapes"] = [
+        [64, 1024],
+        [],
+    ]
     s.execute(
-        'print input_bytes(select where name == "relu_kernel"), input_bytes(select gpu, element_bytes = 2), input_bytes(select comm)'
+        'print input_bytes(select where name == "relu_kernel"), input_bytes(select gpu, element_bytes = 2),'
+        " input_bytes(select comm)"
     )
     assert s.printed[1] == "262144 131072 none"
 
@@ -527,7 +562,9 @@ def test_repeats_knows_a_call_by_its_outermost_op() -> None:
 
 def test_an_inserted_task_may_take_its_name_from_an_expression() -> None:
     s = session()
-    s.execute('let k = select where name == "relu_kernel"\ninsert gpu (k.name[0] + "_again") after k duration k.duration[0]')
+    s.execute(
+        'let k = select where name == "relu_kernel"\ninsert gpu (k.name[0] + "_again") after k duration k.duration[0]'
+    )
     assert names(s, 'select where name ~ "again"') == ["relu_kernel_again"]
     with pytest.raises(ScriptError, match=r"a task's name is a non-empty string; got 3"):
         s.execute("insert gpu 3 after first(kernel) duration 1us")
@@ -552,13 +589,16 @@ def test_scale_samples_states_the_samples_a_step_processes(tmp_path: Path) -> No
     )  # no change of samples: throughput is the speedup
 
 
-@pytest.mark.parametrize("script, message", [
-    ("scale samples by 0", "samples scale by a finite number > 0"),
-    ("scale samples by -2", "samples scale by a finite number > 0"),
-    ('scale samples by "2"', "samples scale by a finite number > 0"),
-    ("let samples = 2", "let 'samples': samples is a built-in name"),
-    ("scale samples by duration", "'duration' is a task attribute"),  # one number for the step, not one per task
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "script, message",
+    [
+        ("scale samples by 0", "samples scale by a finite number > 0"),
+        ("scale samples by -2", "samples scale by a finite number > 0"),
+        ('scale samples by "2"', "samples scale by a finite number > 0"),
+        ("let samples = 2", "let 'samples': samples is a built-in name"),
+        ("scale samples by duration", "'duration' is a task attribute"),  # one number for the step, not one per task
+    ],
+)
 def test_scale_samples_takes_one_positive_number(script: str, message: str) -> None:
     with pytest.raises(ScriptError, match=message):
         session().execute(script)
@@ -566,11 +606,15 @@ def test_scale_samples_takes_one_positive_number(script: str, message: str) -> N
 
 def test_require_says_the_script_does_not_apply(tmp_path: Path) -> None:
     script = tmp_path / "needs_comm.whatif"
-    script.write_text('scale comm by 0.5\nrequire select memcpy, "the step copies nothing: nothing to overlap"\nscale gpu by 2\n')
+    script.write_text(
+        'scale comm by 0.5\nrequire select memcpy, "the step copies nothing: nothing to overlap"\nscale gpu by 2\n'
+    )
     with pytest.raises(NotApplicable) as err:
         run_whatif(iteration(), [script])
-    assert str(err.value) == (f"needs_comm does not apply to this trace: the step copies nothing: nothing to overlap "
-                              f"({script}:2: select memcpy)")  # fmt: skip
+    assert (
+        str(err.value) == "needs_comm does not apply to this trace: the step copies nothing: nothing to overlap "
+        f"({script}:2: select memcpy)"
+    )
     assert (err.value.script, err.value.reason, err.value.exit_code) == (
         "needs_comm",
         "the step copies nothing: nothing to overlap",

@@ -26,11 +26,14 @@ def test_node_classes_are_every_expression_and_statement() -> None:
     assert len(NODE_CLASSES) == 25
 
 
-@pytest.mark.parametrize("visitor, nodes", [
-    (Checker, NODE_CLASSES),
-    (_Compiler, EXPRESSIONS),
-    (Executor, STATEMENTS),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "visitor, nodes",
+    [
+        (Checker, NODE_CLASSES),
+        (_Compiler, EXPRESSIONS),
+        (Executor, STATEMENTS),
+    ],
+)
 def test_each_walker_has_a_method_per_node(visitor: type[Visitor[Any]], nodes: tuple[type, ...]) -> None:
     missing = [n.__name__ for n in nodes if visitor._methods[n] is visitor.generic_visit]
     assert not missing, f"{visitor.__name__} has no visit_ method for {missing}"
@@ -61,8 +64,10 @@ def test_table_is_built_once_per_class_and_overrides_are_its_own() -> None:
 
 
 def test_user_attributes_walker_ignores_the_rest() -> None:
-    script = parse_script('set (select).a = 1\nfor k in select {\n  let t = insert gpu "x" after k duration 1us with b = 2\n}\n'
-                          'if true {\n} else {\n  insert gpu "y" after k duration 1us with c = 3\n}\nprint 1\n')  # fmt: skip
+    script = parse_script(
+        'set (select).a = 1\nfor k in select {\n  let t = insert gpu "x" after k duration 1us with b = 2\n}\n'
+        'if true {\n} else {\n  insert gpu "y" after k duration 1us with c = 3\n}\nprint 1\n'
+    )
     walker = _UserAttributes(None)
     walker.walk(script.statements, script)
     assert walker.out == {"a", "b", "c"}

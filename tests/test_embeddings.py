@@ -34,8 +34,9 @@ def zipf_indices(a: float, n: int, rows: int, rng: np.random.Generator) -> np.nd
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daydream", "embeddings", "profile", *args], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "daydream", "embeddings", "profile", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def assert_error(capsys: pytest.CaptureFixture[str], args: list[str], *words: str) -> None:
@@ -100,7 +101,9 @@ def test_estimator_by_hand() -> None:
     assert hr.exact_hot_rows(big, 0.004) == 100  # 50 >= 40; 1 < 40
     assert hr.exact_hot_rows(big, 0.0001) == 5100  # cutoff 1
     assert hr.hot_access_fraction(big, hr.hot_mask(big, 0.004)) == 0.5
-    assert hr.hot_mask(big, 0.005).sum() == hr.exact_hot_rows(big, 0.005) == 100  # a count at the cutoff is hot: k >= tT
+    assert (
+        hr.hot_mask(big, 0.005).sum() == hr.exact_hot_rows(big, 0.005) == 100
+    )  # a count at the cutoff is hot: k >= tT
     # 35 chunks of 1,024 = 35,840 of the 40,000 rows; doubling reaches every row, and the count is exact
     est = hr.estimate_hot_rows(hr.RowSampler(big, np.random.default_rng(0)), 0.004)
     assert (est.low, est.high) == (est.estimate, est.estimate) == (100, 100) and est.drawn == 40_000
@@ -148,7 +151,9 @@ def hand_data(tmp_path: Path) -> Path:
 def test_profile_by_hand(tmp_path: Path) -> None:
     """Exact: a budget of 2 rows of a (plus b, hot outright: 4 x 64 B) holds rows 0 and 1 of a (4 and 2 of the 8
     lookups: threshold between 1/8 and 2/8); inputs 0-5 touch only them: 6 of 8 hot; batches of 2: 3 hot, 1 cold."""
-    result = profile([hand_data(tmp_path)], 2 * 64 + 4 * 64, 16, batch=2, options=ProfileOptions(rows=[100_000, 4], exact=True))
+    result = profile(
+        [hand_data(tmp_path)], 2 * 64 + 4 * 64, 16, batch=2, options=ProfileOptions(rows=[100_000, 4], exact=True)
+    )
     a, b = result.tables
     assert (a.name, a.rows, a.hot_rows, a.hot_bytes, a.pooling) == ("a", 100_000, 2, 128, 1)
     assert (b.name, b.rows, b.hot_rows, b.small, b.pooling) == ("b", 4, 4, True, 2)
@@ -171,7 +176,9 @@ def test_bags_of_varying_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     np.savez(tmp_path / "bags.npz", b=b, **{"b.offsets": offsets}, a=np.array([0, 1, 0, 1, 0]))
     for read_bytes in (8 << 20, 8):  # one block, and blocks of one input
         monkeypatch.setattr(embeddings, "READ_BYTES", read_bytes)
-        result = profile([tmp_path / "bags.npz"], 64 + 2 * 64, 16, batch=1, options=ProfileOptions(rows=[40_000, 2], exact=True))
+        result = profile(
+            [tmp_path / "bags.npz"], 64 + 2 * 64, 16, batch=1, options=ProfileOptions(rows=[40_000, 2], exact=True)
+        )
         by_name = {t.name: t for t in result.tables}
         assert set(by_name) == {"a", "b"} and by_name["b"].pooling == 7 / 5 and by_name["a"].small
         assert by_name["b"].hot_rows == 1 and by_name["b"].hot_access_fraction == 3 / 7
@@ -259,7 +266,9 @@ def test_cli_profile(criteo_like: Path) -> None:
     assert 0.75 * 300e3 < d["hot_bytes"] <= d["hot_bytes_high"] <= 300e3
     assert [t["name"] for t in d["tables"]] == ["day_0_sparse[0]", "day_0_sparse[1]", "day_0_sparse[2]"]
     assert 0 < d["hot_batch_fraction"] < 1 and d["random_hot_batch_fraction"] < d["hot_batch_fraction"]
-    exact = json.loads(run(str(criteo_like), "--budget", "300kB", "--dim", "16", "--batch", "128", "--exact", "--json").stdout)
+    exact = json.loads(
+        run(str(criteo_like), "--budget", "300kB", "--dim", "16", "--batch", "128", "--exact", "--json").stdout
+    )
     assert exact["method"] == "exact" and exact["inputs_read"] == INPUTS
     # the estimate from 5% of the inputs: hot inputs within a few points of counting all of them
     assert abs(d["hot_input_fraction"] - exact["hot_input_fraction"]) < 0.05
@@ -292,7 +301,16 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     np.save(tmp_path / "neg.npy", np.array([3, 1, -2, 0], dtype=np.int64))
     check("neg.npy", "--budget", "1MB", "--dim", "8", says=("negative index -2 at input 2",))
     np.save(tmp_path / "big.npy", np.array([3, 1, 10, 0], dtype=np.int64))
-    check("big.npy", "--budget", "1MB", "--dim", "8", "--rows", "10", says=("index 10 at input 2 is out of range for 10 rows",))
+    check(
+        "big.npy",
+        "--budget",
+        "1MB",
+        "--dim",
+        "8",
+        "--rows",
+        "10",
+        says=("index 10 at input 2 is out of range for 10 rows",),
+    )
     check("big.npy", "--budget", "16B", "--dim", "8", says=("smaller than one row (32 bytes)",))
     check("big.npy", "--budget", "lots", "--dim", "8", says=("--budget 'lots'",))
     check("big.npy", "--budget", "1MB", "--dim", "8", "--sample", "0%", says=("--sample '0%'",))
@@ -305,7 +323,9 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "cut.npy").write_bytes(full.read_bytes()[:-100])
     check("cut.npy", "--budget", "1MB", "--dim", "8", "--exact", says=("truncated",))
     np.save(tmp_path / "short.npy", np.arange(10, dtype=np.int64))
-    check("full.npy", str(tmp_path / "short.npy"), "--budget", "1MB", "--dim", "8", says=("different numbers of inputs",))
+    check(
+        "full.npy", str(tmp_path / "short.npy"), "--budget", "1MB", "--dim", "8", says=("different numbers of inputs",)
+    )
     (tmp_path / "x.csv").write_text("1,2\n")
     check("x.csv", "--budget", "1MB", "--dim", "8", says=(".npy, .npz or .pt",))
     (tmp_path / "rank0.daydream.json").write_text("{}")

@@ -86,21 +86,31 @@ def test_the_document_around_the_events_is_the_loaders(shared_traces: Path) -> N
 
 
 EVENTS = [
-    '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 4472205470991.068, "dur": 12.5,'
-    ' "args": {"External id": 7, "Input Dims": [[128, 256], [256, 512], []], "Input type": ["float", "float", ""],'
-    ' "Sequence number": 3, "Fwd thread id": 0, "Record function id": 0}}',
-    '{"ph":"X","cat":"kernel","name":"sm90_xmma \\"gemm\\" \\u00e9\\ud83d\\ude00","pid":0,"tid":7,"ts":1.5,"dur":0,'
-    '"args":{"correlation":99,"stream":7,"device":0,"bytes":1.5e3,"kind":"memcpy","grid":[1,2,3]}}',
+    (
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 4472205470991.068, "dur": 12.5,'
+        ' "args": {"External id": 7, "Input Dims": [[128, 256], [256, 512], []], "Input type": ["float", "float", ""],'
+        ' "Sequence number": 3, "Fwd thread id": 0, "Record function id": 0}}'
+    ),
+    (
+        '{"ph":"X","cat":"kernel","name":"sm90_xmma \\"gemm\\" \\u00e9\\ud83d\\ude00","pid":0,"tid":7,"ts":1.5,"dur":0,'
+        '"args":{"correlation":99,"stream":7,"device":0,"bytes":1.5e3,"kind":"memcpy","grid":[1,2,3]}}'
+    ),
     '{"ph": "f", "id": 99, "pid": 0, "tid": 7, "ts": 1.5, "cat": "ac2g", "name": "ac2g", "bp": "e"}',
-    '{"ph": "M", "name": "thread_name", "pid": "Spans", "tid": "stream 7", "args": {"name": "日本 ü 😀", "labels": null}}',
+    (
+        '{"ph": "M", "name": "thread_name", "pid": "Spans", "tid": "stream 7", "args": {"name": "日本 ü 😀", "labels":'
+        " null}}"
+    ),
     '{"ph": "i", "name": "a\\u0062", "s": "t", "ts": -0, "args": null}',
     '{"ph": "i", "name": "ab", "ts": -0.0, "dur": 1E-7, "args": {}}',
     '{"name": "no ph", "ts": 0.1, "dur": 123456789.123456789, "pid": 12345678901234567890}',
-    '{"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "ts": 5e-324, "dur": 1.7976931348623157e308, "args":'
-    ' {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": "1024", "Group size": 2.0,'
-    ' "Process Group Name": "0", "Process Group Description": {"desc": [true, false, null, 1.5]},'
-    ' "Process Group Ranks": "[0, 1]", "dtype": "Float", "wait_on_stream": 3, "cuda_sync_kind": "event",'
-    ' "wait_on_cuda_event_record_corr_id": 18446744073709551615000, "external id": 5, "Input dims": [[[1, 2]], []]}}',
+    (
+        '{"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "ts": 5e-324, "dur": 1.7976931348623157e308, "args":'
+        ' {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": "1024", "Group size": 2.0, "Process'
+        ' Group Name": "0", "Process Group Description": {"desc": [true, false, null, 1.5]}, "Process Group Ranks":'
+        ' "[0, 1]", "dtype": "Float", "wait_on_stream": 3, "cuda_sync_kind": "event",'
+        ' "wait_on_cuda_event_record_corr_id": 18446744073709551615000, "external id": 5, "Input dims": [[[1, 2]],'
+        " []]}}"
+    ),
     "{}",
     '{"ph": "X", "name": "deep but kept", "ts": 1, "dur": 2, "args": {"Input Dims": [[[[[[[[[[1]]]]]]]]]]}}',
 ]
@@ -126,8 +136,16 @@ def random_event(rng: random.Random, names: list[str]) -> dict[str, object]:
     """An event with a random choice of the fields the loader reads, each of a type it takes."""
 
     def number() -> object:
-        return rng.choice([rng.randint(-(10**6), 10**6), rng.random() * 10 ** rng.randint(-8, 15), rng.randint(0, 2**70),
-                           round(rng.uniform(0, 1e13), 3), 0, -0.0])  # fmt: skip
+        return rng.choice(
+            [
+                rng.randint(-(10**6), 10**6),
+                rng.random() * 10 ** rng.randint(-8, 15),
+                rng.randint(0, 2**70),
+                round(rng.uniform(0, 1e13), 3),
+                0,
+                -0.0,
+            ]
+        )
 
     def ident() -> object:
         return rng.choice([rng.randint(0, 2**40), rng.choice(names), None])
@@ -154,7 +172,10 @@ def random_event(rng: random.Random, names: list[str]) -> dict[str, object]:
         for key, make in (
             ("correlation", lambda: rng.choice([rng.randint(0, 2**62), None])),
             ("External id", lambda: rng.randint(0, 2**31)),
-            ("Input Dims", lambda: [[rng.randint(1, 4096) for _ in range(rng.randint(0, 4))] for _ in range(rng.randint(0, 3))]),
+            (
+                "Input Dims",
+                lambda: [[rng.randint(1, 4096) for _ in range(rng.randint(0, 4))] for _ in range(rng.randint(0, 3))],
+            ),
             ("stream", ident),
             ("bytes", lambda: rng.choice([number(), rng.choice(names)])),
             ("Process Group Ranks", lambda: rng.choice([[0, 1], "[0, 1]", {"a": [None, True]}, 3, 2.5, False])),
@@ -237,10 +258,19 @@ def load_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[object, obje
 
 def assert_same_trace(a: object, b: object) -> None:
     for family in FAMILIES:
-        assert [msgspec.json.encode(e) for e in getattr(a, family)] == [msgspec.json.encode(e) for e in getattr(b, family)], (
-            family
-        )
-    for field in ("thread_names", "devices", "distributed", "schema_version", "event_count", "skipped", "warnings", "et_ops"):
+        assert [msgspec.json.encode(e) for e in getattr(a, family)] == [
+            msgspec.json.encode(e) for e in getattr(b, family)
+        ], family
+    for field in (
+        "thread_names",
+        "devices",
+        "distributed",
+        "schema_version",
+        "event_count",
+        "skipped",
+        "warnings",
+        "et_ops",
+    ):
         assert getattr(a, field) == getattr(b, field), field
 
 
@@ -278,7 +308,9 @@ def test_filing_skips_files_names_and_correlates_as_the_loader(tmp_path: Path, m
     assert [e.cat for e in columnar.annotations] == ["user_annotation", "python_function"]
 
 
-def test_large_traces_are_filed_from_columns_small_ones_decoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_large_traces_are_filed_from_columns_small_ones_decoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """load_trace takes the columns from COLUMNAR_MIN_TEXT_BYTES of text on (a gzip file's estimated from its size):
     below, numba is not imported for a small trace."""
     import daydream.trace.filing as filing
@@ -326,7 +358,18 @@ def hostile(tmp_path: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    "kind", ["missing", "fifo", "socket", "directory", "loop", "whitespace", "truncated gzip", "gzip bomb", "number out of range"]
+    "kind",
+    [
+        "missing",
+        "fifo",
+        "socket",
+        "directory",
+        "loop",
+        "whitespace",
+        "truncated gzip",
+        "gzip bomb",
+        "number out of range",
+    ],
 )
 def test_hostile_files_get_the_same_message_through_the_columns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str

@@ -191,7 +191,9 @@ def test_hand_built_timeline(tmp_path: Path) -> None:
     assert modules == [("m", 0, 32, 3), ("m", 44, 10, 1)]
     kernels = sorted((e["name"], e["ts"] - o, e["dur"], e["cat"]) for e in trace["slices"][1, 5])
     assert kernels == [("k1", 12, 30, "kernel"), ("k2", 45, 5, "kernel")]
-    flows = sorted(((p["s"]["tid"], p["s"]["ts"] - o), (p["f"]["tid"], p["f"]["ts"] - o)) for p in trace["flows"].values())
+    flows = sorted(
+        ((p["s"]["tid"], p["s"]["ts"] - o), (p["f"]["tid"], p["f"]["ts"] - o)) for p in trace["flows"].values()
+    )
     assert flows == [((2, 5), (5, 12)), ((2, 38), (5, 45))]  # from inside each call to its kernel's start
     assert sorted(trace["flows"]) == [1, 2] and flows_of(trace, 1) == launch_edges(timeline)
     check_critical_path(trace, 1, timeline)
@@ -318,7 +320,9 @@ def test_run_that_removes_tasks_exports_the_baseline_whole(
     assert baseline == len(replay(shared_traces / HTA).timeline.nodes) > predicted
 
 
-def test_a_jobs_ranks_keep_their_threads_apart(shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_jobs_ranks_keep_their_threads_apart(
+    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     job = shared_traces / "param" / "dlrm8"
     if not job.is_dir():
         pytest.skip(f"{job} is absent")

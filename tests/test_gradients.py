@@ -50,7 +50,10 @@ def test_ddp_buckets_close_at_their_limits() -> None:
     buckets = ddp_buckets(grads)
     assert [[x.nbytes for x in b] for b in buckets] == [[2 * 2**20], [4096, 786432]]
     assert [bucket_ready(g, b) for b in buckets] == [ids["KA1"], ids["K2"]]
-    assert [[x.nbytes for x in b] for b in ddp_buckets(grads, cap=4096, first_cap=2 * 2**20 + 1)] == [[2 * 2**20, 4096], [786432]]
+    assert [[x.nbytes for x in b] for b in ddp_buckets(grads, cap=4096, first_cap=2 * 2**20 + 1)] == [
+        [2 * 2**20, 4096],
+        [786432],
+    ]
     with pytest.raises(DaydreamError, match="bucket sizes must be > 0"):
         ddp_buckets(grads, cap=0)
 
@@ -59,7 +62,8 @@ def test_gradient_buckets_from_a_script() -> None:
     g, ids = backward()
     s = Session(g)
     s.execute(
-        "let b = gradient_buckets()\nprint count(b), b[0][1], b[1][1], b[1][0].name[0]\nprint count(gradient_buckets(first = 4MiB))"
+        "let b = gradient_buckets()\nprint count(b), b[0][1], b[1][1], b[1][0].name[0]\nprint"
+        " count(gradient_buckets(first = 4MiB))"
     )
     assert s.printed == ["2 2097152 790528 gemm_wgrad_2", "1"]
 
@@ -67,8 +71,11 @@ def test_gradient_buckets_from_a_script() -> None:
 def test_missing_sizes_and_missing_gradients_are_clear_errors() -> None:
     g, ids = backward()
     g.nodes[ids["A2"]]["shapes"] = None
-    with pytest.raises(DaydreamError, match=r"^1 of 3 gradients have no recorded size, and nothing to estimate them from "
-                       r"\(no DDP all-reduces .*\): record the trace with shapes") as caught:  # fmt: skip
+    with pytest.raises(
+        DaydreamError,
+        match=r"^1 of 3 gradients have no recorded size, and nothing to estimate them from "
+        r"\(no DDP all-reduces .*\): record the trace with shapes",
+    ) as caught:
         gradients(g)
     assert "\n" not in str(caught.value)  # one line
     g.remove_nodes_from([ids["A1"], ids["KA1"], ids["A2"], ids["A3"]])
@@ -95,14 +102,20 @@ def test_a_trace_without_any_gradient_sizes_is_not_applicable() -> None:
     g, ids = backward()
     for a in ("A1", "A2", "A3"):
         g.nodes[ids[a]]["shapes"] = None
-    with pytest.raises(NotApplicable, match="ddp does not apply to this trace: 3 of 3 gradients have no recorded size, "
-                       "and nothing to estimate them from") as caught:  # fmt: skip
+    with pytest.raises(
+        NotApplicable,
+        match=(
+            "ddp does not apply to this trace: 3 of 3 gradients have no recorded size, "
+            "and nothing to estimate them from"
+        ),
+    ) as caught:
         run_whatif(g, [TRANSFORMS / "ddp.whatif"], params={"ranks": 8})
     assert caught.value.exit_code == 3 and "\n" not in str(caught.value)
 
 
 def test_an_execution_trace_that_did_not_give_the_sizes_is_named() -> None:
-    """With --et given (or found beside the trace) the message says why that one did not give the sizes, not to give one."""
+    """With --et given (or found beside the trace) the message says why that one did not give the sizes, not to give
+    one."""
     g, ids = backward()
     for a in ("A1", "A2", "A3"):
         g.nodes[ids[a]]["shapes"] = None
@@ -110,7 +123,10 @@ def test_an_execution_trace_that_did_not_give_the_sizes_is_named() -> None:
     with pytest.raises(DaydreamError) as caught:
         gradients(g)
     message = str(caught.value)
-    assert "the execution trace model_et.json" in message and "it was not used: its ops do not match the trace's" in message
+    assert (
+        "the execution trace model_et.json" in message
+        and "it was not used: its ops do not match the trace's" in message
+    )
     assert "give the execution trace that covers this step (--et)" not in message
 
 
@@ -125,10 +141,23 @@ def _unsized() -> tuple[nx.DiGraph, dict[str, int]]:
 
 
 def _bucket(g: nx.DiGraph, call: int, nbytes: int, dtype: str = "float", top_op: str = ACC) -> int:
-    """An all-reduce on stream 20 launched inside the AccumulateGrad call ``call`` (its top_op_id), as DDP's hook does."""
-    return add_task(g, f"ncclKernel_AllReduce_RING_LL_Sum_{dtype}(ncclDevComm*, unsigned long, ncclWork*)", "comm",
-                    "gpu:0/20", 30, start=200.0, step="s", phase="backward", top_op=top_op, top_op_id=call,
-                    collective="allreduce", bytes=nbytes, stream=20)  # fmt: skip
+    """An all-reduce on stream 20 launched inside the AccumulateGrad call ``call`` (its top_op_id), as DDP's hook
+    does."""
+    return add_task(
+        g,
+        f"ncclKernel_AllReduce_RING_LL_Sum_{dtype}(ncclDevComm*, unsigned long, ncclWork*)",
+        "comm",
+        "gpu:0/20",
+        30,
+        start=200.0,
+        step="s",
+        phase="backward",
+        top_op=top_op,
+        top_op_id=call,
+        collective="allreduce",
+        bytes=nbytes,
+        stream=20,
+    )
 
 
 def test_sizes_from_the_traced_ddp_buckets() -> None:
@@ -142,8 +171,10 @@ def test_sizes_from_the_traced_ddp_buckets() -> None:
     assert [x.nbytes for x in grads] == [2 * 2**20, 395264, 395264] and {x.source for x in grads} == {COLLECTIVES}
     assert sum(x.nbytes for x in grads) == 2 * 2**20 + 790528  # the buckets' bytes, all of them
     assert sizes.source == COLLECTIVES and sizes.estimated and sizes.error_pct == ESTIMATE_FLOOR_PCT
-    assert sizes.note() == ("gradient sizes estimated from the traced DDP all-reduces (2 buckets a step, 2,887,680 "
-                            "bytes, each split evenly over its gradients): +-5%")  # fmt: skip
+    assert (
+        sizes.note() == "gradient sizes estimated from the traced DDP all-reduces (2 buckets a step, 2,887,680 "
+        "bytes, each split evenly over its gradients): +-5%"
+    )
     # elements by the type the kernel's name says: a bf16 bucket of 1 MiB holds 512 Ki elements over its 3 gradients
     g, _ = _unsized()
     _bucket(g, 5, 2**20, dtype="bf16")
@@ -168,20 +199,64 @@ def test_sizes_from_the_forward_ops_weight_shapes() -> None:
     # backward pass reaches them in reverse: A1 the Linear's bias, A2 its weight, A3 the conv's
     g, _ = _unsized()
     fwd = {"step": "s", "phase": "forward"}
-    add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 5, start=-50.0, op="aten::cudnn_convolution", top_op="aten::conv2d",
-             top_op_id=10, shapes=[[8, 3, 32, 32], [16, 3, 3, 3], [], [], []], **fwd)  # fmt: skip
-    add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 5, start=-40.0, op="aten::addmm", top_op="aten::linear", top_op_id=11,
-             shapes=[[256], [64, 512], [512, 256], [], []], **fwd)  # fmt: skip
+    add_task(
+        g,
+        "cudaLaunchKernel",
+        "cpu",
+        "cpu:1/1",
+        5,
+        start=-50.0,
+        op="aten::cudnn_convolution",
+        top_op="aten::conv2d",
+        top_op_id=10,
+        shapes=[[8, 3, 32, 32], [16, 3, 3, 3], [], [], []],
+        **fwd,
+    )
+    add_task(
+        g,
+        "cudaLaunchKernel",
+        "cpu",
+        "cpu:1/1",
+        5,
+        start=-40.0,
+        op="aten::addmm",
+        top_op="aten::linear",
+        top_op_id=11,
+        shapes=[[256], [64, 512], [512, 256], [], []],
+        **fwd,
+    )
     # (no parameter)
-    add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 5, start=-30.0, op="aten::relu", top_op="aten::relu", top_op_id=12,
-             shapes=[[64, 256]], **fwd)  # fmt: skip
+    add_task(
+        g,
+        "cudaLaunchKernel",
+        "cpu",
+        "cpu:1/1",
+        5,
+        start=-30.0,
+        op="aten::relu",
+        top_op="aten::relu",
+        top_op_id=12,
+        shapes=[[64, 256]],
+        **fwd,
+    )
     grads, sizes = read_gradients(g, 1)
     assert [x.nbytes for x in grads] == [256, 512 * 256, 16 * 3 * 3 * 3] and sizes.source == WEIGHT_SHAPES
     assert sizes.error_pct == ESTIMATE_FLOOR_PCT  # as many as the gradients
     # a LayerNorm more (weight and bias, 256 each): 5 parameters for 3 gradients, spread over them by position; the
     # total kept, and the two that are one too many at most as large as the largest found
-    add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 5, start=-20.0, op="aten::native_layer_norm",
-             top_op="aten::layer_norm", top_op_id=13, shapes=[[64, 256], [], [256], [256], []], **fwd)  # fmt: skip
+    add_task(
+        g,
+        "cudaLaunchKernel",
+        "cpu",
+        "cpu:1/1",
+        5,
+        start=-20.0,
+        op="aten::native_layer_norm",
+        top_op="aten::layer_norm",
+        top_op_id=13,
+        shapes=[[64, 256], [], [256], [256], []],
+        **fwd,
+    )
     grads, sizes = read_gradients(g, 1)
     found = [432, 131072, 256, 256, 256]
     assert sum(x.nbytes for x in grads) == sum(found) and len(grads) == 3
@@ -200,9 +275,18 @@ def _optimizer_graph(n: int, calls: list[list[tuple[int, int]]]) -> nx.DiGraph:
         for depth, blocks in launches:
             common = {"step": "s", "phase": "optimizer", "op": "aten::_foreach_add_", "top_op_id": 1000 + c}
             call = add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 5, start=t, **common)
-            k = add_task(g, f"void at::native::multi_tensor_apply_kernel<at::native::TensorListMetadata<{depth}>, "
-                         "BinaryOpListAlphaFunctor<float>>", "gpu", "gpu:0/7", 20, start=t + 2, blocks=blocks,
-                         **{"class": "optimizer"}, **common)  # fmt: skip
+            k = add_task(
+                g,
+                f"void at::native::multi_tensor_apply_kernel<at::native::TensorListMetadata<{depth}>, "
+                "BinaryOpListAlphaFunctor<float>>",
+                "gpu",
+                "gpu:0/7",
+                20,
+                start=t + 2,
+                blocks=blocks,
+                **{"class": "optimizer"},
+                **common,
+            )
             add_dependency(g, call, k, "launch", lag=2)
             t += 30
     return g
@@ -238,7 +322,9 @@ def test_a_script_that_reads_estimated_sizes_says_so_and_widens_its_interval() -
     s.execute("print gradient_estimate()\nlet b = gradient_buckets()")
     assert s.printed[0].startswith("gradient sizes estimated from the traced DDP all-reduces (2 buckets a step")
     iv = predicted_interval(s.graph, [], {}, 100.0)
-    assert [(p.name, p.half_width_pct, p.extrapolated) for p in iv.parts] == [("gradient sizes", ESTIMATE_FLOOR_PCT, True)]
+    assert [(p.name, p.half_width_pct, p.extrapolated) for p in iv.parts] == [
+        ("gradient sizes", ESTIMATE_FLOOR_PCT, True)
+    ]
     assert iv.extrapolated and iv.driver == "gradient sizes"
     # recorded sizes: nothing to say, no part
     s = Session(backward()[0])
@@ -262,7 +348,9 @@ def test_a_fused_optimizer_kernel_keeps_its_blocks(tmp_path: Path, monkeypatch: 
             g = build_graph(load_trace(path))
             blocks = {a["name"]: a.get("blocks") for _, a in g.nodes(data=True) if a["kind"] == "gpu"}
             assert blocks["void at::native::multi_tensor_apply_kernel<sgd>"] == 227, (schema, threshold)
-            assert {n for n, b in blocks.items() if b is not None} == {"void at::native::multi_tensor_apply_kernel<sgd>"}
+            assert {n for n, b in blocks.items() if b is not None} == {
+                "void at::native::multi_tensor_apply_kernel<sgd>"
+            }
 
 
 # -- the real traces ---------------------------------------------------------------------------------------------------
@@ -335,12 +423,27 @@ def test_data_parallel_scripts_run_on_estimated_sizes_and_say_so(shared_traces: 
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "daydream", "run", str(shared_traces / "param" / "resnet_kineto.json.gz"),
-                          script, "-p", "ranks=8", "--json"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "daydream",
+            "run",
+            str(shared_traces / "param" / "resnet_kineto.json.gz"),
+            script,
+            "-p",
+            "ranks=8",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert any(
-        line.startswith("gradient sizes estimated from the optimizer's fused kernels (227 chunks") for line in doc["printed"]
+        line.startswith("gradient sizes estimated from the optimizer's fused kernels (227 chunks")
+        for line in doc["printed"]
     )
     iv = doc["predicted_interval"]
     part = next(p for p in iv["parts"] if p["name"] == "gradient sizes")

@@ -14,7 +14,15 @@ from whatif_graph import iteration
 from daydream.dsl import Session
 from daydream.errors import DaydreamError
 from daydream.graph import add_dependency, add_task
-from daydream.graph.edit import Placement, insert_task, scale, scale_each, set_attribute, set_each, typical_launch_call_us
+from daydream.graph.edit import (
+    Placement,
+    insert_task,
+    scale,
+    scale_each,
+    set_attribute,
+    set_each,
+    typical_launch_call_us,
+)
 from daydream.graph.order import topological_order
 from daydream.graph.select import select
 
@@ -128,8 +136,13 @@ def _launch_call_us_by_scan(graph: nx.DiGraph, kind: str) -> float:
     """The median launch-call cost from a pass over the whole graph."""
     from daydream.graph.edit import DEFAULT_LAUNCH_CALL_US
 
-    durations = [graph.nodes[u]["duration"] for v, a in graph.nodes(data=True) if a["kind"] == kind
-                 for u in graph.predecessors(v) if graph.edges[u, v]["kind"] == "launch"]  # fmt: skip
+    durations = [
+        graph.nodes[u]["duration"]
+        for v, a in graph.nodes(data=True)
+        if a["kind"] == kind
+        for u in graph.predecessors(v)
+        if graph.edges[u, v]["kind"] == "launch"
+    ]
     return statistics.median(durations) if durations else DEFAULT_LAUNCH_CALL_US
 
 
@@ -177,7 +190,12 @@ def test_the_launch_call_cost_is_what_a_pass_over_the_graph_gives_after_any_edit
                 launch_us = rng.choice([1.0, 10.0, 37.0]) if what == "insert_priced" else None
                 inserted.append(
                     insert_task(
-                        g, rng.choice(["gpu", "comm"]), f"k{step}", 1.0, Placement(after=rng.choice(on_s7)), launch_us=launch_us
+                        g,
+                        rng.choice(["gpu", "comm"]),
+                        f"k{step}",
+                        1.0,
+                        Placement(after=rng.choice(on_s7)),
+                        launch_us=launch_us,
                     )[-1]
                 )
             elif what == "scale_gpu":
@@ -204,7 +222,9 @@ def _order_predecessor(graph: nx.DiGraph, node: int) -> int | None:
 
 
 @pytest.mark.parametrize(("seed", "odd_start"), [(s, [None, "task", "anchor"][s % 3]) for s in range(9)])
-def test_a_task_inserted_on_another_thread_follows_the_latest_task_started_by_then(seed: int, odd_start: str | None) -> None:
+def test_a_task_inserted_on_another_thread_follows_the_latest_task_started_by_then(
+    seed: int, odd_start: str | None
+) -> None:
     """Placed by time on a stream that is not its anchor's: after the stream's task latest by (start, id) at or before
     its own (removed and queued tasks left out), as a pass over the stream finds it; with ties, tasks removed and
     queued ones, and (``odd_start``) a task or an anchor whose start is not a number."""
@@ -213,7 +233,9 @@ def test_a_task_inserted_on_another_thread_follows_the_latest_task_started_by_th
     rng = random.Random(seed)
     g = iteration()
     side = "gpu:0/9"
-    tasks = sorted((rng.choice([0.0, 15.0, 112.0, 132.0, 200.0, 332.0]), add_task(g, "s9", "gpu", side, 3.0)) for _ in range(12))
+    tasks = sorted(
+        (rng.choice([0.0, 15.0, 112.0, 132.0, 200.0, 332.0]), add_task(g, "s9", "gpu", side, 3.0)) for _ in range(12)
+    )
     for start, u in tasks:
         g.nodes[u]["start"] = start
     if odd_start == "task":
@@ -240,8 +262,11 @@ def test_a_task_inserted_on_another_thread_follows_the_latest_task_started_by_th
         if queued:
             continue
         placed += 1
-        earlier = [(float(b["start"]), u) for u, b in g.nodes(data=True)
-                   if b["thread"] == side and u != new and not b.get("queued") and (float(b["start"]), u) <= (key, new)]  # fmt: skip
+        earlier = [
+            (float(b["start"]), u)
+            for u, b in g.nodes(data=True)
+            if b["thread"] == side and u != new and not b.get("queued") and (float(b["start"]), u) <= (key, new)
+        ]
         assert _order_predecessor(g, new) == (max(earlier)[1] if earlier else None), (seed, step)
     assert placed > 5
 
@@ -249,7 +274,9 @@ def test_a_task_inserted_on_another_thread_follows_the_latest_task_started_by_th
 def test_a_call_inserted_at_another_cost_counts_once_durations_change_even_if_only_kernels_changed() -> None:
     g = iteration()
     for i, call in enumerate(u for u, a in g.nodes(data=True) if a["name"] == "cudaLaunchKernel"):
-        g.nodes[call]["duration"] = [4.0, 10.0, 7.0, 25.0, 13.0][i]  # the kernels' calls: 4, 10, 7, 13 (25: the all-reduce's)
+        g.nodes[call]["duration"] = [4.0, 10.0, 7.0, 25.0, 13.0][
+            i
+        ]  # the kernels' calls: 4, 10, 7, 13 (25: the all-reduce's)
     assert typical_launch_call_us(g, "gpu") == 8.5
     insert_task(g, "gpu", "x", 1.0, Placement(after=_kernel(g, "relu_kernel")), launch_us=37.0)
     assert typical_launch_call_us(g, "gpu") == 8.5  # kept through the insert

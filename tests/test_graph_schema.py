@@ -104,4 +104,7 @@ def test_graph_metadata_are_typed(tmp_path: Path) -> None:
     assert [r.rank for r in job.graph["ranks"]] == [0, 1] and job.graph["ranks"][0] is not ranks[0]
     assert job.graph["steps"][-1].measured_us == 1.0 and g.graph["steps"][-1].measured_us != 1.0  # a copy, not shared
     assert isinstance(job.graph["collectives"], schema.JobCollectives) and job.graph["collectives"].pricing is None
-    assert msgspec.convert(dict(job.graph), schema.GraphInfo, from_attributes=True)["collectives"] == job.graph["collectives"]
+    assert (
+        msgspec.convert(dict(job.graph), schema.GraphInfo, from_attributes=True)["collectives"]
+        == job.graph["collectives"]
+    )

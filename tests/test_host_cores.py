@@ -45,7 +45,9 @@ def test_which_ops_run_across_the_intra_op_threads() -> None:
     assert not runs_across_threads("aten::sqrt", None)  # recorded without shapes: the element count is unknown
     assert not runs_across_threads("aten::sqrt", [["not", "dims"]])
     # oneDNN's LSTM layers (nn.LSTM on the CPU), forward and backward: 1.8-1.9x slower on one thread, measured
-    assert runs_across_threads("aten::mkldnn_rnn_layer", None) and runs_across_threads("aten::mkldnn_rnn_layer_backward", None)
+    assert runs_across_threads("aten::mkldnn_rnn_layer", None) and runs_across_threads(
+        "aten::mkldnn_rnn_layer_backward", None
+    )
     # the default CPU generator fills a tensor on one thread (dropout's bernoulli_: 0.92x on one thread, measured);
     # a reduction such as `all` is a TensorIterator kernel (1.74x)
     assert not runs_across_threads("aten::bernoulli_", [[16, 96, 768], [], []])
@@ -57,7 +59,16 @@ def _linear_trace(tmp_path: Path, sidecar: dict[str, Any] | None) -> Path:
     """One step of `aten::linear` (100 us: t 10 us holding as_strided 4 us, addmm 80 us holding expand 5 us) then a
     relu below the grain size (30 us) and one above it (50 us), each op 10 us apart."""
     events = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 220, "args": {}},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 220,
+            "args": {},
+        },
         _event("aten::linear", 0, 100, [[128, 256], [256, 256], [256]]),
         _event("aten::t", 2, 10, [[256, 256]]),
         _event("aten::as_strided", 4, 4, [[256, 256], [], [], []]),
@@ -76,7 +87,9 @@ def _linear_trace(tmp_path: Path, sidecar: dict[str, Any] | None) -> Path:
 def test_the_graph_keeps_each_ops_threaded_time(tmp_path: Path) -> None:
     graph = build_graph(load_trace(_linear_trace(tmp_path, None)))
     by_name = {a["name"]: a for _, a in graph.nodes(data=True)}
-    assert by_name["aten::linear"]["parallel_us"] == pytest.approx(75.0)  # addmm's own time, not t's, expand's, linear's
+    assert by_name["aten::linear"]["parallel_us"] == pytest.approx(
+        75.0
+    )  # addmm's own time, not t's, expand's, linear's
     relus = sorted(a["parallel_us"] for _, a in graph.nodes(data=True) if a["name"] == "aten::relu")
     assert relus == pytest.approx([0.0, 50.0])
 
@@ -152,9 +165,11 @@ def test_a_given_efficiency_prices_the_recordings_host(tmp_path: Path) -> None:
     # unmeasured: the default, and the factor at both ends of what hosts showed, in the script's message
     default = run_whatif(graph, ["threads"], {"threads": 1, "recorded": 2})
     low, high = (2 * e for e in OBSERVED_EFFICIENCY)
-    assert default.printed == [f"threaded CPU work x 1.8 (the host's thread scaling is not measured: 0.9 per doubling taken; "
-                               f"hosts measured so far give x {low:g} to x {high:g} - give efficiency, or record with "
-                               f"daydream record)"]  # fmt: skip
+    assert default.printed == [
+        f"threaded CPU work x 1.8 (the host's thread scaling is not measured: 0.9 per doubling taken; "
+        f"hosts measured so far give x {low:g} to x {high:g} - give efficiency, or record with "
+        f"daydream record)"
+    ]
     given = run_whatif(graph, ["threads"], {"threads": 1, "recorded": 2, "efficiency": 0.74})
     assert given.printed == ["threaded CPU work x 1.48"]
     assert given.predicted.period_us - given.baseline.period_us == pytest.approx(125.0 * 0.48)
@@ -178,8 +193,18 @@ def _loading_trace(tmp_path: Path, threads: int, cores: int) -> Path:
     events = []
     for k in range(4):
         t = 1000.0 * k
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k + 1}", "pid": 1, "tid": 1,
-                       "ts": t, "dur": 1000, "args": {}})  # fmt: skip
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{k + 1}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 1000,
+                "args": {},
+            }
+        )
         events.append(_event(LOADER, t, 300, cat="user_annotation"))
         events.append(_event("aten::mm", t + 300, 400, [[512, 512], [512, 512]]))
         events.append(_event("aten::relu", t + 700, 300, [[64, 64]]))
@@ -235,8 +260,12 @@ def test_workers_on_a_trace_without_a_sidecar(tmp_path: Path) -> None:
     graph = build_graph(load_trace(tmp_path / "rank0.json"), "all")
     given = run_whatif(graph, ["dataloader"], {"workers": 2, "threads": 2, "handoff": 20})  # cores: one per thread
     assert given.predicted.period_us == pytest.approx(expected.predicted.period_us, rel=1e-9)
-    assert given.predicted.period_us == run_whatif(graph, ["dataloader"], {"workers": 2, "threads": 2, "cores": 2,
-                                                                              "handoff": 20}).predicted.period_us  # fmt: skip
+    assert (
+        given.predicted.period_us
+        == run_whatif(
+            graph, ["dataloader"], {"workers": 2, "threads": 2, "cores": 2, "handoff": 20}
+        ).predicted.period_us
+    )
     unknown = run_whatif(graph, ["dataloader"], {"workers": 2, "handoff": 20})
     assert list(unknown.timeline.step_periods().values())[1:] == pytest.approx([720.0] * 3)  # no sharing priced
     assert any("not modelled" in line for line in unknown.printed)

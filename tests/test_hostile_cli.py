@@ -22,15 +22,26 @@ MARKUP = "[/k]"  # a closing tag that matches nothing: rich.errors.MarkupError w
 STYLE = "[bold red]x"  # an opening tag: where it is read as markup the text vanishes into a style
 
 
-def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None,
-        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "daydream", *args], capture_output=True, text=True, timeout=60,
-                          input=stdin, env=env, cwd=cwd)  # fmt: skip
+def run(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "daydream", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def run_patched(patch: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The CLI's main() with ``patch`` (Python) run first: for failures no input can cause on purpose."""
-    code = f"import sys\nimport daydream.commands.cli as cli, daydream.commands.predict as predict\n{patch}\nraise SystemExit(cli.main(sys.argv[1:]))"
+    code = (
+        f"import sys\nimport daydream.commands.cli as cli, daydream.commands.predict as predict\n{patch}\nraise"
+        " SystemExit(cli.main(sys.argv[1:]))"
+    )
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60, env=env)
 
 
@@ -70,12 +81,15 @@ def markup_trace(tmp_path: Path) -> Path:
 # ---- outputs never overwrite inputs --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("command", "target"), [
-    *((c, t) for c in ("simulate", "run") for t in ("trace", "symlink", "hardlink", "sidecar")),
-    ("simulate", "et"),
-    ("run", "script"),
-    ("run", "included"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("command", "target"),
+    [
+        *((c, t) for c in ("simulate", "run") for t in ("trace", "symlink", "hardlink", "sidecar")),
+        ("simulate", "et"),
+        ("run", "script"),
+        ("run", "included"),
+    ],
+)
 def test_export_trace_onto_an_input_is_refused(tmp_path: Path, trace: Path, command: str, target: str) -> None:
     script, included = tmp_path / "main.whatif", tmp_path / "inc.whatif"
     script.write_text('include "inc.whatif"\n')
@@ -84,8 +98,15 @@ def test_export_trace_onto_an_input_is_refused(tmp_path: Path, trace: Path, comm
     os.link(trace, tmp_path / "hard.json.gz")
     et = tmp_path / "t.et.json"  # found next to the trace by its name, or given with --et
     et.write_text('{"nodes": []}')
-    out_path = {"trace": trace, "symlink": tmp_path / "link.json.gz", "hardlink": tmp_path / "hard.json.gz",
-                "sidecar": tmp_path / "t.daydream.json", "script": script, "included": included, "et": et}[target]  # fmt: skip
+    out_path = {
+        "trace": trace,
+        "symlink": tmp_path / "link.json.gz",
+        "hardlink": tmp_path / "hard.json.gz",
+        "sidecar": tmp_path / "t.daydream.json",
+        "script": script,
+        "included": included,
+        "et": et,
+    }[target]
     inputs = [trace, tmp_path / "t.daydream.json", script, included, tmp_path / "link.json.gz", et]
     before = snapshot(*inputs)
     args = ["simulate", str(trace)] if command == "simulate" else ["run", str(trace), str(script)]
@@ -110,12 +131,15 @@ def test_export_trace_onto_a_library_script_of_the_run_is_refused(tmp_path: Path
     assert "is an input of this run" in out.stderr and snapshot(lib) == before
 
 
-@pytest.mark.parametrize(("path", "message"), [
-    ("", "--export-trace: empty file name"),
-    ("  ", "--export-trace: empty file name"),
-    ("nodir/x.json", "directory nodir does not exist"),
-    (".", "is a directory"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("", "--export-trace: empty file name"),
+        ("  ", "--export-trace: empty file name"),
+        ("nodir/x.json", "directory nodir does not exist"),
+        (".", "is a directory"),
+    ],
+)
 def test_export_trace_bad_paths_are_errors(tmp_path: Path, trace: Path, path: str, message: str) -> None:
     before = set(tmp_path.iterdir())
     for args in (["simulate", str(trace)], ["run", str(trace), "batch_size"]):
@@ -141,17 +165,19 @@ def test_repl_save_onto_an_input_is_refused(tmp_path: Path, trace: Path) -> None
     (tmp_path / "link.json.gz").symlink_to(trace.name)
     inputs = [trace, tmp_path / "t.daydream.json", tmp_path / "inc.whatif", tmp_path / "link.json.gz"]
     before = snapshot(*inputs)
-    session = "\n".join([
-        'include "inc.whatif"',
-        ":undo",  # an include taken back is still a file the session read
-        f":save {trace}",
-        f":save {tmp_path / 'link.json.gz'}",
-        f":save {tmp_path / 't.daydream.json'}",
-        f":save {tmp_path / 'inc.whatif'}",
-        f":save {tmp_path / 'nodir' / 'x.whatif'}",
-        "scale cpu by 2",
-        f":save {tmp_path / 'ok.whatif'}",
-    ])  # fmt: skip
+    session = "\n".join(
+        [
+            'include "inc.whatif"',
+            ":undo",  # an include taken back is still a file the session read
+            f":save {trace}",
+            f":save {tmp_path / 'link.json.gz'}",
+            f":save {tmp_path / 't.daydream.json'}",
+            f":save {tmp_path / 'inc.whatif'}",
+            f":save {tmp_path / 'nodir' / 'x.whatif'}",
+            "scale cpu by 2",
+            f":save {tmp_path / 'ok.whatif'}",
+        ]
+    )
     out = run("repl", str(trace), stdin=session + "\n", cwd=tmp_path)
     assert_clean(out, 2)  # piped: a failed command makes the session fail
     assert out.stdout.count("is an input of this run") == 4, out.stdout
@@ -173,8 +199,10 @@ def test_markup_in_trace_names_prints_as_text(markup_trace: Path, args: list[str
 
 def test_markup_in_scripts_and_statements_prints_as_text(tmp_path: Path, markup_trace: Path) -> None:
     script = tmp_path / "[bold]odd name.whatif"
-    script.write_text(f'let x = select cpu where name ~ "k]{STYLE}"\nscale x by 2\nprint("{STYLE} {MARKUP}")\n'
-                      'let empty = select cpu where name ~ "[/nothing]zzz"\nscale empty by 2\n')  # fmt: skip
+    script.write_text(
+        f'let x = select cpu where name ~ "k]{STYLE}"\nscale x by 2\nprint("{STYLE} {MARKUP}")\n'
+        'let empty = select cpu where name ~ "[/nothing]zzz"\nscale empty by 2\n'
+    )
     before = snapshot(markup_trace, script)
     out = run("run", str(markup_trace), str(script))
     assert_clean(out, 0)
@@ -203,9 +231,10 @@ def test_error_messages_with_brackets_print(tmp_path: Path) -> None:
 
 def test_python_warnings_are_one_clean_line(trace: Path) -> None:
     # a library's warning raised during a command (as re's FutureWarning "Possible nested set" once was)
-    patch = ("import warnings\n_real = predict._cmd_simulate\n"
-             "def sim(args):\n    warnings.warn('Possible nested set at position 1 [/k]', FutureWarning)\n    return _real(args)\n"
-             "predict._cmd_simulate = sim")  # fmt: skip
+    patch = (
+        "import warnings\n_real = predict._cmd_simulate\ndef sim(args):\n    warnings.warn('Possible nested set at"
+        " position 1 [/k]', FutureWarning)\n    return _real(args)\npredict._cmd_simulate = sim"
+    )
     out = run_patched(patch, "simulate", str(trace), "--json")
     assert_clean(out, 0)
     lines = [line for line in out.stderr.splitlines() if "warning" in line.lower()]
@@ -214,21 +243,26 @@ def test_python_warnings_are_one_clean_line(trace: Path) -> None:
 
 
 def test_numpy_floating_errors_do_not_print(trace: Path) -> None:
-    patch = ("import numpy as np\n_real = predict._cmd_simulate\n"
-             "def sim(args):\n    a = np.array([1e308, 0.0])\n    _ = a * 10, a / 0, np.log(-a)\n    return _real(args)\n"
-             "predict._cmd_simulate = sim")  # fmt: skip
+    patch = (
+        "import numpy as np\n_real = predict._cmd_simulate\n"
+        "def sim(args):\n    a = np.array([1e308, 0.0])\n    _ = a * 10, a / 0, np.log(-a)\n    return _real(args)\n"
+        "predict._cmd_simulate = sim"
+    )
     out = run_patched(patch, "simulate", str(trace), "--json")
     assert_clean(out, 0)
     assert "RuntimeWarning" not in out.stderr and "overflow" not in out.stderr and "invalid value" not in out.stderr
 
 
-@pytest.mark.parametrize(("exc", "code", "message"), [
-    ("ValueError('boom [/k]')", 70, "daydream: internal error: ValueError: boom [/k]"),
-    ("KeyError('x')", 70, "daydream: internal error: KeyError"),
-    ("RecursionError('maximum recursion depth exceeded')", 1, "daydream: error: input too deeply nested"),
-    ("MemoryError()", 1, "daydream: error: out of memory: the work needs more than this process may have"),
-    ("KeyboardInterrupt()", 130, "daydream: interrupted"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("exc", "code", "message"),
+    [
+        ("ValueError('boom [/k]')", 70, "daydream: internal error: ValueError: boom [/k]"),
+        ("KeyError('x')", 70, "daydream: internal error: KeyError"),
+        ("RecursionError('maximum recursion depth exceeded')", 1, "daydream: error: input too deeply nested"),
+        ("MemoryError()", 1, "daydream: error: out of memory: the work needs more than this process may have"),
+        ("KeyboardInterrupt()", 130, "daydream: interrupted"),
+    ],
+)
 def test_unexpected_exceptions_are_one_line(trace: Path, exc: str, code: int, message: str) -> None:
     patch = f"def boom(args):\n    raise {exc}\npredict._cmd_simulate = boom"
     out = run_patched(patch, "simulate", str(trace))
@@ -243,8 +277,13 @@ def test_unexpected_exceptions_are_one_line(trace: Path, exc: str, code: int, me
 def test_deeply_nested_inputs_are_errors(tmp_path: Path) -> None:
     depth = 100_000
     deep_trace = tmp_path / "deep.json"
-    deep_trace.write_text('{"traceEvents":[{"ph":"X","cat":"cpu_op","name":"x","ts":1,"dur":1,"pid":1,"tid":1,"args":{"a":'
-                          + '{"a":' * depth + "1" + "}" * depth + "}}]}")  # fmt: skip
+    deep_trace.write_text(
+        '{"traceEvents":[{"ph":"X","cat":"cpu_op","name":"x","ts":1,"dur":1,"pid":1,"tid":1,"args":{"a":'
+        + '{"a":' * depth
+        + "1"
+        + "}" * depth
+        + "}}]}"
+    )
     deep_script = tmp_path / "deep.whatif"
     deep_script.write_text("let x = " + "[" * depth + "]" * depth + "\n")
     for args in (["simulate", str(deep_trace)], ["check", str(deep_script)]):

@@ -1,6 +1,7 @@
 """Hostile input, second round: outputs never land on a run's inputs (whatever command, whatever input), sizes a file
 states are bounded before anything is sized by them, untrusted names never make an internal error, and files named in
-TOML are sandboxed as includes are. Each test is a case an attacker tried by hand (issue 50); each failed before its fix.
+TOML are sandboxed as includes are. Each test is a case an attacker tried by hand (issue 50); each failed before its
+fix.
 
 Special files are look-alikes made in a temporary folder (FIFOs, a file of zeros), never the machine's own.
 """
@@ -23,8 +24,9 @@ from daydream.api.demo import bundled_example
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daydream", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "daydream", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
 
 
 def clean(out: subprocess.CompletedProcess[str], code: int, *words: str) -> None:
@@ -74,11 +76,17 @@ def test_run_and_report_outputs_never_overwrite_an_include(tmp_path: Path, trace
     part = tmp_path / "sub" / "part.whatif"
     part.write_text("scale cpu by 0.9\n")
     before = snapshot(part)
-    clean(cli("run", str(trace), str(tmp_path / "main.whatif"), "--export-trace", str(part)), 1, "is an input of this run")
+    clean(
+        cli("run", str(trace), str(tmp_path / "main.whatif"), "--export-trace", str(part)), 1, "is an input of this run"
+    )
     # a report folder whose report.json is (a link to) an included script
     (tmp_path / "rep").mkdir()
     (tmp_path / "rep" / "report.json").symlink_to(part)
-    clean(cli("report", str(trace), str(tmp_path / "main.whatif"), "--out", str(tmp_path / "rep")), 1, "is an input of this run")
+    clean(
+        cli("report", str(trace), str(tmp_path / "main.whatif"), "--out", str(tmp_path / "rep")),
+        1,
+        "is an input of this run",
+    )
     assert snapshot(part) == before
 
 
@@ -103,10 +111,16 @@ def test_a_rank_number_in_a_file_name_is_bounded(tmp_path: Path) -> None:
     clean(got, 1, "rank 99999999999 (from its file name): a job has at most 1,048,576 ranks")
 
 
-@pytest.mark.parametrize(("info", "message"), [
-    ({"rank": 0, "world_size": 100_000_000_000}, "distributedInfo.world_size = 100000000000 ignored: a job has 1 to 1,048,576 ranks"),
-    ({"rank": 5, "world_size": 4}, "distributedInfo.rank = 5 ignored: a rank is below its world_size 4"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("info", "message"),
+    [
+        (
+            {"rank": 0, "world_size": 100_000_000_000},
+            "distributedInfo.world_size = 100000000000 ignored: a job has 1 to 1,048,576 ranks",
+        ),
+        ({"rank": 5, "world_size": 4}, "distributedInfo.rank = 5 ignored: a rank is below its world_size 4"),
+    ],
+)
 def test_a_world_size_in_a_trace_is_bounded(tmp_path: Path, info: dict[str, int], message: str) -> None:
     """A world size of 1e11 built a list of that many ranks (3.7 GB in 27 s, then out of memory): a value out of range
     is dropped, with a warning, before anything is sized by it."""
@@ -132,12 +146,17 @@ def npy_with_header(path: Path, shape: tuple[int, ...], payload: bytes = b"") ->
     return path
 
 
-@pytest.mark.parametrize(("shape", "message"), [
-    ((1, 10**12), "its header says (1, 1000000000000) int64"),  # a table per column: 10^12 of them
-    ((10**11,), "its header says (100000000000,) int64"),  # a permutation of every sampling unit
-    ((10**13, 2), "its header says (10000000000000, 2) int64"),
-])  # fmt: skip
-def test_an_npy_header_that_lies_about_its_size_is_refused(tmp_path: Path, shape: tuple[int, ...], message: str) -> None:
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        ((1, 10**12), "its header says (1, 1000000000000) int64"),  # a table per column: 10^12 of them
+        ((10**11,), "its header says (100000000000,) int64"),  # a permutation of every sampling unit
+        ((10**13, 2), "its header says (10000000000000, 2) int64"),
+    ],
+)
+def test_an_npy_header_that_lies_about_its_size_is_refused(
+    tmp_path: Path, shape: tuple[int, ...], message: str
+) -> None:
     f = npy_with_header(tmp_path / "lies.npy", shape, np.arange(64, dtype=np.int64).tobytes())
     got = cli("embeddings", "profile", str(f), "--budget", "1MB", "--dim", "8", timeout=30)
     clean(got, 1, message, "512 bytes follow it: truncated, or not what it claims")
@@ -146,18 +165,33 @@ def test_an_npy_header_that_lies_about_its_size_is_refused(tmp_path: Path, shape
 def test_many_columns_within_the_file_still_hit_the_table_bound(tmp_path: Path) -> None:
     f = tmp_path / "wide.npy"
     np.save(f, np.zeros((2, 5000), dtype=np.int32))
-    clean(cli("embeddings", "profile", str(f), "--budget", "1MB", "--dim", "8", timeout=30), 1,
-          "5,000 columns, each a table: at most 4,096 tables in all")  # fmt: skip
+    clean(
+        cli("embeddings", "profile", str(f), "--budget", "1MB", "--dim", "8", timeout=30),
+        1,
+        "5,000 columns, each a table: at most 4,096 tables in all",
+    )
 
 
-@pytest.mark.parametrize(("index", "extra", "message"), [
-    (2_000_000_000, [], "index 2,000,000,000 at input 3: daydream counts each row's lookups, for tables of at most"),
-    (2**62, [], "index 4,611,686,018,427,387,904 at input 3"),
-    (5, ["--rows", "999999999999999999999"], "a number is finite and at most 10^18 in magnitude"),  # refused as read
-    (5, ["--seed", "-1"], "seed: a whole number from 0 to 2^63 - 1, not -1"),
-])  # fmt: skip
-def test_an_index_or_row_count_never_sizes_memory_past_the_bound(tmp_path: Path, index: int, extra: list[str],
-                                                                   message: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("index", "extra", "message"),
+    [
+        (
+            2_000_000_000,
+            [],
+            "index 2,000,000,000 at input 3: daydream counts each row's lookups, for tables of at most",
+        ),
+        (2**62, [], "index 4,611,686,018,427,387,904 at input 3"),
+        (
+            5,
+            ["--rows", "999999999999999999999"],
+            "a number is finite and at most 10^18 in magnitude",
+        ),  # refused as read
+        (5, ["--seed", "-1"], "seed: a whole number from 0 to 2^63 - 1, not -1"),
+    ],
+)
+def test_an_index_or_row_count_never_sizes_memory_past_the_bound(
+    tmp_path: Path, index: int, extra: list[str], message: str
+) -> None:
     values = np.arange(8, dtype=np.int64)
     values[3] = index
     f = tmp_path / "idx.npy"
@@ -197,12 +231,16 @@ def test_an_op_named_as_math_text_reports(tmp_path: Path) -> None:
 
 
 def test_a_failed_report_leaves_no_half_written_folder(tmp_path: Path, trace: Path) -> None:
-    code = ("import sys, daydream.presentation.plots as p, daydream.commands.cli as cli\n"
-            "def boom(*a, **k): raise RuntimeError('drawing failed')\n"
-            "p.timeline_figure = boom\n"
-            "raise SystemExit(cli.main(sys.argv[1:]))\n")  # fmt: skip
+    code = (
+        "import sys, daydream.presentation.plots as p, daydream.commands.cli as cli\n"
+        "def boom(*a, **k): raise RuntimeError('drawing failed')\n"
+        "p.timeline_figure = boom\n"
+        "raise SystemExit(cli.main(sys.argv[1:]))\n"
+    )
     out = tmp_path / "rep"
-    got = subprocess.run([sys.executable, "-c", code, "report", str(trace), "--out", str(out)], capture_output=True, text=True)
+    got = subprocess.run(
+        [sys.executable, "-c", code, "report", str(trace), "--out", str(out)], capture_output=True, text=True
+    )
     assert got.returncode == 70 and not out.exists(), got.stderr  # the figures drawn before the failure are gone too
 
 
@@ -210,9 +248,14 @@ def test_a_trace_name_with_an_undecodable_byte(tmp_path: Path) -> None:
     name = os.fsdecode(b"t\xff.json.gz")
     shutil.copyfile(bundled_example(), tmp_path / name)
     (tmp_path / "s.toml").write_text('[[scenario]]\nname = "x"\nscripts = ["batch_size"]\n')
-    for args in (["simulate", name, "--json"], ["run", name, "batch_size", "--json"], ["demo", name, "--json"],
-                 ["simulate", name, "--export-trace", "o.json"], ["report", name, "batch_size", "--out", "rep"],
-                 ["compare", name, "s.toml", "--json"]):  # fmt: skip
+    for args in (
+        ["simulate", name, "--json"],
+        ["run", name, "batch_size", "--json"],
+        ["demo", name, "--json"],
+        ["simulate", name, "--export-trace", "o.json"],
+        ["report", name, "batch_size", "--out", "rep"],
+        ["compare", name, "s.toml", "--json"],
+    ):
         got = cli(*args, cwd=tmp_path)
         clean(got, 0)
         if "--json" in args:
@@ -242,7 +285,9 @@ def test_scripts_named_in_a_scenarios_file_stay_in_its_folder(tmp_path: Path, tr
 def test_scripts_named_in_a_cases_file_stay_in_its_folder(tmp_path: Path, trace: Path) -> None:
     cases = tmp_path / "cases.toml"
     shutil.copyfile(trace, tmp_path / "after.json.gz")
-    cases.write_text('[[case]]\nname = "x"\nbefore = ["t.json.gz"]\nafter = ["after.json.gz"]\nscripts = ["/etc/passwd"]\n')
+    cases.write_text(
+        '[[case]]\nname = "x"\nbefore = ["t.json.gz"]\nafter = ["after.json.gz"]\nscripts = ["/etc/passwd"]\n'
+    )
     got = cli("validate", str(cases))
     assert got.returncode in (1, 2) and "Traceback" not in got.stderr and "root:x" not in got.stderr, got.stderr
     assert "refused: only .whatif files are scripts" in got.stderr

@@ -51,11 +51,19 @@ _SWALLOWING = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize(("signum", "status", "line"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
+@pytest.mark.parametrize(
+    ("signum", "status", "line"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")]
+)
 def test_a_signal_ends_a_command_that_swallows_it(tmp_path: Path, signum: int, status: int, line: str) -> None:
     tmp = tmp_path / ".out.daydream-1-x.tmp"
-    proc = subprocess.Popen([sys.executable, "-c", _SWALLOWING, str(tmp)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SWALLOWING, str(tmp)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         assert tmp.exists()
@@ -86,8 +94,13 @@ def test_a_handled_interrupt_stands_the_watchdog_down(tmp_path: Path) -> None:
             print("went on", flush=True)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         proc.send_signal(signal.SIGINT)
@@ -121,8 +134,16 @@ def _units(graph: Any, text: str, setup: str = "") -> int:
     return s.budget.used  # each run is charged afresh
 
 
-WALKS = ["tensor_parallel_pairs()", "linears()", "pipeline_stages(1)", "gradients_missing()", "gradient_estimate()",
-         "gradients()", "gradient_buckets()", "compute_dtype()"]  # fmt: skip
+WALKS = [
+    "tensor_parallel_pairs()",
+    "linears()",
+    "pipeline_stages(1)",
+    "gradients_missing()",
+    "gradient_estimate()",
+    "gradients()",
+    "gradient_buckets()",
+    "compute_dtype()",
+]
 
 
 @pytest.mark.parametrize("call", WALKS)
@@ -152,7 +173,9 @@ def test_the_call_cache_holds_a_bounded_number_of_items(example_graph: Any, monk
     assert _units(example_graph, "let r = repeats(cpu)\nlet s = repeats(cpu)") >= 2 * once
 
 
-def test_without_the_cache_a_loop_of_walks_runs_out_of_budget(example_graph: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_cache_a_loop_of_walks_runs_out_of_budget(
+    example_graph: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A loop whose every call walks the graph (the cache off: a graph changed between calls) is stopped by the
     budget: 1,000 iterations of a few units each would fit it; 1,000 walks do not."""
     from daydream.dsl import Session, evaluate
@@ -188,7 +211,9 @@ def test_a_select_that_matches_nothing_is_charged_its_hints_walk(example_graph: 
     assert _units(example_graph, 'remove select cpu where name == "nothing"') >= len(example_graph)
 
 
-def test_predicted_on_an_unchanged_graph_reads_the_step_once(example_graph: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_predicted_on_an_unchanged_graph_reads_the_step_once(
+    example_graph: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`predicted` in a loop is not charged (nothing to simulate): it must not read the timeline's tasks each time."""
     from daydream.dsl import Session
     from daydream.simulation import Timeline
@@ -226,7 +251,9 @@ def _tiny_events(path: Path, n: int) -> Path:
     return path
 
 
-def test_a_trace_that_would_not_fit_is_refused_before_it_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trace_that_would_not_fit_is_refused_before_it_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A 7.7 MB .gz of tiny events reached 5.6 GB: the load estimates its memory from its text and events as it
     reads, and refuses past the limit in one line naming the figure and how to raise it."""
     from daydream.errors import TraceError
@@ -249,8 +276,14 @@ def test_a_trace_that_would_not_fit_is_refused_before_it_is_built(tmp_path: Path
 def test_the_default_memory_limit_follows_the_address_space_limit() -> None:
     """Under `prlimit --as` (the issue's 6 GB cap) the limit is a fraction of what the process may still map."""
     code = "from daydream.memory_limit import memory_limit; print(memory_limit())"
-    out = subprocess.run(["prlimit", "--as=3000000000", sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    out = subprocess.run(
+        ["prlimit", "--as=3000000000", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if out.returncode != 0 and "prlimit" in out.stderr:
         pytest.skip("prlimit is not usable here")
     assert out.returncode == 0, out.stderr
@@ -296,7 +329,9 @@ def _tables(n: int, seed: int) -> list[Any]:
     from daydream.perf.embeddings.sharding import Table
 
     rng = random.Random(seed)
-    return [Table(f"t{i}", rng.randint(1_000, 10_000_000), rng.choice([32, 64, 128]), rng.uniform(1, 100)) for i in range(n)]
+    return [
+        Table(f"t{i}", rng.randint(1_000, 10_000_000), rng.choice([32, 64, 128]), rng.uniform(1, 100)) for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("memory", [None, 2e9])
@@ -320,8 +355,9 @@ def test_a_neighbours_key_in_constant_time_is_the_key_summed_afresh(memory: floa
         if a[t] != a[u]:
             swapped = list(a)
             swapped[t], swapped[u] = a[u], a[t]
-            got = sums.changed(a[t], a[u], p.fwd[t] - p.fwd[u], p.bwd[t] - p.bwd[u], p.width[t] - p.width[u],
-                               p.mem[t] - p.mem[u])  # fmt: skip
+            got = sums.changed(
+                a[t], a[u], p.fwd[t] - p.fwd[u], p.bwd[t] - p.bwd[u], p.width[t] - p.width[u], p.mem[t] - p.mem[u]
+            )
             assert got == pytest.approx(p.key(swapped), rel=1e-9), (t, u)
 
 
@@ -329,8 +365,9 @@ def test_the_search_stops_at_its_neighbours_and_says_so() -> None:
     from daydream.perf.embeddings.sharding import ShardingProblem, best_plan
 
     looked: list[int] = []
-    plan = best_plan(ShardingProblem(_tables(300, 2), 8, 8192, "V100", "nvlink2"), max_neighbours=200_000,
-                     work=looked.append)  # fmt: skip
+    plan = best_plan(
+        ShardingProblem(_tables(300, 2), 8, 8192, "V100", "nvlink2"), max_neighbours=200_000, work=looked.append
+    )
     assert 0 < sum(looked) <= 200_000
     assert plan.sharder.endswith(f"stopped after {sum(looked):,} neighbours"), plan.sharder
 
@@ -360,8 +397,13 @@ def test_worker_count_caps_at_the_cores_and_says_so() -> None:
 @pytest.mark.parametrize("jobs", ["0", "-1"])
 def test_cli_refuses_jobs_below_one(command: str, jobs: str) -> None:
     args = {"simulate": ["t.json"], "compare": ["t.json", "s.toml"], "plan": ["t.json", "--gpus", "2"], "validate": []}
-    out = subprocess.run([sys.executable, "-m", "daydream", command, *args[command], "--jobs", jobs],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", command, *args[command], "--jobs", jobs],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 1, out.stderr  # a flag's value that cannot be used: an input error, as --tolerance x
     assert "--jobs" in out.stderr and "at least 1" in out.stderr and "Traceback" not in out.stderr
 

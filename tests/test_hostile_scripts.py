@@ -46,8 +46,13 @@ POSITIONED = re.compile(r"^(\S+):(\d+):(\d+): ")
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daydream", "run", bundled_example(), *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "daydream", "run", bundled_example(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
 
 
 def script_error(tmp_path: Path, text: str, *extra: str, code: int = 2) -> str:
@@ -89,16 +94,21 @@ def test_a_million_nested_parentheses_fail_in_milliseconds() -> None:
     assert time.monotonic() - start < 1
 
 
-@pytest.mark.parametrize("text", [
-    "print " + "1 + " * 1000 + "1",  # a chain of operators: no brackets, but a tree 1,000 deep
-    "print " + "-" * 5000 + "1",
-    "print " + "not " * 2000 + "true",
-    "print 2" + " ** 2" * 1000,
-    "let x = select where " + " or ".join(f'name == "{i}"' for i in range(500)),
-    "if true {\n" * 101 + "print 1\n" + "}\n" * 101,
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        "print " + "1 + " * 1000 + "1",  # a chain of operators: no brackets, but a tree 1,000 deep
+        "print " + "-" * 5000 + "1",
+        "print " + "not " * 2000 + "true",
+        "print 2" + " ** 2" * 1000,
+        "let x = select where " + " or ".join(f'name == "{i}"' for i in range(500)),
+        "if true {\n" * 101 + "print 1\n" + "}\n" * 101,
+    ],
+)
 def test_expressions_nested_deeper_than_the_limit_are_a_positioned_error(text: str) -> None:
-    with pytest.raises(ScriptError, match=r"^deep.whatif:\d+:\d+: (nested more than 100 levels|more than 100 brackets)"):
+    with pytest.raises(
+        ScriptError, match=r"^deep.whatif:\d+:\d+: (nested more than 100 levels|more than 100 brackets)"
+    ):
         parse_script(text, "deep.whatif")
     with pytest.raises(ScriptError, match=r"nested more than 100 levels|more than 100 brackets"):
         parse_expression(text.split(" ", 1)[1] if text.startswith("print") else "(" * 101 + "1" + ")" * 101, "-p x")
@@ -189,51 +199,57 @@ def test_an_error_shows_at_most_200_characters_of_a_long_line() -> None:
 # ---- 3. arithmetic and non-finite numbers -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "match"), [
-    ("print 9 ** 9 ** 9", r"9 \*\* 387420489 has more than 1,000 bits"),
-    ("print 2 ** 1001", r"more than 1,000 bits"),
-    ('print "x" * 10000000000', r"a string of 10,000,000,000 characters: strings hold at most 1,000,000"),
-    ("print [1] * 10000000000", r"a list of size 10,000,000,000: a list holds at most 10,000,000"),
-    ('let s = "ab"\nfor i in range(40) { let s = s + s }', r"strings hold at most 1,000,000"),
-    ("let l = [1, 2]\nfor i in range(40) { let l = l + l }", r"a list holds at most 10,000,000"),
-    ("print count(range(1000000000))", r"range\(\): 1,000,000,000 numbers; a list holds at most 10,000,000"),
-    ("print [1][1e308 * 10]", r"past the largest number"),
-    ("print [1][1e300 * 1e300]", r"past the largest number"),
-    ("print 1e308 * 10", r"the result is past the largest number, about 1.8e308"),
-    ("print 10.0 ** 400", r"past the largest number"),
-    ("print (-8) ** 0.5", r"\(-8\) \*\* 0.5 is a complex number"),
-    ('print "%0999999999d" % 1', r"cannot take the remainder of a string and a number"),
-    ("print sum([1e308, 1e308])", r"sum\(\): intermediate overflow"),
-    ("print exp(1000)", r"exp\(1000\): math range error"),
-    ("print floor(1.7e308)", r"floor\(\) gave a whole number of more than 1,000 bits"),
-    ("set kernel.duration = 1e308 * 10", r"past the largest number"),
-    ("set kernel.duration = 1e300", r"duration must be at most 1e\+15 us"),
-    ("scale kernel by 1e300", r"makes a duration over 1e\+15 us"),
-    ('insert gpu "k" after first(kernel) duration 1e300', r"a duration is a number of microseconds"),
-    ("print allreduce(1MB, ranks = 1e300 ** 2)", r"past the largest number"),
-    ("print gemm(1e300, 1, 1)", r"gemm\(\): m must be at most 2\*\*53"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("print 9 ** 9 ** 9", r"9 \*\* 387420489 has more than 1,000 bits"),
+        ("print 2 ** 1001", r"more than 1,000 bits"),
+        ('print "x" * 10000000000', r"a string of 10,000,000,000 characters: strings hold at most 1,000,000"),
+        ("print [1] * 10000000000", r"a list of size 10,000,000,000: a list holds at most 10,000,000"),
+        ('let s = "ab"\nfor i in range(40) { let s = s + s }', r"strings hold at most 1,000,000"),
+        ("let l = [1, 2]\nfor i in range(40) { let l = l + l }", r"a list holds at most 10,000,000"),
+        ("print count(range(1000000000))", r"range\(\): 1,000,000,000 numbers; a list holds at most 10,000,000"),
+        ("print [1][1e308 * 10]", r"past the largest number"),
+        ("print [1][1e300 * 1e300]", r"past the largest number"),
+        ("print 1e308 * 10", r"the result is past the largest number, about 1.8e308"),
+        ("print 10.0 ** 400", r"past the largest number"),
+        ("print (-8) ** 0.5", r"\(-8\) \*\* 0.5 is a complex number"),
+        ('print "%0999999999d" % 1', r"cannot take the remainder of a string and a number"),
+        ("print sum([1e308, 1e308])", r"sum\(\): intermediate overflow"),
+        ("print exp(1000)", r"exp\(1000\): math range error"),
+        ("print floor(1.7e308)", r"floor\(\) gave a whole number of more than 1,000 bits"),
+        ("set kernel.duration = 1e308 * 10", r"past the largest number"),
+        ("set kernel.duration = 1e300", r"duration must be at most 1e\+15 us"),
+        ("scale kernel by 1e300", r"makes a duration over 1e\+15 us"),
+        ('insert gpu "k" after first(kernel) duration 1e300', r"a duration is a number of microseconds"),
+        ("print allreduce(1MB, ranks = 1e300 ** 2)", r"past the largest number"),
+        ("print gemm(1e300, 1, 1)", r"gemm\(\): m must be at most 2\*\*53"),
+    ],
+)
 def test_results_are_bounded_before_they_are_made(text: str, match: str) -> None:
     fails(text, match)
 
 
-@pytest.mark.parametrize(("value", "text", "match"), [
-    (math.inf, "print range(v)", r"range\(\): a count must be a whole number >= 0 \(got inf\)"),
-    (math.nan, "print first(kernel, v)", r"first\(\): a count must be a whole number >= 0 \(got nan\)"),
-    (math.inf, "print [1, 2][v]", r"an index is a whole number, not inf"),
-    (math.nan, "print round(1.5, v)", r"round\(\): a count must be a whole number"),
-    (math.inf, "print allreduce(1MB, ranks = v)", r"allreduce\(\): ranks must be a finite number, not inf"),
-    (math.nan, "print allreduce(1MB, ranks = v)", r"allreduce\(\): ranks must be a finite number, not nan"),
-    (math.inf, "print gemm(v, 1, 1)", r"gemm\(\): m must be a finite number"),
-    (math.nan, "print embedding_bag(v, 1, 1, 1, 1)", r"embedding_bag\(\): batch must be a finite number"),
-    (math.inf, "print gradients(element_bytes = v)", r"gradients\(\): element_bytes must be a whole number"),
-    (math.inf, "set kernel.duration = v", r"duration must be a finite number"),
-    (math.nan, "set kernel.weight = v", r"weight must be a finite number"),
-    (math.inf, 'insert gpu "k" after first(kernel) duration 1us on v', r"'on' takes a stream number"),
-    (math.inf, 'insert gpu "k" after first(kernel) duration 1us launch v', r"a launch call takes a number"),
-    (math.nan, "scale kernel by v", r"a scale factor must be a finite number"),
-    (math.nan, "schedule priority v\nprint predicted", r"a schedule priority must be a number"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "text", "match"),
+    [
+        (math.inf, "print range(v)", r"range\(\): a count must be a whole number >= 0 \(got inf\)"),
+        (math.nan, "print first(kernel, v)", r"first\(\): a count must be a whole number >= 0 \(got nan\)"),
+        (math.inf, "print [1, 2][v]", r"an index is a whole number, not inf"),
+        (math.nan, "print round(1.5, v)", r"round\(\): a count must be a whole number"),
+        (math.inf, "print allreduce(1MB, ranks = v)", r"allreduce\(\): ranks must be a finite number, not inf"),
+        (math.nan, "print allreduce(1MB, ranks = v)", r"allreduce\(\): ranks must be a finite number, not nan"),
+        (math.inf, "print gemm(v, 1, 1)", r"gemm\(\): m must be a finite number"),
+        (math.nan, "print embedding_bag(v, 1, 1, 1, 1)", r"embedding_bag\(\): batch must be a finite number"),
+        (math.inf, "print gradients(element_bytes = v)", r"gradients\(\): element_bytes must be a whole number"),
+        (math.inf, "set kernel.duration = v", r"duration must be a finite number"),
+        (math.nan, "set kernel.weight = v", r"weight must be a finite number"),
+        (math.inf, 'insert gpu "k" after first(kernel) duration 1us on v', r"'on' takes a stream number"),
+        (math.inf, 'insert gpu "k" after first(kernel) duration 1us launch v', r"a launch call takes a number"),
+        (math.nan, "scale kernel by v", r"a scale factor must be a finite number"),
+        (math.nan, "schedule priority v\nprint predicted", r"a schedule priority must be a number"),
+    ],
+)
 def test_non_finite_numbers_are_refused_where_a_number_must_be_finite(
     value: float, text: str, match: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -277,8 +293,11 @@ def test_nested_loops_run_out_of_budget_at_the_statement_running(tmp_path: Path)
 
 
 def test_the_budget_is_a_parameter_of_the_python_api(tmp_path: Path) -> None:
-    e = fails("let s = 0\nfor i in range(100000) {\n    let s = s + i\n}\n", r"^<repl>:(2:1|3:5): work budget exceeded: the run did more than 100,000 units",
-              budget=100_000)  # fmt: skip
+    e = fails(
+        "let s = 0\nfor i in range(100000) {\n    let s = s + i\n}\n",
+        r"^<repl>:(2:1|3:5): work budget exceeded: the run did more than 100,000 units",
+        budget=100_000,
+    )
     assert "(in `let s = s + i`)" in str(e) or "(in `for i in range(100000) { let s = s + i }`)" in str(e)
     session(budget=10_000_000).execute("let s = 0\nfor i in range(100000) {\n    let s = s + i\n}\n")
     script = tmp_path / "w.whatif"
@@ -349,7 +368,10 @@ def test_a_select_the_index_answers_is_charged_for_what_it_finds() -> None:
     # a name the trace has (a select that finds nothing walks every task for its warning's hint, and is charged so)
     s.execute('let n = count(select where name == "autograd::engine::evaluate_function: AddmmBackward0")')
     found = len(s.env.scope["n"] if isinstance(s.env.scope["n"], list) else []) or s.env.scope["n"]
-    assert s.budget.used < STATEMENT_COST + SELECT_COST + 2 * found + 100 < graph.number_of_nodes(), (s.budget.used, found)
+    assert s.budget.used < STATEMENT_COST + SELECT_COST + 2 * found + 100 < graph.number_of_nodes(), (
+        s.budget.used,
+        found,
+    )
     s.budget.reset()
     s.execute('let m = count(select cpu where name ~ "addmm")')  # a regex on every task: 2 units each
     assert s.budget.used >= 2 * graph.number_of_nodes()
@@ -375,8 +397,10 @@ RE2 = dsl_regex.ENGINE == "re2"  # google-re2 is a dependency; without it Python
 
 
 def test_a_catastrophic_pattern_matches_in_linear_time(tmp_path: Path) -> None:
-    texts = ['print "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!" ~ "^(a+)+$", "' + "a" * 90_000 + '!" ~ "^(a|aa)+$"',
-             'print count(select where name ~ "^(.*a){20}$")']  # fmt: skip
+    texts = [
+        'print "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!" ~ "^(a+)+$", "' + "a" * 90_000 + '!" ~ "^(a|aa)+$"',
+        'print count(select where name ~ "^(.*a){20}$")',
+    ]
     start = time.monotonic()
     for text in texts:
         if RE2:
@@ -422,8 +446,20 @@ def test_without_re2_python_re_runs_only_the_patterns_that_cannot_backtrack_badl
 # ---- 6. files ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target", ["/etc/passwd", "/proc/self/environ", "/dev/zero", "../outside.whatif", "notes.txt",
-                                    "link.whatif", "fifo.whatif", "sub", "big.whatif"])  # fmt: skip
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/etc/passwd",
+        "/proc/self/environ",
+        "/dev/zero",
+        "../outside.whatif",
+        "notes.txt",
+        "link.whatif",
+        "fifo.whatif",
+        "sub",
+        "big.whatif",
+    ],
+)
 def test_include_reads_only_whatif_files_from_allowed_folders(tmp_path: Path, target: str) -> None:
     home = tmp_path / "project"
     (home / "sub").mkdir(parents=True)
@@ -473,8 +509,12 @@ def test_the_script_run_must_be_a_regular_file_of_bounded_size(tmp_path: Path) -
 # ---- 7. errors caused by -p values -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("value", "shown", "code"), [("-1", "(from -p factor=-1)", 3), ('"x"', '(from -p factor="x")', 2)])
-def test_an_error_in_a_library_script_names_the_p_value_that_caused_it(tmp_path: Path, value: str, shown: str, code: int) -> None:
+@pytest.mark.parametrize(
+    ("value", "shown", "code"), [("-1", "(from -p factor=-1)", 3), ('"x"', '(from -p factor="x")', 2)]
+)
+def test_an_error_in_a_library_script_names_the_p_value_that_caused_it(
+    tmp_path: Path, value: str, shown: str, code: int
+) -> None:
     out = run_cli("batch_size", "-p", f"factor={value}")
     assert out.returncode == code, out.stderr
     first = out.stderr.splitlines()[0]
@@ -493,16 +533,58 @@ def test_the_p_value_is_traced_through_lets_and_loops() -> None:
 
 # ---- mutations of the bundled library ------------------------------------------------------------------------
 
-_TOKEN = re.compile(r'"""[\s\S]*?"""|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?[A-Za-z]*'
-                    r"|[A-Za-z_]\w*|\n|[ \t]+|==|!=|<=|>=|!~|\*\*|.")  # fmt: skip
-_NASTY = ["9" * 60, "1e308", "1e308 * 10", "9 ** 9 ** 9", "10 ** 300", "-1", "0", "measured", '"^(a+)+$"', '"(a)\\\\1"',
-          '"[[a]"', '"' + "x" * 20_000 + '"', "(" * 120 + "1" + ")" * 120, "1" + " + 1" * 150, "range(100000000)",
-          '"x" * 100000000', "[1] * 100000000", "none", '"a"', "[[[[1]]]]", "select", "kernel", "first(task)", "1e-320",
-          "(-8) ** 0.5", '"%s" % 1', "1 / 0", "sum([1e308, 1e308])", "task.name", "''"]  # fmt: skip
-_STATEMENTS = ["for i in range(10000000) { }", 'include "/etc/passwd"', 'include "amp"', "print predicted",
-               "wait (select) for (select)", "let x = [x]", "assert false", "schedule priority duration",
-               "set task.duration = 1e308", "scale task by 1e300", 'insert gpu "k" after first(task) duration 1us on 7',
-               "remove task", "if measured { print 1 } else { print 2 }", "for k in task { scale k by 1 }"]  # fmt: skip
+_TOKEN = re.compile(
+    r'"""[\s\S]*?"""|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?[A-Za-z]*'
+    r"|[A-Za-z_]\w*|\n|[ \t]+|==|!=|<=|>=|!~|\*\*|."
+)
+_NASTY = [
+    "9" * 60,
+    "1e308",
+    "1e308 * 10",
+    "9 ** 9 ** 9",
+    "10 ** 300",
+    "-1",
+    "0",
+    "measured",
+    '"^(a+)+$"',
+    '"(a)\\\\1"',
+    '"[[a]"',
+    '"' + "x" * 20_000 + '"',
+    "(" * 120 + "1" + ")" * 120,
+    "1" + " + 1" * 150,
+    "range(100000000)",
+    '"x" * 100000000',
+    "[1] * 100000000",
+    "none",
+    '"a"',
+    "[[[[1]]]]",
+    "select",
+    "kernel",
+    "first(task)",
+    "1e-320",
+    "(-8) ** 0.5",
+    '"%s" % 1',
+    "1 / 0",
+    "sum([1e308, 1e308])",
+    "task.name",
+    "''",
+]
+_STATEMENTS = [
+    "for i in range(10000000) { }",
+    'include "/etc/passwd"',
+    'include "amp"',
+    "print predicted",
+    "wait (select) for (select)",
+    "let x = [x]",
+    "assert false",
+    "schedule priority duration",
+    "set task.duration = 1e308",
+    "scale task by 1e300",
+    'insert gpu "k" after first(task) duration 1us on 7',
+    "remove task",
+    "if measured { print 1 } else { print 2 }",
+    "for k in task { scale k by 1 }",
+]
 
 
 def _mutate(text: str, rng: random.Random) -> str:
@@ -576,5 +658,7 @@ def test_the_cli_takes_a_budget_and_include_dirs(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "daydream", "run", trace, str(main_script)]
     refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    allowed = subprocess.run([*cmd, "--include-dir", str(tmp_path / "lib")], capture_output=True, text=True, timeout=120)
+    allowed = subprocess.run(
+        [*cmd, "--include-dir", str(tmp_path / "lib")], capture_output=True, text=True, timeout=120
+    )
     assert allowed.returncode == 0 and "shared" in allowed.stdout, allowed.stderr

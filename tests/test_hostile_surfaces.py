@@ -66,8 +66,10 @@ def test_a_cases_file_and_the_api_refuse_a_big_number_alike(tmp_path: Path, trac
     from daydream.api.validate import load_cases
 
     cases = tmp_path / "cases.toml"
-    cases.write_text(f'[[case]]\nname = "a"\nbefore = ["{trace}"]\nafter = ["{trace}"]\nscripts = ["amp"]\n'
-                     f"params = {{ compute_speedup = {BIG} }}\n")  # fmt: skip
+    cases.write_text(
+        f'[[case]]\nname = "a"\nbefore = ["{trace}"]\nafter = ["{trace}"]\nscripts = ["amp"]\n'
+        f"params = {{ compute_speedup = {BIG} }}\n"
+    )
     with pytest.raises(DaydreamError, match=r"cases.toml: case\[0\]\.params\.compute_speedup: a whole number of 401"):
         load_cases(cases)
     sc = tmp_path / "sc.toml"
@@ -152,8 +154,14 @@ def test_a_number_past_pythons_4300_digits_is_one_line_too(tmp_path: Path, capsy
         (lambda: Table("t", 10**5000, 4, 1), "rows must be .* got a whole number of 5,001 digits"),
         (lambda: Table("t", 10, 4, 10**5000), "pooling must be .* got a whole number of 5,001 digits"),
         (lambda: best_plan(ShardingProblem([Table("t", 10, 4, 1)], 2, 10**5000, "V100", "nvlink2")), "batch must be"),
-        (lambda: best_plan(ShardingProblem([Table("t", 10, 4, 1)], 2, 64, "V100", "nvlink2", other_us=10**400)), "other_us"),
-        (lambda: best_plan(ShardingProblem([Table("t", 10, 4, 1)], 2, 64, "V100", 1e-300)), "from 0.001 to 1,000,000,000,000"),
+        (
+            lambda: best_plan(ShardingProblem([Table("t", 10, 4, 1)], 2, 64, "V100", "nvlink2", other_us=10**400)),
+            "other_us",
+        ),
+        (
+            lambda: best_plan(ShardingProblem([Table("t", 10, 4, 1)], 2, 64, "V100", 1e-300)),
+            "from 0.001 to 1,000,000,000,000",
+        ),
     ],
 )
 def test_the_sharding_api_refuses_numbers_out_of_range(make: object, said: str) -> None:
@@ -177,13 +185,37 @@ BOUND = {"gpu_pct": 0.0, "cpu_pct": 100.0, "by_phase": {}, "by_kernel_class": {}
 def _saved(tmp_path: Path) -> Path:
     """A results file as compare --save writes it, made by hand: a baseline and one scenario 'a'."""
     path = tmp_path / "saved.json"
-    path.write_text(json.dumps({
-        "provenance": {"daydream": "0", "date": "x", "trace": "t", "trace_sha256": "0" * 64, "step": None,
-                       "policy": "earliest", "link": None, "device": None, "scenarios_file": None, "script_sha256": {}},
-        "baseline": {"measured_us": 100.0, "baseline_us": 100.0, "breakdown": {}, "bound": BOUND},
-        "scenarios": [{"name": "a", "scripts": ["x"], "params": {}, "predicted_us": 90.0, "speedup": 1.1, "throughput": 1.1,
-                       "breakdown": None, "bound": None}],
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "provenance": {
+                    "daydream": "0",
+                    "date": "x",
+                    "trace": "t",
+                    "trace_sha256": "0" * 64,
+                    "step": None,
+                    "policy": "earliest",
+                    "link": None,
+                    "device": None,
+                    "scenarios_file": None,
+                    "script_sha256": {},
+                },
+                "baseline": {"measured_us": 100.0, "baseline_us": 100.0, "breakdown": {}, "bound": BOUND},
+                "scenarios": [
+                    {
+                        "name": "a",
+                        "scripts": ["x"],
+                        "params": {},
+                        "predicted_us": 90.0,
+                        "speedup": 1.1,
+                        "throughput": 1.1,
+                        "breakdown": None,
+                        "bound": None,
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 
@@ -210,11 +242,15 @@ def test_check_against_refuses_a_hand_made_zero_prediction(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(
     ("text", "said"),
-    [("[" * 100_000 + "]" * 100_000, "nested too deeply to read"), ('{"a": 1e400}', "Number out of range"),
-     ('{"a": 1' + "0" * 30 + "}", "a: 1" + "0" * 30 + ": a number in a file is finite"), ("{", "not a results file"),
-     ('{"a": ' + "1" * 5000 + "}", "Integer value out of range")],
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply to read"),
+        ('{"a": 1e400}', "Number out of range"),
+        ('{"a": 1' + "0" * 30 + "}", "a: 1" + "0" * 30 + ": a number in a file is finite"),
+        ("{", "not a results file"),
+        ('{"a": ' + "1" * 5000 + "}", "Integer value out of range"),
+    ],
     ids=["deep", "e400", "e30", "cut", "digits5000"],
-)  # fmt: skip
+)
 def test_a_saved_file_that_cannot_be_read_names_the_file(
     tmp_path: Path, trace: Path, capsys: pytest.CaptureFixture[str], text: str, said: str
 ) -> None:
@@ -299,7 +335,9 @@ def test_names_with_controls_print_escaped_to_stdout_and_stay_whole_in_json(
     assert code == 0 and any(x.startswith(CONTROLS) for x in _strings(json.loads(out)))  # JSON: the name whole
 
 
-def test_a_file_name_with_escape_sequences_reaches_stderr_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_name_with_escape_sequences_reaches_stderr_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     evil = tmp_path / "bad\x1b]0;T\x07\x1b[2J\u009b.json"
     evil.write_text("{")
     code, out, err = cli(capsys, "simulate", str(evil))
@@ -396,10 +434,14 @@ def test_a_script_written_into_an_include_dir_is_refused_other_outputs_are_not(
     script = tmp_path / "s.whatif"
     script.write_text("scale cpu by 0.5\n")
     for out in (inc / "x.whatif", inc / "sub" / "y.whatif"):
-        code, _, err = cli(capsys, "run", str(trace), str(script), "--include-dir", str(inc), "--export-trace", str(out))
+        code, _, err = cli(
+            capsys, "run", str(trace), str(script), "--include-dir", str(inc), "--export-trace", str(out)
+        )
         assert code == 1 and "an --include-dir: each .whatif file there is a script" in err, err
     assert not list(inc.rglob("*.whatif"))
-    code, _, err = cli(capsys, "run", str(trace), str(script), "--include-dir", str(inc), "--export-trace", str(inc / "t.json"))
+    code, _, err = cli(
+        capsys, "run", str(trace), str(script), "--include-dir", str(inc), "--export-trace", str(inc / "t.json")
+    )
     assert code == 0 and (inc / "t.json").is_file(), err
 
 
@@ -443,7 +485,14 @@ def test_a_saved_file_of_more_scenarios_than_a_comparison_holds_is_refused(
 
 @pytest.mark.parametrize(
     ("parse", "text"),
-    [("tolerance", "５"), ("tolerance", "1e400"), ("size", "١٢MB"), ("fraction", "５%"), ("counts", "２,3"), ("counts", BIG)],
+    [
+        ("tolerance", "５"),
+        ("tolerance", "1e400"),
+        ("size", "١٢MB"),
+        ("fraction", "５%"),
+        ("counts", "２,3"),
+        ("counts", BIG),
+    ],
 )
 def test_numbers_given_as_text_are_read_one_way(parse: str, text: str) -> None:
     from daydream.api.compare import parse_tolerance

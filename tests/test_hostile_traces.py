@@ -72,19 +72,66 @@ FIELD_VALUES: dict[str, list[Any]] = {
     "tid": ["x", -1, 2**63 - 1, None, 0, "", 1, 2, 7, "stream 7", "7", [1]],
     "id": [None, -1, "x", 2**63 - 1, 1, 2, 1.5],
     "ph": ["X", "s", "f", "t", "M", "B", "E", "i", "", "XX", 1, None],
-    "cat": ["cpu_op", "Operator", "user_annotation", "python_function", "cuda_runtime", "Runtime", "cuda_driver",
-            "kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync", "ac2g",
-            "async", None, "", "fwdbwd", 5],
-    "name": ["", "ProfilerStep#1", "ProfilerStep#x", "ProfilerStep#99999999999999999999", "iteration#1",
-             "Optimizer.step#SGD.step", "Optimizer.zero_grad#X", "enumerate(DataLoader)#x", "## forward ##",
-             "nn.Module: Linear", "daydream.module: M.a", "cudaDeviceSynchronize", "cudaStreamSynchronize",
-             "cudaMemcpy", "cudaMemcpyAsync", "cudaStreamWaitEvent", "cudaEventRecord", "cudaLaunchKernel",
-             "ncclKernel_AllReduce_RING_LL_Sum_float", "nccl:all_reduce", "Memcpy DtoH (Device -> Pageable)",
-             "Memset (Device)", "aten::mm", "aten::add_", "autograd::engine::evaluate_function: AddmmBackward0",
-             "\u202e", "[/k]", "x" * 5000, "thread_name", "Stream Sync", "Event Sync", None, 3],
+    "cat": [
+        "cpu_op",
+        "Operator",
+        "user_annotation",
+        "python_function",
+        "cuda_runtime",
+        "Runtime",
+        "cuda_driver",
+        "kernel",
+        "Kernel",
+        "gpu_memcpy",
+        "Memcpy",
+        "gpu_memset",
+        "gpu_user_annotation",
+        "cuda_sync",
+        "ac2g",
+        "async",
+        None,
+        "",
+        "fwdbwd",
+        5,
+    ],
+    "name": [
+        "",
+        "ProfilerStep#1",
+        "ProfilerStep#x",
+        "ProfilerStep#99999999999999999999",
+        "iteration#1",
+        "Optimizer.step#SGD.step",
+        "Optimizer.zero_grad#X",
+        "enumerate(DataLoader)#x",
+        "## forward ##",
+        "nn.Module: Linear",
+        "daydream.module: M.a",
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpyAsync",
+        "cudaStreamWaitEvent",
+        "cudaEventRecord",
+        "cudaLaunchKernel",
+        "ncclKernel_AllReduce_RING_LL_Sum_float",
+        "nccl:all_reduce",
+        "Memcpy DtoH (Device -> Pageable)",
+        "Memset (Device)",
+        "aten::mm",
+        "aten::add_",
+        "autograd::engine::evaluate_function: AddmmBackward0",
+        "\u202e",
+        "[/k]",
+        "x" * 5000,
+        "thread_name",
+        "Stream Sync",
+        "Event Sync",
+        None,
+        3,
+    ],
     "bp": ["e", None, "", "x"],
     "args": [None, 5, "x", [], {}],
-}  # fmt: skip
+}
 ARG_VALUES: dict[str, list[Any]] = {
     "correlation": [-1, 0, 2**63 - 1, None, 1, 2, 3, 7, "x"],
     "External id": [-1, 0, 2**63 - 1, None, 1, 2],
@@ -92,8 +139,23 @@ ARG_VALUES: dict[str, list[Any]] = {
     "Record function id": [-1, 0, None, 1, 5],
     "Sequence number": [-1, 0, None, 10, 2**62],
     "Fwd thread id": [-1, 0, None, 1, 2, 99],
-    "Input Dims": [[], [[]], [[-1]], [[2**62, 2**62]], [[1e10]], [["a"]], [None], [[1, [2]]], [[[1, 2], [3]]],
-                   [{}], [[True]], "__DEEP40__", "__DEEP70__", [[0, 0]], 5],
+    "Input Dims": [
+        [],
+        [[]],
+        [[-1]],
+        [[2**62, 2**62]],
+        [[1e10]],
+        [["a"]],
+        [None],
+        [[1, [2]]],
+        [[[1, 2], [3]]],
+        [{}],
+        [[True]],
+        "__DEEP40__",
+        "__DEEP70__",
+        [[0, 0]],
+        5,
+    ],
     "Input dims": [[], [[-1]], [[2**62, 2**62]], [None], "__DEEP70__"],
     "Input type": [[], [None], [1], ["float"], ["c10::Half", "xx"], [[]], ["Tensor"], "__DEEP70__"],
     "stream": ["s", -1, None, 0, 7, 1.5, 2**63 - 1],
@@ -110,16 +172,39 @@ ARG_VALUES: dict[str, list[Any]] = {
     "dtype": ["Float", "x", None, "c10::BFloat16"],
     "name": ["python", 1, None, [], "__DEEP70__"],
     "deep": ["__DEEP40__", "__DEEP2000__"],
-}  # fmt: skip
+}
 TOP_VALUES: dict[str, list[Any]] = {
     "traceEvents": [3, None, "x", {}, [1], [None], []],
     "deviceProperties": [None, [], [{}], [{"id": "x"}], [{"name": "x", "numSms": -1, "totalGlobalMem": 0}], 3, [1]],
-    "distributedInfo": [None, {}, {"rank": "x"}, {"rank": -1, "world_size": 0}, {"rank": 5, "world_size": 2},
-                        {"world_size": 10**9}, {"rank": 2**63}, 3, "__DEEP70__"],
+    "distributedInfo": [
+        None,
+        {},
+        {"rank": "x"},
+        {"rank": -1, "world_size": 0},
+        {"rank": 5, "world_size": 2},
+        {"world_size": 10**9},
+        {"rank": 2**63},
+        3,
+        "__DEEP70__",
+    ],
     "schemaVersion": [None, "x", 1, 1e308],
-}  # fmt: skip
+}
 FOREIGN_EVENTS: list[Any] = [None, 1, "x", [], {}, {"ph": "X"}, {"ph": "X", "cat": "kernel", "ts": 5, "dur": 1}]
-BYTE_INSERTS = [b"{", b"}", b"[", b"]", b'"', b",", b":", b"\xff", b"\x00", b"-1e999", b"NaN", b"\xed\xb3\xbf", b"1e400"]
+BYTE_INSERTS = [
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b",",
+    b":",
+    b"\xff",
+    b"\x00",
+    b"-1e999",
+    b"NaN",
+    b"\xed\xb3\xbf",
+    b"1e400",
+]
 
 
 def _deep(depth: int) -> str:
@@ -294,7 +379,9 @@ def test_values_the_loader_keeps_nest_at_most_max_nesting(tmp_path: Path) -> Non
     ok = _trace_with(tmp_path, "ok.json", lambda doc: _first_op(doc)["args"].update({"Input Dims": "__DEEP60__"}))
     pipeline(ok)  # under the limit: loads, builds and simulates
     for key in ("Input Dims", "Input type"):
-        path = _trace_with(tmp_path, "deep.json", lambda doc, key=key: _first_op(doc)["args"].update({key: "__DEEP70__"}))
+        path = _trace_with(
+            tmp_path, "deep.json", lambda doc, key=key: _first_op(doc)["args"].update({key: "__DEEP70__"})
+        )
         with pytest.raises(
             TraceError, match=rf"deep.json: traceEvents\[\d+\] \('aten::linear'\): args '{key}' nests more than 64"
         ):
@@ -303,27 +390,36 @@ def test_values_the_loader_keeps_nest_at_most_max_nesting(tmp_path: Path) -> Non
     with pytest.raises(TraceError, match="dist.json: 'distributedInfo' nests more than 64 levels"):
         load_trace(path)
     # deep values in an event the loader does not keep are decoded, then dropped
-    path = _trace_with(tmp_path, "unkept.json", lambda doc: doc["traceEvents"].append({"ph": "i", "args": {"x": "__DEEP70__"}}))
+    path = _trace_with(
+        tmp_path, "unkept.json", lambda doc: doc["traceEvents"].append({"ph": "i", "args": {"x": "__DEEP70__"}})
+    )
     pipeline(path)
 
 
 def test_deep_nesting_at_the_command_line(tmp_path: Path) -> None:
-    path = _trace_with(tmp_path, "deep.json.gz", lambda doc: _first_op(doc)["args"].update({"x": "__DEEP2000__"}), gz=True)
+    path = _trace_with(
+        tmp_path, "deep.json.gz", lambda doc: _first_op(doc)["args"].update({"x": "__DEEP2000__"}), gz=True
+    )
     assert_clean_error(cli("simulate", str(path)), f"{path}: JSON nested too deeply at byte")
 
 
 # ---- 2. no events: empty lists, whitespace ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    (b'{"traceEvents": []}', "no events (the trace's 'traceEvents' list is empty)"),
-    (b"  [ ]  ", "no events (the trace's 'traceEvents' list is empty)"),
-    (b"", "empty file (no events)"),
-    (b" \n\t\r " * 1000, "empty file (no events)"),
-    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1}]}', "no profiler events"),
-    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1e300, "dur": 1}]}',
-     "1 complete events skipped without a valid ts/dur"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'{"traceEvents": []}', "no events (the trace's 'traceEvents' list is empty)"),
+        (b"  [ ]  ", "no events (the trace's 'traceEvents' list is empty)"),
+        (b"", "empty file (no events)"),
+        (b" \n\t\r " * 1000, "empty file (no events)"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1}]}', "no profiler events"),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1e300, "dur": 1}]}',
+            "1 complete events skipped without a valid ts/dur",
+        ),
+    ],
+)
 def test_traces_without_events_say_so(tmp_path: Path, data: bytes, message: str) -> None:
     for gz in (False, True):
         path = tmp_path / ("t.json.gz" if gz else "t.json")
@@ -392,20 +488,25 @@ def test_invalid_utf8_at_the_command_line(tmp_path: Path) -> None:
 ET_NODE = {"id": 2, "name": "aten::addmm", "rf_id": 1, "inputs": [], "input_shapes": [], "input_types": []}
 
 
-@pytest.mark.parametrize(("node", "message"), [
-    ({"id": "abc"}, r"nodes\[0\]: 'id' must be an integer, not a string"),
-    ({"id": 1.5}, r"nodes\[0\]: 'id' must be an integer, not a number"),
-    ({"id": [1]}, r"nodes\[0\]: 'id' must be an integer, not a list"),
-    ({"inputs": 5}, r"nodes\[0\] \(id 2\): 'inputs' must be a list or an object, not a number"),
-    ({"inputs": {"values": 5}}, r"'inputs.values' must be a list, not a number"),
-    ({"outputs": "x"}, r"'outputs' must be a list or an object, not a string"),
-    ({"input_shapes": "__DEEP70__"}, r"'input_shapes' nests more than 64 levels"),
-    ({"input_types": ["__DEEP70__"]}, r"'input_types' nests more than 64 levels"),
-    ({"name": ["__DEEP70__"]}, r"'name' must be a string, not a list"),
-    ({"rf_id": ..., "attrs": 5}, r"'attrs' must be a list, not a number"),
-    ({"input_shapes": "__DEEP2000__"}, r"JSON nested too deeply at byte"),
-])  # fmt: skip
-def test_a_malformed_execution_trace_is_an_error_or_a_warning(tmp_path: Path, node: dict[str, Any], message: str) -> None:
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        ({"id": "abc"}, r"nodes\[0\]: 'id' must be an integer, not a string"),
+        ({"id": 1.5}, r"nodes\[0\]: 'id' must be an integer, not a number"),
+        ({"id": [1]}, r"nodes\[0\]: 'id' must be an integer, not a list"),
+        ({"inputs": 5}, r"nodes\[0\] \(id 2\): 'inputs' must be a list or an object, not a number"),
+        ({"inputs": {"values": 5}}, r"'inputs.values' must be a list, not a number"),
+        ({"outputs": "x"}, r"'outputs' must be a list or an object, not a string"),
+        ({"input_shapes": "__DEEP70__"}, r"'input_shapes' nests more than 64 levels"),
+        ({"input_types": ["__DEEP70__"]}, r"'input_types' nests more than 64 levels"),
+        ({"name": ["__DEEP70__"]}, r"'name' must be a string, not a list"),
+        ({"rf_id": ..., "attrs": 5}, r"'attrs' must be a list, not a number"),
+        ({"input_shapes": "__DEEP2000__"}, r"JSON nested too deeply at byte"),
+    ],
+)
+def test_a_malformed_execution_trace_is_an_error_or_a_warning(
+    tmp_path: Path, node: dict[str, Any], message: str
+) -> None:
     trace = write_trace(tmp_path / "t.json", make_trace())
     fields = {k: v for k, v in {**ET_NODE, **node}.items() if v is not ...}  # ...: the field left out
     text = json.dumps({"schema": "1.0.1", "nodes": [fields]})
@@ -420,7 +521,9 @@ def test_a_malformed_execution_trace_is_an_error_or_a_warning(tmp_path: Path, no
     found.write_text(text)
     loaded = load_trace(trace)
     assert not loaded.et_ops
-    assert [w for w in loaded.warnings if w.startswith(f"execution trace next to the trace not used: {found}: ")], loaded.warnings
+    assert [w for w in loaded.warnings if w.startswith(f"execution trace next to the trace not used: {found}: ")], (
+        loaded.warnings
+    )
     pipeline(trace)
 
 
@@ -432,7 +535,9 @@ def test_an_execution_trace_node_with_a_null_id_has_none(tmp_path: Path) -> None
     assert all(isinstance(w, str) for w in loaded.warnings)
 
 
-@pytest.mark.parametrize("et_text", ['{"nodes": 5}', '{"nodes": [5]}', "[]", "", "\xff", '{"nodes": [{"id": 1, "inputs": 5}]'])
+@pytest.mark.parametrize(
+    "et_text", ['{"nodes": 5}', '{"nodes": [5]}', "[]", "", "\xff", '{"nodes": [{"id": 1, "inputs": 5}]']
+)
 def test_other_unusable_execution_traces(tmp_path: Path, et_text: str) -> None:
     trace = write_trace(tmp_path / "t.json", make_trace())
     et = tmp_path / "x_et.json"
@@ -457,7 +562,9 @@ def test_a_fifo_given_as_execution_trace_is_refused(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.json", make_trace())
     fifo = tmp_path / "et.json"
     os.mkfifo(fifo)
-    assert_clean_error(cli("simulate", str(trace), "--et", str(fifo)), f"{fifo}: is a named pipe (FIFO), not a regular file")
+    assert_clean_error(
+        cli("simulate", str(trace), "--et", str(fifo)), f"{fifo}: is a named pipe (FIFO), not a regular file"
+    )
 
 
 # ---- 5. special files, sizes --------------------------------------------------------------------------------------
@@ -474,14 +581,17 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     assert_clean_error(cli("run", str(fifo), str(script)), message)
 
 
-@pytest.mark.parametrize(("kind", "message"), [
-    ("dev-zero", "/dev/zero: is a character device, not a regular file"),
-    ("directory", "is a directory, expected a trace file"),
-    ("symlink-loop", "loop.json: too many levels of symbolic links"),
-    ("missing", "absent.json: no such file"),
-    ("under-a-file", "no such file (a part of the path is not a directory)"),
-    ("nul", "not a valid file name"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("dev-zero", "/dev/zero: is a character device, not a regular file"),
+        ("directory", "is a directory, expected a trace file"),
+        ("symlink-loop", "loop.json: too many levels of symbolic links"),
+        ("missing", "absent.json: no such file"),
+        ("under-a-file", "no such file (a part of the path is not a directory)"),
+        ("nul", "not a valid file name"),
+    ],
+)
 def test_paths_that_are_not_trace_files(tmp_path: Path, kind: str, message: str) -> None:
     if kind == "dev-zero" and not Path("/dev/zero").exists():
         pytest.skip("no /dev/zero here")
@@ -528,7 +638,9 @@ def test_a_gzip_bomb_of_tiny_values_is_refused_quickly(tmp_path: Path) -> None:
     bomb = tmp_path / "bomb.json.gz"
     bomb.write_bytes(gzip.compress(b"[") + gzip.compress(b"0," * (1 << 19), compresslevel=9) * 2048)
     start = time.perf_counter()
-    with pytest.raises(TraceError, match=r"bomb.json.gz: (holds more than 134,217,728 JSON values|decompresses to more than)"):
+    with pytest.raises(
+        TraceError, match=r"bomb.json.gz: (holds more than 134,217,728 JSON values|decompresses to more than)"
+    ):
         load_trace(bomb)
     assert time.perf_counter() - start < 20
 
@@ -551,7 +663,9 @@ def test_size_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reading, "MAX_JSON_VALUES", 1 << 27)
     monkeypatch.setattr(reading, "GZIP_RATIO_FLOOR", 1000)
     monkeypatch.setattr(reading, "MAX_GZIP_RATIO", 2)
-    with pytest.raises(TraceError, match=r"t.json.gz: decompresses to more than [\d,]+ bytes, over 2 times its [\d,]+ bytes"):
+    with pytest.raises(
+        TraceError, match=r"t.json.gz: decompresses to more than [\d,]+ bytes, over 2 times its [\d,]+ bytes"
+    ):
         load_trace(gz)
 
 
@@ -631,43 +745,46 @@ def _set(key: str, value: Any, where: str = "op") -> Any:
     return patch
 
 
-@pytest.mark.parametrize(("patch", "outcome"), [
-    (_set("ts", "soon"), r"malformed trace: Expected `float \| null`, got `str` - at `traceEvents\[\d+\]\.ts`"),
-    (_set("ts", None), "skipped 1 complete events without a valid ts/dur"),
-    (_set("ts", ...), "skipped 1 complete events without a valid ts/dur"),
-    (_set("ts", 1e300), "skipped 1 complete events without a valid ts/dur (missing, negative, or beyond 1e+18 us)"),
-    (_set("ts", -1e300), "skipped 1 complete events"),
-    (_set("dur", -5), "skipped 1 complete events"),
-    (_set("dur", 1e300), "skipped 1 complete events"),
-    (_set("dur", 1e300, "kernel"), "skipped 1 complete events"),
-    (_set("dur", True), r"traceEvents\[\d+\]\.dur"),
-    (_set("ts", 2**64), "skipped 1 complete events"),
-    (_set("pid", None), None),
-    (_set("pid", "x"), None),
-    (_set("tid", "x"), None),
-    (_set("tid", -1), None),
-    (_set("tid", "7", "kernel"), None),
-    (_set("pid", 1.5), r"traceEvents\[\d+\]\.pid"),
-    (_set("pid", 2**80), None),
-    (_set("args", 5), r"traceEvents\[\d+\]\.args"),
-    (_set("args", None), None),
-    (_set("args.correlation", "x", "kernel"), r"traceEvents\[\d+\]\.args\.correlation"),
-    (_set("args.correlation", -1, "kernel"), None),
-    (_set("args.stream", "s", "kernel"), None),
-    (_set("args.bytes", "abc", "kernel"), None),
-    (_set("args.In msg nelems", "x"), None),
-    (_set("args.Input Dims", 5), r"traceEvents\[\d+\]\.args\.Input Dims"),
-    (_set("args.Input Dims", [[2**62, 2**62], ["a"], None, {}]), None),
-    (_set("name", None), r"traceEvents\[\d+\]\.name"),
-    (_set("cat", 5), r"traceEvents\[\d+\]\.cat"),
-    (_set("traceEvents", 3, "top"), "malformed trace: Expected `array`, got `int` - at `traceEvents`"),
-    (_set("traceEvents", {}, "top"), "malformed trace: Expected `array`, got `object`"),
-    (_set("traceEvents", [None], "top"), r"Expected `object`, got `null` - at `traceEvents\[0\]`"),
-    (_set("traceEvents", [3, []], "top"), r"at `traceEvents\[0\]`"),
-    (_set("deviceProperties", 3, "top"), "deviceProperties"),
-    (_set("distributedInfo", {"rank": "x", "world_size": -1}, "top"), None),
-    (_set("distributedInfo", 3, "top"), "distributedInfo"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("patch", "outcome"),
+    [
+        (_set("ts", "soon"), r"malformed trace: Expected `float \| null`, got `str` - at `traceEvents\[\d+\]\.ts`"),
+        (_set("ts", None), "skipped 1 complete events without a valid ts/dur"),
+        (_set("ts", ...), "skipped 1 complete events without a valid ts/dur"),
+        (_set("ts", 1e300), "skipped 1 complete events without a valid ts/dur (missing, negative, or beyond 1e+18 us)"),
+        (_set("ts", -1e300), "skipped 1 complete events"),
+        (_set("dur", -5), "skipped 1 complete events"),
+        (_set("dur", 1e300), "skipped 1 complete events"),
+        (_set("dur", 1e300, "kernel"), "skipped 1 complete events"),
+        (_set("dur", True), r"traceEvents\[\d+\]\.dur"),
+        (_set("ts", 2**64), "skipped 1 complete events"),
+        (_set("pid", None), None),
+        (_set("pid", "x"), None),
+        (_set("tid", "x"), None),
+        (_set("tid", -1), None),
+        (_set("tid", "7", "kernel"), None),
+        (_set("pid", 1.5), r"traceEvents\[\d+\]\.pid"),
+        (_set("pid", 2**80), None),
+        (_set("args", 5), r"traceEvents\[\d+\]\.args"),
+        (_set("args", None), None),
+        (_set("args.correlation", "x", "kernel"), r"traceEvents\[\d+\]\.args\.correlation"),
+        (_set("args.correlation", -1, "kernel"), None),
+        (_set("args.stream", "s", "kernel"), None),
+        (_set("args.bytes", "abc", "kernel"), None),
+        (_set("args.In msg nelems", "x"), None),
+        (_set("args.Input Dims", 5), r"traceEvents\[\d+\]\.args\.Input Dims"),
+        (_set("args.Input Dims", [[2**62, 2**62], ["a"], None, {}]), None),
+        (_set("name", None), r"traceEvents\[\d+\]\.name"),
+        (_set("cat", 5), r"traceEvents\[\d+\]\.cat"),
+        (_set("traceEvents", 3, "top"), "malformed trace: Expected `array`, got `int` - at `traceEvents`"),
+        (_set("traceEvents", {}, "top"), "malformed trace: Expected `array`, got `object`"),
+        (_set("traceEvents", [None], "top"), r"Expected `object`, got `null` - at `traceEvents\[0\]`"),
+        (_set("traceEvents", [3, []], "top"), r"at `traceEvents\[0\]`"),
+        (_set("deviceProperties", 3, "top"), "deviceProperties"),
+        (_set("distributedInfo", {"rank": "x", "world_size": -1}, "top"), None),
+        (_set("distributedInfo", 3, "top"), "distributedInfo"),
+    ],
+)
 def test_fields_of_the_wrong_type_or_out_of_range(tmp_path: Path, patch: Any, outcome: str | None) -> None:
     path = _trace_with(tmp_path, "t.json", patch)
     before = snapshot(path)
@@ -687,20 +804,26 @@ def test_fields_of_the_wrong_type_or_out_of_range(tmp_path: Path, patch: Any, ou
     assert snapshot(path) == before
 
 
-@pytest.mark.parametrize(("data", "outcome"), [
-    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": NaN, "dur": 1}]}', "not valid JSON"),
-    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": Infinity, "dur": 1}]}', "not valid JSON"),
-    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1e400, "dur": 1}]}', "Number out of range"),
-    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": -1e400, "dur": 1}]}', "Number out of range"),
-    (b'"traceEvents"', "not JSON (starts with"),
-    (b"12", "not JSON (starts with"),
-    (b"null", "not JSON (starts with"),
-    (b'{"traceEvents": [1, 2', "malformed trace: Expected `object`, got `int`"),
-    (b'{"traceEvents": [{}, {', "not valid JSON"),
-    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a\\udcff", "ts": 1, "dur": 1}]}', "not valid JSON"),
-    (b'[{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]', None),  # the Chrome "JSON array format"
-    (b'\n\n  {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]}', None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("data", "outcome"),
+    [
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": NaN, "dur": 1}]}', "not valid JSON"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": Infinity, "dur": 1}]}', "not valid JSON"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1e400, "dur": 1}]}', "Number out of range"),
+        (
+            b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": -1e400, "dur": 1}]}',
+            "Number out of range",
+        ),
+        (b'"traceEvents"', "not JSON (starts with"),
+        (b"12", "not JSON (starts with"),
+        (b"null", "not JSON (starts with"),
+        (b'{"traceEvents": [1, 2', "malformed trace: Expected `object`, got `int`"),
+        (b'{"traceEvents": [{}, {', "not valid JSON"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a\\udcff", "ts": 1, "dur": 1}]}', "not valid JSON"),
+        (b'[{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]', None),  # the Chrome "JSON array format"
+        (b'\n\n  {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]}', None),
+    ],
+)
 def test_json_that_is_not_a_usable_trace(tmp_path: Path, data: bytes, outcome: str | None) -> None:
     path = tmp_path / "t.json"
     path.write_bytes(data)
@@ -728,5 +851,7 @@ def test_a_malformed_sidecar_is_a_warning(tmp_path: Path) -> None:
             assert loaded.recording is not None and loaded.recording.backend == "\ufffd"
         else:
             assert loaded.recording is None
-            assert any(w.startswith(f"recording metadata next to the trace not used: {sidecar}: ") and message in w
-                       for w in loaded.warnings), loaded.warnings  # fmt: skip
+            assert any(
+                w.startswith(f"recording metadata next to the trace not used: {sidecar}: ") and message in w
+                for w in loaded.warnings
+            ), loaded.warnings

@@ -59,7 +59,9 @@ def imported_names(path: Path, root: Path) -> set[tuple[str, ...]]:
         module = (*base, *(node.module.split(".") if node.module else []))
         for alias in node.names:
             child = (*module, alias.name)
-            is_module = root.parent.joinpath(*child).is_dir() or root.parent.joinpath(*module, f"{alias.name}.py").is_file()
+            is_module = (
+                root.parent.joinpath(*child).is_dir() or root.parent.joinpath(*module, f"{alias.name}.py").is_file()
+            )
             names.add(child if is_module else module)
     return names
 
@@ -90,7 +92,9 @@ def circles(root: Path) -> list[str]:
         for knot in nx.strongly_connected_components(graph):
             if len(knot) > 1:
                 steps = [f"{a} -> {b} ({graph.edges[a, b]['where']})" for a, b in sorted(graph.subgraph(knot).edges)]
-                found.append(f"{'.'.join(_dotted(init, root))}: {', '.join(sorted(knot))} import each other: " + "; ".join(steps))
+                found.append(
+                    f"{'.'.join(_dotted(init, root))}: {', '.join(sorted(knot))} import each other: " + "; ".join(steps)
+                )
     return found
 
 
@@ -99,27 +103,46 @@ def test_no_circle_between_the_modules_of_a_package() -> None:
     assert not found, "import circles:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("files, expected", [
-    # a -> b -> a at the top of the modules
-    ({"a.py": "from pkg.b import x", "b.py": "import pkg.a"}, ["pkg: a, b import each other: a -> b (pkg/a.py); b -> a (pkg/b.py)"]),
-    # inside a function, and relative
-    ({"a.py": "def f():\n    from .b import x", "b.py": "from . import a"},
-     ["pkg: a, b import each other: a -> b (pkg/a.py); b -> a (pkg/b.py)"]),
-    # three round a circle, a fourth beside it
-    ({"a.py": "import pkg.b", "b.py": "import pkg.c", "c.py": "import pkg.a", "d.py": "import pkg.a"},
-     ["pkg: a, b, c import each other: a -> b (pkg/a.py); b -> c (pkg/b.py); c -> a (pkg/c.py)"]),
-    # a subpackage is one node of its parent: sub.c -> d -> sub
-    ({"sub/__init__.py": "", "sub/c.py": "from pkg.d import y", "d.py": "from pkg.sub.c import z"},
-     ["pkg: d, sub import each other: d -> sub (pkg/d.py); sub -> d (pkg/sub/c.py)"]),
-    # a name from a package's __init__ is an import of __init__
-    ({"__init__.py": "from pkg.a import f", "a.py": "from pkg import g"},
-     ["pkg: __init__, a import each other: __init__ -> a (pkg/__init__.py); a -> __init__ (pkg/a.py)"]),
-    # imports for type annotations only never run
-    ({"a.py": "from pkg.b import x", "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A"},
-     []),
-    # one way only
-    ({"a.py": "from pkg.b import x", "b.py": "import os"}, []),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "files, expected",
+    [
+        # a -> b -> a at the top of the modules
+        (
+            {"a.py": "from pkg.b import x", "b.py": "import pkg.a"},
+            ["pkg: a, b import each other: a -> b (pkg/a.py); b -> a (pkg/b.py)"],
+        ),
+        # inside a function, and relative
+        (
+            {"a.py": "def f():\n    from .b import x", "b.py": "from . import a"},
+            ["pkg: a, b import each other: a -> b (pkg/a.py); b -> a (pkg/b.py)"],
+        ),
+        # three round a circle, a fourth beside it
+        (
+            {"a.py": "import pkg.b", "b.py": "import pkg.c", "c.py": "import pkg.a", "d.py": "import pkg.a"},
+            ["pkg: a, b, c import each other: a -> b (pkg/a.py); b -> c (pkg/b.py); c -> a (pkg/c.py)"],
+        ),
+        # a subpackage is one node of its parent: sub.c -> d -> sub
+        (
+            {"sub/__init__.py": "", "sub/c.py": "from pkg.d import y", "d.py": "from pkg.sub.c import z"},
+            ["pkg: d, sub import each other: d -> sub (pkg/d.py); sub -> d (pkg/sub/c.py)"],
+        ),
+        # a name from a package's __init__ is an import of __init__
+        (
+            {"__init__.py": "from pkg.a import f", "a.py": "from pkg import g"},
+            ["pkg: __init__, a import each other: __init__ -> a (pkg/__init__.py); a -> __init__ (pkg/a.py)"],
+        ),
+        # imports for type annotations only never run
+        (
+            {
+                "a.py": "from pkg.b import x",
+                "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A",
+            },
+            [],
+        ),
+        # one way only
+        ({"a.py": "from pkg.b import x", "b.py": "import os"}, []),
+    ],
+)
 def test_a_circle_is_found_and_named(tmp_path: Path, files: dict[str, str], expected: list[str]) -> None:
     root = tmp_path / "pkg"
     root.mkdir()

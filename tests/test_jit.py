@@ -15,7 +15,10 @@ from daydream.simulation import compiled  # noqa: E402
 from daydream.trace import json_scan  # noqa: E402
 
 HOT = [
-    *(getattr(json_scan, f) for f in ("_space", "_hex", "_string", "_number", "_literal", "_slot_of", "_intern", "_scan")),
+    *(
+        getattr(json_scan, f)
+        for f in ("_space", "_hex", "_string", "_number", "_literal", "_slot_of", "_intern", "_scan")
+    ),
     cpu_sweep._context,
     *(getattr(compiled, f) for f in ("_less", "_push", "_run", "_swap", "_sift_up", "_sift_down")),
 ]

@@ -99,7 +99,9 @@ def test_red_when_a_rank_is_not_placed_on_the_jobs_clock(tmp_path: Path, monkeyp
     placed = graph_job.place_rank
 
     def unplaced(graph: Any, info: Any, *rest: Any) -> None:
-        placed(graph, info.__class__(**{**{f: getattr(info, f) for f in info.__struct_fields__}, "offset_us": 0.0}), *rest)
+        placed(
+            graph, info.__class__(**{**{f: getattr(info, f) for f in info.__struct_fields__}, "offset_us": 0.0}), *rest
+        )
 
     import daydream.api.job_whatif as job_whatif
 
@@ -111,7 +113,7 @@ def test_red_when_a_rank_is_not_placed_on_the_jobs_clock(tmp_path: Path, monkeyp
 def test_job_functions_after_a_change_say_to_run_jointly(tmp_path: Path) -> None:
     folder = write_job(tmp_path / "job")
     script = tmp_path / "late.whatif"
-    script.write_text('scale (select kernel where rank == 3) by 0.5\nlet r = straggler()\n')
+    script.write_text("scale (select kernel where rank == 3) by 0.5\nlet r = straggler()\n")
     with pytest.raises(ScriptError, match="--no-by-workers") as err:
         whatif(Workload(str(folder), by_workers=True), [str(script)])
     assert err.value.line == 2
@@ -126,8 +128,9 @@ def test_a_script_that_removes_a_collective_is_refused_by_workers(tmp_path: Path
         whatif(Workload(str(folder), by_workers=True), [str(script)])
 
 
-def test_the_cli_runs_a_large_job_by_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_the_cli_runs_a_large_job_by_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Past BY_WORKERS_BYTES of traces (here: every job) `run` simulates by workers, with the joint run's JSON."""
     folder = write_job(tmp_path / "job")
     assert main(["run", str(folder), "straggler", "--json"]) == 0

@@ -70,7 +70,9 @@ def test_local_worker_processes_give_the_same_job(differing: Path) -> None:
     assert len(workers.workers.peak_bytes) == 2 and all(b > 0 for b in workers.workers.peak_bytes)
 
 
-def test_red_when_a_collective_start_ignores_one_ranks_arrival(differing: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_red_when_a_collective_start_ignores_one_ranks_arrival(
+    differing: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The comparison above catches a coordinator that starts a collective without one rank's arrival: the last
     rank's, dropped here, moves every collective's start and every rank's wait."""
     joint = replay_job(differing)
@@ -155,8 +157,9 @@ def test_a_collective_that_can_never_start_is_said(tmp_path: Path) -> None:
         replay_job_by_workers(folder, step="all", workers=2, in_process=True)
 
 
-def test_the_cli_simulates_a_large_job_by_workers(differing: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_the_cli_simulates_a_large_job_by_workers(
+    differing: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """By default a job of more than BY_WORKERS_BYTES of traces is simulated by workers (here: every job, the bound
     set to 0), with the joint simulation's numbers; --no-by-workers keeps it in this process; the terminal says who
     simulated it."""

@@ -31,8 +31,14 @@ def test_a_folder_without_data_is_an_error(tmp_path: Path) -> None:
 def test_rows_of_a_table(tmp_path: Path) -> None:
     table = tmp_path / "collect" / "linear.csv.gz"
     table.parent.mkdir()
-    rows = ["OPName,Latency,Device,B,M,N,K", "linear,0.5,GPU A,1,64,64,64", "linear,0.5,GPU A,1,64,64,64",  # a repeat: once
-            "linear,nan,GPU A,1,8,8,8", "unknown,1.0,GPU A,1,1,1,1", "linear,0.25,GPU B,1,64,64,64"]  # fmt: skip
+    rows = [
+        "OPName,Latency,Device,B,M,N,K",
+        "linear,0.5,GPU A,1,64,64,64",
+        "linear,0.5,GPU A,1,64,64,64",  # a repeat: once
+        "linear,nan,GPU A,1,8,8,8",
+        "unknown,1.0,GPU A,1,1,1,1",
+        "linear,0.25,GPU B,1,64,64,64",
+    ]
     table.write_bytes(gzip.compress("\n".join(rows).encode()))
     got = list(read_measurements(tmp_path))
     assert [(m.device, m.dims, m.latency_us) for m in got] == [

@@ -4,7 +4,8 @@ trace -> graph -> simulation -> perf (its rooms: trust and paths, then kernels, 
 then the accuracy report) -> dsl -> api (whatif/replay/job/workload, then validate/demo/compare/analyses/
 embeddings) -> presentation (terminal/plots/page) -> commands (the flags they share and how they print, then repl and
 each group of commands, then cli); errors, files, units, workers, progress,
-signals, memory_limit, _arrays, _gc, _heap and _jit sit at the bottom, the recorder beside trace. Read from the source with ast (no import is executed),
+signals, memory_limit, _arrays, _gc, _heap and _jit sit at the bottom, the recorder beside trace. Read from the source
+with ast (no import is executed),
 so a lazy import inside a function counts like one at the top.
 """
 
@@ -21,33 +22,73 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daydream"
 # Rank of each top-level unit of the package (a subpackage or a module): imports may only point to a lower or
 # equal rank, and units of equal rank may not import each other in a loop.
 LAYERS: dict[str, int] = {
-    "errors": 0, "stats": 0, "_arrays": 0, "_gc": 0, "_heap": 0, "_jit": 0, "_version": 0, "files": 1, "names": 1, "units": 1, "workers": 1, "progress": 1, "signals": 1,
+    "errors": 0,
+    "stats": 0,
+    "_arrays": 0,
+    "_gc": 0,
+    "_heap": 0,
+    "_jit": 0,
+    "_version": 0,
+    "files": 1,
+    "names": 1,
+    "units": 1,
+    "workers": 1,
+    "progress": 1,
+    "signals": 1,
     "memory_limit": 1,
-    "trace": 2, "record": 3,
+    "trace": 2,
+    "record": 3,
     "graph": 4,
     "simulation": 5,
     # perf/: what work nobody measured would cost, a room per thing priced; every room states its error (trust)
-    "perf.trust": 6, "perf.paths": 6,
-    "perf.kernels": 7, "perf.collectives": 7, "perf.cpu": 7,
+    "perf.trust": 6,
+    "perf.paths": 6,
+    "perf.kernels": 7,
+    "perf.collectives": 7,
+    "perf.cpu": 7,
     "perf.embeddings": 8,
-    "perf.accuracy_report": 9, "perf": 9,
+    "perf.accuracy_report": 9,
+    "perf": 9,
     "dsl": 10,
     # the API a notebook uses (api/): a run, then what is built from runs
-    "api": 11, "api.memory": 11, "api.whatif": 11, "api.replay": 11, "api.job": 11, "api.job_report": 11, "api.job_workers": 11,
-    "api.job_whatif": 11, "api.workload": 11,
-    "api.validate": 12, "api.demo": 12, "api.compare": 12, "api.plan": 12, "api.analyses": 12, "api.embeddings": 12, "api.chakra": 12,
+    "api": 11,
+    "api.memory": 11,
+    "api.whatif": 11,
+    "api.replay": 11,
+    "api.job": 11,
+    "api.job_report": 11,
+    "api.job_workers": 11,
+    "api.job_whatif": 11,
+    "api.workload": 11,
+    "api.validate": 12,
+    "api.demo": 12,
+    "api.compare": 12,
+    "api.plan": 12,
+    "api.analyses": 12,
+    "api.embeddings": 12,
+    "api.chakra": 12,
     # presentation/: results rendered for people
-    "presentation": 13, "presentation.terminal": 13, "presentation.plots": 13, "presentation.page": 13,
+    "presentation": 13,
+    "presentation.terminal": 13,
+    "presentation.plots": 13,
+    "presentation.page": 13,
     "presentation.console": 13,
     # commands/: what people type
-    "commands": 14, "commands.arguments": 14, "commands.output": 14,
+    "commands": 14,
+    "commands.arguments": 14,
+    "commands.output": 14,
     # a group of commands each: its flags, its call of the API, what it prints
-    "commands.repl": 15, "commands.predict": 15, "commands.plans": 15, "commands.scripts": 15, "commands.models": 15,
+    "commands.repl": 15,
+    "commands.predict": 15,
+    "commands.plans": 15,
+    "commands.scripts": 15,
+    "commands.models": 15,
     "commands.first_steps": 15,
     # the top parser and the dispatch
     "commands.cli": 16,
-    "__init__": 17, "__main__": 18,
-}  # fmt: skip
+    "__init__": 17,
+    "__main__": 18,
+}
 # packages whose modules are units of their own (the top of the house: api, presentation, commands; perf's rooms)
 SPLIT = frozenset({"perf", "api", "presentation", "commands"})
 
@@ -97,7 +138,10 @@ def _imported_units(path: Path) -> set[str]:
                 # `from daydream.api import whatif` names the module in the imported names (`from daydream.perf
                 # import Accuracy` a name of the package itself)
                 split = names[0].split(".")[1]
-                names = [f"{names[0]}.{alias.name}" if _is_unit(f"{split}.{alias.name}") else names[0] for alias in node.names]
+                names = [
+                    f"{names[0]}.{alias.name}" if _is_unit(f"{split}.{alias.name}") else names[0]
+                    for alias in node.names
+                ]
         for name in names:
             parts = name.split(".")
             if parts[0] == "daydream":
@@ -122,8 +166,11 @@ def test_every_unit_has_a_layer() -> None:
 
 def test_no_lower_layer_imports_a_higher_one() -> None:
     graph = _import_graph()
-    upward = [f"{data['where']} imports daydream.{b} ({a} is rank {LAYERS[a]}, {b} is rank {LAYERS[b]})"
-              for a, b, data in graph.edges(data=True) if LAYERS.get(a, 99) < LAYERS.get(b, 99)]  # fmt: skip
+    upward = [
+        f"{data['where']} imports daydream.{b} ({a} is rank {LAYERS[a]}, {b} is rank {LAYERS[b]})"
+        for a, b, data in graph.edges(data=True)
+        if LAYERS.get(a, 99) < LAYERS.get(b, 99)
+    ]
     assert not upward, "\n".join(upward)
 
 
@@ -132,19 +179,23 @@ def test_no_import_cycle_between_units() -> None:
     assert not cycles, f"import cycles between package units: {cycles}"
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("from daydream.perf.kernels.costs import x", {"perf.kernels"}),
-    ("from daydream.perf import collectives, Accuracy", {"perf.collectives", "perf"}),
-    ("import daydream.dsl.parse", {"dsl"}),
-    ("from daydream import dsl, errors", {"dsl", "errors"}),
-    ("from daydream import __version__", {"__init__"}),
-    ("def f():\n    from daydream.presentation.terminal import x", {"presentation.terminal"}),
-    ("from daydream.api import whatif, compare", {"api.whatif", "api.compare"}),
-    ("from ..perf import costs", {"perf"}),
-    ("from ..perf.cpu import host", {"perf.cpu"}),
-])  # fmt: skip
-def test_imports_are_read_at_any_depth_and_relative(tmp_path: Path, source: str, expected: set[str],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("from daydream.perf.kernels.costs import x", {"perf.kernels"}),
+        ("from daydream.perf import collectives, Accuracy", {"perf.collectives", "perf"}),
+        ("import daydream.dsl.parse", {"dsl"}),
+        ("from daydream import dsl, errors", {"dsl", "errors"}),
+        ("from daydream import __version__", {"__init__"}),
+        ("def f():\n    from daydream.presentation.terminal import x", {"presentation.terminal"}),
+        ("from daydream.api import whatif, compare", {"api.whatif", "api.compare"}),
+        ("from ..perf import costs", {"perf"}),
+        ("from ..perf.cpu import host", {"perf.cpu"}),
+    ],
+)
+def test_imports_are_read_at_any_depth_and_relative(
+    tmp_path: Path, source: str, expected: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = tmp_path / "daydream" / "graph" / "x.py"
     fake.parent.mkdir(parents=True)
     for unit in ("perf", "perf/kernels", "perf/collectives", "perf/cpu", "dsl", "presentation", "api"):
@@ -173,6 +224,9 @@ def test_no_name_shadows_a_module() -> None:
             if value is not None and not isinstance(value, types.ModuleType):
                 shadowed.append(f"{info.name}.{sub.name} is {type(value).__name__}")
     top = importlib.import_module("daydream")
-    shadowed += [f"daydream.{s.name} is {type(getattr(top, s.name)).__name__}" for s in pkgutil.iter_modules(top.__path__)
-                 if not isinstance(getattr(top, s.name, types), (types.ModuleType, type(None))) and s.name != "__main__"]  # fmt: skip
+    shadowed += [
+        f"daydream.{s.name} is {type(getattr(top, s.name)).__name__}"
+        for s in pkgutil.iter_modules(top.__path__)
+        if not isinstance(getattr(top, s.name, types), (types.ModuleType, type(None))) and s.name != "__main__"
+    ]
     assert not shadowed, shadowed

@@ -41,8 +41,10 @@ def test_launch_flows_bind_calls_and_kernels_without_correlation_ids(tmp_path: P
     for ev in doc["traceEvents"]:
         ev.get("args", {}).pop("correlation", None)
     # a flow of another kind, and one without an integer id, bind nothing
-    doc["traceEvents"] += [{"ph": "s", "cat": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 1030.0},
-                           {"ph": "f", "cat": "ac2g", "id": "x", "pid": 0, "tid": 7, "ts": 1045.0}]  # fmt: skip
+    doc["traceEvents"] += [
+        {"ph": "s", "cat": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 1030.0},
+        {"ph": "f", "cat": "ac2g", "id": "x", "pid": 0, "tid": 7, "ts": 1045.0},
+    ]
     tr = load_trace(write_trace(tmp_path / "flows.json", doc))
     kernels = [e for e in tr.gpu if e.args is not None]
     assert kernels and all(isinstance(e.args.correlation, int) for e in kernels)
@@ -66,7 +68,11 @@ def _write(tmp_path: Path, name: str, data: bytes) -> Path:
         ("text.json", b"hello", "not JSON"),
         ("broken.json", b'{"traceEvents": [', "not valid JSON"),
         ("noevents.json", b'{"foo": 1}', "has no 'traceEvents'"),
-        ("badtype.json", b'{"traceEvents": [{"ph": "X", "name": "k", "ts": "soon", "dur": 1}]}', r"traceEvents\[0\]\.ts"),
+        (
+            "badtype.json",
+            b'{"traceEvents": [{"ph": "X", "name": "k", "ts": "soon", "dur": 1}]}',
+            r"traceEvents\[0\]\.ts",
+        ),
         ("badevents.json", b'{"traceEvents": 3}', "malformed trace"),
         ("nothing.json", b'{"traceEvents": [{"ph": "M", "name": "process_name"}]}', "no profiler events"),
     ],

@@ -62,8 +62,13 @@ def _write(tmp_path: Path, name: str, text: str | bytes) -> Path:
     return p
 
 
-SHARED_TRACES = ["param/dlrm8/rank0.json.gz", "param/resnet_kineto.json.gz", "hta/nccl_parser_config_nccl_data.json.gz",
-                 "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz", "hta/triton_example_triton_example.json.gz"]  # fmt: skip
+SHARED_TRACES = [
+    "param/dlrm8/rank0.json.gz",
+    "param/resnet_kineto.json.gz",
+    "hta/nccl_parser_config_nccl_data.json.gz",
+    "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "hta/triton_example_triton_example.json.gz",
+]
 
 
 @pytest.mark.parametrize("name", SHARED_TRACES)
@@ -83,8 +88,14 @@ def test_the_bundled_example_decodes_in_batches() -> None:
 
 def _doc(**extra: Any) -> dict[str, Any]:
     trace = make_trace()
-    return {"schemaVersion": 1, "deviceProperties": trace["deviceProperties"], **extra, "traceEvents": trace["traceEvents"],
-            "distributedInfo": {"rank": 0, "world_size": 1}, "traceName": "t"}  # fmt: skip
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": trace["deviceProperties"],
+        **extra,
+        "traceEvents": trace["traceEvents"],
+        "distributedInfo": {"rank": 0, "world_size": 1},
+        "traceName": "t",
+    }
 
 
 LAYOUTS = {
@@ -99,7 +110,9 @@ LAYOUTS = {
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("gz", [False, True])
-def test_every_layout_decodes_in_batches_as_whole(layout: str, gz: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_layout_decodes_in_batches_as_whole(
+    layout: str, gz: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _write(tmp_path, "t.json.gz" if gz else "t.json", LAYOUTS[layout](_doc()))
     trace = _check(path, monkeypatch, batch_bytes=512)
     assert len(trace.gpu) == 15 and len(trace.runtime) == 18
@@ -133,15 +146,22 @@ def test_a_second_traceevents_inside_another_key_is_read_whole(tmp_path: Path, m
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}, {"ph": "X", "ts": "soon"}]}',
-         r"traceEvents\[1\]\.ts"),
+        (
+            (
+                '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}, {"ph": "X", "ts":'
+                ' "soon"}]}'
+            ),
+            r"traceEvents\[1\]\.ts",
+        ),
         ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1},', "not valid JSON"),
-        ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}], "deviceProperties": 3}',
-         "malformed trace"),
+        (
+            '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}], "deviceProperties": 3}',
+            "malformed trace",
+        ),
         ('[{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1}] trailing', "not valid JSON"),
         ('{"traceEvents": []}', "no events"),
     ],
-)  # fmt: skip
+)
 def test_what_cannot_be_cut_gets_the_whole_text_message(text: str, message: str, tmp_path: Path) -> None:
     path = _write(tmp_path, "t.json", text)
     with pytest.raises(TraceError, match=message):
@@ -172,7 +192,9 @@ def test_a_batch_without_an_event_boundary_is_read_whole(tmp_path: Path, monkeyp
 def test_the_events_kept_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _write(tmp_path, "t.json", json.dumps(_doc()))
     monkeypatch.setattr(loader, "MAX_EVENTS", 20)
-    with pytest.raises(TraceError, match=r"t.json: holds more than 20 events; daydream reads traces of at most that many"):
+    with pytest.raises(
+        TraceError, match=r"t.json: holds more than 20 events; daydream reads traces of at most that many"
+    ):
         loader.load_trace(path)
 
 

@@ -36,9 +36,23 @@ def _op(name: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:
 
 
 def _mem(ts: float, nbytes: int, addr: int, total: int) -> dict[str, Any]:
-    return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": PID, "tid": TID, "ts": ts,
-            "args": {"Bytes": nbytes, "Addr": addr, "Total Allocated": total, "Total Reserved": 0, "Device Type": 0,
-                     "Device Id": -1}}  # fmt: skip
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "s": "t",
+        "name": "[memory]",
+        "pid": PID,
+        "tid": TID,
+        "ts": ts,
+        "args": {
+            "Bytes": nbytes,
+            "Addr": addr,
+            "Total Allocated": total,
+            "Total Reserved": 0,
+            "Device Type": 0,
+            "Device Id": -1,
+        },
+    }
 
 
 def tiny_trace(path: Path) -> Path:
@@ -57,10 +71,28 @@ def tiny_trace(path: Path) -> Path:
     total = 0
     for step in range(2):
         b = 1000.0 + 100 * step
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": PID, "tid": TID,
-                       "ts": b, "dur": 99.0})  # fmt: skip
-        events.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.zero_grad#SGD.zero_grad", "pid": PID,
-                       "tid": TID, "ts": b, "dur": 2.0})  # fmt: skip
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{step}",
+                "pid": PID,
+                "tid": TID,
+                "ts": b,
+                "dur": 99.0,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "Optimizer.zero_grad#SGD.zero_grad",
+                "pid": PID,
+                "tid": TID,
+                "ts": b,
+                "dur": 2.0,
+            }
+        )
         events.append(_op("aten::zero_", b + 0.2, 1.6))
         if step:  # the gradient of the step before
             total -= 200
@@ -73,13 +105,24 @@ def tiny_trace(path: Path) -> Path:
         events.append(_mem(b + 14, 300, 20 + step, total))
         total -= 300
         events.append(_mem(b + 18, -300, 20 + step, total))
-        events.append(_op("autograd::engine::evaluate_function: AddmmBackward0", b + 30, 10.0, **{"Sequence number": 1}))
+        events.append(
+            _op("autograd::engine::evaluate_function: AddmmBackward0", b + 30, 10.0, **{"Sequence number": 1})
+        )
         total += 200
         events.append(_mem(b + 31, 200, 30 + step, total))
         total -= 1000
         events.append(_mem(b + 35, -1000, 10 + step, total))
-        events.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "pid": PID, "tid": TID,
-                       "ts": b + 50, "dur": 10.0})  # fmt: skip
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "Optimizer.step#SGD.step",
+                "pid": PID,
+                "tid": TID,
+                "ts": b + 50,
+                "dur": 10.0,
+            }
+        )
         events.append(_op("aten::add_", b + 50, 10.0))
         total += 50
         events.append(_mem(b + 52, 50, 40 + step, total))
@@ -124,11 +167,21 @@ def test_the_memory_statements_worked_by_hand(tiny: Path, tmp_path: Path) -> Non
     # every temporary released: the activation and the gradient at the backward, 1,200
     assert peak('scale tensors(category = "temporaries") by 0\n') == 1200.0
     # the activation released from the linear's end to the backward op's start: 300 at the relu, 1,200 at the backward
-    assert peak('let fwd = select where name == "aten::linear"\nlet bwd = select where name ~ "AddmmBackward"\n'
-                'scale tensors(fwd, category = "activations") by 0 after last(fwd) until last(bwd)\n') == 1200.0  # fmt: skip
+    assert (
+        peak(
+            'let fwd = select where name == "aten::linear"\nlet bwd = select where name ~ "AddmmBackward"\n'
+            'scale tensors(fwd, category = "activations") by 0 after last(fwd) until last(bwd)\n'
+        )
+        == 1200.0
+    )
     # a tensor of 1,000 from the linear's end to the backward op's start: 2,300 at the relu
-    assert peak('let fwd = select where name == "aten::linear"\nlet bwd = select where name ~ "AddmmBackward"\n'
-                'alloc 1000 as "activations" after last(fwd) until last(bwd)\n') == 2300.0  # fmt: skip
+    assert (
+        peak(
+            'let fwd = select where name == "aten::linear"\nlet bwd = select where name ~ "AddmmBackward"\n'
+            'alloc 1000 as "activations" after last(fwd) until last(bwd)\n'
+        )
+        == 2300.0
+    )
     assert peak("alloc 5000\n") == 6300.0  # a tensor of the whole window
     # the gradient four times as large: 1,000 + 800 at the backward, the peak moves there
     m = run_whatif(graph, [str(_write(tmp_path, 'scale tensors(category = "gradients") by 4\n'))]).report.memory
@@ -151,7 +204,10 @@ def _write(tmp_path: Path, text: str) -> Path:
         ('scale tensors(category = "weights") by 2\n', "unknown memory category 'weights'"),
         ("alloc -5\n", "alloc takes a number of bytes >= 0"),
         ("scale cpu by 2 after first(cpu)\n", "'after' and 'until' bound a stretch of tensors' lives"),
-        ('let t = tensors()\nremove select where name == "aten::relu"\nscale t by 2\n', "taken before tasks holding tensors"),
+        (
+            'let t = tensors()\nremove select where name == "aten::relu"\nscale t by 2\n',
+            "taken before tasks holding tensors",
+        ),
     ],
 )
 def test_memory_statements_refuse_what_they_cannot_do(tiny: Path, tmp_path: Path, text: str, message: str) -> None:
@@ -191,11 +247,18 @@ def test_the_measured_gpu_peak_is_the_largest_total_allocated(capsys: pytest.Cap
     GPU events, 8,154,624 bytes, measured and replayed alike."""
     with gzip.open(NORMALIZATION, "rt") as fh:
         events = json.load(fh)["traceEvents"]
-    largest = max(e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]" and e["args"]["Device Type"] != 0)
+    largest = max(
+        e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]" and e["args"]["Device Type"] != 0
+    )
     assert largest == 8_154_624
     assert main(["simulate", str(NORMALIZATION), "--json"]) == 0
     m = json.loads(capsys.readouterr().out)["memory"]
-    assert (m["source"], m["device"], m["measured_peak_bytes"], m["baseline_peak_bytes"]) == ("trace", "hip:0", largest, largest)
+    assert (m["source"], m["device"], m["measured_peak_bytes"], m["baseline_peak_bytes"]) == (
+        "trace",
+        "hip:0",
+        largest,
+        largest,
+    )
     assert sum(m["at_peak"].values()) == pytest.approx(largest)
     assert main(["simulate", str(NORMALIZATION)]) == 0
     assert "measured 7.8 MiB, replayed 7.8 MiB" in " ".join(capsys.readouterr().out.split())
@@ -209,20 +272,32 @@ def _runs(setting: str) -> Path:
     ("before", "after", "scripts", "params"),
     [
         ("transformer/base", "transformer/batch32", ["batch_size"], {"factor": 2}),
-        ("transformer/base", "transformer/checkpoint", ["activation_checkpointing"],
-         {"layers": r"^Encoder\.layers\.", "segments": 4}),
+        (
+            "transformer/base",
+            "transformer/checkpoint",
+            ["activation_checkpointing"],
+            {"layers": r"^Encoder\.layers\.", "segments": 4},
+        ),
         ("base", "batch64acc2", ["batch_size", "grad_accumulation"], {"factor": 0.5, "k": 2}),
     ],
-)  # fmt: skip
-def test_run_gives_the_memory_keys_on_a_cpu_trace(before: str, after: str, scripts: list[str], params: dict[str, Any],
-                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+)
+def test_run_gives_the_memory_keys_on_a_cpu_trace(
+    before: str, after: str, scripts: list[str], params: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     """What a held-out pair is run with: `run BEFORE SCRIPTS --json` gives the memory keys, and here the prediction
     lands within 5% of the AFTER run's measured peak."""
     argv = ["run", str(_runs(before)), *scripts, *(a for k, v in params.items() for a in ("-p", f"{k}={v}")), "--json"]
     assert main(argv) == 0
     m = json.loads(capsys.readouterr().out)["memory"]
-    assert set(m) >= {"source", "device", "measured_peak_bytes", "baseline_peak_bytes", "predicted_peak_bytes",
-                      "predicted_interval", "capacity_bytes"}  # fmt: skip
+    assert set(m) >= {
+        "source",
+        "device",
+        "measured_peak_bytes",
+        "baseline_peak_bytes",
+        "predicted_peak_bytes",
+        "predicted_interval",
+        "capacity_bytes",
+    }
     assert set(m["predicted_interval"]) >= {"low_bytes", "high_bytes"} and m["source"] == "trace"
     measured = replay(_runs(after)).report.memory
     assert measured is not None and measured.measured_peak_bytes is not None
@@ -252,7 +327,9 @@ def test_the_memory_ledger(capsys: pytest.CaptureFixture[str]) -> None:
     "no change", the measured AFTERs inside their 90% intervals >= 85%."""
     from daydream.api.validate import Ledger, _validate_memory, load_cases, with_intervals
 
-    ledger = with_intervals(Ledger("cases", [], _validate_memory(load_cases(ROOT / "validation" / "cases.toml", memory=True))))
+    ledger = with_intervals(
+        Ledger("cases", [], _validate_memory(load_cases(ROOT / "validation" / "cases.toml", memory=True)))
+    )
     assert len(ledger.memory_cases) >= 5
     assert ledger.memory_geomean_error_pct is not None and ledger.memory_geomean_error_pct <= 5.0
     moved = [c for c in ledger.memory_cases if c.moved]

@@ -1,4 +1,5 @@
-"""bench/memory_pairs.py, the measured peaks of the memory corpus: per step, per phase, and per case (synthetic traces)."""
+"""bench/memory_pairs.py, the measured peaks of the memory corpus: per step, per phase, and per case (synthetic
+traces)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,17 @@ def _trace(path: Path, activation: int) -> None:
     def mem(ts: float, nbytes: int, where: int) -> None:
         nonlocal total
         total += nbytes
-        args = {"Addr": where, "Bytes": nbytes, "Total Allocated": total, "Total Reserved": 0, "Device Type": 0, "Device Id": -1}
-        events.append({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "args": args})
+        args = {
+            "Addr": where,
+            "Bytes": nbytes,
+            "Total Allocated": total,
+            "Total Reserved": 0,
+            "Device Type": 0,
+            "Device Id": -1,
+        }
+        events.append(
+            {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "args": args}
+        )
 
     def op(name: str, ts: float, dur: float, cat: str = "cpu_op") -> None:
         events.append({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur})
@@ -83,8 +93,9 @@ def test_steps_phases_and_cases(bench: ModuleType, tmp_path: Path, capsys: pytes
     cases = tmp_path / "memory_cases.toml"
     runs = lambda s: [f"traces/memory/{s}/run{k}/rank0.json.gz" for k in (1, 2)]  # noqa: E731
     cases.write_text(
-        f'[[case]]\nname = "bigger"\nbefore = {json.dumps(runs("base"))}\nafter = {json.dumps(runs("big"))}\nscripts = []\n'
-        f'[[case]]\nname = "same"\nbefore = {json.dumps(runs("base"))}\nafter = {json.dumps(runs("base"))}\nscripts = []\n'
+        f'[[case]]\nname = "bigger"\nbefore = {json.dumps(runs("base"))}\nafter = {json.dumps(runs("big"))}\nscripts ='
+        f' []\n[[case]]\nname = "same"\nbefore = {json.dumps(runs("base"))}\nafter ='
+        f" {json.dumps(runs('base'))}\nscripts = []\n"
     )
     assert bench.main(["--traces", str(traces), "--cases", str(cases)]) == 0
     out = capsys.readouterr().out

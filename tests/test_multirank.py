@@ -31,8 +31,12 @@ needs_dlrm8 = pytest.mark.skipif(not DLRM8.is_dir(), reason=f"{DLRM8} not presen
 CPU, COMPUTE, COMM = "cpu:1/1", "gpu:0/7", "gpu:0/20"
 
 
-def rank_graph(compute_us: list[float], comm_us: float = 50.0, groups: list[str] | None = None,
-               collectives: list[str] | None = None) -> nx.DiGraph:  # fmt: skip
+def rank_graph(
+    compute_us: list[float],
+    comm_us: float = 50.0,
+    groups: list[str] | None = None,
+    collectives: list[str] | None = None,
+) -> nx.DiGraph:
     """One rank: for each entry of ``compute_us``, a CPU launch (10 us) of a compute kernel of that length, then a
     launch (10 us) of a collective that waits for it (sync edge) on the communication stream. Launch lag 0, no
     gaps. Alone, with compute [100]: launch [0,10], kernel [10,110], launch [10,20], collective [110,160]."""
@@ -45,9 +49,18 @@ def rank_graph(compute_us: list[float], comm_us: float = 50.0, groups: list[str]
         kernel = add_task(g, f"gemm{k}", "gpu", COMPUTE, c, start=t + 10, step="s")
         add_dependency(g, launch, kernel, "launch")
         issue = add_task(g, "ncclLaunch", "cpu", CPU, 10, start=t + 10, step="s")
-        comm = add_task(g, f"ncclKernel_AllReduce_{k}", "comm", COMM, comm_us, start=t + 10 + c, step="s",
-                        collective=(collectives or ["allreduce"] * len(compute_us))[k], bytes=1 << 20,
-                        group=(groups or ["world"] * len(compute_us))[k])  # fmt: skip
+        comm = add_task(
+            g,
+            f"ncclKernel_AllReduce_{k}",
+            "comm",
+            COMM,
+            comm_us,
+            start=t + 10 + c,
+            step="s",
+            collective=(collectives or ["allreduce"] * len(compute_us))[k],
+            bytes=1 << 20,
+            group=(groups or ["world"] * len(compute_us))[k],
+        )
         add_dependency(g, issue, comm, "launch")
         add_dependency(g, kernel, comm, "sync")
         add_dependency(g, launch, issue, "thread")
@@ -60,9 +73,18 @@ def rank_graph(compute_us: list[float], comm_us: float = 50.0, groups: list[str]
     return g
 
 
-def job(graphs: list[nx.DiGraph], origins: list[float] | None = None, measured: list[float] | None = None) -> nx.DiGraph:
-    infos = [RankInfo(rank=r, trace=f"rank{r}", measured_us=(measured or [0.0] * len(graphs))[r],
-                      origin_us=(origins or [0.0] * len(graphs))[r]) for r in range(len(graphs))]  # fmt: skip
+def job(
+    graphs: list[nx.DiGraph], origins: list[float] | None = None, measured: list[float] | None = None
+) -> nx.DiGraph:
+    infos = [
+        RankInfo(
+            rank=r,
+            trace=f"rank{r}",
+            measured_us=(measured or [0.0] * len(graphs))[r],
+            origin_us=(origins or [0.0] * len(graphs))[r],
+        )
+        for r in range(len(graphs))
+    ]
     return join_ranks(graphs, infos, "hand-built")
 
 
@@ -135,9 +157,13 @@ def test_a_process_group_whose_trace_names_its_ranks() -> None:
     # a member that issues nothing on its group is named; so is a rank the job lacks, and one not in the group
     with pytest.raises(DaydreamError, match=r"rank 2 issues no collective #1"):
         job(_named_groups("aab", {"a": [0, 1, 2], "b": [2]}, [100, 200, 300]))
-    with pytest.raises(DaydreamError, match=r"process group 'a' holds ranks 0, 1, 5, and the job has no trace for rank 5"):
+    with pytest.raises(
+        DaydreamError, match=r"process group 'a' holds ranks 0, 1, 5, and the job has no trace for rank 5"
+    ):
         job(_named_groups("aa", {"a": [0, 1, 5]}, [100, 200]))
-    with pytest.raises(DaydreamError, match=r"rank 2 issues collectives on process group 'a', whose members are ranks 0, 1"):
+    with pytest.raises(
+        DaydreamError, match=r"rank 2 issues collectives on process group 'a', whose members are ranks 0, 1"
+    ):
         job(_named_groups("aaa", {"a": [0, 1]}, [100, 200, 300]))
 
 
@@ -151,8 +177,12 @@ def test_a_collective_missing_on_one_rank_is_named() -> None:
 
 def test_collectives_issued_in_another_order_are_named() -> None:
     with pytest.raises(DaydreamError, match=r"collective #1 .* rank 1 issues alltoall"):
-        job([rank_graph([100, 100], collectives=["allreduce", "alltoall"]),
-             rank_graph([100, 100], collectives=["alltoall", "allreduce"])])  # fmt: skip
+        job(
+            [
+                rank_graph([100, 100], collectives=["allreduce", "alltoall"]),
+                rank_graph([100, 100], collectives=["alltoall", "allreduce"]),
+            ]
+        )
 
 
 def test_crossed_collectives_of_two_groups_stop_with_a_message_not_a_hang() -> None:
@@ -263,7 +293,9 @@ def test_cli_simulate_a_job_folder(tmp_path: Path, capsys: pytest.CaptureFixture
     assert [r["rank"] for r in d["ranks"]] == list(range(8))
     assert set(d["ranks"][0]) >= {"rank", "measured_us", "baseline_us", "predicted_us", "wait_us"}
     assert d["measured_us"] == max(r["measured_us"] for r in d["ranks"]) == 19717.0
-    assert d["baseline_us"] == d["predicted_us"] == max(r["baseline_us"] for r in d["ranks"])  # predicted_us: the old name
+    assert (
+        d["baseline_us"] == d["predicted_us"] == max(r["baseline_us"] for r in d["ranks"])
+    )  # predicted_us: the old name
     assert all(r["baseline_us"] == r["predicted_us"] for r in d["ranks"])
     assert d["straggler"]["rank"] == 7
     assert main(["simulate", str(DLRM8)]) == 0
@@ -282,7 +314,9 @@ def test_per_rank_tables_fit_80_columns(command: list[str]) -> None:
     import sys
 
     env = {**os.environ, "COLUMNS": "80"}
-    out = subprocess.run([sys.executable, "-m", "daydream", *command], capture_output=True, text=True, env=env, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", *command], capture_output=True, text=True, env=env, check=True
+    ).stdout
     # the tables fit; prose lines are left whole for the terminal to wrap (a path is never broken mid-token)
     assert max(len(line) for line in out.splitlines() if line[:1] in "┏┃┡│└") <= 80
     # one line per rank: its number first, then its times
@@ -328,7 +362,12 @@ def test_process_groups_read_from_the_args_kineto_records() -> None:
     def args(**kw: object) -> EventArgs:
         return msgspec.convert(kw, EventArgs)
 
-    tp = {"Process Group Name": "3", "Process Group Description": "tp", "Process Group Ranks": "[4, 5, 6, 7]", "Group size": 4}
+    tp = {
+        "Process Group Name": "3",
+        "Process Group Description": "tp",
+        "Process Group Ranks": "[4, 5, 6, 7]",
+        "Group size": 4,
+    }
     assert process_group(args(**tp)) == {"group_size": 4, "group": "3", "group_ranks": [4, 5, 6, 7]}
     # the default group is the world: no name, as in traces that record none
     default = {
@@ -367,10 +406,29 @@ def embedding_rank() -> nx.DiGraph:
     for a, b in zip(calls, calls[1:]):
         add_dependency(g, a, b, "thread")
     ef = add_task(
-        g, "split_embedding_codegen_forward", "gpu", COMPUTE, 100, start=10, step="s", phase="forward", **{"class": "embedding"}
+        g,
+        "split_embedding_codegen_forward",
+        "gpu",
+        COMPUTE,
+        100,
+        start=10,
+        step="s",
+        phase="forward",
+        **{"class": "embedding"},
     )
-    a2a = add_task(g, "ncclKernel_SendRecv", "comm", COMM, 50, start=110, step="s", phase="forward", collective="alltoall",
-                   bytes=8192, group="world")  # fmt: skip
+    a2a = add_task(
+        g,
+        "ncclKernel_SendRecv",
+        "comm",
+        COMM,
+        50,
+        start=110,
+        step="s",
+        phase="forward",
+        collective="alltoall",
+        bytes=8192,
+        group="world",
+    )
     eb = add_task(
         g,
         "split_embedding_backward_codegen",
@@ -405,11 +463,22 @@ def test_sharding_on_a_job_by_hand() -> None:
     b = [a.backward_us / b.backward_us for a, b in zip(after.ranks, before.ranks)]
     ratio = after.alltoall_bytes / before.alltoall_bytes
     # the all-to-all (50 us: one size only, the job keeps its traced time) grows by the formula's difference
-    a2a = 50 + collective_us("alltoall", round(8192 * ratio), 2, "nvlink2") - collective_us("alltoall", 8192, 2, "nvlink2")
+    a2a = (
+        50
+        + collective_us("alltoall", round(8192 * ratio), 2, "nvlink2")
+        - collective_us("alltoall", 8192, 2, "nvlink2")
+    )
     # EF on each rank [10, 10 + 100 f]; the all-to-all starts when both are done; EB after it
     start = max(10 + 100 * x for x in f)
     expected = [start + a2a + 100 * y for y in b]
-    params = {"rows": rows, "pooling": pooling, "dims": dim, "batch": batch, "sharder": "size_greedy", "link": "nvlink2"}
+    params = {
+        "rows": rows,
+        "pooling": pooling,
+        "dims": dim,
+        "batch": batch,
+        "sharder": "size_greedy",
+        "link": "nvlink2",
+    }
     result = run_whatif(job([embedding_rank(), embedding_rank()]), ["sharding"], params=params)
     assert [c["predicted_us"] for c in result.report.ranks or []] == pytest.approx(expected)
     assert result.printed[-1].startswith("plan [0, 1, 1, 1] for naive [0, 1, 0, 1]")
@@ -589,8 +658,10 @@ def _breakdown_row(text: str) -> tuple[float, list[float]]:
 
 def _path_shares(text: str) -> tuple[float, float, list[float]]:
     """The straggler's critical path as the terminal says it: its length, its step and each task's share (ms)."""
-    m = re.search(r"critical path from .*?, ([\d.]+) ms of its ([\d.]+) ms step, by task \(.*?\): (.*?)(?: rank \d+'s step is|$)",
-                  _flat(text))  # fmt: skip
+    m = re.search(
+        r"critical path from .*?, ([\d.]+) ms of its ([\d.]+) ms step, by task \(.*?\): (.*?)(?: rank \d+'s step is|$)",
+        _flat(text),
+    )
     assert m is not None, text
     return float(m.group(1)), float(m.group(2)), [float(x) for x in re.findall(r" ([\d.]+) ms", m.group(3))]
 
@@ -601,25 +672,37 @@ def test_the_straggler_is_the_rank_the_others_wait_for_not_the_longest_window() 
     result = replay_job_graph(straggler_job())
     d = result.to_dict()
     assert [(r["rank"], r["baseline_us"], r["wait_us"], r["offset_us"], r["held_us"]) for r in d["ranks"]] == [
-        (0, 660.0, 450.0, 0.0, 0.0), (1, 610.0, 330.0, 50.0, 0.0), (2, 340.0, 0.0, 400.0, 330.0)]  # fmt: skip
+        (0, 660.0, 450.0, 0.0, 0.0),
+        (1, 610.0, 330.0, 50.0, 0.0),
+        (2, 340.0, 0.0, 400.0, 330.0),
+    ]
     s = d["straggler"]
     assert s["rank"] == 2 and s["held_us"] == 330.0 and s["late_start_us"] == 350.0  # the median rank starts at 50
     assert s["offset_us"] == 400.0 and s["first_rank"] == 0 and s["job_collectives"] == 2
     assert [(c["id"], c["kind"], c["held_us"], c["reached_us"], c["next_rank"]) for c in s["collectives"]] == [
-        ("world#0", "allreduce", 300.0, 110.0, 1), ("world#1", "allreduce", 30.0, 210.0, 1)]  # fmt: skip
+        ("world#0", "allreduce", 300.0, 110.0, 1),
+        ("world#1", "allreduce", 30.0, 210.0, 1),
+    ]
     # its critical path back from the second all-reduce's start (610): launch [400,410], kernels [410,510] [510,610]
     assert (s["path_from_us"], s["path_to_us"], s["path_waited_for"]) == (0.0, 210.0, None)
     assert s["tasks"] == {"gemm0": 100.0, "gemm1": 100.0, "cudaLaunchKernel": 10.0}
     # the job's step is rank 0's window, and so is its breakdown: rank 0's CPU busy [0,40], its GPU [10,210]
     # [510,560] [610,660] (the span across the ranks, 740 us, is no rank's step)
     assert d["baseline_us"] == 660.0 and d["slowest_rank"] == 0
-    assert d["breakdown"] == {"total_us": 660.0, "cpu_only_us": 10.0, "gpu_only_us": 270.0, "cpu_gpu_overlap_us": 30.0,
-                              "idle_us": 350.0}  # fmt: skip
+    assert d["breakdown"] == {
+        "total_us": 660.0,
+        "cpu_only_us": 10.0,
+        "gpu_only_us": 270.0,
+        "cpu_gpu_overlap_us": 30.0,
+        "idle_us": 350.0,
+    }
     text = _text(render_job, result)
     flat = _flat(text)
-    assert ("straggler: rank 2, the rank the others wait for: its step starts 0.350 ms after the median rank's (0.400 "
-            "ms after rank 0's, the first to start), and it reached 2 of the job's 2 collectives last, holding the "
-            "others back 0.330 ms in all") in flat  # fmt: skip
+    assert (
+        "straggler: rank 2, the rank the others wait for: its step starts 0.350 ms after the median rank's (0.400 "
+        "ms after rank 0's, the first to start), and it reached 2 of the job's 2 collectives last, holding the "
+        "others back 0.330 ms in all"
+    ) in flat
     assert re.search(r"│ allreduce world#0 │ .* │ +0\.110 │ 0\.300 │ +rank 1 │", text)
     assert re.search(r"│ allreduce world#1 │ .* │ +0\.210 │ 0\.030 │ +rank 1 │", text)
     assert "rank 0's step is the longest, 0.660 ms, and is the job's step: it starts first and waits 0.450 ms" in flat
@@ -684,9 +767,11 @@ def test_dlrm8_the_straggler_explained_in_text_and_json(
     text = capsys.readouterr().out
     assert max(len(line) for line in text.splitlines()) <= 80
     flat = _flat(text)
-    assert ("straggler: rank 7, the rank the others wait for: its step starts 3.301 ms after the median rank's (7.528 ms "
-            "after rank 1's, the first to start), and it reached 5 of the job's 8 collectives last, holding the others "
-            "back 1.310 ms in all") in flat  # fmt: skip
+    assert (
+        "straggler: rank 7, the rank the others wait for: its step starts 3.301 ms after the median rank's (7.528 ms "
+        "after rank 1's, the first to start), and it reached 5 of the job's 8 collectives last, holding the others "
+        "back 1.310 ms in all"
+    ) in flat
     assert re.search(r"│ alltoall world#1 +│ forward +│ .* │ +5\.907 │ 0\.509 │ +rank 2 │", text)
     assert "rank 1's step is the longest, 19.716 ms, and is the job's step: it starts first and waits 11.133 ms" in flat
     path, step, shares = _path_shares(text)
@@ -719,6 +804,8 @@ def test_dlrm8_report_page_names_the_straggler_and_its_breakdown_adds_up(tmp_pat
     assert sum(bd[k] for k in BREAKDOWN_PARTS) == pytest.approx(doc["baseline_us"], rel=1e-3)
     assert doc["step_ranks"] == [1] and doc["straggler"]["rank"] == 7 and len(doc["ranks"]) == 8
     html = Path(report.index).read_text()
-    assert "Straggler: rank 7, the rank the others wait for: its step starts 3.301 ms after the median rank&#39;s" in html
+    assert (
+        "Straggler: rank 7, the rank the others wait for: its step starts 3.301 ms after the median rank&#39;s" in html
+    )
     assert "Breakdown (ms) of the job&#39;s step, its slowest rank&#39;s window: baseline rank 1&#39;s" in html
     assert 'id="straggler-collectives"' in html and "Rank 1&#39;s step is the longest, 19.716 ms" in html

@@ -16,9 +16,14 @@ CK_PREFIX = "_ZN2ck16tensor_operation6device12_GLOBAL__N_1"
 
 
 def test_aten_kernels_in_an_anonymous_namespace_keep_their_name() -> None:
-    name = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*)"
+    name = (
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*)"
+    )
     assert kernel_label(name) == "at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>"
-    assert kernel_label("void f<T>(float*, int)") == "f<T>" and kernel_label("volta_sgemm_128x64_nn") == "volta_sgemm_128x64_nn"
+    assert (
+        kernel_label("void f<T>(float*, int)") == "f<T>"
+        and kernel_label("volta_sgemm_128x64_nn") == "volta_sgemm_128x64_nn"
+    )
 
 
 def test_names_that_are_not_mangled_or_do_not_demangle_stay() -> None:
@@ -40,7 +45,11 @@ def test_mangled_kernels_of_a_real_trace_read_as_source(shared_traces: Path) -> 
     assert all("(anonymous namespace)::kernel_grouped_conv_fwd" in label and "<" in label for label in labels)
     # shortened for a table: the kernel's qualified name whole, its template arguments in their middle
     short = kernel_short(mangled[0], 120)
-    assert len(short) == 120 and short.startswith(labels[0].split("<")[0] + "<ck::Gridwise") and short.endswith(labels[0][-10:])
+    assert (
+        len(short) == 120
+        and short.startswith(labels[0].split("<")[0] + "<ck::Gridwise")
+        and short.endswith(labels[0][-10:])
+    )
     assert middle(labels[0], 60) == kernel_short(mangled[0], 60)  # no room for the qualified name: the label's middle
 
 

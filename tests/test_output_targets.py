@@ -30,14 +30,21 @@ SCENARIOS = '[[scenario]]\nname = "faster"\nscripts = ["faster.whatif"]\n'
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daydream", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "daydream", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
 
 
 def kind(path: Path) -> str:
     mode = os.lstat(path).st_mode
-    return {stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFLNK: "symlink", stat.S_IFCHR: "char",
-            stat.S_IFREG: "file", stat.S_IFDIR: "dir"}[stat.S_IFMT(mode)]  # fmt: skip
+    return {
+        stat.S_IFIFO: "fifo",
+        stat.S_IFSOCK: "socket",
+        stat.S_IFLNK: "symlink",
+        stat.S_IFCHR: "char",
+        stat.S_IFREG: "file",
+        stat.S_IFDIR: "dir",
+    }[stat.S_IFMT(mode)]
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -119,7 +126,9 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path, via_link: bool) -> N
     if via_link:
         target = tmp_path / "link"
         target.symlink_to(fifo)
-    with pytest.raises(DaydreamError, match=r"is a FIFO \(named pipe\)" + (r" \(through a symlink\)" if via_link else "")):
+    with pytest.raises(
+        DaydreamError, match=r"is a FIFO \(named pipe\)" + (r" \(through a symlink\)" if via_link else "")
+    ):
         write_atomically(target, b"x", "--save")
     assert kind(fifo) == "fifo" and kind(target) == ("symlink" if via_link else "fifo")
     assert leftovers(tmp_path) == []
@@ -244,8 +253,13 @@ def test_export_trace_to_stdout_redirected_into_a_file_is_the_stream(tmp_path: P
     link.symlink_to("/proc/self/fd/1")
     out = tmp_path / "out.txt"
     with out.open("wb") as fh:
-        got = subprocess.run([sys.executable, "-m", "daydream", "simulate", str(trace), "--export-trace", str(link)],
-                             stdout=fh, stderr=subprocess.PIPE, text=False, timeout=60)  # fmt: skip
+        got = subprocess.run(
+            [sys.executable, "-m", "daydream", "simulate", str(trace), "--export-trace", str(link)],
+            stdout=fh,
+            stderr=subprocess.PIPE,
+            text=False,
+            timeout=60,
+        )
     assert got.returncode == 0, got.stderr
     text = out.read_text()
     assert text.startswith('{"traceEvents"') and "simulated timeline written to" in text
@@ -266,7 +280,9 @@ def test_a_signal_during_a_write_leaves_no_temporary(tmp_path: Path, sig: int) -
         "scripts._cmd_check = lambda args: f.write_atomically(sys.argv[-1], b'new') or 0\n"
         "raise SystemExit(cli.main(['check', 'x.whatif', sys.argv[-1]]))\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=20)
@@ -290,9 +306,12 @@ def test_a_killed_write_is_cleaned_by_the_next_run(tmp_path: Path, trace: Path) 
 
 
 @pytest.mark.parametrize(
-    ("raised", "code", "line"), [("KeyboardInterrupt()", 130, "interrupted"), ("signals.Terminated()", 143, "terminated")]
+    ("raised", "code", "line"),
+    [("KeyboardInterrupt()", 130, "interrupted"), ("signals.Terminated()", 143, "terminated")],
 )
-def test_an_error_raised_while_a_signal_unwinds_is_the_signal(tmp_path: Path, raised: str, code: int, line: str) -> None:
+def test_an_error_raised_while_a_signal_unwinds_is_the_signal(
+    tmp_path: Path, raised: str, code: int, line: str
+) -> None:
     """A library's cleanup that fails on half-done work while Ctrl-C or SIGTERM unwinds the command (matplotlib's
     "Invalid bounding box" inside savefig, found by the fuzzer) reports the signal, not an internal error (exit 70)."""
     script = (

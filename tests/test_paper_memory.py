@@ -39,7 +39,10 @@ def _misses(bench: ModuleType, **broken: object) -> list[str]:
     seven = bench.figure7(**{k: v for k, v in broken.items() if k == "settings"})
     parts = ("total", "activations", "layers")
     return [
-        f"{r['model']} {r['setting']} {k} {100 * r['error'][k]:+.1f}%" for r in one for k in parts if abs(r["error"][k]) > BOUND
+        f"{r['model']} {r['setting']} {k} {100 * r['error'][k]:+.1f}%"
+        for r in one
+        for k in parts
+        if abs(r["error"][k]) > BOUND
     ] + [f"{r['model']} {r['setting']} figure 7 {100 * r['error']:+.1f}%" for r in seven if abs(r["error"]) > BOUND]
 
 
@@ -57,20 +60,40 @@ def test_every_row_of_the_paper_within_ten_percent(bench: ModuleType) -> None:
     ("broken", "missed"),
     [
         # sequence parallelism leaves the norms' and dropouts' activations whole: "present work" x2 to x3
-        ({"settings": {"none": (False, False), "seq": (False, False), "sel": (False, True), "seqsel": (False, True)}},
-         "22B seqsel activations"),
+        (
+            {
+                "settings": {
+                    "none": (False, False),
+                    "seq": (False, False),
+                    "sel": (False, True),
+                    "seqsel": (False, True),
+                }
+            },
+            "22B seqsel activations",
+        ),
         # no selective recomputation: the scores (5as/(ht) a layer) kept
-        ({"settings": {"none": (False, False), "seq": (True, False), "sel": (False, False), "seqsel": (True, False)}},
-         "175B seqsel activations"),
+        (
+            {
+                "settings": {
+                    "none": (False, False),
+                    "seq": (True, False),
+                    "sel": (False, False),
+                    "seqsel": (True, False),
+                }
+            },
+            "175B seqsel activations",
+        ),
         # fp16 gradients instead of Megatron's fp32 ones: 16 bytes a parameter, not 18
         ({"grad_bytes": 2}, "1T none layers"),
     ],
-)  # fmt: skip
+)
 def test_the_rows_tell_a_broken_model(bench: ModuleType, broken: dict[str, object], missed: str) -> None:
     assert any(m.startswith(missed) for m in _misses(bench, **broken))
 
 
-def test_the_rows_tell_a_pipeline_without_micro_batches_in_flight(bench: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_rows_tell_a_pipeline_without_micro_batches_in_flight(
+    bench: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the first stage keeping one micro-batch instead of p: its activations a p-th of the paper's
     monkeypatch.setattr(mm, "in_flight", lambda *args, **kwargs: 1)
     assert any(m.startswith("175B none activations") for m in _misses(bench))
@@ -123,7 +146,9 @@ def test_rank_memory_with_selective_recomputation_and_fp32_gradients() -> None:
     model = ModelMemory((BlockMemory("A", 1000, 600, 10_000, 4000, 1000),), "Adam", 3)
     whole = rank_memory(model, [["A"]], Parallelism(tp=2, sequence_parallel=True), (2, 4, 2))[0]
     assert whole.activations == (4000 / 2 + 6000 / 2) * 2
-    selective = rank_memory(model, [["A"]], Parallelism(tp=2, sequence_parallel=True, selective_recompute=True), (2, 4, 2))[0]
+    selective = rank_memory(
+        model, [["A"]], Parallelism(tp=2, sequence_parallel=True, selective_recompute=True), (2, 4, 2)
+    )[0]
     assert selective.activations == (3000 / 2 + 6000 / 2) * 2
     # fp16 parameters, fp32 gradients (and DDP's buckets of them), fp32 master copy and moments: 18 bytes a parameter
     mixed = rank_memory(model, [["A"]], Parallelism(data_parallel=2), (2, 4, 2), grad_bytes=4)[0]
@@ -134,9 +159,32 @@ def _graph(*calls: tuple[str | None, str, list[list[int]]]) -> nx.DiGraph:
     g = nx.DiGraph()
     g.graph.update(steps=[])
     for i, (layer, op, shapes) in enumerate(calls):
-        add_task(g, op, "cpu", "cpu:1/1", 1.0, start=float(i), phase="forward", op=op, shapes=shapes, top_op_id=i, layer=layer)
-    add_task(g, "AccumulateGrad", "cpu", "cpu:1/2", 1.0, start=99.0, phase="backward", op="AccumulateGrad", shapes=[[8, 8]],
-             top_op_id=99, layer="m.a.0.l")  # fmt: skip
+        add_task(
+            g,
+            op,
+            "cpu",
+            "cpu:1/1",
+            1.0,
+            start=float(i),
+            phase="forward",
+            op=op,
+            shapes=shapes,
+            top_op_id=i,
+            layer=layer,
+        )
+    add_task(
+        g,
+        "AccumulateGrad",
+        "cpu",
+        "cpu:1/2",
+        1.0,
+        start=99.0,
+        phase="backward",
+        op="AccumulateGrad",
+        shapes=[[8, 8]],
+        top_op_id=99,
+        layer="m.a.0.l",
+    )
     return g
 
 
@@ -144,8 +192,12 @@ def test_what_an_unfused_attention_keeps() -> None:
     # a product of two activations keeps both factors (baddbmm: not the tensor it adds to); softmax keeps its output,
     # which the dropout after it reads and does not keep (its mask, a byte an element: half an fp16 element)
     q, scores = [4, 16, 8], [4, 16, 16]
-    g = _graph(("m.a.0.c", "aten::baddbmm", [scores, q, [4, 8, 16]]), ("m.a.0.c", "aten::_softmax", [scores]),
-               ("m.a.0.c", "aten::dropout", [scores]), ("m.a.0.c", "aten::bmm", [scores, q]))  # fmt: skip
+    g = _graph(
+        ("m.a.0.c", "aten::baddbmm", [scores, q, [4, 8, 16]]),
+        ("m.a.0.c", "aten::_softmax", [scores]),
+        ("m.a.0.c", "aten::dropout", [scores]),
+        ("m.a.0.c", "aten::bmm", [scores, q]),
+    )
     n, s = 4 * 16 * 8, 4 * 16 * 16
     assert model_memory(g, activation_bytes=2).activations == 2 * n + (s // 2 + s) + (s + n)
     assert model_memory(g).activations == 2 * n + (s // 4 + s) + (s + n)  # fp32: a quarter of an element

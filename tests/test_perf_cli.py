@@ -46,7 +46,9 @@ def test_models_accuracy_with_a_real_trace(shared_traces: Path) -> None:
 
 def test_models_accuracy_bad_path_is_a_clear_error(tmp_path: Path) -> None:
     out = daydream("models", "accuracy", str(tmp_path / "nope"))
-    assert out.returncode == 1 and out.stderr.strip() == f"daydream: error: {tmp_path / 'nope'}: no such file or directory"
+    assert (
+        out.returncode == 1 and out.stderr.strip() == f"daydream: error: {tmp_path / 'nope'}: no such file or directory"
+    )
 
 
 @pytest.mark.slow

@@ -21,9 +21,17 @@ from daydream.trace import load_trace
 
 @pytest.mark.parametrize(
     ("collective", "ranks", "factor"),
-    [("allreduce", 8, 1.75), ("allreduce", 2, 1.0), ("allgather", 8, 0.875), ("reducescatter", 4, 0.75),
-     ("alltoall", 16, 0.9375), ("broadcast", 8, 1.0), ("reduce", 8, 1.0), ("sendrecv", 2, 1.0)],
-)  # fmt: skip
+    [
+        ("allreduce", 8, 1.75),
+        ("allreduce", 2, 1.0),
+        ("allgather", 8, 0.875),
+        ("reducescatter", 4, 0.75),
+        ("alltoall", 16, 0.9375),
+        ("broadcast", 8, 1.0),
+        ("reduce", 8, 1.0),
+        ("sendrecv", 2, 1.0),
+    ],
+)
 def test_bus_factor(collective: str, ranks: int, factor: float) -> None:
     assert C.bus_factor(collective, ranks) == pytest.approx(factor)
 
@@ -31,9 +39,16 @@ def test_bus_factor(collective: str, ranks: int, factor: float) -> None:
 # 1e8 bytes on 4 ranks over a bare 100 GB/s (= 1e5 bytes/us, no latency): factor x 1e8 / 1e5 us.
 @pytest.mark.parametrize(
     ("collective", "expected_us"),
-    [("allreduce", 1500.0), ("allgather", 750.0), ("reducescatter", 750.0), ("alltoall", 750.0),
-     ("broadcast", 1000.0), ("reduce", 1000.0), ("sendrecv", 1000.0)],
-)  # fmt: skip
+    [
+        ("allreduce", 1500.0),
+        ("allgather", 750.0),
+        ("reducescatter", 750.0),
+        ("alltoall", 750.0),
+        ("broadcast", 1000.0),
+        ("reduce", 1000.0),
+        ("sendrecv", 1000.0),
+    ],
+)
 def test_collective_us_each_collective(collective: str, expected_us: float) -> None:
     assert C.collective_us(collective, 1e8, 4, 100) == pytest.approx(expected_us)
     assert C.collective_us(collective, 1e8, 4, 100, latency_us=7.0) == pytest.approx(expected_us + 7.0)
@@ -42,20 +57,46 @@ def test_collective_us_each_collective(collective: str, expected_us: float) -> N
 # all-reduce of 1e9 bytes on 8 ranks: latency + 1.75e9 / (bus GB/s x 1e3), by hand from kernels/links.toml.
 @pytest.mark.parametrize(
     ("link", "expected_us"),
-    [("nvlink2", 15 + 14583.333), ("nvlink3", 15 + 7291.667), ("nvlink4", 15 + 4861.111), ("nvlink5", 15 + 2430.556),
-     ("pcie3", 10 + 138888.889), ("pcie4", 10 + 69444.444), ("pcie5", 10 + 34722.222),
-     ("ib-edr", 25 + 152173.913), ("ib-hdr", 25 + 76086.957), ("ib-ndr", 25 + 38043.478),
-     ("eth-10g", 50 + 1650943.396), ("eth-25g", 50 + 657894.737), ("eth-100g", 40 + 165094.340),
-     ("eth-400g", 40 + 41176.471)],
-)  # fmt: skip
+    [
+        ("nvlink2", 15 + 14583.333),
+        ("nvlink3", 15 + 7291.667),
+        ("nvlink4", 15 + 4861.111),
+        ("nvlink5", 15 + 2430.556),
+        ("pcie3", 10 + 138888.889),
+        ("pcie4", 10 + 69444.444),
+        ("pcie5", 10 + 34722.222),
+        ("ib-edr", 25 + 152173.913),
+        ("ib-hdr", 25 + 76086.957),
+        ("ib-ndr", 25 + 38043.478),
+        ("eth-10g", 50 + 1650943.396),
+        ("eth-25g", 50 + 657894.737),
+        ("eth-100g", 40 + 165094.340),
+        ("eth-400g", 40 + 41176.471),
+    ],
+)
 def test_collective_us_each_link(link: str, expected_us: float) -> None:
     assert C.collective_us("allreduce", 1e9, 8, link) == pytest.approx(expected_us, rel=1e-6)
 
 
 def test_every_preset_has_a_note_and_sane_numbers() -> None:
     presets = C.links()
-    assert set(presets) == {"nvlink2", "nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5", "ib-edr", "ib-hdr",
-                            "ib-ndr", "eth-10g", "eth-25g", "eth-100g", "eth-400g", "gloo-local"}  # fmt: skip
+    assert set(presets) == {
+        "nvlink2",
+        "nvlink3",
+        "nvlink4",
+        "nvlink5",
+        "pcie3",
+        "pcie4",
+        "pcie5",
+        "ib-edr",
+        "ib-hdr",
+        "ib-ndr",
+        "eth-10g",
+        "eth-25g",
+        "eth-100g",
+        "eth-400g",
+        "gloo-local",
+    }
     for link in presets.values():
         assert link.note and link.peak_gbs is not None
         assert 0 < link.bus_bw_gbs <= link.peak_gbs and link.latency_us > 0
@@ -79,20 +120,34 @@ def test_link_names_and_numbers() -> None:
 
 @pytest.mark.parametrize(
     ("name", "canonical"),
-    [("allreduce", "allreduce"), ("all_reduce", "allreduce"), ("AllReduce", "allreduce"),
-     ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "allreduce"),
-     ("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", "reducescatter"), ("all_gather_base", "allgather"),
-     ("all_to_allv", "alltoall"), ("nccl:all_to_all", "alltoall"), ("all_reduce_perf", "allreduce"),
-     ("ncclKernel_Broadcast_RING_LL_Sum_int8_t", "broadcast"), ("reduce", "reduce"), ("send", "sendrecv"),
-     ("recv", "sendrecv"), ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", "sendrecv")],
-)  # fmt: skip
+    [
+        ("allreduce", "allreduce"),
+        ("all_reduce", "allreduce"),
+        ("AllReduce", "allreduce"),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "allreduce"),
+        ("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", "reducescatter"),
+        ("all_gather_base", "allgather"),
+        ("all_to_allv", "alltoall"),
+        ("nccl:all_to_all", "alltoall"),
+        ("all_reduce_perf", "allreduce"),
+        ("ncclKernel_Broadcast_RING_LL_Sum_int8_t", "broadcast"),
+        ("reduce", "reduce"),
+        ("send", "sendrecv"),
+        ("recv", "sendrecv"),
+        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t", "sendrecv"),
+    ],
+)
 def test_normalize_collective(name: str, canonical: str) -> None:
     assert normalize_collective(name) == canonical
 
 
 def test_normalize_agrees_with_the_graph_attribute() -> None:
     # The graph stores collective_of(kernel name) on comm tasks; every value it can hold must normalize.
-    for kernel in ("ncclKernel_AllReduce_RING_LL_Sum_float", "ncclDevKernel_AllGather_RING_LL", "ncclKernel_SendRecv_x"):
+    for kernel in (
+        "ncclKernel_AllReduce_RING_LL_Sum_float",
+        "ncclDevKernel_AllGather_RING_LL",
+        "ncclKernel_SendRecv_x",
+    ):
         stored = collective_of(kernel)
         assert stored is not None and normalize_collective(stored) == normalize_collective(kernel)
     with pytest.raises(DaydreamError, match="unknown collective 'gather'"):
@@ -119,7 +174,7 @@ A100_EXCERPT = """\
    134217728      33554432     float     sum      -1  1402.03   95.73  167.53       0  1396.33   96.12  168.21       0
 # Out of bounds values : 0 OK
 # Avg bus bandwidth    : 32.1532 
-"""  # noqa: W291
+"""  # noqa: W291, E501
 
 # Lines copied from kernels/data/nccl/p5_2x8_h100_efa_all_reduce.txt: Slurm's "0: " label, no binary or rank lines.
 P5_EXCERPT = """\
@@ -139,12 +194,17 @@ NCCL version 2.26.6+cuda12.8
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
         1024            16     float    none      -1    28.70    0.04    0.03      0    27.82    0.04    0.03      0
   8589934592     134217728     float    none      -1    24739  347.22  325.52      0    24244  354.31  332.16      0
-"""
+"""  # noqa: E501
 
 
 def test_parse_nccl_tests_excerpt() -> None:
     sweep = parse_nccl_tests(A100_EXCERPT, "a100.txt")
-    assert (sweep.collective, sweep.ranks, sweep.device, sweep.tool) == ("allreduce", 8, "NVIDIA A100-SXM4-40GB", "nccl-tests")
+    assert (sweep.collective, sweep.ranks, sweep.device, sweep.tool) == (
+        "allreduce",
+        8,
+        "NVIDIA A100-SXM4-40GB",
+        "nccl-tests",
+    )
     assert sweep.sizes == [8, 4194304, 134217728]
     last = sweep.points[-1]
     assert (last.time_us, last.algbw_gbs, last.busbw_gbs, last.time_inplace_us) == (1402.03, 95.73, 167.53, 1396.33)
@@ -166,12 +226,20 @@ def test_parse_nccl_tests_collective_from_wrapper_flag() -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [(A100_EXCERPT.replace("   120.36   34.85", "   34.85"), r"bad\.txt:13: expected 13 columns as in the header at line 10, found 12"),
-     (A100_EXCERPT.replace("120.36", "12O.36"), r"bad\.txt:13: not a result row"),
-     (A100_EXCERPT.replace("#       size ", "#       bytes "), r"bad\.txt: no nccl-tests column header"),
-     ("\n".join(A100_EXCERPT.splitlines()[:11]), r"bad\.txt: the nccl-tests output has a header \(line 10\) but no result rows"),
-     (A100_EXCERPT.replace("    58.00", "     0.00"), r"bad\.txt:12: size and time must be positive")],
-)  # fmt: skip
+    [
+        (
+            A100_EXCERPT.replace("   120.36   34.85", "   34.85"),
+            r"bad\.txt:13: expected 13 columns as in the header at line 10, found 12",
+        ),
+        (A100_EXCERPT.replace("120.36", "12O.36"), r"bad\.txt:13: not a result row"),
+        (A100_EXCERPT.replace("#       size ", "#       bytes "), r"bad\.txt: no nccl-tests column header"),
+        (
+            "\n".join(A100_EXCERPT.splitlines()[:11]),
+            r"bad\.txt: the nccl-tests output has a header \(line 10\) but no result rows",
+        ),
+        (A100_EXCERPT.replace("    58.00", "     0.00"), r"bad\.txt:12: size and time must be positive"),
+    ],
+)
 def test_parse_nccl_tests_malformed(text: str, message: str) -> None:
     with pytest.raises(DaydreamError, match=message):
         parse_nccl_tests(text, "bad.txt")
@@ -185,16 +253,27 @@ def _param_current() -> str:
         "size (B)", "nElementsPerRank", "Latency(us):p50", "p75", "p95", "Min", "Max", "AlgBW(GB/s)", "BusBW(GB/s)"
     )
     row = "\tCOMMS-RES-{}-{}{}{:>18}{:>18}{:>18}{:>12}{:>12}{:>12}{:>12}{:>15}{:>12}"
-    rows = [row.format("all_reduce", "float32", "", 1048576, 262144, "40.0", "41.2", "43.0", "39.5", "44.1", "26.214", "45.875"),
-            row.format("all_reduce", "float32", "", 2097152, 524288, "60.0", "61.0", "62.5", "59.8", "63.0", "34.953", "61.167")]  # fmt: skip
+    rows = [
+        row.format(
+            "all_reduce", "float32", "", 1048576, 262144, "40.0", "41.2", "43.0", "39.5", "44.1", "26.214", "45.875"
+        ),
+        row.format(
+            "all_reduce", "float32", "", 2097152, 524288, "60.0", "61.0", "62.5", "59.8", "63.0", "34.953", "61.167"
+        ),
+    ]
     return "\n".join(["\t global_rank: 0 commsParams: {'collective': 'all_reduce', 'world_size': 8}", header, *rows])
 
 
 def _param_old() -> str:
     header = "\n\tCOMMS-RES\tsize (B)\t num-elements\t Latency(us):p50\tp75\t\tp95\t algBW(GB/s)\t busBW(GB/s)"
     row = "\tCOMMS-RES\t%12s\t%12s\t%12s\t%12s\t%12s\t%12s\t%12s"
-    return "\n".join([header, row % ("4096", "256", "21.0", "22.0", "23.0", "0.195", "0.146"),
-                      row % ("1048576", "65536", "40.0", "41.0", "42.5", "26.214", "19.661")])  # fmt: skip
+    return "\n".join(
+        [
+            header,
+            row % ("4096", "256", "21.0", "22.0", "23.0", "0.195", "0.146"),
+            row % ("1048576", "65536", "40.0", "41.0", "42.5", "26.214", "19.661"),
+        ]
+    )
 
 
 def test_parse_param_current_layout() -> None:
@@ -211,7 +290,9 @@ def test_parse_param_old_layout() -> None:
 
 
 def test_parse_param_malformed() -> None:
-    with pytest.raises(DaydreamError, match=r"p\.log:5: expected at least 10 columns as in the header at line 3, found 9"):
+    with pytest.raises(
+        DaydreamError, match=r"p\.log:5: expected at least 10 columns as in the header at line 3, found 9"
+    ):
         parse_param_comms(_param_current().rsplit("  ", 3)[0], "p.log", collective="all_reduce")
     with pytest.raises(DaydreamError, match=r"p\.log:3: not a result row"):
         parse_param_comms(_param_old().replace("21.0", "n/a"), "p.log", collective="all_reduce")
@@ -243,8 +324,9 @@ def test_bundled_sweeps_parse_whole(entry: C.BundledSweep) -> None:
 
 # ---- fitted models ----------------------------------------------------------------------------------------------
 
-TRUE = C.PiecewiseModel("allreduce", 8, m1=2.0**12, m2=2.0**26, latency_us=20.0, max_bus_bw_gbs=120.0,
-                        sigmoid=(2.5, 20.0, 0.6, -0.5))  # fmt: skip
+TRUE = C.PiecewiseModel(
+    "allreduce", 8, m1=2.0**12, m2=2.0**26, latency_us=20.0, max_bus_bw_gbs=120.0, sigmoid=(2.5, 20.0, 0.6, -0.5)
+)
 
 
 def test_piecewise_hand_values() -> None:
@@ -381,7 +463,7 @@ NODES = C.Topology(C.resolve_link(100), C.resolve_link(10), gpus_per_node=8)
         ("alltoall", 16, NODES, 50000.0),
         ("sendrecv", 16, NODES, 1e9 / 1e4),
     ],
-)  # fmt: skip
+)
 def test_topology_collective_by_hand(collective: str, ranks: int, topology: C.Topology, expected_us: float) -> None:
     assert C.topology_collective_us(collective, 1e9, ranks, topology) == pytest.approx(expected_us)
 
@@ -409,8 +491,10 @@ def test_topology_latency_and_errors() -> None:
         # 2x a3-ultragpu: H200s, 8 x 400 Gb/s a node: measured 325 GB/s at 8 GB, modelled 340 (the ring)
         ("a3-ultragpu_2x8_h200_all_gather.txt", ("nvlink4", "eth-400g", 8), -4.0),
     ],
-)  # fmt: skip
-def test_topology_against_the_two_node_sweeps(file: str, topology: tuple[str, str, int], largest_error_pct: float) -> None:
+)
+def test_topology_against_the_two_node_sweeps(
+    file: str, topology: tuple[str, str, int], largest_error_pct: float
+) -> None:
     entry = next(e for e in C.BUNDLED_SWEEPS if e.file == file)
     sweep = C.bundled_sweep(entry)
     intra, inter, nics = topology

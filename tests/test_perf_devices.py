@@ -22,8 +22,23 @@ from daydream.perf.kernels.devices import (
     peak_flops,
 )
 
-REQUIRED = ("v100-sxm2-16gb", "v100-sxm2-32gb", "v100-pcie-16gb", "a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200",
-            "b200", "rtx-2080-ti", "t4", "l4", "mi250x", "mi250", "mi300x")  # fmt: skip
+REQUIRED = (
+    "v100-sxm2-16gb",
+    "v100-sxm2-32gb",
+    "v100-pcie-16gb",
+    "a100-40gb",
+    "a100-80gb",
+    "h100-sxm",
+    "h100-pcie",
+    "h200",
+    "b200",
+    "rtx-2080-ti",
+    "t4",
+    "l4",
+    "mi250x",
+    "mi250",
+    "mi300x",
+)
 
 
 def test_catalog_has_the_required_parts() -> None:

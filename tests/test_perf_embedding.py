@@ -7,7 +7,14 @@ import math
 import pytest
 
 from daydream.errors import DaydreamError
-from daydream.perf.embeddings.embedding_bag import BagModel, cached_rows, embedding_bag_us, group_bytes, hit_rate, tables_at_once
+from daydream.perf.embeddings.embedding_bag import (
+    BagModel,
+    cached_rows,
+    embedding_bag_us,
+    group_bytes,
+    hit_rate,
+    tables_at_once,
+)
 from daydream.perf.kernels.devices import get_device
 
 V100 = get_device("v100-sxm2-32gb")  # 900 GB/s DRAM, 6 MiB L2, 80 SMs, L2 2048 B/clk at 1530 MHz
@@ -30,13 +37,15 @@ def test_plain_model_by_hand() -> None:
     assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, model=BagModel(l2_aware=False)) == pytest.approx(
         2048 * 1408 / 900e9 * 1e6
     )
-    assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, model=BagModel(l2_aware=False)) == pytest.approx(3.20398, rel=1e-5)
-    assert embedding_bag_us(256, 100_000, 8, 4, 64, "v100", backward=True, model=BagModel(l2_aware=False)) == pytest.approx(
-        2048 * (32 + 64 + 32 + 256 + 2048) / 900e9 * 1e6
+    assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, model=BagModel(l2_aware=False)) == pytest.approx(
+        3.20398, rel=1e-5
     )
-    assert embedding_bag_us(256, 100_000, 8, 4, 64, V100, model=BagModel(l2_aware=False, dram_gbps=800)) == pytest.approx(
-        2048 * 1408 / 800e9 * 1e6
-    )
+    assert embedding_bag_us(
+        256, 100_000, 8, 4, 64, "v100", backward=True, model=BagModel(l2_aware=False)
+    ) == pytest.approx(2048 * (32 + 64 + 32 + 256 + 2048) / 900e9 * 1e6)
+    assert embedding_bag_us(
+        256, 100_000, 8, 4, 64, V100, model=BagModel(l2_aware=False, dram_gbps=800)
+    ) == pytest.approx(2048 * 1408 / 800e9 * 1e6)
 
 
 def test_hit_rate_is_the_ratio_of_binomials() -> None:
@@ -65,9 +74,9 @@ def test_l2_aware_model_by_hand() -> None:
     l2_t, dram_t = 2048 * l2 / (V100_L2_GBPS * 1e9) * 1e6, 2048 * dram / 900e9 * 1e6
     got = embedding_bag_us(256, 2500, 8, 2, 64, V100, model=BagModel(rows_per_block=32))
     assert got == pytest.approx(l2_t + dram_t)  # the paper's sum
-    assert embedding_bag_us(256, 2500, 8, 2, 64, V100, model=BagModel(rows_per_block=32, combine="max")) == pytest.approx(
-        max(l2_t, dram_t)
-    )
+    assert embedding_bag_us(
+        256, 2500, 8, 2, 64, V100, model=BagModel(rows_per_block=32, combine="max")
+    ) == pytest.approx(max(l2_t, dram_t))
     # the hit rate moves traffic from DRAM to the faster L2: below the plain model
     assert got < embedding_bag_us(256, 2500, 8, 2, 64, V100, model=BagModel(l2_aware=False))
 
@@ -81,9 +90,9 @@ def test_l2_aware_backward_by_hand() -> None:
     p = 2211 / 2500 * 2210 / 2499
     w = 2 * 4 * 2 * 64  # ceil(2*4*L*D/32)*32 with L=2, D=64: 1024
     expected = 2048 * ((96 + p * w) / (V100_L2_GBPS * 1e9) + (288 + (1 - p) * w) / 900e9) * 1e6
-    assert embedding_bag_us(256, 2500, 8, 2, 64, V100, backward=True, model=BagModel(rows_per_block=32)) == pytest.approx(
-        expected
-    )
+    assert embedding_bag_us(
+        256, 2500, 8, 2, 64, V100, backward=True, model=BagModel(rows_per_block=32)
+    ) == pytest.approx(expected)
 
 
 def test_l2_bandwidth_needed_where_the_catalog_lacks_it() -> None:

@@ -68,14 +68,18 @@ def test_bad_inputs_are_daydream_errors() -> None:
 
 def test_missing_torch_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
-    with pytest.raises(DaydreamError, match=r"daydream calibrate needs torch: pip install 'daydream-whatif\[calibrate\]'"):
+    with pytest.raises(
+        DaydreamError, match=r"daydream calibrate needs torch: pip install 'daydream-whatif\[calibrate\]'"
+    ):
         mb.run_microbenchmarks("/nonexistent", device="cpu")
 
 
 def test_quantile_and_row_statistics() -> None:
     assert quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.25) == 2.0
     assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
-    m = mb.Measurement(mb.Shape("elementwise", {"op": "add", "numel": 10, "dtype": "float32"}), [5.0, 1.0, 3.0, 100.0, 2.0])
+    m = mb.Measurement(
+        mb.Shape("elementwise", {"op": "add", "numel": 10, "dtype": "float32"}), [5.0, 1.0, 3.0, 100.0, 2.0]
+    )
     row = mb.measurement_row(m)
     # the median ignores the one disturbed run (100 us); the mean would be 22.2
     assert (row["median_us"], row["p25_us"], row["p75_us"], row["min_us"], row["runs"]) == (3.0, 2.0, 5.0, 1.0, 5)
@@ -102,8 +106,10 @@ def test_write_atomic_keeps_old_file_on_failure(tmp_path: Path, monkeypatch: pyt
 
 
 def _write_table(path: Path, times: list[float]) -> None:
-    rows = [{"op": "add", "numel": 100 * (i + 1), "dtype": "float32", "flops": 1.0, "bytes": 1.0, "median_us": t}
-            for i, t in enumerate(times)]  # fmt: skip
+    rows = [
+        {"op": "add", "numel": 100 * (i + 1), "dtype": "float32", "flops": 1.0, "bytes": 1.0, "median_us": t}
+        for i, t in enumerate(times)
+    ]
     mb.write_atomic(path, mb.rows_to_csv(rows))
 
 
@@ -128,8 +134,9 @@ def test_quick_run_writes_well_formed_tables(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     threads_before = torch.get_num_threads()
     seen: list[tuple[str, int, int]] = []
-    paths = mb.run_microbenchmarks(tmp_path, device="cpu", settings=mb.QUICK, seed=1, threads=1,
-                                   progress=lambda *a: seen.append(a))  # fmt: skip
+    paths = mb.run_microbenchmarks(
+        tmp_path, device="cpu", settings=mb.QUICK, seed=1, threads=1, progress=lambda *a: seen.append(a)
+    )
     assert paths == [tmp_path / "gemm.csv", tmp_path / "elementwise.csv"]
     assert torch.get_num_threads() == threads_before
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -142,7 +149,16 @@ def test_quick_run_writes_well_formed_tables(tmp_path: Path) -> None:
         kernel = path.stem
         rows = mb.read_table(path)
         assert len(rows) == mb.QUICK.n_shapes
-        assert list(rows[0]) == [*mb.FEATURE_COLUMNS[kernel], "flops", "bytes", "median_us", "p25_us", "p75_us", "min_us", "runs"]
+        assert list(rows[0]) == [
+            *mb.FEATURE_COLUMNS[kernel],
+            "flops",
+            "bytes",
+            "median_us",
+            "p25_us",
+            "p75_us",
+            "min_us",
+            "runs",
+        ]
         sampled = [s.params for s in mb.sample_shapes(kernel, mb.QUICK.n_shapes, "cpu", seed=1)]
         assert [{c: r[c] for c in mb.FEATURE_COLUMNS[kernel]} for r in rows] == [
             {c: p[c] for c in mb.FEATURE_COLUMNS[kernel]} for p in sampled

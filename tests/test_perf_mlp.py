@@ -1,4 +1,5 @@
-"""MLP kernel models: features, splitting, fitting on a known law, JSON round trip, roofline baseline, bundled models."""
+"""MLP kernel models: features, splitting, fitting on a known law, JSON round trip, roofline baseline, bundled
+models."""
 
 from __future__ import annotations
 
@@ -30,7 +31,17 @@ def law_rows(n: int, seed: int = 0, noise: float = 0.02) -> list[dict[str, objec
         t = 2e-3 * m * nn * k**0.9 * (2.0 if dtype == "float64" else 1.0) * math.exp(rng.gauss(0.0, noise))
         flops, nbytes = gemm_costs(1, m, nn, k, dtype)
         rows.append(
-            {"op": "mm", "batch": 1, "m": m, "n": nn, "k": k, "dtype": dtype, "flops": flops, "bytes": nbytes, "median_us": t}
+            {
+                "op": "mm",
+                "batch": 1,
+                "m": m,
+                "n": nn,
+                "k": k,
+                "dtype": dtype,
+                "flops": flops,
+                "bytes": nbytes,
+                "median_us": t,
+            }
         )
     return rows
 
@@ -47,15 +58,21 @@ def law_model() -> tuple[mlp.KernelModel, list[dict[str, object]]]:
 
 
 def test_features_are_logs_and_one_hots() -> None:
-    rows = [{"batch": 1, "m": 8, "n": 16, "k": 32, "dtype": "float64"}, {"batch": 4, "m": 2, "n": 2, "k": 2, "dtype": "float32"}]
+    rows = [
+        {"batch": 1, "m": 8, "n": 16, "k": 32, "dtype": "float64"},
+        {"batch": 4, "m": 2, "n": 2, "k": 2, "dtype": "float32"},
+    ]
     spec = mlp.FeatureSpec.from_rows("gemm", rows)
     assert spec.names() == ["log(batch)", "log(m)", "log(n)", "log(k)", "dtype=float32", "dtype=float64"]
     assert spec.vector(rows[0]) == pytest.approx([0.0, math.log(8), math.log(16), math.log(32), 0.0, 1.0])
     assert spec.vector(rows[1]) == pytest.approx([math.log(4), math.log(2), math.log(2), math.log(2), 1.0, 0.0])
-    ew = mlp.FeatureSpec.from_rows("elementwise", [{"op": "relu", "numel": 100, "dtype": "float32"},
-                                                   {"op": "add", "numel": 5, "dtype": "float32"}])  # fmt: skip
+    ew = mlp.FeatureSpec.from_rows(
+        "elementwise", [{"op": "relu", "numel": 100, "dtype": "float32"}, {"op": "add", "numel": 5, "dtype": "float32"}]
+    )
     assert ew.names() == ["log(numel)", "op=add", "op=relu", "dtype=float32"]
-    assert ew.vector({"op": "relu", "numel": 1000, "dtype": "float32"}) == pytest.approx([math.log(1000), 0.0, 1.0, 1.0])
+    assert ew.vector({"op": "relu", "numel": 1000, "dtype": "float32"}) == pytest.approx(
+        [math.log(1000), 0.0, 1.0, 1.0]
+    )
     assert ew.vector({"op": "relu", "numel": np.int64(1000), "dtype": "float32"}) == ew.vector(
         {"op": "relu", "numel": 1000, "dtype": "float32"}
     )
@@ -92,7 +109,8 @@ def test_fit_recovers_a_known_law(law_model: tuple[mlp.KernelModel, list[dict[st
     predicted = model.predict_many(test)
     assert gmae(predicted, [law_us(r) for r in test]) < 4.0  # against the noise-free law on unseen shapes
     # the law itself: regress the model's log predictions on the log features over the sampled range; a ReLU net is
-    # piecewise linear in log space, so single ratios wiggle by a few percent, but the fitted exponents must be the law's
+    # piecewise linear in log space, so single ratios wiggle by a few percent, but the fitted exponents must be the
+    # law's
     probe = law_rows(300, seed=9, noise=0.0)
     x = np.array([[1.0, math.log(r["m"]), math.log(r["n"]), math.log(r["k"]), r["dtype"] == "float64"] for r in probe])
     coef, *_ = np.linalg.lstsq(x, np.log(model.predict_many(probe)), rcond=None)
@@ -111,8 +129,9 @@ def test_grid_search_picks_the_best_validation_point() -> None:
     assert scores[grid[0].label()] < scores[grid[1].label()]
 
 
-def test_json_round_trip_gives_identical_predictions(law_model: tuple[mlp.KernelModel, list[dict[str, object]]],
-                                                     tmp_path: Path) -> None:  # fmt: skip
+def test_json_round_trip_gives_identical_predictions(
+    law_model: tuple[mlp.KernelModel, list[dict[str, object]]], tmp_path: Path
+) -> None:
     model, test = law_model
     path = model.save(tmp_path / "m.json")
     text = path.read_text()
@@ -151,7 +170,13 @@ def test_roofline_fit_recovers_known_parameters() -> None:
         for _ in range(200):
             flops, nbytes = 10 ** rng.uniform(2, 8), 10 ** rng.uniform(2, 8)
             rows.append(
-                {"op": op, "dtype": "float32", "flops": flops, "bytes": nbytes, "median_us": a + max(flops / b, nbytes / c)}
+                {
+                    "op": op,
+                    "dtype": "float32",
+                    "flops": flops,
+                    "bytes": nbytes,
+                    "median_us": a + max(flops / b, nbytes / c),
+                }
             )
     roof = mlp.fit_roofline(rows, ("op", "dtype"))
     assert set(roof.params) == {"add/float32", "gelu/float32"}
@@ -181,8 +206,16 @@ def test_held_out_rows_of_unseen_ops_are_not_scored(tmp_path: Path) -> None:
         numel = 1000 * (i + 1)
         op = ("add", "relu")[i % 2]
         flops, nbytes = elementwise_costs(op, numel, "float32")
-        rows.append({"op": op, "numel": numel, "dtype": "float32", "flops": flops, "bytes": nbytes,
-                     "median_us": (2.0 + numel / 1e3) * math.exp(rng.gauss(0.0, 0.01))})  # fmt: skip
+        rows.append(
+            {
+                "op": op,
+                "numel": numel,
+                "dtype": "float32",
+                "flops": flops,
+                "bytes": nbytes,
+                "median_us": (2.0 + numel / 1e3) * math.exp(rng.gauss(0.0, 0.01)),
+            }
+        )
     _, test = mlp.train_test_split(rows, "elementwise")
     lone = next(r for r in rows if r["numel"] == test[0]["numel"])
     lone["op"] = "gelu"  # the only gelu shape is held out: neither model can know gelu
@@ -232,8 +265,14 @@ def test_bundled_models_meet_their_measured_accuracy(kernel: str) -> None:
 
 def test_bundled_accuracy_report_and_predict() -> None:
     names = [a.name for a in mlp.accuracy(CPU_DIR)]
-    assert names == ["gemm-mlp/cpu", "gemm-roofline/cpu", "gemm-noise/cpu",
-                     "elementwise-mlp/cpu", "elementwise-roofline/cpu", "elementwise-noise/cpu"]  # fmt: skip
+    assert names == [
+        "gemm-mlp/cpu",
+        "gemm-roofline/cpu",
+        "gemm-noise/cpu",
+        "elementwise-mlp/cpu",
+        "elementwise-roofline/cpu",
+        "elementwise-noise/cpu",
+    ]
     small = mlp.predict("gemm", {"batch": 1, "m": 64, "n": 64, "k": 64, "dtype": "float32"})
     large = mlp.predict("gemm", {"batch": 1, "m": 1024, "n": 1024, "k": 128, "dtype": "float32"})
     assert 0 < small < large
@@ -242,7 +281,9 @@ def test_bundled_accuracy_report_and_predict() -> None:
         mlp.predict("gemm", {"batch": 1, "m": 1, "n": 1, "k": 1, "dtype": "float32"}, device="tpu")
 
 
-def test_calibrate_says_scikit_learn_is_missing_before_measuring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calibrate_says_scikit_learn_is_missing_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Not after minutes of measurements (issue 54): the fit's dependency is checked first."""
     import sys
 

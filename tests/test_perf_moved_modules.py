@@ -14,7 +14,9 @@ import pytest
 
 import daydream.perf as perf
 
-OLD = "daydream.perf."  # the old names are written as this prefix and the module's name, so a rewrite of paths skips them
+OLD = (
+    "daydream.perf."  # the old names are written as this prefix and the module's name, so a rewrite of paths skips them
+)
 
 
 @pytest.mark.parametrize("old, new", sorted(perf.MOVED.items()))

@@ -32,8 +32,11 @@ def test_the_parameters_are_the_least_frequent_in_place_op() -> None:
     # SGD with momentum over two parameters (1000 and 10 elements): buf.mul_ once, add_ twice per parameter.
     ops = []
     for n in (1000, 10):
-        ops += [("aten::mul_", [[n], []], n * 2 / 100), ("aten::add_", [[n], [n], []], n * 3 / 100),
-                ("aten::add_", [[n], [n], []], n * 3 / 100)]  # fmt: skip
+        ops += [
+            ("aten::mul_", [[n], []], n * 2 / 100),
+            ("aten::add_", [[n], [n], []], n * 3 / 100),
+            ("aten::add_", [[n], [n], []], n * 3 / 100),
+        ]
     # 8 passes per element at 100 a microsecond; fused: 5 passes over 1010 elements = 50.5 us
     assert fused_cpu_step_us(ops, "SGD") == pytest.approx(50.5)
     plain = [op for op in ops if op[0] == "aten::add_"][::2]  # SGD without momentum: param.add_(grad) alone

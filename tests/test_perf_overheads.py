@@ -43,7 +43,9 @@ def _ev(cat: str, name: str, ts: float, dur: float, tid: int = 1, corr: int | No
 
 
 def _gpu(name: str, ts: float, dur: float, corr: int, cat: str = "kernel") -> Event:
-    return Event(ph="X", cat=cat, name=name, pid=0, tid=7, ts=ts, dur=dur, args=EventArgs(correlation=corr, stream=7, device=0))
+    return Event(
+        ph="X", cat=cat, name=name, pid=0, tid=7, ts=ts, dur=dur, args=EventArgs(correlation=corr, stream=7, device=0)
+    )
 
 
 def _trace(events: list[Event]) -> Trace:
@@ -105,9 +107,13 @@ def hand_trace() -> Trace:
 def test_top_level_units() -> None:
     items, outside = top_level_items(hand_trace())
     assert [(it.kind, it.name) for it in items] == [
-        ("op", "aten::linear"), ("op", "aten::relu"), ("op", "aten::zeros"), ("op", "aten::item"),
-        ("dataloader", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"), ("op", "aten::add_"),
-    ]  # fmt: skip
+        ("op", "aten::linear"),
+        ("op", "aten::relu"),
+        ("op", "aten::zeros"),
+        ("op", "aten::item"),
+        ("dataloader", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),
+        ("op", "aten::add_"),
+    ]
     assert outside == [152]  # the annotation; the watchdog thread is not swept
     linear, _, _, item, loading, _ = items
     assert [ln.ts for ln in linear.launches] == [20, 50]  # cudaStreamIsCapturing issued nothing: not a launch
@@ -122,7 +128,12 @@ def test_extract_overheads_by_hand() -> None:
     ov = extract_overheads(hand_trace())  # 2 us per CPU event, 4 us per GPU event inside each interval
     t2 = {k: v.mean_us for k, v in ov.t2.items()}
     assert t2 == {"aten::linear": 20 - 2, "aten::relu": 10, "aten::item": 10, "aten::add_": 5}  # addmm starts in A's T2
-    assert {k: v.mean_us for k, v in ov.t3.items()} == {"aten::linear": 42, "aten::relu": 10, "aten::item": 10, "aten::add_": 7}
+    assert {k: v.mean_us for k, v in ov.t3.items()} == {
+        "aten::linear": 42,
+        "aten::relu": 10,
+        "aten::item": 10,
+        "aten::add_": 7,
+    }
     # cudaStreamIsCapturing starts between A's launches; D's copy and sync are boundaries with 5 us between them
     assert {k: v.mean_us for k, v in ov.t5.items()} == {"aten::linear": 20 - 2, "aten::item": 5}
     # launch durations 10, 8, 10, 8 less one GPU event each; the blocking copy and the sync give no T4
@@ -209,8 +220,18 @@ def test_json_round_trip() -> None:
     ov = extract_overheads(hand_trace())
     back = Overheads.from_dict(json.loads(json.dumps(ov.to_dict())))
     assert back == ov
-    assert back.to_dict()["t4"]["cudaLaunchKernel"] == {"mean_us": 5.0, "count": 4, "raw_median_us": 5.0, "raw_count": 4}
-    for bad in ({}, {"t1": {"mean_us": "fast"}}, {"t1": Stat(1, 1, 1, 1).to_dict(), "t2": {"A": {"mean_us": 1}}}, {"t1": 3}):
+    assert back.to_dict()["t4"]["cudaLaunchKernel"] == {
+        "mean_us": 5.0,
+        "count": 4,
+        "raw_median_us": 5.0,
+        "raw_count": 4,
+    }
+    for bad in (
+        {},
+        {"t1": {"mean_us": "fast"}},
+        {"t1": Stat(1, 1, 1, 1).to_dict(), "t2": {"A": {"mean_us": 1}}},
+        {"t1": 3},
+    ):
         with pytest.raises(DaydreamError, match="malformed overhead table"):
             Overheads.from_dict(bad)
 
@@ -223,7 +244,8 @@ def test_e2e_by_hand() -> None:
         for it in top_level_items(hand_trace())[0]
     ]
     e = run_algorithm(items, _table())
-    # A: cpu 5+10=15; K1 starts max(0+1, 15+6/2)=18, ends 118; cpu 21, +T5 24; K2 max(119, 27)=119 -> 139; cpu 30, +T3 34
+    # A: cpu 5+10=15; K1 starts max(0+1, 15+6/2)=18, ends 118; cpu 21, +T5 24; K2 max(119, 27)=119 -> 139; cpu 30, +T3
+    # 34
     # B: cpu 41; K3 max(140, 44)=140 -> 150; cpu 47, +T3 49.   C: cpu 49+5+20 = 74
     # D: cpu 82; copy max(151, 86)=151 -> 161; cpu 90, waits for it: 161; +T5 163; the sync: 163; +T3 164
     # data loading: +100 -> 264.   E: cpu 270; K4 max(162, 273)=273 -> 283; cpu 276, +T3 277
@@ -238,7 +260,8 @@ def test_e2e_by_hand() -> None:
 
 def _op(name: str, *kernel_us: float, ts: float = 0) -> Item:
     kernels = [
-        Launch("cudaLaunchKernel", ts, ts + 1, (Kernel("k", "gpu", "other", "7", ts, t, name),), False, 1) for t in kernel_us
+        Launch("cudaLaunchKernel", ts, ts + 1, (Kernel("k", "gpu", "other", "7", ts, t, name),), False, 1)
+        for t in kernel_us
     ]
     return Item("op", name, ts, ts + 1, tuple(kernels))
 
@@ -267,9 +290,12 @@ def test_kernel_model_replaces_traced_times() -> None:
     e = predict_e2e(trace, _table(), kernel_us=doubled, step=Step("all", 0, 1000))
     assert e.gpu_active_us == 300
     assert [(k.name, k.op) for k in seen] == [
-        ("K1", "aten::addmm"), ("K2", "aten::addmm"), ("K3", "aten::relu"),
-        ("Memcpy DtoH (Device -> Pageable)", "aten::item"), ("K4", "aten::add_"),
-    ]  # fmt: skip
+        ("K1", "aten::addmm"),
+        ("K2", "aten::addmm"),
+        ("K3", "aten::relu"),
+        ("Memcpy DtoH (Device -> Pageable)", "aten::item"),
+        ("K4", "aten::add_"),
+    ]
     assert (e.measured_us, e.step) == (1000, "all")
 
 
@@ -350,7 +376,11 @@ WAIT_CASES = [
 
 def _split_calls(graph: Any) -> set[Any]:
     """The CPU calls the builder split into the issue and a `NAME [wait]` task (which starts where the issue ends)."""
-    waits = {(a["thread"], a["name"], round(a["start"], 3)) for _, a in graph.nodes(data=True) if a["name"].endswith(" [wait]")}
+    waits = {
+        (a["thread"], a["name"], round(a["start"], 3))
+        for _, a in graph.nodes(data=True)
+        if a["name"].endswith(" [wait]")
+    }
     return {
         n
         for n, a in graph.nodes(data=True)
@@ -371,7 +401,9 @@ def _queue_waited_calls(graph: Any) -> set[Any]:
 def _graph_waits(graph: Any, task: Any) -> bool:
     """Whether the graph makes a CPU call wait for the device: the builder split it into the issue and a
     `NAME [wait]` task, or it waits for GPU work (a `sync` edge)."""
-    synced = any(e["kind"] == "sync" and graph.nodes[u]["kind"] in GPU_KINDS for u, _, e in graph.in_edges(task, data=True))
+    synced = any(
+        e["kind"] == "sync" and graph.nodes[u]["kind"] in GPU_KINDS for u, _, e in graph.in_edges(task, data=True)
+    )
     return task in _split_calls(graph) or synced
 
 
@@ -414,7 +446,9 @@ def test_waits_as_in_the_graph_on_real_traces(shared_traces: Path) -> None:
             continue
         g = build_graph(trace, "all")
         origin = g.graph["origin_us"]
-        swept = {(ln.name, round(ln.ts - origin, 3)): ln.waits for it in top_level_items(trace)[0] for ln in it.launches}
+        swept = {
+            (ln.name, round(ln.ts - origin, 3)): ln.waits for it in top_level_items(trace)[0] for ln in it.launches
+        }
         from_graph = {(ln.name, round(ln.ts, 3)): ln.waits for it in graph_items(g) for ln in it.launches}
         split = _split_calls(g) | _queue_waited_calls(g)
         for n, a in g.nodes(data=True):
@@ -484,4 +518,6 @@ def test_real_trace_overheads(shared_traces: Path) -> None:
     assert raw.launches["aten::conv2d"] >= 1
     assert op_overhead_us(raw, "aten::conv2d") > op_overhead_us(raw, "aten::conv2d", 0) > 0
     for c in check_iterations(trace):
-        assert c.predicted_active_us == pytest.approx(c.measured_active_us)  # every kernel placed once, at its traced time
+        assert c.predicted_active_us == pytest.approx(
+            c.measured_active_us
+        )  # every kernel placed once, at its traced time

@@ -62,21 +62,34 @@ def test_elementwise_cost_by_hand() -> None:
         # addmm: the GEMM plus reading C (the bias already expanded into the output) and scaling/adding it
         ("aten::addmm", [[32], [64, 16], [16, 32], [], []], "fp32", Cost(65536 + 2 * 64 * 32, 14336 + 64 * 32 * 4)),
         ("aten::bmm", [[3, 64, 16], [3, 16, 32]], "fp16", Cost(196608, 21504)),
-        ("aten::baddbmm", [[3, 64, 32], [3, 64, 16], [3, 16, 32], [], []], "fp16",
-         Cost(196608 + 2 * 3 * 64 * 32, 21504 + 3 * 64 * 32 * 2)),
+        (
+            "aten::baddbmm",
+            [[3, 64, 32], [3, 64, 16], [3, 16, 32], [], []],
+            "fp16",
+            Cost(196608 + 2 * 3 * 64 * 32, 21504 + 3 * 64 * 32 * 2),
+        ),
         # matmul with a 2-D right operand folds the batch into m (one GEMM, weight read once)
-        ("aten::matmul", [[2, 3, 64, 16], [16, 32]], "fp32", Cost(2 * 384 * 32 * 16, (384 * 16 + 16 * 32 + 384 * 32) * 4)),
+        (
+            "aten::matmul",
+            [[2, 3, 64, 16], [16, 32]],
+            "fp32",
+            Cost(2 * 384 * 32 * 16, (384 * 16 + 16 * 32 + 384 * 32) * 4),
+        ),
         ("aten::matmul", [[6, 64, 16], [6, 16, 32]], "fp32", Cost(6 * 65536, 6 * 14336)),
         ("aten::matmul", [[16], [16, 32]], "fp32", Cost(2 * 32 * 16, (16 + 16 * 32 + 32) * 4)),
-        ("aten::linear", [[8, 64, 16], [32, 16], [32]], "fp32",
-         Cost(2 * 512 * 32 * 16 + 2 * 512 * 32, (512 * 16 + 16 * 32 + 512 * 32) * 4 + 512 * 32 * 4)),
+        (
+            "aten::linear",
+            [[8, 64, 16], [32, 16], [32]],
+            "fp32",
+            Cost(2 * 512 * 32 * 16 + 2 * 512 * 32, (512 * 16 + 16 * 32 + 512 * 32) * 4 + 512 * 32 * 4),
+        ),
         ("aten::linear", [[512, 16], [32, 16], []], "fp32", gemm_cost(512, 32, 16)),
         # backward GEMMs from the forward's dims: grad_a = g @ b^T (m,k,n) and grad_b = a^T @ g (k,n,m)
         ("MmBackward0", [[64, 16], [16, 32]], "fp32", Cost(2 * 65536, 14336 + 14336)),
         ("AddmmBackward0", [[32], [64, 16], [16, 32]], "fp32", Cost(2 * 65536 + 64 * 32, 28672 + 64 * 32 * 4)),
         ("autograd::engine::evaluate_function: MmBackward0", [[64, 16], [16, 32]], "fp32", Cost(2 * 65536, 28672)),
     ],
-)  # fmt: skip
+)
 def test_gemm_ops(op: str, shapes: list[Any], dtype: str, expected: Cost) -> None:
     assert op_cost(op, shapes, dtype) == expected
 
@@ -135,23 +148,48 @@ def test_conv_backward_dgrad_and_wgrad() -> None:
         ("aten::max", [[16, 8], [], []], "fp32", Cost(128, 512)),  # max over a dim: a reduction
         ("aten::max", [[16, 8], [16, 8]], "fp32", Cost(128, 3 * 128 * 4)),  # max of two tensors: element-wise
         # layer norm: one read, one write, weight and bias; 8 FLOPs per element
-        ("aten::native_layer_norm", [[8, 128, 768], [], [768], [768], []], "fp32", Cost(8 * 786432, (2 * 786432 + 1536) * 4)),
+        (
+            "aten::native_layer_norm",
+            [[8, 128, 768], [], [768], [768], []],
+            "fp32",
+            Cost(8 * 786432, (2 * 786432 + 1536) * 4),
+        ),
         # batch norm (training): statistics pass + normalize pass, plus the per-channel parameters
-        ("aten::cudnn_batch_norm", [[8, 64, 32, 32], [64], [64], [64], [64], [], [], []], "fp32",
-         Cost(8 * 524288, 3 * 524288 * 4 + 4 * 64 * 4)),
-        ("aten::cudnn_batch_norm_backward", [[8, 64, 32, 32], [8, 64, 32, 32], [64], [64], [64], [64], [64], []], "fp32",
-         Cost(10 * 524288, 5 * 524288 * 4)),
+        (
+            "aten::cudnn_batch_norm",
+            [[8, 64, 32, 32], [64], [64], [64], [64], [], [], []],
+            "fp32",
+            Cost(8 * 524288, 3 * 524288 * 4 + 4 * 64 * 4),
+        ),
+        (
+            "aten::cudnn_batch_norm_backward",
+            [[8, 64, 32, 32], [8, 64, 32, 32], [64], [64], [64], [64], [64], []],
+            "fp32",
+            Cost(10 * 524288, 5 * 524288 * 4),
+        ),
         # embedding bag: n rows of D gathered into B bags; int64 indices and offsets
-        ("aten::_embedding_bag", [[1000, 64], [2048], [32], [], [], [], [], [], []], "fp32",
-         Cost(2048 * 64, 2048 * 64 * 4 + 32 * 64 * 4 + (2048 + 32) * 8)),
-        ("aten::_embedding_bag_backward", [[32, 64], [2048], [32], [32], [], [], [], [], [], []], "fp32",
-         Cost(2048 * 64, 32 * 64 * 4 + 2048 * 64 * 4 + 4 * 2048 * 8)),
+        (
+            "aten::_embedding_bag",
+            [[1000, 64], [2048], [32], [], [], [], [], [], []],
+            "fp32",
+            Cost(2048 * 64, 2048 * 64 * 4 + 32 * 64 * 4 + (2048 + 32) * 8),
+        ),
+        (
+            "aten::_embedding_bag_backward",
+            [[32, 64], [2048], [32], [32], [], [], [], [], [], []],
+            "fp32",
+            Cost(2048 * 64, 32 * 64 * 4 + 2048 * 64 * 4 + 4 * 2048 * 8),
+        ),
         # execution-trace tensor lists
-        ("aten::_foreach_add_", [[(1024, 1024), (1024,)], [(1024, 1024), (1024,)], []], "fp32",
-         Cost(1049600, 3 * 1049600 * 4)),
+        (
+            "aten::_foreach_add_",
+            [[(1024, 1024), (1024,)], [(1024, 1024), (1024,)], []],
+            "fp32",
+            Cost(1049600, 3 * 1049600 * 4),
+        ),
         ("aten::cat", [[(2, 3), (4, 3)], []], "fp32", Cost(0, 2 * 18 * 4)),
     ],
-)  # fmt: skip
+)
 def test_memory_bound_ops(op: str, shapes: list[Any], dtype: str, expected: Cost) -> None:
     assert op_cost(op, shapes, dtype) == expected
 
@@ -215,10 +253,31 @@ class _Graph:
         out = []
         for name, cls, dur in kernels:
             cpu, gpu = len(self.g), len(self.g) + 1
-            self.g.add_node(cpu, kind="cpu", name="cudaLaunchKernel", thread="cpu:1/1", op=op, top_op=op, shapes=shapes,
-                            start=self.t, duration=5.0, **extra)  # fmt: skip
-            self.g.add_node(gpu, kind="gpu", name=name, thread="gpu:0/7", op=op, top_op=op, shapes=shapes, start=self.t + 6,
-                            duration=dur, **{"class": cls}, **extra)  # fmt: skip
+            self.g.add_node(
+                cpu,
+                kind="cpu",
+                name="cudaLaunchKernel",
+                thread="cpu:1/1",
+                op=op,
+                top_op=op,
+                shapes=shapes,
+                start=self.t,
+                duration=5.0,
+                **extra,
+            )
+            self.g.add_node(
+                gpu,
+                kind="gpu",
+                name=name,
+                thread="gpu:0/7",
+                op=op,
+                top_op=op,
+                shapes=shapes,
+                start=self.t + 6,
+                duration=dur,
+                **{"class": cls},
+                **extra,
+            )
             self.g.add_edge(cpu, gpu, kind="launch", lag=1.0)
             self.t += 10.0 + dur
             out.append(gpu)
@@ -226,8 +285,16 @@ class _Graph:
 
     def separator(self) -> None:
         """A CPU op between two calls of the same op (as real traces have: the next op's own work)."""
-        self.g.add_node(len(self.g), kind="cpu", name="aten::empty", thread="cpu:1/1", op="aten::empty", shapes=None,
-                        start=self.t, duration=1.0)  # fmt: skip
+        self.g.add_node(
+            len(self.g),
+            kind="cpu",
+            name="aten::empty",
+            thread="cpu:1/1",
+            op="aten::empty",
+            shapes=None,
+            start=self.t,
+            duration=1.0,
+        )
         self.t += 2.0
 
 
@@ -267,10 +334,14 @@ def test_fit_latency_on_synthetic_data_and_fallback() -> None:
 def test_attribution_sums_one_ops_kernels_and_skips_ambiguous_runs() -> None:
     b = _Graph()
     # split-K GEMM: two gemm-class kernels of one op instance -> one observation, their sum
-    split = b.op("aten::mm", [[16, 512], [512, 512]], [("sgemm_splitk", "gemm", 9.0), ("splitKreduce_kernel", "gemm", 3.0)])
+    split = b.op(
+        "aten::mm", [[16, 512], [512, 512]], [("sgemm_splitk", "gemm", 9.0), ("splitKreduce_kernel", "gemm", 3.0)]
+    )
     b.separator()
     # mixed classes in one op instance (a GEMV plus a copy): the cost cannot be split -> left out
-    b.op("aten::addmm", [[1], [16, 256], [256, 1], [], []], [("copy_kernel", "elementwise", 3.0), ("gemv", "gemm", 4.0)])
+    b.op(
+        "aten::addmm", [[1], [16, 256], [256, 1], [], []], [("copy_kernel", "elementwise", 3.0), ("gemv", "gemm", 4.0)]
+    )
     b.separator()
     # two back-to-back calls the graph cannot tell apart (same op, shapes; a kernel name repeats) -> left out
     b.op("aten::fill_", [[64], []], [("fill_kernel", "elementwise", 2.0)])
@@ -306,7 +377,13 @@ def _calibration(latency: float = 0.0, eff: float = 0.5) -> Calibration:
 def test_predict_moves_a_traced_task_by_the_work_ratio() -> None:
     from daydream.perf.kernels.device_model import swap
 
-    big = {"op": "aten::mm", "shapes": [[4096, 4096], [4096, 4096]], "class": "gemm", "duration": 10000.0, "name": "sgemm"}
+    big = {
+        "op": "aten::mm",
+        "shapes": [[4096, 4096], [4096, 4096]],
+        "class": "gemm",
+        "duration": 10000.0,
+        "name": "sgemm",
+    }
     # on another GPU, a GEMM by the measured-kernels model (test_device_model.py): not the peaks' 19.5 -> 67 TFLOP/s
     moved = swap("gemm", big["op"], big["shapes"], A100, get_device("h100"), "fp32", "fp32")
     assert moved is not None and moved.ratio != pytest.approx(19.5 / 67, rel=0.02)
@@ -316,7 +393,13 @@ def test_predict_moves_a_traced_task_by_the_work_ratio() -> None:
     # with a calibrated latency only the part above it scales
     assert predict_us(big, _calibration(latency=4.0), "h100") == pytest.approx(4 + 9996 * moved.ratio)
     # a class the model does not price moves by its rooflines: a reduction by the HBM bandwidths, 1555 -> 3350 GB/s
-    total = {"op": "aten::sum", "shapes": [[1 << 26]], "class": "reduction", "duration": 1000.0, "name": "reduce_kernel"}
+    total = {
+        "op": "aten::sum",
+        "shapes": [[1 << 26]],
+        "class": "reduction",
+        "duration": 1000.0,
+        "name": "reduce_kernel",
+    }
     assert predict_us(total, _calibration(), "h100") == pytest.approx(1000 * 1555 / 3350)
     tiny = {"op": "aten::add", "shapes": [[16], [16], []], "class": "elementwise", "duration": 3.0, "name": "add"}
     assert predict_us(tiny, _calibration(latency=4.0), "h100") == 3.0  # all fixed cost: does not move
@@ -332,7 +415,9 @@ def test_predict_inserted_and_unpriced_tasks() -> None:
     with pytest.raises(DaydreamError, match="cannot price task 'y'"):
         predict_us({"op": "fbgemm::lookup", "class": "other", "name": "y"}, _calibration())
     with pytest.raises(DaydreamError, match="no calibrated efficiency for conv"):
-        predict_us({"op": "aten::conv2d", "shapes": [[1, 3, 8, 8], [4, 3, 3, 3]], "class": "conv", "name": "c"}, _calibration())
+        predict_us(
+            {"op": "aten::conv2d", "shapes": [[1, 3, 8, 8], [4, 3, 3, 3]], "class": "conv", "name": "c"}, _calibration()
+        )
 
 
 @pytest.mark.parametrize(
@@ -392,8 +477,13 @@ def test_a_kernel_moves_by_its_own_roofline_in_its_own_precision() -> None:
     # the target's precision given: FP32 on the H100 (a program that turns TF32 off there)
     assert move_us(tf32, empty, h100, "fp32") == pytest.approx(8000 * 156 / 67)
     # no priced op (no shapes): the class's peaks in each side's precision; memory-bound classes by bandwidth
-    conv = {"op": "aten::cudnn_convolution", "shapes": None, "class": "conv", "duration": 300.0,
-            "name": "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc"}  # fmt: skip
+    conv = {
+        "op": "aten::cudnn_convolution",
+        "shapes": None,
+        "class": "conv",
+        "duration": 300.0,
+        "name": "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc",
+    }
     assert move_us(conv, empty, v100) == pytest.approx(300 * 156 / 15.7)
     relu = {
         "op": "aten::relu",

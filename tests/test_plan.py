@@ -172,7 +172,9 @@ def test_a_plan_places_ranks_as_megatron_does() -> None:
     assert s.params["pipeline_parallel.link"] == "ib-ndr" and s.params["tensor_parallel.link"] == "auto"
     # within one node, the pipeline's sends go over NVLink; a CPU recording's over gloo
     assert _scenario(Layout(1, 2, 4, 4), PlanOptions(gpus=8), True, 1.0).params["pipeline_parallel.link"] == "auto"
-    assert _scenario(Layout(1, 1, 2, 4), PlanOptions(gpus=2), False, 1.0).params["pipeline_parallel.link"] == "gloo-local"
+    assert (
+        _scenario(Layout(1, 1, 2, 4), PlanOptions(gpus=2), False, 1.0).params["pipeline_parallel.link"] == "gloo-local"
+    )
     assert _scenario(Layout(1, 1, 1, 1), PlanOptions(gpus=1), True, 1.0).scripts == ["ddp"]  # one GPU: unchanged
 
 
@@ -222,12 +224,21 @@ def test_plan_on_a_recorded_transformer() -> None:
     # scripts predict it alone; ranked by throughput among those that fit
     result = plan(GPU_TRANSFORMER, PlanOptions(gpus=4, memory_gb=1.0, micro_batches=(4,)))
     names = {p.name for p in result.plans}
-    assert names == {"dp=4 tp=1 pp=1", "dp=2 tp=2 pp=1", "dp=1 tp=4 pp=1", "dp=2 tp=1 pp=2 m=4", "dp=1 tp=2 pp=2 m=4",
-                     "dp=1 tp=1 pp=4 m=4"}  # fmt: skip
+    assert names == {
+        "dp=4 tp=1 pp=1",
+        "dp=2 tp=2 pp=1",
+        "dp=1 tp=4 pp=1",
+        "dp=2 tp=1 pp=2 m=4",
+        "dp=1 tp=2 pp=2 m=4",
+        "dp=1 tp=1 pp=4 m=4",
+    }
     by = {p.name: p for p in result.plans}
     dp = by["dp=4 tp=1 pp=1"]
-    alone = run_whatif(build_graph(load_trace(GPU_TRANSFORMER)), [ROOT / "transforms/ddp.whatif"],
-                       params={"ranks": 4, "link": "auto", "gpus_per_node": 8, "share": 1.0})  # fmt: skip
+    alone = run_whatif(
+        build_graph(load_trace(GPU_TRANSFORMER)),
+        [ROOT / "transforms/ddp.whatif"],
+        params={"ranks": 4, "link": "auto", "gpus_per_node": 8, "share": 1.0},
+    )
     assert dp.predicted_us == pytest.approx(alone.predicted_us)
     assert dp.throughput == pytest.approx(4 * result.baseline_us / dp.predicted_us)
     # 60.1 M parameters x (4 + 4 + 8 + 4: DDP's buckets) bytes = 1.12 GiB, plus the step's activations: no fit
@@ -242,7 +253,9 @@ def test_plan_on_a_recorded_transformer() -> None:
         return 1 / p.throughput, p.interval.parts
 
     for p in fitting:  # a place counts the plans decidedly ahead: their paired difference in time per sample
-        assert p.rank == 1 + sum(1 for o in fitting if o.throughput > p.throughput and decided(*per_sample(o), *per_sample(p)))
+        assert p.rank == 1 + sum(
+            1 for o in fitting if o.throughput > p.throughput and decided(*per_sample(o), *per_sample(p))
+        )
         assert p.ties == [o.name for o in fitting if o is not p and not decided(*per_sample(o), *per_sample(p))]
 
 
@@ -262,10 +275,30 @@ def test_plan_under_a_fixed_global_batch() -> None:
 def test_a_trace_without_modules_is_one_block_and_needs_gradient_sizes() -> None:
     g = nx.DiGraph()
     g.graph.update(steps=[])
-    add_task(g, "aten::linear", "cpu", "cpu:1/1", 10.0, start=0.0, phase="forward", op="aten::linear",
-             shapes=[[64, 512], [256, 512], [256]], top_op_id=1)  # fmt: skip
-    add_task(g, "AccumulateGrad", "cpu", "cpu:1/1", 5.0, start=20.0, phase="backward", op="AccumulateGrad",
-             shapes=[[256, 512]], top_op_id=2)  # fmt: skip
+    add_task(
+        g,
+        "aten::linear",
+        "cpu",
+        "cpu:1/1",
+        10.0,
+        start=0.0,
+        phase="forward",
+        op="aten::linear",
+        shapes=[[64, 512], [256, 512], [256]],
+        top_op_id=1,
+    )
+    add_task(
+        g,
+        "AccumulateGrad",
+        "cpu",
+        "cpu:1/1",
+        5.0,
+        start=20.0,
+        phase="backward",
+        op="AccumulateGrad",
+        shapes=[[256, 512]],
+        top_op_id=2,
+    )
     m = model_memory(g)
     assert [(b.name, b.parameters, b.activations) for b in m.blocks] == [(WHOLE_MODEL, 256 * 512, 64 * 512)]
     assert m.optimizer is None and m.optimizer_states == 0  # no optimizer step in the trace
@@ -279,7 +312,9 @@ def test_a_trace_without_modules_is_one_block_and_needs_gradient_sizes() -> None
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daydream", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "daydream", *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
 
 
 def test_plan_from_the_cli() -> None:
@@ -287,7 +322,9 @@ def test_plan_from_the_cli() -> None:
     out = _cli("plan", str(GPU_TRANSFORMER.parent), "--gpus", "2", "--micro-batches", "2", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert doc["trace"] == str(GPU_TRANSFORMER) and "a job: planned from its first rank, rank0.json.gz" in doc["notes"][0]
+    assert (
+        doc["trace"] == str(GPU_TRANSFORMER) and "a job: planned from its first rank, rank0.json.gz" in doc["notes"][0]
+    )
     assert {p["name"] for p in doc["plans"]} == {"dp=2 tp=1 pp=1", "dp=1 tp=2 pp=1", "dp=1 tp=1 pp=2 m=2"}
     assert doc["memory_bytes"] == 150_109_880_320 and all(p["fits"] for p in doc["plans"])  # the H200's, from the trace
     table = _cli("plan", str(GPU_TRANSFORMER), "--gpus", "2", "--micro-batches", "2", "--memory-gb", "1.5")
@@ -297,7 +334,9 @@ def test_plan_from_the_cli() -> None:
     assert "extrapolated (a script or param the validation ledger never measured; the interval widened)" in table.stdout
     assert "best: dp=1 tp=2 pp=1" in table.stdout or "best: dp=1 tp=1 pp=2" in table.stdout
     bad = _cli("plan", str(GPU_TRANSFORMER), "--gpus", "2", "--micro-batches", "two")
-    assert bad.returncode == 1 and "--micro-batches 'two': whole numbers" in bad.stderr and "Traceback" not in bad.stderr
+    assert (
+        bad.returncode == 1 and "--micro-batches 'two': whole numbers" in bad.stderr and "Traceback" not in bad.stderr
+    )
 
 
 @pytest.mark.parametrize(
@@ -309,18 +348,25 @@ def test_plan_from_the_cli() -> None:
         ("param/resnet_kineto.json.gz", "optimizer kernels", (227 - 31) * 65536),
     ],
 )
-def test_plan_on_a_trace_without_recorded_gradient_sizes(shared_traces: Path, trace: str, source: str, parameters: int) -> None:
+def test_plan_on_a_trace_without_recorded_gradient_sizes(
+    shared_traces: Path, trace: str, source: str, parameters: int
+) -> None:
     """The sizes estimated (daydream.graph.gradients) and said: in --json's gradient_sizes and a note, in the text."""
     path = str(shared_traces / trace)
     out = _cli("plan", path, "--gpus", "16", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["gradient_sizes"] == source and doc["parameters"] == pytest.approx(parameters, abs=62)
-    assert any(n.startswith("the parameters and the plans' memory rest on gradient sizes estimated from") for n in doc["notes"])
+    assert any(
+        n.startswith("the parameters and the plans' memory rest on gradient sizes estimated from") for n in doc["notes"]
+    )
     assert doc["plans"][0]["name"] == "dp=16 tp=1 pp=1" and doc["plans"][0]["predicted_us"] > 0
     text = _cli("plan", path, "--gpus", "16")
     assert text.returncode == 0, text.stderr
-    assert f"parameters (estimated from {source})" in text.stdout and "note: the parameters and the plans' memory" in text.stdout
+    assert (
+        f"parameters (estimated from {source})" in text.stdout
+        and "note: the parameters and the plans' memory" in text.stdout
+    )
     assert "best: dp=16 tp=1 pp=1" in text.stdout
 
 

@@ -88,7 +88,9 @@ def test_a_long_step_on_a_pipe_says_a_line_every_few_seconds(monkeypatch: pytest
             time.sleep(0.12)
             advance(1)
     lines = out.getvalue().splitlines()
-    assert len(lines) >= 2 and all(re.fullmatch(r"daydream: predicting 4 scenarios: \d of 4, \d+ s", line) for line in lines)
+    assert len(lines) >= 2 and all(
+        re.fullmatch(r"daydream: predicting 4 scenarios: \d of 4, \d+ s", line) for line in lines
+    )
     assert "\x1b" not in out.getvalue()  # plain lines, no cursor movement
 
 
@@ -140,7 +142,9 @@ def test_loading_building_and_simulating_report_progress(
     assert any(d == f"simulating {graph.number_of_nodes():,} tasks" for d, _, _ in steps_said)
 
 
-def test_models_accuracy_and_jobs_report_progress(tmp_path: Path, steps_said: list[tuple[str, float | None, float]]) -> None:
+def test_models_accuracy_and_jobs_report_progress(
+    tmp_path: Path, steps_said: list[tuple[str, float | None, float]]
+) -> None:
     from daydream.api.job import load_job
     from daydream.perf.accuracy_report import model_accuracy
 
@@ -157,11 +161,17 @@ def test_models_accuracy_and_jobs_report_progress(tmp_path: Path, steps_said: li
 def test_record_says_each_step_the_recorder_reports(tmp_path: Path) -> None:
     # the recorder (here a stand-in program) writes the steps it has seen; record says each, a line at a time
     steps = tmp_path / "x.steps"
-    child = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time, pathlib\n"
-        "for n in range(1, 4):\n"
-        f"    pathlib.Path({str(steps)!r}).write_text(str(n)); time.sleep(0.4)\n"
-    )])  # fmt: skip
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time, pathlib\n"
+                "for n in range(1, 4):\n"
+                f"    pathlib.Path({str(steps)!r}).write_text(str(n)); time.sleep(0.4)\n"
+            ),
+        ]
+    )
     console, out = terminal()
     with progress.shown(console):
         assert _wait(child, str(steps), 1, 2) == 0
@@ -192,8 +202,11 @@ def test_validate_reports_each_case(tmp_path: Path, steps_said: list[tuple[str, 
     for name in ("a.json.gz", "b.json.gz"):
         shutil.copy(bundled_example(), tmp_path / name)
     path = tmp_path / "cases.toml"
-    path.write_text('[[case]]\nname = "one"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["batch_size"]\nparams = { factor = 1 }\n\n'
-                    '[[case]]\nname = "two"\nbefore = ["b.json.gz"]\nafter = ["a.json.gz"]\nscripts = ["fused_optimizer"]\n')  # fmt: skip
+    path.write_text(
+        '[[case]]\nname = "one"\nbefore = ["a.json.gz"]\nafter = ["b.json.gz"]\nscripts = ["batch_size"]\nparams = {'
+        ' factor = 1 }\n\n[[case]]\nname = "two"\nbefore = ["b.json.gz"]\nafter = ["a.json.gz"]\nscripts ='
+        ' ["fused_optimizer"]\n'
+    )
     validate(path)
     assert ("validating 2 cases", 2, 2) in steps_said
     validate(path, jobs=2)

@@ -18,9 +18,10 @@ TRACES = Path(__file__).resolve().parent.parent / "validation" / "traces" / "gpu
 def _queue_waits(graph) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
     """The launch calls that wait for a GPU task."""
     return [
-        (u, v) for u, v, kind in graph.edges(data="kind")
+        (u, v)
+        for u, v, kind in graph.edges(data="kind")
         if kind == "sync" and graph.nodes[u]["kind"] == "gpu" and "Launch" in graph.nodes[v]["name"]
-    ]  # fmt: skip
+    ]
 
 
 def _steps(trace: Path) -> tuple[dict, dict]:

@@ -64,8 +64,14 @@ def test_each_readme_command_runs(command: str, tmp_path: Path) -> None:
     places = {"TRACE": str(TRACE), "JOB": str(JOB)}
     words = [places.get(w, str(ROOT / w) if w.startswith(("examples/", "validation/")) else w) for w in command.split()]
     assert words[0] == "daydream"
-    run = subprocess.run([sys.executable, "-m", "daydream", *words[1:]], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=600, env={**os.environ, "COLUMNS": "160"})  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "daydream", *words[1:]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "160"},
+    )
     # every command as shown, on the trace it names: a newcomer's first commands succeed (issue 75: compare's example
     # scenarios were a GPU program's, and three of six did not apply to the bundled CPU trace: exit 3)
     assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"

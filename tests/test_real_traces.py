@@ -53,7 +53,9 @@ def test_default_step_replay(shared_traces: Path, name: str) -> None:
     result = replay(shared_traces / name)
     held_back = result.graph.graph["causality"].held_back_us > HELD_BACK_SHARE * result.measured_us
     bound = MAX_ERROR_HELD_BACK if held_back else MAX_ERROR
-    assert abs(result.error) <= bound, f"{name}: measured {result.measured_us:.1f} us, predicted {result.predicted_us:.1f} us"
+    assert abs(result.error) <= bound, (
+        f"{name}: measured {result.measured_us:.1f} us, predicted {result.predicted_us:.1f} us"
+    )
 
 
 def test_replay_geomean(shared_traces: Path) -> None:
@@ -83,7 +85,11 @@ def test_backward_kernels_map_to_forward_layers(shared_traces: Path) -> None:
     phases = {a["phase"] for _, a in g.nodes(data=True) if a["kind"] == "gpu"}
     assert {"forward", "backward", "optimizer"} <= phases
     # Backward conv / gemm kernels take the layer of the forward op they differentiate (fwdbwd sequence numbers).
-    bwd = [a for _, a in g.nodes(data=True) if a["kind"] == "gpu" and a["phase"] == "backward" and a["class"] in ("conv", "gemm")]
+    bwd = [
+        a
+        for _, a in g.nodes(data=True)
+        if a["kind"] == "gpu" and a["phase"] == "backward" and a["class"] in ("conv", "gemm")
+    ]
     assert bwd and sum(a["layer"] is not None for a in bwd) / len(bwd) > 0.9
 
 
@@ -132,8 +138,11 @@ def test_the_main_thread_waits_for_the_backward_thread(shared_traces: Path) -> N
     path = shared_traces / "param/linear_kineto.json.gz"
     g = replay(path).graph
     step = g.graph["steps"][-1].name  # the measured step (the step before it is its context, with waits of its own)
-    waits = [(u, v) for u, v, e in g.edges(data=True)
-             if e["kind"] == "sync" and g.nodes[u]["kind"] == g.nodes[v]["kind"] == "cpu" and g.nodes[v]["step"] == step]  # fmt: skip
+    waits = [
+        (u, v)
+        for u, v, e in g.edges(data=True)
+        if e["kind"] == "sync" and g.nodes[u]["kind"] == g.nodes[v]["kind"] == "cpu" and g.nodes[v]["step"] == step
+    ]
     # the call hands the backward pass to the autograd thread, and the main thread waits for its end
     assert len(waits) == 2 and all(g.nodes[u]["thread"] != g.nodes[v]["thread"] for u, v in waits)
     assert sorted(g.nodes[v]["phase"] for _, v in waits) == ["backward", "optimizer"]

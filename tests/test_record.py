@@ -35,12 +35,26 @@ NOT_IN_A_MODULE = {"aten::ones_like"}
 
 
 def daydream(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daydream", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "daydream", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
 
 
 def record_example(name: str, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return daydream("record", "--out", str(out), *extra, "--", sys.executable, str(EXAMPLES / f"{name}.py"), "--steps", "8",
-                    "--device", "cpu", *EXAMPLE_ARGS[name])  # fmt: skip
+    return daydream(
+        "record",
+        "--out",
+        str(out),
+        *extra,
+        "--",
+        sys.executable,
+        str(EXAMPLES / f"{name}.py"),
+        "--steps",
+        "8",
+        "--device",
+        "cpu",
+        *EXAMPLE_ARGS[name],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +95,9 @@ def test_recorded_example_simulates_with_layers(recorded: dict[str, Path], name:
     timeline = simulate(graph)
     assert timeline.step_us() == pytest.approx(graph.graph["measured_us"], rel=0.02)
     # Every forward and backward op of the step is some module's, but for the ops no module runs.
-    unmapped = [a["name"] for _, a in graph.nodes(data=True) if a["phase"] in ("forward", "backward") and a["layer"] is None]
+    unmapped = [
+        a["name"] for _, a in graph.nodes(data=True) if a["phase"] in ("forward", "backward") and a["layer"] is None
+    ]
     allowed = NOT_IN_A_MODULE | ({"aten::cross_entropy_loss", "aten::flatten"} if name == "transformer" else set())
     assert {n for n in unmapped if not n.startswith("autograd::engine::evaluate_function")} <= allowed
     if name != "transformer":  # the transformer's loss is functional (F.cross_entropy): its backward has no module
@@ -109,7 +125,9 @@ def test_mlp_ops_map_to_their_modules(recorded: dict[str, Path]) -> None:
     for path in linears:
         assert seen[("forward", path)] == Counter({"aten::linear": 1})
         # addmm's backward, the weight transpose's, and one accumulation per parameter (weight, bias)
-        assert seen[("backward", path)] == Counter({"AddmmBackward0": 1, "TBackward0": 1, "torch::autograd::AccumulateGrad": 2})
+        assert seen[("backward", path)] == Counter(
+            {"AddmmBackward0": 1, "TBackward0": 1, "torch::autograd::AccumulateGrad": 2}
+        )
     for path in relus:
         assert seen[("forward", path)] == Counter({"aten::relu": 1})
         assert seen[("backward", path)] == Counter({"ReluBackward0": 1})
@@ -186,7 +204,9 @@ def test_program_that_exits_without_cleanup_leaves_no_temporaries(tmp_path: Path
 @pytest.mark.slow
 def test_program_that_never_steps(tmp_path: Path) -> None:
     script = tmp_path / "nostep.py"
-    script.write_text("import torch\nm = torch.nn.Linear(8, 8)\nfor i in range(5):\n    m(torch.randn(4, 8)).sum().backward()\n")
+    script.write_text(
+        "import torch\nm = torch.nn.Linear(8, 8)\nfor i in range(5):\n    m(torch.randn(4, 8)).sum().backward()\n"
+    )
     proc = daydream("record", "--out", str(tmp_path / "a"), "--", sys.executable, str(script))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert "ran no training step" in proc.stderr and "no step was being recorded, so there is no trace" in proc.stderr
@@ -248,9 +268,31 @@ def test_module_program_and_keep_running(tmp_path: Path) -> None:
         "    m(torch.randn(2, 4)).sum().backward(); opt.step()\n"
         "print('finished', i)\n"
     )
-    proc = subprocess.run([sys.executable, "-m", "daydream", "record", "--keep-running", "--json", "--warmup", "1", "--steps", "2",
-                           "--out", "o", "--", sys.executable, "-m", "pkg.train", "6"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "daydream",
+            "record",
+            "--keep-running",
+            "--json",
+            "--warmup",
+            "1",
+            "--steps",
+            "2",
+            "--out",
+            "o",
+            "--",
+            sys.executable,
+            "-m",
+            "pkg.train",
+            "6",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.strip().splitlines()
     assert out[0] == "finished 5"  # the program ran to its end
@@ -286,9 +328,14 @@ def test_python_api_steps(tmp_path: Path) -> None:
             a(torch.randn(8, 4)).sum().backward()
             step()
     assert rec.result is not None and rec.result.complete
-    assert json.loads((tmp_path / "explicit" / "rank0.daydream.json").read_text())["steps"]["counted_from"] == "explicit"
+    assert (
+        json.loads((tmp_path / "explicit" / "rank0.daydream.json").read_text())["steps"]["counted_from"] == "explicit"
+    )
     step()  # outside a recording: nothing happens
-    with pytest.raises(RecordError, match="ended after 2 of 4 steps"), record(str(tmp_path / "short"), warmup=2, steps=2):
+    with (
+        pytest.raises(RecordError, match="ended after 2 of 4 steps"),
+        record(str(tmp_path / "short"), warmup=2, steps=2),
+    ):
         for _ in range(2):
             a(torch.randn(8, 4)).sum().backward()
             oa.step()
@@ -379,7 +426,10 @@ def test_ddp_buckets_recorded(tmp_path: Path) -> None:
     assert names[0].startswith("Sequential.3")  # rebuilt in the order gradients became ready: the last layer first
     assert sum(b["bytes"] for b in ddp["buckets"]) == 4 * (2 * 256 * 256 + 2 * 256 + 2560 + 10)
     graph = build_graph(load_trace(tmp_path / "o" / "rank0.json.gz"))
-    assert {a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward"} >= {"Sequential.0", "Sequential.3"}
+    assert {a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward"} >= {
+        "Sequential.0",
+        "Sequential.3",
+    }
 
 
 @pytest.mark.slow
@@ -402,9 +452,24 @@ def test_multi_process_job_records_every_rank(tmp_path: Path) -> None:
     with socket.socket() as sock:  # a free port for the rendezvous
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-                           "127.0.0.1", "--master_port", str(port), str(script), str(out)],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(port),
+            str(script),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     for rank in (0, 1):
         meta = json.loads((out / f"rank{rank}.daydream.json").read_text())

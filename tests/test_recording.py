@@ -73,19 +73,24 @@ def test_missing_fields_default_and_unknown_ones_are_ignored(tmp_path: Path) -> 
     [
         ({"host": {"threads": "x"}}, "host.threads", "Expected `int | null`, got `str`"),
         ({"steps": {"wall_ms": [1.0, "slow"]}}, "steps.wall_ms[1]", "Expected `float`, got `str`"),
-        ({"modules": [{"path": "m", "parameters": [{"name": "w", "shape": {}}]}]}, "modules[0].parameters[0].shape",
-         "Expected `array`, got `object`"),
+        (
+            {"modules": [{"path": "m", "parameters": [{"name": "w", "shape": {}}]}]},
+            "modules[0].parameters[0].shape",
+            "Expected `array`, got `object`",
+        ),
         ({"device": "cuda"}, "device", "Expected `object | null`, got `str`"),
     ],
-)  # fmt: skip
-def test_a_malformed_sidecar_is_named_with_its_field(tmp_path: Path, sidecar: dict[str, object], field: str,
-                                                      expected: str) -> None:  # fmt: skip
+)
+def test_a_malformed_sidecar_is_named_with_its_field(
+    tmp_path: Path, sidecar: dict[str, object], field: str, expected: str
+) -> None:
     path = _trace_with_sidecar(tmp_path, {"format": "daydream.recording/1", **sidecar})
     trace = load_trace(path)  # the trace stands without its sidecar
     assert trace.recording is None and trace.cpu_ops
     sidecar_file = tmp_path / "rank0.daydream.json"
     assert trace.warnings == [
-        f"recording metadata next to the trace not used: {sidecar_file}: malformed recording metadata at {field}: {expected}"
+        f"recording metadata next to the trace not used: {sidecar_file}: malformed recording metadata at {field}:"
+        f" {expected}"
     ]
     with pytest.raises(TraceError, match=re.escape(f"malformed recording metadata at {field}: ")):
         read_recording(sidecar_file)

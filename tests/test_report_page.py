@@ -31,12 +31,26 @@ def test_analyses_by_hand() -> None:
     modules = {(r.name, r.phase): r for r in a.modules}
     fc1 = modules[("model.fc1", "forward")]
     assert (fc1.instances, fc1.critical_us, fc1.critical_gpu_us, fc1.gpu_us, fc1.cpu_us, fc1.span_us, fc1.kernels) == (
-        1, 112, 100, 100, 10, 112, 1)  # fmt: skip
+        1,
+        112,
+        100,
+        100,
+        10,
+        112,
+        1,
+    )
     bwd = modules[("model.fc1", "backward")]
-    assert (bwd.critical_us, bwd.gpu_us, bwd.span_us) == (200, 200, 312)  # its span holds the wait for the forward's GPU work
+    assert (bwd.critical_us, bwd.gpu_us, bwd.span_us) == (
+        200,
+        200,
+        312,
+    )  # its span holds the wait for the forward's GPU work
     act = modules[("model.act", "forward")]
     assert (act.critical_us, act.gpu_us, act.span_us) == (20, 20, 122)
-    assert (modules[("(outside any layer)", "-")].critical_us, modules[("(outside any layer)", "-")].critical_gpu_us) == (83, 80)
+    assert (
+        modules[("(outside any layer)", "-")].critical_us,
+        modules[("(outside any layer)", "-")].critical_gpu_us,
+    ) == (83, 80)
     assert sum(r.critical_us for r in a.modules) == a.step_us == 415  # the rows add up to the step
     assert [r.name for r in a.modules][0] == "model.fc1"  # longest on the path first
     assert a.layers == []  # no top-level ops recorded on the hand-built graph
@@ -49,7 +63,9 @@ def test_analyses_by_hand() -> None:
     assert by_cause == {"cpu_us": 12, "comm_us": 50, "after_us": 3}
     assert {k: v for k, v in streams["gpu:0/20"].idle_by_cause.items() if v} == {"other_stream_us": 332, "after_us": 33}
     kernels = {k.name: k for k in a.kernels}
-    assert kernels["sm80_gemm_bwd"].total_us == 200 and kernels["sm80_gemm_bwd"].share_pct == pytest.approx(100 * 200 / 400)
+    assert kernels["sm80_gemm_bwd"].total_us == 200 and kernels["sm80_gemm_bwd"].share_pct == pytest.approx(
+        100 * 200 / 400
+    )
     assert kernels["ncclAllReduce"].kernel_class == "comm"
     assert a.gpu_busy_pct == pytest.approx(100 * 400 / 415)
     assert a.verdict.startswith("GPU-bound: kernels hold ") and "the GPU is busy 96% of the step" in a.verdict
@@ -67,7 +83,9 @@ def test_verdicts_of_other_bounds() -> None:
     for _, attrs in comm.nodes(data=True):
         if attrs["kind"] == "comm":
             attrs["duration"] = 10_000.0
-    assert analyse(replay_graph(comm).timeline, "slow network").verdict.startswith("communication-bound: collectives hold 9")
+    assert analyse(replay_graph(comm).timeline, "slow network").verdict.startswith(
+        "communication-bound: collectives hold 9"
+    )
     cpu = analyse(replay_graph(_cpu_graph()).timeline, "cpu")
     assert cpu.verdict.startswith("CPU only: no GPU work")
 
@@ -94,9 +112,21 @@ def hta_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_report_folder_of_a_real_trace(hta_report: Path) -> None:
     names = sorted(p.name for p in hta_report.iterdir())
     # the memory figure too: the trace holds no allocator events, its memory estimated from its shapes
-    assert names == ["breakdown.png", "breakdown.svg", "index.html", "layers.png", "layers.svg", "memory.png", "memory.svg",
-                     "report.json", "timeline.json.gz", "timeline_baseline.png", "timeline_baseline.svg",
-                     "timeline_predicted.png", "timeline_predicted.svg"]  # fmt: skip
+    assert names == [
+        "breakdown.png",
+        "breakdown.svg",
+        "index.html",
+        "layers.png",
+        "layers.svg",
+        "memory.png",
+        "memory.svg",
+        "report.json",
+        "timeline.json.gz",
+        "timeline_baseline.png",
+        "timeline_baseline.svg",
+        "timeline_predicted.png",
+        "timeline_predicted.svg",
+    ]
     for png in hta_report.glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for svg in hta_report.glob("*.svg"):
@@ -111,7 +141,9 @@ def test_report_folder_of_a_real_trace(hta_report: Path) -> None:
         gpu = a["breakdown"]["gpu_only_us"] + a["breakdown"]["cpu_gpu_overlap_us"]
         assert a["gpu_busy_pct"] == pytest.approx(100 * gpu / a["step_us"])
         assert sum(k["share_pct"] for k in a["kernels"]) == pytest.approx(100)
-        assert sum(k["total_us"] for k in a["kernels"]) == pytest.approx(sum(k["total_us"] for k in a["kernels_by_layer"]))
+        assert sum(k["total_us"] for k in a["kernels"]) == pytest.approx(
+            sum(k["total_us"] for k in a["kernels_by_layer"])
+        )
         assert sum(r["critical_us"] for r in a["layers"]) == pytest.approx(a["step_us"], rel=1e-9)
         for r in a["layers"]:
             assert 0 <= r["critical_gpu_us"] <= r["critical_us"] + 1e-6 and r["span_us"] <= a["step_us"] * 3
@@ -121,8 +153,18 @@ def test_report_folder_of_a_real_trace(hta_report: Path) -> None:
     layers = {(r["name"], r["phase"]) for r in base["layers"]}
     assert ("aten::conv2d", "forward") in layers and ("aten::batch_norm", "forward") in layers
     html = (hta_report / "index.html").read_text()
-    for ident in ("steps", "breakdown", "layers-baseline", "layers-predicted", "kernels-baseline", "kernels-by-layer-predicted",
-                  "streams-baseline", "critical-path-predicted", "verdict-baseline", "idle-by-cause"):  # fmt: skip
+    for ident in (
+        "steps",
+        "breakdown",
+        "layers-baseline",
+        "layers-predicted",
+        "kernels-baseline",
+        "kernels-by-layer-predicted",
+        "streams-baseline",
+        "critical-path-predicted",
+        "verdict-baseline",
+        "idle-by-cause",
+    ):
         assert f'id="{ident}"' in html
     assert "http://" not in html.replace('href="http', "") and "<script" not in html  # nothing fetched, no code
 
@@ -171,10 +213,24 @@ def _dump_dom(browser: str, page: Path, tmp: Path) -> str:
     """The page's DOM after it loaded (its images' onload/onerror run), with no message on its console (Chromium
     logs each as an INFO:CONSOLE line: a script error, a console.error)."""
     done = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files", f"--user-data-dir={tmp}",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--window-size=1280,900", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--allow-file-access-from-files",
+            f"--user-data-dir={tmp}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--window-size=1280,900",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     assert not console, console
@@ -207,9 +263,21 @@ def test_report_page_in_headless_chromium(hta_report: Path, tmp_path: Path) -> N
     dom = _dump_dom(browser, moved / "index.html", tmp_path / "profile2")
     assert dom.count('data-broken="1"') == 5
     shot = tmp_path / "shot.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile3'}",
-                    f"--screenshot={shot}", "--window-size=1280,2000", (hta_report / "index.html").as_uri()],
-                   capture_output=True, timeout=120, check=True)  # fmt: skip
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'profile3'}",
+            f"--screenshot={shot}",
+            "--window-size=1280,2000",
+            (hta_report / "index.html").as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     assert shot.read_bytes()[:4] == b"\x89PNG"
 
 

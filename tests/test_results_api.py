@@ -50,8 +50,11 @@ def test_a_job_in_a_notebook() -> None:
     from daydream.api.job import replay_job
 
     job = replay_job(DLRM8)
-    assert repr(job) == ("JobReplay(trace='" + str(DLRM8) + "', 8 ranks, slowest rank 1: measured 19.717 ms, baseline "
-                         "19.716 ms, straggler 7)")  # fmt: skip
+    assert repr(job) == (
+        "JobReplay(trace='"
+        + str(DLRM8)
+        + "', 8 ranks, slowest rank 1: measured 19.717 ms, baseline 19.716 ms, straggler 7)"
+    )
     _flat_rows(job.rows())
     assert [r["rank"] for r in job.rows()] == list(range(8)) and job.rows()[1]["baseline_us"] == job.baseline_us
     changed = whatif(DLRM8, ["straggler"])
@@ -97,16 +100,23 @@ def test_one_vocabulary_in_every_result() -> None:
     assert batch["speedup"] < 1 < batch["throughput"]  # before / after: a slower step, more samples per second
     assert (batch["speedup"], batch["throughput"]) == (pytest.approx(ran["speedup"]), pytest.approx(ran["throughput"]))
     compared = compare(trace, [Scenario("bigger batch", ["batch_size"])]).to_dict()
-    assert compared["baseline"]["baseline_us"] == simulated["baseline_us"] and "simulated_us" not in compared["baseline"]
+    assert (
+        compared["baseline"]["baseline_us"] == simulated["baseline_us"] and "simulated_us" not in compared["baseline"]
+    )
     (scenario,) = compared["scenarios"]
-    assert (scenario["speedup"], scenario["throughput"]) == (pytest.approx(ran["speedup"]), pytest.approx(ran["throughput"]))
+    assert (scenario["speedup"], scenario["throughput"]) == (
+        pytest.approx(ran["speedup"]),
+        pytest.approx(ran["throughput"]),
+    )
 
 
 def test_a_trace_in_a_notebook_is_one_line() -> None:
     from daydream import load_trace
 
     text = repr(load_trace(bundled_example()))
-    assert len(text) < 400 and text.startswith("Trace(") and " events: " in text  # was every event, millions of characters
+    assert (
+        len(text) < 400 and text.startswith("Trace(") and " events: " in text
+    )  # was every event, millions of characters
 
 
 def test_a_change_too_small_to_show_has_no_sign_or_percent() -> None:
@@ -116,12 +126,15 @@ def test_a_change_too_small_to_show_has_no_sign_or_percent() -> None:
     assert change(0.3, 1500.3) == "+1.500 ms"  # before shows as 0.000 ms: no percent of it
     assert change(2000.0, 1500.0) == "-0.500 ms (-25.0%)"
     # a part under 1% of the step it is part of: no percentage of it (was "+6165.2%")
-    assert change(600.0, 37_591.0, whole=158_000.0) == "+36.991 ms" and change(600.0, 37_591.0) == "+36.991 ms (+6165.2%)"
+    assert (
+        change(600.0, 37_591.0, whole=158_000.0) == "+36.991 ms" and change(600.0, 37_591.0) == "+36.991 ms (+6165.2%)"
+    )
     assert signed_ms(-0.4) == "0.000 ms" and signed_ms(-0.6) == "-0.001 ms"
 
 
 def test_a_param_two_scripts_bind_apart_is_shown_with_each() -> None:
-    """`run T amp device` printed `dtype = none` while amp ran fp16: each script's value, by script, where they differ."""
+    """`run T amp device` printed `dtype = none` while amp ran fp16: each script's value, by script, where they
+    differ."""
     from test_transforms import chain
 
     from daydream.api.whatif import run_whatif

@@ -29,8 +29,10 @@ def built() -> nx.DiGraph:
 def session(built: nx.DiGraph) -> Session:
     s = Session(copy_graph(built))
     # a second thread, and tasks on it, so that selecting by thread leaves tasks out
-    s.execute('for k in first(select cpu where name == "aten::relu", 5) {\n'
-              '    insert cpu "side" after k duration 10us on "cpu:1/99"\n}')  # fmt: skip
+    s.execute(
+        'for k in first(select cpu where name == "aten::relu", 5) {\n'
+        '    insert cpu "side" after k duration 10us on "cpu:1/99"\n}'
+    )
     starts = sorted(a["start"] for a in s.graph.nodes.values() if a.get("start") is not None)
     s.scope.update(th="cpu:1/99", main=next(iter(s.graph.nodes.values()))["thread"], t0=starts[60], t1=starts[200])
     return s
@@ -41,7 +43,9 @@ def selected(session: Session, where: str, kind: str = "cpu") -> Selection:
     return session.scope["found"]
 
 
-def full_scan(session: Session, where: str, kind: str = "cpu", monkeypatch: pytest.MonkeyPatch | None = None) -> Selection:
+def full_scan(
+    session: Session, where: str, kind: str = "cpu", monkeypatch: pytest.MonkeyPatch | None = None
+) -> Selection:
     assert monkeypatch is not None
     with monkeypatch.context() as m:
         m.setattr(evaluate, "candidates", lambda *a, **k: None)
@@ -59,7 +63,8 @@ WHERE = [
     "thread == th",
     'thread == "no such thread"',
     "layer == none and start < t1",
-    "thread == main and start > t0 and start > t1",  # a second lower bound: the index takes the first, the clause the rest
+    # a second lower bound: the index takes the first, the clause the rest
+    "thread == main and start > t0 and start > t1",
     "thread == 3",
 ]
 
@@ -92,7 +97,9 @@ def test_the_bounds_on_starts_of_tasks_are_exact(session: Session) -> None:
     assert len(strict) == sum(1 for a in nodes.values() if a["kind"] in ("cpu", "dataloader") and t0 < a["start"] < t1)
 
 
-def test_an_error_in_the_clause_is_the_one_a_test_of_every_task_raises(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_error_in_the_clause_is_the_one_a_test_of_every_task_raises(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
     messages = []
     for scan in (False, True):
         with pytest.raises(ScriptError) as err:
@@ -138,8 +145,11 @@ def test_a_start_that_is_not_a_number_is_tested_by_the_clause(
     outcomes = []
     for scan in (False, True):
         try:
-            found = full_scan(session, "start > t0 and start < t1", monkeypatch=monkeypatch) if scan else \
-                selected(session, "start > t0 and start < t1")  # fmt: skip
+            found = (
+                full_scan(session, "start > t0 and start < t1", monkeypatch=monkeypatch)
+                if scan
+                else selected(session, "start > t0 and start < t1")
+            )
             outcomes.append(("selected", found))
         except ScriptError as exc:
             outcomes.append(("error", str(exc)))
@@ -147,7 +157,9 @@ def test_a_start_that_is_not_a_number_is_tested_by_the_clause(
     assert (odd in outcomes[0][1]) is False if outcomes[0][0] == "selected" else "cannot compare" in outcomes[0][1]
 
 
-def test_the_index_grows_with_inserts_and_outlives_other_attributes(session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_index_grows_with_inserts_and_outlives_other_attributes(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from daydream.graph import derived
 
     def index(attribute: str) -> object:
@@ -157,7 +169,9 @@ def test_the_index_grows_with_inserts_and_outlives_other_attributes(session: Ses
     assert selected(session, where) == full_scan(session, where, monkeypatch=monkeypatch)
     kept = index("thread")
     for k in range(3):  # inserts on the selected thread and elsewhere: the index grows, the selection follows
-        session.execute(f'insert cpu "more{k}" after last(select cpu where name == "side", 1) duration 5us on "cpu:1/99"')
+        session.execute(
+            f'insert cpu "more{k}" after last(select cpu where name == "side", 1) duration 5us on "cpu:1/99"'
+        )
         session.execute(f'insert cpu "main{k}" after last(select cpu where thread == main, 1) duration 5us')
         session.execute('set (select cpu where name == "side") .tag = "x"')  # another attribute: the thread index stays
         found = selected(session, where)
@@ -206,10 +220,12 @@ def kinds_session() -> Session:
     from whatif_graph import iteration
 
     s = Session(iteration())
-    s.execute('let x = select where name == "relu_kernel"\n'
-              'let kept = parents(x) | children(x) | x | (select where name == "ncclAllReduce")\n'
-              'remove (select where name == "ncclAllReduce")\n'
-              'remove (select where name == "relu_kernel") with launches')  # fmt: skip
+    s.execute(
+        'let x = select where name == "relu_kernel"\n'
+        'let kept = parents(x) | children(x) | x | (select where name == "ncclAllReduce")\n'
+        'remove (select where name == "ncclAllReduce")\n'
+        'remove (select where name == "relu_kernel") with launches'
+    )
     s.execute('let x = select where name == "sm80_gemm_bwd"')
     assert [n for n in s.scope["kept"] if n not in s.graph]
     return s
@@ -237,10 +253,12 @@ def test_the_kind_words_select_what_they_name(kinds_session: Session) -> None:
     assert len(_combined(kinds_session, "kept & gpu")[0]) == 2  # the kernels before and after the removed one
 
 
-@pytest.mark.parametrize("expr", ["1 & gpu", "gpu & true", "none - gpu", '"a" - cpu', "gpu - 1", "cpu & []", "x & gpu & 2"])
+@pytest.mark.parametrize(
+    "expr", ["1 & gpu", "gpu & true", "none - gpu", '"a" - cpu', "gpu - 1", "cpu & []", "x & gpu & 2"]
+)
 def test_a_kind_word_combined_with_what_is_not_a_selection_fails_as_two_selections_do(
     kinds_session: Session, expr: str, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     def outcome() -> tuple[str, object]:
         try:
             session.execute(f"let found = {expr}")
@@ -293,7 +311,7 @@ NARROWED = [
 @pytest.mark.parametrize("expr", NARROWED)
 def test_a_selection_narrowed_by_an_indexed_select_is_what_making_the_select_gives(
     kinds_session: Session, expr: str, monkeypatch: pytest.MonkeyPatch
-) -> None:  # fmt: skip
+) -> None:
     """``SEL & (select where ATTR == VALUE)`` (either way round) and ``SEL - (select ...)`` test SEL's tasks where the
     index answers the select: the same tasks (SEL's removed tasks included), errors and warnings, charged no more
     than making the select."""

@@ -39,8 +39,16 @@ def test_each_result_is_its_report_struct(graph) -> None:  # type: ignore[no-unt
         d = result.to_dict()
         assert list(d) == list(report.__struct_fields__)
         assert msgspec.convert(d, report) == result.report
-    assert list(replay.to_dict()["critical_path"]) == ["tasks", "gpu_us", "cpu_us", "by_kernel_class", "by_phase",
-                                                       "by_layer", "by_name", "release_us"]  # fmt: skip
+    assert list(replay.to_dict()["critical_path"]) == [
+        "tasks",
+        "gpu_us",
+        "cpu_us",
+        "by_kernel_class",
+        "by_phase",
+        "by_layer",
+        "by_name",
+        "release_us",
+    ]
     assert whatif.to_dict()["tasks"] == {"baseline": whatif.baseline.tasks, "predicted": whatif.predicted.tasks}
 
 
@@ -49,11 +57,24 @@ def test_the_ledger_keys_stay_in_order() -> None:
     d = Ledger("cases.toml", [case]).to_dict()
     assert list(d) == list(LedgerReport.__struct_fields__)
     assert d["cases"][0] == {
-        "name": "c", "measured_us": 90.0, "predicted_us": None, "error_pct": None, "no_change_error_pct": case.no_change_error_pct,
-        "ratio_us": 50.0, "ratio_error_pct": case.ratio_error_pct, "spread_pct": 2.0, "runs": 3, "before_us": 100.0,
-        "before_spread_pct": 1.0, "moved": case.moved, "beats_no_change": None, "message": "stopped", "note": "",
-        "interval": None, "covered": None,
-    }  # fmt: skip
+        "name": "c",
+        "measured_us": 90.0,
+        "predicted_us": None,
+        "error_pct": None,
+        "no_change_error_pct": case.no_change_error_pct,
+        "ratio_us": 50.0,
+        "ratio_error_pct": case.ratio_error_pct,
+        "spread_pct": 2.0,
+        "runs": 3,
+        "before_us": 100.0,
+        "before_spread_pct": 1.0,
+        "moved": case.moved,
+        "beats_no_change": None,
+        "message": "stopped",
+        "note": "",
+        "interval": None,
+        "covered": None,
+    }
 
 
 @pytest.mark.parametrize("kernel", ["gemm", "elementwise"])
@@ -72,16 +93,39 @@ def test_overheads_and_the_estimate_as_json(graph) -> None:  # type: ignore[no-u
     assert list(d) == list(Overheads.__struct_fields__) and list(d["t2"]) == sorted(d["t2"])
     assert Overheads.from_dict(json.loads(json.dumps(d))) == ov
     e = predict_e2e(trace, ov)
-    assert list(e.to_dict()) == ["step", "predicted_us", "period_us", "measured_us", "cpu_us", "gpu_us", "gpu_active_us",
-                                 "ops", "kernels"]  # fmt: skip
+    assert list(e.to_dict()) == [
+        "step",
+        "predicted_us",
+        "period_us",
+        "measured_us",
+        "cpu_us",
+        "gpu_us",
+        "gpu_active_us",
+        "ops",
+        "kernels",
+    ]
 
 
 def test_collective_models_are_tagged_by_kind() -> None:
-    costs = TraceCollectiveCosts({
-        "broadcast": model_from_dict({"kind": "alpha-beta", "collective": "broadcast", "ranks": 2, "latency_us": 5, "bus_bw_gbs": 10}),
-        "allreduce": model_from_dict({"kind": "piecewise", "collective": "all_reduce", "ranks": 8, "m1": 4096, "m2": None,
-                                      "latency_us": 20, "max_bus_bw_gbs": 100, "sigmoid": [2, 20, 0.4, 0.3]}),
-    })  # fmt: skip
+    costs = TraceCollectiveCosts(
+        {
+            "broadcast": model_from_dict(
+                {"kind": "alpha-beta", "collective": "broadcast", "ranks": 2, "latency_us": 5, "bus_bw_gbs": 10}
+            ),
+            "allreduce": model_from_dict(
+                {
+                    "kind": "piecewise",
+                    "collective": "all_reduce",
+                    "ranks": 8,
+                    "m1": 4096,
+                    "m2": None,
+                    "latency_us": 20,
+                    "max_bus_bw_gbs": 100,
+                    "sigmoid": [2, 20, 0.4, 0.3],
+                }
+            ),
+        }
+    )
     d = costs.to_dict()
     assert list(d) == ["allreduce", "broadcast"] and d["allreduce"]["collective"] == "allreduce"  # normalized on load
     assert [list(m)[0] for m in d.values()] == ["kind", "kind"]

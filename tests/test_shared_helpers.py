@@ -22,19 +22,25 @@ def test_the_quantile_is_numpys_linear_one(q: float) -> None:
 
 
 def _interval(extrapolated: bool) -> SimpleNamespace:
-    parts = [SimpleNamespace(name="noise", half_width_pct=1.23, source="the trace's steps"),
-             SimpleNamespace(name="amp", half_width_pct=8.9, source="ledger")]  # fmt: skip
+    parts = [
+        SimpleNamespace(name="noise", half_width_pct=1.23, source="the trace's steps"),
+        SimpleNamespace(name="amp", half_width_pct=8.9, source="ledger"),
+    ]
     return SimpleNamespace(half_width_pct=4.06, driver="amp", extrapolated=extrapolated, parts=parts)
 
 
 def test_the_terminal_and_the_page_write_one_interval_each_in_its_marks() -> None:
-    assert interval_range("1.000", "2.000", False, TERMINAL_MARKS) == interval_range("1.000", "2.000", False, PAGE_MARKS)
+    assert interval_range("1.000", "2.000", False, TERMINAL_MARKS) == interval_range(
+        "1.000", "2.000", False, PAGE_MARKS
+    )
     assert interval_range("1.000", "2.000", True, TERMINAL_MARKS) == "(1.000-2.000) extrap."
     assert interval_range("1.000", "2.000", True, PAGE_MARKS) == "(1.000-2.000, extrapolated)"
     assert interval_line(_interval(True), TERMINAL_MARKS) == (
-        "90% interval +-4.1%, driven by amp (extrapolated): noise +-1.2% (the trace's steps); amp +-8.9% (ledger)")  # fmt: skip
+        "90% interval +-4.1%, driven by amp (extrapolated): noise +-1.2% (the trace's steps); amp +-8.9% (ledger)"
+    )
     assert interval_line(_interval(True), PAGE_MARKS) == (
-        "90% interval ±4.1%, driven by amp: noise ±1.2% (the trace's steps); amp ±8.9% (ledger)")  # fmt: skip
+        "90% interval ±4.1%, driven by amp: noise ±1.2% (the trace's steps); amp ±8.9% (ledger)"
+    )
 
 
 def test_a_summarys_step_time_keeps_its_old_name_deprecated() -> None:

@@ -54,7 +54,9 @@ def shared_trace_files(root: Path) -> list[Path]:
 
 
 @pytest.mark.slow
-def test_the_same_timeline_on_every_shared_trace_and_policy(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_same_timeline_on_every_shared_trace_and_policy(
+    shared_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     checked = 0
     for path in shared_trace_files(shared_traces):
         try:
@@ -83,8 +85,12 @@ def random_job(seed: int) -> nx.DiGraph:
     loops could part, if they broke ties apart."""
     rng = random.Random(seed)
     steps = rng.randint(1, 6)
-    return job([rank_graph([float(rng.randint(1, 4) * 10) for _ in range(steps)], comm_us=float(rng.randint(1, 3) * 10))
-                for _ in range(rng.randint(2, 5))])  # fmt: skip
+    return job(
+        [
+            rank_graph([float(rng.randint(1, 4) * 10) for _ in range(steps)], comm_us=float(rng.randint(1, 3) * 10))
+            for _ in range(rng.randint(2, 5))
+        ]
+    )
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -103,7 +109,9 @@ def random_dag(seed: int) -> nx.DiGraph:
     graph = nx.DiGraph()
     tasks = []
     for k in range(rng.randint(20, 150)):
-        task = add_task(graph, f"t{k}", rng.choice(["cpu", "gpu"]), f"thread{rng.randint(0, 3)}", float(rng.randint(0, 5)))
+        task = add_task(
+            graph, f"t{k}", rng.choice(["cpu", "gpu"]), f"thread{rng.randint(0, 3)}", float(rng.randint(0, 5))
+        )
         graph.nodes[task]["gap"] = float(rng.randint(0, 2))
         graph.nodes[task]["order"] = float(rng.randint(0, 3))
         if rng.random() < 0.1:

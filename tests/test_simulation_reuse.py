@@ -116,8 +116,12 @@ def test_a_job_s_predictions_with_collectives_are_fresh_simulations(reads: list[
     session = Session(graph)
     base = session.baseline
     assert base.arrival is not None  # collectives across ranks: the gangs are part of the arrays kept
-    for statement in ['scale (select kernel where rank == 1) by 2', "scale comm by 0.5", 'set (select comm).gap = 3us',
-                      "scale kernel by 0.7"]:  # fmt: skip
+    for statement in [
+        "scale (select kernel where rank == 1) by 2",
+        "scale comm by 0.5",
+        "set (select comm).gap = 3us",
+        "scale kernel by 0.7",
+    ]:
         session.execute(statement)
         predicted = session.predict()
         fresh = simulate(session.graph, session.state.policy)

@@ -137,15 +137,21 @@ def test_what_the_ledger_never_measured_is_extrapolated() -> None:
 
 def test_compare_ranks_overlapping_intervals_as_ties(tmp_path: Path) -> None:
     scenarios = tmp_path / "s.toml"
-    scenarios.write_text('[[scenario]]\nname = "fused"\nscripts = ["fused_optimizer"]\n'
-                         '[[scenario]]\nname = "fused again"\nscripts = ["fused_optimizer"]\n'
-                         '[[scenario]]\nname = "twice the batch"\nscripts = ["batch_size"]\n')  # fmt: skip
+    scenarios.write_text(
+        '[[scenario]]\nname = "fused"\nscripts = ["fused_optimizer"]\n'
+        '[[scenario]]\nname = "fused again"\nscripts = ["fused_optimizer"]\n'
+        '[[scenario]]\nname = "twice the batch"\nscripts = ["batch_size"]\n'
+    )
     result = compare(bundled_example(), scenarios)
     by_name = {s.name: s for s in result.scenarios}
     assert by_name["fused"].rank == by_name["fused again"].rank == 1  # the same prediction: a tie
     assert by_name["fused"].ties == ["fused again"] and by_name["twice the batch"].rank == 3
-    out = subprocess.run([sys.executable, "-m", "daydream", "compare", bundled_example(), str(scenarios)],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", "compare", bundled_example(), str(scenarios)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "1= " in out.stdout and "=: tied" in out.stdout
     # each tie said once
@@ -155,7 +161,10 @@ def test_compare_ranks_overlapping_intervals_as_ties(tmp_path: Path) -> None:
 def test_every_predicted_time_carries_its_interval_in_json_and_text(tmp_path: Path) -> None:
     trace = bundled_example()
     out = subprocess.run(
-        [sys.executable, "-m", "daydream", "run", trace, "batch_size", "--json"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "daydream", "run", trace, "batch_size", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     d = json.loads(out.stdout)
     iv = d["predicted_interval"]

@@ -54,7 +54,9 @@ def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
 def _adds_up(breakdown: dict[str, float], step_us: float, what: str) -> None:
     """A breakdown's parts sum to its total, and the total is the step it breaks down."""
     parts = sum(breakdown[k] for k in PARTS)
-    assert parts == pytest.approx(breakdown["total_us"], rel=REL), f"{what}: parts {parts} != total {breakdown['total_us']}"
+    assert parts == pytest.approx(breakdown["total_us"], rel=REL), (
+        f"{what}: parts {parts} != total {breakdown['total_us']}"
+    )
     assert breakdown["total_us"] == pytest.approx(step_us, rel=REL), (
         f"{what}: breakdown {breakdown['total_us']} != step {step_us}"
     )
@@ -67,8 +69,10 @@ def _ms(us: float) -> str:
 def _script(trace: str, tmp_path: Path) -> str:
     """A change every trace can take: its GPU work halved (a CPU recording: its CPU work)."""
     path = tmp_path / "half.whatif"
-    path.write_text('"""Half the work."""\nif count(gpu) + count(memcpy) > 0 {\n    scale gpu | memcpy by 0.5\n} else {\n'
-                    "    scale cpu by 0.5\n}\n")  # fmt: skip
+    path.write_text(
+        '"""Half the work."""\nif count(gpu) + count(memcpy) > 0 {\n    scale gpu | memcpy by 0.5\n} else {\n'
+        "    scale cpu by 0.5\n}\n"
+    )
     return str(path)
 
 
@@ -108,7 +112,9 @@ def test_run_tables_add_up_to_each_step(trace: str, tmp_path: Path, capsys: pyte
 
 
 @pytest.mark.parametrize("trace", TRACES, ids=_id)
-def test_compare_and_demo_breakdowns_are_of_their_steps(trace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_and_demo_breakdowns_are_of_their_steps(
+    trace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = tmp_path / "s.toml"
     spec.write_text(f'[[scenario]]\nname = "half"\nscripts = ["{_script(trace, tmp_path)}"]\n')
     d = _json(["compare", trace, str(spec)], capsys)
@@ -116,7 +122,9 @@ def test_compare_and_demo_breakdowns_are_of_their_steps(trace: str, tmp_path: Pa
     for s in d["scenarios"]:
         _adds_up(s["breakdown"], s["predicted_us"], f"compare {s['name']}")
         bound = s["bound"]
-        assert sum(bound["by_phase"].values()) <= 100 * (1 + REL) and bound["gpu_pct"] + bound["cpu_pct"] <= 100 * (1 + REL)
+        assert sum(bound["by_phase"].values()) <= 100 * (1 + REL) and bound["gpu_pct"] + bound["cpu_pct"] <= 100 * (
+            1 + REL
+        )
     if Path(trace).is_dir():
         return  # demo and plan take one trace
     demo = _json(["demo", trace], capsys)
@@ -124,7 +132,9 @@ def test_compare_and_demo_breakdowns_are_of_their_steps(trace: str, tmp_path: Pa
 
 
 @pytest.mark.parametrize("trace", TRACES, ids=_id)
-def test_report_tables_add_up_and_the_page_says_the_same(trace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_tables_add_up_and_the_page_says_the_same(
+    trace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "rep"
     code, text = _run(["report", trace, _script(trace, tmp_path), "--out", str(out)], capsys)
     assert code == 0
@@ -164,4 +174,6 @@ def test_plan_shares_are_of_each_plans_step(trace: str, capsys: pytest.CaptureFi
         if p["predicted_us"] is None or p["bound"] is None:
             continue
         b = p["bound"]
-        assert b["gpu_pct"] + b["cpu_pct"] <= 100 * (1 + REL) and sum(b["by_phase"].values()) <= 100 * (1 + REL), p["name"]
+        assert b["gpu_pct"] + b["cpu_pct"] <= 100 * (1 + REL) and sum(b["by_phase"].values()) <= 100 * (1 + REL), p[
+            "name"
+        ]

@@ -76,10 +76,26 @@ def test_the_task_dicts_are_made_when_first_read(gpu_trace: Path, monkeypatch: p
     copy, pickled = copy_graph(g), pickle.loads(pickle.dumps(g))
     assert task_columns(copy) is task_columns(g) and task_columns(pickled) is not None  # shared, kept
     timeline = engine.simulate(g)
-    keys = ("kind", "name", "op", "thread", "duration", "gap", "release", "step", "start", "bytes", "collective", "nope")
+    keys = (
+        "kind",
+        "name",
+        "op",
+        "thread",
+        "duration",
+        "gap",
+        "release",
+        "step",
+        "start",
+        "bytes",
+        "collective",
+        "nope",
+    )
     # some tasks' values (read before their columns are gathered, then after), then every task's
     picked = list(range(n - 1, -1, -3))
-    at = [{k: timeline.values(k, tasks=picked) for k in keys} | {"bytes0": timeline.values("bytes", 0, picked)} for _ in "12"]
+    at = [
+        {k: timeline.values(k, tasks=picked) for k in keys} | {"bytes0": timeline.values("bytes", 0, picked)}
+        for _ in "12"
+    ]
     from_columns = {k: list(timeline.values(k)) for k in keys} | {"gap0": list(timeline.values("bytes", 0))}
     nodes = dict(g.nodes(data=True))  # the first read makes them
     assert task_columns(g) is None and list(nodes) == list(range(n))
@@ -112,7 +128,10 @@ def test_a_priority_policy_reads_the_columns_as_the_dicts(gpu_trace: Path, monke
     attrs_of(g)  # the dicts made: read from them
     from_dicts = engine.simulate(g, policy)
     assert len(read) == 2 and read[0] == read[1] and read[0] and any(x != 0.0 for x in read[0])
-    assert from_columns.start.tolist() == from_dicts.start.tolist() and from_columns.end.tolist() == from_dicts.end.tolist()
+    assert (
+        from_columns.start.tolist() == from_dicts.start.tolist()
+        and from_columns.end.tolist() == from_dicts.end.tolist()
+    )
 
 
 def test_a_ranks_fingerprint_reads_the_columns_as_the_dicts(gpu_trace: Path) -> None:
@@ -188,5 +207,7 @@ def test_a_copy_of_a_built_graph_holds_its_arrays_and_is_a_copy(gpu_trace: Path)
     of_dicts = copy_graph(g)
     assert type(of_dicts) is nx.DiGraph
     assert _edges(copy) == _edges(of_dicts)
-    assert [(v, list(p.items())) for v, p in copy.pred.items()] == [(v, list(p.items())) for v, p in of_dicts.pred.items()]
+    assert [(v, list(p.items())) for v, p in copy.pred.items()] == [
+        (v, list(p.items())) for v, p in of_dicts.pred.items()
+    ]
     assert list(copy.nodes(data=True)) == list(of_dicts.nodes(data=True))

@@ -48,7 +48,9 @@ def _totals_one_by_one(
 
 def _breakdown_one_by_one(timeline: Timeline) -> dict[str, float]:
     attrs = timeline.task_attrs
-    working = {a["thread"] for a in attrs if a["kind"] == "dataloader" or (a["kind"] == "cpu" and a.get("op") == a["name"])}
+    working = {
+        a["thread"] for a in attrs if a["kind"] == "dataloader" or (a["kind"] == "cpu" and a.get("op") == a["name"])
+    }
     for i, a in enumerate(attrs):
         for child, e in timeline.graph.succ[timeline.nodes[i]].items():
             if e.get("kind") == "launch" and timeline.graph.nodes[child]["kind"] in GPU_KINDS:
@@ -64,8 +66,11 @@ def _breakdown_one_by_one(timeline: Timeline) -> dict[str, float]:
     cpu_busy, gpu_busy = float((cpu[1] - cpu[0]).sum()), float((gpu[1] - gpu[0]).sum())
     overlap = cpu_busy + gpu_busy - float((both[1] - both[0]).sum())
     scale = timeline.step_us() / (t1 - t0) if measured > 1 else 1.0  # several steps: the median step's share
-    return {"cpu_only_us": (cpu_busy - overlap) * scale, "gpu_only_us": (gpu_busy - overlap) * scale,
-            "cpu_gpu_overlap_us": overlap * scale}  # fmt: skip
+    return {
+        "cpu_only_us": (cpu_busy - overlap) * scale,
+        "gpu_only_us": (gpu_busy - overlap) * scale,
+        "cpu_gpu_overlap_us": overlap * scale,
+    }
 
 
 def _assert_same_summaries(timeline: Timeline, bys: tuple[str, ...]) -> None:
@@ -78,7 +83,13 @@ def _assert_same_summaries(timeline: Timeline, bys: tuple[str, ...]) -> None:
         (path, GPU_KINDS, seg),
     ]:
         fresh = Timeline(
-            timeline.graph, timeline.nodes, timeline.start, timeline.end, timeline.cause, timeline.threads, timeline.task_attrs
+            timeline.graph,
+            timeline.nodes,
+            timeline.start,
+            timeline.end,
+            timeline.cause,
+            timeline.threads,
+            timeline.task_attrs,
         )
         got = totals_by(fresh, bys, indices, kinds, times)
         for by in bys:
@@ -114,18 +125,29 @@ def test_the_threads_numbered_by_the_compiled_simulation_are_the_timelines(
     assert len(set(values)) > 2 and values == [t for t in dict.fromkeys(fresh.values("thread"))]
 
 
-@pytest.mark.parametrize("values", [
-    ["a", None, "b", "-", None, "a"],
-    [1, 1.0, True, "1", None, 2],           # equal as numbers, different as text
-    [[1, 2], [1, 2], "x", None, (1, 2), 3],  # lists: not hashable
-    [float("nan"), float("nan"), "nan", 0, False, ""],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["a", None, "b", "-", None, "a"],
+        [1, 1.0, True, "1", None, 2],  # equal as numbers, different as text
+        [[1, 2], [1, 2], "x", None, (1, 2), 3],  # lists: not hashable
+        [float("nan"), float("nan"), "nan", 0, False, ""],
+    ],
+)
 def test_values_of_every_type_are_summed_as_their_text(values: list[Any]) -> None:
     g = nx.DiGraph()
     prev = None
     for i, v in enumerate(values * 3):
         call = add_task(
-            g, "cudaLaunchKernel", "cpu", "cpu:1/1", 2.0 + i % 4, start=10.0 * i, step=v if i % 2 else None, op=None, tag=v
+            g,
+            "cudaLaunchKernel",
+            "cpu",
+            "cpu:1/1",
+            2.0 + i % 4,
+            start=10.0 * i,
+            step=v if i % 2 else None,
+            op=None,
+            tag=v,
         )
         kernel = add_task(g, f"k{i % 5}", "gpu", "gpu:0/7", 1.0 + (i * 7) % 5 / 3, start=10.0 * i + 1, tag=v, layer=v)
         add_dependency(g, call, kernel, "launch", lag=1.0)
@@ -155,9 +177,12 @@ def test_equal_sums_keep_the_order_their_keys_first_appear_in_among_the_tasks_su
     (read into the same column) show them."""
     g = nx.DiGraph()
     calls = [
-        add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 2.0, start=2.0 * i, layer=layer) for i, layer in enumerate(["x", "y"])
+        add_task(g, "cudaLaunchKernel", "cpu", "cpu:1/1", 2.0, start=2.0 * i, layer=layer)
+        for i, layer in enumerate(["x", "y"])
     ]
-    kernels = [add_task(g, "k", "gpu", "gpu:0/7", 5.0, start=10.0 + i, layer=layer) for i, layer in enumerate(["y", "x"])]
+    kernels = [
+        add_task(g, "k", "gpu", "gpu:0/7", 5.0, start=10.0 + i, layer=layer) for i, layer in enumerate(["y", "x"])
+    ]
     add_dependency(g, calls[0], calls[1], "thread")
     add_dependency(g, kernels[0], kernels[1], "stream")
     for call, kernel in zip(calls, kernels):
@@ -211,7 +236,9 @@ def test_the_critical_path_times_are_those_of_one_task_at_a_time(shared_traces: 
     seg = critical_path_segments(timeline, path)
     t0, t1, measured = timeline.step_window()
     if measured:  # the path within the measured steps' window (after the context step), each task's time clipped to it
-        held = [(i, min(float(timeline.start[i]) + t, t1) - max(float(timeline.start[i]), t0)) for i, t in zip(path, seg)]
+        held = [
+            (i, min(float(timeline.start[i]) + t, t1) - max(float(timeline.start[i]), t0)) for i, t in zip(path, seg)
+        ]
         path, seg = [i for i, h in held if h > 0], [h for _, h in held if h > 0]
     attrs = timeline.task_attrs
     scale = timeline.step_scale()  # several measured steps: one step's share
@@ -221,4 +248,7 @@ def test_the_critical_path_times_are_those_of_one_task_at_a_time(shared_traces: 
     assert (report.gpu_us, report.cpu_us) == (gpu_us, cpu_us)
     assert gpu_us > 0 and cpu_us > 0 and report.tasks == len(path)
     if source == "chain":
-        assert report.tasks == 1000 and float(np.sum([t for i, t in zip(path, seg) if attrs[i]["kind"] in GPU_KINDS])) != gpu_us
+        assert (
+            report.tasks == 1000
+            and float(np.sum([t for i, t in zip(path, seg) if attrs[i]["kind"] in GPU_KINDS])) != gpu_us
+        )

@@ -24,7 +24,10 @@ def test_the_names_a_notebook_starts_with_are_at_the_top() -> None:
     assert whatif.__module__ == "daydream.api.whatif" and compare.__module__ == "daydream.api.compare"
     assert Scenario.__module__ == "daydream.api.compare"  # the scenario of a comparison, not the demo's
     assert {plan.__module__, replay.__module__, Workload.__module__, RunOptions.__module__} == {
-        "daydream.api.plan", "daydream.api.replay", "daydream.api.workload"}  # fmt: skip
+        "daydream.api.plan",
+        "daydream.api.replay",
+        "daydream.api.workload",
+    }
     assert issubclass(ScriptError, daydream.DaydreamError) and issubclass(TraceError, daydream.DaydreamError)
 
 

@@ -60,7 +60,9 @@ def test_loader_files_operator_ranges_as_annotations(tmp_path: Path) -> None:
     assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in ranges
     assert all(e.cat == "user_annotation" for e in tr.annotations if e.name != "nn.Module: Linear_0")
     assert not [e.name for e in tr.cpu_ops if is_annotation(e.name, e.cat)]
-    assert {"aten::stack", "aten::zero_", "AddmmBackward", "torch::autograd::AccumulateGrad"} <= {e.name for e in tr.cpu_ops}
+    assert {"aten::stack", "aten::zero_", "AddmmBackward", "torch::autograd::AccumulateGrad"} <= {
+        e.name for e in tr.cpu_ops
+    }
 
 
 def test_recorder_module_ranges_still_set_the_layer(tmp_path: Path) -> None:
@@ -115,21 +117,26 @@ def test_autograd_nodes_set_the_backward_phase(legacy_graph: nx.DiGraph) -> None
         "void at::native::vectorized_elementwise_kernel<add>",
     }
     # a backward node takes the layer of the forward op with its sequence number
-    assert {legacy_graph.nodes[v]["layer"] for v in engine if legacy_graph.nodes[v]["region"] == "AddmmBackward"} == {"Linear_0"}
+    assert {legacy_graph.nodes[v]["layer"] for v in engine if legacy_graph.nodes[v]["region"] == "AddmmBackward"} == {
+        "Linear_0"
+    }
     # nothing else is backward: the forward's tasks and kernels keep their phase
     assert len(_tasks(legacy_graph, phase="backward")) == 12
     assert {legacy_graph.nodes[v]["phase"] for v in _tasks(legacy_graph, name="volta_sgemm_128x64_nn")} == {"forward"}
 
 
 @pytest.mark.parametrize(
-    "name", ["AddmmBackward", "MulBackward0", "CudnnConvolutionBackward", "torch::autograd::AccumulateGrad", "AccumulateGrad"]
+    "name",
+    ["AddmmBackward", "MulBackward0", "CudnnConvolutionBackward", "torch::autograd::AccumulateGrad", "AccumulateGrad"],
 )
 @pytest.mark.parametrize("cat", ["Operator", "cpu_op"])
 def test_autograd_node_names_declare_backward(name: str, cat: str) -> None:
     assert range_phase(name, cat) == "backward"
 
 
-@pytest.mark.parametrize("name", ["aten::convolution_backward", "aten::mm", "Optimizer.step#SGD.step", "ProfilerStep#1"])
+@pytest.mark.parametrize(
+    "name", ["aten::convolution_backward", "aten::mm", "Optimizer.step#SGD.step", "ProfilerStep#1"]
+)
 def test_ops_declare_no_other_phase(name: str) -> None:
     # an op declares no phase but the backward's; ranges refiled as annotations do (the loader passes them so)
     assert range_phase(name, "Operator") is None

@@ -84,7 +84,8 @@ def test_dataloader_by_hand() -> None:
         g, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "dataloader", CPU, 100, gap=10, start=-110.0
     )
     add_dependency(g, loader, first, "thread")
-    # baseline: load [0,100], gap 10, launch [110,120], k1 [122,172]; 4x: load [0,25], gap 2.5, launch [27.5,37.5], k1 [39.5,89.5]
+    # baseline: load [0,100], gap 10, launch [110,120], k1 [122,172]; 4x: load [0,25], gap 2.5, launch [27.5,37.5], k1
+    # [39.5,89.5]
     assert predict(g, "dataloader") == (172.0, 89.5)
     assert predict(g, "dataloader", speedup=1) == (172.0, 172.0)
 
@@ -109,8 +110,12 @@ def test_every_script_runs_on_the_bundled_example_from_the_cli(script: str, caps
 
 
 def test_the_cli_runs_a_bundled_script_by_name() -> None:
-    out = subprocess.run([sys.executable, "-m", "daydream", "run", bundled_example(), "batch_size", "--json"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", "run", bundled_example(), "batch_size", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["scripts"][0].endswith("batch_size.whatif")
 
@@ -157,8 +162,13 @@ def test_fused_optimizer_by_hand() -> None:
         {"region": "Optimizer.step#Adam.step", "step": "s"},
         {"region": "Optimizer.zero_grad#Adam.zero_grad", "step": "s"},
     )
-    g = chain(("zero", "elementwise", 5, zero), ("gemm", "gemm", 100, {"step": "s"}),
-              ("adam1", "optimizer", 10, step), ("adam2", "optimizer", 10, step), ("adam3", "optimizer", 10, step))  # fmt: skip
+    g = chain(
+        ("zero", "elementwise", 5, zero),
+        ("gemm", "gemm", 100, {"step": "s"}),
+        ("adam1", "optimizer", 10, step),
+        ("adam2", "optimizer", 10, step),
+        ("adam3", "optimizer", 10, step),
+    )
     # baseline: zero [12,17], gemm [22,122], adam [122,132] [132,142] [142,152] -> 152.
     # fused: max(30 - 2 * 2us, 10) = 26 us; its launch call [20,30] follows the gemm's (the three calls go), so the
     # kernel waits for the gemm: [122,148]. zero_grad's kernel is not part of the step and stays.
@@ -173,8 +183,14 @@ def test_fused_optimizer_on_a_real_trace_makes_one_kernel_per_step(shared_traces
     path = shared_traces / "param" / "linear_kineto.json.gz"
     graph = build_graph(load_trace(path), "all")
     r = run_whatif(graph, ["fused_optimizer"])
-    before = [a for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and (a["region"] or "").startswith("Optimizer.step")]
-    after = [a for _, a in r.graph.nodes(data=True) if a["kind"] == "gpu" and (a["region"] or "").startswith("Optimizer.step")]
+    before = [
+        a for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and (a["region"] or "").startswith("Optimizer.step")
+    ]
+    after = [
+        a
+        for _, a in r.graph.nodes(data=True)
+        if a["kind"] == "gpu" and (a["region"] or "").startswith("Optimizer.step")
+    ]
     steps = {a["step"] for a in before}
     assert len(steps) == 40 and len(before) > len(steps)
     assert sorted(a["step"] for a in after) == sorted(steps) and {a["name"] for a in after} == {"fused_optimizer_step"}
@@ -227,9 +243,15 @@ def test_fused_optimizer_on_a_cpu_recording_adds_adagrads_foreach_pass() -> None
     result = run_whatif(step_graph("Adagrad"), [TRANSFORMS / "fused_optimizer.whatif"])
     assert (result.baseline_us, result.predicted_us) == (217.0, 269.0)
     ops = sorted(
-        (a["name"], a["duration"], a["phase"]) for _, a in result.graph.nodes(data=True) if a.get("phase") == "optimizer"
+        (a["name"], a["duration"], a["phase"])
+        for _, a in result.graph.nodes(data=True)
+        if a.get("phase") == "optimizer"
     )
-    assert ops == [("aten::addcmul_", 40.0, "optimizer"), ("aten::mul", 60.0, "optimizer"), ("aten::sqrt", 60.0, "optimizer")]
+    assert ops == [
+        ("aten::addcmul_", 40.0, "optimizer"),
+        ("aten::mul", 60.0, "optimizer"),
+        ("aten::sqrt", 60.0, "optimizer"),
+    ]
 
 
 def test_fused_optimizer_kind_fused_on_a_cpu_recording_by_hand() -> None:
@@ -268,7 +290,9 @@ def test_fused_optimizer_on_a_cpu_recording(tmp_path: Path) -> None:
     r = run_whatif(graph, ["fused_optimizer"])
 
     def opt(g: nx.DiGraph) -> list[dict]:
-        return [a for _, a in g.nodes(data=True) if a["kind"] == "cpu" and (a["region"] or "").startswith("Optimizer.step")]
+        return [
+            a for _, a in g.nodes(data=True) if a["kind"] == "cpu" and (a["region"] or "").startswith("Optimizer.step")
+        ]
 
     before, after = opt(graph), opt(r.graph)
     assert len(after) < len(before)
@@ -305,13 +329,19 @@ def test_ddp_on_a_real_trace_grows_as_bandwidth_falls(shared_traces: Path) -> No
     ]
     # slower links, longer steps: within 1% at the fast end, where the all-reduces hide under the backward pass and
     # the two-step window's ends (the context step's, the step's) move by about as much as each other
-    assert all(b >= 0.99 * a for a, b in zip(times, times[1:])) and times[-1] > 2 * times[0] and times[0] >= one.baseline_us
+    assert (
+        all(b >= 0.99 * a for a, b in zip(times, times[1:]))
+        and times[-1] > 2 * times[0]
+        and times[0] >= one.baseline_us
+    )
     # 21 x 4 MiB of fp32 gradients over 10 GbE: the all-reduces (~128 ms) dominate the 16.9 ms iteration
     assert times[-1] > 5 * one.baseline_us
     r = run_whatif(graph, ["ddp"])
     # per step, the measured one and its context (whose gradients take the ET-covered step's sizes, in ready order)
     for step in ("iteration#0", "iteration#1"):
-        added = [a for _, a in r.graph.nodes(data=True) if a["name"] == "ncclAllReduce (DDP bucket)" and a["step"] == step]
+        added = [
+            a for _, a in r.graph.nodes(data=True) if a["name"] == "ncclAllReduce (DDP bucket)" and a["step"] == step
+        ]
         assert len(added) == 4 and sum(a["bytes"] for a in added) == 21 * (4 * 2**20 + 4096)
 
 
@@ -349,11 +379,15 @@ def test_device_and_network_on_a_real_trace(shared_traces: Path) -> None:
     faster = run_whatif(graph, ["device"], params={"device": "h100"})
     slower = run_whatif(graph, ["device"], params={"device": "t4"})
     # the step is CPU-bound in its steady state: a faster GPU leaves it as it was, a T4 makes the GPU the bound
-    assert slower.predicted_us > faster.baseline_us and faster.predicted_us == pytest.approx(faster.baseline_us, rel=1e-5)
+    assert slower.predicted_us > faster.baseline_us and faster.predicted_us == pytest.approx(
+        faster.baseline_us, rel=1e-5
+    )
     # without shapes in this trace each GEMM kernel moves by the peaks of its own precision: TF32 (the cuDNN and
     # CUTLASS tensor-op kernels of the convolutions) 156 -> 494.5 TFLOP/s, FP32 (sgemm) 19.5 -> 67
     step = graph.graph["steps"][-1].name  # the measured step's kernels (the tables count one step)
-    gemms = [a for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and a.get("class") == "gemm" and a["step"] == step]
+    gemms = [
+        a for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and a.get("class") == "gemm" and a["step"] == step
+    ]
     tf32 = sum(a["duration"] for a in gemms if kernel_dtype(a["name"]) == "tf32")
     assert 0 < tf32 < sum(a["duration"] for a in gemms)
     expected = tf32 * 156 / 494.5 + (sum(a["duration"] for a in gemms) - tf32) * 19.5 / 67

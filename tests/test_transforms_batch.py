@@ -76,7 +76,9 @@ def test_batch_size_by_hand() -> None:
     assert (result.baseline_us, result.predicted_us) == (415.0, pytest.approx(729.0))
     # each step processes twice the samples: throughput (samples/s after / before) 2 x 415 / 729 = 1.1385
     assert (
-        result.samples == 2 and result.throughput == pytest.approx(2 * 415 / 729) and result.speedup == pytest.approx(415 / 729)
+        result.samples == 2
+        and result.throughput == pytest.approx(2 * 415 / 729)
+        and result.speedup == pytest.approx(415 / 729)
     )
     d = result.to_dict()
     assert (d["samples"], d["throughput"]) == (2, pytest.approx(2 * 415 / 729))
@@ -108,8 +110,13 @@ def test_batch_size_scales_data_loading() -> None:
 def test_batch_size_on_a_cpu_only_trace() -> None:
     g = nx.DiGraph()
     g.graph.update(measured_us=0.0, delays=Delays(2.0, 0.0))
-    ops = [("aten::linear", 100, "forward", None), ("aten::relu", 1.5, "forward", None), ("backward", 40, "backward", None),
-           (ACC, 10, "backward", ACC), ("aten::add_", 30, "optimizer", None)]  # fmt: skip
+    ops = [
+        ("aten::linear", 100, "forward", None),
+        ("aten::relu", 1.5, "forward", None),
+        ("backward", 40, "backward", None),
+        (ACC, 10, "backward", ACC),
+        ("aten::add_", 30, "optimizer", None),
+    ]
     prev = None
     for i, (name, dur, phase, region) in enumerate(ops):
         v = add_task(g, name, "cpu", CPU, dur, gap=5, start=200.0 * i, phase=phase, region=region)
@@ -127,7 +134,16 @@ def test_batch_size_keeps_the_parameter_sized_part_of_cpu_ops(tmp_path: Path) ->
     optimizer's ops take them) before adding the batch's rows: that part (`param_us`) does not grow with the batch."""
 
     def op(name: str, ts: float, dur: float, dims: list[object], cat: str = "cpu_op") -> dict[str, object]:
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {"Input Dims": dims}}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": dur,
+            "args": {"Input Dims": dims},
+        }
 
     events = [
         op("ProfilerStep#1", 0, 1000, [], "user_annotation"),
@@ -154,7 +170,16 @@ def test_a_matrix_product_is_never_parameter_sized(tmp_path: Path) -> None:
     embedding's): a matrix product still computes on the batch. Only the weight's transpose is parameter-sized."""
 
     def op(name: str, ts: float, dur: float, dims: list[object], cat: str = "cpu_op") -> dict[str, object]:
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {"Input Dims": dims}}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": dur,
+            "args": {"Input Dims": dims},
+        }
 
     events = [
         op("ProfilerStep#1", 0, 1000, [], "user_annotation"),
@@ -187,12 +212,14 @@ def test_batch_size_on_real_traces(shared_traces: Path) -> None:
     for f in (2, 4):
         before, after = runs[f].baseline, runs[f].predicted
         added = sum(a["duration"] + a["gap"] for _, a in runs[f].graph.nodes(data=True)) - sum(
-            a["duration"] + a["gap"] for _, a in graph.nodes(data=True))  # fmt: skip
+            a["duration"] + a["gap"] for _, a in graph.nodes(data=True)
+        )
         grown = runs[f].predicted_us - base
         assert 0.8 * added < grown <= added + 1e-6, (f, before.period_us, after.period_us)
     # hta/nccl_parser_config_nccl_data: CPU-bound (DDP ResNet-50): the CPU does not scale, the GPU work stays hidden
     r = run_whatif(
-        build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False), ["batch_size"]
+        build_graph(load_trace(shared_traces / "hta" / "nccl_parser_config_nccl_data.json.gz"), context=False),
+        ["batch_size"],
     )
     assert r.baseline_us <= r.predicted_us < 1.01 * r.baseline_us
     assert r.predicted.gpu_time_by_class["conv"] > 1.9 * r.baseline.gpu_time_by_class["conv"]
@@ -210,7 +237,10 @@ def test_grad_accumulation_by_hand() -> None:
     # launch and the lags are stretched or paid once.)
     result = run(iteration(), "grad_accumulation", k=2)
     assert (result.baseline_us, result.predicted_us) == (415.0, pytest.approx(745.0))
-    assert (result.samples, result.throughput) == (2, pytest.approx(2 * 415 / 745))  # an optimizer step: 2 micro-batches
+    assert (result.samples, result.throughput) == (
+        2,
+        pytest.approx(2 * 415 / 745),
+    )  # an optimizer step: 2 micro-batches
     # k = 3: L1-L3 30 each, L4 [90,100], L5 [100,110]; K1 [32,332], K2 [332,392], K3 [392,992], K4 [992,1042],
     # K5 [1042,1072], sync [1072,1075]
     assert predict(iteration(), "grad_accumulation", k=3) == (415.0, pytest.approx(1075.0))
@@ -279,7 +309,13 @@ def test_activation_checkpointing_by_hand() -> None:
     # K1 [12,112], K2 [112,132], K1' [132,232], K3 [232,432], K4 [432,482], K5 [482,512], sync [512,515]
     result = run(iteration(), "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (415.0, pytest.approx(515.0))
-    assert gpu_order(result) == ["sm80_gemm_fwd", "relu_kernel", "sm80_gemm_fwd", "sm80_gemm_bwd", "multi_tensor_apply_adam"]
+    assert gpu_order(result) == [
+        "sm80_gemm_fwd",
+        "relu_kernel",
+        "sm80_gemm_fwd",
+        "sm80_gemm_bwd",
+        "multi_tensor_apply_adam",
+    ]
     (copy,) = [a for _, a in result.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "gpu"]
     assert (copy["phase"], copy["layer"], copy["class"], copy["duration"]) == ("backward", "model.fc1", "gemm", 100)
     assert predict(iteration(), "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="act") == (
@@ -302,8 +338,12 @@ def test_activation_checkpointing_by_hand() -> None:
 
 
 def test_activation_checkpointing_puts_each_segment_before_its_own_backward() -> None:
-    g = chain(("fc1_fwd", "gemm", 100, {"layer": "m.fc1"}), ("fc2_fwd", "gemm", 50, {"layer": "m.fc2"}),
-              ("fc2_bwd", "gemm", 80, {"layer": "m.fc2"}), ("fc1_bwd", "gemm", 120, {"layer": "m.fc1"}))  # fmt: skip
+    g = chain(
+        ("fc1_fwd", "gemm", 100, {"layer": "m.fc1"}),
+        ("fc2_fwd", "gemm", 50, {"layer": "m.fc2"}),
+        ("fc2_bwd", "gemm", 80, {"layer": "m.fc2"}),
+        ("fc1_bwd", "gemm", 120, {"layer": "m.fc1"}),
+    )
     for k in ("fc2_bwd", "fc1_bwd"):
         set_phase(g, k, "backward")
     # baseline: 12 + 100 + 50 + 80 + 120 = 362. Re-runs: fc2 (50) before fc2_bwd, fc1 (100) before fc1_bwd, their
@@ -326,9 +366,14 @@ def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward()
     result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (332.0, pytest.approx(452.0))
     assert result.printed == [
-        "no layer names on the forward kernels: each step's segments are the blocks its forward pass repeats "
-        "(repeats()), or the whole forward pass",
-        "the first step's forward pass repeats no blocks holding 0.5 of its time (repeat_share): the whole pass is the segment",
+        (
+            "no layer names on the forward kernels: each step's segments are the blocks its forward pass repeats "
+            "(repeats()), or the whole forward pass"
+        ),
+        (
+            "the first step's forward pass repeats no blocks holding 0.5 of its time (repeat_share): the whole pass is"
+            " the segment"
+        ),
     ]
     assert gpu_order(result) == ["fwd1", "fwd2", "fwd1", "fwd2", "bwd"]
     assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, layers="fc") == (
@@ -339,24 +384,36 @@ def test_activation_checkpointing_without_layer_names_reruns_the_whole_forward()
 
 def test_activation_checkpointing_without_layer_names_reruns_the_repeated_blocks() -> None:
     # an embedding, two blocks of (gemm A, relu B), a head and the loss: the blocks re-run, the rest does not
-    g = chain(("embedding", "other", 10, {}), ("gemm_a", "gemm", 100, {}), ("relu_b", "elementwise", 20, {}),
-              ("gemm_a", "gemm", 100, {}), ("relu_b", "elementwise", 20, {}), ("head", "gemm", 30, {}),
-              ("loss", "elementwise", 5, {}), ("bwd", "gemm", 200, {}))  # fmt: skip
+    g = chain(
+        ("embedding", "other", 10, {}),
+        ("gemm_a", "gemm", 100, {}),
+        ("relu_b", "elementwise", 20, {}),
+        ("gemm_a", "gemm", 100, {}),
+        ("relu_b", "elementwise", 20, {}),
+        ("head", "gemm", 30, {}),
+        ("loss", "elementwise", 5, {}),
+        ("bwd", "gemm", 200, {}),
+    )
     set_phase(g, "bwd", "backward")
     # baseline: 12 + 10 + 240 + 35 + 200 = 497; the blocks' 240 us re-run before bwd (their four calls, 10 us each,
     # on the CPU long before): 737
     result = run(g, "activation_checkpointing", segment_cpu=0, op_cpu=0)
     assert (result.baseline_us, result.predicted_us) == (497.0, pytest.approx(737.0))
     # said once, with the blocks' share of the forward time: 240 / 285
-    assert result.printed[1] == "the first step's forward pass repeats 2 blocks holding 0.84 of its time: they are the segments"
-    assert sorted(a["name"] for _, a in result.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "gpu") == [
-        "gemm_a", "gemm_a", "relu_b", "relu_b"
-    ]  # fmt: skip
+    assert (
+        result.printed[1]
+        == "the first step's forward pass repeats 2 blocks holding 0.84 of its time: they are the segments"
+    )
+    assert sorted(
+        a["name"] for _, a in result.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "gpu"
+    ) == ["gemm_a", "gemm_a", "relu_b", "relu_b"]
     # one checkpoint call per block (two), or `segments` of them over both; machinery on the backward's CPU thread
     # before the re-runs' launches: 2 x 1000 us delays everything after it by 2000 - (the CPU's lead of the GPU)
     two = run(g, "activation_checkpointing", segment_cpu=1000, op_cpu=0)
     four = run(g, "activation_checkpointing", segment_cpu=1000, op_cpu=0, segments=4)
-    machinery = [[a["duration"] for _, a in r.graph.nodes(data=True) if a["name"] == "checkpoint machinery"] for r in (two, four)]
+    machinery = [
+        [a["duration"] for _, a in r.graph.nodes(data=True) if a["name"] == "checkpoint machinery"] for r in (two, four)
+    ]
     assert machinery == [[1000.0, 1000.0], [2000.0, 2000.0]]
     # blocks that hold less than repeat_share of the forward time are not taken for the model's layers
     assert predict(g, "activation_checkpointing", segment_cpu=0, op_cpu=0, repeat_share=0.95) == (
@@ -370,8 +427,13 @@ def test_activation_checkpointing_on_a_gpu_bound_trace(shared_traces: Path) -> N
     # of the backward pass; the stem before them and the classifier and loss after them do not (the step alone: what is
     # re-run is the step's, as the growth it is compared with)
     graph = build_graph(load_trace(shared_traces / "param" / "resnet_kineto.json.gz"), context=False)
-    forward = [v for u, v, d in graph.edges(data=True)
-               if d["kind"] == "launch" and graph.nodes[u]["phase"] == "forward" and graph.nodes[v]["kind"] in ("gpu", "memset")]  # fmt: skip
+    forward = [
+        v
+        for u, v, d in graph.edges(data=True)
+        if d["kind"] == "launch"
+        and graph.nodes[u]["phase"] == "forward"
+        and graph.nodes[v]["kind"] in ("gpu", "memset")
+    ]
     r = run_whatif(graph, ["activation_checkpointing"])
     copies = [a for _, a in r.graph.nodes(data=True) if a.get("recomputed") and a["kind"] != "cpu"]
     assert 0.6 * len(forward) < len(copies) < len(forward) and len(forward) > 100
@@ -382,9 +444,9 @@ def test_activation_checkpointing_on_a_gpu_bound_trace(shared_traces: Path) -> N
     head = [graph.nodes[v]["name"] for v in forward if graph.nodes[v]["top_op"] in ("aten::linear", "aten::max_pool2d")]
     assert head and all(left[name] > 0 for name in head)
     whole = run_whatif(graph, ["activation_checkpointing"], {"repeat_share": 1.0})  # blocks not taken: the whole pass
-    assert sorted(a["name"] for _, a in whole.graph.nodes(data=True) if a.get("recomputed") and a["kind"] != "cpu") == sorted(
-        graph.nodes[v]["name"] for v in forward
-    )
+    assert sorted(
+        a["name"] for _, a in whole.graph.nodes(data=True) if a.get("recomputed") and a["kind"] != "cpu"
+    ) == sorted(graph.nodes[v]["name"] for v in forward)
     redo = sum(a["duration"] for a in copies)
     calls = [a for _, a in r.graph.nodes(data=True) if a.get("recomputed") and a["kind"] == "cpu"]
     # GPU-bound: the iteration grows by about the re-run GPU time, never more than it plus the added CPU time
@@ -408,8 +470,13 @@ def test_activation_checkpointing_by_layer_on_a_real_trace(shared_traces: Path) 
     assert len(copies(inner)) < len(copies(both)) and set(copies(both)) > set(copies(inner))
     t = both.timeline
     for path in ("DistributedDataParallel.forward", "DistributedDataParallel.forward/DistributedDataParallel.forward"):
-        rows = [i for i in range(len(t.nodes)) if t.attrs(i)["layer"] == path and t.attrs(i)["phase"] == "backward"
-                and t.attrs(i)["kind"] in ("gpu", "memset")]  # fmt: skip
+        rows = [
+            i
+            for i in range(len(t.nodes))
+            if t.attrs(i)["layer"] == path
+            and t.attrs(i)["phase"] == "backward"
+            and t.attrs(i)["kind"] in ("gpu", "memset")
+        ]
         redo = [i for i in rows if t.attrs(i).get("recomputed")]
         own = [i for i in rows if not t.attrs(i).get("recomputed")]
         assert redo and own and max(t.end[redo]) <= min(t.start[own]) + 1e-6, path

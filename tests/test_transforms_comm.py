@@ -115,8 +115,13 @@ def two_buckets() -> nx.DiGraph:
     """
     g = nx.DiGraph()
     g.graph.update(measured_us=295.0, delays=Delays(2.0, 0.0), steps=[])
-    specs = [("K1", "gemm", S7, 100, 12), ("AR1", "comm", S20, 50, 112), ("K2", "gemm", S7, 100, 112),
-             ("AR2", "comm", S20, 50, 212), ("KO", "optimizer", S7, 30, 262)]  # fmt: skip
+    specs = [
+        ("K1", "gemm", S7, 100, 12),
+        ("AR1", "comm", S20, 50, 112),
+        ("K2", "gemm", S7, 100, 112),
+        ("AR2", "comm", S20, 50, 212),
+        ("KO", "optimizer", S7, 30, 262),
+    ]
     ids, prev_call, prev_on = {}, None, {}
     for i, (name, cls, thread, dur, start) in enumerate(specs):
         call = add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, step="s", phase="backward")
@@ -174,8 +179,12 @@ def test_blueconnect_by_hand() -> None:
 
 @pytest.mark.parametrize("script", [DGC, BLUECONNECT])
 def test_runs_on_the_bundled_example_from_the_cli(script: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "daydream", "run", bundled_example(), str(script), "--json"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "daydream", "run", bundled_example(), str(script), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["predicted_us"] == d["baseline_us"] > 0  # a CPU-only trace: no all-reduce to change
@@ -256,7 +265,10 @@ def test_blueconnect_against_the_flat_ring_on_a_real_trace(shared_traces: Path, 
     # gain, and still slower than the one-GPU iteration
     assert flat.baseline_us < times[-1] < flat.predicted_us and times[-1] > flat.predicted_us / 1.875
     # a NIC per GPU: faster still
-    assert run(linear_step1, ["ddp", BLUECONNECT], gpus_per_node=8, nics_per_node=8, **hier, **net).predicted_us < times[-1]
+    assert (
+        run(linear_step1, ["ddp", BLUECONNECT], gpus_per_node=8, nics_per_node=8, **hier, **net).predicted_us
+        < times[-1]
+    )
 
 
 def test_blueconnect_on_a_traced_ddp_job(shared_traces: Path, nccl_parser: nx.DiGraph) -> None:
@@ -334,11 +346,14 @@ def test_scale_out_of_a_traced_ddp_rank(shared_traces: Path, nccl_parser: nx.DiG
     slow = run(nccl_parser, [SCALE_OUT], ranks=256, inter="eth-25g").predicted.gpu_time_by_class["comm"]
     assert slow > 5 * comm[-1]
     assert run(nccl_parser, [SCALE_OUT], ranks=16).printed == [
-        "from 2 to 16 ranks", "2 nodes of 8 GPUs joined by nvlink3 ; between nodes 8 x ib-ndr",
-    ]  # fmt: skip
+        "from 2 to 16 ranks",
+        "2 nodes of 8 GPUs joined by nvlink3 ; between nodes 8 x ib-ndr",
+    ]
 
 
-def test_ddp_on_a_trace_recorded_with_ddp_re_prices_its_collectives(shared_traces: Path, nccl_parser: nx.DiGraph) -> None:
+def test_ddp_on_a_trace_recorded_with_ddp_re_prices_its_collectives(
+    shared_traces: Path, nccl_parser: nx.DiGraph
+) -> None:
     # the trace holds DDP's all-reduces already: ddp re-prices them as scale_out does (inserting buckets on top of
     # them would count the gradients twice)
     for n in (8, 32):

@@ -26,8 +26,11 @@ def test_a_host_half_as_fast_doubles_a_cpu_step(graph) -> None:  # type: ignore[
 
 
 def test_checkpointing_reruns_the_forward_ops_on_a_cpu_recording(graph) -> None:  # type: ignore[no-untyped-def]
-    forward = [a for _, a in graph.nodes(data=True)
-               if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] is not None and a["layer"] is not None]  # fmt: skip
+    forward = [
+        a
+        for _, a in graph.nodes(data=True)
+        if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] is not None and a["layer"] is not None
+    ]
     rerun = sum(a["duration"] + a["gap"] for a in forward)
     assert forward and rerun > 0
     result = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0})
@@ -40,7 +43,9 @@ def test_checkpointing_reruns_the_forward_ops_on_a_cpu_recording(graph) -> None:
 
 def test_checkpointing_costs_its_machinery_per_checkpoint_call(graph) -> None:  # type: ignore[no-untyped-def]
     bare = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0}).predicted.period_us
-    layers = {a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["layer"]}
+    layers = {
+        a["layer"] for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["layer"]
+    }
     # one call per checkpointed layer by default; `segments` calls per step when the program wraps several layers
     per_layer = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 100, "op_cpu": 0})
     assert per_layer.predicted.period_us - bare == pytest.approx(100 * len(layers))
@@ -49,10 +54,18 @@ def test_checkpointing_costs_its_machinery_per_checkpoint_call(graph) -> None:  
     machinery = [a for _, a in fewer.graph.nodes(data=True) if a.get("checkpoint_machinery")]
     assert len(machinery) == len(layers) and all(a["phase"] == "backward" for a in machinery)
     # and per op each checkpointed layer re-runs (its saved-tensor hooks): a layer of many ops costs more
-    ops = [a for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] and a["layer"]]
+    ops = [
+        a
+        for _, a in graph.nodes(data=True)
+        if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] and a["layer"]
+    ]
     per_op = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 40})
     assert per_op.predicted.period_us - bare == pytest.approx(40 * len(ops))
-    costs = {a["checkpoint_machinery"]: a["duration"] for _, a in per_op.graph.nodes(data=True) if a.get("checkpoint_machinery")}
+    costs = {
+        a["checkpoint_machinery"]: a["duration"]
+        for _, a in per_op.graph.nodes(data=True)
+        if a.get("checkpoint_machinery")
+    }
     assert costs == {layer: 40 * sum(a["layer"] == layer for a in ops) for layer in layers}
 
 
@@ -76,13 +89,19 @@ def test_checkpointing_a_recording_without_layer_names() -> None:
     forward pass repeats (the ConvNet's three conv blocks, each with the pooling after it), re-run before the first
     backward op; the data, the classifier and the loss are not re-run. With other `layers` nothing matches, and the
     script says why."""
-    trace = Path(__file__).resolve().parents[1] / "validation" / "traces" / "convnet" / "base" / "run1" / "rank0.json.gz"
+    trace = (
+        Path(__file__).resolve().parents[1] / "validation" / "traces" / "convnet" / "base" / "run1" / "rank0.json.gz"
+    )
     graph = build_graph(load_trace(trace), context=False)
-    forward = [a for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] is not None]
+    forward = [
+        a for _, a in graph.nodes(data=True) if a["phase"] == "forward" and a["kind"] == "cpu" and a["op"] is not None
+    ]
     assert forward and all(a["layer"] is None for _, a in graph.nodes(data=True))
     result = run_whatif(graph, ["activation_checkpointing"], {"segment_cpu": 0, "op_cpu": 0})
     block = ["aten::conv2d", "aten::add_", "aten::batch_norm", "aten::relu_"] * 2 + ["aten::max_pool2d"]
-    rerun = [a for a in sorted(forward, key=lambda a: a["start"]) if a["name"] in block[1:] or a["name"] == "aten::conv2d"]
+    rerun = [
+        a for a in sorted(forward, key=lambda a: a["start"]) if a["name"] in block[1:] or a["name"] == "aten::conv2d"
+    ]
     assert [a["name"] for a in rerun] == block * 3
     assert sorted(a["name"] for _, a in result.graph.nodes(data=True) if a.get("recomputed")) == sorted(block * 3)
     expected = sum(a["duration"] + a["gap"] for a in rerun)

@@ -1,4 +1,5 @@
-"""FAE (Adnan et al., PVLDB 2022): the epoch arithmetic of daydream/perf/embeddings/fae.py, worked by hand, and transforms/fae.whatif's hot-batch
+"""FAE (Adnan et al., PVLDB 2022): the epoch arithmetic of daydream/perf/embeddings/fae.py, worked by hand, and
+transforms/fae.whatif's hot-batch
 graph on a hand-built hybrid iteration, with the predicted time worked out by hand."""
 
 from __future__ import annotations
@@ -39,17 +40,20 @@ def test_batch_counts_round_the_hot_batches_to_the_nearest_whole_one() -> None:
     assert fae.batch_counts(1, 0.5) == (1, 0)
 
 
-@pytest.mark.parametrize("hot, cold, run, swaps", [
-    (800, 200, None, 1),  # R(100): all cold, then all hot
-    (800, 200, 1, 399),  # R(1): c h c h ... c h (200 pairs: 399 switches), then the 600 hot batches left in one run
-    (200, 800, 1, 400),  # the other way: every hot batch between two cold ones, 2 x 200
-    (5, 5, 1, 9),  # c h c h c h c h c h: 2 x 5 - 1
-    (6, 10, 4, 4),  # runs c4 h4 c4 h2 c2: 3 cold runs, 2 hot: 2 x 2
-    (10, 6, 4, 3),  # c4 h4 c2 h4 h2: 2 cold runs, 3 hot: 2 x 2 - 1
-    (10, 6, 100, 1),  # a run longer than either kind is R(100)
-    (0, 10, 1, 0),  # one kind only: nothing to swap
-    (10, 0, None, 0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "hot, cold, run, swaps",
+    [
+        (800, 200, None, 1),  # R(100): all cold, then all hot
+        (800, 200, 1, 399),  # R(1): c h c h ... c h (200 pairs: 399 switches), then the 600 hot batches left in one run
+        (200, 800, 1, 400),  # the other way: every hot batch between two cold ones, 2 x 200
+        (5, 5, 1, 9),  # c h c h c h c h c h: 2 x 5 - 1
+        (6, 10, 4, 4),  # runs c4 h4 c4 h2 c2: 3 cold runs, 2 hot: 2 x 2
+        (10, 6, 4, 3),  # c4 h4 c2 h4 h2: 2 cold runs, 3 hot: 2 x 2 - 1
+        (10, 6, 100, 1),  # a run longer than either kind is R(100)
+        (0, 10, 1, 0),  # one kind only: nothing to swap
+        (10, 0, None, 0),
+    ],
+)
 def test_swap_count_by_hand_within_its_bounds(hot: int, cold: int, run: int | None, swaps: int) -> None:
     assert fae.swap_count(hot, cold, run) == swaps
     assert fae.min_swaps(hot, cold) <= swaps <= fae.max_swaps(hot, cold) == 2 * min(hot, cold)
@@ -84,22 +88,28 @@ def test_epoch_edge_cases_hot_fraction_zero_and_one() -> None:
     assert fae.speedup(10_000, 5_000, 1000, 1.0, 0, 68_000) == 2.0
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: fae.epoch_us(10, 5, 100, 1.2, 0, 1), "hot_fraction"),
-    (lambda: fae.epoch_us(10, 5, 100, -0.1, 0, 1), "hot_fraction"),
-    (lambda: fae.epoch_us(-10, 5, 100, 0.5, 1, 1), "T_cold"),
-    (lambda: fae.epoch_us(10, -5, 100, 0.5, 1, 1), "T_hot"),
-    (lambda: fae.epoch_us(10, 5, 100, 0.5, 1, -1), "swap time"),
-    (lambda: fae.epoch_us(10, 5, 0, 0.5, 0, 1), "batches must be at least 1"),
-    (lambda: fae.epoch_us(10, 5, 10.5, 0.5, 1, 1), "batches must be a whole number"),
-    (lambda: fae.epoch_us(10, 5, 100, 0.8, 41, 1), "41 swaps are impossible with 80 hot and 20 cold batches: between 1 and 40"),
-    (lambda: fae.epoch_us(10, 5, 100, 0.8, 0, 1), "between 1 and 40"),  # both kinds run: at least one switch
-    (lambda: fae.epoch_us(10, 5, 100, 1.0, 1, 1), "between 0 and 0"),  # one kind: no switch
-    (lambda: fae.epoch_us(10, 5, 100, float("nan"), 0, 1), "hot_fraction"),
-    (lambda: fae.swap_count(10, 10, 0), "switch_every must be at least 1"),
-    (lambda: fae.swap_us(-1, V100), "hot_bytes"),
-    (lambda: fae.speedup(0, 0, 10, 0.5, 1, 0), "no speedup"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: fae.epoch_us(10, 5, 100, 1.2, 0, 1), "hot_fraction"),
+        (lambda: fae.epoch_us(10, 5, 100, -0.1, 0, 1), "hot_fraction"),
+        (lambda: fae.epoch_us(-10, 5, 100, 0.5, 1, 1), "T_cold"),
+        (lambda: fae.epoch_us(10, -5, 100, 0.5, 1, 1), "T_hot"),
+        (lambda: fae.epoch_us(10, 5, 100, 0.5, 1, -1), "swap time"),
+        (lambda: fae.epoch_us(10, 5, 0, 0.5, 0, 1), "batches must be at least 1"),
+        (lambda: fae.epoch_us(10, 5, 10.5, 0.5, 1, 1), "batches must be a whole number"),
+        (
+            lambda: fae.epoch_us(10, 5, 100, 0.8, 41, 1),
+            "41 swaps are impossible with 80 hot and 20 cold batches: between 1 and 40",
+        ),
+        (lambda: fae.epoch_us(10, 5, 100, 0.8, 0, 1), "between 1 and 40"),  # both kinds run: at least one switch
+        (lambda: fae.epoch_us(10, 5, 100, 1.0, 1, 1), "between 0 and 0"),  # one kind: no switch
+        (lambda: fae.epoch_us(10, 5, 100, float("nan"), 0, 1), "hot_fraction"),
+        (lambda: fae.swap_count(10, 10, 0), "switch_every must be at least 1"),
+        (lambda: fae.swap_us(-1, V100), "hot_bytes"),
+        (lambda: fae.speedup(0, 0, 10, 0.5, 1, 0), "no speedup"),
+    ],
+)
 def test_impossible_inputs_are_daydream_errors(call: object, message: str) -> None:
     with pytest.raises(DaydreamError, match=message):
         call()  # type: ignore[operator]
@@ -149,8 +159,7 @@ def hybrid(with_comm: bool = False, steps: int = 1) -> nx.DiGraph:
     the iteration repeats, step k (``s0``, ``s1``...) 786 us after the one before on the same thread and stream.
     """
     g = nx.DiGraph()
-    g.graph.update(measured_us=786.0 * steps, delays=Delays(2.0, 0.0), steps=[],
-                   device="Tesla V100-SXM2-16GB")  # fmt: skip
+    g.graph.update(measured_us=786.0 * steps, delays=Delays(2.0, 0.0), steps=[], device="Tesla V100-SXM2-16GB")
     prev: int | None = None
     name, at = "s", 0.0  # the step being built and its start
 
@@ -179,10 +188,18 @@ def hybrid(with_comm: bool = False, steps: int = 1) -> nx.DiGraph:
     for k in range(steps):
         name, at = (f"s{k}" if steps > 1 else "s"), 786.0 * k
         for i, (rows, dim) in enumerate(TABLES):
-            cpu("aten::embedding_bag", 100, 100.0 * i, "forward", layer=f"DLRM.embeddings.{i}",
-                shapes=[[rows, dim], [BATCH * POOLING], [BATCH], [], [], [], [], [], []])  # fmt: skip
+            cpu(
+                "aten::embedding_bag",
+                100,
+                100.0 * i,
+                "forward",
+                layer=f"DLRM.embeddings.{i}",
+                shapes=[[rows, dim], [BATCH * POOLING], [BATCH], [], [], [], [], [], []],
+            )
         c1 = cpu("cudaMemcpyAsync", 10, 200, "forward", op="aten::copy_", layer="DLRM")
-        m1 = gpu("Memcpy HtoD (Pageable -> Device)", "memcpy", 20, 212, c1, "forward", bytes=pooled, **{"class": "memcpy"})
+        m1 = gpu(
+            "Memcpy HtoD (Pageable -> Device)", "memcpy", 20, 212, c1, "forward", bytes=pooled, **{"class": "memcpy"}
+        )
         w1 = cpu("cudaMemcpyAsync [wait]", 1, 232, "forward", op="aten::copy_", layer="DLRM")
         add_dependency(g, m1, w1, "sync", lag=0)
         l1 = cpu("cudaLaunchKernel", 10, 233, "forward", op="aten::addmm", layer="DLRM.top.0")
@@ -190,14 +207,28 @@ def hybrid(with_comm: bool = False, steps: int = 1) -> nx.DiGraph:
         l2 = cpu("cudaLaunchKernel", 10, 243, "backward", op="aten::mm", layer="DLRM.top.0")
         k2 = gpu("sgemm_bwd", "gpu", 100, 295, l2, "backward", layer="DLRM.top.0", **{"class": "gemm"})
         c2 = cpu("cudaMemcpyAsync", 10, 253, "backward", op="aten::copy_", layer="DLRM")
-        m2 = gpu("Memcpy DtoH (Device -> Pageable)", "memcpy", 20, 395, c2, "backward", bytes=pooled, **{"class": "memcpy"})
+        m2 = gpu(
+            "Memcpy DtoH (Device -> Pageable)", "memcpy", 20, 395, c2, "backward", bytes=pooled, **{"class": "memcpy"}
+        )
         w2 = cpu("cudaMemcpyAsync [wait]", 1, 415, "backward", op="aten::copy_", layer="DLRM")
         add_dependency(g, m2, w2, "sync", lag=0)
         for i, (rows, dim) in enumerate(TABLES):
-            cpu("autograd::engine::evaluate_function: EmbeddingBagBackward0", 80, 416 + 110.0 * i, "backward",
-                layer=f"DLRM.embeddings.{i}", shapes=[[BATCH, dim]])  # fmt: skip
-            cpu("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 30, 496 + 110.0 * i, "backward",
-                layer=f"DLRM.embeddings.{i}", shapes=[[rows, dim]])  # fmt: skip
+            cpu(
+                "autograd::engine::evaluate_function: EmbeddingBagBackward0",
+                80,
+                416 + 110.0 * i,
+                "backward",
+                layer=f"DLRM.embeddings.{i}",
+                shapes=[[BATCH, dim]],
+            )
+            cpu(
+                "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+                30,
+                496 + 110.0 * i,
+                "backward",
+                layer=f"DLRM.embeddings.{i}",
+                shapes=[[rows, dim]],
+            )
         for i, (rows, dim) in enumerate(TABLES):
             cpu("aten::add_", 60, 636 + 60.0 * i, "optimizer", shapes=[[rows, dim], [rows, dim], []], **step)
         # a CPU op of the step that is no table's update (Adam's scalar step counter): it stays
@@ -208,8 +239,20 @@ def hybrid(with_comm: bool = False, steps: int = 1) -> nx.DiGraph:
         add_dependency(g, k3, sync, "sync", lag=0)
         if with_comm:
             # a DDP recording: the MLP's gradient all-reduce on stream 20, after the backward GEMM
-            ar = add_task(g, "ncclAllReduce", "comm", S20, 40, start=at + 395, step=name, phase="backward", stream=20,
-                          bytes=4096, collective="allreduce", **{"class": "comm"})  # fmt: skip
+            ar = add_task(
+                g,
+                "ncclAllReduce",
+                "comm",
+                S20,
+                40,
+                start=at + 395,
+                step=name,
+                phase="backward",
+                stream=20,
+                bytes=4096,
+                collective="allreduce",
+                **{"class": "comm"},
+            )
             add_dependency(g, k2, ar, "comm", lag=0)
             add_dependency(g, ar, k3, "comm", lag=0)
             if comms:
@@ -229,7 +272,11 @@ def run(graph: nx.DiGraph, **params: object) -> tuple[float, float, nx.DiGraph]:
 def on(graph: nx.DiGraph, thread: str) -> list[tuple[str, float, float]]:
     """The thread's tasks as simulated: (name, start, end), in order."""
     tl = simulate(graph)
-    rows = [(graph.nodes[n]["name"], s, e) for n, s, e in zip(tl.nodes, tl.start, tl.end) if graph.nodes[n]["thread"] == thread]
+    rows = [
+        (graph.nodes[n]["name"], s, e)
+        for n, s, e in zip(tl.nodes, tl.start, tl.end)
+        if graph.nodes[n]["thread"] == thread
+    ]
     return sorted(rows, key=lambda r: r[1])
 
 
@@ -256,14 +303,30 @@ def test_the_hot_batch_graph_by_hand() -> None:
     # (its launch Lf where the H2D copy's call was) and a backward one (Lb where the D2H copy's call was); the
     # copies' waits go with them, so nothing on the CPU waits for the GPU before S:
     #   cpu  Lf [0,10] L1 [10,20] L2 [20,30] Lb [30,40] Ux [40,45] L3 [45,55] S
-    #   s7   Kf [12, 12 + fwd] K1 [22,72] (its launch, fwd < 10) K2 [72,172] Kb [172, 172 + bwd] K3 [172 + bwd, 182 + bwd]
+    # s7   Kf [12, 12 + fwd] K1 [22,72] (its launch, fwd < 10) K2 [72,172] Kb [172, 172 + bwd] K3 [172 + bwd, 182 + bwd]
     #   S [182 + bwd, 185 + bwd]
     assert predicted == pytest.approx(185 + bwd)
-    launch, fwd_k, bwd_k = "cudaLaunchKernel", "embedding_bag_forward (FAE hot rows)", "embedding_bag_backward (FAE hot rows)"
-    assert on(g, CPU) == [(launch, 0, 10), (launch, 10, 20), (launch, 20, 30), (launch, 30, 40), ("aten::add_", 40, 45),
-                          (launch, 45, 55), ("cudaDeviceSynchronize", pytest.approx(182 + bwd), pytest.approx(185 + bwd))]  # fmt: skip
-    assert on(g, S7) == [(fwd_k, 12, pytest.approx(12 + fwd)), ("sgemm_fwd", 22, 72), ("sgemm_bwd", 72, 172),
-                         (bwd_k, 172, pytest.approx(172 + bwd)), ("sgd_kernel", pytest.approx(172 + bwd), pytest.approx(182 + bwd))]  # fmt: skip
+    launch, fwd_k, bwd_k = (
+        "cudaLaunchKernel",
+        "embedding_bag_forward (FAE hot rows)",
+        "embedding_bag_backward (FAE hot rows)",
+    )
+    assert on(g, CPU) == [
+        (launch, 0, 10),
+        (launch, 10, 20),
+        (launch, 20, 30),
+        (launch, 30, 40),
+        ("aten::add_", 40, 45),
+        (launch, 45, 55),
+        ("cudaDeviceSynchronize", pytest.approx(182 + bwd), pytest.approx(185 + bwd)),
+    ]
+    assert on(g, S7) == [
+        (fwd_k, 12, pytest.approx(12 + fwd)),
+        ("sgemm_fwd", 22, 72),
+        ("sgemm_bwd", 72, 172),
+        (bwd_k, 172, pytest.approx(172 + bwd)),
+        ("sgd_kernel", pytest.approx(172 + bwd), pytest.approx(182 + bwd)),
+    ]
     inserted = {a["name"]: a for _, a in g.nodes(data=True) if "FAE" in a["name"]}
     assert inserted["embedding_bag_forward (FAE hot rows)"]["duration"] == pytest.approx(fwd)
     assert inserted["embedding_bag_backward (FAE hot rows)"]["duration"] == pytest.approx(bwd)
@@ -282,8 +345,10 @@ def test_the_script_prints_the_epoch_by_the_perf_model() -> None:
     assert "tables 2 ; CPU embedding tasks removed 8 in 1 step(s)" in text
     assert f"T_cold {round(t_cold / 1000, 4):g} ms" in text and f"T_hot {round(t_hot / 1000, 4):g} ms" in text
     assert "epoch of 1000 batches: 800 hot, 200 cold, 399 swaps" in text
-    assert f"epoch {round(epoch / 1e6, 4):g} s; all cold {round(1000 * t_cold / 1e6, 4):g} s; speedup " \
-           f"{round(1000 * t_cold / epoch, 4):g}" in text  # fmt: skip
+    assert (
+        f"epoch {round(epoch / 1e6, 4):g} s; all cold {round(1000 * t_cold / 1e6, 4):g} s; speedup "
+        f"{round(1000 * t_cold / epoch, 4):g}" in text
+    )
 
 
 def test_several_ranks_all_reduce_the_hot_rows_before_the_update() -> None:
@@ -313,7 +378,10 @@ def test_the_script_checks_its_epoch_params_and_prices_one_way_swaps() -> None:
         run(hybrid(), switch_every=0)
     run(hybrid(), round_trip=False)
     one_way = HOT_BYTES / (15.75 * 1e3)  # 64 KiB over PCIe 3: 4.16 us
-    assert f"swap {round(one_way / 1000, 4):g} ms: 65536 bytes of hot rows over PCIe per switch, round trip false" in PRINTED
+    assert (
+        f"swap {round(one_way / 1000, 4):g} ms: 65536 bytes of hot rows over PCIe per switch, round trip false"
+        in PRINTED
+    )
 
 
 def test_every_step_of_a_graph_gets_its_hot_batch() -> None:
@@ -343,15 +411,18 @@ def test_each_rank_of_a_job_gets_its_own_hot_batch() -> None:
         for a in g.nodes.values():  # each rank its own process and GPU, as traced
             a["rank"] = r
             a["thread"] = a["thread"].replace("cpu:1/", f"cpu:{100 + r}/").replace("gpu:0/", f"gpu:{r}/")
-    job = join_ranks(ranks, [RankInfo(rank=r, trace=f"rank{r}", measured_us=786.0, origin_us=0.0) for r in range(2)],
-                     "hand-built")  # fmt: skip
+    job = join_ranks(
+        ranks, [RankInfo(rank=r, trace=f"rank{r}", measured_us=786.0, origin_us=0.0) for r in range(2)], "hand-built"
+    )
     baseline, predicted, g = run(job)
     # the ranks run side by side, each as the one-rank graph: 786 us traced, 185 + bwd hot
     assert baseline == 786.0 and predicted == pytest.approx(185 + kernel_us(True))
     for r in range(2):
         mine = [a for a in g.nodes.values() if a["rank"] == r]
-        assert sorted(a["name"] for a in mine if "FAE" in a["name"]) == ["embedding_bag_backward (FAE hot rows)",
-                                                                         "embedding_bag_forward (FAE hot rows)"]  # fmt: skip
+        assert sorted(a["name"] for a in mine if "FAE" in a["name"]) == [
+            "embedding_bag_backward (FAE hot rows)",
+            "embedding_bag_forward (FAE hot rows)",
+        ]
         assert not [a for a in mine if a["kind"] == "memcpy" or a["name"] == "aten::embedding_bag"]
     assert PRINTED[0].startswith("tables 2 ; CPU embedding tasks removed 16 in 1 step(s)")
 
@@ -368,7 +439,9 @@ def test_given_tables_replace_the_recorded_dims() -> None:
 
 
 def test_a_trace_with_the_tables_on_the_gpu_stops_with_a_clear_message() -> None:
-    with pytest.raises(NotApplicable, match="^fae does not apply to this trace: not a hybrid trace: no CPU embedding-bag op"):
+    with pytest.raises(
+        NotApplicable, match="^fae does not apply to this trace: not a hybrid trace: no CPU embedding-bag op"
+    ):
         run_whatif(iteration(), [FAE], on_print=lambda _line: None)
 
 

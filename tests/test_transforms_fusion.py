@@ -39,7 +39,16 @@ def kernels_on_s7(g: nx.DiGraph, specs: list[tuple[str, str, float, int]]) -> li
     out: list[int] = []
     for name, cls, dur, call in specs:
         k = add_task(
-            g, name, "gpu", S7, dur, start=g.nodes[call]["start"] + 12, phase="forward", step="s", stream=7, **{"class": cls}
+            g,
+            name,
+            "gpu",
+            S7,
+            dur,
+            start=g.nodes[call]["start"] + 12,
+            phase="forward",
+            step="s",
+            stream=7,
+            **{"class": cls},
         )
         add_dependency(g, call, k, "launch", lag=2)
         if out:
@@ -62,8 +71,14 @@ def gpu_us(r: WhatIf, which: str) -> float:
 
 
 def fusion_chain() -> nx.DiGraph:
-    return chain(("gemm", "gemm", 100, {}), ("add", "elementwise", 30, {}), ("relu", "elementwise", 20, {}),
-                 ("mul", "elementwise", 10, {}), ("sum", "reduction", 15, {}), ("gemm2", "gemm", 50, {}))  # fmt: skip
+    return chain(
+        ("gemm", "gemm", 100, {}),
+        ("add", "elementwise", 30, {}),
+        ("relu", "elementwise", 20, {}),
+        ("mul", "elementwise", 10, {}),
+        ("sum", "reduction", 15, {}),
+        ("gemm2", "gemm", 50, {}),
+    )
 
 
 def test_kernel_fusion_by_hand() -> None:
@@ -86,10 +101,24 @@ def test_kernel_fusion_by_hand() -> None:
 
 
 def test_kernel_fusion_stops_a_chain_at_a_result_someone_reads_and_saves_launches() -> None:
-    g, (lg, l1, l2, sync, l3, l4) = cpu_thread(("cudaLaunchKernel", 10, 20), ("cudaLaunchKernel", 10, 20), ("cudaLaunchKernel", 10, 20),
-                                               ("cudaStreamSynchronize", 3, 20), ("cudaLaunchKernel", 10, 20), ("cudaLaunchKernel", 10, 0))  # fmt: skip
-    _, e1, e2, e3, e4 = kernels_on_s7(g, [("gemm", "gemm", 50, lg), ("e1", "elementwise", 5, l1), ("e2", "elementwise", 5, l2),
-                                          ("e3", "elementwise", 5, l3), ("e4", "elementwise", 5, l4)])  # fmt: skip
+    g, (lg, l1, l2, sync, l3, l4) = cpu_thread(
+        ("cudaLaunchKernel", 10, 20),
+        ("cudaLaunchKernel", 10, 20),
+        ("cudaLaunchKernel", 10, 20),
+        ("cudaStreamSynchronize", 3, 20),
+        ("cudaLaunchKernel", 10, 20),
+        ("cudaLaunchKernel", 10, 0),
+    )
+    _, e1, e2, e3, e4 = kernels_on_s7(
+        g,
+        [
+            ("gemm", "gemm", 50, lg),
+            ("e1", "elementwise", 5, l1),
+            ("e2", "elementwise", 5, l2),
+            ("e3", "elementwise", 5, l3),
+            ("e4", "elementwise", 5, l4),
+        ],
+    )
     add_dependency(g, e2, sync, "sync")  # the host reads e2's result: e1 e2 | e3 e4
     # baseline: CPU G [0,10] L1 [30,40] L2 [60,70] S [90,93] L3 [113,123] L4 [143,153] (20 us of framework time
     # after each call); gemm [12,62] e1 [62,67] e2 [72,77] e3 [125,130] e4 [155,160] -> 160.
@@ -98,7 +127,9 @@ def test_kernel_fusion_stops_a_chain_at_a_result_someone_reads_and_saves_launche
     assert predict(g, "kernel_fusion") == (160.0, 107.0)
     r = run_whatif(g, ["kernel_fusion"])
     assert gpu_names(r.graph) == ["fused_kernel", "fused_kernel", "gemm"]
-    assert any(r.graph.nodes[u]["name"] == "fused_kernel" for u in r.graph.pred[sync])  # the sync reads the fused kernel
+    assert any(
+        r.graph.nodes[u]["name"] == "fused_kernel" for u in r.graph.pred[sync]
+    )  # the sync reads the fused kernel
 
 
 def test_kernel_fusion_does_not_fuse_across_a_wait_for_another_stream() -> None:
@@ -151,10 +182,20 @@ def test_metaflow_by_hand() -> None:
 
 
 def test_metaflow_by_hand_cpu_bound_keeps_the_framework_time_after_the_layer() -> None:
-    g, (la, lb, lr, lg) = cpu_thread(("cudaLaunchKernel", 10, 30), ("cudaLaunchKernel", 10, 30), ("cudaLaunchKernel", 10, 30),
-                                     ("cudaLaunchKernel", 10, 0))  # fmt: skip
+    g, (la, lb, lr, lg) = cpu_thread(
+        ("cudaLaunchKernel", 10, 30),
+        ("cudaLaunchKernel", 10, 30),
+        ("cudaLaunchKernel", 10, 30),
+        ("cudaLaunchKernel", 10, 0),
+    )
     kernels_on_s7(
-        g, [("gemm", "gemm", 20, la), ("bias", "elementwise", 5, lb), ("relu", "elementwise", 5, lr), ("gemm2", "gemm", 50, lg)]
+        g,
+        [
+            ("gemm", "gemm", 20, la),
+            ("bias", "elementwise", 5, lb),
+            ("relu", "elementwise", 5, lr),
+            ("gemm2", "gemm", 50, lg),
+        ],
     )
     # baseline: calls [0,10] [40,50] [80,90] [120,130]; gemm [12,32] bias [52,57] relu [92,97] gemm2 [132,182] -> 182.
     # bias and relu fuse into the gemm: 20 + 0.33 x 10 = 23.3 us with the relu's launch; the gemm's and the bias's
@@ -171,8 +212,12 @@ def test_metaflow_on_a_real_mlp(shared_traces: Path) -> None:
     graph = build_graph(load_trace(shared_traces / "param" / "linear_kineto.json.gz"), context=False)
     r = run_whatif(graph, ["metaflow"])
     assert r.printed[-1] == "21 kernels fused into 21 layers"  # every Linear + ReLU of the forward pass
-    relu_us = sum(a["duration"] for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and a["op"] == "aten::clamp_min")
-    assert r.baseline.gpu_time_by_class["elementwise"] - r.predicted.gpu_time_by_class["elementwise"] == pytest.approx(relu_us)
+    relu_us = sum(
+        a["duration"] for _, a in graph.nodes(data=True) if a["kind"] == "gpu" and a["op"] == "aten::clamp_min"
+    )
+    assert r.baseline.gpu_time_by_class["elementwise"] - r.predicted.gpu_time_by_class["elementwise"] == pytest.approx(
+        relu_us
+    )
     assert r.predicted.gpu_time_by_class["gemm"] - r.baseline.gpu_time_by_class["gemm"] == pytest.approx(0.33 * relu_us)
     assert r.speedup > 1.0
     saved_gpu = gpu_us(r, "baseline") - gpu_us(r, "predicted")

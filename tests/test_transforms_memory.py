@@ -79,15 +79,19 @@ def cnn(
     forward_op: str = "aten::conv2d", backward_op: str = "ConvolutionBackward0", x: dict[str, object] | None = None
 ) -> nx.DiGraph:
     """relu [12,62] -> conv [62,162] -> relu2 [162,212] | backward: relu2's [212,312] -> the conv's [312,512]."""
-    return layers(("relu", "forward", "aten::relu", 50, {"class": "elementwise"}),
-                  ("conv_fwd", "forward", forward_op, 100, {"class": "conv", **(CONV_X if x is None else x)}),
-                  ("relu2", "forward", "aten::relu", 50, {"class": "elementwise"}),
-                  ("relu2_bwd", "backward", BWD + "ReluBackward0", 100, {"class": "elementwise"}),
-                  ("conv_bwd", "backward", BWD + backward_op, 200, {"class": "conv"}))  # fmt: skip
+    return layers(
+        ("relu", "forward", "aten::relu", 50, {"class": "elementwise"}),
+        ("conv_fwd", "forward", forward_op, 100, {"class": "conv", **(CONV_X if x is None else x)}),
+        ("relu2", "forward", "aten::relu", 50, {"class": "elementwise"}),
+        ("relu2_bwd", "backward", BWD + "ReluBackward0", 100, {"class": "elementwise"}),
+        ("conv_bwd", "backward", BWD + backward_op, 200, {"class": "conv"}),
+    )
 
 
-@pytest.mark.parametrize(("forward_op", "backward_op", "x"), [("aten::conv2d", "ConvolutionBackward0", CONV_X),
-                                                              ("aten::linear", "AddmmBackward0", ADDMM_X)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("forward_op", "backward_op", "x"),
+    [("aten::conv2d", "ConvolutionBackward0", CONV_X), ("aten::linear", "AddmmBackward0", ADDMM_X)],
+)
 def test_vdnn_by_hand(forward_op: str, backward_op: str, x: dict[str, object]) -> None:
     g = cnn(forward_op, backward_op, x)
     # The conv's input, 945 x 1250 x 4 B = 4.725e6 B (argument 0 of a convolution, 1 of addmm), crosses PCIe 4 in
@@ -137,11 +141,13 @@ def test_vdnn_leaves_unpaired_layers_alone() -> None:
 
 
 def test_vdnn_pairs_layers_within_each_step() -> None:
-    spec = [("relu", "forward", "aten::relu", 50, {"class": "elementwise"}),
-            ("conv_fwd", "forward", "aten::conv2d", 100, {"class": "conv", **CONV_X}),
-            ("relu2", "forward", "aten::relu", 50, {"class": "elementwise"}),
-            ("relu2_bwd", "backward", BWD + "ReluBackward0", 100, {"class": "elementwise"}),
-            ("conv_bwd", "backward", BWD + "ConvolutionBackward0", 200, {"class": "conv"})]  # fmt: skip
+    spec = [
+        ("relu", "forward", "aten::relu", 50, {"class": "elementwise"}),
+        ("conv_fwd", "forward", "aten::conv2d", 100, {"class": "conv", **CONV_X}),
+        ("relu2", "forward", "aten::relu", 50, {"class": "elementwise"}),
+        ("relu2_bwd", "backward", BWD + "ReluBackward0", 100, {"class": "elementwise"}),
+        ("conv_bwd", "backward", BWD + "ConvolutionBackward0", 200, {"class": "conv"}),
+    ]
     g = layers(
         *[(n, p, o, d, {**a, "step": "s1"}) for n, p, o, d, a in spec],
         *[(n, p, o, d, {**a, "step": "s2"}) for n, p, o, d, a in spec],
@@ -153,7 +159,11 @@ def test_vdnn_pairs_layers_within_each_step() -> None:
     r = run(g, "vdnn")
     assert (r.baseline_timeline.makespan(), r.timeline.makespan()) == (1012.0, pytest.approx(1212.0))  # both steps
     assert [(a["vdnn"], a["step"]) for a in added(r, "vdnn", "offload") + added(r, "vdnn", "prefetch")] == [
-        ("offload", "s1"), ("offload", "s2"), ("prefetch", "s1"), ("prefetch", "s2")]  # fmt: skip
+        ("offload", "s1"),
+        ("offload", "s2"),
+        ("prefetch", "s1"),
+        ("prefetch", "s2"),
+    ]
 
 
 def test_vdnn_needs_the_gpu_in_the_catalog() -> None:
@@ -164,7 +174,9 @@ def test_vdnn_needs_the_gpu_in_the_catalog() -> None:
 
 
 @pytest.mark.parametrize("script", ["vdnn", "gist"])
-def test_memory_scripts_do_not_apply_to_the_bundled_cpu_example(script: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_memory_scripts_do_not_apply_to_the_bundled_cpu_example(
+    script: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     # no GPU: nothing to offload or encode; the script says so (exit 3) rather than predicting "no change"
     assert main(["run", bundled_example(), script, "--json"]) == 3
     err = capsys.readouterr().err
@@ -202,8 +214,12 @@ def test_vdnn_on_a_gpu_bound_cnn(shared_traces: Path, resnet: nx.DiGraph) -> Non
 
 def test_vdnn_takes_the_activation_size_from_recorded_shapes(shared_traces: Path) -> None:
     # DLRM rank 0 (V100) with its execution trace: the MLPs' addmm inputs and the interaction's bmm input
-    graph = build_graph(load_trace(shared_traces / "param" / "dlrm8" / "rank0.json.gz",
-                                   et=shared_traces / "param" / "dlrm8_et" / "rank0.et.json.gz"))  # fmt: skip
+    graph = build_graph(
+        load_trace(
+            shared_traces / "param" / "dlrm8" / "rank0.json.gz",
+            et=shared_traces / "param" / "dlrm8_et" / "rank0.et.json.gz",
+        )
+    )
     r = run(graph, "vdnn")
     offload = added(r, "vdnn", "offload")
     assert len(offload) == 8 and offload[0]["bytes"] == 16 * 13 * 4  # the bottom MLP's input: 16 x 13 fp32
@@ -215,11 +231,13 @@ def test_vdnn_takes_the_activation_size_from_recorded_shapes(shared_traces: Path
 
 def relu_conv() -> nx.DiGraph:
     """relu [12,62] -> conv [62,162] | backward: conv [162,362], an AccumulateGrad add [362,372], relu [372,472]."""
-    return layers(("relu", "forward", "aten::relu", 50, {"class": "elementwise"}),
-                  ("conv_fwd", "forward", "aten::conv2d", 100, {"class": "conv"}),
-                  ("conv_bwd", "backward", BWD + "ConvolutionBackward0", 200, {"class": "conv"}),
-                  ("acc_add", "backward", BWD + "torch::autograd::AccumulateGrad", 10, {"class": "elementwise"}),
-                  ("relu_bwd", "backward", BWD + "ReluBackward0", 100, {"class": "elementwise"}))  # fmt: skip
+    return layers(
+        ("relu", "forward", "aten::relu", 50, {"class": "elementwise"}),
+        ("conv_fwd", "forward", "aten::conv2d", 100, {"class": "conv"}),
+        ("conv_bwd", "backward", BWD + "ConvolutionBackward0", 200, {"class": "conv"}),
+        ("acc_add", "backward", BWD + "torch::autograd::AccumulateGrad", 10, {"class": "elementwise"}),
+        ("relu_bwd", "backward", BWD + "ReluBackward0", 100, {"class": "elementwise"}),
+    )
 
 
 def test_gist_by_hand() -> None:
@@ -231,7 +249,15 @@ def test_gist_by_hand() -> None:
     # relu bwd [472,572]
     r = run(g, "gist")
     assert (r.baseline_us, r.predicted_us) == (472.0, pytest.approx(572.0))
-    assert stream_order(r.graph, S7) == ["relu", "gist_encode", "conv_fwd", "gist_decode", "conv_bwd", "acc_add", "relu_bwd"]
+    assert stream_order(r.graph, S7) == [
+        "relu",
+        "gist_encode",
+        "conv_fwd",
+        "gist_decode",
+        "conv_bwd",
+        "acc_add",
+        "relu_bwd",
+    ]
     assert run(g, "gist", decode_factor=0).predicted_us == pytest.approx(522.0)  # Binarize: no decode kernel
     assert run(g, "gist", encode_factor=0.5, decode_factor=0.5).predicted_us == pytest.approx(522.0)
     # free encoding: a zero-length kernel and its launch call, hidden behind the GPU
@@ -251,7 +277,9 @@ def test_gist_on_a_gpu_bound_cnn(shared_traces: Path, resnet: nx.DiGraph) -> Non
     encode, decode = added(r, "gist", "encode"), added(r, "gist", "decode")
     assert len(encode) == len(decode) == 17
     inserted = sum(a["duration"] for a in encode + decode)
-    relus = sum(a["duration"] for _, a in resnet.nodes(data=True) if a["kind"] == "gpu" and a["top_op"] == "aten::relu_")
+    relus = sum(
+        a["duration"] for _, a in resnet.nodes(data=True) if a["kind"] == "gpu" and a["top_op"] == "aten::relu_"
+    )
     assert inserted == pytest.approx(2 * relus)
     # GPU-bound on one stream: nearly all the inserted kernel time shows; Gist reports about 4% on CNNs
     assert r.baseline_us + 0.9 * inserted < r.predicted_us <= r.baseline_us + inserted + 17 * 2 * 20

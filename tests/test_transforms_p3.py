@@ -37,15 +37,32 @@ def two_steps(layers: bool = True) -> nx.DiGraph:
     gpu_t = 1.0
     for step in ("s1", "s2"):
         for name, phase, layer, elements in [
-            ("fwd_A", "forward", "A", None), ("fwd_B", "forward", "B", None), ("bwd_B", "backward", "B", 3000),
-            ("bwd_A", "backward", "A", 1000), ("sgd", "optimizer", None, None),
-        ]:  # fmt: skip
+            ("fwd_A", "forward", "A", None),
+            ("fwd_B", "forward", "B", None),
+            ("bwd_B", "backward", "B", 3000),
+            ("bwd_A", "backward", "A", 1000),
+            ("sgd", "optimizer", None, None),
+        ]:
             region = {"region": "Optimizer.step#SGD.step"} if phase == "optimizer" else {}
             layer_attr = layer if layers else None
-            call = add_task(g, "cudaLaunchKernel", "cpu", CPU, 1, start=t, step=step, phase=phase, layer=layer_attr, **region)
+            call = add_task(
+                g, "cudaLaunchKernel", "cpu", CPU, 1, start=t, step=step, phase=phase, layer=layer_attr, **region
+            )
             duration = 50 if phase == "optimizer" else 100
-            k = add_task(g, f"{name}_kernel", "gpu", S7, duration, start=gpu_t, step=step, phase=phase, layer=layer_attr,
-                         stream=7, **region, **{"class": "gemm"})  # fmt: skip
+            k = add_task(
+                g,
+                f"{name}_kernel",
+                "gpu",
+                S7,
+                duration,
+                start=gpu_t,
+                step=step,
+                phase=phase,
+                layer=layer_attr,
+                stream=7,
+                **region,
+                **{"class": "gemm"},
+            )
             add_dependency(g, call, k, "launch")
             if prev_call is not None:
                 add_dependency(g, prev_call, call, "thread")
@@ -55,8 +72,20 @@ def two_steps(layers: bool = True) -> nx.DiGraph:
             t += 1
             gpu_t += duration
             if elements is not None:
-                acc = add_task(g, ACC, "cpu", CPU, 1, start=t, step=step, phase=phase, layer=layer_attr, op=ACC,
-                               top_op_id=int(t), shapes=[[elements]])  # fmt: skip
+                acc = add_task(
+                    g,
+                    ACC,
+                    "cpu",
+                    CPU,
+                    1,
+                    start=t,
+                    step=step,
+                    phase=phase,
+                    layer=layer_attr,
+                    op=ACC,
+                    top_op_id=int(t),
+                    shapes=[[elements]],
+                )
                 add_dependency(g, prev_call, acc, "thread")
                 prev_call = acc
                 t += 1
@@ -76,7 +105,11 @@ def run(graph: nx.DiGraph, **params: object) -> WhatIf:
 def span(result: WhatIf, name: str, step: str) -> tuple[float, float]:
     t = result.timeline
     ((i,),) = [
-        [i for i, n in enumerate(t.nodes) if result.graph.nodes[n]["name"] == name and result.graph.nodes[n]["step"] == step]
+        [
+            i
+            for i, n in enumerate(t.nodes)
+            if result.graph.nodes[n]["name"] == name and result.graph.nodes[n]["step"] == step
+        ]
     ]
     return float(t.start[i]), float(t.end[i])
 
@@ -140,9 +173,15 @@ def test_p3_slices_by_hand() -> None:
     # as before, to 3701.
     r = run(two_steps(), slice=1000)
     assert [(s, e, d) for s, e, d, _ in transfers(r, "s1")] == [
-        (301, 501, "push"), (501, 701, "push"), (701, 901, "pull"), (901, 1101, "push"), (1101, 1301, "push"),
-        (1301, 1501, "pull"), (1501, 1701, "pull"), (1701, 1901, "pull"),
-    ]  # fmt: skip
+        (301, 501, "push"),
+        (501, 701, "push"),
+        (701, 901, "pull"),
+        (901, 1101, "push"),
+        (1101, 1301, "push"),
+        (1301, 1501, "pull"),
+        (1501, 1701, "pull"),
+        (1701, 1901, "pull"),
+    ]
     assert span(r, "fwd_A_kernel", "s2") == (901, 1001)
     assert span(r, "fwd_B_kernel", "s2") == (1901, 2001)
     assert r.timeline.makespan() == 3701
@@ -194,7 +233,9 @@ def test_recorded_example_over_three_steps() -> None:
     ps = predict(link=0.5, slice=0, priority=False)
     # 10 gradients a step (5 Linear layers), 4.2 MB in 34 slices, by module; the network queue is a CPU thread
     assert all("10 gradients, 4.223 MB in 34 slices" in line and "modules" in line for line in p3.printed)
-    assert {p3.graph.nodes[n]["thread"] for n in p3.graph if p3.graph.nodes[n].get("collective") == "push"} == {"cpu:p3/network"}
+    assert {p3.graph.nodes[n]["thread"] for n in p3.graph if p3.graph.nodes[n].get("collective") == "push"} == {
+        "cpu:p3/network"
+    }
     # at 0.5 GB/s the network (4.2 MB x 2 x 3/4 / 0.5 GB/s = 12.7 ms a step) is close to the compute: P3 lets the next
     # forward start sooner than the plain parameter server does
     assert p3.predicted_us < ps.predicted_us
@@ -211,7 +252,9 @@ def linear(shared_traces: Path) -> nx.DiGraph:
     path = shared_traces / "param" / "linear_kineto.json.gz"
     if not path.exists():
         pytest.skip("needs ../shared/traces/param/linear_kineto.json.gz")
-    return build_graph(load_trace(path, et=shared_traces / "param" / "linear_et.json.gz"), 1, context=False)  # one step alone
+    return build_graph(
+        load_trace(path, et=shared_traces / "param" / "linear_et.json.gz"), 1, context=False
+    )  # one step alone
 
 
 def test_shared_gpu_trace_one_step(linear: nx.DiGraph) -> None:
@@ -223,7 +266,9 @@ def test_shared_gpu_trace_one_step(linear: nx.DiGraph) -> None:
     assert "42 gradients, 88.166 MB in 588 slices" in r["eth-10g"].printed[0]
     # the step ends with its last pull: 88 MB x 2 x 3/4 over 1.06 GB/s is 125 ms of network after the backward
     assert 120_000 < r["eth-10g"].predicted_us < 140_000
-    assert r["eth-10g"].predicted_us > r["eth-25g"].predicted_us > r["eth-100g"].predicted_us > r["eth-100g"].baseline_us
+    assert (
+        r["eth-10g"].predicted_us > r["eth-25g"].predicted_us > r["eth-100g"].predicted_us > r["eth-100g"].baseline_us
+    )
     pushes = [a for a in r["eth-10g"].graph.nodes.values() if a.get("collective") == "push"]
     assert {a["thread"] for a in pushes} == {"gpu:0/1000"} and all(a["queued"] and a["gap"] == 0 for a in pushes)
     assert run_whatif(linear, [P3], params={"ranks": 1}).predicted_us == pytest.approx(r["eth-10g"].baseline_us)
@@ -231,9 +276,23 @@ def test_shared_gpu_trace_one_step(linear: nx.DiGraph) -> None:
 
 def test_cli_json(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "daydream", "run", str(bundled_example()), "p3", "--step", "all", "-p", "link=0.5", "--json"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "daydream",
+            "run",
+            str(bundled_example()),
+            "p3",
+            "--step",
+            "all",
+            "-p",
+            "link=0.5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["policy"] == "priority p3_priority" and d["predicted_us"] > 0 and len(d["steps"]) == 3
@@ -242,8 +301,10 @@ def test_cli_json(tmp_path: Path) -> None:
     assert statistics.median(list(d["step_us"]["predicted"].values())[1:]) == pytest.approx(d["predicted_us"])
     text = subprocess.run(
         [sys.executable, "-m", "daydream", "run", str(bundled_example()), "p3", "--step", "all", "-p", "link=0.5"],
-        capture_output=True, text=True, check=False,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     assert "Per step (from the end of the step before to its end)" in text and "ProfilerStep#3" in text
 
 

@@ -57,13 +57,53 @@ def mlp_block(hidden: int = 1024, tokens: int = 64) -> nx.DiGraph:
     g.graph.update(measured_us=652.0, delays=Delays(2.0, 0.0), device="NVIDIA H100 80GB HBM3", steps=[])
     inner = 4 * hidden
     specs = [  # op, module, input shapes, kernel, class, us, phase
-        ("aten::linear", "blk.mlp.fc1", [[tokens, hidden], [inner, hidden], [inner]], "sm90_gemm_f32_fc1", "gemm", 100, "forward"),
+        (
+            "aten::linear",
+            "blk.mlp.fc1",
+            [[tokens, hidden], [inner, hidden], [inner]],
+            "sm90_gemm_f32_fc1",
+            "gemm",
+            100,
+            "forward",
+        ),
         ("aten::gelu", "blk.mlp.act", [[tokens, inner], []], "gelu_kernel", "elementwise", 20, "forward"),
-        ("aten::linear", "blk.mlp.fc2", [[tokens, inner], [hidden, inner], [hidden]], "sm90_gemm_f32_fc2", "gemm", 100, "forward"),
-        ("aten::mm", "blk.mlp.fc2", [[tokens, hidden], [hidden, inner]], "sm90_gemm_f32_fc2_bwd", "gemm", 200, "backward"),
-        ("aten::gelu_backward", "blk.mlp.act", [[tokens, inner], [tokens, inner]], "gelu_bwd_kernel", "elementwise", 20, "backward"),
-        ("aten::mm", "blk.mlp.fc1", [[tokens, inner], [inner, hidden]], "sm90_gemm_f32_fc1_bwd", "gemm", 200, "backward"),
-    ]  # fmt: skip
+        (
+            "aten::linear",
+            "blk.mlp.fc2",
+            [[tokens, inner], [hidden, inner], [hidden]],
+            "sm90_gemm_f32_fc2",
+            "gemm",
+            100,
+            "forward",
+        ),
+        (
+            "aten::mm",
+            "blk.mlp.fc2",
+            [[tokens, hidden], [hidden, inner]],
+            "sm90_gemm_f32_fc2_bwd",
+            "gemm",
+            200,
+            "backward",
+        ),
+        (
+            "aten::gelu_backward",
+            "blk.mlp.act",
+            [[tokens, inner], [tokens, inner]],
+            "gelu_bwd_kernel",
+            "elementwise",
+            20,
+            "backward",
+        ),
+        (
+            "aten::mm",
+            "blk.mlp.fc1",
+            [[tokens, inner], [inner, hidden]],
+            "sm90_gemm_f32_fc1_bwd",
+            "gemm",
+            200,
+            "backward",
+        ),
+    ]
     launched(g, specs)
     return g
 
@@ -82,8 +122,20 @@ def forward_calls(*calls: tuple[str, str | None, list[list[int]]]) -> nx.DiGraph
     g = nx.DiGraph()
     prev = None
     for i, (op, layer, shapes) in enumerate(calls):
-        t = add_task(g, op, "cpu", CPU, 10, start=10.0 * i, step="s", phase="forward", layer=layer, op=op, top_op_id=i,
-                     shapes=shapes)  # fmt: skip
+        t = add_task(
+            g,
+            op,
+            "cpu",
+            CPU,
+            10,
+            start=10.0 * i,
+            step="s",
+            phase="forward",
+            layer=layer,
+            op=op,
+            top_op_id=i,
+            shapes=shapes,
+        )
         if prev is not None:
             add_dependency(g, prev, t, "thread")
         prev = t
@@ -97,22 +149,30 @@ def test_megatron_pairs_of_a_gated_attention_block() -> None:
     a, m = "model.layers.0.self_attn", "model.layers.0.mlp"
     g = forward_calls(
         ("aten::layer_norm", "model.layers.0.input_layernorm", x),
-        ("aten::linear", f"{a}.q_proj", [[16, h], [h, h]]), ("aten::view", a, [[16, h], []]),
+        ("aten::linear", f"{a}.q_proj", [[16, h], [h, h]]),
+        ("aten::view", a, [[16, h], []]),
         ("aten::transpose", a, [[16, 8, 64], [], []]),
-        ("aten::linear", f"{a}.k_proj", [[16, h], [h, h]]), ("aten::view", a, [[16, h], []]),
+        ("aten::linear", f"{a}.k_proj", [[16, h], [h, h]]),
+        ("aten::view", a, [[16, h], []]),
         ("aten::linear", f"{a}.v_proj", [[16, h], [h, h]]),
         ("aten::mul", f"{a}.rotary_emb", [[16, h], [16, h]]),
         ("aten::scaled_dot_product_attention", a, [[1, 8, 16, 64]] * 3),
         ("aten::linear", f"{a}.o_proj", [[16, h], [h, h]]),
         ("aten::add", "model.layers.0", [[16, h], [16, h]]),
         ("aten::layer_norm", "model.layers.0.post_attention_layernorm", x),
-        ("aten::linear", f"{m}.gate_proj", [[16, h], [f, h]]), ("aten::silu", f"{m}.act_fn", [[16, f]]),
-        ("aten::linear", f"{m}.up_proj", [[16, h], [f, h]]), ("aten::mul", m, [[16, f], [16, f]]),
+        ("aten::linear", f"{m}.gate_proj", [[16, h], [f, h]]),
+        ("aten::silu", f"{m}.act_fn", [[16, f]]),
+        ("aten::linear", f"{m}.up_proj", [[16, h], [f, h]]),
+        ("aten::mul", m, [[16, f], [16, f]]),
         ("aten::linear", f"{m}.down_proj", [[16, f], [h, f]]),
         ("aten::add", "model.layers.0", [[16, h], [16, h]]),
-    )  # fmt: skip
+    )
     attn, mlp = split_pairs(g)
-    assert [c.layer for c in attn.columns] == [f"{a}.q_proj", f"{a}.k_proj", f"{a}.v_proj"] and attn.row.layer == f"{a}.o_proj"
+    assert [c.layer for c in attn.columns] == [
+        f"{a}.q_proj",
+        f"{a}.k_proj",
+        f"{a}.v_proj",
+    ] and attn.row.layer == f"{a}.o_proj"
     assert attn.sharded == (a, f"{a}.rotary_emb") and attn.replicated == ()
     assert [c.layer for c in mlp.columns] == [f"{m}.gate_proj", f"{m}.up_proj"] and mlp.row.layer == f"{m}.down_proj"
     assert mlp.sharded == (f"{m}.act_fn", m)
@@ -124,25 +184,36 @@ def test_megatron_pairs_of_a_plain_stack_and_heads_left_whole() -> None:
     # a Linear followed by a norm before the next (BERT's head transform) is not split
     sq = [[64, 512], [512, 512], [512]]
     g = forward_calls(
-        ("aten::linear", "MLP.body.0", sq), ("aten::relu", "MLP.body.1", [[64, 512]]), ("aten::linear", "MLP.body.2", sq),
-        ("aten::relu", "MLP.body.3", [[64, 512]]), ("aten::linear", "MLP.body.4", sq),
-        ("aten::relu", "MLP.body.5", [[64, 512]]), ("aten::linear", "MLP.body.6", sq),
-        ("aten::linear", "MLP.head.transform", sq), ("aten::gelu", "MLP.head.act", [[64, 512]]),
-        ("aten::layer_norm", "MLP.head.norm", [[64, 512]]), ("aten::linear", "MLP.head.decoder", [[64, 512], [1000, 512]]),
+        ("aten::linear", "MLP.body.0", sq),
+        ("aten::relu", "MLP.body.1", [[64, 512]]),
+        ("aten::linear", "MLP.body.2", sq),
+        ("aten::relu", "MLP.body.3", [[64, 512]]),
+        ("aten::linear", "MLP.body.4", sq),
+        ("aten::relu", "MLP.body.5", [[64, 512]]),
+        ("aten::linear", "MLP.body.6", sq),
+        ("aten::linear", "MLP.head.transform", sq),
+        ("aten::gelu", "MLP.head.act", [[64, 512]]),
+        ("aten::layer_norm", "MLP.head.norm", [[64, 512]]),
+        ("aten::linear", "MLP.head.decoder", [[64, 512], [1000, 512]]),
         ("aten::cross_entropy_loss", None, [[64, 1000], [64]]),
-    )  # fmt: skip
+    )
     assert [([c.layer for c in p.columns], p.row.layer) for p in split_pairs(g)] == [
-        (["MLP.body.0"], "MLP.body.2"), (["MLP.body.4"], "MLP.body.6")]  # fmt: skip
+        (["MLP.body.0"], "MLP.body.2"),
+        (["MLP.body.4"], "MLP.body.6"),
+    ]
 
 
 def test_megatron_pairs_of_a_block() -> None:
     (pair,) = split_pairs(mlp_block())
-    assert pair.columns == (Linear("blk.mlp.fc1", 64, 1024, 4096),) and pair.row == Linear("blk.mlp.fc2", 64, 4096, 1024)
+    assert pair.columns == (Linear("blk.mlp.fc1", 64, 1024, 4096),) and pair.row == Linear(
+        "blk.mlp.fc2", 64, 4096, 1024
+    )
     assert pair.sharded == ("blk.mlp.act",) and pair.replicated == ()
 
 
 def test_tensor_parallel_by_hand() -> None:
-    # tp = 2 on an H100 (no calibration: the GEMMs are priced by the fp32 roofline, compute-bound at these shapes): every
+    # tp = 2 on an H100 (no calibration: the GEMMs are priced by the fp32 roofline, compute-bound at these shapes):
+    # every
     # GEMM of fc1 (out_features halved) and fc2 (in_features halved), forward and backward, takes half its time; gelu
     # 2 + 18 / 2 = 11. An all-reduce of fc2's output (64 x 1024 x 4 B = 262,144 B) after its forward and one of fc1's
     # input gradient (the same size) after its backward: 15 us + 2 x (1/2) x 262,144 B / 360 GB/s (nvlink4) = 15.728 us.
@@ -210,8 +281,20 @@ def layer_stack(blocks: int = 4, forward_us: float = 100.0, backward_us: float =
     calls = [("aten::gelu", "forward", b, forward_us) for b in range(blocks)]
     calls += [("GeluBackward0", "backward", b, backward_us) for b in reversed(range(blocks))]
     for i, (op, phase, b, us) in enumerate(calls):
-        task = add_task(g, op, "cpu", CPU, us, start=t, step="s", phase=phase, layer=f"model.layers.{b}.act", op=op,
-                        top_op_id=i, shapes=[[64, 512], [512, 512]])  # fmt: skip
+        task = add_task(
+            g,
+            op,
+            "cpu",
+            CPU,
+            us,
+            start=t,
+            step="s",
+            phase=phase,
+            layer=f"model.layers.{b}.act",
+            op=op,
+            top_op_id=i,
+            shapes=[[64, 512], [512, 512]],
+        )
         t += us
         if prev is not None:
             add_dependency(g, prev, task, "thread")
@@ -238,8 +321,14 @@ def gpu_stack(call_us: float) -> nx.DiGraph:
     g = nx.DiGraph()
     g.graph.update(measured_us=0.0, delays=Delays(2.0, 0.0), device="NVIDIA H100 80GB HBM3", steps=[])
     specs = [("forward", 0, 100), ("forward", 1, 100), ("backward", 1, 200), ("backward", 0, 200)]
-    launched(g, [("aten::gelu", f"model.layers.{b}.act", [[64, 512]], "gelu_kernel", "elementwise", us, phase)
-                 for phase, b, us in specs], call_us)  # fmt: skip
+    launched(
+        g,
+        [
+            ("aten::gelu", f"model.layers.{b}.act", [[64, 512]], "gelu_kernel", "elementwise", us, phase)
+            for phase, b, us in specs
+        ],
+        call_us,
+    )
     return g
 
 
@@ -263,8 +352,16 @@ def test_interleaved_pipeline_by_hand() -> None:
     # the bubble (p - 1) x (f + b) / chunks
     flat = run(layer_stack(), "pipeline_parallel", pp=2, micro_batches=2, link=1e9, kernel_fixed=0)
     assert flat.predicted_us == pytest.approx(900.0, rel=1e-6)
-    inter = run(layer_stack(), "pipeline_parallel", pp=2, micro_batches=2, schedule="interleaved", chunks=2, link=1e9,
-                kernel_fixed=0)  # fmt: skip
+    inter = run(
+        layer_stack(),
+        "pipeline_parallel",
+        pp=2,
+        micro_batches=2,
+        schedule="interleaved",
+        chunks=2,
+        link=1e9,
+        kernel_fixed=0,
+    )
     assert inter.predicted_us == pytest.approx(750.0, rel=1e-6)
     rank0 = sorted((a["start"], a["stage"]) for _, a in inter.graph.nodes(data=True) if a.get("stage") in (0, 2))
     assert {a["thread"] for _, a in inter.graph.nodes(data=True) if a.get("stage") in (1, 3)} == {"cpu:pipeline1/1"}
@@ -297,8 +394,11 @@ def test_parallel_transforms_compose_with_data_parallelism() -> None:
     trace = Path(__file__).resolve().parent.parent / "validation/traces/gpu/transformer/base/run1/rank0.json.gz"
     graph = build_graph(load_trace(trace))
     alone = run(graph, "ddp", ranks=2)
-    both = run_whatif(graph, [TRANSFORMS / f"{s}.whatif" for s in ("ddp", "tensor_parallel", "pipeline_parallel")],
-                      params={"ranks": 2, "tp": 2, "pp": 2})  # fmt: skip
+    both = run_whatif(
+        graph,
+        [TRANSFORMS / f"{s}.whatif" for s in ("ddp", "tensor_parallel", "pipeline_parallel")],
+        params={"ranks": 2, "tp": 2, "pp": 2},
+    )
     buckets = [n for n, a in both.graph.nodes(data=True) if a["kind"] == "comm" and "DDP bucket" in a["name"]]
     assert len(buckets) == len([a for _, a in alone.graph.nodes(data=True) if a["kind"] == "comm"]) > 0
     assert not [a for _, a in both.graph.nodes(data=True) if a["name"].endswith("(tensor parallel)")]  # in the stages

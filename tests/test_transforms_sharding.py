@@ -30,25 +30,45 @@ def model(layers: bool = True, gradients: bool = False) -> nx.DiGraph:
     a's (10,000: 40 kB) once Ba2 is (at 80 us)."""
     g = nx.DiGraph()
     g.graph.update(measured_us=452.0, delays=Delays(2.0, 0.0))
-    specs = [("Fa1", "forward", "a"), ("Fa2", "forward", "a"), ("Fb1", "forward", "b"), ("Fb2", "forward", "b"),
-             ("Bb1", "backward", "b"), ("Bb2", "backward", "b"), ("Ba1", "backward", "a"), ("Ba2", "backward", "a"),
-             ("O", "optimizer", None)]  # fmt: skip
+    specs = [
+        ("Fa1", "forward", "a"),
+        ("Fa2", "forward", "a"),
+        ("Fb1", "forward", "b"),
+        ("Fb2", "forward", "b"),
+        ("Bb1", "backward", "b"),
+        ("Bb2", "backward", "b"),
+        ("Ba1", "backward", "a"),
+        ("Ba2", "backward", "a"),
+        ("O", "optimizer", None),
+    ]
     prev_call = prev_kernel = None
     for i, (name, phase, layer) in enumerate(specs):
         attrs = {"step": "s", "phase": phase, "layer": layer if layers else None}
         if phase == "optimizer":
             attrs["region"] = "Optimizer.step#SGD.step"
         call = add_task(g, "cudaLaunchKernel", "cpu", CPU, 10, start=10.0 * i, **attrs)
-        k = add_task(g, name, "gpu", S7, 40 if name == "O" else 50, start=12.0 + 50 * i, stream=7,
-                     **{"class": "optimizer" if name == "O" else "gemm", **attrs})  # fmt: skip
+        k = add_task(
+            g,
+            name,
+            "gpu",
+            S7,
+            40 if name == "O" else 50,
+            start=12.0 + 50 * i,
+            stream=7,
+            **{"class": "optimizer" if name == "O" else "gemm", **attrs},
+        )
         add_dependency(g, call, k, "launch", lag=2)
         if prev_call is not None:
             add_dependency(g, prev_call, call, "thread")
             add_dependency(g, prev_kernel, k, "stream")
         prev_call, prev_kernel = call, k
     if gradients:
-        b = add_task(g, ACC, "cpu", AUTOGRAD, 10, start=60.0, step="s", phase="backward", op=ACC, top_op_id=1, shapes=[[30000]])
-        a = add_task(g, ACC, "cpu", AUTOGRAD, 10, start=80.0, step="s", phase="backward", op=ACC, top_op_id=2, shapes=[[10000]])
+        b = add_task(
+            g, ACC, "cpu", AUTOGRAD, 10, start=60.0, step="s", phase="backward", op=ACC, top_op_id=1, shapes=[[30000]]
+        )
+        a = add_task(
+            g, ACC, "cpu", AUTOGRAD, 10, start=80.0, step="s", phase="backward", op=ACC, top_op_id=2, shapes=[[10000]]
+        )
         add_dependency(g, b, a, "thread")
     return g
 
@@ -139,7 +159,9 @@ def test_fsdp_on_a_real_trace_with_gradient_sizes(shared_traces: Path) -> None:
     graph = build_graph(load_trace(path, et=shared_traces / "param" / "linear_et.json.gz"), 1, context=False)
     base = run_whatif(graph, ["fsdp"], params={"ranks": 1})
     assert base.predicted_us == base.baseline_us
-    runs = [run_whatif(graph, ["fsdp"], params={"link": f'"{link}"'}) for link in ["nvlink3", "pcie4", "eth-25g", "eth-10g"]]
+    runs = [
+        run_whatif(graph, ["fsdp"], params={"link": f'"{link}"'}) for link in ["nvlink3", "pcie4", "eth-25g", "eth-10g"]
+    ]
     times = [r.predicted_us for r in runs]
     assert times == sorted(times)
     # 21 layers x (4 MiB + 4 KiB) of fp32 parameters, in 8 units: 16 all-gathers and 8 reduce-scatters

@@ -41,8 +41,15 @@ def test_cpu_settings_by_default_gpu_ones_with_gpu_memory_ones_with_memory(scrip
     cpu, gpu, memory = groups[()], groups[("--gpu",)], groups[("--memory",)]
     assert "base" in cpu and not any(n.startswith(("gpu/", "memory/")) for n in cpu)
     assert gpu and all(n.startswith("gpu/") for n in gpu)
-    assert {"memory/base", "memory/batch256", "memory/checkpoint", "memory/batch64acc2", "memory/accumulate2",
-            "memory/sgd", "memory/amp"} <= memory and all(n.startswith("memory/") for n in memory)  # fmt: skip
+    assert {
+        "memory/base",
+        "memory/batch256",
+        "memory/checkpoint",
+        "memory/batch64acc2",
+        "memory/accumulate2",
+        "memory/sgd",
+        "memory/amp",
+    } <= memory and all(n.startswith("memory/") for n in memory)
     assert gpu | cpu | memory == set(module.SETTINGS)
 
 
@@ -91,7 +98,10 @@ def test_a_failing_setting_stops_the_recording_or_is_dropped(
     assert module.main([*args, "--keep-going", "--run-timeout", "5"]) == 1  # the others recorded, the exit says so
     assert calls == [("base", 1), ("base", 2)]
     out = capsys.readouterr().out
-    assert "FAILED foreach run 1 (exit 2):\nno CUDA device here" in out and "FAILED threads1 run 1 (timed out):\nstuck" in out
+    assert (
+        "FAILED foreach run 1 (exit 2):\nno CUDA device here" in out
+        and "FAILED threads1 run 1 (timed out):\nstuck" in out
+    )
     assert out.count("FAILED") == 2  # a dropped setting is not tried again
 
 

@@ -99,7 +99,9 @@ def backward(optimizer: bool = False) -> tuple[nx.DiGraph, dict[str, int]]:
 
     ids["L1"] = cpu("cudaLaunchKernel", 0, op="aten::mm", top_op="MmBackward0", top_op_id=1)
     ids["K1"] = kernel("gemm_wgrad_1", ids["L1"], 12)
-    ids["A1"] = cpu("cudaLaunchKernel", 10, op="aten::add_", top_op=ACC, top_op_id=2, shapes=[[512, 1024], [512, 1024], []])
+    ids["A1"] = cpu(
+        "cudaLaunchKernel", 10, op="aten::add_", top_op=ACC, top_op_id=2, shapes=[[512, 1024], [512, 1024], []]
+    )
     ids["KA1"] = kernel("add_kernel", ids["A1"], 62)
     ids["L2"] = cpu("cudaLaunchKernel", 20, op="aten::mm", top_op="MmBackward0", top_op_id=3)
     ids["K2"] = kernel("gemm_wgrad_2", ids["L2"], 112)
@@ -108,7 +110,9 @@ def backward(optimizer: bool = False) -> tuple[nx.DiGraph, dict[str, int]]:
     chain = ["K1", "KA1", "K2"]
     if optimizer:
         region = {"region": "Optimizer.step#SGD.step"}
-        ids["O1"] = cpu("cudaLaunchKernel", 50, op="aten::_foreach_add_", top_op="aten::_foreach_add_", top_op_id=6, **region)
+        ids["O1"] = cpu(
+            "cudaLaunchKernel", 50, op="aten::_foreach_add_", top_op="aten::_foreach_add_", top_op_id=6, **region
+        )
         ids["KO"] = kernel("multi_tensor_apply_kernel", ids["O1"], 162)
         g.nodes[ids["KO"]].update(region, phase="optimizer")
         chain.append("KO")

@@ -48,7 +48,9 @@ class LayerRow(msgspec.Struct):
 
 
 OUTSIDE = "(outside any layer)"  # the layer row of the critical path's tasks that belong to none
-RELEASE = "(before the path's first task: a late start)"  # the row of the step's time before its path's first task began
+RELEASE = (  # the row of the step's time before its path's first task began
+    "(before the path's first task: a late start)"
+)
 
 
 class KernelRow(msgspec.Struct):
@@ -229,8 +231,14 @@ def kernel_rows(timeline: Timeline, by: str, costs: dict[int, tuple[float, float
         key = str(a.get(by) if a.get(by) is not None else "-")
         e = acc.get(key)
         if e is None:
-            e = acc[key] = {"classes": defaultdict(float), "count": 0, "total": 0.0, "flops": 0.0, "bytes": 0.0,
-                            "costed": 0.0}  # fmt: skip
+            e = acc[key] = {
+                "classes": defaultdict(float),
+                "count": 0,
+                "total": 0.0,
+                "flops": 0.0,
+                "bytes": 0.0,
+                "costed": 0.0,
+            }
         e["classes"][str(a.get("class") or a["kind"])] += dur[i]
         e["count"] += 1
         e["total"] += dur[i]
@@ -248,9 +256,19 @@ def kernel_rows(timeline: Timeline, by: str, costs: dict[int, tuple[float, float
             compute_s = e["flops"] / compute_peak(device, "fp32", cls)
             memory_s = e["bytes"] / device.hbm_bytes_per_s
             bound = "memory" if memory_s >= compute_s else "compute"
-        rows.append(KernelRow(key, cls, e["count"], e["total"] * scale, e["total"] / e["count"],
-                              100 * e["total"] / gpu_total if gpu_total else 0.0,
-                              e["flops"] if known else None, e["bytes"] if known else None, bound))  # fmt: skip
+        rows.append(
+            KernelRow(
+                key,
+                cls,
+                e["count"],
+                e["total"] * scale,
+                e["total"] / e["count"],
+                100 * e["total"] / gpu_total if gpu_total else 0.0,
+                e["flops"] if known else None,
+                e["bytes"] if known else None,
+                bound,
+            )
+        )
     return sorted(rows, key=lambda r: (-r.total_us, r.name))
 
 
@@ -290,7 +308,9 @@ def stream_rows(timeline: Timeline) -> list[StreamRow]:
     return sorted(rows, key=lambda r: (-r.busy_us, r.stream))
 
 
-def _idle_by_cause(timeline: Timeline, lane: str, ix: list[int], window: tuple[float, float], scale: float) -> dict[str, float]:
+def _idle_by_cause(
+    timeline: Timeline, lane: str, ix: list[int], window: tuple[float, float], scale: float
+) -> dict[str, float]:
     """The stream's idle stretches in the step's ``window``, each put down to the cause of the task after it."""
     t0, t1 = window
     out = dict.fromkeys(IDLE_CAUSES, 0.0)
@@ -328,11 +348,23 @@ def verdict(bd: dict[str, float], path: CriticalPath, timeline: Timeline) -> str
         return f"CPU only: no GPU work; the step's critical path is {'mostly ' + top if top else 'on the CPU'}"
     comm = path.by_kernel_class.get("comm", 0.0)
     if comm > 0.5 * held:
-        return f"communication-bound: collectives hold {100 * comm / held:.0f}% of the critical path; the GPU is busy {gpu_busy:.0f}% of the step"
+        return (
+            f"communication-bound: collectives hold {100 * comm / held:.0f}% of the critical path; the GPU is busy"
+            f" {gpu_busy:.0f}% of the step"
+        )
     loader = path.by_phase.get("dataloader", 0.0)
     if loader > 0.5 * held:
-        return f"input-bound: data loading holds {100 * loader / held:.0f}% of the critical path; the GPU is busy {gpu_busy:.0f}% of the step"
+        return (
+            f"input-bound: data loading holds {100 * loader / held:.0f}% of the critical path; the GPU is busy"
+            f" {gpu_busy:.0f}% of the step"
+        )
     if path.gpu_us >= path.cpu_us:
         top = next(iter(path.by_kernel_class), "-")
-        return f"GPU-bound: kernels hold {100 * path.gpu_us / held:.0f}% of the critical path ({top} the most); the GPU is busy {gpu_busy:.0f}% of the step"
-    return f"CPU-bound: the GPU is busy {gpu_busy:.0f}% of the step; the CPU holds {100 * path.cpu_us / held:.0f}% of the critical path"
+        return (
+            f"GPU-bound: kernels hold {100 * path.gpu_us / held:.0f}% of the critical path ({top} the most); the GPU is"
+            f" busy {gpu_busy:.0f}% of the step"
+        )
+    return (
+        f"CPU-bound: the GPU is busy {gpu_busy:.0f}% of the step; the CPU holds {100 * path.cpu_us / held:.0f}% of the"
+        " critical path"
+    )

@@ -114,13 +114,20 @@ def load_scenarios(path: str | os.PathLike[str], include_dirs: Sequence[str | os
     try:
         parsed = msgspec.convert(doc, _ScenariosFile)
     except msgspec.ValidationError as exc:
-        raise DaydreamError(f"{p}: {exc} (each [[scenario]] has name and scripts, optional params and grid; an "
-                            "optional [grid] table of lists; see daydream.api.compare)") from None  # fmt: skip
+        raise DaydreamError(
+            f"{p}: {exc} (each [[scenario]] has name and scripts, optional params and grid; an "
+            "optional [grid] table of lists; see daydream.api.compare)"
+        ) from None
     return expand(parsed.scenario, parsed.grid, p.parent, str(p), include_dirs)
 
 
-def expand(specs: Sequence[ScenarioSpec], grid: dict[str, list[Any]] | None = None, base: Path | None = None,
-           where: str = "scenarios", include_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[Scenario]:  # fmt: skip
+def expand(
+    specs: Sequence[ScenarioSpec],
+    grid: dict[str, list[Any]] | None = None,
+    base: Path | None = None,
+    where: str = "scenarios",
+    include_dirs: Sequence[str | os.PathLike[str]] = (),
+) -> list[Scenario]:
     """Scenarios from their specs: each spec once per point of its own grid and of the shared ``grid``'s params its
     scripts declare. Errors name ``where`` and the scenario."""
     shared = dict(grid or {})
@@ -168,8 +175,9 @@ def expand(specs: Sequence[ScenarioSpec], grid: dict[str, list[Any]] | None = No
             out.append(Scenario(label, scripts, {**spec.params, **point}))
     unused = sorted(set(shared) - used)
     if unused:
-        raise DaydreamError(f"{where}: [grid] param {', '.join(unused)}: no scenario's scripts declare it "
-                            "(or each sets it in params)")  # fmt: skip
+        raise DaydreamError(
+            f"{where}: [grid] param {', '.join(unused)}: no scenario's scripts declare it (or each sets it in params)"
+        )
     return out
 
 
@@ -214,7 +222,9 @@ class Bound(msgspec.Struct):
         lead = f"GPU {self.gpu_pct:.0f}%" if gpu else f"CPU {self.cpu_pct:.0f}%"
         # a GPU-bound path: its largest phase and kernel class; a CPU-bound one: its two largest phases
         parts = (
-            list(self.by_phase.items())[:1] + list(self.by_kernel_class.items())[:1] if gpu else list(self.by_phase.items())[:2]
+            list(self.by_phase.items())[:1] + list(self.by_kernel_class.items())[:1]
+            if gpu
+            else list(self.by_phase.items())[:2]
         )
         return lead + (": " + ", ".join(f"{k} {v:.0f}%" for k, v in parts) if parts else "")
 
@@ -287,8 +297,10 @@ class Comparison(msgspec.Struct):
         lead = (
             f", best {best.name!r} {ms(best.predicted_us)} ({best.speedup:.3f}x)" if best and best.predicted_us else ""
         )
-        return (f"Comparison(trace={self.provenance.trace!r}, baseline {ms(self.baseline.baseline_us)}, "
-                f"{len(self.scenarios)} scenarios{lead})")  # fmt: skip
+        return (
+            f"Comparison(trace={self.provenance.trace!r}, baseline {ms(self.baseline.baseline_us)}, "
+            f"{len(self.scenarios)} scenarios{lead})"
+        )
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per scenario, fastest first: name, predicted (us), speedup, throughput, breakdown, bound, error."""
@@ -340,15 +352,34 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
     base = Path(job.base) if job.base else None
     try:
         opts = job.options
-        result = run_whatif(graph, scenario.scripts, dict(scenario.params), opts.policy, copy=True, on_print=printed.append,
-                            budget=opts.budget, include_dirs=opts.include_dirs)  # fmt: skip
+        result = run_whatif(
+            graph,
+            scenario.scripts,
+            dict(scenario.params),
+            opts.policy,
+            copy=True,
+            on_print=printed.append,
+            budget=opts.budget,
+            include_dirs=opts.include_dirs,
+        )
     except DaydreamError as exc:
         loader = Loader()  # the scripts it names (those that stopped read no includes past the stop)
         for script in scenario.scripts:
             loader.load(script)
-        return ScenarioResult(scenario.name, scenario.scripts, {k: json_param(v) for k, v in scenario.params.items()},
-                              None, None, None, None, None, script_sha256=_hashes(loader.texts, base), printed=printed,
-                              error=str(exc).splitlines()[0], exit_code=int(getattr(exc, "exit_code", 1)))  # fmt: skip
+        return ScenarioResult(
+            scenario.name,
+            scenario.scripts,
+            {k: json_param(v) for k, v in scenario.params.items()},
+            None,
+            None,
+            None,
+            None,
+            None,
+            script_sha256=_hashes(loader.texts, base),
+            printed=printed,
+            error=str(exc).splitlines()[0],
+            exit_code=int(getattr(exc, "exit_code", 1)),
+        )
     hashes = _hashes(result.texts, base)
     total = result.predicted_us
     return ScenarioResult(
@@ -371,7 +402,9 @@ def predict_scenario(graph: nx.DiGraph, scenario: Scenario, job: _Job) -> Scenar
 
 def _hashes(texts: dict[str, str], base: Path | None) -> dict[str, str]:
     """The SHA-256 of every script file read, by :func:`script_key`."""
-    return {script_key(f, base): hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items() if not f.startswith("<")}
+    return {
+        script_key(f, base): hashlib.sha256(t.encode()).hexdigest() for f, t in texts.items() if not f.startswith("<")
+    }
 
 
 # one graph per worker process, loaded once by the initializer
@@ -466,8 +499,12 @@ def compare(
     job = _Job(work, opts, base)
     graph, has_gpu = loaded or work.load()
     base_run = replay_graph(graph, opts.policy)
-    baseline = Baseline(base_run.measured_us, base_run.baseline_us, base_run.breakdown,
-                        Bound.of(base_run.report.critical_path, base_run.baseline_us))  # fmt: skip
+    baseline = Baseline(
+        base_run.measured_us,
+        base_run.baseline_us,
+        base_run.breakdown,
+        Bound.of(base_run.report.critical_path, base_run.baseline_us),
+    )
     n = len(scenarios)
     with progress.task(f"predicting {n:,} scenario{'s' if n != 1 else ''}", total=n) as advance:
         if ray is not None:
@@ -478,7 +515,9 @@ def compare(
             results = [r for chunk in rt.get(refs) for r in chunk]
         elif jobs > 1 and n > 1:
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=ctx, initializer=_init_worker, initargs=(job,)) as pool:
+            with ProcessPoolExecutor(
+                max_workers=min(jobs, n), mp_context=ctx, initializer=_init_worker, initargs=(job,)
+            ) as pool:
                 results = []
                 for r in pool.map(_predict_in_worker, scenarios):
                     advance(1)
@@ -511,7 +550,8 @@ def compare(
 
 
 def rank_with_ties(scenarios: list[ScenarioResult]) -> list[ScenarioResult]:
-    """Each predicted scenario's place (1 the fastest) by paired differences (daydream.perf.trust.uncertainty.rank_paired):
+    """Each predicted scenario's place (1 the fastest) by paired differences
+    (daydream.perf.trust.uncertainty.rank_paired):
     one more than the scenarios decidedly faster than it - the interval of the difference of the two predictions
     holds no zero, the trace's noise cancelling and a model both use erring alike in both - so that scenarios the
     evidence cannot tell apart share a place (``1, 2=, 2=, 4``) and ``ties`` names them."""
@@ -523,8 +563,12 @@ def rank_with_ties(scenarios: list[ScenarioResult]) -> list[ScenarioResult]:
     return scenarios
 
 
-def compare_inputs(trace: str | os.PathLike[str], scenarios_file: str | os.PathLike[str], et: str | None = None,
-                   include_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[str]:  # fmt: skip
+def compare_inputs(
+    trace: str | os.PathLike[str],
+    scenarios_file: str | os.PathLike[str],
+    et: str | None = None,
+    include_dirs: Sequence[str | os.PathLike[str]] | None = None,
+) -> list[str]:
     """Every file ``compare`` reads: the trace (and what it reads beside it), the scenarios file, every scenario's
     scripts and all they include (daydream.api.replay.run_inputs)."""
     scripts = dict.fromkeys(s for sc in load_scenarios(scenarios_file, include_dirs or ()) for s in sc.scripts)
@@ -551,15 +595,22 @@ def check_saved(saved: Comparison, where: str) -> None:
     finite number of microseconds (a prediction of 0 would make every growth "within tolerance"). ``where`` names the
     file in the message, with the field."""
     if len(saved.scenarios) > MAX_SCENARIOS:
-        raise DaydreamError(f"{where}: {len(saved.scenarios):,} scenarios: a comparison holds at most {MAX_SCENARIOS:,}; "
-                            "not results daydream compare --save wrote")  # fmt: skip
+        raise DaydreamError(
+            f"{where}: {len(saved.scenarios):,} scenarios: a comparison holds at most {MAX_SCENARIOS:,}; "
+            "not results daydream compare --save wrote"
+        )
     fields = [("baseline.baseline_us", saved.baseline.baseline_us)]
-    fields += [(f"scenarios[{i}].predicted_us ({s.name!r})", s.predicted_us) for i, s in enumerate(saved.scenarios)
-               if s.predicted_us is not None]  # fmt: skip
+    fields += [
+        (f"scenarios[{i}].predicted_us ({s.name!r})", s.predicted_us)
+        for i, s in enumerate(saved.scenarios)
+        if s.predicted_us is not None
+    ]
     for field, us in fields:
         if not (isinstance(us, (int, float)) and math.isfinite(us) and us > 0):
-            raise DaydreamError(f"{where}: {clip(field, 200)} = {us!r}: a saved time is a positive, finite number of "
-                                "microseconds; not results daydream compare --save wrote")  # fmt: skip
+            raise DaydreamError(
+                f"{where}: {clip(field, 200)} = {us!r}: a saved time is a positive, finite number of "
+                "microseconds; not results daydream compare --save wrote"
+            )
 
 
 def _from_before_one_vocabulary(doc: Any) -> Any:
@@ -636,7 +687,11 @@ def check_against(comparison: Comparison, saved: Comparison, saved_path: str, to
             continue
         if s.predicted_us is None:
             status = "regressed" if o.predicted_us is not None else "same"
-            why = f"no prediction now: {s.error}" if o.predicted_us is not None else f"no prediction then or now: {s.error}"
+            why = (
+                f"no prediction now: {s.error}"
+                if o.predicted_us is not None
+                else f"no prediction then or now: {s.error}"
+            )
             verdicts.append(Verdict(s.name, status, o.predicted_us, None, None, why))
             continue
         if o.predicted_us is None:
@@ -644,18 +699,32 @@ def check_against(comparison: Comparison, saved: Comparison, saved_path: str, to
             continue
         change = 100 * (s.predicted_us - o.predicted_us) / o.predicted_us
         status = "regressed" if change > tolerance_pct else "faster" if change < -tolerance_pct else "same"
-        verdicts.append(Verdict(s.name, status, o.predicted_us, s.predicted_us, change,
-                                f"{change:+.2f}% ({'beyond' if status != 'same' else 'within'} {tolerance_pct:g}%)"))  # fmt: skip
+        verdicts.append(
+            Verdict(
+                s.name,
+                status,
+                o.predicted_us,
+                s.predicted_us,
+                change,
+                f"{change:+.2f}% ({'beyond' if status != 'same' else 'within'} {tolerance_pct:g}%)",
+            )
+        )
     for name, o in old.items():
         verdicts.append(Verdict(name, "gone", o.predicted_us, None, None, "in the saved results, not in this run"))
-    return Against(saved_path, tolerance_pct, verdicts, _changed(comparison.provenance, saved.provenance,
-                                                                 comparison.scenarios, saved.scenarios))  # fmt: skip
+    return Against(
+        saved_path,
+        tolerance_pct,
+        verdicts,
+        _changed(comparison.provenance, saved.provenance, comparison.scenarios, saved.scenarios),
+    )
 
 
 def _changed(new: Provenance, old: Provenance, now: list[ScenarioResult], then: list[ScenarioResult]) -> list[str]:
     out = []
     if new.trace_sha256 != old.trace_sha256:
-        out.append(f"the trace changed ({old.trace} sha256 {old.trace_sha256[:12]} -> {new.trace} {new.trace_sha256[:12]})")
+        out.append(
+            f"the trace changed ({old.trace} sha256 {old.trace_sha256[:12]} -> {new.trace} {new.trace_sha256[:12]})"
+        )
     for key in sorted(set(new.script_sha256) | set(old.script_sha256)):
         a, b = old.script_sha256.get(key), new.script_sha256.get(key)
         if a != b:

@@ -103,16 +103,23 @@ class Demo:
     def __repr__(self) -> str:
         d = self.report
         each = ", ".join(f"{w.script} {ms(w.predicted_us)} ({w.throughput:.3f}x)" for w in d.whatifs[:6])
-        return (f"Demo(trace={d.trace!r}, baseline {ms(d.baseline_us)}, {len(d.whatifs)} what-ifs by throughput: "
-                f"{each}" + (f"; {len(d.skipped)} not applied" if d.skipped else "") + ")")  # fmt: skip
+        return (
+            f"Demo(trace={d.trace!r}, baseline {ms(d.baseline_us)}, {len(d.whatifs)} what-ifs by throughput: "
+            f"{each}" + (f"; {len(d.skipped)} not applied" if d.skipped else "") + ")"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """:attr:`report` as JSON values."""
         return msgspec.to_builtins(self.report)
 
 
-def demo_report(trace: str, baseline: Replay, results: list[tuple[Scenario, WhatIf]],
-                skipped: list[tuple[Scenario, str]], summaries: dict[str, str]) -> DemoReport:  # fmt: skip
+def demo_report(
+    trace: str,
+    baseline: Replay,
+    results: list[tuple[Scenario, WhatIf]],
+    skipped: list[tuple[Scenario, str]],
+    summaries: dict[str, str],
+) -> DemoReport:
     """The demo's data: the baseline, each what-if's prediction (``summaries``: a script's first docstring line) and
     each scenario that does not apply, with why."""
     device, device_type = recording_device(baseline.graph)
@@ -134,12 +141,24 @@ def ranked_whatifs(results: list[tuple[Scenario, WhatIf]], summaries: dict[str, 
     """Each what-if's prediction, ranked by throughput (time per sample: ``batch_size`` changes the samples a step
     processes) on the paired rule of ``compare`` and ``plan``, highest first."""
     out = [
-        DemoWhatIf(s.script, dict(s.params), summaries.get(s.script, ""), r.baseline_us, r.predicted_us, r.speedup,
-                   r.throughput, r.interval, r.versus_baseline, r.report.memory)
+        DemoWhatIf(
+            s.script,
+            dict(s.params),
+            summaries.get(s.script, ""),
+            r.baseline_us,
+            r.predicted_us,
+            r.speedup,
+            r.throughput,
+            r.interval,
+            r.versus_baseline,
+            r.report.memory,
+        )
         for s, r in results
-    ]  # fmt: skip
+    ]
     labels = [s.label for s, _ in results]
-    places = rank_paired([(r.predicted_us / r.samples if r.samples else math.inf, r.interval.parts) for _, r in results])
+    places = rank_paired(
+        [(r.predicted_us / r.samples if r.samples else math.inf, r.interval.parts) for _, r in results]
+    )
     for w, (place, tied) in zip(out, places):
         w.rank, w.ties = place, [labels[j] for j in tied]
     order = sorted(range(len(out)), key=lambda i: (out[i].rank, -out[i].throughput))

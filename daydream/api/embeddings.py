@@ -15,7 +15,8 @@ The data is read in blocks (a few MB each, never the whole file): with ``sample`
 4,096 inputs (FAE samples 5% of the inputs) to count each row's lookups, and another x, held out, to classify the
 inputs (hot when every lookup in every table hits a hot row: the inputs counted would overstate it, having made
 their own rows hot). Memory grows with the tables' rows (a count per row) and not
-with the file. The hot rows come from :mod:`daydream.perf.embeddings.hot_rows` (FAE's chunked estimator and threshold search);
+with the file. The hot rows come from :mod:`daydream.perf.embeddings.hot_rows` (FAE's chunked estimator and threshold
+search);
 ``exact`` counts every input and every row instead, as a check.
 """
 
@@ -40,7 +41,17 @@ from daydream.units import brief_repr
 
 UNIT_INPUTS = 4096  # inputs per sampling unit: a random x of these units is read
 READ_BYTES = 8 << 20  # bytes per read of consecutive units: bounds memory per block
-DTYPE_BYTES = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2, "fp8": 1, "int8": 1, "fp64": 8}
+DTYPE_BYTES = {
+    "fp32": 4,
+    "float32": 4,
+    "fp16": 2,
+    "float16": 2,
+    "bf16": 2,
+    "bfloat16": 2,
+    "fp8": 1,
+    "int8": 1,
+    "fp64": 8,
+}
 MAX_SOURCES = 4096  # tables across all files: a bound on work and open files
 OFFSETS_SUFFIX = ".offsets"  # an .npz member NAME.offsets: bags of NAME of varying size
 # a count per row (8 bytes): the rows of a table, given (--rows) or inferred from its largest index, and of all tables,
@@ -54,8 +65,16 @@ class ArrayReader:
     """One integer array of a file, read forward in row ranges without loading it: a plain ``.npy``, a member of an
     ``.npz`` (a zip stream; skipping forward reads through it) or a torch tensor (memory-mapped by torch)."""
 
-    def __init__(self, where: str, shape: tuple[int, ...], dtype: np.dtype, fortran: bool, stream: IO[bytes] | None,
-                 data_start: int, tensor: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        where: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        fortran: bool,
+        stream: IO[bytes] | None,
+        data_start: int,
+        tensor: Any = None,
+    ) -> None:
         self.where = where
         self.shape = shape
         self.dtype = dtype
@@ -118,8 +137,10 @@ def _npy_reader(where: str, stream: IO[bytes], size: int) -> ArrayReader:
         raise DaydreamError(f"{where}: its header's shape {clip(str(shape), 200)} is not a list of sizes")
     claimed = math.prod(shape) * max(dtype.itemsize, 1)
     if claimed > size - start:
-        raise DaydreamError(f"{where}: its header says {clip(str(shape), 200)} {dtype} ({claimed:,} bytes), but "
-                            f"{max(size - start, 0):,} bytes follow it: truncated, or not what it claims")  # fmt: skip
+        raise DaydreamError(
+            f"{where}: its header says {clip(str(shape), 200)} {dtype} ({claimed:,} bytes), but "
+            f"{max(size - start, 0):,} bytes follow it: truncated, or not what it claims"
+        )
     return ArrayReader(where, shape, dtype, bool(fortran), stream, start)
 
 
@@ -187,11 +208,15 @@ class Lookups(NamedTuple):
             hit = mask[values]
         if self.bounds is None:
             return hit.reshape(-1, self.width).all(axis=1)
-        misses = np.concatenate([[0], np.cumsum(~hit)])  # reduceat mishandles empty bags; differences of a cumsum do not
+        misses = np.concatenate(
+            [[0], np.cumsum(~hit)]
+        )  # reduceat mishandles empty bags; differences of a cumsum do not
         return misses[self.bounds[1:]] == misses[self.bounds[:-1]]
 
 
-def open_sources(paths: Sequence[str | os.PathLike[str]], layout: str = "columns") -> tuple[list[TableSource], list[IO[bytes]]]:
+def open_sources(
+    paths: Sequence[str | os.PathLike[str]], layout: str = "columns"
+) -> tuple[list[TableSource], list[IO[bytes]]]:
     """The tables of ``paths`` and the files held open for them (the caller closes them)."""
     if layout not in ("columns", "bags"):
         raise DaydreamError(f"layout is 'columns' or 'bags', not {layout!r}")
@@ -206,7 +231,9 @@ def open_sources(paths: Sequence[str | os.PathLike[str]], layout: str = "columns
         if suffix == ".npy":
             reader = _npy_reader(str(path), f, os.fstat(f.fileno()).st_size)
             if reader.width > 1 and layout == "columns" and len(tables) + reader.width > MAX_SOURCES:
-                raise DaydreamError(f"{path}: {reader.width:,} columns, each a table: at most {MAX_SOURCES:,} tables in all")
+                raise DaydreamError(
+                    f"{path}: {reader.width:,} columns, each a table: at most {MAX_SOURCES:,} tables in all"
+                )
             if reader.width > 1 and layout == "columns":
                 tables += [TableSource(f"{path.stem}[{j}]", reader, j) for j in range(reader.width)]
             else:
@@ -220,31 +247,41 @@ def open_sources(paths: Sequence[str | os.PathLike[str]], layout: str = "columns
             readers: dict[str, ArrayReader] = {}
             members = archive.infolist()
             if len(tables) + len(members) > MAX_SOURCES:
-                raise DaydreamError(f"{path}: {len(members):,} members, each a table: at most {MAX_SOURCES:,} tables in all")
+                raise DaydreamError(
+                    f"{path}: {len(members):,} members, each a table: at most {MAX_SOURCES:,} tables in all"
+                )
             for member in members:
                 try:
                     stream = archive.open(member)
                 except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, ValueError) as exc:
                     raise DaydreamError(f"{path}:{member.filename}: cannot be read ({exc})") from None
                 handles.append(stream)
-                readers[member.filename.removesuffix(".npy")] = _npy_reader(f"{path}:{member.filename}", stream, member.file_size)
+                readers[member.filename.removesuffix(".npy")] = _npy_reader(
+                    f"{path}:{member.filename}", stream, member.file_size
+                )
             for name, reader in readers.items():
                 if name.endswith(OFFSETS_SUFFIX):
                     if name.removesuffix(OFFSETS_SUFFIX) not in readers:
-                        raise DaydreamError(f"{path}: {name} has no table {name.removesuffix(OFFSETS_SUFFIX)!r} beside it")
+                        raise DaydreamError(
+                            f"{path}: {name} has no table {name.removesuffix(OFFSETS_SUFFIX)!r} beside it"
+                        )
                     continue
                 offsets = readers.get(name + OFFSETS_SUFFIX)
                 if offsets is not None and (len(reader.shape) != 1 or len(offsets.shape) != 1):
-                    raise DaydreamError(f"{path}: {name} with {name}{OFFSETS_SUFFIX}: both must be one-dimensional "
-                                        f"(flat indices and one offset per input), not {reader.shape} and {offsets.shape}")  # fmt: skip
+                    raise DaydreamError(
+                        f"{path}: {name} with {name}{OFFSETS_SUFFIX}: both must be one-dimensional "
+                        f"(flat indices and one offset per input), not {reader.shape} and {offsets.shape}"
+                    )
                 tables.append(TableSource(name, reader, None, offsets))
         elif suffix in (".pt", ".pth"):
             tables += [TableSource(name, reader, None) for name, reader in _torch_readers(path)]
         elif path.name.endswith(".daydream.json"):
             # the recorder counts lookups in its warm-up steps only: a few batches, far too few inputs for a hot set
-            raise DaydreamError(f"{path}: a recording's sidecar holds the lookups of a few warm-up batches (its "
-                                "embeddings' hot_share), too few inputs to find hot rows: profile the training set's "
-                                "indices (.npy, .npz or .pt)")  # fmt: skip
+            raise DaydreamError(
+                f"{path}: a recording's sidecar holds the lookups of a few warm-up batches (its "
+                "embeddings' hot_share), too few inputs to find hot rows: profile the training set's "
+                "indices (.npy, .npz or .pt)"
+            )
         else:
             raise DaydreamError(f"{path}: give index data as .npy, .npz or .pt (torch.save) files")
         if len(tables) > MAX_SOURCES:
@@ -254,7 +291,9 @@ def open_sources(paths: Sequence[str | os.PathLike[str]], layout: str = "columns
     inputs = {t.inputs for t in tables}
     if len(inputs) > 1:
         sizes = ", ".join(f"{t.name}: {t.inputs:,}" for t in tables[:8])
-        raise DaydreamError(f"the tables hold different numbers of inputs ({sizes}): input i must be row i of every table")
+        raise DaydreamError(
+            f"the tables hold different numbers of inputs ({sizes}): input i must be row i of every table"
+        )
     names = [t.name for t in tables]
     if len(set(names)) < len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -313,10 +352,14 @@ def _row_option(values: Sequence[int] | int | None, n: int, what: str) -> list[i
         if v < 1:
             raise DaydreamError(f"{what}: {v} is not a positive number")
         if what == "rows" and v > MAX_TABLE_ROWS:
-            raise DaydreamError(f"rows: {v:,}: daydream counts each row's lookups (8 bytes a row), for tables of at "
-                                f"most {MAX_TABLE_ROWS:,} rows")  # fmt: skip
+            raise DaydreamError(
+                f"rows: {v:,}: daydream counts each row's lookups (8 bytes a row), for tables of at "
+                f"most {MAX_TABLE_ROWS:,} rows"
+            )
     if what == "rows" and sum(vals) > MAX_COUNTED_ROWS:
-        raise DaydreamError(f"rows: {sum(vals):,} in all: daydream counts at most {MAX_COUNTED_ROWS:,} rows over all tables")
+        raise DaydreamError(
+            f"rows: {sum(vals):,} in all: daydream counts at most {MAX_COUNTED_ROWS:,} rows over all tables"
+        )
     return list(vals)
 
 
@@ -387,9 +430,15 @@ def _bags(table: TableSource, start: int, stop: int) -> Lookups:
     starts = table.offsets.read(start, min(stop + 1, table.inputs)).reshape(-1).astype(np.int64)
     bounds = starts if stop < table.inputs else np.append(starts, total)
     if bounds[0] < 0 or bounds[-1] > total or np.any(np.diff(bounds) < 0):
-        raise DaydreamError(f"{table.name}: the offsets of inputs {start:,}-{stop - 1:,} are not rising starts within "
-                            f"its {total:,} indices ({table.offsets.where})")  # fmt: skip
-    values = table.reader.read(int(bounds[0]), int(bounds[-1])).reshape(-1) if bounds[-1] > bounds[0] else np.empty(0, np.int64)
+        raise DaydreamError(
+            f"{table.name}: the offsets of inputs {start:,}-{stop - 1:,} are not rising starts within "
+            f"its {total:,} indices ({table.offsets.where})"
+        )
+    values = (
+        table.reader.read(int(bounds[0]), int(bounds[-1])).reshape(-1)
+        if bounds[-1] > bounds[0]
+        else np.empty(0, np.int64)
+    )
     return Lookups(values, bounds - bounds[0], 0)
 
 
@@ -404,13 +453,16 @@ def _check(table: TableSource, block: Lookups, start: int, rows: int | None) -> 
     high = values.max()
     if rows is None and high >= MAX_TABLE_ROWS:  # no row count given: the largest index sizes the count array
         at = block.input_at(int(np.argmax(values >= MAX_TABLE_ROWS))) + start
-        raise DaydreamError(f"{table.name}: index {int(high):,} at input {at:,}: daydream counts each row's lookups, for "
-                            f"tables of at most {MAX_TABLE_ROWS:,} rows; an index past that is wrong data, or a table "
-                            f"too large to profile ({table.reader.where})")  # fmt: skip
+        raise DaydreamError(
+            f"{table.name}: index {int(high):,} at input {at:,}: daydream counts each row's lookups, for "
+            f"tables of at most {MAX_TABLE_ROWS:,} rows; an index past that is wrong data, or a table "
+            f"too large to profile ({table.reader.where})"
+        )
     if rows is not None and high >= rows:
         at = block.input_at(int(np.argmax(values >= rows))) + start
-        raise DaydreamError(f"{table.name}: index {int(high)} at input {at:,} is out of range for {rows:,} rows "
-                            f"({table.reader.where})")  # fmt: skip
+        raise DaydreamError(
+            f"{table.name}: index {int(high)} at input {at:,} is out of range for {rows:,} rows ({table.reader.where})"
+        )
 
 
 def _add_counts(counts: np.ndarray, flat: np.ndarray) -> np.ndarray:
@@ -445,14 +497,27 @@ class ProfileOptions(msgspec.Struct, frozen=True):
     classify_all: bool = False
 
 
-def profile(paths: Sequence[str | os.PathLike[str]], budget_bytes: float, dim: Sequence[int] | int,
-            batch: int | None = None, options: ProfileOptions | None = None) -> EmbeddingProfile:  # fmt: skip
+def profile(
+    paths: Sequence[str | os.PathLike[str]],
+    budget_bytes: float,
+    dim: Sequence[int] | int,
+    batch: int | None = None,
+    options: ProfileOptions | None = None,
+) -> EmbeddingProfile:
     """Profile the index data in ``paths`` (module docstring): the hot rows under ``budget_bytes`` with rows of
     ``dim`` elements (one dim for all tables or one per table), the hot inputs and mini-batches of ``batch``, read
     and counted as ``options`` say (:class:`ProfileOptions`; default: a 5% sample of FP32 rows)."""
     o = options or ProfileOptions()
     dtype, sample, rows, layout, exact, confidence, seed, classify_all = (
-        o.dtype, o.sample, o.rows, o.layout, o.exact, o.confidence, o.seed, o.classify_all)  # fmt: skip
+        o.dtype,
+        o.sample,
+        o.rows,
+        o.layout,
+        o.exact,
+        o.confidence,
+        o.seed,
+        o.classify_all,
+    )
     if not 0 < sample <= 1:
         raise DaydreamError(f"sample: a fraction of the inputs in (0, 1] (e.g. 5%), not {sample:g}")
     if not 0 <= seed < 2**63:
@@ -467,17 +532,41 @@ def profile(paths: Sequence[str | os.PathLike[str]], budget_bytes: float, dim: S
     tables, handles = open_sources(paths, layout)
     try:
         with progress.counted("reading indices") as update:
-            return _profile(paths, tables, budget_bytes, dim, element, sample, batch, rows, exact, confidence, seed,
-                            classify_all, update)  # fmt: skip
+            return _profile(
+                paths,
+                tables,
+                budget_bytes,
+                dim,
+                element,
+                sample,
+                batch,
+                rows,
+                exact,
+                confidence,
+                seed,
+                classify_all,
+                update,
+            )
     finally:
         for h in reversed(handles):
             h.close()
 
 
-def _profile(paths: Sequence[str | os.PathLike[str]], tables: list[TableSource], budget_bytes: float,
-             dim: Sequence[int] | int, element: int, sample: float, batch: int | None, rows: Sequence[int] | int | None,
-             exact: bool, confidence: float, seed: int, classify_all: bool,
-             update: Callable[[float, float], None]) -> EmbeddingProfile:  # fmt: skip
+def _profile(
+    paths: Sequence[str | os.PathLike[str]],
+    tables: list[TableSource],
+    budget_bytes: float,
+    dim: Sequence[int] | int,
+    element: int,
+    sample: float,
+    batch: int | None,
+    rows: Sequence[int] | int | None,
+    exact: bool,
+    confidence: float,
+    seed: int,
+    classify_all: bool,
+    update: Callable[[float, float], None],
+) -> EmbeddingProfile:
     """:func:`profile` on open sources, saying how far it is through ``update(done, total)``."""
     dims = _row_option(dim, len(tables), "dim")
     row_counts = _row_option(rows, len(tables), "rows")
@@ -501,8 +590,10 @@ def _profile(paths: Sequence[str | os.PathLike[str]], tables: list[TableSource],
             counts[i] = _add_counts(counts[i], block.values)
             counted = sum(c.size for c in counts)
             if counted > MAX_COUNTED_ROWS:
-                raise DaydreamError(f"the tables' largest indices make {counted:,} rows to count: daydream counts at "
-                                    f"most {MAX_COUNTED_ROWS:,} over all tables (give --rows to check the indices)")  # fmt: skip
+                raise DaydreamError(
+                    f"the tables' largest indices make {counted:,} rows to count: daydream counts at "
+                    f"most {MAX_COUNTED_ROWS:,} over all tables (give --rows to check the indices)"
+                )
             lookups[i] += block.values.size
         done += stop - start
         update(done, total)
@@ -512,16 +603,20 @@ def _profile(paths: Sequence[str | os.PathLike[str]], tables: list[TableSource],
         if r is None and c.size == 0:
             c = np.zeros(1, dtype=np.int64)
         table_counts.append(hr.TableCounts(table.name, c, int(d) * element))  # type: ignore[arg-type]
-    chosen = hr.choose_threshold(table_counts, budget_bytes, np.random.default_rng(seed + 1), exact=exact,
-                                 confidence=confidence)  # fmt: skip
+    chosen = hr.choose_threshold(
+        table_counts, budget_bytes, np.random.default_rng(seed + 1), exact=exact, confidence=confidence
+    )
     if chosen.unranked_room and not exact:
         # the sample's every row is hot with budget to spare: rows no sampled input looked up would be hot too
         # (counting everything says which), so the estimate would leave room unused and hot inputs uncounted
-        exact_profile = _profile(paths, tables, budget_bytes, dim, element, 1.0, batch, rows, True, confidence, seed,
-                                 classify_all, update)  # fmt: skip
-        note = (f"every row the {to_read / inputs:.1%} sample looked up fits the budget with "
-                f"{size_text(budget_bytes - chosen.bytes_high)} to spare, and rows it never saw cannot be ranked: "
-                "every input was counted instead (as --exact)")  # fmt: skip
+        exact_profile = _profile(
+            paths, tables, budget_bytes, dim, element, 1.0, batch, rows, True, confidence, seed, classify_all, update
+        )
+        note = (
+            f"every row the {to_read / inputs:.1%} sample looked up fits the budget with "
+            f"{size_text(budget_bytes - chosen.bytes_high)} to spare, and rows it never saw cannot be ranked: "
+            "every input was counted instead (as --exact)"
+        )
         return msgspec.structs.replace(exact_profile, warnings=[note, *exact_profile.warnings])
     masks = [hr.hot_mask(t, chosen.threshold) for t in table_counts]
     hot_inputs = 0
@@ -540,24 +635,38 @@ def _profile(paths: Sequence[str | os.PathLike[str]], tables: list[TableSource],
         hot_inputs += int(hot.sum())
         done += stop - start
         update(done, total)
-    blurred = [t for t in table_counts if not t.small and t.accesses and hr.cutoff(t, chosen.threshold) < BLURRED_CUTOFF]
+    blurred = [
+        t for t in table_counts if not t.small and t.accesses and hr.cutoff(t, chosen.threshold) < BLURRED_CUTOFF
+    ]
     if blurred and not exact and sample < 1 and chosen.threshold > 0:
         # a row's sampled count is about Poisson: under 10 lookups, +-30% or more, so the hot set's edge is noise
         names = ", ".join(t.name for t in blurred[:6]) + (f" and {len(blurred) - 6} more" if len(blurred) > 6 else "")
         least = min(hr.cutoff(t, chosen.threshold) for t in blurred)
-        warnings.append(f"{names}: a hot row needs as few as {least:.1f} lookups in the {to_read / inputs:.1%} of the "
-                        "inputs read, so rows near the cutoff are told apart by chance; a larger sample sharpens "
-                        "the hot set")  # fmt: skip
+        warnings.append(
+            f"{names}: a hot row needs as few as {least:.1f} lookups in the {to_read / inputs:.1%} of the "
+            "inputs read, so rows near the cutoff are told apart by chance; a larger sample sharpens "
+            "the hot set"
+        )
     if row_counts[0] is None:
         warnings.append("row counts taken as each table's largest index + 1 (give --rows to check the indices)")
     p = hot_inputs / to_classify
     table_rows = [
-        TableProfile(name=t.name, rows=t.rows, row_bytes=t.row_bytes, pooling=lookups[i] / to_read,
-                     hot_rows=est.estimate, hot_rows_high=est.high, hot_bytes=est.estimate * t.row_bytes,
-                     hot_access_fraction=hot_lookups[i] / held_lookups[i] if held_lookups[i] else hr.hot_access_fraction(t, masks[i]),
-                     small=t.small, rows_drawn=est.drawn)
+        TableProfile(
+            name=t.name,
+            rows=t.rows,
+            row_bytes=t.row_bytes,
+            pooling=lookups[i] / to_read,
+            hot_rows=est.estimate,
+            hot_rows_high=est.high,
+            hot_bytes=est.estimate * t.row_bytes,
+            hot_access_fraction=(
+                hot_lookups[i] / held_lookups[i] if held_lookups[i] else hr.hot_access_fraction(t, masks[i])
+            ),
+            small=t.small,
+            rows_drawn=est.drawn,
+        )
         for i, (t, est) in enumerate(zip(table_counts, chosen.tables))
-    ]  # fmt: skip
+    ]
     hot_batches = cold_batches = None
     fae_fraction = random_fraction = None
     if batch is not None:
@@ -565,13 +674,26 @@ def _profile(paths: Sequence[str | os.PathLike[str]], tables: list[TableSource],
         fae_fraction = hr.fae_batch_hot_fraction(inputs, round(p * inputs), batch)
         random_fraction = hr.random_batch_hot_fraction(p, batch)
     return EmbeddingProfile(
-        files=[str(p) for p in paths], method="exact" if exact else "estimate", inputs=inputs, inputs_read=to_read,
-        inputs_classified=to_classify, sample_fraction=to_read / inputs, budget_bytes=float(budget_bytes), threshold=chosen.threshold,
-        confidence=confidence, hot_bytes=chosen.bytes_estimate, hot_bytes_high=chosen.bytes_high,
-        hot_input_fraction=p, batch=batch, hot_batches=hot_batches, cold_batches=cold_batches,
-        hot_batch_fraction=fae_fraction, random_hot_batch_fraction=random_fraction, tables=table_rows,
+        files=[str(p) for p in paths],
+        method="exact" if exact else "estimate",
+        inputs=inputs,
+        inputs_read=to_read,
+        inputs_classified=to_classify,
+        sample_fraction=to_read / inputs,
+        budget_bytes=float(budget_bytes),
+        threshold=chosen.threshold,
+        confidence=confidence,
+        hot_bytes=chosen.bytes_estimate,
+        hot_bytes_high=chosen.bytes_high,
+        hot_input_fraction=p,
+        batch=batch,
+        hot_batches=hot_batches,
+        cold_batches=cold_batches,
+        hot_batch_fraction=fae_fraction,
+        random_hot_batch_fraction=random_fraction,
+        tables=table_rows,
         warnings=warnings,
-    )  # fmt: skip
+    )
 
 
 def size_text(nbytes: float) -> str:
@@ -616,6 +738,7 @@ def parse_counts(text: str, what: str) -> list[int]:
     try:
         values = [int(input_number(part, whole=True)) for part in text.split(",")]
     except ValueError as exc:
-        raise DaydreamError(f"{what} {clip(text, 100)!r}: give a whole number, or one per table separated by commas "
-                            f"({exc})") from None  # fmt: skip
+        raise DaydreamError(
+            f"{what} {clip(text, 100)!r}: give a whole number, or one per table separated by commas ({exc})"
+        ) from None
     return values

@@ -62,10 +62,20 @@ def _build_rank(path: str, step: str | int | None, seen: set[str] | None = None,
     seen = _SEEN if seen is None else seen
     new = not share or fp not in seen
     seen.add(fp)
-    info = RankInfo(rank=-1, trace=path, measured_us=float(graph.graph.get("measured_us", math.nan)),
-                    origin_us=float(graph.graph.get("origin_us", 0.0)), fingerprint=fp)  # fmt: skip
-    return _Built(info, size if isinstance(size, int) else None, named, [s.name for s in graph.graph.get("steps", [])],
-                  graph if new else None)  # fmt: skip
+    info = RankInfo(
+        rank=-1,
+        trace=path,
+        measured_us=float(graph.graph.get("measured_us", math.nan)),
+        origin_us=float(graph.graph.get("origin_us", 0.0)),
+        fingerprint=fp,
+    )
+    return _Built(
+        info,
+        size if isinstance(size, int) else None,
+        named,
+        [s.name for s in graph.graph.get("steps", [])],
+        graph if new else None,
+    )
 
 
 def _build_in_worker(args: tuple[str, str | int | None, bool]) -> _Built:
@@ -88,9 +98,12 @@ def _build_chunk(chunk: list[tuple[str, str | int | None, bool]]) -> list[_Built
 
 
 def load_job(
-    directory: str | os.PathLike[str], step: str | int | None = None, jobs: int | None = 1, share: bool = True,
+    directory: str | os.PathLike[str],
+    step: str | int | None = None,
+    jobs: int | None = 1,
+    share: bool = True,
     ray: str | None = None,
-) -> nx.DiGraph:  # fmt: skip
+) -> nx.DiGraph:
     """The job graph of the rank traces in ``directory`` (collectives matched, not yet priced). ``step`` as for one
     trace; every rank simulates the step the first rank's trace selects. ``jobs``: worker processes that build the
     ranks' graphs (None: one for every RANKS_PER_PROCESS ranks, at most one per core - the CLI's default); ``ray``:
@@ -126,8 +139,11 @@ def load_job(
     for b in built:
         b.info.rank = file_rank[b.info.trace or ""]
         if b.steps != first.steps:
-            raise TraceError(f"{where}: rank {b.info.rank} ({b.info.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
-                             f"rank {built[0].info.rank} {', '.join(first.steps)}: give --step", path=where)  # fmt: skip
+            raise TraceError(
+                f"{where}: rank {b.info.rank} ({b.info.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
+                f"rank {built[0].info.rank} {', '.join(first.steps)}: give --step",
+                path=where,
+            )
     built.sort(key=lambda b: b.info.rank)
     # the lowest rank of each fingerprint stands for its twins, with the graph of whichever came back (twins' graphs
     # are the same, rank ids aside, and join_ranks writes the rank)
@@ -184,9 +200,13 @@ def replay_job_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> JobReplay:
 
 
 def load_priced_job(
-    directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
-    jobs: int | None = 1, share: bool = True, ray: str | None = None,
-) -> nx.DiGraph:  # fmt: skip
+    directory: str | os.PathLike[str],
+    step: str | int | None = None,
+    link: str | float | Link | None = None,
+    jobs: int | None = 1,
+    share: bool = True,
+    ray: str | None = None,
+) -> nx.DiGraph:
     """:func:`load_job`, its collectives priced (``link``: a preset or GB/s; None: fitted to the job's own transfers;
     how, in ``graph.graph["collectives"].pricing``)."""
     graph = load_job(directory, step, jobs, share, ray)
@@ -195,10 +215,15 @@ def load_priced_job(
 
 
 def replay_job(
-    directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
-    jobs: int | None = 1, policy: Policy = EARLIEST, share: bool = True, ray: str | None = None,
+    directory: str | os.PathLike[str],
+    step: str | int | None = None,
+    link: str | float | Link | None = None,
+    jobs: int | None = 1,
+    policy: Policy = EARLIEST,
+    share: bool = True,
+    ray: str | None = None,
     by_workers: bool | None = None,
-) -> JobReplay:  # fmt: skip
+) -> JobReplay:
     """Load the job in ``directory``, price its collectives (:func:`load_priced_job`) and simulate all ranks
     together. ``by_workers``: simulate it by ``jobs`` workers that each hold some of its ranks (local processes, or
     Ray actors on the cluster at ``ray``; :mod:`daydream.api.job_workers`) instead of in this process, with the same
@@ -210,7 +235,9 @@ def replay_job(
 
         count = job_worker_count(directory, jobs, ray)
         # one worker on this machine is this process: no process to start (and no __main__ guard to ask of a script)
-        return replay_job_by_workers(directory, step, link, count, policy, share, ray, in_process=count == 1 and ray is None)
+        return replay_job_by_workers(
+            directory, step, link, count, policy, share, ray, in_process=count == 1 and ray is None
+        )
     return replay_job_graph(load_priced_job(directory, step, link, jobs, share, ray), policy)
 
 
@@ -255,12 +282,20 @@ def by_workers_pays(directory: str | os.PathLike[str], policy: Policy = EARLIEST
 def straggler_sentence(s: Straggler) -> str:
     """The straggler named as the rank the others wait for, with its late start and the time it held them."""
     n = len(s.collectives)
-    start = (f"its step starts {ms(s.late_start_us)} after the median rank's ({ms(s.offset_us)} after rank "
-             f"{s.first_rank}'s, the first to start)" if s.late_start_us > 0 else
-             f"its step starts no later than the median rank's ({ms(s.offset_us)} after rank {s.first_rank}'s, the first to start)")  # fmt: skip
-    return (f"rank {s.rank}, the rank the others wait for: {start}, and it reached {n:,} of the job's "
-            f"{s.job_collectives:,} collective{'s' if s.job_collectives != 1 else ''} last, holding the others back "
-            f"{ms(s.held_us)} in all")  # fmt: skip
+    start = (
+        f"its step starts {ms(s.late_start_us)} after the median rank's ({ms(s.offset_us)} after rank "
+        f"{s.first_rank}'s, the first to start)"
+        if s.late_start_us > 0
+        else (
+            f"its step starts no later than the median rank's ({ms(s.offset_us)} after rank {s.first_rank}'s, the first"
+            " to start)"
+        )
+    )
+    return (
+        f"rank {s.rank}, the rank the others wait for: {start}, and it reached {n:,} of the job's "
+        f"{s.job_collectives:,} collective{'s' if s.job_collectives != 1 else ''} last, holding the others back "
+        f"{ms(s.held_us)} in all"
+    )
 
 
 def straggler_path_sentence(s: Straggler, step_us: float) -> str:
@@ -269,9 +304,11 @@ def straggler_path_sentence(s: Straggler, step_us: float) -> str:
     if s.path_waited_for is not None:
         since += f" (where it waited for rank {s.path_waited_for})"
     shares = ", ".join(f"{name} {ms(t)}" for name, t in s.tasks.items())
-    return (f"rank {s.rank}'s critical path from {since} to the last collective it held, {ms(s.path_to_us - s.path_from_us)} "
-            f"of its {ms(step_us)} step, by task (each moment counted once; a task holds the path from its start to the "
-            f"next one's): {shares}")  # fmt: skip
+    return (
+        f"rank {s.rank}'s critical path from {since} to the last collective it held,"
+        f" {ms(s.path_to_us - s.path_from_us)} of its {ms(step_us)} step, by task (each moment counted once; a task"
+        f" holds the path from its start to the next one's): {shares}"
+    )
 
 
 def longest_window_sentence(s: Straggler, rank: int, step_us: float, wait_us: float, offset_us: float) -> str | None:
@@ -281,17 +318,21 @@ def longest_window_sentence(s: Straggler, rank: int, step_us: float, wait_us: fl
     if rank == s.rank:
         return None
     start = "it starts first" if rank == s.first_rank else f"it starts {ms(offset_us)} after rank {s.first_rank}'s"
-    return (f"rank {rank}'s step is the longest, {ms(step_us)}, and is the job's step: {start} and waits "
-            f"{ms(wait_us)} of it for the others. Each rank's step is its own window, from its own step's start to its "
-            f"end, and a rank that starts earlier waits longer for the same collectives: the straggler is the rank whose "
-            f"arrivals end those waits, not the rank with the longest step.")  # fmt: skip
+    return (
+        f"rank {rank}'s step is the longest, {ms(step_us)}, and is the job's step: {start} and waits "
+        f"{ms(wait_us)} of it for the others. Each rank's step is its own window, from its own step's start to its "
+        "end, and a rank that starts earlier waits longer for the same collectives: the straggler is the rank whose "
+        "arrivals end those waits, not the rank with the longest step."
+    )
 
 
 def ranks_legend(first_rank: int) -> str:
     """What the per-rank table's columns mean (starts, waiting, working, delays others)."""
-    return (f"starts: its step's start after the first rank's (rank {first_rank}'s); waiting: in collectives, for the "
-            "ranks that reached them later; working: its step less its waiting; delays others: how much earlier the "
-            "collectives it reached last would have started without it")  # fmt: skip
+    return (
+        f"starts: its step's start after the first rank's (rank {first_rank}'s); waiting: in collectives, for the "
+        "ranks that reached them later; working: its step less its waiting; delays others: how much earlier the "
+        "collectives it reached last would have started without it"
+    )
 
 
 def job_inputs(directory: str | os.PathLike[str]) -> list[str]:
@@ -302,6 +343,20 @@ def job_inputs(directory: str | os.PathLike[str]) -> list[str]:
         return []
 
 
-__all__ = ["HeldCollective", "JobReplay", "RankResult", "Straggler", "is_job", "longest_window_sentence", "ranks_legend",
-           "straggler_path_sentence", "straggler_sentence", "job_inputs", "load_job", "load_priced_job", "rank_results", "replay_job",
-           "replay_job_graph"]  # fmt: skip
+__all__ = [
+    "HeldCollective",
+    "JobReplay",
+    "RankResult",
+    "Straggler",
+    "is_job",
+    "longest_window_sentence",
+    "ranks_legend",
+    "straggler_path_sentence",
+    "straggler_sentence",
+    "job_inputs",
+    "load_job",
+    "load_priced_job",
+    "rank_results",
+    "replay_job",
+    "replay_job_graph",
+]

@@ -34,7 +34,9 @@ class JobRank(msgspec.Struct):
 
     @classmethod
     def of(cls, r: RankResult) -> JobRank:
-        return cls(r.rank, r.measured_us, r.step_us, r.error_pct, r.wait_us, r.offset_us, r.held_us, r.same_as, r.step_us)
+        return cls(
+            r.rank, r.measured_us, r.step_us, r.error_pct, r.wait_us, r.offset_us, r.held_us, r.same_as, r.step_us
+        )
 
 
 class JobReplayReport(msgspec.Struct):

@@ -107,11 +107,23 @@ class ScriptWorker(JobWorker):
         self.declared: list[set[str]] = []
         self.files: list[str] = []
 
-    def run_scripts(self, request: ScriptsToRun, infos: list[RankInfo], world_size: int,
-                    collectives: dict[int, list[tuple[str | None, str, int, float]]], view: JobView) -> list[RankScripted]:  # fmt: skip
+    def run_scripts(
+        self,
+        request: ScriptsToRun,
+        infos: list[RankInfo],
+        world_size: int,
+        collectives: dict[int, list[tuple[str | None, str, int, float]]],
+        view: JobView,
+    ) -> list[RankScripted]:
         """Run ``request``'s scripts on each rank this worker simulates (``collectives``: per rank, each comm task's
         collective id, group, group size and priced duration); keep what they leave as the rank's arrays."""
-        self.request, self.infos, self.world_size, self.collectives, self.view = request, infos, world_size, collectives, view
+        self.request, self.infos, self.world_size, self.collectives, self.view = (
+            request,
+            infos,
+            world_size,
+            collectives,
+            view,
+        )
         out = []
         lowest = min(info.rank for info in infos)
         for rank in sorted(self.plans):
@@ -135,15 +147,31 @@ class ScriptWorker(JobWorker):
             first: dict[str, Any] = {}
             if rank == lowest:
                 first = {
-                    "param_values": {k: _plain(v) for k, v in session.param_values.items()}, "shown": session.binder.shown(),
-                    "policy": session.policy_text, "samples": session.samples, "texts": dict(session.loader.texts),
-                    "swaps": derived.cached(after, "device_swaps", ()), "gradient_part": gradient_sizes_part(after),
-                    "declared": self.declared, "files": self.files,
-                    "graph": {k: after.graph.get(k) for k in ("device", "device_properties", "steps", "delays", "recording",
-                                                               "causality")},
-                }  # fmt: skip
-            out.append(RankScripted(rank, list(session.effects.values()), list(session.printed), list(session.warnings),
-                                    before, after.number_of_nodes(), first))  # fmt: skip
+                    "param_values": {k: _plain(v) for k, v in session.param_values.items()},
+                    "shown": session.binder.shown(),
+                    "policy": session.policy_text,
+                    "samples": session.samples,
+                    "texts": dict(session.loader.texts),
+                    "swaps": derived.cached(after, "device_swaps", ()),
+                    "gradient_part": gradient_sizes_part(after),
+                    "declared": self.declared,
+                    "files": self.files,
+                    "graph": {
+                        k: after.graph.get(k)
+                        for k in ("device", "device_properties", "steps", "delays", "recording", "causality")
+                    },
+                }
+            out.append(
+                RankScripted(
+                    rank,
+                    list(session.effects.values()),
+                    list(session.printed),
+                    list(session.warnings),
+                    before,
+                    after.number_of_nodes(),
+                    first,
+                )
+            )
             del session, after, graph
         return out
 
@@ -155,8 +183,14 @@ class ScriptWorker(JobWorker):
         graph.graph[HELD_APART] = True
         request = self.request
         # a copy: a session on the graph itself would simulate it first, one rank alone (a baseline no one reads)
-        session = Session(graph, params=request.params, policy=request.policy, copy=True, budget=request.budget,
-                          include_dirs=request.include_dirs)  # fmt: skip
+        session = Session(
+            graph,
+            params=request.params,
+            policy=request.policy,
+            copy=True,
+            budget=request.budget,
+            include_dirs=request.include_dirs,
+        )
         derived.keep(session.graph, JOB_PREDICTION, (self.view.results, self.view.straggler), derived.ASPECTS)
         parsed, self.declared = load_scripts(session, request.scripts)
         self.files = [s.file for s in parsed]
@@ -220,8 +254,10 @@ def _gpu_keys(graph: nx.DiGraph) -> tuple[np.ndarray, list[Any], list[Any]]:
     measured = timeline.measured_indices()
     gpu = set(timeline.tasks_of(GPU_KINDS))
     ix = np.asarray([i for i in (measured if measured is not None else range(n)) if i in gpu], np.int64)
-    keys = [[k if type(k) is str else "-" if k is None else str(k) for k in timeline.values(by, tasks=ix.tolist())]
-            for by in ("class", "phase")]  # fmt: skip
+    keys = [
+        [k if type(k) is str else "-" if k is None else str(k) for k in timeline.values(by, tasks=ix.tolist())]
+        for by in ("class", "phase")
+    ]
     return ix, keys[0], keys[1]
 
 
@@ -264,12 +300,21 @@ class JobWhatIfRun:
         measured = max(info.measured_us for info in job.infos)
         graph = nx.DiGraph()
         graph.graph.update(
-            trace=job.where, rank=None, world_size=job.world_size, device=attrs["device"],
-            device_properties=attrs["device_properties"] or {}, origin_us=min(info.origin_us for info in job.infos),
-            steps=[msgspec.structs.replace(s, measured_us=measured) for s in attrs["steps"] or []], delays=attrs["delays"],
-            warnings=[], measured_us=measured, recording=attrs["recording"], causality=attrs["causality"],
-            ranks=[msgspec.structs.replace(r) for r in job.infos], collectives=job.collectives,
-        )  # fmt: skip
+            trace=job.where,
+            rank=None,
+            world_size=job.world_size,
+            device=attrs["device"],
+            device_properties=attrs["device_properties"] or {},
+            origin_us=min(info.origin_us for info in job.infos),
+            steps=[msgspec.structs.replace(s, measured_us=measured) for s in attrs["steps"] or []],
+            delays=attrs["delays"],
+            warnings=[],
+            measured_us=measured,
+            recording=attrs["recording"],
+            causality=attrs["causality"],
+            ranks=[msgspec.structs.replace(r) for r in job.infos],
+            collectives=job.collectives,
+        )
         return graph
 
     def effects(self) -> list[Effect]:
@@ -282,8 +327,16 @@ class JobWhatIfRun:
                     merged[key] = Effect(**vars(e))
                     continue
                 m = merged[key]
-                for name in ("tasks", "added", "removed", "duration_delta_us", "step_tasks", "step_duration_delta_us",
-                             "tensors", "memory_delta_bytes"):  # fmt: skip
+                for name in (
+                    "tasks",
+                    "added",
+                    "removed",
+                    "duration_delta_us",
+                    "step_tasks",
+                    "step_duration_delta_us",
+                    "tensors",
+                    "memory_delta_bytes",
+                ):
                     setattr(m, name, getattr(m, name) + getattr(e, name))
                 m.runs = max(m.runs, e.runs)
                 m.context = m.context or e.context
@@ -311,9 +364,13 @@ class JobWhatIfRun:
 
 
 def run_by_workers(
-    work: Workload, scripts: Sequence[str | os.PathLike[str] | ast.Script], params: dict[str, Any] | None = None,
-    options: RunOptions | None = None, workers: int = 2, in_process: bool = False,
-) -> JobWhatIfRun:  # fmt: skip
+    work: Workload,
+    scripts: Sequence[str | os.PathLike[str] | ast.Script],
+    params: dict[str, Any] | None = None,
+    options: RunOptions | None = None,
+    workers: int = 2,
+    in_process: bool = False,
+) -> JobWhatIfRun:
     """Run ``scripts`` on the job ``work`` (its folder, step, link and Ray cluster) by ``workers`` workers that each
     hold some of its ranks (local processes; Ray actors on the cluster at ``work.ray``; ``in_process``: in this
     process), every rank its own tasks: the baseline simulated, the scripts run on each rank where it lives, the
@@ -323,8 +380,13 @@ def run_by_workers(
     files = rank_trace_files(work.path)
     check_policy(policy)
     count = max(1, min(workers, len(files)))
-    request = ScriptsToRun([s if isinstance(s, ast.Script) else os.fspath(s) for s in scripts], params, opts.budget,
-                           [os.fspath(d) for d in opts.include_dirs] if opts.include_dirs else None, policy)  # fmt: skip
+    request = ScriptsToRun(
+        [s if isinstance(s, ast.Script) else os.fspath(s) for s in scripts],
+        params,
+        opts.budget,
+        [os.fspath(d) for d in opts.include_dirs] if opts.include_dirs else None,
+        policy,
+    )
     with open_workers(count, work.ray, in_process, ScriptWorker) as pool:
         job = plan_job(pool, work.path, files, work.step, work.link, False, policy)
         base_run = simulate_job(pool, job, policy)
@@ -336,12 +398,17 @@ def run_by_workers(
         for info, b in job.own:  # each comm task as the joint graph holds it: matched (rank-major) and priced
             meta = []
             for t, g in zip(job.comm[k : k + len(b.comm)], job.gang_of[k : k + len(b.comm)]):
-                meta.append((job.cid_of[g], t.group or "", int(t.group_size or 0), job.prices[g]) if g >= 0
-                            else (None, "", 0, 0.0))  # fmt: skip
+                meta.append(
+                    (job.cid_of[g], t.group or "", int(t.group_size or 0), job.prices[g])
+                    if g >= 0
+                    else (None, "", 0, 0.0)
+                )
             k += len(b.comm)
             mine[owner[info.rank]][info.rank] = meta
         answers = pool.call("run_scripts", [(request, job.infos, job.world_size, mine[w], view) for w in range(count)])
-        base = _side(pool, job, base_run, base_parts, base_straggler, scripted=False)  # the ranks' keys read by the scripts' run
+        base = _side(
+            pool, job, base_run, base_parts, base_straggler, scripted=False
+        )  # the ranks' keys read by the scripts' run
         ranks = [r for part in answers for r in part]
         run = simulate_job(pool, job, policy, scripted=True, label="predicting")
         parts, straggler = job_details(pool, job, run, scripted=True)
@@ -350,8 +417,9 @@ def run_by_workers(
     return JobWhatIfRun(job, base, predicted, ranks, used)
 
 
-def _side(pool: Any, job: PlannedJob, run: JobRun, parts: dict[str, float], straggler: Straggler | None,
-          scripted: bool) -> JobSide:  # fmt: skip
+def _side(
+    pool: Any, job: PlannedJob, run: JobRun, parts: dict[str, float], straggler: Straggler | None, scripted: bool
+) -> JobSide:
     """One side's sums over the workers: GPU time by class and phase (times the step's share of its window, as
     Timeline.step_scale), the job's step periods (Timeline.step_periods over every rank) and tasks."""
     by_class: dict[str, float] = defaultdict(float)

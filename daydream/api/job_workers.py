@@ -111,7 +111,9 @@ class JobWorker:
         self.plans: dict[int, RankPlan] = {}  # rank -> where the job placed it
         self.scripted: dict[int, RankArrays] = {}  # rank -> its arrays as scripts left them (daydream.api.job_whatif)
 
-    def build(self, items: list[tuple[int, str]], step: str | int | None, share: bool, policy: Policy) -> list[RankBuilt]:
+    def build(
+        self, items: list[tuple[int, str]], step: str | int | None, share: bool, policy: Policy
+    ) -> list[RankBuilt]:
         """Read and build the traces ``items`` (index, path) for ``step``; keep each as arrays."""
         self.step = step
         out = []
@@ -123,13 +125,22 @@ class JobWorker:
             del trace
             arrays, comm = rank_arrays(graph, policy)
             g = graph.graph
-            out.append(RankBuilt(
-                index=index, trace=path, named_rank=named if isinstance(named, int) else None,
-                world_size=size if isinstance(size, int) else None, steps=[s.name for s in g.get("steps", [])],
-                measured_us=float(g.get("measured_us", math.nan)), origin_us=float(g.get("origin_us", 0.0)),
-                fingerprint=rank_fingerprint(graph) if share else f"#{index}", tasks=arrays.tasks,
-                warnings=list(g.get("warnings", [])), device=recording_device(graph), comm=comm,
-            ))  # fmt: skip
+            out.append(
+                RankBuilt(
+                    index=index,
+                    trace=path,
+                    named_rank=named if isinstance(named, int) else None,
+                    world_size=size if isinstance(size, int) else None,
+                    steps=[s.name for s in g.get("steps", [])],
+                    measured_us=float(g.get("measured_us", math.nan)),
+                    origin_us=float(g.get("origin_us", 0.0)),
+                    fingerprint=rank_fingerprint(graph) if share else f"#{index}",
+                    tasks=arrays.tasks,
+                    warnings=list(g.get("warnings", [])),
+                    device=recording_device(graph),
+                    comm=comm,
+                )
+            )
             self.built[index] = (path, arrays)
             del graph
         return out
@@ -147,8 +158,10 @@ class JobWorker:
             if not p.simulated or arrays is None:
                 continue
             if arrays.nan:
-                raise DaydreamError(f"{path}: a NaN duration, gap, release time or priority: only one process orders those "
-                                    "(give --jobs 1)")  # fmt: skip
+                raise DaydreamError(
+                    f"{path}: a NaN duration, gap, release time or priority: only one process orders those "
+                    "(give --jobs 1)"
+                )
             if not scripted:
                 arrays.duration[arrays.comm] = p.durations
             parts.append((p.rank, p.offset_us, arrays))
@@ -181,7 +194,9 @@ class JobWorker:
         assert self.shard is not None
         return self.shard.members()
 
-    def details(self, requests: list[tuple[int, int | None]], scripted: bool = False) -> list[tuple[dict[str, float], Any]]:
+    def details(
+        self, requests: list[tuple[int, int | None]], scripted: bool = False
+    ) -> list[tuple[dict[str, float], Any]]:
         """Per request (rank, collective or None): the rank's breakdown over its window, and, where a collective is
         given, its way to its member of it (the straggler's: its critical path there, by task name): from its trace
         read again (``scripted``: and the scripts run on it again), its tasks at the times simulated here."""
@@ -290,8 +305,12 @@ class Processes(Workers):
             try:
                 ok, value = conn.recv()
             except (EOFError, OSError):
-                ok, value = False, DaydreamError(f"job worker {k + 1} of {self.count} died (exit code "
-                                                 f"{self.procs[k].exitcode}; out of memory?)")  # fmt: skip
+                ok, value = (
+                    False,
+                    DaydreamError(
+                        f"job worker {k + 1} of {self.count} died (exit code {self.procs[k].exitcode}; out of memory?)"
+                    ),
+                )
             if not ok and failure is None:
                 failure = value
             answers.append(value)
@@ -326,12 +345,15 @@ class RayActors(Workers):
         actor = self.ray.remote(num_cpus=min(1.0, cpus / count) if cpus else 0)(kind)
         self.count = count
         self.actors = [actor.remote() for _ in range(count)]
-        ready, waiting = self.ray.wait([a.peak_bytes.remote() for a in self.actors], num_returns=count,
-                                       timeout=RAY_START_S)  # fmt: skip
+        ready, waiting = self.ray.wait(
+            [a.peak_bytes.remote() for a in self.actors], num_returns=count, timeout=RAY_START_S
+        )
         if waiting:
             self.close()
-            raise DaydreamError(f"--ray {address}: {len(waiting)} of {count} job workers not started within "
-                                f"{RAY_START_S} s (the cluster has {cpus:g} CPUs)")  # fmt: skip
+            raise DaydreamError(
+                f"--ray {address}: {len(waiting)} of {count} job workers not started within "
+                f"{RAY_START_S} s (the cluster has {cpus:g} CPUs)"
+            )
 
     def call(self, method: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
         refs = [getattr(a, method).remote(*x) for a, x in zip(self.actors, args)]
@@ -340,7 +362,9 @@ class RayActors(Workers):
         except self.ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             raise (
-                cause if isinstance(cause, DaydreamError) else DaydreamError(f"a job worker on Ray failed: {cause or exc}")
+                cause
+                if isinstance(cause, DaydreamError)
+                else DaydreamError(f"a job worker on Ray failed: {cause or exc}")
             ) from None
         except self.ray.exceptions.RayActorError as exc:
             raise DaydreamError(f"a job worker on Ray died ({str(exc).splitlines()[0]}; out of memory?)") from None
@@ -350,7 +374,9 @@ class RayActors(Workers):
             self.ray.kill(a)
 
 
-def open_workers(count: int, ray: str | None = None, in_process: bool = False, kind: type[JobWorker] = JobWorker) -> Workers:
+def open_workers(
+    count: int, ray: str | None = None, in_process: bool = False, kind: type[JobWorker] = JobWorker
+) -> Workers:
     """``count`` workers of ``kind``: Ray actors on the cluster at ``ray``, local processes, or (``in_process``) in
     this one."""
     if ray is not None:
@@ -436,14 +462,22 @@ def _stuck(workers: Workers, gangs: list[_Gang]) -> None:
 
 
 class _Stuck(Exception):
-    def __init__(self, came: dict[int, set[int]], waiting: dict[int, set[int]], unfinished: list[dict[int, int]]) -> None:
+    def __init__(
+        self, came: dict[int, set[int]], waiting: dict[int, set[int]], unfinished: list[dict[int, int]]
+    ) -> None:
         self.came, self.waiting, self.unfinished = came, waiting, unfinished
 
 
 def replay_job_by_workers(
-    directory: str | os.PathLike[str], step: str | int | None = None, link: str | float | Link | None = None,
-    workers: int = 2, policy: Policy = EARLIEST, share: bool = True, ray: str | None = None, in_process: bool = False,
-) -> JobReplay:  # fmt: skip
+    directory: str | os.PathLike[str],
+    step: str | int | None = None,
+    link: str | float | Link | None = None,
+    workers: int = 2,
+    policy: Policy = EARLIEST,
+    share: bool = True,
+    ray: str | None = None,
+    in_process: bool = False,
+) -> JobReplay:
     """Simulate the job in ``directory`` by ``workers`` workers that each hold some of its ranks (local processes;
     Ray actors on the cluster at ``ray``; ``in_process``: in this process): the joint simulation's result
     (:func:`daydream.api.job.replay_job`), without any process holding the whole job. Its ``graph`` and
@@ -463,20 +497,35 @@ def replay_job_by_workers(
     baseline = run.window[slowest][1]
     warnings = [f"rank {info.rank}: {w}" for info, b in job.own for w in b.warnings]
     report = JobReplayReport(
-        trace=where, device=first.device[0], device_type=first.device[1], world_size=job.world_size, measured_us=measured,
-        baseline_us=baseline, predicted_us=baseline, error_pct=100.0 * relative_error(baseline, measured),
-        slowest_rank=slowest, steps=first.steps, ranks=[JobRank.of(x) for x in results], straggler=straggler,
-        collectives=job.collectives.to_builtins(), tasks=job.base, simulated_ranks=len(job.own), breakdown=parts_of_slowest,
-        warnings=warnings, workers=used,
-    )  # fmt: skip
+        trace=where,
+        device=first.device[0],
+        device_type=first.device[1],
+        world_size=job.world_size,
+        measured_us=measured,
+        baseline_us=baseline,
+        predicted_us=baseline,
+        error_pct=100.0 * relative_error(baseline, measured),
+        slowest_rank=slowest,
+        steps=first.steps,
+        ranks=[JobRank.of(x) for x in results],
+        straggler=straggler,
+        collectives=job.collectives.to_builtins(),
+        tasks=job.base,
+        simulated_ranks=len(job.own),
+        breakdown=parts_of_slowest,
+        warnings=warnings,
+        workers=used,
+    )
     return JobReplay(report, None, None, results, straggler, {job.cid_of[g]: s for g, s in sorted(run.starts.items())})
 
 
 def check_policy(policy: Policy) -> None:
     """Workers order tasks by time: a policy that does not (fifo) is refused, saying what to do."""
     if policy.kind == "fifo":
-        raise DaydreamError("--policy fifo: a job simulated by workers needs a policy that orders tasks by time "
-                            "(earliest or priority); give --jobs 1 for fifo")  # fmt: skip
+        raise DaydreamError(
+            "--policy fifo: a job simulated by workers needs a policy that orders tasks by time "
+            "(earliest or priority); give --jobs 1 for fifo"
+        )
 
 
 @dataclass
@@ -507,8 +556,15 @@ class PlannedJob:
         return max(len(self.infos), int(self.first.world_size or 0))
 
 
-def plan_job(pool: Workers, where: str, files: list[str], step: str | int | None, link: str | float | Link | None,
-             share: bool, policy: Policy) -> PlannedJob:  # fmt: skip
+def plan_job(
+    pool: Workers,
+    where: str,
+    files: list[str],
+    step: str | int | None,
+    link: str | float | Link | None,
+    share: bool,
+    policy: Policy,
+) -> PlannedJob:
     """Build every rank in the workers, number the ranks, match and price the collectives, and say what each worker
     holds (:class:`PlannedJob`)."""
     count = pool.count
@@ -524,14 +580,30 @@ def plan_job(pool: Workers, where: str, files: list[str], step: str | int | None
     for info, b in zip(infos, by_rank):
         n = len(b.comm) if info.same_as is None else 0
         gangs = gang_of[k : k + n]
-        plans[worker_of[b.index]].append(RankPlan(b.index, info.rank, info.offset_us, info.same_as is None, gangs,
-                                                  [prices[g] for g in gangs]))  # fmt: skip
+        plans[worker_of[b.index]].append(
+            RankPlan(b.index, info.rank, info.offset_us, info.same_as is None, gangs, [prices[g] for g in gangs])
+        )
         for g in gangs:
             holders[g].add(worker_of[b.index])
         k += n
     holders = [h if len(h) > 1 else set() for h in holders]  # one worker's collectives it completes itself
-    return PlannedJob(where, count, built[0], infos, own, comm, gang_of, by_gang, cid_of, collectives, prices,
-                      [len(m) for m in by_gang], plans, holders, sum(b.tasks for _, b in own))  # fmt: skip
+    return PlannedJob(
+        where,
+        count,
+        built[0],
+        infos,
+        own,
+        comm,
+        gang_of,
+        by_gang,
+        cid_of,
+        collectives,
+        prices,
+        [len(m) for m in by_gang],
+        plans,
+        holders,
+        sum(b.tasks for _, b in own),
+    )
 
 
 @dataclass
@@ -553,7 +625,9 @@ class JobRun:
     windows: dict[int, RankWindow]
 
 
-def simulate_job(pool: Workers, job: PlannedJob, policy: Policy, scripted: bool = False, label: str = "simulating") -> JobRun:
+def simulate_job(
+    pool: Workers, job: PlannedJob, policy: Policy, scripted: bool = False, label: str = "simulating"
+) -> JobRun:
     """Simulate the planned job in the workers, in rounds: the ranks as built, or (``scripted``) as the scripts
     left them (:mod:`daydream.api.job_whatif`)."""
     count = job.count
@@ -561,8 +635,9 @@ def simulate_job(pool: Workers, job: PlannedJob, policy: Policy, scripted: bool 
     gangs = [_Gang() for _ in job.by_gang]
     for gang, holders in zip(gangs, job.holders):
         gang.holders = set(holders)
-    with progress.task(f"{label} {len(job.infos):,} ranks in {count} worker{'s' if count > 1 else ''}",
-                       total=job.base) as advance:  # fmt: skip
+    with progress.task(
+        f"{label} {len(job.infos):,} ranks in {count} worker{'s' if count > 1 else ''}", total=job.base
+    ) as advance:
         try:
             rounds = simulate_in_rounds(pool, gangs, advance)
         except _Stuck as stuck:
@@ -576,7 +651,9 @@ def simulate_job(pool: Workers, job: PlannedJob, policy: Policy, scripted: bool 
             starts[m.gang] = m.start_us
     window = {r: (w.start_us, w.step_us) for r, w in windows.items()}
     waits = {r: w.wait_us for r, w in windows.items()}
-    held = held_collectives(job.infos, [(g, sorted(latest[g])[-2:]) for g in range(len(job.by_gang)) if job.members[g] > 1])
+    held = held_collectives(
+        job.infos, [(g, sorted(latest[g])[-2:]) for g in range(len(job.by_gang)) if job.members[g] > 1]
+    )
     results = job_rank_results(job.infos, window, waits, held)
     # the job's step: its slowest simulated rank's window (the lowest of those tied)
     steps = {r: window[r][1] for r in sorted(window)}
@@ -585,26 +662,41 @@ def simulate_job(pool: Workers, job: PlannedJob, policy: Policy, scripted: bool 
     return JobRun(window, waits, starts, latest, results, held, slowest, straggler_rank(held), owner, rounds, windows)
 
 
-def job_details(pool: Workers, job: PlannedJob, run: JobRun, scripted: bool = False) -> tuple[dict[str, float], Straggler | None]:
+def job_details(
+    pool: Workers, job: PlannedJob, run: JobRun, scripted: bool = False
+) -> tuple[dict[str, float], Straggler | None]:
     """The slowest rank's breakdown and the straggler, its way to the last collective it held worked out by the
     worker holding it (one reading of its trace where they are one rank)."""
     slowest, r, held, latest = run.slowest, run.straggler, run.held, run.latest
     requests: list[dict[int, int | None]] = [{} for _ in range(job.count)]
     requests[run.owner[slowest]][slowest] = None
     if r is not None:
-        last = max((g for _, g, _ in held[r]), key=lambda g: run.starts[g])  # the first of the latest held, as max() picks
+        last = max(
+            (g for _, g, _ in held[r]), key=lambda g: run.starts[g]
+        )  # the first of the latest held, as max() picks
         requests[run.owner[r]][r] = last
-    answers = [dict(zip(asked, told)) for asked, told in
-               zip(requests, pool.call("details", [(list(requests[w].items()), scripted) for w in range(job.count)]))]  # fmt: skip
+    answers = [
+        dict(zip(asked, told))
+        for asked, told in zip(
+            requests, pool.call("details", [(list(requests[w].items()), scripted) for w in range(job.count)])
+        )
+    ]
     parts_of_slowest = answers[run.owner[slowest]][slowest][0]
     straggler = None
     if r is not None:
         mine = {g: t for t, g in zip(job.comm, job.gang_of) if t.rank == r and g >= 0}
         held_there = [
-            HeldCollective(id=job.cid_of[g], kind=mine[g].collective, name=mine[g].name, phase=mine[g].phase, held_us=h,
-                           reached_us=sorted(latest[g])[-1][0] - run.window[r][0], next_rank=nxt)
+            HeldCollective(
+                id=job.cid_of[g],
+                kind=mine[g].collective,
+                name=mine[g].name,
+                phase=mine[g].phase,
+                held_us=h,
+                reached_us=sorted(latest[g])[-1][0] - run.window[r][0],
+                next_rank=nxt,
+            )
             for h, g, nxt in held[r]
-        ]  # fmt: skip
+        ]
         way = answers[run.owner[r]][r][1]
         straggler = straggler_of(run.results, r, held_there, len(job.by_gang), way, run.window[r][0])
     return parts_of_slowest, straggler
@@ -619,12 +711,23 @@ def _number_ranks(where: str, built: list[RankBuilt]) -> tuple[list[RankInfo], l
     file_rank = {path: r for r, path in ranks.items()}
     for b in built:
         if b.steps != first.steps:
-            raise TraceError(f"{where}: rank {file_rank[b.trace]} ({b.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
-                             f"rank {file_rank[first.trace]} {', '.join(first.steps)}: give --step", path=where)  # fmt: skip
+            raise TraceError(
+                f"{where}: rank {file_rank[b.trace]} ({b.trace}) simulates steps {', '.join(b.steps) or 'none'}, "
+                f"rank {file_rank[first.trace]} {', '.join(first.steps)}: give --step",
+                path=where,
+            )
     by_rank = sorted(built, key=lambda b: file_rank[b.trace])
     origin = min(b.origin_us for b in by_rank)
-    infos = [RankInfo(rank=file_rank[b.trace], trace=b.trace, measured_us=b.measured_us, origin_us=b.origin_us,
-                      fingerprint=b.fingerprint) for b in by_rank]  # fmt: skip
+    infos = [
+        RankInfo(
+            rank=file_rank[b.trace],
+            trace=b.trace,
+            measured_us=b.measured_us,
+            origin_us=b.origin_us,
+            fingerprint=b.fingerprint,
+        )
+        for b in by_rank
+    ]
     rep: dict[str, int] = {}
     for info in infos:
         info.offset_us = info.origin_us - origin
@@ -644,8 +747,16 @@ def _match_collectives(
     comm: list[CommTask] = []
     base = 0
     for info, b in own:
-        comm.extend(msgspec.structs.replace(t, rank=info.rank, order=base + t.order, issued_us=t.issued_us + info.offset_us,
-                                            start_us=t.start_us + info.offset_us) for t in b.comm)  # fmt: skip
+        comm.extend(
+            msgspec.structs.replace(
+                t,
+                rank=info.rank,
+                order=base + t.order,
+                issued_us=t.issued_us + info.offset_us,
+                start_us=t.start_us + info.offset_us,
+            )
+            for t in b.comm
+        )
         base += b.tasks
     matched, collectives = match_comm_tasks(comm, infos, where)
     number: dict[str, int] = {}
@@ -678,8 +789,13 @@ def _build(pool: Workers, files: list[str], step: str | int | None, share: bool,
     blocks = [list(b) for b in _blocks(len(files), pool.count)]
     built: list[RankBuilt] = []
     with progress.task(f"building the graphs of {len(files):,} ranks", total=len(files)) as advance:
-        first = pool.call("build", [([(0, files[0])], step, share, policy) if w == 0 else ([], step, share, policy)
-                                    for w in range(pool.count)])[0][0]  # fmt: skip
+        first = pool.call(
+            "build",
+            [
+                ([(0, files[0])], step, share, policy) if w == 0 else ([], step, share, policy)
+                for w in range(pool.count)
+            ],
+        )[0][0]
         advance(1)
         built.append(first)
         blocks[0] = blocks[0][1:]
@@ -689,7 +805,9 @@ def _build(pool: Workers, files: list[str], step: str | int | None, share: bool,
         while any(blocks):
             chunks = [block[:RANKS_PER_CALL] for block in blocks]
             blocks = [block[RANKS_PER_CALL:] for block in blocks]
-            for answer in pool.call("build", [([(i, files[i]) for i in chunk], chosen, share, policy) for chunk in chunks]):
+            for answer in pool.call(
+                "build", [([(i, files[i]) for i in chunk], chosen, share, policy) for chunk in chunks]
+            ):
                 built.extend(answer)
                 advance(len(answer))
     return sorted(built, key=lambda b: b.index)
@@ -703,14 +821,28 @@ def _stuck_message(where: str, stuck: _Stuck, cid_of: list[str], by_gang: list[l
         if came and missing:
             t = by_gang[g][0]
             more = sum(1 for h in stuck.came if h != g and stuck.waiting.get(h))
-            return (f"{where}: collective {cid_of[g]} ({t.collective or t.name}) never starts: rank{'s' if len(came) > 1 else ''} "
-                    f"{format_ranks(came)} reached it, rank{'s' if len(missing) > 1 else ''} {format_ranks(missing)} never "
-                    f"did (it waits on work that waits on a collective the other ranks issue later, or on a cycle)"
-                    + (f"; {more} more collectives wait likewise" if more else ""))  # fmt: skip
+            return (
+                f"{where}: collective {cid_of[g]} ({t.collective or t.name}) never starts:"
+                f" rank{'s' if len(came) > 1 else ''} {format_ranks(came)} reached it,"
+                f" rank{'s' if len(missing) > 1 else ''} {format_ranks(missing)} never did (it waits on work that waits"
+                " on a collective the other ranks issue later, or on a cycle)"
+                + (f"; {more} more collectives wait likewise" if more else "")
+            )
     left = {r: n for part in stuck.unfinished for r, n in part.items() if n}
-    return (f"{where}: the task graph has a dependency cycle: {sum(left.values()):,} tasks of rank"
-            f"{'s' if len(left) > 1 else ''} {format_ranks(sorted(left))} never became ready")  # fmt: skip
+    return (
+        f"{where}: the task graph has a dependency cycle: {sum(left.values()):,} tasks of rank"
+        f"{'s' if len(left) > 1 else ''} {format_ranks(sorted(left))} never became ready"
+    )
 
 
-__all__ = ["JobRun", "JobWorker", "PlannedJob", "Workers", "job_details", "open_workers", "plan_job", "replay_job_by_workers",
-           "simulate_job"]
+__all__ = [
+    "JobRun",
+    "JobWorker",
+    "PlannedJob",
+    "Workers",
+    "job_details",
+    "open_workers",
+    "plan_job",
+    "replay_job_by_workers",
+    "simulate_job",
+]

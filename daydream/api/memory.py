@@ -95,12 +95,25 @@ def replay_memory(timeline: Timeline, estimate: bool = False) -> MemoryReplay | 
     if mt is None:
         return None
     dev = memory.devices[memory.main_device()]
-    return MemoryReplay(memory.source, mt.device, dev.counted, mt.capacity_bytes, dev.measured_peak_bytes, mt.peak_bytes,
-                        mt.at_peak, dict(dev.step_peaks))  # fmt: skip
+    return MemoryReplay(
+        memory.source,
+        mt.device,
+        dev.counted,
+        mt.capacity_bytes,
+        dev.measured_peak_bytes,
+        mt.peak_bytes,
+        mt.at_peak,
+        dict(dev.step_peaks),
+    )
 
 
-def memory_change(before: MemoryTimeline | None, predicted: Timeline, scripts: Sequence[str | None], params: dict[str, Any],
-                  capacity_bytes: float | None = None) -> MemoryChange | None:  # fmt: skip
+def memory_change(
+    before: MemoryTimeline | None,
+    predicted: Timeline,
+    scripts: Sequence[str | None],
+    params: dict[str, Any],
+    capacity_bytes: float | None = None,
+) -> MemoryChange | None:
     """The step's peak before (``before``: the unchanged graph's memory, taken before the scripts changed it) and
     after (``predicted``, the changed graph's timeline): each with what holds it, the prediction's 90% interval (the
     trace's spread of the peak and the scripts' memory errors on the ledger) and whether it fits ``capacity_bytes``
@@ -124,7 +137,9 @@ def memory_change(before: MemoryTimeline | None, predicted: Timeline, scripts: S
         measured_peak_bytes=dev.measured_peak_bytes,
         baseline_peak_bytes=before.peak_bytes,
         predicted_peak_bytes=after.peak_bytes,
-        predicted_interval=MemoryInterval(iv.low_us, iv.high_us, iv.half_width_pct, iv.driver, iv.extrapolated, iv.parts),
+        predicted_interval=MemoryInterval(
+            iv.low_us, iv.high_us, iv.half_width_pct, iv.driver, iv.extrapolated, iv.parts
+        ),
         fits=None if capacity is None else after.peak_bytes <= capacity,
         baseline_at_peak=before.at_peak,
         predicted_at_peak=after.at_peak,
@@ -136,7 +151,9 @@ def with_capacity(change: MemoryChange | None, capacity_bytes: float | None) -> 
     as it is where either is None."""
     if change is None or capacity_bytes is None:
         return change
-    return msgspec.structs.replace(change, capacity_bytes=capacity_bytes, fits=change.predicted_peak_bytes <= capacity_bytes)
+    return msgspec.structs.replace(
+        change, capacity_bytes=capacity_bytes, fits=change.predicted_peak_bytes <= capacity_bytes
+    )
 
 
 def _capacity(graph: nx.DiGraph, after: MemoryTimeline) -> float | None:

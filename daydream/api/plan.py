@@ -62,7 +62,9 @@ class PlanOptions(msgspec.Struct, frozen=True):
     schedule: str = "1f1b"
     sequence_parallel: bool = False
     max_tp: int | None = None
-    param_bytes: int = 4  # bytes per parameter element (and its gradient): fp32, as PyTorch's mixed precision keeps them
+    param_bytes: int = (
+        4  # bytes per parameter element (and its gradient): fp32, as PyTorch's mixed precision keeps them
+    )
     batch: int | None = None  # the samples of the traced step (with global_batch)
     global_batch: int | None = None  # the samples of every plan's step (None: each replica keeps the traced batch)
     zero: int = 0  # ZeRO stage of data parallelism: 1 shards the optimizer state, 2 the gradients too
@@ -121,11 +123,15 @@ class Plans(msgspec.Struct):
     measured_us: float
     optimizer: str | None
     parameters: int  # the model's, from the step's gradients
-    gradient_sizes: str  # where their sizes came from: shapes, execution trace, collectives, weight shapes, optimizer kernels
+    gradient_sizes: (
+        str  # where their sizes came from: shapes, execution trace, collectives, weight shapes, optimizer kernels
+    )
     plans: list[PlanResult]
     # the one traced GPU's memory by the same model (the plans' before): state and activations of the traced step
     baseline_memory_bytes: float | None = None
-    memory_source: str = "shapes"  # a plan's memory is the model's, from the trace's shapes (daydream.graph.model_memory)
+    memory_source: str = (
+        "shapes"  # a plan's memory is the model's, from the trace's shapes (daydream.graph.model_memory)
+    )
     batch: int | None = None  # the traced step's samples, where given
     global_batch: int | None = None  # every plan's samples a step (None: each replica keeps the traced batch)
     notes: list[str] = []
@@ -176,7 +182,9 @@ def layouts(gpus: int, options: PlanOptions, max_pp: int, can_split: bool) -> li
                     continue  # ... and those into whole micro-batches
                 out.append(Layout(dp, tp, pp, m))
     if len(out) > MAX_PLANS:
-        raise DaydreamError(f"{len(out):,} plans for {gpus} GPUs: more than {MAX_PLANS:,} (give --micro-batches, --max-tp)")
+        raise DaydreamError(
+            f"{len(out):,} plans for {gpus} GPUs: more than {MAX_PLANS:,} (give --micro-batches, --max-tp)"
+        )
     return out
 
 
@@ -193,17 +201,31 @@ def _scenario(layout: Layout, options: PlanOptions, on_gpu: bool, share: float) 
         params["batch_size.factor"] = replica / options.batch
     if layout.dp > 1 or (layout.tp == 1 and layout.pp == 1 and not scripts):  # (one GPU: ddp of 1 rank, unchanged)
         scripts.append("ddp")
-        params |= {"ddp.ranks": layout.dp, "ddp.link": link, "ddp.inter": inter, "ddp.gpus_per_node": max(1, g // layout.tp),
-                   "ddp.share": share, "ddp.element_bytes": options.param_bytes, "ddp.zero": options.zero}  # fmt: skip
+        params |= {
+            "ddp.ranks": layout.dp,
+            "ddp.link": link,
+            "ddp.inter": inter,
+            "ddp.gpus_per_node": max(1, g // layout.tp),
+            "ddp.share": share,
+            "ddp.element_bytes": options.param_bytes,
+            "ddp.zero": options.zero,
+        }
     if layout.tp > 1:
         scripts.append("tensor_parallel")
-        params |= {"tensor_parallel.tp": layout.tp, "tensor_parallel.link": link,
-                   "tensor_parallel.sequence_parallel": options.sequence_parallel}  # fmt: skip
+        params |= {
+            "tensor_parallel.tp": layout.tp,
+            "tensor_parallel.link": link,
+            "tensor_parallel.sequence_parallel": options.sequence_parallel,
+        }
     if layout.pp > 1:
         spans_nodes = layout.dp * layout.tp * layout.pp > g
         scripts.append("pipeline_parallel")
-        params |= {"pipeline_parallel.pp": layout.pp, "pipeline_parallel.micro_batches": layout.micro_batches,
-                   "pipeline_parallel.schedule": options.schedule, "pipeline_parallel.link": inter if spans_nodes else link}  # fmt: skip
+        params |= {
+            "pipeline_parallel.pp": layout.pp,
+            "pipeline_parallel.micro_batches": layout.micro_batches,
+            "pipeline_parallel.schedule": options.schedule,
+            "pipeline_parallel.link": inter if spans_nodes else link,
+        }
         if options.schedule == "interleaved":
             params["pipeline_parallel.chunks"] = 2
     return Scenario(layout.name, scripts, params)
@@ -298,16 +320,22 @@ def plan(
     found = blocks(graph)
     can_split = bool(split_pairs(graph))
     if model.parameters and not model.activations:
-        notes.append("no forward op records its input shapes (torch.profiler.profile(record_shapes=True)): activations "
-                     "are not counted, a plan's memory is its model state alone")  # fmt: skip
+        notes.append(
+            "no forward op records its input shapes (torch.profiler.profile(record_shapes=True)): activations "
+            "are not counted, a plan's memory is its model state alone"
+        )
     if not found:
-        notes.append("the trace's ops carry no modules (record with `daydream record`): one block, no pipeline (pp = 1)")
+        notes.append(
+            "the trace's ops carry no modules (record with `daydream record`): one block, no pipeline (pp = 1)"
+        )
     if not can_split:
         notes.append("no Linear pairs to split in the forward pass: tensor parallelism left out (tp = 1)")
     candidates = layouts(options.gpus, options, max(1, len(found)), can_split)
     if not candidates:
-        raise DaydreamError(f"no plan for {options.gpus} GPUs splits the global batch of {options.global_batch} into whole "
-                            "replica batches and micro-batches (--global-batch, --micro-batches)")  # fmt: skip
+        raise DaydreamError(
+            f"no plan for {options.gpus} GPUs splits the global batch of {options.global_batch} into whole "
+            "replica batches and micro-batches (--global-batch, --micro-batches)"
+        )
     dtype = compute_dtype(graph)
     act_bytes = {"bf16": 2, "fp16": 2, "fp8": 1}.get(dtype or "", 4)
     dtypes = (options.param_bytes, 4, act_bytes)
@@ -322,9 +350,16 @@ def plan(
             else [[b.name for b in model.blocks]]
         )
         replica = options.replica_batch(layout.dp)
-        split = Parallelism(layout.tp, layout.micro_batches, options.schedule if layout.pp > 1 else "1f1b", chunks,
-                            layout.dp, options.sequence_parallel,
-                            1.0 if replica is None or options.batch is None else replica / options.batch, options.zero)  # fmt: skip
+        split = Parallelism(
+            layout.tp,
+            layout.micro_batches,
+            options.schedule if layout.pp > 1 else "1f1b",
+            chunks,
+            layout.dp,
+            options.sequence_parallel,
+            1.0 if replica is None or options.batch is None else replica / options.batch,
+            options.zero,
+        )
         ranks = rank_memory(model, _stage_blocks(cut, layout.pp), split, dtypes)
         memories[layout.name] = ranks
         largest = max(r.parameters for r in ranks) / options.param_bytes
@@ -376,7 +411,9 @@ def plan(
         parameters=model.parameters,
         gradient_sizes=model.sizes.source,
         plans=ranked,
-        baseline_memory_bytes=max(m.total for m in rank_memory(model, [[b.name for b in model.blocks]], Parallelism(), dtypes)),
+        baseline_memory_bytes=max(
+            m.total for m in rank_memory(model, [[b.name for b in model.blocks]], Parallelism(), dtypes)
+        ),
         batch=options.batch,
         global_batch=options.global_batch,
         notes=notes,
@@ -387,9 +424,12 @@ def plan(
 def _rank(plans: Sequence[PlanResult]) -> list[PlanResult]:
     """Plans that fit by throughput (highest first), then those that do not, then those not predicted. A fitting
     plan's place is one more than the fitting plans decidedly ahead of it in throughput, by the paired difference of
-    their times per sample (daydream.perf.trust.uncertainty.rank_paired, the rule ``compare`` ranks by): plans the evidence
+    their times per sample (daydream.perf.trust.uncertainty.rank_paired, the rule ``compare`` ranks by): plans the
+    evidence
     cannot tell apart share a place, and ``ties`` names them."""
-    predicted = sorted((p for p in plans if p.predicted_us is not None), key=lambda p: (p.fits is False, -(p.throughput or 0.0)))
+    predicted = sorted(
+        (p for p in plans if p.predicted_us is not None), key=lambda p: (p.fits is False, -(p.throughput or 0.0))
+    )
     fitting = [p for p in predicted if p.fits is not False]
     # time per sample (1 / throughput) scales with the plan's step time, so its interval's parts hold for it as they are
     places = rank_paired(

@@ -71,7 +71,8 @@ class StepTime(msgspec.Struct, frozen=True):
 
 
 class ReplayReport(msgspec.Struct):
-    """A replay as data: what ``daydream simulate --json`` prints, in this order, and what renderers read. ``baseline_us`` is the
+    """A replay as data: what ``daydream simulate --json`` prints, in this order, and what renderers read.
+    ``baseline_us`` is the
     unchanged trace's step as replayed (the baseline of ``daydream run``); ``predicted_us`` repeats it, under the
     name the README gave it before the vocabulary was one (each step's ``predicted_us`` too)."""
 
@@ -117,7 +118,8 @@ class Replay:
         """One row per simulated step: the step, its measured and baseline time (us), and whether it is the context of
         the measured step (simulated before it, not measured); the columns of :meth:`WhatIf.rows` of the same name."""
         return [
-            {"step": s.name, "measured_us": s.measured_us, "baseline_us": s.baseline_us, "context": s.context} for s in self.steps
+            {"step": s.name, "measured_us": s.measured_us, "baseline_us": s.baseline_us, "context": s.context}
+            for s in self.steps
         ]
 
     def __repr__(self) -> str:
@@ -245,13 +247,16 @@ def replay_graph(graph: nx.DiGraph, policy: Policy = EARLIEST) -> Replay:
     periods = timeline.step_periods()
     # each step's "predicted_us" repeats its baseline under the name the README gave it first
     steps = [
-        StepTime(s.name, s.measured_us, (b := periods.get(s.name, math.nan)), b, s.context) for s in graph.graph.get("steps", [])
+        StepTime(s.name, s.measured_us, (b := periods.get(s.name, math.nan)), b, s.context)
+        for s in graph.graph.get("steps", [])
     ]
     measured, baseline = float(graph.graph.get("measured_us", math.nan)), timeline.step_us()
     kind, kind_values = timeline.codes("kind")  # counted by numpy, in order of first appearance
     kinds: dict[str, int] = dict(zip(kind_values, np.bincount(kind, minlength=len(kind_values)).tolist()))
     edge_counts = edges_by_kind(graph)
-    gpu_time = totals_by(timeline, ("phase", "class", "layer"), timeline.measured_indices(), scale=timeline.step_scale())
+    gpu_time = totals_by(
+        timeline, ("phase", "class", "layer"), timeline.measured_indices(), scale=timeline.step_scale()
+    )
     report = ReplayReport(
         trace=graph.graph.get("trace"),
         device=graph.graph.get("device"),
@@ -336,9 +341,12 @@ def replay(
     return result
 
 
-def run_inputs(trace: str | os.PathLike[str], et: str | os.PathLike[str] | None = None,
-               scripts: Sequence[str | os.PathLike[str]] = (),
-               include_dirs: Sequence[str | os.PathLike[str]] | None = None) -> list[str]:  # fmt: skip
+def run_inputs(
+    trace: str | os.PathLike[str],
+    et: str | os.PathLike[str] | None = None,
+    scripts: Sequence[str | os.PathLike[str]] = (),
+    include_dirs: Sequence[str | os.PathLike[str]] | None = None,
+) -> list[str]:
     """Every file a run reads: the trace (or each rank trace of a job folder) with the execution trace and recording
     sidecar beside it, the scripts and all they include. Every command checks its outputs against these, with
     daydream.files.check_output_path, before the work."""

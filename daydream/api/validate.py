@@ -11,7 +11,8 @@ library lacks) has no prediction and counts in the mean with its "no change" err
 A trace's step time is the median of its steps' periods (``--step all``; each step from the end of the one before to
 its own end; the first step is the others' context, not measured), over every measured step of every run; the
 prediction is the same median of the predicted steps,
-``daydream run --step all`` on every BEFORE run (so an unchanged script predicts the BEFORE exactly). The noise of a setting is the spread of its runs' step times: half
+``daydream run --step all`` on every BEFORE run (so an unchanged script predicts the BEFORE exactly). The noise of a
+setting is the spread of its runs' step times: half
 their range, relative to the median. A change "moved" the time where the AFTER and BEFORE medians differ by more
 than the two spreads together.
 
@@ -99,7 +100,9 @@ class CaseResult:
     ratio_us: float | None
     message: str = ""  # why there is no prediction
     note: str = ""
-    scripts: list[str | None] = field(default_factory=list)  # the library's names of the scripts run (None: a file of one's own)
+    scripts: list[str | None] = field(
+        default_factory=list
+    )  # the library's names of the scripts run (None: a file of one's own)
     params: dict[str, float] = field(default_factory=dict)  # the numeric params the scripts bound
     noise: Part | None = None  # the BEFORE runs' own step-to-step noise (the median run's)
     interval: Interval | None = None  # the 90% interval of the prediction, its model part from the other cases
@@ -136,12 +139,24 @@ class CaseResult:
 
     def report(self) -> CaseReport:
         return CaseReport(
-            name=self.name, measured_us=self.measured_us, predicted_us=self.predicted_us, error_pct=self.error_pct,
-            no_change_error_pct=self.no_change_error_pct, ratio_us=self.ratio_us, ratio_error_pct=self.ratio_error_pct,
-            spread_pct=self.spread_pct, runs=self.runs, before_us=self.before_us, before_spread_pct=self.before_spread_pct,
-            moved=self.moved, beats_no_change=self.beats_no_change, message=self.message, note=self.note,
-            interval=self.interval, covered=self.covered,
-        )  # fmt: skip
+            name=self.name,
+            measured_us=self.measured_us,
+            predicted_us=self.predicted_us,
+            error_pct=self.error_pct,
+            no_change_error_pct=self.no_change_error_pct,
+            ratio_us=self.ratio_us,
+            ratio_error_pct=self.ratio_error_pct,
+            spread_pct=self.spread_pct,
+            runs=self.runs,
+            before_us=self.before_us,
+            before_spread_pct=self.before_spread_pct,
+            moved=self.moved,
+            beats_no_change=self.beats_no_change,
+            message=self.message,
+            note=self.note,
+            interval=self.interval,
+            covered=self.covered,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """:meth:`report` as JSON values."""
@@ -168,7 +183,9 @@ class MemoryCaseResult:
     scripts: list[str | None] = field(default_factory=list)
     params: dict[str, float] = field(default_factory=dict)
     noise: Part | None = None  # the BEFORE's step-to-step spread of its peak
-    interval: Interval | None = None  # of the predicted peak (bytes in the fields named _us), its model part from the others
+    interval: Interval | None = (
+        None  # of the predicted peak (bytes in the fields named _us), its model part from the others
+    )
 
     @property
     def error_pct(self) -> float | None:
@@ -197,13 +214,23 @@ class MemoryCaseResult:
 
     def report(self) -> MemoryCaseReport:
         return MemoryCaseReport(
-            name=self.name, measured_bytes=self.measured_bytes, predicted_bytes=self.predicted_bytes,
-            error_pct=self.error_pct, no_change_error_pct=self.no_change_error_pct, spread_pct=self.spread_pct,
-            runs=self.runs, before_bytes=self.before_bytes, before_spread_pct=self.before_spread_pct, moved=self.moved,
-            beats_no_change=self.beats_no_change, message=self.message, note=self.note,
+            name=self.name,
+            measured_bytes=self.measured_bytes,
+            predicted_bytes=self.predicted_bytes,
+            error_pct=self.error_pct,
+            no_change_error_pct=self.no_change_error_pct,
+            spread_pct=self.spread_pct,
+            runs=self.runs,
+            before_bytes=self.before_bytes,
+            before_spread_pct=self.before_spread_pct,
+            moved=self.moved,
+            beats_no_change=self.beats_no_change,
+            message=self.message,
+            note=self.note,
             interval_low_bytes=self.interval.low_us if self.interval else None,
-            interval_high_bytes=self.interval.high_us if self.interval else None, covered=self.covered,
-        )  # fmt: skip
+            interval_high_bytes=self.interval.high_us if self.interval else None,
+            covered=self.covered,
+        )
 
 
 @dataclass
@@ -240,16 +267,21 @@ class Ledger:
         widths = [c.interval.half_width_pct for c in with_interval if c.interval is not None]
         errors = [abs(c.error_pct) for c in with_interval if c.error_pct is not None]
         return Coverage(
-            cases=len(with_interval), covered=covered, coverage_pct=100.0 * covered / len(with_interval) if with_interval else None,
+            cases=len(with_interval),
+            covered=covered,
+            coverage_pct=100.0 * covered / len(with_interval) if with_interval else None,
             median_half_width_pct=statistics.median(widths) if widths else None,
             median_abs_error_pct=statistics.median(errors) if errors else None,
-        )  # fmt: skip
+        )
 
     def errors(self, skip: int | None = None, skip_memory: int | None = None) -> ErrorTable:
         """The ledger's errors by script (what ``--errors-out`` writes, the intervals' model parts read), of the step
         time and of the peak memory; ``skip`` / ``skip_memory``: without that case."""
-        return ErrorTable(cases_file=self.path, scripts=_by_script(self.cases, skip),
-                          memory=_by_script(self.memory_cases, skip_memory))  # fmt: skip
+        return ErrorTable(
+            cases_file=self.path,
+            scripts=_by_script(self.cases, skip),
+            memory=_by_script(self.memory_cases, skip_memory),
+        )
 
     @property
     def memory_geomean_error_pct(self) -> float | None:
@@ -266,23 +298,34 @@ class Ledger:
         widths = [c.interval.half_width_pct for c in with_interval if c.interval is not None]
         errors = [abs(c.error_pct) for c in with_interval if c.error_pct is not None]
         return Coverage(
-            cases=len(with_interval), covered=covered, coverage_pct=100.0 * covered / len(with_interval) if with_interval else None,
+            cases=len(with_interval),
+            covered=covered,
+            coverage_pct=100.0 * covered / len(with_interval) if with_interval else None,
             median_half_width_pct=statistics.median(widths) if widths else None,
             median_abs_error_pct=statistics.median(errors) if errors else None,
-        )  # fmt: skip
+        )
 
     def report(self) -> LedgerReport:
         return LedgerReport(
-            cases_file=self.path, cases=[c.report() for c in self.cases], geomean_error_pct=self.geomean_error_pct,
+            cases_file=self.path,
+            cases=[c.report() for c in self.cases],
+            geomean_error_pct=self.geomean_error_pct,
             no_change_geomean_error_pct=self.no_change_geomean_error_pct,
             ratio_geomean_error_pct=self.ratio_geomean_error_pct,
-            predicted_cases=len(self.predicted), failed_cases=len(self.cases) - len(self.predicted),
+            predicted_cases=len(self.predicted),
+            failed_cases=len(self.cases) - len(self.predicted),
             coverage=self.coverage,
-            memory=MemoryLedgerReport(
-                cases=[c.report() for c in self.memory_cases], geomean_error_pct=self.memory_geomean_error_pct,
-                no_change_geomean_error_pct=self.memory_no_change_geomean_error_pct, coverage=self.memory_coverage,
-            ) if self.memory_cases else None,
-        )  # fmt: skip
+            memory=(
+                MemoryLedgerReport(
+                    cases=[c.report() for c in self.memory_cases],
+                    geomean_error_pct=self.memory_geomean_error_pct,
+                    no_change_geomean_error_pct=self.memory_no_change_geomean_error_pct,
+                    coverage=self.memory_coverage,
+                )
+                if self.memory_cases
+                else None
+            ),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """:meth:`report` as JSON values: what ``daydream validate --json`` prints."""
@@ -406,7 +449,9 @@ def load_cases(path: str | os.PathLike[str], memory: bool = False) -> list[Case]
     try:
         parsed = msgspec.convert(doc, _CasesFile)
     except msgspec.ValidationError as exc:
-        raise DaydreamError(f"{p}: {exc} (each [[case]] has name, before, after, scripts; see daydream.api.validate)") from None
+        raise DaydreamError(
+            f"{p}: {exc} (each [[case]] has name, before, after, scripts; see daydream.api.validate)"
+        ) from None
     cases = parsed.memory_case if memory else parsed.case
     names = set()
     for c in cases:
@@ -490,12 +535,20 @@ def validate_case(case: Case, graphs: _Graphs | None = None) -> CaseResult:
     predicted = statistics.median(predictions) if predictions and not message else None
     known = sorted((n for n in noises if n is not None), key=lambda n: n.half_width_pct)
     return CaseResult(
-        name=case.name, before_us=before_us, before_spread_pct=before_spread, measured_us=measured_us,
-        spread_pct=spread, runs=len(case.after), predicted_us=predicted,
-        ratio_us=None if case.ratio is None else before_us * case.ratio, message=message, note=case.note,
-        scripts=[library_name(s) for s in case.scripts], params=params,
+        name=case.name,
+        before_us=before_us,
+        before_spread_pct=before_spread,
+        measured_us=measured_us,
+        spread_pct=spread,
+        runs=len(case.after),
+        predicted_us=predicted,
+        ratio_us=None if case.ratio is None else before_us * case.ratio,
+        message=message,
+        note=case.note,
+        scripts=[library_name(s) for s in case.scripts],
+        params=params,
         noise=known[(len(known) - 1) // 2] if known else None,
-    )  # fmt: skip
+    )
 
 
 def validate_memory_case(case: Case, graphs: _Graphs | None = None) -> MemoryCaseResult:
@@ -523,12 +576,19 @@ def validate_memory_case(case: Case, graphs: _Graphs | None = None) -> MemoryCas
             break
     known = sorted((n for n in noises if n is not None), key=lambda n: n.half_width_pct)
     return MemoryCaseResult(
-        name=case.name, before_bytes=before, before_spread_pct=before_spread, measured_bytes=measured,
-        spread_pct=spread, runs=len(case.after),
-        predicted_bytes=statistics.median(predictions) if predictions and not message else None, message=message,
-        note=case.note, scripts=[library_name(s) for s in case.scripts], params=params,
+        name=case.name,
+        before_bytes=before,
+        before_spread_pct=before_spread,
+        measured_bytes=measured,
+        spread_pct=spread,
+        runs=len(case.after),
+        predicted_bytes=statistics.median(predictions) if predictions and not message else None,
+        message=message,
+        note=case.note,
+        scripts=[library_name(s) for s in case.scripts],
+        params=params,
         noise=known[(len(known) - 1) // 2] if known else None,
-    )  # fmt: skip
+    )
 
 
 def _peaks(paths: list[str], graphs: _Graphs, name: str) -> tuple[float, float]:
@@ -538,7 +598,9 @@ def _peaks(paths: list[str], graphs: _Graphs, name: str) -> tuple[float, float]:
         memory = memory_of(graphs.get(p))
         peak = memory.devices[memory.main_device()].measured_peak_bytes if memory is not None else None
         if peak is None:
-            raise DaydreamError(f"memory case {name!r}: {p} holds no allocator events (record it with profile_memory=True)")
+            raise DaydreamError(
+                f"memory case {name!r}: {p} holds no allocator events (record it with profile_memory=True)"
+            )
         peaks.append(peak)
     median = statistics.median(peaks)
     return median, (max(peaks) - min(peaks)) / 2 / median * 100 if len(peaks) > 1 and median else 0.0

@@ -69,8 +69,11 @@ class Summary(msgspec.Struct):
     @property
     def step_time_us(self) -> float:
         """The step time, under its old name: :attr:`period_us`."""
-        warnings.warn("Summary.step_time_us is now Summary.period_us (step_us is each step's period)", DeprecationWarning,
-                      stacklevel=2)  # fmt: skip
+        warnings.warn(
+            "Summary.step_time_us is now Summary.period_us (step_us is each step's period)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.period_us
 
 
@@ -151,20 +154,31 @@ class WhatIf:
         before)."""
         ranks = self.report.ranks
         if ranks is not None:
-            rows = [{**r, "speedup": r["baseline_us"] / r["predicted_us"] if r["predicted_us"] else math.inf} for r in ranks]
+            rows = [
+                {**r, "speedup": r["baseline_us"] / r["predicted_us"] if r["predicted_us"] else math.inf} for r in ranks
+            ]
         else:
             before, after = self.report.step_us.baseline, self.report.step_us.predicted
             measured = {s.name: s.measured_us for s in self.graph.graph.get("steps", [])}
-            rows = [{"step": name, "measured_us": measured.get(name, math.nan), "baseline_us": before.get(name, math.nan),
-                     "predicted_us": a, "speedup": before.get(name, math.nan) / a if a else math.inf}
-                    for name, a in after.items()]  # fmt: skip
+            rows = [
+                {
+                    "step": name,
+                    "measured_us": measured.get(name, math.nan),
+                    "baseline_us": before.get(name, math.nan),
+                    "predicted_us": a,
+                    "speedup": before.get(name, math.nan) / a if a else math.inf,
+                }
+                for name, a in after.items()
+            ]
         return [{**r, "throughput": r["speedup"] * self.samples} for r in rows]
 
     def __repr__(self) -> str:
         names = [os.path.basename(s).removesuffix(".whatif") for s in self.scripts]
-        return (f"WhatIf(trace={self.report.trace!r}, scripts={names}, baseline {ms(self.baseline_us)}, "
-                f"predicted {ms(self.predicted_us)}, speedup {self.speedup:.3f}x, throughput {self.throughput:.3f}x, "
-                f"{self.graph.number_of_nodes():,} tasks)")  # fmt: skip
+        return (
+            f"WhatIf(trace={self.report.trace!r}, scripts={names}, baseline {ms(self.baseline_us)}, "
+            f"predicted {ms(self.predicted_us)}, speedup {self.speedup:.3f}x, throughput {self.throughput:.3f}x, "
+            f"{self.graph.number_of_nodes():,} tasks)"
+        )
 
     # the report's fields, read through it: the data has one copy, the report's
     @property
@@ -280,7 +294,8 @@ def predicted_interval(
     each = declared if declared is not None else [param_values] * len(scripts)
     models = [
         model_key(
-            name or (s if s.startswith("<") else os.path.realpath(s)), {k: param_values[k] for k in params if k in param_values}
+            name or (s if s.startswith("<") else os.path.realpath(s)),
+            {k: param_values[k] for k in params if k in param_values},
         )
         for s, name, params in zip(scripts, names, each)
     ]
@@ -302,9 +317,19 @@ def predicted_interval(
 def rank_changes(baseline: list[RankResult], after: list[RankResult]) -> list[dict[str, Any]]:
     """A multi-rank job: each rank's measured step, and its predicted step (its own window), its wait and its start
     after the first rank's, before and after the scripts."""
-    return [{"rank": b.rank, "measured_us": b.measured_us, "baseline_us": b.step_us, "predicted_us": a.step_us,
-             "baseline_wait_us": b.wait_us, "wait_us": a.wait_us, "baseline_offset_us": b.offset_us, "offset_us": a.offset_us}
-            for b, a in zip(baseline, after)]  # fmt: skip
+    return [
+        {
+            "rank": b.rank,
+            "measured_us": b.measured_us,
+            "baseline_us": b.step_us,
+            "predicted_us": a.step_us,
+            "baseline_wait_us": b.wait_us,
+            "wait_us": a.wait_us,
+            "baseline_offset_us": b.offset_us,
+            "offset_us": a.offset_us,
+        }
+        for b, a in zip(baseline, after)
+    ]
 
 
 def json_param(value: Any) -> Any:
@@ -332,10 +357,13 @@ def run_whatif(
     """Apply ``scripts`` in order to (a copy of) ``graph`` and predict the iteration before and after.
 
     ``budget``: the units of work each script's check and each script's run may do (None: the default,
-    ``daydream.dsl.limits.default_budget`` of the graph's size); ``include_dirs``: folders besides the scripts' own and the bundled
+    ``daydream.dsl.limits.default_budget`` of the graph's size); ``include_dirs``: folders besides the scripts' own and
+    the bundled
     library whose .whatif files the scripts may include (docs/language.md#limits). The predicted peak memory fits the
     trace's GPU's memory or a device swap's target's (another: :func:`daydream.api.memory.with_capacity`)."""
-    session = Session(graph, params=params, policy=policy, copy=copy, on_print=on_print, budget=budget, include_dirs=include_dirs)
+    session = Session(
+        graph, params=params, policy=policy, copy=copy, on_print=on_print, budget=budget, include_dirs=include_dirs
+    )
     parsed, declared = load_scripts(session, scripts)
     baseline = Summary.of(session.baseline)  # before any change: its timeline shares the task dicts
     # the step's memory before any change (the scripts change the graph's tensors): from the trace's events, else shapes
@@ -381,9 +409,17 @@ def run_whatif(
         statements=[e.to_dict() for e in session.effects.values()],
         printed=list(session.printed),
         warnings=list(graph.graph.get("warnings", [])) + session.warnings,
-        ranks=rank_changes(baseline_ranks[0], after_ranks[0]) if baseline_ranks is not None and after_ranks is not None else None,
+        ranks=(
+            rank_changes(baseline_ranks[0], after_ranks[0])
+            if baseline_ranks is not None and after_ranks is not None
+            else None
+        ),
         slowest_rank=Change(baseline_rank, timeline.step_rank()) if baseline_ranks is not None else None,
-        straggler=Change(baseline_ranks[1], after_ranks[1]) if baseline_ranks is not None and after_ranks is not None else None,
+        straggler=(
+            Change(baseline_ranks[1], after_ranks[1])
+            if baseline_ranks is not None and after_ranks is not None
+            else None
+        ),
         memory=memory_change(
             memory_before,
             timeline,
@@ -455,8 +491,16 @@ def whatif(
     if work.by_workers_pays(opts.policy):
         return _whatif_by_workers(work, scripts, params, opts, on_print)
     graph, has_gpu = work.load()
-    result = run_whatif(graph, scripts, params, opts.policy, copy=False, on_print=on_print, budget=opts.budget,
-                        include_dirs=opts.include_dirs)  # fmt: skip
+    result = run_whatif(
+        graph,
+        scripts,
+        params,
+        opts.policy,
+        copy=False,
+        on_print=on_print,
+        budget=opts.budget,
+        include_dirs=opts.include_dirs,
+    )
     if opts.memory_bytes is not None and result.report.memory is not None:
         result.report.memory = with_capacity(result.report.memory, opts.memory_bytes)
     if not has_gpu:
@@ -465,9 +509,12 @@ def whatif(
 
 
 def _whatif_by_workers(
-    work: Workload, scripts: Sequence[str | os.PathLike[str] | ast.Script], params: dict[str, Any] | None,
-    opts: RunOptions, on_print: Callable[[str], None] | None,
-) -> WhatIf:  # fmt: skip
+    work: Workload,
+    scripts: Sequence[str | os.PathLike[str] | ast.Script],
+    params: dict[str, Any] | None,
+    opts: RunOptions,
+    on_print: Callable[[str], None] | None,
+) -> WhatIf:
     """:func:`whatif` on a job simulated by workers that each hold some of its ranks (daydream.api.job_whatif): the
     same report, from the workers' sums. Its graph holds no tasks (it says what the job's says of itself) and its
     timelines are None: no process holds them."""
@@ -485,26 +532,56 @@ def _whatif_by_workers(
     scripts_run = first["files"]
     speedup = before.step_us / after.step_us if after.step_us else math.inf
     values = first["param_values"]
-    iv = predicted_interval(None, scripts_run, values, after.step_us, first["declared"],
-                            swaps=first["swaps"], gradient_part=first["gradient_part"])  # fmt: skip
+    iv = predicted_interval(
+        None,
+        scripts_run,
+        values,
+        after.step_us,
+        first["declared"],
+        swaps=first["swaps"],
+        gradient_part=first["gradient_part"],
+    )
     report = WhatIfReport(
-        trace=job.where, device=job.first.device[0], rank=None, steps=job.first.steps, scripts=scripts_run,
-        params={k: json_param(v) for k, v in values.items()}, params_text=first["shown"], policy=first["policy"],
-        measured_us=measured, baseline_us=before.step_us, predicted_us=after.step_us, speedup=speedup,
-        samples=first["samples"], throughput=speedup * first["samples"],
+        trace=job.where,
+        device=job.first.device[0],
+        rank=None,
+        steps=job.first.steps,
+        scripts=scripts_run,
+        params={k: json_param(v) for k, v in values.items()},
+        params_text=first["shown"],
+        policy=first["policy"],
+        measured_us=measured,
+        baseline_us=before.step_us,
+        predicted_us=after.step_us,
+        speedup=speedup,
+        samples=first["samples"],
+        throughput=speedup * first["samples"],
         baseline_error_pct=100.0 * (before.step_us - measured) / measured if measured else None,
-        predicted_interval=iv, baseline_interval=interval(before.step_us, [None]),
+        predicted_interval=iv,
+        baseline_interval=interval(before.step_us, [None]),
         versus_baseline=versus_baseline(after.step_us, iv.parts, before.step_us),
-        tasks=Change(before.tasks, after.tasks), step_us=Change(before.step_periods, after.step_periods),
+        tasks=Change(before.tasks, after.tasks),
+        step_us=Change(before.step_periods, after.step_periods),
         breakdown=Change(before.breakdown, after.breakdown),
         gpu_time_by_class=Change(before.gpu_time_by_class, after.gpu_time_by_class),
         gpu_time_by_phase=Change(before.gpu_time_by_phase, after.gpu_time_by_phase),
-        statements=[e.to_dict() for e in effects], printed=printed,
+        statements=[e.to_dict() for e in effects],
+        printed=printed,
         warnings=[f"rank {info.rank}: {w}" for info, b in job.own for w in b.warnings] + done.warnings(),
         ranks=rank_changes(before.run.results, after.run.results),
-        slowest_rank=Change(before.run.slowest, after.run.slowest), straggler=Change(before.straggler, after.straggler),
+        slowest_rank=Change(before.run.slowest, after.run.slowest),
+        straggler=Change(before.straggler, after.straggler),
         memory=None,
-    )  # fmt: skip
-    return WhatIf(report=report, graph=done.graph(), timeline=None, baseline_timeline=None, param_values=values, effects=effects,
-                  texts=first["texts"], budget=Budget(opts.budget, before.tasks), script_warnings=done.warnings(),
-                  workers=done.workers)  # type: ignore[arg-type]  # fmt: skip
+    )
+    return WhatIf(
+        report=report,
+        graph=done.graph(),
+        timeline=None,
+        baseline_timeline=None,
+        param_values=values,
+        effects=effects,
+        texts=first["texts"],
+        budget=Budget(opts.budget, before.tasks),
+        script_warnings=done.warnings(),
+        workers=done.workers,
+    )  # type: ignore[arg-type]

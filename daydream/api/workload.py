@@ -124,19 +124,25 @@ class Workload:
 
         for name, value in (("--step", self.step), ("--et", self.et)):
             if value is not None:
-                raise DaydreamError(f"{self.path}: a Chakra trace holds the steps it was written with: {name} does not apply")
+                raise DaydreamError(
+                    f"{self.path}: a Chakra trace holds the steps it was written with: {name} does not apply"
+                )
         graph = read_chakra(self.path, share=share)
         collectives = graph.graph.get("collectives")
         if collectives is not None and (self.link is not None or collectives.pricing is None):
             from daydream.perf.collectives.job import price_collectives  # a job's collective models: for jobs only
 
             ids = {a["collective_id"] for a in graph.nodes.values() if a.get("collective_id")}
-            timeless = {a["collective_id"] for a in graph.nodes.values() if a.get("collective_id") and not a["duration"] > 0}
+            timeless = {
+                a["collective_id"] for a in graph.nodes.values() if a.get("collective_id") and not a["duration"] > 0
+            }
             if self.link is None and timeless:
                 # a workload for a simulator that prices its collectives itself (ASTRA-sim's): nothing to fit
                 collectives.pricing = CollectivePricing("as the Chakra trace gives them", len(ids), 0, len(ids), {})
-                graph.graph["warnings"].append(f"{self.path}: {len(timeless):,} of its {len(ids):,} collectives last 0 us "
-                                               "in the trace (their simulator prices them): give --link to price them")  # fmt: skip
+                graph.graph["warnings"].append(
+                    f"{self.path}: {len(timeless):,} of its {len(ids):,} collectives last 0 us "
+                    "in the trace (their simulator prices them): give --link to price them"
+                )
             else:
                 collectives.pricing = price_collectives(graph, self.link)
         has_gpu = any(a["kind"] in GPU_KINDS for a in graph.nodes.values())

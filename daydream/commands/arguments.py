@@ -18,37 +18,72 @@ CORES = "at most one per core: a larger N is capped, with a warning; on a Ray cl
 
 def add_job_options(p: argparse.ArgumentParser) -> None:
     add_link_option(p)
-    p.add_argument("--jobs", type=integer, default=None, metavar="N",
-                   help=f"worker processes that build a job's rank graphs (default: one per 32 ranks; {CORES})")  # fmt: skip
-    p.add_argument("--ray", default=None, metavar="ADDRESS",
-                   help="build a job's rank graphs on this Ray cluster (ray://host:10001, auto, or local; Ray optional)")  # fmt: skip
+    p.add_argument(
+        "--jobs",
+        type=integer,
+        default=None,
+        metavar="N",
+        help=f"worker processes that build a job's rank graphs (default: one per 32 ranks; {CORES})",
+    )
+    p.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="build a job's rank graphs on this Ray cluster (ray://host:10001, auto, or local; Ray optional)",
+    )
 
 
 def add_link_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--link", default=None, metavar="LINK",
-                   help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)")  # fmt: skip
+    p.add_argument(
+        "--link",
+        default=None,
+        metavar="LINK",
+        help="a job's collectives priced over this link (preset or GB/s; default: fitted to the job's own transfers)",
+    )
 
 
 def add_graph_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="set a script param (a .whatif value: 2, 1.5ms, 4MB, \"text\", [1, 2]); SCRIPT.NAME=VALUE sets one "
-                        "script's alone (-p ddp.link=ib-ndr); repeatable")  # fmt: skip
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help='set a script param (a .whatif value: 2, 1.5ms, 4MB, "text", [1, 2]); SCRIPT.NAME=VALUE sets one '
+        "script's alone (-p ddp.link=ib-ndr); repeatable",
+    )
     p.add_argument("--step", default=None, help="ProfilerStep number or name, 'all', 'trace', or an annotation name")
     p.add_argument("--et", default=None, metavar="FILE", help="PyTorch execution trace of the same run")
-    p.add_argument("--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)")
-    p.add_argument("--memory-gb", type=number, default=None, metavar="GiB",
-                   help="device memory the predicted peak must fit in (default: the trace's GPU's, or a device swap's "
-                        "target's)")  # fmt: skip
+    p.add_argument(
+        "--policy", default="earliest", help="schedule policy before any script's schedule (default: earliest)"
+    )
+    p.add_argument(
+        "--memory-gb",
+        type=number,
+        default=None,
+        metavar="GiB",
+        help="device memory the predicted peak must fit in (default: the trace's GPU's, or a device swap's target's)",
+    )
     add_script_options(p)
 
 
 def add_script_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--budget", type=integer, default=None, metavar="N",
-                   help="units of work a script run may do, a unit at most about a microsecond (default: 60,000,000, "
-                        "about a minute; 400 per task on graphs over 150,000 tasks; docs/language.md, Limits)")  # fmt: skip
-    p.add_argument("--include-dir", action="append", default=[], metavar="DIR",
-                   help="a folder `include` may read .whatif scripts from, besides the script's own folder tree and "
-                        "the bundled library; repeatable")  # fmt: skip
+    p.add_argument(
+        "--budget",
+        type=integer,
+        default=None,
+        metavar="N",
+        help="units of work a script run may do, a unit at most about a microsecond (default: 60,000,000, "
+        "about a minute; 400 per task on graphs over 150,000 tasks; docs/language.md, Limits)",
+    )
+    p.add_argument(
+        "--include-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder `include` may read .whatif scripts from, besides the script's own folder tree and "
+        "the bundled library; repeatable",
+    )
 
 
 def integer(text: str) -> int:
@@ -77,7 +112,9 @@ def script_params(pairs: list[str]) -> dict[str, str]:
         name = name.strip()
         scope, dot, param = name.rpartition(".")  # SCRIPT.NAME: the param of that script alone
         if not sep or not param.isidentifier() or (dot and not scope.strip()) or not value.strip():
-            raise DaydreamError(f"-p {pair!r}: write NAME=VALUE (or SCRIPT.NAME=VALUE for one script's), e.g. -p speedup=2")
+            raise DaydreamError(
+                f"-p {pair!r}: write NAME=VALUE (or SCRIPT.NAME=VALUE for one script's), e.g. -p speedup=2"
+            )
         out[name] = value.strip()
     return out
 
@@ -86,8 +123,14 @@ def workload(args: argparse.Namespace) -> Any:
     """The command's trace or job folder with how to read it (daydream.api.workload.Workload), built once."""
     from daydream.api.workload import Workload
 
-    return Workload(args.trace, step=getattr(args, "step", None), et=getattr(args, "et", None), link=getattr(args, "link", None),
-                    jobs=getattr(args, "jobs", 1), ray=getattr(args, "ray", None))  # fmt: skip
+    return Workload(
+        args.trace,
+        step=getattr(args, "step", None),
+        et=getattr(args, "et", None),
+        link=getattr(args, "link", None),
+        jobs=getattr(args, "jobs", 1),
+        ray=getattr(args, "ray", None),
+    )
 
 
 def run_options(args: argparse.Namespace) -> Any:
@@ -95,5 +138,9 @@ def run_options(args: argparse.Namespace) -> Any:
     from daydream.api.workload import RunOptions
     from daydream.simulation import parse_policy
 
-    return RunOptions(parse_policy(args.policy), getattr(args, "budget", None), getattr(args, "include_dir", None),
-                      getattr(args, "memory_gb", None))  # fmt: skip
+    return RunOptions(
+        parse_policy(args.policy),
+        getattr(args, "budget", None),
+        getattr(args, "include_dir", None),
+        getattr(args, "memory_gb", None),
+    )

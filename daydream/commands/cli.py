@@ -40,7 +40,7 @@ EPILOG = """exit status:
 
 environment:
   DAYDREAM_MEMORY_LIMIT  the memory a trace's load may plan for (16G, 512M; none: no limit); default 75% of the memory available to this process (docs/limits.md)
-  DAYDREAM_DEBUG=1       an internal error shows its traceback"""
+  DAYDREAM_DEBUG=1       an internal error shows its traceback"""  # noqa: E501
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -55,14 +55,27 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         for line in text.splitlines():
             # under the text after a status (``  3    ``) or a variable's name (``  DAYDREAM_DEBUG=1       ``)
             hang = " " * len(re.match(r"\s*(?:(?:\d+|[A-Z][A-Z_]+(?:=\S*)?)\s\s+)?", line).group(0))  # type: ignore[union-attr]
-            out.append(textwrap.fill(line, max(20, width), initial_indent=indent, subsequent_indent=indent + hang,
-                                     break_long_words=False, break_on_hyphens=False) or indent)  # fmt: skip
+            out.append(
+                textwrap.fill(
+                    line,
+                    max(20, width),
+                    initial_indent=indent,
+                    subsequent_indent=indent + hang,
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+                or indent
+            )
         return "\n".join(out)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="daydream", description="What-if simulation of deep-learning training from profiler traces.",
-                                epilog=EPILOG, formatter_class=_Formatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="daydream",
+        description="What-if simulation of deep-learning training from profiler traces.",
+        epilog=EPILOG,
+        formatter_class=_Formatter,
+    )
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     predict.add_simulate(sub)
@@ -248,8 +261,10 @@ def _debug_traceback() -> None:
 def _internal_error(exc: BaseException) -> int:
     _debug_traceback()
     hint = "" if _debug() else "; DAYDREAM_DEBUG=1 shows the traceback"
-    say(f"daydream: internal error: {type(exc).__name__}: {clip(_describe(exc), 500)} "
-         f"(a bug in daydream: please report it with the command that caused it{hint})")  # fmt: skip
+    say(
+        f"daydream: internal error: {type(exc).__name__}: {clip(_describe(exc), 500)} "
+        f"(a bug in daydream: please report it with the command that caused it{hint})"
+    )
     return EXIT_INTERNAL
 
 

@@ -30,33 +30,63 @@ def add_models(sub: Commands) -> None:
     dev = msub.add_parser("devices", help="the device catalog (kernels/devices.toml)")
     dev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     dev.set_defaults(func=_cmd_models_devices)
-    ker = msub.add_parser("kernels", help="the device-swap kernel model: its error per class and GPU, each GPU left out")
+    ker = msub.add_parser(
+        "kernels", help="the device-swap kernel model: its error per class and GPU, each GPU left out"
+    )
     ker.add_argument("--json", action="store_true", help='print {"data", "anchors", "accuracy": [...]}')
-    ker.add_argument("--refit", metavar="DATA", nargs="+", help="refit on data sets of measured kernels (NeuSight layout, "
-                     "or a GPU's kernel tables such as kernels/data/h100-sxm: each GPU and class from the first that "
-                     "has it; needs scikit-learn: pip install 'daydream-whatif[calibrate]') and write the model to --out")  # fmt: skip
-    ker.add_argument("--out", metavar="FILE", help="where --refit writes the model (default: the shipped one, "
-                     "daydream/kernels/data/device_model.json)")  # fmt: skip
-    ker.add_argument("--classes", default="gemm,conv,elementwise,norm", metavar="LIST",
-                     help="the kernel classes --refit fits (default: all four)")  # fmt: skip
+    ker.add_argument(
+        "--refit",
+        metavar="DATA",
+        nargs="+",
+        help="refit on data sets of measured kernels (NeuSight layout, "
+        "or a GPU's kernel tables such as kernels/data/h100-sxm: each GPU and class from the first that "
+        "has it; needs scikit-learn: pip install 'daydream-whatif[calibrate]') and write the model to --out",
+    )
+    ker.add_argument(
+        "--out",
+        metavar="FILE",
+        help="where --refit writes the model (default: the shipped one, daydream/kernels/data/device_model.json)",
+    )
+    ker.add_argument(
+        "--classes",
+        default="gemm,conv,elementwise,norm",
+        metavar="LIST",
+        help="the kernel classes --refit fits (default: all four)",
+    )
     ker.set_defaults(func=_cmd_models_kernels)
 
 
 def add_validate(sub: Commands) -> None:
     val = sub.add_parser("validate", help="predict measured changes and compare: the accuracy ledger")
-    val.add_argument("cases", metavar="CASES.toml", nargs="?", default=None,
-                     help="cases file (default: validation/cases.toml); see daydream.api.validate for its format")  # fmt: skip
+    val.add_argument(
+        "cases",
+        metavar="CASES.toml",
+        nargs="?",
+        default=None,
+        help="cases file (default: validation/cases.toml); see daydream.api.validate for its format",
+    )
     val.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    val.add_argument("--jobs", type=integer, default=1, metavar="N",
-                     help=f"worker processes, each taking one BEFORE setting's cases at a time (default 1; {CORES})")  # fmt: skip
-    val.add_argument("--errors-out", default=None, metavar="FILE.json",
-                     help="write the ledger's errors by script, which prediction intervals read (daydream ships "
-                          "kernels/data/ledger_errors.json, written so from validation/cases.toml)")  # fmt: skip
+    val.add_argument(
+        "--jobs",
+        type=integer,
+        default=1,
+        metavar="N",
+        help=f"worker processes, each taking one BEFORE setting's cases at a time (default 1; {CORES})",
+    )
+    val.add_argument(
+        "--errors-out",
+        default=None,
+        metavar="FILE.json",
+        help="write the ledger's errors by script, which prediction intervals read (daydream ships "
+        "kernels/data/ledger_errors.json, written so from validation/cases.toml)",
+    )
     val.set_defaults(func=_cmd_validate)
 
 
 def add_calibrate(sub: Commands) -> None:
-    cal = sub.add_parser("calibrate", help="measure kernel tables with torch on this machine and fit the MLP kernel models")
+    cal = sub.add_parser(
+        "calibrate", help="measure kernel tables with torch on this machine and fit the MLP kernel models"
+    )
     cal.add_argument("--device", default="cpu", help="cpu or cuda (cuda:N) (default: cpu)")
     cal.add_argument(
         "--kernels", default="gemm,elementwise", help="comma-separated tables to measure (default: gemm,elementwise)"
@@ -67,7 +97,9 @@ def add_calibrate(sub: Commands) -> None:
     cal.add_argument(
         "--quick", action="store_true", help="a few shapes and runs: checks the setup in seconds, not a usable model"
     )
-    cal.add_argument("--threads", type=integer, default=None, metavar="N", help="torch CPU threads (default: torch's setting)")
+    cal.add_argument(
+        "--threads", type=integer, default=None, metavar="N", help="torch CPU threads (default: torch's setting)"
+    )
     cal.set_defaults(func=_cmd_calibrate)
 
 
@@ -113,16 +145,33 @@ def _cmd_models_kernels(args: argparse.Namespace) -> int:
         out = args.out or device_model.MODEL_PATH
         data = [str(p) for root in args.refit for p in Path(root).glob("**/*") if p.is_file()]
         check_output_path(out, data, "--out")  # never onto the data
-        model = device_model.refit(args.refit, out, classes,
-                                   progress=None if args.json else lambda r: print(f"  {r.kernel_class} without {r.target}: "
-                                   f"{r.calibrated_gmae_pct:.1f}% (roofline {r.roofline_gmae_pct:.1f}%)", file=sys.stderr, flush=True))  # fmt: skip
+        model = device_model.refit(
+            args.refit,
+            out,
+            classes,
+            progress=None
+            if args.json
+            else lambda r: print(
+                f"  {r.kernel_class} without {r.target}: "
+                f"{r.calibrated_gmae_pct:.1f}% (roofline {r.roofline_gmae_pct:.1f}%)",
+                file=sys.stderr,
+                flush=True,
+            ),
+        )
     else:
         model = device_model.shipped_model()
         if model is None:
             raise DaydreamError(f"no device model at {device_model.MODEL_PATH}: refit one with --refit DATA")
     if args.json:
-        print_json({"data": model.data, "dtype": model.dtype, "shrink": model.shrink,
-                     "anchors": msgspec.to_builtins(model.anchors), "accuracy": msgspec.to_builtins(model.accuracy)})  # fmt: skip
+        print_json(
+            {
+                "data": model.data,
+                "dtype": model.dtype,
+                "shrink": model.shrink,
+                "anchors": msgspec.to_builtins(model.anchors),
+                "accuracy": msgspec.to_builtins(model.accuracy),
+            }
+        )
     else:
         render_kernel_model(model, tables_console())
     return 0
@@ -169,8 +218,14 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
     console = tables_console(stderr=True)
     kernels = [k.strip() for k in args.kernels.split(",") if k.strip()]
-    fitted = mlp.calibrate(args.out, kernels, args.device, quick=args.quick, threads=args.threads,
-                           progress=lambda line: console.print(line, highlight=False, markup=False))  # fmt: skip
+    fitted = mlp.calibrate(
+        args.out,
+        kernels,
+        args.device,
+        quick=args.quick,
+        threads=args.threads,
+        progress=lambda line: console.print(line, highlight=False, markup=False),
+    )
     for path, _ in fitted:
         console.print(f"model written to {path}", highlight=False, markup=False)
     render_accuracy([acc for _, acc in fitted], tables_console())

@@ -12,7 +12,8 @@ from daydream.names import terminal_text
 
 
 def tables_console(stderr: bool = False) -> Console:
-    """A console for the tables; names from traces and scripts reach it as data (Text), never as markup or emoji codes."""
+    """A console for the tables; names from traces and scripts reach it as data (Text), never as markup or emoji
+    codes."""
     from daydream.presentation.console import terminal_console
 
     return terminal_console(stderr=stderr, soft_wrap=True)

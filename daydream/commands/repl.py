@@ -84,8 +84,14 @@ class Repl:
         self.memory_before = memory_timeline(self.session.baseline, graph_memory(self.session.graph))
 
     def _new_session(self) -> Session:
-        return Session(self.graph, params=self.params, policy=self.base_policy, on_print=self._print,
-                       budget=self.budget, include_dirs=self.include_dirs)  # fmt: skip
+        return Session(
+            self.graph,
+            params=self.params,
+            policy=self.base_policy,
+            on_print=self._print,
+            budget=self.budget,
+            include_dirs=self.include_dirs,
+        )
 
     def _print(self, line: str) -> None:
         self.console.print(line, highlight=False, markup=False)
@@ -124,7 +130,9 @@ class Repl:
         except (ScriptError, CheckFailed, DaydreamError) as exc:
             self.failed += 1
             # a script that does not apply (NotApplicable) or an assert: 3, as run exits; any other failed input: 2
-            self.status = self.status or (CheckFailed.exit_code if isinstance(exc, CheckFailed) else ScriptError.exit_code)
+            self.status = self.status or (
+                CheckFailed.exit_code if isinstance(exc, CheckFailed) else ScriptError.exit_code
+            )
             self.console.print(styled(("error:", "red"), " ", plain(exc, 2000)))
 
     def statements(self, text: str) -> None:
@@ -163,7 +171,9 @@ class Repl:
             touched = ", ".join(e.describe() for e in effects if e.describe())
             p = self.session.predicted_us
             self.console.print(
-                plain(f"{touched}; predicted {ms(p)} ({self._against(p)})" if p else f"{touched}; predicted {ms(p)}", 2000)
+                plain(
+                    f"{touched}; predicted {ms(p)} ({self._against(p)})" if p else f"{touched}; predicted {ms(p)}", 2000
+                )
             )
         else:
             bound = [s for s in statements if isinstance(s, (ast.Let, ast.Param))]
@@ -227,15 +237,22 @@ class Repl:
     def show_prediction(self) -> None:
         s = self.session
         p = s.predicted_us
-        self.console.print(f"measured {ms(s.measured_us)}, predicted {ms(p)}, {self._against(p)}" if p else f"predicted {ms(p)}",
-                           highlight=False)  # fmt: skip
+        self.console.print(
+            f"measured {ms(s.measured_us)}, predicted {ms(p)}, {self._against(p)}" if p else f"predicted {ms(p)}",
+            highlight=False,
+        )
         if p and s.effects:  # statements typed here are a script of one's own: the ledger never measured them
             from daydream.perf.trust.uncertainty import interval, model_parts, noise_of, versus_baseline
             from daydream.presentation.terminal import versus_note
 
             iv = interval(p, [noise_of(s.state.graph), *model_parts([None], {}, models=["<repl>"])])
-            self.console.print(plain(f"90% interval {ms(iv.low_us)}-{ms(iv.high_us)} (+-{iv.half_width_pct:.1f}%, extrapolated: "
-                                     "statements typed here have no ledger case)", 2000))  # fmt: skip
+            self.console.print(
+                plain(
+                    f"90% interval {ms(iv.low_us)}-{ms(iv.high_us)} (+-{iv.half_width_pct:.1f}%, extrapolated: "
+                    "statements typed here have no ledger case)",
+                    2000,
+                )
+            )
             self.console.print(plain(versus_note(versus_baseline(p, iv.parts, self.baseline_us)), 2000))
         if p and self.memory_before is not None:
             from daydream.api.memory import memory_change
@@ -266,11 +283,20 @@ class Repl:
         ordered = in_time_order(g, (n for n in value if n in g))
         table = Table(title=f"{len(ordered):,} tasks", title_justify="left")
         for col in ("id", "kind", "name", "thread", "phase", "layer", "duration"):
-            table.add_column(col, justify="right" if col in ("id", "duration") else "left", overflow="ellipsis", max_width=48)
+            table.add_column(
+                col, justify="right" if col in ("id", "duration") else "left", overflow="ellipsis", max_width=48
+            )
         for n in ordered[:20]:
             a = attrs_of(g)[n]
-            table.add_row(plain(n), plain(a["kind"]), plain(a["name"]), plain(a["thread"]), plain(a.get("phase") or ""),
-                          plain(a.get("layer") or ""), f"{a['duration']:,.1f} us")  # fmt: skip
+            table.add_row(
+                plain(n),
+                plain(a["kind"]),
+                plain(a["name"]),
+                plain(a["thread"]),
+                plain(a.get("phase") or ""),
+                plain(a.get("layer") or ""),
+                f"{a['duration']:,.1f} us",
+            )
         if len(ordered) > 20:
             table.add_row("", "", f"... {len(ordered) - 20:,} more", "", "", "", "")
         self.console.print(table)
@@ -279,9 +305,12 @@ class Repl:
         from daydream.simulation import totals
 
         if not self.session.effects:  # nothing to set side by side: no empty table
-            self.console.print("no changes yet: the graph is the trace's, replayed (a statement changes it: "
-                               "scale, set, remove, insert, wait, schedule; :help lists the commands)", highlight=False,
-                               markup=False)  # fmt: skip
+            self.console.print(
+                "no changes yet: the graph is the trace's, replayed (a statement changes it: "
+                "scale, set, remove, insert, wait, schedule; :help lists the commands)",
+                highlight=False,
+                markup=False,
+            )
             return
         for e in self.session.effects.values():
             self.console.print(f"{' '.join(e.statement.split())}  ->  {e.describe()}", highlight=False, markup=False)
@@ -299,9 +328,15 @@ class Repl:
 
     def words(self) -> list[str]:
         return sorted(
-            set(KEYWORDS) | {"before", "after"} | set(KIND_SELECTORS) | set(BUILTIN_VALUES) | set(FUNCTIONS)
-            | self.session.attributes | set(self.session.scope) | {c.split()[0] for c in COMMANDS}
-        )  # fmt: skip
+            set(KEYWORDS)
+            | {"before", "after"}
+            | set(KIND_SELECTORS)
+            | set(BUILTIN_VALUES)
+            | set(FUNCTIONS)
+            | self.session.attributes
+            | set(self.session.scope)
+            | {c.split()[0] for c in COMMANDS}
+        )
 
 
 def complete_input(lines: list[str]) -> bool:
@@ -384,12 +419,23 @@ def run_repl(
     console = console or terminal_console(highlight=False, soft_wrap=not interactive)
     graph = work.load()[0]
     trace, inputs = work.path, work.inputs()
-    repl = Repl(graph, params, opts.policy, console, trace, inputs=inputs, budget=opts.budget,
-                include_dirs=list(opts.include_dirs) if opts.include_dirs is not None else None)  # fmt: skip
+    repl = Repl(
+        graph,
+        params,
+        opts.policy,
+        console,
+        trace,
+        inputs=inputs,
+        budget=opts.budget,
+        include_dirs=list(opts.include_dirs) if opts.include_dirs is not None else None,
+    )
     console.print(
-        plain(f"daydream repl: {trace}: {graph.number_of_nodes():,} tasks; baseline {ms(repl.baseline_us)}"
-              + (" (:help for commands, Ctrl-D to leave)" if interactive else ""), 2000),
-    )  # fmt: skip
+        plain(
+            f"daydream repl: {trace}: {graph.number_of_nodes():,} tasks; baseline {ms(repl.baseline_us)}"
+            + (" (:help for commands, Ctrl-D to leave)" if interactive else ""),
+            2000,
+        ),
+    )
     finish = _setup_readline(repl) if interactive else (lambda: None)
     pending: list[str] = []
     try:

@@ -35,8 +35,11 @@ def add_list(sub: Commands) -> None:
 
 def add_repl(sub: Commands) -> None:
     repl = sub.add_parser("repl", help="change a trace's graph interactively, one statement at a time")
-    repl.add_argument("trace", metavar="TRACE",
-                      help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job")  # fmt: skip
+    repl.add_argument(
+        "trace",
+        metavar="TRACE",
+        help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job",
+    )
     add_graph_options(repl)
     add_job_options(repl)
     repl.set_defaults(func=_cmd_repl)

@@ -8,4 +8,13 @@ from daydream.dsl.functions import FUNCTIONS, register_function
 from daydream.dsl.interpret import Effect, Session, copy_graph
 from daydream.dsl.parse import parse_expression, parse_script
 
-__all__ = ["FUNCTIONS", "Effect", "Script", "Session", "copy_graph", "parse_expression", "parse_script", "register_function"]
+__all__ = [
+    "FUNCTIONS",
+    "Effect",
+    "Script",
+    "Session",
+    "copy_graph",
+    "parse_expression",
+    "parse_script",
+    "register_function",
+]

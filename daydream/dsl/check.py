@@ -35,8 +35,14 @@ def scales_samples(s: ast.Scale) -> bool:
 
 POLICIES = ("earliest", "fifo", "priority")
 # the values a script names that are checked without a trace: a string given to an argument or a param of these names
-CATALOG_ARGUMENTS = {"device": "device", "target": "device", "dtype": "dtype", "link": "link", "inter": "link",
-                     "intra": "link"}  # fmt: skip
+CATALOG_ARGUMENTS = {
+    "device": "device",
+    "target": "device",
+    "dtype": "dtype",
+    "link": "link",
+    "inter": "link",
+    "intra": "link",
+}
 _TIME_UNITS = ("ns", "us", "ms", "s", "min")
 _BYTE_UNITS = ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")
 _UNIT = re.compile(r"\d(ns|us|ms|s|min|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
@@ -93,8 +99,11 @@ def unit_problem(e: Any, wanted: str) -> str | None:
 INSERT_KINDS = ("cpu", "dataloader", "gpu", "memcpy", "memset", "comm")
 
 
-def user_attributes(script: ast.Script, load: Callable[[str, ast.Script, ast.Include], ast.Script] | None = None) -> set[str]:
-    """Attributes a script (and what it includes) creates with ``set SEL.attr = ...`` or ``insert ... with attr = ...``."""
+def user_attributes(
+    script: ast.Script, load: Callable[[str, ast.Script, ast.Include], ast.Script] | None = None
+) -> set[str]:
+    """Attributes a script (and what it includes) creates with ``set SEL.attr = ...`` or ``insert ... with attr =
+    ...``."""
     walker = _UserAttributes(load)
     walker.walk(script.statements, script)
     return walker.out
@@ -293,9 +302,12 @@ class Checker(Visitor[None]):
         self.visit(s.target.obj, script, False)
         if s.target.attr in STRUCTURAL_ATTRIBUTES:
             raise self.error(
-                f"cannot set {s.target.attr!r}: it places the task in its thread's order; remove the task and insert a new one instead",
-                s.target, script, pos=s.target.attr_pos,
-            )  # fmt: skip
+                f"cannot set {s.target.attr!r}: it places the task in its thread's order; remove the task and insert a"
+                " new one instead",
+                s.target,
+                script,
+                pos=s.target.attr_pos,
+            )
         self.visit(s.value, script, True)
 
     def visit_Remove(self, s: ast.Remove, script: ast.Script) -> None:
@@ -329,11 +341,19 @@ class Checker(Visitor[None]):
     def visit_Schedule(self, s: ast.Schedule, script: ast.Script) -> None:
         if s.policy not in POLICIES:
             raise self.error(
-                f"unknown schedule policy {s.policy!r}: use earliest, fifo or priority EXPRESSION", s, script,
-                did_you_mean(s.policy, POLICIES), s.policy_pos,
-            )  # fmt: skip
+                f"unknown schedule policy {s.policy!r}: use earliest, fifo or priority EXPRESSION",
+                s,
+                script,
+                did_you_mean(s.policy, POLICIES),
+                s.policy_pos,
+            )
         if s.policy == "priority" and s.priority is None:
-            raise self.error("schedule priority needs an expression over task attributes (smallest runs first), e.g. 'schedule priority -bytes'", s, script)  # fmt: skip
+            raise self.error(
+                "schedule priority needs an expression over task attributes (smallest runs first), e.g. 'schedule"
+                " priority -bytes'",
+                s,
+                script,
+            )
         if s.policy != "priority" and s.priority is not None:
             raise self.error(f"schedule {s.policy} takes no expression", s.priority, script)
         if s.priority is not None:
@@ -360,7 +380,8 @@ class Checker(Visitor[None]):
     def visit_Include(self, s: ast.Include, script: ast.Script) -> None:
         if len(self.stack) >= MAX_INCLUDE_DEPTH:
             raise self.error(
-                f"includes nested more than {MAX_INCLUDE_DEPTH} deep: {' -> '.join(os.path.basename(f) for f in self.stack)} ...",
+                f"includes nested more than {MAX_INCLUDE_DEPTH} deep:"
+                f" {' -> '.join(os.path.basename(f) for f in self.stack)} ...",
                 s,
                 script,
             )
@@ -400,17 +421,21 @@ class Checker(Visitor[None]):
             raise self.error(
                 f"{e.id!r} is a task attribute: it has a value per task, in a where-clause, a scale factor, "
                 f"a set value or a schedule priority; a selection's values are SEL.{e.id}",
-                e, script,
-            )  # fmt: skip
+                e,
+                script,
+            )
         options = self.known | set(KIND_SELECTORS) | set(BUILTIN_VALUES) | (self.attributes if task else set())
         raise self.error(f"unknown name {e.id!r}", e, script, did_you_mean(e.id, options))
 
     def visit_Select(self, e: ast.Select, script: ast.Script, task: bool) -> None:
         if e.kind is not None and e.kind not in KIND_SELECTORS:
             raise self.error(
-                f"unknown task kind {e.kind!r}: select one of {', '.join(KIND_SELECTORS)}", e, script,
-                did_you_mean(e.kind, KIND_SELECTORS), e.kind_pos,
-            )  # fmt: skip
+                f"unknown task kind {e.kind!r}: select one of {', '.join(KIND_SELECTORS)}",
+                e,
+                script,
+                did_you_mean(e.kind, KIND_SELECTORS),
+                e.kind_pos,
+            )
         if e.where is not None:
             self.visit(e.where, script, True)
 
@@ -428,7 +453,9 @@ class Checker(Visitor[None]):
     def visit_Project(self, e: ast.Project, script: ast.Script, task: bool) -> None:
         self.visit(e.obj, script, task)
         if e.attr not in self.attributes:
-            raise self.error(f"unknown task attribute {e.attr!r}", e, script, did_you_mean(e.attr, self.attributes), e.attr_pos)
+            raise self.error(
+                f"unknown task attribute {e.attr!r}", e, script, did_you_mean(e.attr, self.attributes), e.attr_pos
+            )
 
     def visit_Index(self, e: ast.Index, script: ast.Script, task: bool) -> None:
         self.visit(e.obj, script, task)

@@ -36,11 +36,20 @@ class Effect:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "file": self.file, "line": self.line, "statement": self.statement, "kind": self.kind, "tasks": self.tasks,
-            "added": self.added, "removed": self.removed, "duration_delta_us": self.duration_delta_us, "runs": self.runs,
-            "step_tasks": self.step_tasks, "step_duration_delta_us": self.step_duration_delta_us,
-            "tensors": self.tensors, "memory_delta_bytes": self.memory_delta_bytes,
-        }  # fmt: skip
+            "file": self.file,
+            "line": self.line,
+            "statement": self.statement,
+            "kind": self.kind,
+            "tasks": self.tasks,
+            "added": self.added,
+            "removed": self.removed,
+            "duration_delta_us": self.duration_delta_us,
+            "runs": self.runs,
+            "step_tasks": self.step_tasks,
+            "step_duration_delta_us": self.step_duration_delta_us,
+            "tensors": self.tensors,
+            "memory_delta_bytes": self.memory_delta_bytes,
+        }
 
     def describe(self) -> str:
         """What the statement changed in the measured step (task time summed over threads and streams: what the
@@ -53,7 +62,10 @@ class Effect:
             parts = [f"samples per step x{self.factor:g}"]
         elif self.kind == "memory":
             held = " while the stretch lasts" if self.stretch else ""
-            parts = [f"{self.tensors:,} tensor{'s' if self.tensors != 1 else ''}, {signed_bytes(self.memory_delta_bytes)}{held}"]
+            parts = [
+                f"{self.tensors:,} tensor{'s' if self.tensors != 1 else ''},"
+                f" {signed_bytes(self.memory_delta_bytes)}{held}"
+            ]
         elif self.kind in ("scale", "set", "remove", "insert"):
             verb = {"remove": "removed ", "insert": "added "}.get(self.kind, "")
             step = _tasks_text(verb, self.step_tasks, self.step_duration_delta_us, self.kind)
@@ -80,8 +92,12 @@ class Recorder:
     """Effects by statement position and run (a statement's iterations in one run add up), warnings (each once
     per position and run), printed lines (passed on to ``on_print`` as they come)."""
 
-    def __init__(self, source: Callable[[Any], str], on_print: Callable[[str], None] | None = None,
-                 in_library: Callable[[str], bool] = lambda _file: False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        source: Callable[[Any], str],
+        on_print: Callable[[str], None] | None = None,
+        in_library: Callable[[str], bool] = lambda _file: False,
+    ) -> None:
         self.source = source  # a node's text, for an Effect's statement
         self.in_library = in_library  # whether a file is the bundled library's: its no-ops are no news
         self.effects: dict[tuple[str, int, int], Effect] = {}

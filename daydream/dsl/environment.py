@@ -36,7 +36,9 @@ def _compared(where: Any) -> list[tuple[str, list[str]]]:
     name, other = (where.left, where.right) if isinstance(where.left, ast.Name) else (where.right, where.left)
     if not isinstance(name, ast.Name):
         return []
-    items = other.items if where.op == "in" and isinstance(other, ast.ListExpr) else (other,) if where.op == "==" else ()
+    items = (
+        other.items if where.op == "in" and isinstance(other, ast.ListExpr) else (other,) if where.op == "==" else ()
+    )
     strings = [x.value for x in items if isinstance(x, ast.Literal) and isinstance(x.value, str)]
     return [(name.id, strings)] if strings else []
 
@@ -88,7 +90,9 @@ class Environment:
                 self.budget.charge(len(self.graph) * SIMULATION_COST)  # the graph changed: simulated again
             return self.state.predicted_us
         if n in self.attributes:
-            raise self.error(f"{n!r} is a task attribute: it has a value per task; a selection's values are SEL.{n}", name)
+            raise self.error(
+                f"{n!r} is a task attribute: it has a value per task; a selection's values are SEL.{n}", name
+            )
         raise self.error(f"unknown name {n!r}", name, did_you_mean(n, [*self.scope, *KIND_SELECTORS, *BUILTIN_VALUES]))
 
     def error(self, message: str, node: Any, hint: str | None = None) -> ScriptError:

@@ -109,7 +109,9 @@ def task_cost(node: Any) -> int:
             operations += 1
             regexes += isinstance(n, ast.Binary) and n.op in ("~", "!~")
         if dataclasses.is_dataclass(n):
-            stack.extend(v for f in dataclasses.fields(n) if not f.name.endswith("pos") for v in _children(getattr(n, f.name)))
+            stack.extend(
+                v for f in dataclasses.fields(n) if not f.name.endswith("pos") for v in _children(getattr(n, f.name))
+            )
     return 1 + max(operations - 1, 0) // TERMS_PER_UNIT + REGEX_COST * regexes
 
 
@@ -126,9 +128,19 @@ def compile_expression(node: Any, env: Env, task_context: bool = False) -> Expre
 
 
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "%": operator.mod, "**": operator.pow,
-}  # fmt: skip
-_ORDER: dict[str, Callable[[Any, Any], bool]] = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "%": operator.mod,
+    "**": operator.pow,
+}
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 _VERBS = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "take the remainder of", "**": "raise"}
 
 
@@ -194,7 +206,12 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
         where = compile_expression(node.where, env, task_context=True) if node.where is not None else None
         lookup = self._lookup(node.where) if where is not None and where.per_task else None
         # a clause that is one ATTR == VALUE: the index's tasks are the selection (the test neither fails nor charges)
-        exact = lookup is not None and isinstance(node.where, ast.Binary) and node.where.op == "==" and lookup[1:] == (None, None)
+        exact = (
+            lookup is not None
+            and isinstance(node.where, ast.Binary)
+            and node.where.op == "=="
+            and lookup[1:] == (None, None)
+        )
 
         cost = task_cost(node.where) if where is not None and where.per_task else 1  # units per task tested
 
@@ -207,7 +224,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
                 among = candidates(env.graph, *lookup) if lookup is not None else None
                 test = None if exact and among is not None else where.value
                 # the clause runs on every task, or on those the index returns (none for an exact lookup)
-                env.budget.charge(len(env.graph) * cost if among is None else len(among) * (cost if test is not None else 1))
+                env.budget.charge(
+                    len(env.graph) * cost if among is None else len(among) * (cost if test is not None else 1)
+                )
                 out = select(env.graph, node.kind, where=test, among=among)
             env.selected(node, out)
             return out
@@ -307,7 +326,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             if not rp:
                 pattern = rf(None)
                 if not isinstance(pattern, str):
-                    raise env.error(f"'{op}' matches a regular expression, a string, not {type_name(pattern)}", node.right)
+                    raise env.error(
+                        f"'{op}' matches a regular expression, a string, not {type_name(pattern)}", node.right
+                    )
                 try:
                     search = matcher(pattern)
                 except BadPattern as exc:
@@ -405,7 +426,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             return a | b if op == "|" else a & b
         word = "union" if op == "|" else "intersection"
         hint = "for booleans use 'or' / 'and'" if isinstance(a, bool) or isinstance(b, bool) else None
-        raise _fail(env, f"'{op}' ({word}) combines two selections, not {type_name(a)} and {type_name(b)}", node, t, hint)
+        raise _fail(
+            env, f"'{op}' ({word}) combines two selections, not {type_name(a)} and {type_name(b)}", node, t, hint
+        )
 
     def _arithmetic(self, node: ast.Binary, a: Any, b: Any, t: Any) -> Any:
         """``a OP b`` for the arithmetic operators (``-`` also of selections), both evaluated."""
@@ -467,7 +490,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             env.budget.charge(len(sel) // BULK)  # each of its tasks' value tested
             nodes = attrs_of(env.graph)
             # the index's equality: a task is in it when its value == VALUE (values all hashable, VALUE not NaN)
-            return Selection(frozenset(u for u in sel if ((a := nodes.get(u)) is not None and a.get(attribute) == value) == keep))
+            return Selection(
+                frozenset(u for u in sel if ((a := nodes.get(u)) is not None and a.get(attribute) == value) == keep)
+            )
 
         return by_value, per_task
 
@@ -531,7 +556,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             if isinstance(sel, Selection):
                 env.budget.charge(len(sel) // BULK)  # each of its tasks' kind tested
                 nodes = attrs_of(graph)
-                return Selection(frozenset(u for u in sel if ((a := nodes.get(u)) is not None and a["kind"] in kinds) == keep))
+                return Selection(
+                    frozenset(u for u in sel if ((a := nodes.get(u)) is not None and a["kind"] in kinds) == keep)
+                )
             whole = select(graph, word)  # an error to report (or none - KIND): as the two selections give it
             a, b = (whole, sel) if left is not None else (sel, whole)
             return self._set_operation(node, a, b, t) if keep else self._arithmetic(node, a, b, t)
@@ -577,7 +604,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
                 return Selection([ordered[i]])
             if isinstance(obj, (list, str)):
                 if not -len(obj) <= i < len(obj):
-                    raise _fail(env, f"index {i} is out of range: the {type_name(obj)[2:]} holds {len(obj)} items", node, t)
+                    raise _fail(
+                        env, f"index {i} is out of range: the {type_name(obj)[2:]} holds {len(obj)} items", node, t
+                    )
                 return obj[i]
             raise _fail(env, f"cannot index {type_name(obj)}", node, t)
 
@@ -642,7 +671,9 @@ class _Compiler(Visitor[tuple[Compiled, bool]]):
             elif isinstance(result, complex):
                 raise _fail(env, f"{node.func}() gave {_NOT_REAL}", node, t)
             elif isinstance(result, int) and not isinstance(result, bool) and result.bit_length() > MAX_INT_BITS:
-                raise _fail(env, f"{node.func}() gave a whole number of more than {MAX_INT_BITS:,} bits: too large", node, t)
+                raise _fail(
+                    env, f"{node.func}() gave a whole number of more than {MAX_INT_BITS:,} bits: too large", node, t
+                )
             elif isinstance(result, float) and not math.isfinite(result) and all(map(finite, arguments)):
                 raise _fail(env, f"{node.func}() gave {format_value(result)}: {_TOO_LARGE}", node, t, fn.doc)
             return result

@@ -36,7 +36,9 @@ _UNSET = object()
 class Executor(Visitor[None]):
     """``run(statements, script)`` runs statements in order; ``visit_<Statement>(s, script)`` runs one."""
 
-    def __init__(self, state: GraphState, env: Environment, params: ParamBinder, recorder: Recorder, loader: Loader) -> None:
+    def __init__(
+        self, state: GraphState, env: Environment, params: ParamBinder, recorder: Recorder, loader: Loader
+    ) -> None:
         self.state = state
         self.env = env
         self.params = params
@@ -71,8 +73,12 @@ class Executor(Visitor[None]):
             raise script_error("expression nested too deeply", s.pos, script.text) from None
         except MemoryError:  # past the limits still more than the machine holds: said where, not as a trace's
             held = getattr(self.env.scope, "held", 0)
-            raise script_error(f"out of memory running this statement (the script's names held about {held / 2**20:,.0f} "
-                               "MiB before it)", s.pos, script.text) from None  # fmt: skip
+            raise script_error(
+                f"out of memory running this statement (the script's names held about {held / 2**20:,.0f} "
+                "MiB before it)",
+                s.pos,
+                script.text,
+            ) from None
 
     # ---- which -p values a statement depends on ------------------------------------------------------------
 
@@ -146,7 +152,9 @@ class Executor(Visitor[None]):
             raise self.env.error(f"{statement} needs a selection of tasks, not {type_name(value)}", expr)
         live = Selection(n for n in value if n in self.env.graph)
         if not live and not isinstance(expr, ast.Select):
-            self.recorder.noop(expr.pos, f"`{clip(self.loader.source(expr), 200)}` holds no task: {statement} does nothing")
+            self.recorder.noop(
+                expr.pos, f"`{clip(self.loader.source(expr), 200)}` holds no task: {statement} does nothing"
+            )
         return live
 
     # ---- bindings -----------------------------------------------------------------------------------------
@@ -202,8 +210,11 @@ class Executor(Visitor[None]):
             self._scale_tensors(s, value)
             return
         if s.after is not None or s.until is not None:
-            raise self.env.error("'after' and 'until' bound a stretch of tensors' lives (scale tensors(SEL) by F after TASK "
-                                 "until TASK); a selection's tasks scale whole", s.after or s.until)  # fmt: skip
+            raise self.env.error(
+                "'after' and 'until' bound a stretch of tensors' lives (scale tensors(SEL) by F after TASK "
+                "until TASK); a selection's tasks scale whole",
+                s.after or s.until,
+            )
         target = self._selection(s.target, "scale", value)
         factor = compile_expression(s.factor, self.env, task_context=True)
         effect = self._effect(s, "scale")
@@ -239,8 +250,11 @@ class Executor(Visitor[None]):
         begins or ends."""
         value = self.env.value(expr)
         if not isinstance(value, Selection) or len(value) != 1:
-            raise self.env.error(f"{what} takes one task (first(...) or last(...)), not {type_name(value)}"
-                                 + (f" of {len(value)}" if isinstance(value, Selection) else ""), expr)  # fmt: skip
+            raise self.env.error(
+                f"{what} takes one task (first(...) or last(...)), not {type_name(value)}"
+                + (f" of {len(value)}" if isinstance(value, Selection) else ""),
+                expr,
+            )
         (task,) = value
         if task not in self.env.graph:
             raise self.env.error(f"{what}: the task is no longer in the graph", expr)
@@ -250,8 +264,11 @@ class Executor(Visitor[None]):
     def _memory(self, expr: Any, statement: str) -> mem.GraphMemory | None:
         memory = mem.memory_of(self.env.graph)
         if memory is None:
-            self.recorder.noop(expr.pos, f"the step's memory is not known (no allocator events in the trace - record it with "
-                               f"profile_memory=True - nor gradient sizes to estimate it): {statement} does nothing")  # fmt: skip
+            self.recorder.noop(
+                expr.pos,
+                "the step's memory is not known (no allocator events in the trace - record it with "
+                f"profile_memory=True - nor gradient sizes to estimate it): {statement} does nothing",
+            )
         return memory
 
     def _scale_tensors(self, s: ast.Scale, tensors: TensorSet) -> None:
@@ -264,8 +281,11 @@ class Executor(Visitor[None]):
         if memory is None:
             return
         if tensors.generation != memory.generation:
-            raise self.env.error("these tensors were taken before tasks holding tensors were removed: take them again "
-                                 "with tensors(...) after the remove", s.target)  # fmt: skip
+            raise self.env.error(
+                "these tensors were taken before tasks holding tensors were removed: take them again "
+                "with tensors(...) after the remove",
+                s.target,
+            )
         self.budget.charge(len(tensors) + len(memory.windows))
         after, until, traced = None, None, {}
         if s.after is not None:
@@ -285,7 +305,9 @@ class Executor(Visitor[None]):
         effect = self._effect(s, "memory")
         nbytes = self.env.value(s.nbytes)
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float)) or not finite(nbytes) or nbytes < 0:
-            raise self.env.error(f"alloc takes a number of bytes >= 0 (e.g. 25MB); got {format_value(nbytes)}", s.nbytes)
+            raise self.env.error(
+                f"alloc takes a number of bytes >= 0 (e.g. 25MB); got {format_value(nbytes)}", s.nbytes
+            )
         category = self.env.value(s.category) if s.category is not None else "temporaries"
         try:
             code = mem.category_codes(category)
@@ -312,7 +334,8 @@ class Executor(Visitor[None]):
         f = self.env.value(s.factor)
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not f > 0 or not finite(f):
             raise self.env.error(
-                f"samples scale by a finite number > 0 (the samples a step processes, relative to before); got {format_value(f)}",
+                "samples scale by a finite number > 0 (the samples a step processes, relative to before); got"
+                f" {format_value(f)}",
                 s.factor,
             )
         effect = self.recorder.effect(s, "samples")
@@ -333,7 +356,9 @@ class Executor(Visitor[None]):
         if isinstance(value, float) and not finite(value):
             raise DaydreamError(f"{attr} must be a finite number (got {format_value(value)})")
         if attr in ("duration", "gap") and isinstance(value, (int, float)) and value > MAX_TIME_US:
-            raise DaydreamError(f"{attr} must be at most {MAX_TIME_US:.0e} us (about 31 years), got {format_value(value)}")
+            raise DaydreamError(
+                f"{attr} must be at most {MAX_TIME_US:.0e} us (about 31 years), got {format_value(value)}"
+            )
         edit.check_settable(attr, value)
 
     def visit_SetAttr(self, s: ast.SetAttr, script: ast.Script) -> None:
@@ -408,7 +433,8 @@ class Executor(Visitor[None]):
         anchor_sel = self._selection(s.anchor, "insert")
         if len(anchor_sel) != 1:
             raise error(
-                f"insert {s.side} needs one task, the selection holds {len(anchor_sel)}; pick one with first(...) or last(...)",
+                f"insert {s.side} needs one task, the selection holds {len(anchor_sel)}; pick one with first(...) or"
+                " last(...)",
                 s.anchor,
             )
         (anchor,) = anchor_sel
@@ -417,8 +443,11 @@ class Executor(Visitor[None]):
             raise error(f"a task's name is a non-empty string; got {format_value(name)}", s.name)
         duration = self.env.value(s.duration)
         if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not 0 <= duration <= MAX_TIME_US:
-            raise error(f"a duration is a number of microseconds >= 0 (e.g. 15us, 2ms; at most {MAX_TIME_US:.0e}); got "
-                        f"{format_value(duration)}", s.duration)  # fmt: skip
+            raise error(
+                f"a duration is a number of microseconds >= 0 (e.g. 15us, 2ms; at most {MAX_TIME_US:.0e}); got "
+                f"{format_value(duration)}",
+                s.duration,
+            )
         thread = self._thread(s, anchor) if s.on is not None else None
         launch = None
         launched = True
@@ -427,8 +456,11 @@ class Executor(Visitor[None]):
             if launch is None:  # `launch none`: work no traced CPU call issues
                 launched = False
             elif isinstance(launch, bool) or not isinstance(launch, (int, float)) or not 0 <= launch <= MAX_TIME_US:
-                raise error(f"a launch call takes a number of microseconds >= 0 (at most {MAX_TIME_US:.0e}; or none: no launch "
-                            f"call); got {format_value(launch)}", s.launch)  # fmt: skip
+                raise error(
+                    f"a launch call takes a number of microseconds >= 0 (at most {MAX_TIME_US:.0e}; or none: no launch "
+                    f"call); got {format_value(launch)}",
+                    s.launch,
+                )
         attrs = {k: self.env.value(v) for k, v in s.attrs}
         for k, v in attrs.items():
             try:
@@ -436,11 +468,14 @@ class Executor(Visitor[None]):
             except DaydreamError as exc:
                 raise error(str(exc), s) from None
         self.budget.charge(INSERT_COST + _stored_size(name) + sum(map(_stored_size, attrs.values())))
-        at = edit.Placement(**({"after": anchor} if s.side == "after" else {"before": anchor}), thread=thread, queued=s.queued)
+        at = edit.Placement(
+            **({"after": anchor} if s.side == "after" else {"before": anchor}), thread=thread, queued=s.queued
+        )
         work = Work()
         try:
-            new = edit.insert_task(graph, s.kind, name, float(duration), at, launch_us=launch, launched=launched, work=work,
-                                   **attrs)  # fmt: skip
+            new = edit.insert_task(
+                graph, s.kind, name, float(duration), at, launch_us=launch, launched=launched, work=work, **attrs
+            )
         except DaydreamError as exc:
             raise error(str(exc), s) from None
         finally:
@@ -471,7 +506,11 @@ class Executor(Visitor[None]):
             return on
         if isinstance(on, (int, float)) and not isinstance(on, bool) and finite(on) and on == int(on):
             if s.kind not in ("gpu", "comm", "memcpy", "memset"):
-                raise error(f"'on {int(on)}' names a GPU stream; a {s.kind} task runs on a CPU thread: give its name, 'cpu:PID/TID'", s.on)  # fmt: skip
+                raise error(
+                    f"'on {int(on)}' names a GPU stream; a {s.kind} task runs on a CPU thread: give its name,"
+                    " 'cpu:PID/TID'",
+                    s.on,
+                )
             device = a["thread"].split("/")[0] if a["thread"].startswith("gpu:") else None
             if device is None:
                 devices = sorted({t.split("/")[0] for t in thread_names(graph) if t.startswith("gpu:")})
@@ -502,7 +541,9 @@ class Executor(Visitor[None]):
         if s.policy == "priority":
             assert s.priority is not None
             priority = compile_expression(s.priority, self.env, task_context=True)
-            self.state.schedule(Policy("priority", PRIORITY_ATTRIBUTE), f"priority {self.loader.source(s.priority)}", priority)
+            self.state.schedule(
+                Policy("priority", PRIORITY_ATTRIBUTE), f"priority {self.loader.source(s.priority)}", priority
+            )
         else:
             self.state.schedule(FIFO if s.policy == "fifo" else EARLIEST, s.policy)
 
@@ -520,7 +561,8 @@ class Executor(Visitor[None]):
                 items = [Selection([n]) for n in in_time_order(graph, live)]
             if not items and not isinstance(s.iterable, ast.Select):
                 self.recorder.noop(
-                    s.iterable.pos, f"`{clip(self.loader.source(s.iterable), 200)}` holds no task: the loop does not run"
+                    s.iterable.pos,
+                    f"`{clip(self.loader.source(s.iterable), 200)}` holds no task: the loop does not run",
                 )
         elif isinstance(value, list):
             if s.by is not None:
@@ -577,7 +619,10 @@ class Executor(Visitor[None]):
         detail = ""
         if isinstance(s.test, ast.Binary) and s.test.op not in ("and", "or"):
             left, right = self.env.value(s.test.left), self.env.value(s.test.right)
-            detail = f": {source(s.test.left)} is {clip(format_value(left), 200)}, {source(s.test.right)} is {clip(format_value(right), 200)}"
+            detail = (
+                f": {source(s.test.left)} is {clip(format_value(left), 200)}, {source(s.test.right)} is"
+                f" {clip(format_value(right), 200)}"
+            )
         message = f"assertion failed: {source(s.test)}{detail}"
         if s.message is not None:
             m = self.env.value(s.message)

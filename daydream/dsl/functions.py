@@ -53,9 +53,14 @@ FUNCTIONS: dict[str, Function] = {}
 
 
 def register_function(
-    name: str, impl: Callable[..., Any], min_args: int, max_args: int, doc: str, keywords: tuple[str, ...] = (),
+    name: str,
+    impl: Callable[..., Any],
+    min_args: int,
+    max_args: int,
+    doc: str,
+    keywords: tuple[str, ...] = (),
     cost: Cost = Cost(),
-) -> None:  # fmt: skip
+) -> None:
     """Make ``name(...)`` callable from scripts. ``impl`` gets the graph first, then the script's arguments;
     it raises DaydreamError for bad arguments (the interpreter adds the position). ``cost``: what a call's work
     costs in budget units (:class:`Cost`: per task of the graph, per item of its arguments, per call; whether it
@@ -246,8 +251,10 @@ def _tensor_parallel_pairs(graph: nx.DiGraph) -> list[list[Any]]:
     def linear(x: Any) -> list[Any]:
         return [x.layer, x.tokens, x.in_features, x.out_features]
 
-    return [[p.step, [linear(c) for c in p.columns], linear(p.row), list(p.sharded), list(p.replicated)]
-            for p in tensor_parallel.split_pairs(graph)]  # fmt: skip
+    return [
+        [p.step, [linear(c) for c in p.columns], linear(p.row), list(p.sharded), list(p.replicated)]
+        for p in tensor_parallel.split_pairs(graph)
+    ]
 
 
 def _linears(graph: nx.DiGraph) -> list[list[Any]]:
@@ -264,8 +271,19 @@ def _pipeline_stages(graph: nx.DiGraph, stages: Any, step: Any = None, cut: Any 
     found = pipeline.blocks(graph, step)
     if not found:
         return []
-    return [[list(s.blocks), s.forward_us, s.backward_us, s.forward_tasks, s.backward_tasks, s.send_elements,
-             s.cpu_forward_us, s.cpu_backward_us] for s in pipeline.cut_stages(found, n, cut)]  # fmt: skip
+    return [
+        [
+            list(s.blocks),
+            s.forward_us,
+            s.backward_us,
+            s.forward_tasks,
+            s.backward_tasks,
+            s.send_elements,
+            s.cpu_forward_us,
+            s.cpu_backward_us,
+        ]
+        for s in pipeline.cut_stages(found, n, cut)
+    ]
 
 
 def _gradients_missing(graph: nx.DiGraph) -> str | None:
@@ -364,10 +382,18 @@ for _name, _impl, _lo, _hi, _doc in [
         lambda g, s: sel.op_tasks(g, _selection(s, "ops")),
         1,
         1,
-        "ops(SEL): the CPU tasks of the op calls SEL's tasks belong to (a kernel's launching op, with every task under "
-        "it; by top_op_id)",
+        (
+            "ops(SEL): the CPU tasks of the op calls SEL's tasks belong to (a kernel's launching op, with every task"
+            " under it; by top_op_id)"
+        ),
     ),
-    ("parents", lambda g, s: sel.parents(g, _selection(s, "parents")), 1, 1, "parents(SEL): tasks SEL depends on directly"),
+    (
+        "parents",
+        lambda g, s: sel.parents(g, _selection(s, "parents")),
+        1,
+        1,
+        "parents(SEL): tasks SEL depends on directly",
+    ),
     (
         "children",
         lambda g, s: sel.children(g, _selection(s, "children")),
@@ -395,14 +421,20 @@ for _name, _impl, _lo, _hi, _doc in [
         lambda g, s: sel.repeats(g, _selection(s, "repeats")),
         1,
         1,
-        "repeats(SEL): a model's blocks by the structure of SEL's op calls (the stretch from the first to the last occurrence of its repeated block), a selection per block; [] where none repeats",
+        (
+            "repeats(SEL): a model's blocks by the structure of SEL's op calls (the stretch from the first to the last"
+            " occurrence of its repeated block), a selection per block; [] where none repeats"
+        ),
     ),
     (
         "runs",
         _runs,
         1,
         1,
-        "runs(SEL): SEL split into maximal runs of tasks that follow each other directly on their thread (a list of selections)",
+        (
+            "runs(SEL): SEL split into maximal runs of tasks that follow each other directly on their thread (a list of"
+            " selections)"
+        ),
     ),
 ]:
     register_function(_name, _impl, _lo, _hi, _doc, cost=_COSTS.get(_name, Cost()))
@@ -411,64 +443,92 @@ register_function(
     _input_bytes,
     1,
     2,
-    "input_bytes(SEL, element_bytes = 4): bytes of the first input tensor of the first task of SEL with recorded shapes (none without)",
+    "input_bytes(SEL, element_bytes = 4): bytes of the first input tensor of the first task of SEL with recorded shapes"
+    " (none without)",
     keywords=("element_bytes",),
     cost=Cost(per_item=1),
 )
 register_function(
-    "gradients", _gradients, 0, 1,
+    "gradients",
+    _gradients,
+    0,
+    1,
     "gradients(element_bytes = 4): the step's gradients in the order they became ready, each step's in turn, each "
     "[the task after which it is ready, its bytes (recorded, else estimated: gradient_estimate()), its module (none "
     "where the trace does not say)]",
-    keywords=("element_bytes",), cost=_GRADIENT_WALK,
-)  # fmt: skip
+    keywords=("element_bytes",),
+    cost=_GRADIENT_WALK,
+)
 register_function(
-    "tensors", _tensors, 0, 3,
+    "tensors",
+    _tensors,
+    0,
+    3,
     "tensors(SEL = none, category = none, freed = false): the step's tensors the tasks of SEL allocate (freed = true: "
-    "free), of a category or a list of them (\"activations\", \"gradients\", \"optimizer state\", "
-    "\"parameters\", \"inputs\", \"temporaries\", \"before the step\"; daydream.graph.memory); SEL none: every "
+    'free), of a category or a list of them ("activations", "gradients", "optimizer state", '
+    '"parameters", "inputs", "temporaries", "before the step"; daydream.graph.memory); SEL none: every '
     "tensor (of the category). `scale TENSORS by F [after TASK] [until TASK]` changes their bytes",
-    keywords=("category", "freed"), cost=Cost(per_item=1, per_call=10),
-)  # fmt: skip
+    keywords=("category", "freed"),
+    cost=Cost(per_item=1, per_call=10),
+)
 register_function(
-    "block", _block, 1, 1,
+    "block",
+    _block,
+    1,
+    1,
     "block(LAYER): the block a module belongs to (daydream.graph.pipeline: the path up to its first numbered module, "
     "Encoder.layers.3, else its first two components); none for the root module or none",
-)  # fmt: skip
+)
 register_function(
-    "tensor_bytes", _tensor_bytes, 1, 1,
+    "tensor_bytes",
+    _tensor_bytes,
+    1,
+    1,
     "tensor_bytes(TENSORS): their bytes as the trace (or the shapes) give them, times the scales so far",
-)  # fmt: skip
+)
 register_function(
-    "text", _text, 1, 1,
-    "text(X): X as print shows it, a string: a name that holds a number (\"gpu:\" + text(k) + \"/7\")",
+    "text",
+    _text,
+    1,
+    1,
+    'text(X): X as print shows it, a string: a name that holds a number ("gpu:" + text(k) + "/7")',
     cost=Cost(per_call=5),
-)  # fmt: skip
+)
 register_function(
-    "tensor_parallel_pairs", _tensor_parallel_pairs, 0, 0,
+    "tensor_parallel_pairs",
+    _tensor_parallel_pairs,
+    0,
+    0,
     "tensor_parallel_pairs(): the Linear pairs Megatron-LM's tensor parallelism splits, found in the forward pass "
     "(daydream.graph.tensor_parallel), in time order, each [STEP, COLUMNS, ROW, SHARDED, REPLICATED]: COLUMNS the "
     "column-parallel Linears and ROW the row-parallel one as [MODULE, TOKENS, IN_FEATURES, OUT_FEATURES], SHARDED the "
     "modules of the ops between them (on activations split by the ranks), REPLICATED those of the ops since the "
     "step's previous ROW (norms, residual adds); [] without modules and shapes in the trace",
     cost=Cost(per_task=2, cached=True),
-)  # fmt: skip
+)
 register_function(
-    "linears", _linears, 0, 0,
+    "linears",
+    _linears,
+    0,
+    0,
     "linears(): the forward pass's Linear calls (aten::linear, or addmm / mm / matmul by a 2-D weight) with their "
     "modules and input shapes, in time order, each [STEP, MODULE, TOKENS, IN_FEATURES, OUT_FEATURES]",
     cost=Cost(per_task=1, cached=True),
-)  # fmt: skip
+)
 register_function(
-    "pipeline_stages", _pipeline_stages, 1, 3,
+    "pipeline_stages",
+    _pipeline_stages,
+    1,
+    3,
     "pipeline_stages(STAGES, step = none, cut = none): the forward pass's blocks (daydream.graph.pipeline: a numbered "
     "module of the model's layer list, or a top-level child) cut into STAGES contiguous stages, balanced by their "
     "measured forward + backward time, or cut where the blocks named in `cut` begin; per stage [BLOCKS, FORWARD_US, "
     "BACKWARD_US, FORWARD_TASKS, BACKWARD_TASKS, SEND_ELEMENTS, CPU_FORWARD_US, CPU_BACKWARD_US] (the elements of the "
     "activation it sends the next stage, none for the last; on a GPU trace the CPU time of the calls that issue its "
     "work); `step` (none: the graph's last step); [] without modules",
-    keywords=("step", "cut"), cost=Cost(per_task=2, cached=True),
-)  # fmt: skip
+    keywords=("step", "cut"),
+    cost=Cost(per_task=2, cached=True),
+)
 register_function(
     "gradients_missing",
     _gradients_missing,
@@ -479,15 +539,22 @@ register_function(
     cost=_GRADIENT_WALK,
 )
 register_function(
-    "gradient_estimate", _gradient_estimate, 0, 0,
+    "gradient_estimate",
+    _gradient_estimate,
+    0,
+    0,
     "gradient_estimate(): how the step's gradient sizes were estimated, a line to print (from the traced DDP "
     "all-reduces, the forward ops' weight shapes or the optimizer's fused kernels: daydream.graph.gradients); none "
     "where the trace records them (shapes, execution trace) or has none (gradients_missing() says why)",
     cost=_GRADIENT_WALK,
-)  # fmt: skip
+)
 register_function(
-    "gradient_buckets", _gradient_buckets, 0, 3,
+    "gradient_buckets",
+    _gradient_buckets,
+    0,
+    3,
     "gradient_buckets(cap = 25MiB, first = 1MiB, element_bytes = 4): DDP's gradient buckets, per step in ready order, "
     "each [the task after which its gradients are ready, its bytes]",
-    keywords=("cap", "first", "element_bytes"), cost=_GRADIENT_WALK,
-)  # fmt: skip
+    keywords=("cap", "first", "element_bytes"),
+    cost=_GRADIENT_WALK,
+)

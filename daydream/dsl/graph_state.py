@@ -33,7 +33,9 @@ class GraphState:
         self.graph = copy_graph(graph) if copy else graph
         self.policy = policy
         self.policy_text = (
-            policy.kind if policy.kind != "priority" else f"priority {'-' if policy.descending else ''}{policy.attribute}"
+            policy.kind
+            if policy.kind != "priority"
+            else f"priority {'-' if policy.descending else ''}{policy.attribute}"
         )
         self.priority: Expression | None = None
         self.version = 0
@@ -48,7 +50,8 @@ class GraphState:
         self.version += 1
 
     def schedule(self, policy: Policy, text: str, priority: Expression | None = None) -> None:
-        """Predict with ``policy`` from now on; ``priority`` gives each task its ``PRIORITY_ATTRIBUTE`` at prediction."""
+        """Predict with ``policy`` from now on; ``priority`` gives each task its ``PRIORITY_ATTRIBUTE`` at
+        prediction."""
         self.policy = policy
         self.policy_text = text
         self.priority = priority
@@ -94,8 +97,10 @@ class GraphState:
                 if isinstance(value, bool):
                     value = int(value)
                 if value is not None and (not isinstance(value, (int, float)) or value != value):
-                    raise self._error(f"a schedule priority must be a number; task {node} ({a['name']!r}) gets {format_value(value)}",
-                                      self.priority.node)  # fmt: skip
+                    raise self._error(
+                        f"a schedule priority must be a number; task {node} ({a['name']!r}) gets {format_value(value)}",
+                        self.priority.node,
+                    )
                 a[PRIORITY_ATTRIBUTE] = value
             # written here, not through the edit functions: what depends on this attribute alone (a selection
             # index) is stale; the simulation's kept arrays, which read priorities afresh, are not

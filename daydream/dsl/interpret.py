@@ -69,7 +69,8 @@ class Session:
     ``graph`` is never changed: the session works on a copy (``copy=False`` changes it in place, for a caller
     that has no further use for it, after taking the baseline). ``params`` override script params by name
     (values, or strings parsed as .whatif expressions, as ``-p name=value`` gives them). ``budget``: the units of
-    work each run may do (None: ``limits.default_budget`` of the graph's size; see docs/language.md#limits); ``include_dirs``: more
+    work each run may do (None: ``limits.default_budget`` of the graph's size; see docs/language.md#limits);
+    ``include_dirs``: more
     folders whose .whatif files scripts may include.
     """
 
@@ -144,13 +145,17 @@ class Session:
         self._texts[script.file] = script.text
         known = set() if fresh_scope else set(self.env.scope)
         self.budget.reset()
-        checker = Checker(self.loader.resolve_include, known=known, attributes=set(self.env.attributes), budget=self.budget)
+        checker = Checker(
+            self.loader.resolve_include, known=known, attributes=set(self.env.attributes), budget=self.budget
+        )
         checker.check(script)
         return checker
 
     # ---- running ------------------------------------------------------------------------------------------
 
-    def run(self, script: ast.Script | str | os.PathLike[str], fresh_scope: bool = True, checked: bool = False) -> list[Effect]:
+    def run(
+        self, script: ast.Script | str | os.PathLike[str], fresh_scope: bool = True, checked: bool = False
+    ) -> list[Effect]:
         """Check (unless ``checked`` already), then run a script (a parsed Script, or a path). Each script has its
         own bindings unless ``fresh_scope`` is False (the REPL keeps one scope for the session). The check and the
         run may each do ``budget`` units of work."""
@@ -205,6 +210,8 @@ def load_scripts(
         have = ", ".join(sorted(declared)) + " (each also as SCRIPT.NAME)" if declared else "none"
         hints = [h for u in unknown if (h := did_you_mean(u, declared))]
         given = "-p" if session.binder.command_line else "params"
-        raise ScriptError(f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} ({given}): the scripts declare {have}"
-                          + "".join(f"; {h}" for h in hints))  # fmt: skip
+        raise ScriptError(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} ({given}): the scripts declare"
+            f" {have}" + "".join(f"; {h}" for h in hints)
+        )
     return parsed, each

@@ -38,9 +38,11 @@ def _predicted(graph: nx.DiGraph) -> tuple[list[RankResult], Straggler | None]:
     if graph.graph.get(HELD_APART):
         so_far = derived.cached(graph, JOB_PREDICTION, derived.ASPECTS)
         if so_far is None:
-            raise DaydreamError("the job's prediction after the script changed the graph: the job is simulated by workers, "
-                                "each rank where it lives, which know the prediction before any change only (call it "
-                                "before the script's first change, or give --no-by-workers)")  # fmt: skip
+            raise DaydreamError(
+                "the job's prediction after the script changed the graph: the job is simulated by workers, "
+                "each rank where it lives, which know the prediction before any change only (call it "
+                "before the script's first change, or give --no-by-workers)"
+            )
         return so_far  # type: ignore[no-any-return]
     return rank_results(graph, simulate(graph))
 
@@ -84,14 +86,41 @@ def _rank_offset(graph: nx.DiGraph, rank: Any) -> float:
 
 for _name, _impl, _lo, _hi, _doc, _cost in [
     ("job_ranks", _ranks_of, 0, 0, "job_ranks(): the job's ranks, in order ([the trace's rank] for one trace)", 0),
-    ("straggler", _straggler, 0, 0, "straggler(): the rank whose late arrival at collectives held the others back most, "
-     "as predicted now; none when none did (and on one rank)", SIMULATION_COST),
-    ("rank_work", _rank_work, 1, 1, "rank_work(rank): that rank's predicted step less its wait in collectives (us)",
-     SIMULATION_COST),
-    ("rank_works", _rank_works, 0, 0, "rank_works(): rank_work of every rank, in the order of job_ranks()", SIMULATION_COST),
-    ("rank_offset", _rank_offset, 1, 1, "rank_offset(rank): how long after the job's first rank that rank's step starts (us)", 0),
+    (
+        "straggler",
+        _straggler,
+        0,
+        0,
+        "straggler(): the rank whose late arrival at collectives held the others back most, "
+        "as predicted now; none when none did (and on one rank)",
+        SIMULATION_COST,
+    ),
+    (
+        "rank_work",
+        _rank_work,
+        1,
+        1,
+        "rank_work(rank): that rank's predicted step less its wait in collectives (us)",
+        SIMULATION_COST,
+    ),
+    (
+        "rank_works",
+        _rank_works,
+        0,
+        0,
+        "rank_works(): rank_work of every rank, in the order of job_ranks()",
+        SIMULATION_COST,
+    ),
+    (
+        "rank_offset",
+        _rank_offset,
+        1,
+        1,
+        "rank_offset(rank): how long after the job's first rank that rank's step starts (us)",
+        0,
+    ),
     ("rank_offsets", _rank_offsets, 0, 0, "rank_offsets(): rank_offset of every rank, in the order of job_ranks()", 0),
-]:  # fmt: skip
+]:
     # a simulation of the job and its ranks' results: about 20 us a task, three times one rank's (bench_budget.py);
     # the graph's alone, so a repeated call on the unchanged graph reads the last one; 20 units a call for its
     # Python (the ranks looked up, on a loaded 2-core machine)

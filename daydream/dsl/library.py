@@ -38,8 +38,9 @@ def library_names() -> list[str]:
     return sorted(f.stem for d in library_dirs() for f in d.glob("*.whatif"))
 
 
-def script_path(base: Path | None, script: str, where: str = "",
-                include_dirs: Iterable[str | os.PathLike[str]] = ()) -> str:  # fmt: skip
+def script_path(
+    base: Path | None, script: str, where: str = "", include_dirs: Iterable[str | os.PathLike[str]] = ()
+) -> str:
     """A script as a scenarios or cases file names it: a bare name is the bundled library's, a path is relative to
     the file's folder ``base``. ``base`` None: a script given on the command line, taken as it is.
 
@@ -63,16 +64,20 @@ def script_path(base: Path | None, script: str, where: str = "",
         why = "it is outside the folders a file may name scripts from"
     else:
         return str(path)
-    raise Unreadable(f"{at}script {clip(script, 200)!r}: refused: {why}; a scenarios or cases file names the bundled "
-                     "library's scripts by name and .whatif files in its own folder (and below) or in a folder given "
-                     "with --include-dir")  # fmt: skip
+    raise Unreadable(
+        f"{at}script {clip(script, 200)!r}: refused: {why}; a scenarios or cases file names the bundled "
+        "library's scripts by name and .whatif files in its own folder (and below) or in a folder given "
+        "with --include-dir"
+    )
 
 
 def library_hint(name: str) -> str:
     """What to say about a script name that is neither a file nor in the library: the closest library name, and
     where the list is."""
     close = did_you_mean(name.removesuffix(".whatif"), library_names())
-    return f"{close} (the library: daydream list)" if close else "not a file, nor in the library (daydream list shows it)"
+    return (
+        f"{close} (the library: daydream list)" if close else "not a file, nor in the library (daydream list shows it)"
+    )
 
 
 class Unreadable(ScriptError):
@@ -110,7 +115,7 @@ class Loader:
     def __init__(self, include_dirs: Iterable[str | os.PathLike[str]] | None = None) -> None:
         self.texts: dict[str, str] = {}
         self._scripts: dict[str, ast.Script] = {}
-        self.include_dirs = [Path(d) for d in (include_dirs or ())]
+        self.include_dirs = [Path(d) for d in include_dirs or ()]
         self._roots: list[str] = []  # the folders of the scripts run
 
     def in_library(self, file: str) -> bool:
@@ -162,7 +167,11 @@ class Loader:
     def include_roots(self, current: ast.Script) -> list[str]:
         """The folders (resolved) whose .whatif files ``current`` may include, its own first."""
         own = Path(current.file).parent if not current.file.startswith("<") else Path.cwd()
-        roots = [os.path.realpath(own), *self._roots, *(os.path.realpath(d) for d in (*library_dirs(), *self.include_dirs))]
+        roots = [
+            os.path.realpath(own),
+            *self._roots,
+            *(os.path.realpath(d) for d in (*library_dirs(), *self.include_dirs)),
+        ]
         return list(dict.fromkeys(roots))
 
     def _refusal(self, candidate: Path, current: ast.Script) -> str | None:
@@ -203,12 +212,16 @@ class Loader:
             raise script_error(
                 f"include {clip(path, 200)!r}: refused: {refused}; a script includes .whatif files from its own folder "
                 "(and below), the folders of the scripts run, the bundled library (daydream list) and the folders "
-                "given with --include-dir (Python API: include_dirs=...)", node.pos, current.text,
-            )  # fmt: skip
+                "given with --include-dir (Python API: include_dirs=...)",
+                node.pos,
+                current.text,
+            )
         raise script_error(
-            f"include {clip(path, 200)!r}: no such script (looked for {', '.join(clip(str(c), 200) for c in candidates)})",
-            node.pos, current.text,
-        )  # fmt: skip
+            f"include {clip(path, 200)!r}: no such script (looked for"
+            f" {', '.join(clip(str(c), 200) for c in candidates)})",
+            node.pos,
+            current.text,
+        )
 
     def source(self, node: Any) -> str:
         """A node's text, on one line: for warnings, messages and the statement of an Effect."""
@@ -241,7 +254,9 @@ class ScriptInfo:
     docstring: str
     params: list[tuple[str, str]]
     statements: int
-    error: str | None = None  # why the script cannot be used (read, parsed or checked): describe_scripts(keep_going=True)
+    error: str | None = (
+        None  # why the script cannot be used (read, parsed or checked): describe_scripts(keep_going=True)
+    )
 
 
 def check_files(
@@ -259,7 +274,9 @@ def check_files(
             f"{name} = {script_source(p.default, checker.params[name], loader)}" for name, p in checker.params.items()
         )
         n = len(script.statements)
-        out.append(f"ok  {script.file}: {n} statement{'s' if n != 1 else ''}" + (f"; params {params}" if params else ""))
+        out.append(
+            f"ok  {script.file}: {n} statement{'s' if n != 1 else ''}" + (f"; params {params}" if params else "")
+        )
     return out
 
 
@@ -290,7 +307,9 @@ def describe_scripts(paths: list[str], keep_going: bool = False) -> list[ScriptI
         except ScriptError as exc:
             if not keep_going:
                 raise
-            out.append(ScriptInfo(path=str(t), name=t.stem, summary="", docstring="", params=[], statements=0, error=str(exc)))
+            out.append(
+                ScriptInfo(path=str(t), name=t.stem, summary="", docstring="", params=[], statements=0, error=str(exc))
+            )
             continue
         doc = script.docstring or "\n".join(script.comments)
         out.append(
@@ -301,6 +320,6 @@ def describe_scripts(paths: list[str], keep_going: bool = False) -> list[ScriptI
                 docstring=doc,
                 params=[(p.name, " ".join(script.source(p.default).split())) for p in script.params],
                 statements=len(script.statements),
-            )  # fmt: skip
+            )
         )
     return out

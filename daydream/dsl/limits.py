@@ -43,7 +43,8 @@ MAX_PRINTED = 10_000_000  # characters printed by one session's print statements
 # work (bench/bench_budget.py measures each kind on a 130k-task graph and fails past MAX_US_PER_UNIT). Each task or
 # list item a statement or an expression goes over costs 1 (a scale factor on a task, an item of a list made, a task
 # of a selection read, a loop iteration); a where-clause costs task_cost units per task it tests (1, plus 1 per
-# TERMS_PER_UNIT more operations, plus REGEX_COST per regular expression), and SELECT_COST for the select itself; each statement
+# TERMS_PER_UNIT more operations, plus REGEX_COST per regular expression), and SELECT_COST for the select itself; each
+# statement
 # executed or checked costs STATEMENT_COST (a few microseconds); simulating the changed graph for `predicted`
 # SIMULATION_COST per task; an insert INSERT_COST, and an insert or a wait 1 per task the repair of the graph's order
 # goes over (an insert between two tasks already split many times moves the whole stretch); a string made by + or *
@@ -97,10 +98,11 @@ class Budget:
 
     def message(self) -> str:
         return (
-            f"work budget exceeded: the run did more than {self.limit:,} units of work (a unit is at most about a "
-            f"microsecond: a statement is {STATEMENT_COST} units, each task, list item or loop iteration 1, a where-clause "
-            f"more per task; by default a run may do {BUDGET_FLOOR:,} units, or {BUDGET_PASSES:,} per task of a larger "
-            "graph); a script that needs more can be given a larger budget with --budget N (Python API: budget=N)"
+            f"work budget exceeded: the run did more than {self.limit:,} units of work (a unit is at most about a"
+            f" microsecond: a statement is {STATEMENT_COST} units, each task, list item or loop iteration 1, a"
+            f" where-clause more per task; by default a run may do {BUDGET_FLOOR:,} units, or {BUDGET_PASSES:,} per"
+            " task of a larger graph); a script that needs more can be given a larger budget with --budget N (Python"
+            " API: budget=N)"
         )
 
 
@@ -137,8 +139,10 @@ def check_string_length(n: int) -> None:
 
 def check_list_size(n: int) -> None:
     if n > MAX_LIST:
-        raise TooLarge(f"a list of size {n:,}: a list holds at most {MAX_LIST:,} (its items, those of the lists in it, "
-                       "and the characters of its strings)")  # fmt: skip
+        raise TooLarge(
+            f"a list of size {n:,}: a list holds at most {MAX_LIST:,} (its items, those of the lists in it, "
+            "and the characters of its strings)"
+        )
 
 
 def value_size(value: Any, cap: int = MAX_LIST) -> int:
@@ -162,8 +166,10 @@ def value_size(value: Any, cap: int = MAX_LIST) -> int:
             elif isinstance(x, str):
                 size += len(x)
         if size > cap:
-            raise TooLarge(f"a list of size over {cap:,}: a list holds at most {cap:,} (its items, those of the lists in "
-                           "it, and the characters of its strings)")  # fmt: skip
+            raise TooLarge(
+                f"a list of size over {cap:,}: a list holds at most {cap:,} (its items, those of the lists in "
+                "it, and the characters of its strings)"
+            )
     return size
 
 

@@ -44,7 +44,9 @@ def _dimension(value: Any, fn: str, what: str) -> int:
 
 def _link(value: Any, fn: str) -> Any:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise DaydreamError(f'{fn}(): link is a preset name ("nvlink4") or a bus bandwidth in GB/s, not {type_name(value)}')
+        raise DaydreamError(
+            f'{fn}(): link is a preset name ("nvlink4") or a bus bandwidth in GB/s, not {type_name(value)}'
+        )
     return value
 
 
@@ -82,9 +84,15 @@ def _topology(graph: nx.DiGraph, fn: str, link: Any, inter: Any, gpus_per_node: 
 
 def _collective(name: str) -> Any:
     def impl(
-        graph: nx.DiGraph, nbytes: Any, ranks: Any = 8, link: Any = _DEFAULT_LINK, latency: Any = None,
-        inter: Any = None, gpus_per_node: Any = 8, nics_per_node: Any = 0,
-    ) -> float:  # fmt: skip
+        graph: nx.DiGraph,
+        nbytes: Any,
+        ranks: Any = 8,
+        link: Any = _DEFAULT_LINK,
+        latency: Any = None,
+        inter: Any = None,
+        gpus_per_node: Any = 8,
+        nics_per_node: Any = 0,
+    ) -> float:
         from daydream.perf.collectives import Topology, collective_us, topology_collective_us
 
         n = _ranks(ranks, name)
@@ -102,7 +110,9 @@ def _collective(name: str) -> Any:
 
 def _collective_any(graph: nx.DiGraph, name: Any, nbytes: Any, *args: Any, **kwargs: Any) -> float:
     if not isinstance(name, str):
-        raise DaydreamError(f'collective(): the first argument names the collective ("allgather"), not {type_name(name)}')
+        raise DaydreamError(
+            f'collective(): the first argument names the collective ("allgather"), not {type_name(name)}'
+        )
     from daydream.perf.collectives.nccl_tests import normalize_collective
 
     return _collective(normalize_collective(name))(graph, nbytes, *args, **kwargs)
@@ -127,9 +137,12 @@ _COLLECTIVE_DOC = (
     "(daydream.perf.collectives.topology_collective_us)"
 )
 for _name, _factor in [
-    ("allreduce", "2(n-1)/n"), ("allgather", "(n-1)/n"), ("reducescatter", "(n-1)/n"), ("alltoall", "(n-1)/n"),
+    ("allreduce", "2(n-1)/n"),
+    ("allgather", "(n-1)/n"),
+    ("reducescatter", "(n-1)/n"),
+    ("alltoall", "(n-1)/n"),
     ("broadcast", "1"),
-]:  # fmt: skip
+]:
     register_function(
         _name,
         _collective(_name),
@@ -140,17 +153,25 @@ for _name, _factor in [
         cost=Cost(per_call=_MODEL_CALL),
     )
 register_function(
-    "collective", _collective_any, 2, 8,
-    "collective(NAME, BYTES, ranks = 8, link = \"nvlink4\", ...): any collective by name (sendrecv, reduce, ...), "
+    "collective",
+    _collective_any,
+    2,
+    8,
+    'collective(NAME, BYTES, ranks = 8, link = "nvlink4", ...): any collective by name (sendrecv, reduce, ...), '
     "the arguments of allreduce()",
-    keywords=_TOPOLOGY_KEYWORDS, cost=Cost(per_call=_MODEL_CALL),
-)  # fmt: skip
+    keywords=_TOPOLOGY_KEYWORDS,
+    cost=Cost(per_call=_MODEL_CALL),
+)
 register_function(
-    "device_link", _device_link, 0, 1,
+    "device_link",
+    _device_link,
+    0,
+    1,
     "device_link(gpus_per_node = 8): the name of the link between the GPUs of one node of the trace's GPU: its NVLink "
     "(AMD: Infinity Fabric) where that joins them all, else its PCIe",
-    keywords=("gpus_per_node",), cost=Cost(per_call=_MODEL_CALL),
-)  # fmt: skip
+    keywords=("gpus_per_node",),
+    cost=Cost(per_call=_MODEL_CALL),
+)
 
 
 # ---- kernels and devices ----------------------------------------------------------------------------------------
@@ -222,7 +243,8 @@ _CPU_DTYPES = {"fp32": "float32", "fp64": "float64"}
 
 
 def _cpu_gemm(dims: list[int], dtype: str) -> float:
-    """A GEMM on the CPU: the bundled model of the CPU's measured GEMMs (daydream.perf.kernels.mlp; `daydream calibrate` refits
+    """A GEMM on the CPU: the bundled model of the CPU's measured GEMMs (daydream.perf.kernels.mlp; `daydream calibrate`
+    refits
     it for another host), in fp32 or fp64."""
     from daydream.perf.kernels import mlp
 
@@ -244,7 +266,14 @@ def _memcpy(graph: nx.DiGraph, nbytes: Any, direction: Any = "h2d", device: Any 
 
 
 def _embedding_bag(
-    graph: nx.DiGraph, batch: Any, rows: Any, tables: Any, pooling: Any, dim: Any, device: Any = None, backward: Any = False
+    graph: nx.DiGraph,
+    batch: Any,
+    rows: Any,
+    tables: Any,
+    pooling: Any,
+    dim: Any,
+    device: Any = None,
+    backward: Any = False,
 ) -> float:
     from daydream.perf.embeddings.embedding_bag import BagModel, embedding_bag_us
 
@@ -253,7 +282,9 @@ def _embedding_bag(
         for x, w in ((batch, "batch"), (rows, "rows"), (tables, "tables"), (pooling, "pooling"), (dim, "dim"))
     ]
     dev = _device(graph, device, "embedding_bag")
-    return embedding_bag_us(*args, dev, backward=bool(backward), model=BagModel(l2_aware=dev.l2_bytes_per_clk is not None))
+    return embedding_bag_us(
+        *args, dev, backward=bool(backward), model=BagModel(l2_aware=dev.l2_bytes_per_clk is not None)
+    )
 
 
 def _per_table(value: Any, n: int, fn: str, what: str) -> list[float] | None:
@@ -277,14 +308,17 @@ def _fused_step(graph: nx.DiGraph, step_ops: Any) -> float:
     tasks = [nodes[t] for t in in_time_order(graph, step_ops)]
     optimizers = {step_optimizer(a.get("region")) for a in tasks}
     if len(optimizers) != 1 or None in optimizers:
-        raise DaydreamError(f"{fn}(): the selection holds {len(tasks)} tasks of {len(optimizers - {None})} optimizer "
-                            "steps (`Optimizer.step#...` ranges); it takes the ops of one")  # fmt: skip
+        raise DaydreamError(
+            f"{fn}(): the selection holds {len(tasks)} tasks of {len(optimizers - {None})} optimizer "
+            "steps (`Optimizer.step#...` ranges); it takes the ops of one"
+        )
     ops = [(a["name"], a.get("shapes"), a["duration"]) for a in tasks if a["kind"] == "cpu"]
     return fused_cpu_step_us(ops, optimizers.pop())
 
 
-def _embedding_tables(graph: nx.DiGraph, lookups: Any, rows: Any = None, dims: Any = None, pooling: Any = None,
-                      batch: Any = None) -> list[list[float]]:  # fmt: skip
+def _embedding_tables(
+    graph: nx.DiGraph, lookups: Any, rows: Any = None, dims: Any = None, pooling: Any = None, batch: Any = None
+) -> list[list[float]]:
     from daydream.perf.embeddings.embedding_bag import bag_shape
 
     fn = "embedding_tables"
@@ -294,8 +328,10 @@ def _embedding_tables(graph: nx.DiGraph, lookups: Any, rows: Any = None, dims: A
     # the tables are the lookups when the trace has them; given as lists alone, the lists say how many
     n = len(tasks) or next((len(v) for v in (rows, dims, pooling) if isinstance(v, list)), 0)
     if n == 0:
-        raise DaydreamError(f"{fn}(): no embedding-bag op in the selection, and no list of rows, dims or pooling to say "
-                            "how many tables there are")  # fmt: skip
+        raise DaydreamError(
+            f"{fn}(): no embedding-bag op in the selection, and no list of rows, dims or pooling to say "
+            "how many tables there are"
+        )
     nodes = attrs_of(graph)
     traced = [bag_shape(nodes[t].get("shapes")) for t in tasks] if tasks else [None] * n
     given = [_per_table(v, n, fn, what) for v, what in ((rows, "rows"), (dims, "dims"), (pooling, "pooling"))]
@@ -306,9 +342,15 @@ def _embedding_tables(graph: nx.DiGraph, lookups: Any, rows: Any = None, dims: A
             missing = next((k for k, t in enumerate(traced) if t is None), None)
             if missing is not None:
                 task = tasks[missing] if tasks else None
-                where = f"the input dims of task {task} ({nodes[task].get('name')!r}) do not say it" if tasks else "no lookup"
-                raise DaydreamError(f"{fn}(): {what} of table {missing}: {where} (record with shapes, as daydream record "
-                                    f"does, or give {what} = ...)")  # fmt: skip
+                where = (
+                    f"the input dims of task {task} ({nodes[task].get('name')!r}) do not say it"
+                    if tasks
+                    else "no lookup"
+                )
+                raise DaydreamError(
+                    f"{fn}(): {what} of table {missing}: {where} (record with shapes, as daydream record "
+                    f"does, or give {what} = ...)"
+                )
             values = [t[i] for t in traced]  # type: ignore[index]
         for k, v in enumerate(values):
             if v <= 0 or (what != "pooling" and not is_whole(v)):
@@ -352,15 +394,21 @@ def _fae_speedup(graph: nx.DiGraph, *values: Any) -> float:
     return speedup(*_fae_epoch_args("fae_speedup", values))  # type: ignore[arg-type]
 
 
-def _dtype_speedup(graph: nx.DiGraph, kernel_class: Any, source: Any = "fp32", target: Any = "bf16", device: Any = None) -> float:
+def _dtype_speedup(
+    graph: nx.DiGraph, kernel_class: Any, source: Any = "fp32", target: Any = "bf16", device: Any = None
+) -> float:
     from daydream.perf.kernels.roofline import dtype_speedup
 
     fn = "dtype_speedup"
     cls = _text(kernel_class, fn, "the kernel class") if kernel_class is not None else "other"
-    return dtype_speedup(_device(graph, device, fn), _text(source, fn, "source dtype"), _text(target, fn, "target dtype"), cls)
+    return dtype_speedup(
+        _device(graph, device, fn), _text(source, fn, "source dtype"), _text(target, fn, "target dtype"), cls
+    )
 
 
-def _device_speedup(graph: nx.DiGraph, kernel_class: Any, target: Any, source: Any = None, dtype: Any = "fp32") -> float:
+def _device_speedup(
+    graph: nx.DiGraph, kernel_class: Any, target: Any, source: Any = None, dtype: Any = "fp32"
+) -> float:
     from daydream.perf.kernels.roofline import device_speedup
 
     fn = "device_speedup"
@@ -392,13 +440,18 @@ def _device_time(
 
 def compute_dtype(graph: nx.DiGraph) -> str | None:
     """The precision most of the graph's GEMM-like kernel time computes in, as the kernels' names tell
-    (:func:`daydream.perf.kernels.roofline.kernel_dtype`: ``..._bf16_...``, Tensile's ``Cijk_..._BBS_``, ``sgemm``); None
+    (:func:`daydream.perf.kernels.roofline.kernel_dtype`: ``..._bf16_...``, Tensile's ``Cijk_..._BBS_``, ``sgemm``);
+    None
     where no such kernel's name tells."""
     from daydream.perf.kernels.roofline import MATMUL_CLASSES, kernel_dtype
 
     time: dict[str, float] = {}
     for a in attrs_of(graph).values():
-        if a.get("kind") == "gpu" and a.get("class") in MATMUL_CLASSES and (dt := kernel_dtype(str(a.get("name") or ""))):
+        if (
+            a.get("kind") == "gpu"
+            and a.get("class") in MATMUL_CLASSES
+            and (dt := kernel_dtype(str(a.get("name") or "")))
+        ):
             time[dt] = time.get(dt, 0.0) + float(a.get("duration") or 0.0)
     return max(time, key=time.__getitem__) if time else None
 
@@ -416,13 +469,18 @@ def trace_ranks(graph: nx.DiGraph) -> int:
     return n if isinstance(n, int) and n >= 1 else 1
 
 
-def _intra_op_factor(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None, efficiency: Any = None) -> float:
+def _intra_op_factor(
+    graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None, efficiency: Any = None
+) -> float:
     fn = "intra_op_factor"
     threads, recorded, cores, same_host = _thread_counts(graph, fn, threads, cores, recorded)
     return parallel_time_factor(
-        threads, recorded, cores, recorded_thread_speedup(graph.graph.get("recording")) if same_host else None,
+        threads,
+        recorded,
+        cores,
+        recorded_thread_speedup(graph.graph.get("recording")) if same_host else None,
         None if efficiency is None else number_argument(efficiency, fn, "efficiency"),
-    )  # fmt: skip
+    )
 
 
 def _intra_op_factor_range(graph: nx.DiGraph, threads: Any, cores: Any = None, recorded: Any = None) -> list[float]:
@@ -452,8 +510,12 @@ def _thread_counts(
     same_host = cores is None or cores == traced_cores
     if cores is None:
         cores = traced_cores
-    return (number_argument(threads, fn, "threads"), number_argument(recorded, fn, "recorded"),
-            None if cores is None else number_argument(cores, fn, "cores"), same_host)  # fmt: skip
+    return (
+        number_argument(threads, fn, "threads"),
+        number_argument(recorded, fn, "recorded"),
+        None if cores is None else number_argument(cores, fn, "cores"),
+        same_host,
+    )
 
 
 def _recorded_threads(graph: nx.DiGraph) -> int | None:
@@ -489,7 +551,7 @@ _COSTS: dict[str, Cost] = {
             "device_time",
             "trace_ranks",
         )
-    },  # fmt: skip
+    },
     "compute_dtype": Cost(per_task=2, cached=True),
     "trace_device": Cost(per_call=_MODEL_CALL, cached=True),
     "embedding_tables": Cost(per_item=5),
@@ -497,61 +559,218 @@ _COSTS: dict[str, Cost] = {
 }
 
 for _name, _impl, _lo, _hi, _doc, _keys in [
-    ("recorded_threads", _recorded_threads, 0, 0, "recorded_threads(): the intra-op threads the trace ran with (the "
-     "daydream record sidecar), none if unknown", ()),
-    ("recorded_cores", _recorded_cores, 0, 0, "recorded_cores(): the cores the recorded process could run on (the "
-     "sidecar; else one per recorded thread), none if unknown", ()),
-    ("intra_op_factor", _intra_op_factor, 1, 4, "intra_op_factor(THREADS, cores = none, recorded = none, efficiency = "
-     "none): how much longer the CPU ops' threaded work (parallel_us) takes on THREADS intra-op threads than on the "
-     "recording's (`recorded`, none: the sidecar's), on `cores` cores (none: the sidecar's, else one per recorded "
-     "thread); `efficiency`, the speedup per doubling of the threads (0.5 to 1), in place of the host's measured "
-     "scaling (the sidecar's) or the unmeasured default 0.9", ("cores", "recorded", "efficiency")),
-    ("intra_op_factor_range", _intra_op_factor_range, 1, 3, "intra_op_factor_range(THREADS, cores = none, recorded = "
-     "none): [LOW, HIGH], intra_op_factor at the lowest and highest efficiency hosts showed where the host's scaling "
-     f"is not measured ({OBSERVED_EFFICIENCY[0]:g} and {OBSERVED_EFFICIENCY[1]:g} per doubling), the measured factor "
-     "twice where it is", ("cores", "recorded")),
-    ("roofline", _roofline, 2, 4, "roofline(FLOPS, BYTES, device = none, dtype = \"fp32\"): microseconds at the device's "
-     "peak: max(FLOPS / peak FLOP/s, BYTES / memory bandwidth); device none = the trace's GPU", ("device", "dtype")),
-    ("gemm", _gemm, 3, 6, "gemm(M, N, K, dtype = \"fp32\", device = none, batch = 1): microseconds for a GEMM: the "
-     "roofline of 2MNK flops, at the efficiency and fixed cost the trace's own GEMMs showed; device = \"cpu\": the "
-     "bundled model of a CPU's measured GEMMs (fp32, fp64)", ("dtype", "device", "batch")),
-    ("memcpy", _memcpy, 1, 3, "memcpy(BYTES, direction = \"h2d\", device = none): microseconds for a copy over PCIe "
-     "(h2d, d2h) or within device memory (d2d)", ("direction", "device")),
-    ("embedding_bag", _embedding_bag, 5, 7, "embedding_bag(BATCH, ROWS, TABLES, POOLING, DIM, device = none, backward = "
-     "false): microseconds for a batched EmbeddingBag (Lin et al.'s heuristic with the L2 hit rate)", ("device", "backward")),
-    ("embedding_tables", _embedding_tables, 1, 5, "embedding_tables(SEL, rows = none, dims = none, pooling = none, "
-     "batch = none): one [ROWS, DIM, POOLING, BATCH] per embedding-bag op of SEL in time order, from its recorded "
-     "input dims (weight [ROWS, DIM]; indices and offsets: BATCH bags of POOLING lookups on average); rows, dims, "
-     "pooling (one number for every table or a list of one per table) and batch replace what the dims say; with SEL "
-     "empty, the lists say how many tables", ("rows", "dims", "pooling", "batch")),
-    ("fused_step", _fused_step, 1, 1, "fused_step(SEL): microseconds of torch's fused CPU kernel (fused=True) for the "
-     "for-loop optimizer step whose CPU ops SEL holds: its passes over the parameters at the rate the step's in-place "
-     "ops made theirs (daydream.perf.optimizer_step)", ()),
-    ("fae_schedule", _fae_schedule, 2, 3, "fae_schedule(BATCHES, HOT_FRACTION, switch_every = none): FAE's epoch of "
-     "BATCHES mini-batches, HOT_FRACTION of them hot: [N_HOT, N_COLD, SWAPS], N_HOT rounded to the nearest batch, "
-     "SWAPS the hot<->cold switches of a schedule that starts cold and alternates runs of switch_every batches of "
-     "each kind (1: FAE's R(1); none: all cold, then all hot, R(100))", ("switch_every",)),
-    ("fae_swap", _fae_swap, 1, 3, "fae_swap(HOT_BYTES, device = none, round_trip = true): microseconds of one FAE "
-     "hot<->cold switch: the hot rows over PCIe by the memcpy model, written back D2H and refreshed H2D (round_trip "
-     "false: one copy per switch)", ("device", "round_trip")),
-    ("fae_epoch", _fae_epoch, 6, 6, "fae_epoch(T_COLD, T_HOT, BATCHES, HOT_FRACTION, SWAPS, SWAP_US): microseconds of "
-     "an FAE epoch, N_cold x T_COLD + N_hot x T_HOT + SWAPS x SWAP_US (counts as fae_schedule gives them)", ()),
-    ("fae_speedup", _fae_speedup, 6, 6, "fae_speedup(T_COLD, T_HOT, BATCHES, HOT_FRACTION, SWAPS, SWAP_US): the "
-     "all-cold (hybrid) epoch, BATCHES x T_COLD, over the FAE epoch of fae_epoch", ()),
-    ("dtype_speedup", _dtype_speedup, 1, 4, "dtype_speedup(CLASS, source = \"fp32\", target = \"bf16\", device = none): how "
-     "much faster a kernel class runs in another dtype: GEMM / conv / attention by the ratio of peaks, others by bytes", ("source", "target", "device")),
-    ("device_speedup", _device_speedup, 2, 4, "device_speedup(CLASS, TARGET, source = none, dtype = \"fp32\"): how much "
-     "faster a kernel class runs on TARGET than on the trace's GPU: compute peaks for GEMM-like classes, memory "
-     "bandwidth for the rest, PCIe for copies", ("source", "dtype")),
-    ("device_time", _device_time, 6, 7, "device_time(TARGET, NAME, CLASS, DURATION, OP, SHAPES, dtype = none): "
-     "microseconds a traced kernel takes on TARGET: FLOPs and bytes from its op's shapes, the ratio of its rooflines "
-     "there and here above the fixed time the trace's kernels of its class showed, each GPU in its own precision "
-     "(the kernel name's, else fp32; TF32 becomes FP32 where the target has none; dtype: the target's); kernels "
-     "without a priced op by their class's ratio (device_speedup)", ("dtype",)),
+    (
+        "recorded_threads",
+        _recorded_threads,
+        0,
+        0,
+        "recorded_threads(): the intra-op threads the trace ran with (the daydream record sidecar), none if unknown",
+        (),
+    ),
+    (
+        "recorded_cores",
+        _recorded_cores,
+        0,
+        0,
+        (
+            "recorded_cores(): the cores the recorded process could run on (the "
+            "sidecar; else one per recorded thread), none if unknown"
+        ),
+        (),
+    ),
+    (
+        "intra_op_factor",
+        _intra_op_factor,
+        1,
+        4,
+        (
+            "intra_op_factor(THREADS, cores = none, recorded = none, efficiency = none): how much longer the CPU ops'"
+            " threaded work (parallel_us) takes on THREADS intra-op threads than on the recording's (`recorded`, none:"
+            " the sidecar's), on `cores` cores (none: the sidecar's, else one per recorded thread); `efficiency`, the"
+            " speedup per doubling of the threads (0.5 to 1), in place of the host's measured scaling (the sidecar's)"
+            " or the unmeasured default 0.9"
+        ),
+        ("cores", "recorded", "efficiency"),
+    ),
+    (
+        "intra_op_factor_range",
+        _intra_op_factor_range,
+        1,
+        3,
+        (
+            "intra_op_factor_range(THREADS, cores = none, recorded = none): [LOW, HIGH], intra_op_factor at the lowest"
+            f" and highest efficiency hosts showed where the host's scaling is not measured ({OBSERVED_EFFICIENCY[0]:g}"
+            f" and {OBSERVED_EFFICIENCY[1]:g} per doubling), the measured factor twice where it is"
+        ),
+        ("cores", "recorded"),
+    ),
+    (
+        "roofline",
+        _roofline,
+        2,
+        4,
+        (
+            'roofline(FLOPS, BYTES, device = none, dtype = "fp32"): microseconds at the device\'s '
+            "peak: max(FLOPS / peak FLOP/s, BYTES / memory bandwidth); device none = the trace's GPU"
+        ),
+        ("device", "dtype"),
+    ),
+    (
+        "gemm",
+        _gemm,
+        3,
+        6,
+        (
+            'gemm(M, N, K, dtype = "fp32", device = none, batch = 1): microseconds for a GEMM: the roofline of 2MNK'
+            ' flops, at the efficiency and fixed cost the trace\'s own GEMMs showed; device = "cpu": the bundled model'
+            " of a CPU's measured GEMMs (fp32, fp64)"
+        ),
+        ("dtype", "device", "batch"),
+    ),
+    (
+        "memcpy",
+        _memcpy,
+        1,
+        3,
+        (
+            'memcpy(BYTES, direction = "h2d", device = none): microseconds for a copy over PCIe '
+            "(h2d, d2h) or within device memory (d2d)"
+        ),
+        ("direction", "device"),
+    ),
+    (
+        "embedding_bag",
+        _embedding_bag,
+        5,
+        7,
+        (
+            "embedding_bag(BATCH, ROWS, TABLES, POOLING, DIM, device = none, backward = "
+            "false): microseconds for a batched EmbeddingBag (Lin et al.'s heuristic with the L2 hit rate)"
+        ),
+        ("device", "backward"),
+    ),
+    (
+        "embedding_tables",
+        _embedding_tables,
+        1,
+        5,
+        (
+            "embedding_tables(SEL, rows = none, dims = none, pooling = none, batch = none): one [ROWS, DIM, POOLING,"
+            " BATCH] per embedding-bag op of SEL in time order, from its recorded input dims (weight [ROWS, DIM];"
+            " indices and offsets: BATCH bags of POOLING lookups on average); rows, dims, pooling (one number for every"
+            " table or a list of one per table) and batch replace what the dims say; with SEL empty, the lists say how"
+            " many tables"
+        ),
+        ("rows", "dims", "pooling", "batch"),
+    ),
+    (
+        "fused_step",
+        _fused_step,
+        1,
+        1,
+        (
+            "fused_step(SEL): microseconds of torch's fused CPU kernel (fused=True) for the for-loop optimizer step"
+            " whose CPU ops SEL holds: its passes over the parameters at the rate the step's in-place ops made theirs"
+            " (daydream.perf.optimizer_step)"
+        ),
+        (),
+    ),
+    (
+        "fae_schedule",
+        _fae_schedule,
+        2,
+        3,
+        (
+            "fae_schedule(BATCHES, HOT_FRACTION, switch_every = none): FAE's epoch of BATCHES mini-batches,"
+            " HOT_FRACTION of them hot: [N_HOT, N_COLD, SWAPS], N_HOT rounded to the nearest batch, SWAPS the"
+            " hot<->cold switches of a schedule that starts cold and alternates runs of switch_every batches of each"
+            " kind (1: FAE's R(1); none: all cold, then all hot, R(100))"
+        ),
+        ("switch_every",),
+    ),
+    (
+        "fae_swap",
+        _fae_swap,
+        1,
+        3,
+        (
+            "fae_swap(HOT_BYTES, device = none, round_trip = true): microseconds of one FAE hot<->cold switch: the hot"
+            " rows over PCIe by the memcpy model, written back D2H and refreshed H2D (round_trip false: one copy per"
+            " switch)"
+        ),
+        ("device", "round_trip"),
+    ),
+    (
+        "fae_epoch",
+        _fae_epoch,
+        6,
+        6,
+        (
+            "fae_epoch(T_COLD, T_HOT, BATCHES, HOT_FRACTION, SWAPS, SWAP_US): microseconds of "
+            "an FAE epoch, N_cold x T_COLD + N_hot x T_HOT + SWAPS x SWAP_US (counts as fae_schedule gives them)"
+        ),
+        (),
+    ),
+    (
+        "fae_speedup",
+        _fae_speedup,
+        6,
+        6,
+        (
+            "fae_speedup(T_COLD, T_HOT, BATCHES, HOT_FRACTION, SWAPS, SWAP_US): the "
+            "all-cold (hybrid) epoch, BATCHES x T_COLD, over the FAE epoch of fae_epoch"
+        ),
+        (),
+    ),
+    (
+        "dtype_speedup",
+        _dtype_speedup,
+        1,
+        4,
+        (
+            'dtype_speedup(CLASS, source = "fp32", target = "bf16", device = none): how much faster a kernel class runs'
+            " in another dtype: GEMM / conv / attention by the ratio of peaks, others by bytes"
+        ),
+        ("source", "target", "device"),
+    ),
+    (
+        "device_speedup",
+        _device_speedup,
+        2,
+        4,
+        (
+            'device_speedup(CLASS, TARGET, source = none, dtype = "fp32"): how much faster a kernel class runs on'
+            " TARGET than on the trace's GPU: compute peaks for GEMM-like classes, memory bandwidth for the rest, PCIe"
+            " for copies"
+        ),
+        ("source", "dtype"),
+    ),
+    (
+        "device_time",
+        _device_time,
+        6,
+        7,
+        (
+            "device_time(TARGET, NAME, CLASS, DURATION, OP, SHAPES, dtype = none): microseconds a traced kernel takes"
+            " on TARGET: FLOPs and bytes from its op's shapes, the ratio of its rooflines there and here above the"
+            " fixed time the trace's kernels of its class showed, each GPU in its own precision (the kernel name's,"
+            " else fp32; TF32 becomes FP32 where the target has none; dtype: the target's); kernels without a priced op"
+            " by their class's ratio (device_speedup)"
+        ),
+        ("dtype",),
+    ),
     ("trace_device", _trace_device, 0, 0, "trace_device(): the catalog name of the trace's GPU, none if unknown", ()),
-    ("compute_dtype", compute_dtype, 0, 0, "compute_dtype(): the precision most of the trace's GEMM, convolution and "
-     "attention kernel time computes in, as the kernels' names tell (fp32, tf32, bf16, fp16, fp8), none if no name "
-     "tells", ()),
+    (
+        "compute_dtype",
+        compute_dtype,
+        0,
+        0,
+        (
+            "compute_dtype(): the precision most of the trace's GEMM, convolution and attention kernel time computes"
+            " in, as the kernels' names tell (fp32, tf32, bf16, fp16, fp8), none if no name tells"
+        ),
+        (),
+    ),
     ("trace_ranks", trace_ranks, 0, 0, "trace_ranks(): the traced job's world size (1 without distributed info)", ()),
-]:  # fmt: skip
+]:
     register_function(_name, _impl, _lo, _hi, _doc, keywords=_keys, cost=_COSTS.get(_name, Cost()))

@@ -50,7 +50,11 @@ class ParamBinder:
             value = self.given[key]
             if not isinstance(value, str):
                 self.check_given(key, value)
-            if isinstance(value, str) and not value.lstrip().startswith('"') and isinstance(self.env.value(s.default), str):
+            if (
+                isinstance(value, str)
+                and not value.lstrip().startswith('"')
+                and isinstance(self.env.value(s.default), str)
+            ):
                 pass  # a string param: -p link=eth-10g means the text, quotes optional
             elif isinstance(value, str):
                 label = self.origin(key)
@@ -64,8 +68,10 @@ class ParamBinder:
                 default = self.env.value(s.default)
                 if isinstance(expr, ast.Name) and not self.env.knows(expr.id):
                     if default is not None:  # a bare word where the default says what is wanted: say that
-                        raise ScriptError(f"{self.origin(key, value)}: {s.name} takes {type_name(default)} (its default: "
-                                          f"{format_quantity(default, self.units.get(s.name))}), not the word {expr.id!r}")  # fmt: skip
+                        raise ScriptError(
+                            f"{self.origin(key, value)}: {s.name} takes {type_name(default)} (its default: "
+                            f"{format_quantity(default, self.units.get(s.name))}), not the word {expr.id!r}"
+                        )
                     value = expr.id  # a bare word for a param whose default is none is its text: -p dtype=bf16
                 else:
                     value = self.env.value(expr)
@@ -74,7 +80,11 @@ class ParamBinder:
             value = self.env.value(s.default)
         self.values[s.name] = value
         self.scripts.setdefault(s.name, {})[script_name(s.pos.file)] = value
-        if s.name not in self.units and isinstance(s.default, ast.Literal) and (m := _UNIT.search(s.default.text or "")):
+        if (
+            s.name not in self.units
+            and isinstance(s.default, ast.Literal)
+            and (m := _UNIT.search(s.default.text or ""))
+        ):
             self.units[s.name] = m.group(1)
         return value
 
@@ -88,8 +98,9 @@ class ParamBinder:
             if isinstance(v, (list, tuple)):
                 stack.extend(v)
             elif isinstance(v, (int, float)) and not isinstance(v, bool) and not abs(v) <= MAX_INPUT_NUMBER:
-                raise ScriptError(f"{self.origin(key)}: {shown_number(v)}: a number given is finite and at most 10^18 in "
-                                  "magnitude")  # fmt: skip
+                raise ScriptError(
+                    f"{self.origin(key)}: {shown_number(v)}: a number given is finite and at most 10^18 in magnitude"
+                )
 
     def origin(self, key: str, value: Any = None) -> str:
         """How the caller gave param ``key`` (with its value where given): ``-p factor=two`` on the command line,
@@ -105,7 +116,9 @@ class ParamBinder:
         scripts bound to different values, each with its script (``dtype = fp16 (amp), none (device)``)."""
         out = {}
         for name, v in self.values.items():
-            each = {script: format_quantity(x, self.units.get(name)) for script, x in self.scripts.get(name, {}).items()}
+            each = {
+                script: format_quantity(x, self.units.get(name)) for script, x in self.scripts.get(name, {}).items()
+            }
             if len(set(each.values())) > 1:
                 out[name] = ", ".join(f"{text} ({script})" for script, text in each.items())
             else:

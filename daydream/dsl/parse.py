@@ -18,18 +18,66 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from daydream.dsl import ast
-from daydream.dsl.limits import MAX_MESSAGE, MAX_NESTING, MAX_NUMBER_LITERAL, MAX_SCRIPT_BYTES, MAX_SHOWN_LINE, MAX_STRING_LITERAL
+from daydream.dsl.limits import (
+    MAX_MESSAGE,
+    MAX_NESTING,
+    MAX_NUMBER_LITERAL,
+    MAX_SCRIPT_BYTES,
+    MAX_SHOWN_LINE,
+    MAX_STRING_LITERAL,
+)
 from daydream.errors import ScriptError, did_you_mean
 from daydream.files import clip
 
 TIME_UNITS_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "min": 6e7}
-BYTE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-STATEMENT_KEYWORDS = ("param", "let", "scale", "alloc", "set", "remove", "insert", "schedule", "wait", "for", "if", "include",
-                      "require", "assert", "print")  # fmt: skip
+BYTE_UNITS = {
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "TiB": 2**40,
+}
+STATEMENT_KEYWORDS = (
+    "param",
+    "let",
+    "scale",
+    "alloc",
+    "set",
+    "remove",
+    "insert",
+    "schedule",
+    "wait",
+    "for",
+    "if",
+    "include",
+    "require",
+    "assert",
+    "print",
+)
 KEYWORDS = frozenset(STATEMENT_KEYWORDS) | {
-    "select", "where", "by", "in", "and", "or", "not", "true", "false", "none", "with", "launches", "launch", "queued", "on", "duration",
-    "until", "as",
-}  # fmt: skip
+    "select",
+    "where",
+    "by",
+    "in",
+    "and",
+    "or",
+    "not",
+    "true",
+    "false",
+    "none",
+    "with",
+    "launches",
+    "launch",
+    "queued",
+    "on",
+    "duration",
+    "until",
+    "as",
+}
 _QUANTITY = re.compile(r"(.*?)([A-Za-z]+)$")
 _TOKEN_WORDS = {
     "NAME": "a name",
@@ -73,8 +121,14 @@ def _parser() -> Lark:
     grammar = files("daydream").joinpath("grammar", "whatif.lark").read_text(encoding="utf-8")
     # The transformer runs inside the parser, building the AST without an intermediate tree.
     _TRANSFORMER = _ToAst("<script>")
-    return Lark(grammar, parser="lalr", maybe_placeholders=True, transformer=_TRANSFORMER, start=["start", "expr"],
-                postlex=_JoinInBrackets())  # fmt: skip
+    return Lark(
+        grammar,
+        parser="lalr",
+        maybe_placeholders=True,
+        transformer=_TRANSFORMER,
+        start=["start", "expr"],
+        postlex=_JoinInBrackets(),
+    )
 
 
 def parse_script(text: str, file: str = "<script>") -> ast.Script:
@@ -96,7 +150,9 @@ def parse_script(text: str, file: str = "<script>") -> ast.Script:
     for i, s in enumerate(statements):
         if isinstance(s, ast.Docstring):
             if i != 0:
-                raise script_error("a string on its own does nothing; only the first statement may be a docstring", s.pos, text)
+                raise script_error(
+                    "a string on its own does nothing; only the first statement may be a docstring", s.pos, text
+                )
             docstring = s.text
     return ast.Script(file, text, tuple(statements), docstring, tuple(_comments(text)))
 
@@ -151,13 +207,21 @@ def prescan(text: str, file: str) -> None:
             depth = max(0, depth - 1)
         elif kind == "number":
             if m.end() - m.start() > MAX_NUMBER_LITERAL:
-                raise _at(text, file, m.start(), f"a number of {m.end() - m.start():,} characters: a number literal has at most "
-                          f"{MAX_NUMBER_LITERAL}", MAX_NUMBER_LITERAL)  # fmt: skip
+                raise _at(
+                    text,
+                    file,
+                    m.start(),
+                    f"a number of {m.end() - m.start():,} characters: a number literal has at most "
+                    f"{MAX_NUMBER_LITERAL}",
+                    MAX_NUMBER_LITERAL,
+                )
         elif kind in ("string", "long"):
             quote = 3 if kind == "long" else 1
             n = max(0, m.end() - m.start() - 2 * quote)
             if n > MAX_STRING_LITERAL:
-                raise _at(text, file, m.start(), f"a string literal of {n:,} characters: at most {MAX_STRING_LITERAL:,}", 1)
+                raise _at(
+                    text, file, m.start(), f"a string literal of {n:,} characters: at most {MAX_STRING_LITERAL:,}", 1
+                )
 
 
 def _at(text: str, file: str, offset: int, message: str, width: int) -> ScriptError:
@@ -192,8 +256,10 @@ def check_depth(roots: list[Any], text: str) -> None:
         if depth > MAX_NESTING:
             raise script_error(
                 f"nested more than {MAX_NESTING} levels deep (blocks in blocks, brackets, operators chained as in "
-                "`a + b + c ...`): split the expression over lets, or test membership with `in [...]`", node.pos, text,
-            )  # fmt: skip
+                "`a + b + c ...`): split the expression over lets, or test membership with `in [...]`",
+                node.pos,
+                text,
+            )
         stack.extend((child, depth + 1) for child in _children(node))
 
 
@@ -252,7 +318,9 @@ def _window(line: str, column: int) -> tuple[str, int]:
     return head + line[start:end] + tail, column - start + len(head)
 
 
-_OPERATORS = frozenset({"==", "!=", "<", "<=", ">", ">=", "~", "!~", "+", "-", "*", "/", "%", "**", "&", "|", ".", "(", "["})
+_OPERATORS = frozenset(
+    {"==", "!=", "<", "<=", ">", ">=", "~", "!~", "+", "-", "*", "/", "%", "**", "&", "|", ".", "(", "["}
+)
 
 
 def _describe_expected(names: set[str]) -> list[str]:
@@ -319,7 +387,8 @@ def _parse_error(exc: UnexpectedInput, text: str, file: str) -> ScriptError:
         options = _keyword_options(expected)
         if tok.type == "NAME" and "PARAM" in expected and "LET" in expected:
             message = (
-                f"unknown statement {shown!r}: a statement starts with {_join([repr(k) for k in STATEMENT_KEYWORDS], limit=None)}"
+                f"unknown statement {shown!r}: a statement starts with"
+                f" {_join([repr(k) for k in STATEMENT_KEYWORDS], limit=None)}"
             )
             return script_error(message, pos, text, did_you_mean(shown, STATEMENT_KEYWORDS))
         if tok.type in ("NAME", *(k.upper() for k in KEYWORDS)) and options:
@@ -335,7 +404,9 @@ def _parse_error(exc: UnexpectedInput, text: str, file: str) -> ScriptError:
         ch = text[offset] if offset < len(text) else ""
         pos = ast.Pos(file, line, column, offset, offset + 1)
         if ch in "\"'":
-            return script_error('unterminated string: a string ends on the line it starts (use """ for several lines)', pos, text)
+            return script_error(
+                'unterminated string: a string ends on the line it starts (use """ for several lines)', pos, text
+            )
         if ch == "=" and text[offset : offset + 2] != "==":
             hint = "compare with '=='; '=' only binds (param, let, set, with)"
         if ch == "!" and text[offset : offset + 2] not in ("!=", "!~"):
@@ -515,13 +586,17 @@ class _Expressions(_Positions):
         text = str(tok)
         value: float | int = int(text) if text.isdigit() else float(text)
         if not math.isfinite(value):
-            raise _BadSyntax(f"number too large: {clip(text, 40)} is past the largest number, about 1.8e308", self._pos(tok))
+            raise _BadSyntax(
+                f"number too large: {clip(text, 40)} is past the largest number, about 1.8e308", self._pos(tok)
+            )
         return ast.Literal(value, self._pos(tok), text)
 
     def quantity(self, tok: Token) -> ast.Literal:
         value = quantity_value(str(tok))
         if not math.isfinite(value):
-            raise _BadSyntax(f"number too large: {clip(str(tok), 40)} is past the largest number, about 1.8e308", self._pos(tok))
+            raise _BadSyntax(
+                f"number too large: {clip(str(tok), 40)} is past the largest number, about 1.8e308", self._pos(tok)
+            )
         return ast.Literal(value, self._pos(tok), str(tok))
 
     def string(self, tok: Token) -> ast.Literal:
@@ -568,25 +643,47 @@ class _Statements(_Positions):
     def let(self, keyword: Token, name: Token, equals: Token, value: Any) -> ast.Let:
         return ast.Let(str(name), value, self._pos(keyword, value))
 
-    def scale(self, keyword: Token, target: Any, by: Token, factor: Any, anchor: Token | None = None, after: Any = None,
-              until_kw: Token | None = None, until: Any = None) -> ast.Scale:  # fmt: skip
+    def scale(
+        self,
+        keyword: Token,
+        target: Any,
+        by: Token,
+        factor: Any,
+        anchor: Token | None = None,
+        after: Any = None,
+        until_kw: Token | None = None,
+        until: Any = None,
+    ) -> ast.Scale:
         self._after_only(anchor)
         last = until if until is not None else after if after is not None else factor
         return ast.Scale(target, factor, self._pos(keyword, last), after, until)
 
-    def alloc(self, keyword: Token, nbytes: Any, as_kw: Token | None = None, category: Any = None,
-              anchor: Token | None = None, after: Any = None, until_kw: Token | None = None, until: Any = None) -> ast.Alloc:  # fmt: skip
+    def alloc(
+        self,
+        keyword: Token,
+        nbytes: Any,
+        as_kw: Token | None = None,
+        category: Any = None,
+        anchor: Token | None = None,
+        after: Any = None,
+        until_kw: Token | None = None,
+        until: Any = None,
+    ) -> ast.Alloc:
         self._after_only(anchor)
         last = next((x for x in (until, after, category) if x is not None), nbytes)
         return ast.Alloc(nbytes, category, after, until, self._pos(keyword, last))
 
     def _after_only(self, anchor: Token | None) -> None:
         if anchor is not None and str(anchor) != "after":
-            raise _BadSyntax("a stretch of memory begins 'after TASK' (and ends 'until TASK'), not 'before'", self._pos(anchor))
+            raise _BadSyntax(
+                "a stretch of memory begins 'after TASK' (and ends 'until TASK'), not 'before'", self._pos(anchor)
+            )
 
     def set(self, keyword: Token, target: Any, equals: Token, value: Any) -> ast.SetAttr:
         if not isinstance(target, ast.Project):
-            raise _BadSyntax("set needs a selection's attribute on the left: set SELECTION.ATTRIBUTE = VALUE", target.pos)
+            raise _BadSyntax(
+                "set needs a selection's attribute on the left: set SELECTION.ATTRIBUTE = VALUE", target.pos
+            )
         return ast.SetAttr(target, value, self._pos(keyword, value))
 
     def with_launches(self, with_: Token, launches: Token) -> Token:
@@ -614,7 +711,9 @@ class _Statements(_Positions):
     def with_clause(self, keyword: Token, *attributes: tuple[str, Any]) -> tuple[str, Any]:
         return ("with", attributes)
 
-    def insert(self, keyword: Token, kind: Token, name: Any, side: Token, anchor: Any, *clauses: tuple[str, Any]) -> ast.Insert:
+    def insert(
+        self, keyword: Token, kind: Token, name: Any, side: Token, anchor: Any, *clauses: tuple[str, Any]
+    ) -> ast.Insert:
         given: dict[str, Any] = {}
         attrs: list[tuple[str, Any]] = []
         last: Any = anchor
@@ -628,9 +727,18 @@ class _Statements(_Positions):
             given[key] = value
             last = value
         return ast.Insert(
-            str(kind), name, str(side), anchor, given.get("duration"), given.get("on"),
-            given.get("launch"), tuple(attrs), self._pos(keyword, last), self._pos(kind), "queued" in given,
-        )  # fmt: skip
+            str(kind),
+            name,
+            str(side),
+            anchor,
+            given.get("duration"),
+            given.get("on"),
+            given.get("launch"),
+            tuple(attrs),
+            self._pos(keyword, last),
+            self._pos(kind),
+            "queued" in given,
+        )
 
     def schedule(self, keyword: Token, policy: Token, priority: Any) -> ast.Schedule:
         last = priority if priority is not None else policy
@@ -639,19 +747,39 @@ class _Statements(_Positions):
     def wait(self, keyword: Token, waiters: Any, for_: Token, sources: Any) -> ast.Wait:
         return ast.Wait(waiters, sources, self._pos(keyword, sources))
 
-    def if_stmt(self, keyword: Token, test: Any, body: tuple[list[Any], Token], else_: Token | None,
-                orelse: tuple[list[Any], Token] | None) -> ast.If:  # fmt: skip
+    def if_stmt(
+        self,
+        keyword: Token,
+        test: Any,
+        body: tuple[list[Any], Token],
+        else_: Token | None,
+        orelse: tuple[list[Any], Token] | None,
+    ) -> ast.If:
         statements, closing = body
         other: list[Any] = []
         if orelse is not None:
             other, closing = orelse
         return ast.If(test, tuple(statements), tuple(other), self._pos(keyword, closing))
 
-    def for_loop(self, keyword: Token, var: Token, in_: Token, iterable: Any, by_: Token | None, by: Token | None,
-                 block: tuple[list[Any], Token]) -> ast.For:  # fmt: skip
+    def for_loop(
+        self,
+        keyword: Token,
+        var: Token,
+        in_: Token,
+        iterable: Any,
+        by_: Token | None,
+        by: Token | None,
+        block: tuple[list[Any], Token],
+    ) -> ast.For:
         body, closing = block
-        return ast.For(str(var), iterable, str(by) if by is not None else None, tuple(body), self._pos(keyword, closing),
-                       self._pos(by) if by is not None else None)  # fmt: skip
+        return ast.For(
+            str(var),
+            iterable,
+            str(by) if by is not None else None,
+            tuple(body),
+            self._pos(keyword, closing),
+            self._pos(by) if by is not None else None,
+        )
 
     def include(self, keyword: Token, path: Token) -> ast.Include:
         return ast.Include(unescape(path[1:-1]), self._pos(keyword, path))

@@ -96,7 +96,11 @@ def _compile_re2(pattern: str) -> Callable[[str], bool]:
 def _explain(reason: str) -> str:
     if "invalid escape sequence: \\" in reason and reason.rstrip()[-1:].isdigit():
         return f"{reason} (backreferences are not supported)"
-    if "invalid perl operator: (?<" in reason or "invalid perl operator: (?=" in reason or "invalid perl operator: (?!" in reason:
+    if (
+        "invalid perl operator: (?<" in reason
+        or "invalid perl operator: (?=" in reason
+        or "invalid perl operator: (?!" in reason
+    ):
         return f"{reason} (look-around is not supported)"
     return reason
 
@@ -115,13 +119,16 @@ def _compile_re(pattern: str) -> Callable[[str], bool]:  # pragma: no cover - us
     problem = _backtracking_problem(tree)
     if problem is not None:
         raise BadPattern(
-            f"{problem} is refused without google-re2, which matches it in linear time (Python's re could take exponential time)"
+            f"{problem} is refused without google-re2, which matches it in linear time (Python's re could take"
+            " exponential time)"
         )
     search = rx.search
 
     def run(text: str) -> bool:
         if len(text) > MAX_FALLBACK_SUBJECT:
-            raise BadPattern(f"matching a text of {len(text):,} characters: at most {MAX_FALLBACK_SUBJECT:,} without google-re2")
+            raise BadPattern(
+                f"matching a text of {len(text):,} characters: at most {MAX_FALLBACK_SUBJECT:,} without google-re2"
+            )
         return search(text) is not None
 
     return run

@@ -30,7 +30,13 @@ def format_quantity(value: Any, unit: str | None) -> str:
         return value
     if unit is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return format_value(value)
-    scale = _TIME_SCALE if unit in ("ns", "us", "ms", "s", "min") else _BINARY_SCALE if unit.endswith("iB") else _DECIMAL_SCALE
+    scale = (
+        _TIME_SCALE
+        if unit in ("ns", "us", "ms", "s", "min")
+        else _BINARY_SCALE
+        if unit.endswith("iB")
+        else _DECIMAL_SCALE
+    )
     name, size = scale[0]
     for n, z in scale:
         if abs(value) >= z:
@@ -70,7 +76,9 @@ def _format(value: Any, limit: int, left: list[int], depth: int) -> str:
             left[0] -= 1
             parts.append(_format(v, 8, left, depth + 1))
         shown = ", ".join(parts)
-        return f"[{shown}{', ...' if len(value) > limit else ''}]" + (f" ({len(value)} items)" if len(value) > limit else "")
+        return f"[{shown}{', ...' if len(value) > limit else ''}]" + (
+            f" ({len(value)} items)" if len(value) > limit else ""
+        )
     return str(value)
 
 

@@ -245,8 +245,12 @@ class TaskGraph(nx.DiGraph):  # type: ignore[type-arg]
         steps = [getattr(s, "name", s) for s in self.graph.get("steps") or ()]
         shown = ", ".join(map(str, steps[:3])) + (f" and {len(steps) - 3:,} more" if len(steps) > 3 else "")
         trace = self.graph.get("trace")
-        return (f"TaskGraph({len(self):,} tasks, {edges:,} dependencies" + (f", trace {str(trace)[-80:]!r}" if trace else "")
-                + (f", steps {shown}" if steps else "") + ")")  # fmt: skip
+        return (
+            f"TaskGraph({len(self):,} tasks, {edges:,} dependencies"
+            + (f", trace {str(trace)[-80:]!r}" if trace else "")
+            + (f", steps {shown}" if steps else "")
+            + ")"
+        )
 
     __str__ = __repr__  # (networkx's str counts the nodes and edges: the repr says more)
 

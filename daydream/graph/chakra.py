@@ -91,13 +91,44 @@ ORDER_DEPS = ("data", "ctrl")  # where a thread's or a stream's order goes: data
 INSTALL = "pip install 'daydream-whatif[chakra]' (or mlc-chakra)"
 
 # Chakra's collective types (CollectiveCommType) by daydream's collective names, and back
-COMM_TYPES: dict[str, int] = {"allreduce": 0, "reduce": 1, "allgather": 2, "gather": 3, "scatter": 4, "broadcast": 5,
-                              "alltoall": 6, "reducescatter": 7, "barrier": 9}  # fmt: skip
-COLLECTIVE_OF_TYPE: dict[int, str] = {v: k for k, v in COMM_TYPES.items()} | {8: "reducescatter"}  # REDUCE_SCATTER_BLOCK
+COMM_TYPES: dict[str, int] = {
+    "allreduce": 0,
+    "reduce": 1,
+    "allgather": 2,
+    "gather": 3,
+    "scatter": 4,
+    "broadcast": 5,
+    "alltoall": 6,
+    "reducescatter": 7,
+    "barrier": 9,
+}
+COLLECTIVE_OF_TYPE: dict[int, str] = {v: k for k, v in COMM_TYPES.items()} | {
+    8: "reducescatter"
+}  # REDUCE_SCATTER_BLOCK
 # node attributes Chakra's consumers read (and daydream writes from the task): never written from a task's own
-CHAKRA_ATTRIBUTES = frozenset({"is_cpu_op", "num_ops", "tensor_size", "comm_type", "comm_priority", "comm_size", "comm_src",
-                               "comm_dst", "comm_tag", "pg_name", "involved_dim", "data_dep_kinds", "data_dep_lags_us",
-                               "ctrl_dep_kinds", "ctrl_dep_lags_us", "gap_of", "release_of", "task_id", "tid"})  # fmt: skip
+CHAKRA_ATTRIBUTES = frozenset(
+    {
+        "is_cpu_op",
+        "num_ops",
+        "tensor_size",
+        "comm_type",
+        "comm_priority",
+        "comm_size",
+        "comm_src",
+        "comm_dst",
+        "comm_tag",
+        "pg_name",
+        "involved_dim",
+        "data_dep_kinds",
+        "data_dep_lags_us",
+        "ctrl_dep_kinds",
+        "ctrl_dep_lags_us",
+        "gap_of",
+        "release_of",
+        "task_id",
+        "tid",
+    }
+)
 # task attributes a written file states its own way (the node's name; the rank, group and collective per copy)
 _NOT_WRITTEN = frozenset({"name", "rank", "collective_id", "group", "group_size", "group_ranks"})
 
@@ -109,7 +140,9 @@ def _schema() -> SimpleNamespace:
         from chakra.src.third_party.utils import protolib
         from google.protobuf.message import DecodeError
     except ImportError as exc:
-        raise DaydreamError(f"Chakra execution traces need mlc-chakra, which is not installed ({exc}): {INSTALL}") from None
+        raise DaydreamError(
+            f"Chakra execution traces need mlc-chakra, which is not installed ({exc}): {INSTALL}"
+        ) from None
     return SimpleNamespace(pb=pb, encode=protolib.encodeMessage, decode=protolib.decodeMessage, DecodeError=DecodeError)
 
 
@@ -205,8 +238,25 @@ def _json_value(obj: object) -> object:
     raise NotImplementedError(type(obj).__name__)
 
 
-_SCALARS = frozenset({"double_val", "float_val", "int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val", "sint64_val",
-                      "fixed32_val", "fixed64_val", "sfixed32_val", "sfixed64_val", "bool_val", "string_val", "bytes_val"})  # fmt: skip
+_SCALARS = frozenset(
+    {
+        "double_val",
+        "float_val",
+        "int32_val",
+        "int64_val",
+        "uint32_val",
+        "uint64_val",
+        "sint32_val",
+        "sint64_val",
+        "fixed32_val",
+        "fixed64_val",
+        "sfixed32_val",
+        "sfixed64_val",
+        "bool_val",
+        "string_val",
+        "bytes_val",
+    }
+)
 
 
 def _value(a: Any, where: str) -> Any:
@@ -281,9 +331,13 @@ def output_names(out_dir: str | os.PathLike[str], name: str, world: int) -> list
 
 
 def write_chakra(
-    graph: nx.DiGraph, out_dir: str | os.PathLike[str], name: str, world: int | None = None, order_deps: str = "data",
+    graph: nx.DiGraph,
+    out_dir: str | os.PathLike[str],
+    name: str,
+    world: int | None = None,
+    order_deps: str = "data",
     inputs: Iterable[str | os.PathLike[str] | None] = (),
-) -> ChakraWritten:  # fmt: skip
+) -> ChakraWritten:
     """Write ``graph`` (one trace's or a job's) as Chakra execution traces, one file per rank, ``OUT_DIR/NAME.RANK.et``,
     and ``OUT_DIR/comm_group.json``. ``world``: the ranks to write (None: the graph's world size); more than the graph
     holds repeat its ranks (rank r of k stands for r, r + k, ...), fewer write its first. ``order_deps``: ``data``,
@@ -304,12 +358,16 @@ def write_chakra(
     groups = _groups(graph, by_rank, traced)
     partial = [g for g, m in groups.items() if m is not None and len(m) < k]
     if n % k and n > k and partial:
-        raise DaydreamError(f"{n} ranks are not a whole number of copies of the {k} traced, whose process group "
-                            f"{partial[0]!r} ({len(groups[partial[0]] or [])} ranks) each copy repeats: give a multiple of {k}")  # fmt: skip
+        raise DaydreamError(
+            f"{n} ranks are not a whole number of copies of the {k} traced, whose process group "
+            f"{partial[0]!r} ({len(groups[partial[0]] or [])} ranks) each copy repeats: give a multiple of {k}"
+        )
     cut = [g for g in partial if n < k and any(m >= n for m in groups[g] or [])]
     if cut:
-        raise DaydreamError(f"{n} ranks leave out members of process group {cut[0]!r} (ranks {groups[cut[0]]}): write "
-                            f"at least {max(groups[cut[0]] or [0]) + 1}")  # fmt: skip
+        raise DaydreamError(
+            f"{n} ranks leave out members of process group {cut[0]!r} (ranks {groups[cut[0]]}): write "
+            f"at least {max(groups[cut[0]] or [0]) + 1}"
+        )
     sources = {r: _source(s, graph, r, by_rank[r], order_deps) for r in traced[: min(k, n)]}
     _check_outputs(out, files, inputs)  # the folder made once the graph is known to fit a Chakra trace
     named: dict[str, list[int]] = {}
@@ -325,13 +383,15 @@ def write_chakra(
             elif g != WORLD:
                 named[g] = list(range(n))
         meta = s.pb.GlobalMetadata(version=CHAKRA_VERSION)
-        meta.attr.extend([
-            s.pb.AttributeProto(name="producer", string_val=f"{PRODUCER} {__version__}"),
-            s.pb.AttributeProto(name="rank", int64_val=r),
-            s.pb.AttributeProto(name="world_size", int64_val=n),
-            s.pb.AttributeProto(name="traced_rank", int64_val=src.rank),
-            s.pb.AttributeProto(name="daydream", string_val=json_bytes(src.info).decode(), doc_string="json"),
-        ])  # fmt: skip
+        meta.attr.extend(
+            [
+                s.pb.AttributeProto(name="producer", string_val=f"{PRODUCER} {__version__}"),
+                s.pb.AttributeProto(name="rank", int64_val=r),
+                s.pb.AttributeProto(name="world_size", int64_val=n),
+                s.pb.AttributeProto(name="traced_rank", int64_val=src.rank),
+                s.pb.AttributeProto(name="daydream", string_val=json_bytes(src.info).decode(), doc_string="json"),
+            ]
+        )
         chunks = _Chunks()
         s.encode(chunks, meta)
         for node in src.nodes:
@@ -341,8 +401,16 @@ def write_chakra(
         deps += src.dependencies
     groups_path = out / COMM_GROUP_FILE
     write_atomically(groups_path, json_bytes(dict(sorted(named.items())), indent=2) + b"\n", "--chakra")
-    return ChakraWritten(files=files, comm_groups=str(groups_path), workload=str(out / name), world=n, traced_ranks=k,
-                         nodes=nodes, dependencies=deps, groups=dict(sorted(named.items())))  # fmt: skip
+    return ChakraWritten(
+        files=files,
+        comm_groups=str(groups_path),
+        workload=str(out / name),
+        world=n,
+        traced_ranks=k,
+        nodes=nodes,
+        dependencies=deps,
+        groups=dict(sorted(named.items())),
+    )
 
 
 class _Chunks:
@@ -369,8 +437,13 @@ def check_out_dir(out_dir: str | os.PathLike[str], inputs: Iterable[str | os.Pat
         raise DaydreamError(f"{out}: folder {parent} does not exist (--chakra)")
     if out.is_dir():
         for inp in inputs:
-            if (inp is not None and str(inp) and not str(inp).startswith("<") and os.path.exists(inp)
-                    and os.path.samefile(os.path.dirname(os.path.abspath(inp)), out)):  # fmt: skip
+            if (
+                inp is not None
+                and str(inp)
+                and not str(inp).startswith("<")
+                and os.path.exists(inp)
+                and os.path.samefile(os.path.dirname(os.path.abspath(inp)), out)
+            ):
                 raise DaydreamError(
                     f"{out}: holds {inp}, an input of this run; write the Chakra traces to another folder (--chakra)"
                 )
@@ -391,8 +464,10 @@ def _check_outputs(out: Path, files: list[str], inputs: Iterable[str | os.PathLi
     ours = {os.path.basename(f) for f in files}
     others = sorted(e.name for e in out.iterdir() if _stripped(e.name) is not None and e.name not in ours)
     if others:
-        raise DaydreamError(f"{out}: holds other Chakra traces ({listed(others, 5)}), which would join the ranks written; "
-                            "write to an empty folder (--chakra)")  # fmt: skip
+        raise DaydreamError(
+            f"{out}: holds other Chakra traces ({listed(others, 5)}), which would join the ranks written; "
+            "write to an empty folder (--chakra)"
+        )
 
 
 def _tasks_by_rank(graph: nx.DiGraph) -> dict[int, list[Any]]:
@@ -434,12 +509,16 @@ def _group_name(group: str, copy: int) -> str:
     return group if copy == 0 else f"{group}~{copy}"
 
 
-def _set_group(s: SimpleNamespace, node: Any, task: Any, groups: dict[str, list[int] | None], copy: int, k: int, n: int) -> None:
+def _set_group(
+    s: SimpleNamespace, node: Any, task: Any, groups: dict[str, list[int] | None], copy: int, k: int, n: int
+) -> None:
     """A comm node's process group in copy ``copy`` of the ranks: the world (or a group of every traced rank) grows
     to ``n`` ranks; a smaller group is repeated, its members shifted by ``k`` per copy."""
     g = task.get("group") or WORLD
     members = groups.get(g)
-    keep = [a for a in node.attr if a.name not in ("pg_name", "group", "group_size", "group_ranks", "comm_src", "comm_dst")]
+    keep = [
+        a for a in node.attr if a.name not in ("pg_name", "group", "group_size", "group_ranks", "comm_src", "comm_dst")
+    ]
     del node.attr[:]
     node.attr.extend(keep)
     A = s.pb.AttributeProto
@@ -453,8 +532,14 @@ def _set_group(s: SimpleNamespace, node: Any, task: Any, groups: dict[str, list[
         return
     name = _group_name(g, copy)
     shifted = [m + k * copy for m in members]
-    node.attr.extend([A(name="pg_name", string_val=name), _attr(s, "group", name), _attr(s, "group_size", len(shifted)),
-                      _attr(s, "group_ranks", shifted)])  # fmt: skip
+    node.attr.extend(
+        [
+            A(name="pg_name", string_val=name),
+            _attr(s, "group", name),
+            _attr(s, "group_size", len(shifted)),
+            _attr(s, "group_ranks", shifted),
+        ]
+    )
     if node.type in (s.pb.COMM_SEND_NODE, s.pb.COMM_RECV_NODE) and len(shifted) == 2:
         me = task.get("rank", 0) + k * copy
         peer = shifted[1] if shifted[0] == me else shifted[0]
@@ -490,8 +575,19 @@ def _graph_info(graph: nx.DiGraph, rank: int) -> dict[str, Any]:
     """What a rank's file carries of the graph as a whole (the metadata's ``daydream``): its step, times and pricing."""
     g = graph.graph
     info: dict[str, Any] = {}
-    for key in ("trace", "device", "device_properties", "origin_us", "steps", "measured_us", "steady_periods_us", "delays",
-                "causality", "execution_trace", "world_size"):  # fmt: skip
+    for key in (
+        "trace",
+        "device",
+        "device_properties",
+        "origin_us",
+        "steps",
+        "measured_us",
+        "steady_periods_us",
+        "delays",
+        "causality",
+        "execution_trace",
+        "world_size",
+    ):
         if g.get(key) is not None:
             info[key] = msgspec.to_builtins(g[key], enc_hook=_json_value)
     warnings = list(g.get("warnings") or [])
@@ -519,9 +615,11 @@ def _source(s: SimpleNamespace, graph: nx.DiGraph, rank: int, tasks: list[Any], 
     for n in tasks:
         for p in pred[n]:
             if p not in mine:
-                raise DaydreamError(f"{where}: rank {rank}'s task {attrs[n]['name']!r} depends on rank "
-                                    f"{attrs[p].get('rank')}'s {attrs[p]['name']!r}: a Chakra trace holds no "
-                                    "dependency across ranks (ranks meet in collectives)")  # fmt: skip
+                raise DaydreamError(
+                    f"{where}: rank {rank}'s task {attrs[n]['name']!r} depends on rank "
+                    f"{attrs[p].get('rank')}'s {attrs[p]['name']!r}: a Chakra trace holds no "
+                    "dependency across ranks (ranks meet in collectives)"
+                )
     order = _topological(tasks, {n: list(pred[n]) for n in tasks}, where)
     has_order_child = {p for n in tasks for p, e in pred[n].items() if e.get("kind") in ORDER_KINDS}
     releases = sorted({float(a["release"]) for n in tasks if (a := attrs[n]).get("release") is not None})
@@ -540,8 +638,12 @@ def _source(s: SimpleNamespace, graph: nx.DiGraph, rank: int, tasks: list[Any], 
             next_id += 1
     pb, A = s.pb, s.pb.AttributeProto
     for value, i in src.releases.items():
-        node = pb.Node(id=i, name=f"[release] the step starts {value:,.3f} us in", type=pb.COMP_NODE,
-                       duration_micros=_micros(value))  # fmt: skip
+        node = pb.Node(
+            id=i,
+            name=f"[release] the step starts {value:,.3f} us in",
+            type=pb.COMP_NODE,
+            duration_micros=_micros(value),
+        )
         node.attr.extend([A(name="is_cpu_op", bool_val=True), A(name="release_of", double_val=value)])
         src.nodes.append(node)
     for n in order:
@@ -551,10 +653,18 @@ def _source(s: SimpleNamespace, graph: nx.DiGraph, rank: int, tasks: list[Any], 
         if a["kind"] == "comm":
             src.comm.append((node, a))
         if n in src.gap_ids:
-            gap_node = pb.Node(id=src.gap_ids[n], name=f"{a['name']} [gap]", type=pb.COMP_NODE, duration_micros=_micros(a["gap"]))
+            gap_node = pb.Node(
+                id=src.gap_ids[n], name=f"{a['name']} [gap]", type=pb.COMP_NODE, duration_micros=_micros(a["gap"])
+            )
             gap_node.data_deps.append(src.ids[n])
-            gap_node.attr.extend([A(name="is_cpu_op", bool_val=True), *_tid(s, a), A(name="gap_of", uint64_val=src.ids[n]),
-                                  A(name="data_dep_kinds", string_list=pb.StringList(values=[GAP]))])  # fmt: skip
+            gap_node.attr.extend(
+                [
+                    A(name="is_cpu_op", bool_val=True),
+                    *_tid(s, a),
+                    A(name="gap_of", uint64_val=src.ids[n]),
+                    A(name="data_dep_kinds", string_list=pb.StringList(values=[GAP])),
+                ]
+            )
             src.nodes.append(gap_node)
             src.dependencies += 1
     return src
@@ -563,7 +673,11 @@ def _source(s: SimpleNamespace, graph: nx.DiGraph, rank: int, tasks: list[Any], 
 def _tid(s: SimpleNamespace, a: dict[str, Any]) -> list[Any]:
     """A host task's thread id as Chakra's ``tid`` (the PyTorch converter's), where its thread names a number."""
     m = re.fullmatch(r"cpu:[^/]*/(-?\d+)", str(a.get("thread", "")))
-    return [s.pb.AttributeProto(name="tid", int64_val=int(m.group(1)))] if m and -(1 << 63) <= int(m.group(1)) < 1 << 63 else []
+    return (
+        [s.pb.AttributeProto(name="tid", int64_val=int(m.group(1)))]
+        if m and -(1 << 63) <= int(m.group(1)) < 1 << 63
+        else []
+    )
 
 
 def _micros(us: Any) -> int:
@@ -575,7 +689,9 @@ def _micros(us: Any) -> int:
     return int(round(v)) if 0 < v < MAX_TIME_US else 0
 
 
-def _task_node(s: SimpleNamespace, n: Any, a: dict[str, Any], src: _Source, parents: dict[Any, Any], order_deps: str) -> Any:
+def _task_node(
+    s: SimpleNamespace, n: Any, a: dict[str, Any], src: _Source, parents: dict[Any, Any], order_deps: str
+) -> Any:
     pb, A = s.pb, s.pb.AttributeProto
     kind = a["kind"]
     node = pb.Node(id=src.ids[n], name=str(a.get("name", "")), duration_micros=_micros(a.get("duration")))
@@ -598,7 +714,9 @@ def _task_node(s: SimpleNamespace, n: Any, a: dict[str, Any], src: _Source, pare
         node.attr.append(A(name="comm_size", int64_val=_size(a.get("bytes"))))
     elif kind in ("memcpy", "memset") and a.get("bytes") is not None:
         node.attr.append(A(name="tensor_size", uint64_val=_size(a.get("bytes"))))
-    node.attr.append(A(name="task_id", int64_val=n) if isinstance(n, int) and -(1 << 63) <= n < 1 << 63 else A(name="task_id"))
+    node.attr.append(
+        A(name="task_id", int64_val=n) if isinstance(n, int) and -(1 << 63) <= n < 1 << 63 else A(name="task_id")
+    )
     for key, value in a.items():
         if key not in _NOT_WRITTEN and key not in CHAKRA_ATTRIBUTES:
             node.attr.append(_attr(s, key, value))
@@ -618,8 +736,12 @@ def _task_node(s: SimpleNamespace, n: Any, a: dict[str, Any], src: _Source, pare
     for which, (ids, kinds, lags) in lists.items():
         if ids:
             getattr(node, f"{which}_deps").extend(ids)
-            node.attr.extend([A(name=f"{which}_dep_kinds", string_list=pb.StringList(values=kinds)),
-                              A(name=f"{which}_dep_lags_us", double_list=pb.DoubleList(values=lags))])  # fmt: skip
+            node.attr.extend(
+                [
+                    A(name=f"{which}_dep_kinds", string_list=pb.StringList(values=kinds)),
+                    A(name=f"{which}_dep_lags_us", double_list=pb.DoubleList(values=lags)),
+                ]
+            )
             src.dependencies += len(ids)
     return node
 
@@ -646,18 +768,30 @@ class _Reader:
 
     def read(self, n: int = -1) -> bytes:
         if n > MAX_MESSAGE_BYTES:
-            raise TraceError(f"{self.path}: a message of {n:,} bytes at byte {self.pos:,}: more than {MAX_MESSAGE_BYTES:,} "
-                             "(not a Chakra execution trace?)", path=self.path, offset=self.pos)  # fmt: skip
+            raise TraceError(
+                f"{self.path}: a message of {n:,} bytes at byte {self.pos:,}: more than {MAX_MESSAGE_BYTES:,} "
+                "(not a Chakra execution trace?)",
+                path=self.path,
+                offset=self.pos,
+            )
         start = self.pos
         try:
             data = self.fh.read(n)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise TraceError(f"{self.path}: cannot read at byte {start:,}: {exc}", path=self.path, offset=start) from None
+            raise TraceError(
+                f"{self.path}: cannot read at byte {start:,}: {exc}", path=self.path, offset=start
+            ) from None
         self.pos += len(data)
         if self.pos > self.limit:
-            raise TraceError(f"{self.path}: more than {self.limit:,} bytes (the limit for a Chakra trace)", path=self.path)
+            raise TraceError(
+                f"{self.path}: more than {self.limit:,} bytes (the limit for a Chakra trace)", path=self.path
+            )
         if n > 1 and len(data) < n:
-            raise TraceError(f"{self.path}: truncated: the message at byte {start:,} holds {len(data):,} of its {n:,} bytes", path=self.path, offset=start)
+            raise TraceError(
+                f"{self.path}: truncated: the message at byte {start:,} holds {len(data):,} of its {n:,} bytes",
+                path=self.path,
+                offset=start,
+            )
         return data
 
 
@@ -672,7 +806,11 @@ def _open(path: str) -> tuple[BinaryIO, BinaryIO, int]:
         raw.close()
         raise TraceError(f"{path}: cannot read: {exc.strerror or exc}", path=path) from None
     if head == b"\x1f\x8b":
-        return raw, gzip.GzipFile(fileobj=raw, mode="rb"), min(MAX_TRACE_BYTES, max(GZIP_RATIO_FLOOR, MAX_GZIP_RATIO * size))
+        return (
+            raw,
+            gzip.GzipFile(fileobj=raw, mode="rb"),
+            min(MAX_TRACE_BYTES, max(GZIP_RATIO_FLOOR, MAX_GZIP_RATIO * size)),
+        )
     return raw, raw, MAX_TRACE_BYTES
 
 
@@ -686,7 +824,9 @@ class _File:
 
     @property
     def ours(self) -> bool:
-        return str(self.meta.get("producer", "")).startswith(PRODUCER + " ") and isinstance(self.meta.get("daydream"), dict)
+        return str(self.meta.get("producer", "")).startswith(PRODUCER + " ") and isinstance(
+            self.meta.get("daydream"), dict
+        )
 
     @property
     def producer(self) -> str:
@@ -703,7 +843,9 @@ def _read_file(s: SimpleNamespace, path: str) -> _File:
             if not s.decode(reader, meta_msg):
                 raise TraceError(f"{path}: empty: a Chakra trace starts with its metadata", path=path)
         except s.DecodeError as exc:
-            raise TraceError(f"{path}: not a Chakra execution trace: its first message is no metadata ({exc})", path=path) from None
+            raise TraceError(
+                f"{path}: not a Chakra execution trace: its first message is no metadata ({exc})", path=path
+            ) from None
         with about_file(path):
             meta = {a.name: _value(a, f"{path}: metadata") for a in meta_msg.attr}
         nodes = []
@@ -713,17 +855,24 @@ def _read_file(s: SimpleNamespace, path: str) -> _File:
             try:
                 got = s.decode(reader, node)
             except s.DecodeError as exc:
-                raise TraceError(f"{path}: the message at byte {start:,} is not a Chakra node ({exc})", path=path, offset=start) from None
+                raise TraceError(
+                    f"{path}: the message at byte {start:,} is not a Chakra node ({exc})", path=path, offset=start
+                ) from None
             if not got:
                 if reader.pos == start:
                     break
                 if reader.pos - start == 1:  # a length of 0: protolib stops there, as at the end
                     raise TraceError(
-                        f"{path}: an empty message at byte {start:,}, where a node should be (not a Chakra execution trace?)",
+                        f"{path}: an empty message at byte {start:,}, where a node should be (not a Chakra execution"
+                        " trace?)",
                         path=path,
                         offset=start,
                     )
-                raise TraceError(f"{path}: unreadable message length at byte {start:,} (not a Chakra execution trace?)", path=path, offset=start)
+                raise TraceError(
+                    f"{path}: unreadable message length at byte {start:,} (not a Chakra execution trace?)",
+                    path=path,
+                    offset=start,
+                )
             nodes.append(node)
             if len(nodes) > MAX_NODES:
                 raise TraceError(f"{path}: more than {MAX_NODES:,} nodes", path=path)
@@ -794,7 +943,9 @@ def _comm_groups(where: str) -> dict[str, list[int]]:
     try:
         groups = msgspec.json.decode(data, type=dict[str, list[int]])
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-        raise TraceError(f"{p}: not a comm-group file (a JSON object of process group -> list of ranks): {exc}", path=p) from None
+        raise TraceError(
+            f"{p}: not a comm-group file (a JSON object of process group -> list of ranks): {exc}", path=p
+        ) from None
     for g, members in groups.items():
         if any(not 0 <= m < MAX_RANKS for m in members):
             raise TraceError(f"{p}: process group {g!r} names a rank outside 0-{MAX_RANKS - 1}", path=p)
@@ -809,8 +960,13 @@ def _join(
     rep: dict[str, int] = {}
     for r, g, info in built:
         fp = rank_fingerprint(g) if share else ""
-        ri = RankInfo(rank=r, trace=str(info.get("path")), measured_us=float(info.get("measured_us", math.nan)), origin_us=0.0,
-                      fingerprint=fp)  # fmt: skip
+        ri = RankInfo(
+            rank=r,
+            trace=str(info.get("path")),
+            measured_us=float(info.get("measured_us", math.nan)),
+            origin_us=0.0,
+            fingerprint=fp,
+        )
         if share and fp in rep:
             ri.same_as = rep[fp]
         else:
@@ -839,8 +995,12 @@ def _graph_attrs(info: dict[str, Any], where: str) -> dict[str, Any]:
     """The graph attributes a file's ``daydream`` metadata gives back."""
     out: dict[str, Any] = {}
     try:
-        for key, typ in (("steps", list[StepInfo]), ("delays", Delays), ("causality", Causality),
-                         ("execution_trace", ExecutionTraceUse)):  # fmt: skip
+        for key, typ in (
+            ("steps", list[StepInfo]),
+            ("delays", Delays),
+            ("causality", Causality),
+            ("execution_trace", ExecutionTraceUse),
+        ):
             if info.get(key) is not None:
                 out[key] = msgspec.convert(info[key], typ)
         for key in ("device", "device_properties", "origin_us", "measured_us", "steady_periods_us", "world_size"):
@@ -892,7 +1052,9 @@ def _own_graph(f: _File, rank: int) -> tuple[nx.DiGraph, dict[str, Any]]:
             kinds = a.get(f"{which}_dep_kinds") or []
             lags = a.get(f"{which}_dep_lags_us") or []
             if len(kinds) != len(ids) or len(lags) != len(ids):
-                raise TraceError(f"{where}: {which}_dep_kinds and {which}_dep_lags_us do not match its {which}_deps", path=f.path)
+                raise TraceError(
+                    f"{where}: {which}_dep_kinds and {which}_dep_lags_us do not match its {which}_deps", path=f.path
+                )
             for p, kind, lag in zip(ids, kinds, lags):
                 if kind == RELEASE or p in skip:
                     continue
@@ -900,7 +1062,9 @@ def _own_graph(f: _File, rank: int) -> tuple[nx.DiGraph, dict[str, Any]]:
                 if p not in names:
                     raise TraceError(f"{where}: depends on node {p}, which the file does not hold", path=f.path)
                 if kind not in EDGE_KINDS:
-                    raise TraceError(f"{where}: a dependency of kind {kind!r} (daydream's are {', '.join(EDGE_KINDS)})", path=f.path)
+                    raise TraceError(
+                        f"{where}: a dependency of kind {kind!r} (daydream's are {', '.join(EDGE_KINDS)})", path=f.path
+                    )
                 if isinstance(lag, float) and math.isnan(lag):
                     edge = new_edge_attrs(kind)
                 else:
@@ -941,7 +1105,8 @@ def _own_task(node: Any, a: dict[str, Any], rank: int, where: str) -> dict[str, 
     if kind == "comm":
         task["group"] = str(task.get("group") or WORLD)
         if task.get("group_ranks") is not None and not (
-            isinstance(task["group_ranks"], list) and all(type(x) is int and 0 <= x < MAX_RANKS for x in task["group_ranks"])
+            isinstance(task["group_ranks"], list)
+            and all(type(x) is int and 0 <= x < MAX_RANKS for x in task["group_ranks"])
         ):
             raise TraceError(f"{where}: group_ranks {task['group_ranks']!r} is not a list of ranks")
     return task
@@ -985,7 +1150,9 @@ def _foreign_graph(
                 missing += 1
         parents.append(ps)
     if missing:
-        notes.add(f"{missing:,} dependenc{'ies' if missing > 1 else 'y'} on nodes the file does not hold dropped ({f.path})")
+        notes.add(
+            f"{missing:,} dependenc{'ies' if missing > 1 else 'y'} on nodes the file does not hold dropped ({f.path})"
+        )
     order = _foreign_order(f, parents)
     position = {i: k for k, i in enumerate(order)}
     prev_on_thread: dict[str, int] = {}
@@ -1018,9 +1185,17 @@ def _foreign_graph(
     starts = [a["start"] for a in tasks]
     span = max((a["start"] + a["duration"] for a in tasks), default=0.0) - min(starts, default=0.0)
     measured = span if any(x > 0 for x in starts) else math.nan
-    graph.graph.update(trace=f.path, rank=rank, world_size=1, device=None, origin_us=0.0, warnings=[],
-                       steps=[StepInfo(WHOLE, measured, span if measured == measured else 0.0)], measured_us=measured,
-                       next_task_id=len(order))  # fmt: skip
+    graph.graph.update(
+        trace=f.path,
+        rank=rank,
+        world_size=1,
+        device=None,
+        origin_us=0.0,
+        warnings=[],
+        steps=[StepInfo(WHOLE, measured, span if measured == measured else 0.0)],
+        measured_us=measured,
+        next_task_id=len(order),
+    )
     return graph, {"path": f.path, "measured_us": measured}
 
 
@@ -1048,7 +1223,10 @@ def _foreign_order(f: _File, parents: list[list[int]]) -> list[int]:
         cycle = _a_cycle(stuck, parents)
         shown = " -> ".join(f"node {f.nodes[i].id} ({f.nodes[i].name[:60]!r})" for i in cycle[:5])
         more = f" -> ... ({len(cycle)} nodes)" if len(cycle) > 5 else f" -> node {f.nodes[cycle[0]].id}"
-        raise TraceError(f"{f.path}: the dependencies form a cycle: {shown}{more}; {len(stuck):,} nodes never become ready", path=f.path)
+        raise TraceError(
+            f"{f.path}: the dependencies form a cycle: {shown}{more}; {len(stuck):,} nodes never become ready",
+            path=f.path,
+        )
     return out
 
 
@@ -1076,18 +1254,35 @@ def _foreign_edge_kind(parent: dict[str, Any], child: dict[str, Any]) -> str:
 
 
 def _foreign_task(
-    s: SimpleNamespace, node: Any, a: dict[str, Any], rank: int, path: str, groups: dict[str, list[int]], notes: set[str]
+    s: SimpleNamespace,
+    node: Any,
+    a: dict[str, Any],
+    rank: int,
+    path: str,
+    groups: dict[str, list[int]],
+    notes: set[str],
 ) -> dict[str, Any]:
     """A task from another producer's node: its kind by the node's type and ``is_cpu_op``, its thread by ``tid`` or
-    ``stream`` (one per kind where the node has none), its collective by ``comm_type``, ``comm_size`` and ``pg_name``."""
+    ``stream`` (one per kind where the node has none), its collective by ``comm_type``, ``comm_size`` and ``pg_name``.
+    """
     pb = s.pb
     where = f"{path}: node {node.id}"
     t = node.type
-    if t not in (pb.INVALID_NODE, pb.METADATA_NODE, pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE, pb.COMP_NODE, pb.COMM_SEND_NODE,
-                 pb.COMM_RECV_NODE, pb.COMM_COLL_NODE):  # fmt: skip
+    if t not in (
+        pb.INVALID_NODE,
+        pb.METADATA_NODE,
+        pb.MEM_LOAD_NODE,
+        pb.MEM_STORE_NODE,
+        pb.COMP_NODE,
+        pb.COMM_SEND_NODE,
+        pb.COMM_RECV_NODE,
+        pb.COMM_COLL_NODE,
+    ):
         raise TraceError(f"{where}: type {t}, which Chakra's schema does not define", path=path)
     cpu = a.get("is_cpu_op")
-    cpu = bool(cpu) if isinstance(cpu, (bool, int)) else True  # ASTRA-sim's ETFeeder takes a node without it for a host op
+    cpu = (
+        bool(cpu) if isinstance(cpu, (bool, int)) else True
+    )  # ASTRA-sim's ETFeeder takes a node without it for a host op
     comm = t in (pb.COMM_SEND_NODE, pb.COMM_RECV_NODE, pb.COMM_COLL_NODE)
     memory = t in (pb.MEM_LOAD_NODE, pb.MEM_STORE_NODE)
     kind = "comm" if comm else "memcpy" if memory else "cpu" if cpu else "gpu"
@@ -1115,12 +1310,29 @@ def _foreign_task(
         elif stream is None:
             stream = "compute"
         task["thread"] = f"gpu:0/{stream}"
-    task.update(rank=rank, duration=duration, gap=0.0, release=None, op=None, shapes=None, top_op_id=None, layer=None,
-                phase="other", region=None, step=WHOLE, start=float(node.start_time_micros))  # fmt: skip
+    task.update(
+        rank=rank,
+        duration=duration,
+        gap=0.0,
+        release=None,
+        op=None,
+        shapes=None,
+        top_op_id=None,
+        layer=None,
+        phase="other",
+        region=None,
+        step=WHOLE,
+        start=float(node.start_time_micros),
+    )
     if kind in CPU_KINDS:
         return task
-    task.update({"class": "comm" if comm else classify_kernel(task["name"], kind), "device": 0,
-                 "stream": a.get("stream") if isinstance(a.get("stream"), int) else None})  # fmt: skip
+    task.update(
+        {
+            "class": "comm" if comm else classify_kernel(task["name"], kind),
+            "device": 0,
+            "stream": a.get("stream") if isinstance(a.get("stream"), int) else None,
+        }
+    )
     size = a.get("comm_size") if comm else a.get("tensor_size")
     if isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 1 << 63:
         task["bytes"] = size
@@ -1155,5 +1367,15 @@ def _foreign_task(
     return task
 
 
-__all__ = ["COMM_GROUP_FILE", "check_out_dir", "ChakraWritten", "chakra_files", "chakra_inputs", "chakra_is_job", "is_chakra",
-           "output_names", "read_chakra", "write_chakra"]  # fmt: skip
+__all__ = [
+    "COMM_GROUP_FILE",
+    "check_out_dir",
+    "ChakraWritten",
+    "chakra_files",
+    "chakra_inputs",
+    "chakra_is_job",
+    "is_chakra",
+    "output_names",
+    "read_chakra",
+    "write_chakra",
+]

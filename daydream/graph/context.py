@@ -19,7 +19,8 @@ _OPTIMIZER_RE = re.compile(r"^Optimizer\.|optimizer|^## optimizer ##", re.IGNORE
 _DATALOADER_RE = re.compile(r"DataLoader|dataloader|data_loader|## data ##", re.IGNORECASE)
 _FORWARD_RE = re.compile(r"^## forward ##$|^forward$", re.IGNORECASE)
 _BACKWARD_RE = re.compile(r"^## backward ##$|^backward$|^autograd::engine::evaluate_function", re.IGNORECASE)
-# The autograd engine's nodes, by name (`AddmmBackward0`, `CudnnConvolutionBackward`, `torch::autograd::AccumulateGrad`):
+# The autograd engine's nodes, by name (`AddmmBackward0`, `CudnnConvolutionBackward`,
+# `torch::autograd::AccumulateGrad`):
 # 2021-era traces (PyTorch 1.8-1.10) record them as the engine thread's top-level ops, without the
 # `evaluate_function:` wrapper of later versions. Case matters: `aten::convolution_backward` is a forward-named op.
 _AUTOGRAD_NODE_RE = re.compile(r"Backward\d*$|^(?:torch::autograd::)?(?:AccumulateGrad|CopySlices)$")

@@ -29,13 +29,24 @@ from daydream.graph.select import Selection, in_time_order, is_real_number
 STRUCTURAL_ATTRIBUTES = frozenset({"kind", "thread", "stream", "rank", "start", "end", "queued"})
 # Microseconds a launch call costs where the trace has none to measure (a typical cudaLaunchKernel).
 DEFAULT_LAUNCH_CALL_US = 5.0
-_LAUNCH_CALLS = {"gpu": "cudaLaunchKernel", "comm": "cudaLaunchKernel", "memcpy": "cudaMemcpyAsync", "memset": "cudaMemsetAsync"}
+_LAUNCH_CALLS = {
+    "gpu": "cudaLaunchKernel",
+    "comm": "cudaLaunchKernel",
+    "memcpy": "cudaMemcpyAsync",
+    "memset": "cudaMemsetAsync",
+}
 
 
 def add_task(
-    graph: nx.DiGraph, name: str, kind: str, thread: str, duration: float, gap: float = 0.0,
-    release: float | None = None, **attrs: Any,
-) -> int:  # fmt: skip
+    graph: nx.DiGraph,
+    name: str,
+    kind: str,
+    thread: str,
+    duration: float,
+    gap: float = 0.0,
+    release: float | None = None,
+    **attrs: Any,
+) -> int:
     """Add a task and return its node id (a new integer id, above every one in use)."""
     if kind not in CPU_KINDS | GPU_KINDS:
         raise DaydreamError(f"unknown task kind {kind!r}: use one of {sorted(CPU_KINDS | GPU_KINDS)}")
@@ -45,9 +56,24 @@ def add_task(
     if not isinstance(node, int) or node in graph:
         node = max((n for n in graph.nodes if isinstance(n, int)), default=-1) + 1
     graph.graph["next_task_id"] = node + 1
-    base = {"kind": kind, "name": name, "thread": thread, "duration": float(duration), "gap": float(gap), "release": release,
-            "op": None, "shapes": None, "top_op_id": None, "layer": None, "phase": None, "region": None, "step": None,
-            "rank": 0, "parallel_us": 0.0, "param_us": 0.0}  # fmt: skip
+    base = {
+        "kind": kind,
+        "name": name,
+        "thread": thread,
+        "duration": float(duration),
+        "gap": float(gap),
+        "release": release,
+        "op": None,
+        "shapes": None,
+        "top_op_id": None,
+        "layer": None,
+        "phase": None,
+        "region": None,
+        "step": None,
+        "rank": 0,
+        "parallel_us": 0.0,
+        "param_us": 0.0,
+    }
     base.update(attrs)
     graph.add_node(node, **base)
     derived.changed(graph, derived.TASKS)
@@ -126,7 +152,9 @@ def scale_each(graph: nx.DiGraph, selection: Iterable[Any], factor_of: Callable[
 
 def _durations_changed(graph: nx.DiGraph, host: bool) -> None:
     """Durations changed, of a host task (not on a GPU) among them where ``host``."""
-    derived.changed(graph, derived.DURATIONS, derived.attribute("duration"), *([derived.HOST_DURATIONS] if host else []))
+    derived.changed(
+        graph, derived.DURATIONS, derived.attribute("duration"), *([derived.HOST_DURATIONS] if host else [])
+    )
 
 
 def set_attribute(graph: nx.DiGraph, selection: Iterable[Any], attribute: str, value: Any) -> None:
@@ -168,11 +196,18 @@ def _attribute_changed(graph: nx.DiGraph, attribute: str, host: bool) -> None:
 def check_settable(attribute: str, value: Any) -> None:
     if attribute in STRUCTURAL_ATTRIBUTES:
         raise DaydreamError(
-            f"cannot set {attribute!r}: it places the task in its thread's order; remove the task and insert a new one instead"
+            f"cannot set {attribute!r}: it places the task in its thread's order; remove the task and insert a new one"
+            " instead"
         )
-    if attribute in ("duration", "gap") and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+    if attribute in ("duration", "gap") and (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0
+    ):
         raise DaydreamError(f"{attribute} must be a number of microseconds >= 0 (got {_shown(value)})")
-    if attribute == "release" and value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+    if (
+        attribute == "release"
+        and value is not None
+        and (isinstance(value, bool) or not isinstance(value, (int, float)))
+    ):
         raise DaydreamError(f"release must be a time in microseconds or none (got {_shown(value)})")
 
 
@@ -344,8 +379,12 @@ def typical_launch_call_us(graph: nx.DiGraph, kind: str) -> float:
     if kept is not None:
         value, _, host_at, calls_at, counted = kept
         nodes = attrs_of(graph)
-        if (host_at == now[1] and calls_at is calls and not calls.gpu_launcher
-                and all(nodes[u]["duration"] == value for u in entries[counted:])):  # fmt: skip
+        if (
+            host_at == now[1]
+            and calls_at is calls
+            and not calls.gpu_launcher
+            and all(nodes[u]["duration"] == value for u in entries[counted:])
+        ):
             # the same calls at the same durations, and calls at the median: the median of them all is the same
             costs[kind] = (value, now[0], now[1], calls, len(entries))
             return float(value)
@@ -447,7 +486,9 @@ def insert_task(
     derived.changed(graph, derived.EDGES)
     cycle = _rolled_back_cycle(graph, order, new_nodes, undo, work)
     if cycle is not None:
-        raise DaydreamError(f"inserting {name!r} {side} {task_label(graph, anchor)} would close a dependency cycle: {cycle} ...")
+        raise DaydreamError(
+            f"inserting {name!r} {side} {task_label(graph, anchor)} would close a dependency cycle: {cycle} ..."
+        )
     return new_nodes
 
 
@@ -529,8 +570,9 @@ def _wait_for_anchor(graph: nx.DiGraph, anchor: Any, task: Any, side: str, queue
             graph.add_edge(task, anchor, kind="sync", lag=0.0)
 
 
-def _rolled_back_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], undo: _Undo,
-                       work: Work | None = None) -> str | None:  # fmt: skip
+def _rolled_back_cycle(
+    graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], undo: _Undo, work: Work | None = None
+) -> str | None:
     """If the inserted tasks and their edges close a dependency cycle: the start of the cycle, after rolling the
     insert back; else None (and the cached topological order is up to date)."""
     pred, succ = predecessors_of(graph), successors_of(graph)
@@ -543,8 +585,13 @@ def _rolled_back_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_no
     return path
 
 
-def _closes_cycle(graph: nx.DiGraph, order: dict[Any, float] | None, new_nodes: list[Any], new_edges: list[tuple[Any, Any]],
-                  work: Work | None = None) -> bool:  # fmt: skip
+def _closes_cycle(
+    graph: nx.DiGraph,
+    order: dict[Any, float] | None,
+    new_nodes: list[Any],
+    new_edges: list[tuple[Any, Any]],
+    work: Work | None = None,
+) -> bool:
     """Whether the new tasks and edges close a cycle; if not, the cached topological order is brought up to date."""
     if order is None:  # the graph had a cycle before (built by hand): search from the new tasks
         try:
@@ -606,7 +653,9 @@ def _default_thread(graph: nx.DiGraph, anchor: Any, on_gpu: bool) -> str:
                     if e.get("kind") == "launch" and (best is None or _start(b) > best[0]):
                         best = (_start(b), nodes[v]["thread"])
         if best is None:
-            raise DaydreamError(f"{task_label(graph, anchor)} launched no GPU work before it: say which stream with 'on'")
+            raise DaydreamError(
+                f"{task_label(graph, anchor)} launched no GPU work before it: say which stream with 'on'"
+            )
         return best[1]
     for u, e in pred[anchor].items():
         if e.get("kind") == "launch":
@@ -632,7 +681,8 @@ def _launch_anchor(graph: nx.DiGraph, anchor: Any, side: str) -> tuple[Any, str]
                 return u, side  # the nearest launch on the anchor's side: after an earlier one, before a later one
         other = step(graph, other)
     raise DaydreamError(
-        f"no CPU call launches work on {a['thread']} near {task_label(graph, anchor)}: insert the task with a CPU anchor"
+        f"no CPU call launches work on {a['thread']} near {task_label(graph, anchor)}: insert the task with a CPU"
+        " anchor"
     )
 
 
@@ -654,7 +704,9 @@ def _place(graph: nx.DiGraph, node: Any, thread: str, anchor: Any, side: str, ke
             nxt = _order_succ(graph, prev)
         else:
             heads = [
-                u for u in members if u != node and u in nodes and _order_pred(graph, u) is None and not nodes[u].get("queued")
+                u
+                for u in members
+                if u != node and u in nodes and _order_pred(graph, u) is None and not nodes[u].get("queued")
             ]
             nxt = heads[0] if heads else None
     order = "stream" if thread.startswith("gpu:") else "thread"
@@ -732,7 +784,9 @@ def _thread_members(graph: nx.DiGraph, new: Any) -> list[Any]:
     return kept[1].setdefault(thread, [])
 
 
-def _members_by_start(graph: nx.DiGraph, thread: str, members: list[Any]) -> tuple[list[tuple[float, int]], list[Any]] | None:
+def _members_by_start(
+    graph: nx.DiGraph, thread: str, members: list[Any]
+) -> tuple[list[tuple[float, int]], list[Any]] | None:
     """``thread``'s members (from :func:`_thread_members`, just called) as (start, id) keys in order and the tasks in
     that order, made on first use and kept beside them; None where a start is not a real number."""
     kept = derived.cached(graph, _THREAD_MEMBERS, ())
@@ -809,5 +863,7 @@ def _check_links(graph: nx.DiGraph, node: Any) -> int:
         raise DaydreamError(f"{task_label(graph, node)} is queued but has a place in its thread's order")
     for u in order_in:
         if nodes[u]["thread"] != t:
-            raise DaydreamError(f"an order edge joins {task_label(graph, u)} to {task_label(graph, node)} on another thread")
+            raise DaydreamError(
+                f"an order edge joins {task_label(graph, u)} to {task_label(graph, node)} on another thread"
+            )
     return len(order_in)

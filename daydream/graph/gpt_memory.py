@@ -1,4 +1,5 @@
-"""A GPT's memory from its configuration, without a trace: ``daydream plan``'s memory model (daydream.graph.model_memory)
+"""A GPT's memory from its configuration, without a trace: ``daydream plan``'s memory model
+(daydream.graph.model_memory)
 read from the forward pass a one-GPU trace of Megatron-LM's GPT would record.
 
 :func:`gpt_graph` writes that pass for L layers of hidden size h, a heads, sequence s, vocabulary v and micro-batch b:
@@ -73,8 +74,20 @@ def gpt_graph(model: GPT, optimizer: str = "Adam") -> nx.DiGraph:
 
     def op(layer: str | None, name: str, *shapes: list[int], phase: str = "forward", thread: str = _THREAD) -> None:
         # one task a call, a microsecond each, one after another
-        add_task(g, name, "cpu", thread, 1.0, start=float(len(g)), phase=phase, op=name, top_op=name, shapes=list(shapes),
-                 top_op_id=len(g), layer=layer)  # fmt: skip
+        add_task(
+            g,
+            name,
+            "cpu",
+            thread,
+            1.0,
+            start=float(len(g)),
+            phase=phase,
+            op=name,
+            top_op=name,
+            shapes=list(shapes),
+            top_op_id=len(g),
+            layer=layer,
+        )
 
     params: list[tuple[str, list[int]]] = []
 
@@ -112,7 +125,9 @@ def gpt_graph(model: GPT, optimizer: str = "Adam") -> nx.DiGraph:
         for name in ("aten::add", "aten::dropout", "aten::add"):
             op(layer, name, [s, b, h], [s, b, h])
     norm(FINAL_NORM)
-    op(OUTPUT, "aten::linear", [s, b, h], [v, h])  # the logits by the word embedding (tied: its gradient is the table's)
+    op(
+        OUTPUT, "aten::linear", [s, b, h], [v, h]
+    )  # the logits by the word embedding (tied: its gradient is the table's)
     # the cross entropy in fp32, on no module: it joins the output layer's block
     op(None, "aten::to", [s, b, v])
     op(None, "aten::_log_softmax", [s * b, v])
@@ -124,7 +139,9 @@ def gpt_graph(model: GPT, optimizer: str = "Adam") -> nx.DiGraph:
     return g
 
 
-def gpt_memory(model: GPT, activation_bytes: int = 2, master_weights: bool = True, optimizer: str = "Adam") -> ModelMemory:
+def gpt_memory(
+    model: GPT, activation_bytes: int = 2, master_weights: bool = True, optimizer: str = "Adam"
+) -> ModelMemory:
     """``model``'s memory as ``daydream plan`` counts a trace's (module docstring), Megatron-LM's vocabulary-parallel
     embedding and output layer marked; ``activation_bytes``: the activations' dtype (2: fp16), which a dropout's mask
     is counted in; ``master_weights``: mixed precision's fp32 copy of the parameters, one more optimizer state a

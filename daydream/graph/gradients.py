@@ -56,8 +56,12 @@ DDP_FIRST_BUCKET = 2**20
 
 # Where a step's gradient sizes come from, in order of preference (the module docstring).
 SHAPES, EXECUTION_TRACE, COLLECTIVES, WEIGHT_SHAPES, OPTIMIZER_KERNELS = (
-    "shapes", "execution trace", "collectives", "weight shapes", "optimizer kernels"
-)  # fmt: skip
+    "shapes",
+    "execution trace",
+    "collectives",
+    "weight shapes",
+    "optimizer kernels",
+)
 SOURCES = (SHAPES, EXECUTION_TRACE, COLLECTIVES, WEIGHT_SHAPES, OPTIMIZER_KERNELS)
 EXACT = frozenset({SHAPES, EXECUTION_TRACE})
 _FROM = {
@@ -76,14 +80,18 @@ CHUNK_ELEMENTS = 65536
 MAX_BLOCKS = 320
 MAX_TENSORS = (110, 64, 48, 36, 30)
 _DEPTH = re.compile(r"TensorListMetadata<(\d+)")
-# the element type in an NCCL kernel's name: ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_AllReduce_Sum_bf16_RING_LL
+# the element type in an NCCL kernel's name: ncclKernel_AllReduce_RING_LL_Sum_float,
+# ncclDevKernel_AllReduce_Sum_bf16_RING_LL
 _COLLECTIVE_DTYPE = re.compile(r"_(?:Sum|Prod|Min|Max|Avg|PreMulSum|SumPostDiv)_([A-Za-z0-9]+)")
 # ops whose inputs hold parameters: (innermost op, its parameter inputs as (position, dims): 1 a vector, more at
 # least that many); Linears by linear_dims
 _PARAMETER_INPUTS: tuple[tuple[re.Pattern[str], tuple[tuple[int, int], ...]], ...] = (
     (re.compile(r"conv(?!.*backward)", re.I), ((1, 3), (2, 1))),  # (input, weight, bias, ...)
     (re.compile(r"batch_norm(?!.*backward)"), ((1, 1), (2, 1))),  # (input, weight, bias, running_mean, ...)
-    (re.compile(r"(layer|group)_norm(?!.*backward)"), ((2, 1), (3, 1))),  # (input, normalized_shape | groups, weight, bias)
+    (
+        re.compile(r"(layer|group)_norm(?!.*backward)"),
+        ((2, 1), (3, 1)),
+    ),  # (input, normalized_shape | groups, weight, bias)
     (re.compile(r"rms_norm(?!.*backward)"), ((2, 1),)),  # (input, normalized_shape, weight, eps)
 )
 _EMBEDDING = re.compile(r"^aten::(embedding|embedding_bag|_embedding_bag)$")  # the outermost op: its weight first
@@ -175,7 +183,8 @@ def read_gradients(graph: nx.DiGraph, element_bytes: int = 4) -> tuple[list[Grad
             calls.setdefault(key if key is not None else ("task", v), []).append(v)
     if not calls:
         raise DaydreamError(
-            "the graph has no gradients: no autograd AccumulateGrad calls in the selected step (is it a training iteration?)"
+            "the graph has no gradients: no autograd AccumulateGrad calls in the selected step (is it a training"
+            " iteration?)"
         )
     last_task = {key: in_time_order(graph, tasks)[-1] for key, tasks in calls.items()}
     wanted = {v: key for key, v in last_task.items()}
@@ -192,8 +201,10 @@ def read_gradients(graph: nx.DiGraph, element_bytes: int = 4) -> tuple[list[Grad
     by_step: dict[Any, list[Any]] = {}
     for key in sorted(calls, key=lambda k: (str(nodes[last_task[k]].get("step")), order[k])):
         by_step.setdefault(nodes[last_task[key]].get("step"), []).append(key)
-    sizes = {key: next((n for n in (tensor_elements(nodes[t].get("shapes")) for t in tasks) if n is not None), None)
-             for key, tasks in calls.items()}  # fmt: skip
+    sizes = {
+        key: next((n for n in (tensor_elements(nodes[t].get("shapes")) for t in tasks) if n is not None), None)
+        for key, tasks in calls.items()
+    }
     et = graph.graph.get("execution_trace")
     recorded = EXECUTION_TRACE if et and et.ops else SHAPES
     source = {key: recorded for key, n in sizes.items() if n is not None}
@@ -227,13 +238,20 @@ def read_gradients(graph: nx.DiGraph, element_bytes: int = 4) -> tuple[list[Grad
 
 def _missing_sizes(missing: int, total: int, et: Any) -> str:
     """Why ``missing`` of ``total`` gradients have no size: nothing recorded them, nothing gave an estimate."""
-    none = ("and nothing to estimate them from (no DDP all-reduces in the backward pass, no weight shapes of the "
-            "forward ops, no fused optimizer kernels with their grids)")  # fmt: skip
+    none = (
+        "and nothing to estimate them from (no DDP all-reduces in the backward pass, no weight shapes of the "
+        "forward ops, no fused optimizer kernels with their grids)"
+    )
     if et:  # one was read with the trace: say why it did not give the sizes, not to give one
-        why = ("it covers another iteration than this step (an execution trace records one): choose that step "
-               "(--step)" if et.ops else "it was not used: its ops do not match the trace's (see the warning)")  # fmt: skip
-        return (f"{missing} of {total} gradients have no recorded size, {none}, and the execution trace {et.path} does not "
-                f"give them: {why}; or record the trace with shapes (torch.profiler.profile(record_shapes=True))")  # fmt: skip
+        why = (
+            "it covers another iteration than this step (an execution trace records one): choose that step (--step)"
+            if et.ops
+            else "it was not used: its ops do not match the trace's (see the warning)"
+        )
+        return (
+            f"{missing} of {total} gradients have no recorded size, {none}, and the execution trace {et.path} does not "
+            f"give them: {why}; or record the trace with shapes (torch.profiler.profile(record_shapes=True))"
+        )
     return (
         f"{missing} of {total} gradients have no recorded size, {none}: record the trace with shapes "
         "(torch.profiler.profile(record_shapes=True)) or give the execution trace that covers this step (--et)"
@@ -302,8 +320,11 @@ def _from_weight_shapes(graph: nx.DiGraph, step: Any, keys: list[Any]) -> _Estim
     """A step's sizes from the parameters its forward ops read (``_parameters``), once per op call, in time order:
     the gradients take them in reverse (``_spread`` where they do not number the same); None without any."""
     nodes = attrs_of(graph)
-    shaped = [v for v, a in nodes.items()
-              if a.get("step") == step and a.get("phase") == "forward" and a["kind"] in CPU_KINDS and a.get("shapes")]  # fmt: skip
+    shaped = [
+        v
+        for v, a in nodes.items()
+        if a.get("step") == step and a.get("phase") == "forward" and a["kind"] in CPU_KINDS and a.get("shapes")
+    ]
     found: list[int] = []
     done: set[Any] = set()
     for v in in_time_order(graph, shaped):
@@ -380,7 +401,9 @@ def _from_optimizer_kernels(graph: nx.DiGraph, step: Any, keys: list[Any]) -> _E
         blocks = a.get("blocks")
         if a.get("step") == step and a.get("phase") == "optimizer" and type(blocks) is int and blocks > 0:
             call = a.get("top_op_id")
-            calls.setdefault((call, a.get("op")) if call is not None else ("task", v), []).append((a["start"], blocks, a["name"]))
+            calls.setdefault((call, a.get("op")) if call is not None else ("task", v), []).append(
+                (a["start"], blocks, a["name"])
+            )
     chunks = {call: sum(b for _, b, _ in launches) for call, launches in calls.items()}
     n, total = len(keys), max(chunks.values(), default=0)
     if total < n:
@@ -398,8 +421,10 @@ def _from_optimizer_kernels(graph: nx.DiGraph, step: Any, keys: list[Any]) -> _E
         each = ((c1 - c0) - (t1 - t0) / 2) * CHUNK_ELEMENTS / (t1 - t0)
         elements += [round(each)] * (t1 - t0)
     low, high = (total - n) * CHUNK_ELEMENTS + n, total * CHUNK_ELEMENTS
-    detail = (f"{total:,} chunks of {CHUNK_ELEMENTS:,} elements over {n} tensors a step: {low:,} to {high:,} parameters, "
-              "the middle taken")  # fmt: skip
+    detail = (
+        f"{total:,} chunks of {CHUNK_ELEMENTS:,} elements over {n} tensors a step: {low:,} to {high:,} parameters, "
+        "the middle taken"
+    )
     error = 100.0 * (n / 2) / (total - n / 2)
     return _Estimate(elements[::-1], max(ESTIMATE_FLOOR_PCT, error), detail)
 
@@ -445,7 +470,9 @@ def used_estimate(graph: nx.DiGraph) -> GradientSizes | None:
     return derived.cached(graph, _USED, ())
 
 
-def ddp_buckets(grads: list[Gradient], cap: float = DDP_BUCKET_CAP, first_cap: float = DDP_FIRST_BUCKET) -> list[list[Gradient]]:
+def ddp_buckets(
+    grads: list[Gradient], cap: float = DDP_BUCKET_CAP, first_cap: float = DDP_FIRST_BUCKET
+) -> list[list[Gradient]]:
     """Gradients grouped into DDP buckets, per step, in ready order: a bucket closes once it holds at least its
     limit (``first_cap`` for a step's first bucket, ``cap`` after), as torch's ``compute_bucket_assignment_by_size``
     does; the order is the observed ready order, which DDP adopts after its first iteration (bucket rebuild)."""

@@ -46,16 +46,38 @@ def rank_fingerprint(graph: nx.DiGraph) -> str:
         for i in range(len(tasks)):
             t = threads.setdefault(thread[i], len(threads))
             parents = tuple(zip(parent[ptr[i] : ptr[i + 1]], edge_kind[ptr[i] : ptr[i + 1]], lag[ptr[i] : ptr[i + 1]]))
-            row = (kind[i], name[i], t, duration[i], gap[i], release[i], step[i], collective[i], size[i], group[i], parents)
+            row = (
+                kind[i],
+                name[i],
+                t,
+                duration[i],
+                gap[i],
+                release[i],
+                step[i],
+                collective[i],
+                size[i],
+                group[i],
+                parents,
+            )
             h.update(repr(row).encode())
         return h.hexdigest()
     index = {n: i for i, n in enumerate(graph)}
     pred = predecessors_of(graph)
     for n, a in attrs_of(graph).items():
         t = threads.setdefault(a["thread"], len(threads))
-        row = (a["kind"], a["name"], t, a["duration"], a.get("gap", 0.0), a.get("release"), a.get("step"),
-               a.get("collective"), a.get("bytes"), a.get("group"),
-               tuple((index[p], e.get("kind"), e.get("lag", 0.0)) for p, e in pred[n].items()))  # fmt: skip
+        row = (
+            a["kind"],
+            a["name"],
+            t,
+            a["duration"],
+            a.get("gap", 0.0),
+            a.get("release"),
+            a.get("step"),
+            a.get("collective"),
+            a.get("bytes"),
+            a.get("group"),
+            tuple((index[p], e.get("kind"), e.get("lag", 0.0)) for p, e in pred[n].items()),
+        )
         h.update(repr(row).encode())
     return h.hexdigest()
 
@@ -96,19 +118,34 @@ def join_ranks(graphs: Sequence[nx.DiGraph], ranks: Sequence[RankInfo], where: s
         warnings.extend(f"rank {info.rank}: {w}" for w in g.graph.get("warnings", []))
     fill(job, nodes, task_attrs, parents)
     job.graph.update(
-        trace=where, rank=None, world_size=max(len(ranks), int(first.get("world_size") or 0)),
-        device=first.get("device"), device_properties=first.get("device_properties", {}), origin_us=origin,
-        steps=[msgspec.structs.replace(s, measured_us=max(r.measured_us for r in ranks)) for s in first.get("steps", [])],
-        delays=first.get("delays"), warnings=warnings, measured_us=max(r.measured_us for r in ranks),
-        recording=first.get("recording"), causality=first.get("causality"), next_task_id=len(nodes),
+        trace=where,
+        rank=None,
+        world_size=max(len(ranks), int(first.get("world_size") or 0)),
+        device=first.get("device"),
+        device_properties=first.get("device_properties", {}),
+        origin_us=origin,
+        steps=[
+            msgspec.structs.replace(s, measured_us=max(r.measured_us for r in ranks)) for s in first.get("steps", [])
+        ],
+        delays=first.get("delays"),
+        warnings=warnings,
+        measured_us=max(r.measured_us for r in ranks),
+        recording=first.get("recording"),
+        causality=first.get("causality"),
+        next_task_id=len(nodes),
         ranks=[msgspec.structs.replace(r) for r in ranks],
-    )  # fmt: skip
+    )
     job.graph["collectives"] = match_collectives(job, ranks)
     return job
 
 
-def place_rank(graph: nx.DiGraph, info: RankInfo, ranks: Sequence[RankInfo], world_size: int,
-               collectives: Sequence[tuple[str | None, str, int, float]]) -> None:  # fmt: skip
+def place_rank(
+    graph: nx.DiGraph,
+    info: RankInfo,
+    ranks: Sequence[RankInfo],
+    world_size: int,
+    collectives: Sequence[tuple[str | None, str, int, float]],
+) -> None:
     """Make one rank's graph (one trace's, built) its part of the job graph, in place, as :func:`join_ranks` and
     :func:`match_collectives` make it and pricing leaves it: its tasks carry ``rank``, start ``info.offset_us`` later
     (the roots released then), and its comm tasks (in :func:`comm_tasks`' order) their ``collective_id``, ``group``,
@@ -171,13 +208,28 @@ class CommTask(msgspec.Struct, frozen=True, array_like=True):
 
 
 def comm_tasks(
-    graph: nx.DiGraph, rank: int | None = None, base: int = 0, offset_us: float = 0.0, nodes: Sequence[Any] | None = None
+    graph: nx.DiGraph,
+    rank: int | None = None,
+    base: int = 0,
+    offset_us: float = 0.0,
+    nodes: Sequence[Any] | None = None,
 ) -> list[CommTask]:
     """The comm tasks of ``graph``, in task order (or the tasks ``nodes``): a job graph's (each task's ``rank``, its
     ``order`` the task), or one rank's graph as ``rank``, whose tasks come ``base`` places into the job's (``order``:
     that plus the task's place in the graph) and whose clock runs ``offset_us`` behind the job's. A built graph's
     are read from its columns, without making its task dicts."""
-    keys = ("start", "duration", "traced_us", "name", "collective", "bytes", "group", "group_size", "group_ranks", "phase")
+    keys = (
+        "start",
+        "duration",
+        "traced_us",
+        "name",
+        "collective",
+        "bytes",
+        "group",
+        "group_size",
+        "group_ranks",
+        "phase",
+    )
     tasks, edges = task_columns(graph), edge_arrays(graph)
     if tasks is not None and edges is not None and nodes is None and rank is not None:
         chosen = [i for i, k in enumerate(tasks.values("kind")) if k == "comm"]
@@ -208,13 +260,25 @@ def comm_tasks(
         else:
             ranks = [attrs[n]["rank"] for n in picked]
     out = []
-    for k, (n, issue, start, duration, traced, name, collective, size, group, group_size, members, phase) in enumerate(rows):
-        out.append(CommTask(
-            rank=ranks[k] if rank is None else rank, order=n if rank is None else base + n, issued_us=issue + offset_us,
-            start_us=float(start or 0.0) + offset_us, traced_us=float(traced if traced is not None else duration),
-            name=name, collective=collective, bytes=size, group=group, group_size=group_size,
-            group_ranks=tuple(members) if members else None, phase=phase,
-        ))  # fmt: skip
+    for k, (n, issue, start, duration, traced, name, collective, size, group, group_size, members, phase) in enumerate(
+        rows
+    ):
+        out.append(
+            CommTask(
+                rank=ranks[k] if rank is None else rank,
+                order=n if rank is None else base + n,
+                issued_us=issue + offset_us,
+                start_us=float(start or 0.0) + offset_us,
+                traced_us=float(traced if traced is not None else duration),
+                name=name,
+                collective=collective,
+                bytes=size,
+                group=group,
+                group_size=group_size,
+                group_ranks=tuple(members) if members else None,
+                phase=phase,
+            )
+        )
     return out
 
 
@@ -260,8 +324,10 @@ def match_comm_tasks(
         size = max((int(tasks[k].group_size or 0) for ks in by_rank.values() for k in ks), default=0)
         named = {tasks[k].group_ranks for ks in by_rank.values() for k in ks if tasks[k].group_ranks}
         if len(named) > 1:
-            raise DaydreamError(f"{where}: the ranks disagree on the members of process group "
-                                f"{group!r}: {'; '.join(format_ranks(sorted(m)) for m in sorted(named))}")  # fmt: skip
+            raise DaydreamError(
+                f"{where}: the ranks disagree on the members of process group "
+                f"{group!r}: {'; '.join(format_ranks(sorted(m)) for m in sorted(named))}"
+            )
         if group == WORLD:
             size = len(all_ranks)
         elif named:
@@ -269,18 +335,25 @@ def match_comm_tasks(
             listed = sorted(named.pop())  # type: ignore[arg-type]
             absent = [r for r in listed if r not in rep_of]
             if absent:
-                raise DaydreamError(f"{where}: process group {group!r} holds ranks "
-                                    f"{format_ranks(listed)}, and the job has no trace for rank{'s' if len(absent) > 1 else ''} "
-                                    f"{format_ranks(absent)}")  # fmt: skip
+                raise DaydreamError(
+                    f"{where}: process group {group!r} holds ranks "
+                    f"{format_ranks(listed)}, and the job has no trace for rank{'s' if len(absent) > 1 else ''} "
+                    f"{format_ranks(absent)}"
+                )
             strangers = sorted(r for rep in by_rank for r in stands_for[rep] if r not in listed)
             if strangers:
-                raise DaydreamError(f"{where}: rank{'s' if len(strangers) > 1 else ''} "
-                                    f"{format_ranks(strangers)} issue{'' if len(strangers) > 1 else 's'} collectives on process group {group!r}, whose members are ranks {format_ranks(listed)}")  # fmt: skip
+                raise DaydreamError(
+                    f"{where}: rank{'s' if len(strangers) > 1 else ''} {format_ranks(strangers)}"
+                    f" issue{'' if len(strangers) > 1 else 's'} collectives on process group {group!r}, whose members"
+                    f" are ranks {format_ranks(listed)}"
+                )
             members = listed
             size = len(listed)
         elif size > len(members):
-            raise DaydreamError(f"{where}: process group {group!r} spans {size} ranks, but only "
-                                f"ranks {format_ranks(members)} issue collectives on it")  # fmt: skip
+            raise DaydreamError(
+                f"{where}: process group {group!r} spans {size} ranks, but only "
+                f"ranks {format_ranks(members)} issue collectives on it"
+            )
         reps = sorted(by_rank)
         missing = [r for r in members if rep_of[r] not in by_rank]
         if missing:
@@ -315,10 +388,14 @@ def _mismatch(tasks: Sequence[CommTask], where: str, group: str, seqs: dict[int,
             key = ""
             example.setdefault(key, f"no collective #{k + 1} (it issues {len(ks)} on this group)")
         said[key].append(r)
-    parts = [f"rank{'s' if len(rs) > 1 else ''} {format_ranks(rs)} issue{'' if len(rs) > 1 else 's'} {example[key]}"
-             for key, rs in sorted(said.items(), key=lambda kv: -len(kv[1]))]  # fmt: skip
-    raise DaydreamError(f"{where}: collective #{k + 1} of process group {group!r} does not match across ranks: "
-                        f"{'; '.join(parts)} (collectives are matched by group and order of issue)")  # fmt: skip
+    parts = [
+        f"rank{'s' if len(rs) > 1 else ''} {format_ranks(rs)} issue{'' if len(rs) > 1 else 's'} {example[key]}"
+        for key, rs in sorted(said.items(), key=lambda kv: -len(kv[1]))
+    ]
+    raise DaydreamError(
+        f"{where}: collective #{k + 1} of process group {group!r} does not match across ranks: "
+        f"{'; '.join(parts)} (collectives are matched by group and order of issue)"
+    )
 
 
 def format_ranks(ranks: Sequence[Any]) -> str:

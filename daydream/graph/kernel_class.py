@@ -30,7 +30,10 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "embedding",
             r"embedding|embedding_bag|EmbeddingBag|index_select|indexSelect|gather_kernel|scatter_kernel|index_put|indexing_backward|unique|sort",
         ),
-        ("norm", r"batch_norm|batchnorm|bn_fw|bn_bw|layer_norm|layernorm|group_norm|rms_norm|rmsnorm|welford|instance_norm"),
+        (
+            "norm",
+            r"batch_norm|batchnorm|bn_fw|bn_bw|layer_norm|layernorm|group_norm|rms_norm|rmsnorm|welford|instance_norm",
+        ),
         ("softmax", r"softmax"),
         ("optimizer", r"multi_tensor_apply|adam|sgd|lamb(?!da)|fused_optimizer|FusedAdam"),  # not `lambda`
         (
@@ -80,7 +83,9 @@ def is_multi_tensor_apply(name: str) -> bool:
     return MULTI_TENSOR_APPLY_RE.search(name) is not None
 
 
-COLLECTIVE_RE = re.compile(r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv)", re.IGNORECASE)
+COLLECTIVE_RE = re.compile(
+    r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|Send|Recv)", re.IGNORECASE
+)
 
 
 def collective_of(name: str) -> str | None:

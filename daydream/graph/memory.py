@@ -106,7 +106,9 @@ class GraphMemory:
     free_offset: np.ndarray  # float64
     free_seq: np.ndarray  # int64
     in_floor: np.ndarray  # bool: held in the device's floor (from before the window, or split from it), not added to it
-    traced_us: dict[Any, tuple[float, float]] = field(default_factory=dict)  # a referenced task's traced (start, duration)
+    traced_us: dict[Any, tuple[float, float]] = field(
+        default_factory=dict
+    )  # a referenced task's traced (start, duration)
     windows: tuple[Window, ...] = ()
     notes: tuple[str, ...] = ()
     generation: int = 0  # one more each time tensors leave (their rows renumbered): a TensorSet of another is stale
@@ -115,8 +117,10 @@ class GraphMemory:
         return len(self.nbytes)
 
     def __repr__(self) -> str:
-        return (f"GraphMemory({self.source}, {len(self):,} tensors, devices {[d.key for d in self.devices]}, "
-                f"{len(self.windows)} windows)")  # fmt: skip
+        return (
+            f"GraphMemory({self.source}, {len(self):,} tensors, devices {[d.key for d in self.devices]}, "
+            f"{len(self.windows)} windows)"
+        )
 
     def main_device(self) -> int:
         """The device a step's memory is reported for: the first GPU, else the CPU."""
@@ -223,7 +227,9 @@ def attach_memory(graph: nx.DiGraph, events: Any, device_capacity: float | None 
         task[r] = tasks[np.maximum(at, 0)]
     devices = sorted({(int(t), int(d)) for t, d in zip(events.device_type.tolist(), events.device_id.tolist())})
     device_of = {dev: k for k, dev in enumerate(devices)}
-    dev = np.fromiter((device_of[(int(t), int(d))] for t, d in zip(events.device_type, events.device_id)), np.int16, len(ts))
+    dev = np.fromiter(
+        (device_of[(int(t), int(d))] for t, d in zip(events.device_type, events.device_id)), np.int16, len(ts)
+    )
     tensors = _pair(events, dev, inside, task, ts, start)
     floors, counted = _floors(events, dev, inside, len(devices))
     step = _column(graph, "step")
@@ -238,9 +244,22 @@ def attach_memory(graph: nx.DiGraph, events: Any, device_capacity: float | None 
     for k, (t, d) in enumerate(devices):
         peak, times, levels = measured[k]
         gpu = t != 0
-        out_devices.append(Device(_device_key(t, d), gpu, device_capacity if gpu else None, floors[k], counted[k], peak,
-                                  times, levels, peaks[k]))  # fmt: skip
-    referenced = {int(i) for i in np.concatenate([tensors["alloc_task"], tensors["free_task"]]).tolist() if i != NO_TASK}
+        out_devices.append(
+            Device(
+                _device_key(t, d),
+                gpu,
+                device_capacity if gpu else None,
+                floors[k],
+                counted[k],
+                peak,
+                times,
+                levels,
+                peaks[k],
+            )
+        )
+    referenced = {
+        int(i) for i in np.concatenate([tensors["alloc_task"], tensors["free_task"]]).tolist() if i != NO_TASK
+    }
     memory = GraphMemory(
         source=TRACE,
         devices=tuple(out_devices),
@@ -273,8 +292,10 @@ def _pair(
     rows = np.flatnonzero(inside)
     rows = rows[np.lexsort((rows, ts[rows]))]  # in time, ties in the file's order
     open_at: dict[tuple[int, int], int] = {}
-    out: dict[str, list[Any]] = {k: [] for k in ("device", "nbytes", "alloc_task", "alloc_offset", "alloc_seq", "free_task",
-                                                 "free_offset", "free_seq")}  # fmt: skip
+    out: dict[str, list[Any]] = {
+        k: []
+        for k in ("device", "nbytes", "alloc_task", "alloc_offset", "alloc_seq", "free_task", "free_offset", "free_seq")
+    }
     nbytes, addr = events.nbytes, events.addr
     for r in rows.tolist():
         key = (int(dev[r]), int(addr[r]))
@@ -285,19 +306,43 @@ def _pair(
             if key in open_at:  # its free never came: freed when the address is handed out again
                 _close(out, open_at.pop(key), t, offset, r)
             open_at[key] = len(out["nbytes"])
-            for k, v in (("device", key[0]), ("nbytes", b), ("alloc_task", t), ("alloc_offset", offset), ("alloc_seq", r),
-                         ("free_task", NO_TASK), ("free_offset", 0.0), ("free_seq", -1)):  # fmt: skip
+            for k, v in (
+                ("device", key[0]),
+                ("nbytes", b),
+                ("alloc_task", t),
+                ("alloc_offset", offset),
+                ("alloc_seq", r),
+                ("free_task", NO_TASK),
+                ("free_offset", 0.0),
+                ("free_seq", -1),
+            ):
                 out[k].append(v)
         elif b < 0:
             k_open = open_at.pop(key, None)
             if k_open is not None:
                 _close(out, k_open, t, offset, r)
             else:  # allocated before the window: live from its start
-                for k, v in (("device", key[0]), ("nbytes", -b), ("alloc_task", NO_TASK), ("alloc_offset", 0.0),
-                             ("alloc_seq", -1), ("free_task", t), ("free_offset", offset), ("free_seq", r)):  # fmt: skip
+                for k, v in (
+                    ("device", key[0]),
+                    ("nbytes", -b),
+                    ("alloc_task", NO_TASK),
+                    ("alloc_offset", 0.0),
+                    ("alloc_seq", -1),
+                    ("free_task", t),
+                    ("free_offset", offset),
+                    ("free_seq", r),
+                ):
                     out[k].append(v)
-    types = {"device": np.int16, "nbytes": np.float64, "alloc_task": np.int64, "alloc_offset": np.float64,
-             "alloc_seq": np.int64, "free_task": np.int64, "free_offset": np.float64, "free_seq": np.int64}  # fmt: skip
+    types = {
+        "device": np.int16,
+        "nbytes": np.float64,
+        "alloc_task": np.int64,
+        "alloc_offset": np.float64,
+        "alloc_seq": np.int64,
+        "free_task": np.int64,
+        "free_offset": np.float64,
+        "free_seq": np.int64,
+    }
     return {k: np.asarray(v, types[k]) for k, v in out.items()}
 
 
@@ -317,16 +362,27 @@ def _floors(events: Any, dev: np.ndarray, inside: np.ndarray, n: int) -> tuple[l
         total = float(events.total_allocated[first]) if first >= 0 else math.nan
         if first >= 0 and math.isfinite(total):
             floors[k] = max(0.0, total - float(events.nbytes[first]))
-            counted[k] = ("the profiler's count, from when profiling began: what was allocated before (the parameters, "
-                          "most often) is not in it" if cpu else "the allocator's total, everything allocated on the "
-                          "device before too")  # fmt: skip
+            counted[k] = (
+                "the profiler's count, from when profiling began: what was allocated before (the parameters, "
+                "most often) is not in it"
+                if cpu
+                else "the allocator's total, everything allocated on the device before too"
+            )
         else:
-            counted[k] = "the trace's own events from the window's start (it gives no totals): what was held before is not in it"
+            counted[k] = (
+                "the trace's own events from the window's start (it gives no totals): what was held before is not in it"
+            )
     return floors, counted
 
 
-def _categories(tensors: dict[str, np.ndarray], step: list[Any], phase: list[Any], region: list[Any], name: list[Any],
-                graph: nx.DiGraph) -> np.ndarray:  # fmt: skip
+def _categories(
+    tensors: dict[str, np.ndarray],
+    step: list[Any],
+    phase: list[Any],
+    region: list[Any],
+    name: list[Any],
+    graph: nx.DiGraph,
+) -> np.ndarray:
     """Each tensor's category (module docstring), from the phases of the tasks that allocate and free it."""
     out = np.full(len(tensors["nbytes"]), TEMPORARIES, np.int8)
     order = {s.name: k for k, s in enumerate(graph.graph.get("steps") or [])}
@@ -354,8 +410,16 @@ def _categories(tensors: dict[str, np.ndarray], step: list[Any], phase: list[Any
     return out
 
 
-def _measured(graph: nx.DiGraph, events: Any, dev: np.ndarray, ts: np.ndarray, start: np.ndarray, duration: np.ndarray,
-              step: list[Any], n: int) -> list[tuple[float | None, tuple[float, ...], tuple[float, ...]]]:  # fmt: skip
+def _measured(
+    graph: nx.DiGraph,
+    events: Any,
+    dev: np.ndarray,
+    ts: np.ndarray,
+    start: np.ndarray,
+    duration: np.ndarray,
+    step: list[Any],
+    n: int,
+) -> list[tuple[float | None, tuple[float, ...], tuple[float, ...]]]:
     """Each device's largest total over the measured step(s), as the trace's own totals report it, and its level
     event by event there: the measured steps' window is from the end of the last context step to the end of the
     last measured one, in the graph's (traced) times."""
@@ -383,8 +447,16 @@ def _measured(graph: nx.DiGraph, events: Any, dev: np.ndarray, ts: np.ndarray, s
     return out
 
 
-def _step_peaks(graph: nx.DiGraph, events: Any, dev: np.ndarray, ts: np.ndarray, start: np.ndarray, duration: np.ndarray,
-                step: list[Any], n: int) -> list[dict[str, float]]:  # fmt: skip
+def _step_peaks(
+    graph: nx.DiGraph,
+    events: Any,
+    dev: np.ndarray,
+    ts: np.ndarray,
+    start: np.ndarray,
+    duration: np.ndarray,
+    step: list[Any],
+    n: int,
+) -> list[dict[str, float]]:
     """Each device's largest total in each step of the graph (its tasks' span), as the trace reports it: how much the
     peak varies from step to step (the noise of a predicted peak)."""
     spans: dict[str, tuple[float, float]] = {}
@@ -429,8 +501,12 @@ def _with_floor_parts(graph: nx.DiGraph, memory: GraphMemory) -> GraphMemory:
     return _with_tensors(memory, [(k, b, c, NO_TASK, 0.0, NO_TASK, 0.0) for c, b in parts], in_floor=True)
 
 
-def _with_tensors(memory: GraphMemory, rows: list[tuple[int, float, int, Any, float, Any, float]], scale: float = 1.0,
-                  in_floor: bool = False) -> GraphMemory:  # fmt: skip
+def _with_tensors(
+    memory: GraphMemory,
+    rows: list[tuple[int, float, int, Any, float, Any, float]],
+    scale: float = 1.0,
+    in_floor: bool = False,
+) -> GraphMemory:
     """``memory`` with more tensors: (device, bytes, category, alloc task, offset, free task, offset) each;
     ``in_floor``: held in the floor already (split from it), not added to it."""
     if not rows:
@@ -453,7 +529,7 @@ def _with_tensors(memory: GraphMemory, rows: list[tuple[int, float, int, Any, fl
     )
 
 
-# --- from shapes --------------------------------------------------------------------------------------------------------
+# --- from shapes ------------------------------------------------------------------------------------------------------
 
 
 def estimate_memory(graph: nx.DiGraph, element_bytes: float = 4.0) -> GraphMemory | None:
@@ -483,36 +559,66 @@ def estimate_memory(graph: nx.DiGraph, element_bytes: float = 4.0) -> GraphMemor
         if (
             k in CPU_KINDS
             and p == "backward"
-            and (s not in last_backward or start[i] + duration[i] >= start[last_backward[s]] + duration[last_backward[s]])
+            and (
+                s not in last_backward or start[i] + duration[i] >= start[last_backward[s]] + duration[last_backward[s]]
+            )
         ):
             last_backward[s] = i
     for first, s, elements in activation_calls(graph):
         end = last_backward.get(s, NO_TASK)
-        rows.append((0, elements * element_bytes, ACTIVATIONS, first, 0.0, end, float(duration[end]) if end != NO_TASK else 0.0))
+        rows.append(
+            (0, elements * element_bytes, ACTIVATIONS, first, 0.0, end, float(duration[end]) if end != NO_TASK else 0.0)
+        )
     params = model.parameters * element_bytes
     rows.append((0, params, PARAMETERS, NO_TASK, 0.0, NO_TASK, 0.0))
     if model.optimizer_states:
         rows.append((0, params * model.optimizer_states, OPTIMIZER, NO_TASK, 0.0, NO_TASK, 0.0))
-    rows.append((0, params, GRADIENTS, NO_TASK, 0.0, NO_TASK, 0.0))  # kept from one step to the next (zero_grad to zeros)
+    rows.append(
+        (0, params, GRADIENTS, NO_TASK, 0.0, NO_TASK, 0.0)
+    )  # kept from one step to the next (zero_grad to zeros)
     floor = sum(r[1] for r in rows if r[3] == NO_TASK)  # the model's state, held when the window begins
-    device = Device("gpu" if gpu else "cpu", gpu, float(capacity) if capacity else None, floor,
-                    "estimated from the trace's shapes (daydream.graph.model_memory): the model's state and the forward "
-                    "pass's activations, no temporaries, workspaces or allocator cache", None)  # fmt: skip
+    device = Device(
+        "gpu" if gpu else "cpu",
+        gpu,
+        float(capacity) if capacity else None,
+        floor,
+        "estimated from the trace's shapes (daydream.graph.model_memory): the model's state and the forward "
+        "pass's activations, no temporaries, workspaces or allocator cache",
+        None,
+    )
     referenced = {int(r[3]) for r in rows if r[3] != NO_TASK} | {int(r[5]) for r in rows if r[5] != NO_TASK}
-    empty = GraphMemory(SHAPES, (device,), np.zeros(0, np.int16), np.zeros(0), np.zeros(0), np.zeros(0, np.int8),
-                        np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
-                        np.zeros(0, np.int64), np.zeros(0, np.bool_),
-                        {i: (float(start[i]), float(duration[i])) for i in referenced},
-                        notes=(f"{device.key}: {device.counted}",))  # fmt: skip
+    empty = GraphMemory(
+        SHAPES,
+        (device,),
+        np.zeros(0, np.int16),
+        np.zeros(0),
+        np.zeros(0),
+        np.zeros(0, np.int8),
+        np.zeros(0, np.int64),
+        np.zeros(0),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int64),
+        np.zeros(0),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.bool_),
+        {i: (float(start[i]), float(duration[i])) for i in referenced},
+        notes=(f"{device.key}: {device.counted}",),
+    )
     held = [r for r in rows if r[3] == NO_TASK]
     return _with_tensors(_with_tensors(empty, [r for r in rows if r[3] != NO_TASK]), held, in_floor=True)
 
 
-# --- what scripts do ----------------------------------------------------------------------------------------------------
+# --- what scripts do --------------------------------------------------------------------------------------------------
 
 
-def scaled(memory: GraphMemory, tensors: np.ndarray, factor: float, after: Any = None, until: Any = None,
-           traced: dict[Any, tuple[float, float]] | None = None) -> GraphMemory:  # fmt: skip
+def scaled(
+    memory: GraphMemory,
+    tensors: np.ndarray,
+    factor: float,
+    after: Any = None,
+    until: Any = None,
+    traced: dict[Any, tuple[float, float]] | None = None,
+) -> GraphMemory:
     """``memory`` with the bytes of ``tensors`` times ``factor``: for their whole lives, or from the end of task
     ``after`` (None: each one's allocation) to the start of task ``until`` (None: each one's free). ``traced``: the
     traced (start, duration) of ``after`` and ``until`` (they may be tasks a script inserted)."""
@@ -524,12 +630,21 @@ def scaled(memory: GraphMemory, tensors: np.ndarray, factor: float, after: Any =
         return replace(memory, scale=scale)
     known = dict(memory.traced_us)
     known.update(traced or {})
-    return replace(memory, windows=(*memory.windows, Window(np.asarray(tensors, np.int64), after, until, float(factor))),
-                   traced_us=known)  # fmt: skip
+    return replace(
+        memory,
+        windows=(*memory.windows, Window(np.asarray(tensors, np.int64), after, until, float(factor))),
+        traced_us=known,
+    )
 
 
-def allocated(memory: GraphMemory, nbytes: float, category: int, after: Any = None, until: Any = None,
-              traced: dict[Any, tuple[float, float]] | None = None) -> GraphMemory:  # fmt: skip
+def allocated(
+    memory: GraphMemory,
+    nbytes: float,
+    category: int,
+    after: Any = None,
+    until: Any = None,
+    traced: dict[Any, tuple[float, float]] | None = None,
+) -> GraphMemory:
     """``memory`` with a new tensor of ``nbytes`` on the main device, allocated at the end of task ``after`` (None:
     before the window) and freed at the start of task ``until`` (None: not in the window)."""
     if not math.isfinite(nbytes) or nbytes < 0:
@@ -539,7 +654,9 @@ def allocated(memory: GraphMemory, nbytes: float, category: int, after: Any = No
     at = NO_TASK if after is None else after
     ft = NO_TASK if until is None else until
     a_off = known[after][1] if after is not None else 0.0
-    out = _with_tensors(replace(memory, traced_us=known), [(memory.main_device(), nbytes, category, at, a_off, ft, 0.0)])
+    out = _with_tensors(
+        replace(memory, traced_us=known), [(memory.main_device(), nbytes, category, at, a_off, ft, 0.0)]
+    )
     return out
 
 
@@ -572,19 +689,35 @@ def tasks_removed(graph: nx.DiGraph, doomed: Iterable[Any]) -> None:
                 task[k] = s
                 known.setdefault(s, (float(nodes[s].get("start", 0.0)), float(nodes[s]["duration"])))
                 offset[k] = known[s][1]
-    windows = tuple(replace(w, after=survivor.get(w.after, w.after) if w.after in gone else w.after,
-                            until=survivor.get(w.until, w.until) if w.until in gone else w.until) for w in memory.windows)  # fmt: skip
+    windows = tuple(
+        replace(
+            w,
+            after=survivor.get(w.after, w.after) if w.after in gone else w.after,
+            until=survivor.get(w.until, w.until) if w.until in gone else w.until,
+        )
+        for w in memory.windows
+    )
     # the tensors kept, renumbered in the windows that hold them
     number = np.full(len(memory), -1, np.int64)
     number[keep] = np.arange(int(keep.sum()))
     windows = tuple(replace(w, tensors=number[w.tensors][number[w.tensors] >= 0]) for w in windows)
     graph.graph["memory"] = replace(
-        memory, device=memory.device[keep], nbytes=memory.nbytes[keep], scale=memory.scale[keep],
-        category=memory.category[keep], alloc_task=alloc_task[keep], alloc_offset=alloc_offset[keep],
-        alloc_seq=memory.alloc_seq[keep], free_task=free_task[keep], free_offset=free_offset[keep],
-        free_seq=memory.free_seq[keep], in_floor=memory.in_floor[keep], traced_us=known, windows=windows,
+        memory,
+        device=memory.device[keep],
+        nbytes=memory.nbytes[keep],
+        scale=memory.scale[keep],
+        category=memory.category[keep],
+        alloc_task=alloc_task[keep],
+        alloc_offset=alloc_offset[keep],
+        alloc_seq=memory.alloc_seq[keep],
+        free_task=free_task[keep],
+        free_offset=free_offset[keep],
+        free_seq=memory.free_seq[keep],
+        in_floor=memory.in_floor[keep],
+        traced_us=known,
+        windows=windows,
         generation=memory.generation + 1,
-    )  # fmt: skip
+    )
 
 
 def _survivors(graph: nx.DiGraph, gone: set[Any], nodes: dict[Any, dict[str, Any]]) -> dict[int, Any]:

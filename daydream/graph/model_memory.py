@@ -5,7 +5,8 @@ Recomputation in Large Transformer Models", MLSys 2023, section 4, and of ZeRO, 
 section 3, on the counts the trace gives instead of a formula of the architecture).
 
 Parameters: each block's gradients in the step (their sizes, as ``daydream.graph.gradients`` reads them: recorded,
-or estimated where the trace records none, ``ModelMemory.sizes`` says which) - one per parameter. Of those, the Linears tensor parallelism splits (``daydream.graph.tensor_parallel.split_pairs``): a
+or estimated where the trace records none, ``ModelMemory.sizes`` says which) - one per parameter. Of those, the Linears
+tensor parallelism splits (``daydream.graph.tensor_parallel.split_pairs``): a
 column-parallel Linear's weight and bias, a row-parallel one's weight. Activations: what each forward op call reads
 (a Linear its tokens x in_features, a fused attention op every input and its output, a batched product of two
 activations both factors - ``baddbmm`` not the tensor it adds to -, dropout its mask, any other op its first input),
@@ -64,19 +65,37 @@ _KEEPS_NOTHING = re.compile(
     r"_embedding_bag|gather|index_select)$"
 )
 # ops whose backward keeps their output, which the next op reads (and keeps as its input): counted there
-_KEEPS_OUTPUT = re.compile(r"^aten::(relu|relu_|sigmoid|sigmoid_|tanh|tanh_|threshold|threshold_|hardtanh|hardtanh_|"
-                           r"elu|elu_|_?softmax|_?log_softmax)$")  # fmt: skip
+_KEEPS_OUTPUT = re.compile(
+    r"^aten::(relu|relu_|sigmoid|sigmoid_|tanh|tanh_|threshold|threshold_|hardtanh|hardtanh_|"
+    r"elu|elu_|_?softmax|_?log_softmax)$"
+)
 _DROPOUT = re.compile(r"^aten::(native_)?dropout|^aten::feature_dropout")  # keeps its mask: a byte an element
-# a batched product of two activations (linear_dims found no 2-D weight): its backward keeps both factors, not its output
+# a batched product of two activations (linear_dims found no 2-D weight): its backward keeps both factors, not its
+# output
 _PRODUCT = re.compile(r"^aten::(bmm|matmul|einsum)$")
 _BADDBMM = "aten::baddbmm"  # self + batch1 @ batch2: keeps batch1 and batch2 (self is only added)
 _OPTIMIZER = re.compile(r"^Optimizer\.step#(\w+)\.step")
 # optimizer state per parameter, in parameters' worth (torch.optim: Adam's exp_avg and exp_avg_sq; SGD's momentum
 # buffer, assumed in use; Adagrad's sum; RMSprop's square average)
 OPTIMIZER_STATES = {
-    "Adam": 2, "AdamW": 2, "Adamax": 2, "NAdam": 2, "RAdam": 2, "Adadelta": 2, "FusedAdam": 2, "FusedLAMB": 2,
-    "LAMB": 2, "Lamb": 2, "SGD": 1, "FusedSGD": 1, "Adagrad": 1, "RMSprop": 1, "Rprop": 2, "ASGD": 2, "SparseAdam": 2,
-}  # fmt: skip
+    "Adam": 2,
+    "AdamW": 2,
+    "Adamax": 2,
+    "NAdam": 2,
+    "RAdam": 2,
+    "Adadelta": 2,
+    "FusedAdam": 2,
+    "FusedLAMB": 2,
+    "LAMB": 2,
+    "Lamb": 2,
+    "SGD": 1,
+    "FusedSGD": 1,
+    "Adagrad": 1,
+    "RMSprop": 1,
+    "Rprop": 2,
+    "ASGD": 2,
+    "SparseAdam": 2,
+}
 UNKNOWN_OPTIMIZER_STATES = 2  # an optimizer the table does not know: Adam's, the most common
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
 WHOLE_MODEL = "(model)"  # the one block of a trace whose ops carry no modules
@@ -124,7 +143,9 @@ class RankMemory(msgspec.Struct, frozen=True):
     parameters: float
     gradients: float
     optimizer: float
-    buckets: float  # DDP's flat gradient buckets (gradient_as_bucket_view=False, its default): a second copy (ZeRO: none)
+    buckets: (
+        float  # DDP's flat gradient buckets (gradient_as_bucket_view=False, its default): a second copy (ZeRO: none)
+    )
     activations: float
     in_flight: int  # the micro-batches (virtual ones, interleaved) whose activations the rank keeps at once
 
@@ -177,8 +198,10 @@ def activation_calls(graph: nx.DiGraph) -> list[tuple[Any, Any, int]]:
     (by start), its step and the elements it keeps."""
     nodes = attrs_of(graph)
     calls: dict[Any, list[Any]] = {}
-    for v in sorted((v for v, a in nodes.items() if a.get("phase") == "forward" and a["kind"] in CPU_KINDS),
-                    key=lambda v: (float(nodes[v].get("start", 0.0)), str(v))):  # fmt: skip
+    for v in sorted(
+        (v for v, a in nodes.items() if a.get("phase") == "forward" and a["kind"] in CPU_KINDS),
+        key=lambda v: (float(nodes[v].get("start", 0.0)), str(v)),
+    ):
         key = nodes[v].get("top_op_id")
         calls.setdefault(key if key is not None else ("task", v), []).append(v)
     elements = _activation_elements({k: [nodes[v] for v in vs] for k, vs in calls.items()})
@@ -218,7 +241,9 @@ def model_memory(graph: nx.DiGraph, step: str | None = None, activation_bytes: i
     pairs = [p for p in split_pairs(graph) if p.step == step]
     sharded_layers = {layer for p in pairs for layer in (*p.sharded, p.row.layer)}
     # the attention core: the ops between an attention's q, k, v projection and its output projection
-    attention_ops = {c[0].get("layer") for c in calls.values() if ATTENTION_OP.search(c[0].get("top_op") or c[0].get("op") or "")}
+    attention_ops = {
+        c[0].get("layer") for c in calls.values() if ATTENTION_OP.search(c[0].get("top_op") or c[0].get("op") or "")
+    }
     attentions = [p for p in pairs if attention_ops.intersection(p.sharded)]
     core_layers = {layer for p in attentions for layer in p.sharded}
     acts = {name: 0 for name in order}

@@ -73,8 +73,9 @@ class Work:
     tasks: int = 0
 
 
-def find_back_edge_cycle(graph: nx.DiGraph, order: dict[Any, float], edges: Iterable[tuple[Any, Any]],
-                         work: Work | None = None) -> bool:  # fmt: skip
+def find_back_edge_cycle(
+    graph: nx.DiGraph, order: dict[Any, float], edges: Iterable[tuple[Any, Any]], work: Work | None = None
+) -> bool:
     """Repair ``order`` for newly added ``edges``; True if one of them closes a cycle (``order`` is then invalid:
     call :func:`forget` after rolling the edit back). ``work`` counts the tasks gone over."""
     succ, pred = successors_of(graph), predecessors_of(graph)

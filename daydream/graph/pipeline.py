@@ -139,7 +139,11 @@ def blocks(graph: nx.DiGraph, step: str | None = None) -> list[Block]:
                 continue
         # a CPU op's framework time after it (its gap) comes with every micro-batch: per-call time, not per sample
         gap = float(a.get("gap") or 0.0) if a["kind"] in CPU_KINDS else 0.0
-        entries = [(phase, float(a["duration"]) + gap, False)] if on_gpu and not work else [(phase, float(a["duration"]), True)]
+        entries = (
+            [(phase, float(a["duration"]) + gap, False)]
+            if on_gpu and not work
+            else [(phase, float(a["duration"]), True)]
+        )
         if not on_gpu and gap:
             entries.append((phase, gap, False))
         b = current[phase]
@@ -165,7 +169,9 @@ def cut_stages(found: list[Block], stages: int, starts: list[str] | None = None)
         names = [b.name for b in found]
         missing = [s for s in starts if s not in names]
         if missing or len(starts) != stages - 1:
-            raise DaydreamError(f"cut: {stages - 1} block names where stages 2.. begin, from {', '.join(names)}; got {starts}")
+            raise DaydreamError(
+                f"cut: {stages - 1} block names where stages 2.. begin, from {', '.join(names)}; got {starts}"
+            )
         bounds = [0, *sorted(names.index(s) for s in starts), n]
     else:
         bounds = _balanced([b.forward_us + b.backward_us + b.cpu_forward_us + b.cpu_backward_us for b in found], stages)
@@ -175,9 +181,18 @@ def cut_stages(found: list[Block], stages: int, starts: list[str] | None = None)
         if not part:
             raise DaydreamError("cut: two stages begin at the same block")
         after = found[bounds[i + 1]].input_elements if bounds[i + 1] < n else None
-        out.append(Stage(tuple(b.name for b in part), sum(b.forward_us for b in part), sum(b.backward_us for b in part),
-                         sum(b.forward_tasks for b in part), sum(b.backward_tasks for b in part), after,
-                         sum(b.cpu_forward_us for b in part), sum(b.cpu_backward_us for b in part)))  # fmt: skip
+        out.append(
+            Stage(
+                tuple(b.name for b in part),
+                sum(b.forward_us for b in part),
+                sum(b.backward_us for b in part),
+                sum(b.forward_tasks for b in part),
+                sum(b.backward_tasks for b in part),
+                after,
+                sum(b.cpu_forward_us for b in part),
+                sum(b.cpu_backward_us for b in part),
+            )
+        )
     return out
 
 

@@ -56,10 +56,14 @@ class _TaskBase(TypedDict):
 _TaskOptional = TypedDict(
     "_TaskOptional",
     {
-        "start": float,  # traced start, microseconds from the graph's origin (read-only reference; inserts: the anchor's)
+        "start": (
+            float
+        ),  # traced start, microseconds from the graph's origin (read-only reference; inserts: the anchor's)
         "top_op": str | None,  # outermost CPU op around the task (built tasks)
         "parallel_us": float,  # own time of the ATen kernels inside a CPU task that ran across the intra-op threads
-        "param_us": float,  # a CPU-only trace's: own time of the ops nested in a CPU op whose tensors are parameter-sized
+        "param_us": (
+            float
+        ),  # a CPU-only trace's: own time of the ops nested in a CPU op whose tensors are parameter-sized
         "class": str,  # a GPU task's kernel class (gemm, conv, elementwise, ..., memcpy, memset, other: kernel_class)
         "device": Any,  # a GPU task's device (the trace's device id)
         "stream": Any,  # a GPU task's stream (an int where the trace numbers it)
@@ -73,7 +77,9 @@ _TaskOptional = TypedDict(
         "blocks": int,  # a fused optimizer kernel's (multi_tensor_apply) thread blocks: one a chunk of a tensor
         "tensors_in": Any,  # input tensor ids of the launching op (from a linked execution trace)
         "tensors_out": Any,  # output tensor ids of the launching op (from a linked execution trace)
-        "queued": bool,  # inserted with no place in its thread's order: the schedule policy picks it when the thread is free
+        "queued": (
+            bool
+        ),  # inserted with no place in its thread's order: the schedule policy picks it when the thread is free
     },
     total=False,
 )
@@ -243,10 +249,30 @@ def _template(cls: type, keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 _CPU_TASK = _template(
-    _CpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "parallel_us", "param_us", "tensors_in", "tensors_out")
+    _CpuTaskKeys,
+    (*_TaskBase.__annotations__, "start", "top_op", "parallel_us", "param_us", "tensors_in", "tensors_out"),
 )
-_GPU_TASK = _template(_GpuTaskKeys, (*_TaskBase.__annotations__, "start", "top_op", "class", "device", "stream", "bytes", "collective",
-                                     "group", "group_size", "group_ranks", "collective_id", "traced_us", "blocks", "tensors_in", "tensors_out"))  # fmt: skip
+_GPU_TASK = _template(
+    _GpuTaskKeys,
+    (
+        *_TaskBase.__annotations__,
+        "start",
+        "top_op",
+        "class",
+        "device",
+        "stream",
+        "bytes",
+        "collective",
+        "group",
+        "group_size",
+        "group_ranks",
+        "collective_id",
+        "traced_us",
+        "blocks",
+        "tensors_in",
+        "tensors_out",
+    ),
+)
 _EDGE = _template(_EdgeKeys, tuple(Edge.__annotations__))
 
 
@@ -266,8 +292,9 @@ def new_task_attrs(kind: str) -> dict[str, Any]:
     return attrs
 
 
-def task_dicts(columns: dict[str, list[Any]], orders: Sequence[tuple[str, ...]], codes: np.ndarray,
-               tasks: Iterable[int]) -> list[dict[str, Any]]:  # fmt: skip
+def task_dicts(
+    columns: dict[str, list[Any]], orders: Sequence[tuple[str, ...]], codes: np.ndarray, tasks: Iterable[int]
+) -> list[dict[str, Any]]:
     """The attribute dicts of ``tasks``, from attributes held as columns (``columns[key][task]``; the keys a task has,
     in order, ``orders[codes[task]]``): each made as the task's own was made, by :func:`new_task_attrs` and its keys
     set one at a time in order (so it is as compact, and iterates in the same order)."""
@@ -300,10 +327,38 @@ DERIVED_TASK_ATTRIBUTES: dict[str, str] = {"end": "start + duration"}
 # The task attributes .whatif scripts know by name (daydream.dsl: where-clauses, scale factors, ``SEL.attr``): the
 # stored ones a trace gives, and ``end``. ``device`` and ``queued`` are left out: a script's own names may use them.
 TASK_ATTRIBUTES: tuple[str, ...] = (
-    "kind", "name", "thread", "rank", "duration", "gap", "release", "start", "end", "step", "phase", "region",
-    "layer", "op", "top_op", "top_op_id", "shapes", "class", "stream", "bytes", "collective", "tensors_in", "tensors_out",
-    "parallel_us", "param_us", "group", "group_size", "group_ranks", "collective_id", "traced_us", "blocks",
-)  # fmt: skip
+    "kind",
+    "name",
+    "thread",
+    "rank",
+    "duration",
+    "gap",
+    "release",
+    "start",
+    "end",
+    "step",
+    "phase",
+    "region",
+    "layer",
+    "op",
+    "top_op",
+    "top_op_id",
+    "shapes",
+    "class",
+    "stream",
+    "bytes",
+    "collective",
+    "tensors_in",
+    "tensors_out",
+    "parallel_us",
+    "param_us",
+    "group",
+    "group_size",
+    "group_ranks",
+    "collective_id",
+    "traced_us",
+    "blocks",
+)
 
 
 def task_attribute_names() -> frozenset[str]:

@@ -217,8 +217,12 @@ def _value_index(graph: nx.DiGraph, attribute: str | None) -> _ValueIndex:
     return found
 
 
-def candidates(graph: nx.DiGraph, equal: tuple[str, Any] | None = None, low: tuple[float, bool] | None = None,
-               high: tuple[float, bool] | None = None) -> list[Any] | None:  # fmt: skip
+def candidates(
+    graph: nx.DiGraph,
+    equal: tuple[str, Any] | None = None,
+    low: tuple[float, bool] | None = None,
+    high: tuple[float, bool] | None = None,
+) -> list[Any] | None:
     """The tasks, in graph order, that can pass a test beginning with ``ATTR == VALUE`` (``equal``) and start
     comparisons (``low``: start > or >= (inclusive) the number, ``high``: start < or <=), from indexes kept among
     the graph's derived values: the tasks for which those tests hold, and those whose start is not a real number
@@ -466,7 +470,9 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
         if i >= 0 and cover[i] >= 2 * period:
             longest.append((int(cover[i]), period, int(starts[i]), int(lengths[i] - cover[i])))
         whole = cover >= 2 * period
-        for f, c in zip((starts + (lengths - cover) // 2)[whole].tolist(), cover[whole].tolist()):  # whole repeats, centred
+        for f, c in zip(
+            (starts + (lengths - cover) // 2)[whole].tolist(), cover[whole].tolist()
+        ):  # whole repeats, centred
             if len(set(seq[f : f + period].tolist())) >= 2:  # of a sequence, not of one call
                 repeating = (min(repeating[0], f), max(repeating[1], f + c))
     candidates = sorted(longest, reverse=True)[:REPEAT_CANDIDATES]
@@ -484,8 +490,12 @@ def repeats(graph: nx.DiGraph, selection: Selection) -> list[Selection]:
                 if not occurrences or i >= occurrences[-1] + period:
                     occurrences.append(i)
             # the calls its back-to-back occurrences cover: a part of a block recurs, but not back to back
-            in_runs = sum(1 for k, a in enumerate(occurrences)
-                          if (k and occurrences[k - 1] + period == a) or (k + 1 < len(occurrences) and occurrences[k + 1] == a + period))  # fmt: skip
+            in_runs = sum(
+                1
+                for k, a in enumerate(occurrences)
+                if (k and occurrences[k - 1] + period == a)
+                or (k + 1 < len(occurrences) and occurrences[k + 1] == a + period)
+            )
             span = occurrences[-1] + period - occurrences[0]
             score = (in_runs * period, span, -period, -abs(offset - slack / 2))
             if best is None or score > best[0]:

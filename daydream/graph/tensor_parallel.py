@@ -153,7 +153,9 @@ def split_pairs(graph: nx.DiGraph) -> list[SplitPair]:
         if call.step != since_step:
             since_step, since_row = call.step, []
             last_row_seen = False
-        if columns and (call.step != step or (lin is None and (not _within(call.layer, parent) or _NORM.search(call.op)))):
+        if columns and (
+            call.step != step or (lin is None and (not _within(call.layer, parent) or _NORM.search(call.op)))
+        ):
             columns = []  # closed unsplit
         if lin is not None:
             if columns and _parent(lin.layer) == parent:
@@ -161,8 +163,11 @@ def split_pairs(graph: nx.DiGraph) -> list[SplitPair]:
                 if not attention and views_only and reads_group:
                     columns.append(lin)
                 elif attention or lin.in_features in {c.out_features for c in columns} or not reads_group:
-                    pairs.append(SplitPair(step, tuple(columns), lin, tuple(dict.fromkeys(sharded)),
-                                           tuple(dict.fromkeys(replicated))))  # fmt: skip
+                    pairs.append(
+                        SplitPair(
+                            step, tuple(columns), lin, tuple(dict.fromkeys(sharded)), tuple(dict.fromkeys(replicated))
+                        )
+                    )
                     columns, since_row, last_row_seen = [], [], True
                 else:
                     columns.append(lin)

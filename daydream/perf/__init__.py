@@ -1,11 +1,14 @@
 """Performance models: what work nobody measured would cost, in rooms named for what they price.
 
 ====================  =================================================================================================
-``kernels/``          one kernel from its op and shapes: FLOPs and bytes, the roofline calibrated on the trace, device swaps
+``kernels/``          one kernel from its op and shapes: FLOPs and bytes, the roofline calibrated on the trace, device
+swaps
                       from measured kernels, this machine's microbenchmarks and the MLPs fitted to them
-``collectives/``      collective communication: the nccl-tests formula and the piecewise model, fitted to benchmark sweeps
+``collectives/``      collective communication: the nccl-tests formula and the piecewise model, fitted to benchmark
+sweeps
                       and traces (the package itself), the sweeps parsed (``nccl_tests``), a job's collectives (``job``)
-``cpu/``              the host: CPU overheads T1..T5, the end-to-end iteration estimate, intra-op threads, a fused optimizer
+``cpu/``              the host: CPU overheads T1..T5, the end-to-end iteration estimate, intra-op threads, a fused
+optimizer
 ``embeddings/``       embedding tables: a bag lookup's time, hot rows, FAE's epoch, sharding tables over ranks
 ``trust/``            how far to trust a number: a model's error (GMAE) and a predicted step's 90% interval
 ``accuracy_report``   every model's held-out error (``daydream models accuracy``)
@@ -21,6 +24,7 @@ should not pay for them): ``daydream.perf.collective_us`` imports :mod:`daydream
 The modules' names from before the rooms (``daydream.perf.roofline``) still import, as the module at its new place,
 with a DeprecationWarning naming it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -71,19 +75,34 @@ def __getattr__(name: str) -> Any:
 # both under daydream.perf. An import of the old name gets the module at its new place (one module object, so a
 # class keeps one identity and pickles by its new path) with a DeprecationWarning.
 MOVED = {
-    "costs": "kernels.costs", "roofline": "kernels.roofline", "device_model": "kernels.device_model",
-    "kernel_data": "kernels.kernel_data", "mlp": "kernels.mlp", "microbench": "kernels.microbench",
+    "costs": "kernels.costs",
+    "roofline": "kernels.roofline",
+    "device_model": "kernels.device_model",
+    "kernel_data": "kernels.kernel_data",
+    "mlp": "kernels.mlp",
+    "microbench": "kernels.microbench",
     "devices": "kernels.devices",
-    "nccl_tests": "collectives.nccl_tests", "job_collectives": "collectives.job",
-    "overheads": "cpu.overheads", "overhead_table": "cpu.overhead_table", "overhead_lookup": "cpu.overhead_lookup",
-    "host": "cpu.host", "top_level_ops": "cpu.top_level_ops", "graph_ops": "cpu.graph_ops",
-    "sample_stats": "cpu.sample_stats", "optimizer_step": "cpu.optimizer_step", "e2e": "cpu.end_to_end",
-    "e2e_check": "cpu.end_to_end_check", "iterations": "cpu.iterations",
-    "embedding": "embeddings.embedding_bag", "hot_rows": "embeddings.hot_rows", "fae": "embeddings.fae",
+    "nccl_tests": "collectives.nccl_tests",
+    "job_collectives": "collectives.job",
+    "overheads": "cpu.overheads",
+    "overhead_table": "cpu.overhead_table",
+    "overhead_lookup": "cpu.overhead_lookup",
+    "host": "cpu.host",
+    "top_level_ops": "cpu.top_level_ops",
+    "graph_ops": "cpu.graph_ops",
+    "sample_stats": "cpu.sample_stats",
+    "optimizer_step": "cpu.optimizer_step",
+    "e2e": "cpu.end_to_end",
+    "e2e_check": "cpu.end_to_end_check",
+    "iterations": "cpu.iterations",
+    "embedding": "embeddings.embedding_bag",
+    "hot_rows": "embeddings.hot_rows",
+    "fae": "embeddings.fae",
     "sharding": "embeddings.sharding",
-    "accuracy": "trust.accuracy", "uncertainty": "trust.uncertainty",
+    "accuracy": "trust.accuracy",
+    "uncertainty": "trust.uncertainty",
     "models": "accuracy_report",
-}  # fmt: skip
+}
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -1,5 +1,6 @@
 """``daydream report``: the XSP analyses (:mod:`daydream.api.analyses`) of the baseline and of the prediction after
-scripts, their figures (:mod:`daydream.presentation.plots`), and one static HTML page that holds them, in a folder: it opens
+scripts, their figures (:mod:`daydream.presentation.plots`), and one static HTML page that holds them, in a folder: it
+opens
 from disk, no server, nothing fetched. The page is ``templates/report.html.j2`` (jinja2, autoescaped) filled with
 plain rows of text this module prepares."""
 
@@ -56,8 +57,10 @@ class StepRow(msgspec.Struct, frozen=True):
 def step_rows(base: Any, result: WhatIf | None) -> list[StepRow]:
     """The steps of a replay (``base.rows()``), with the prediction's where scripts ran."""
     predicted = {r["step"]: r["predicted_us"] for r in result.rows() if "step" in r} if result is not None else {}
-    return [StepRow(r["step"], r["measured_us"], r["baseline_us"], predicted.get(r["step"]), bool(r.get("context")))
-            for r in base.rows()]  # fmt: skip
+    return [
+        StepRow(r["step"], r["measured_us"], r["baseline_us"], predicted.get(r["step"]), bool(r.get("context")))
+        for r in base.rows()
+    ]
 
 
 @dataclass
@@ -113,20 +116,41 @@ class Report:
         return f"Report({self.index!r}: {steps})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"trace": self.trace, "device": self.device, "scripts": self.scripts, "params": self.params, "params_text": self.params_text,
-                "measured_us": self.measured_us, "baseline_us": self.baseline_us, "predicted_us": self.predicted_us,
-                "speedup": self.speedup, "samples": self.samples, "throughput": self.throughput, "out_dir": self.out_dir, "index": self.index,
-                "files": self.files, "analyses": msgspec.to_builtins(self.analyses), "warnings": self.warnings,
-                "intervals": msgspec.to_builtins(self.intervals), "steps": msgspec.to_builtins(self.steps), "step_ranks": self.step_ranks,
-                "ranks": msgspec.to_builtins(self.ranks), "straggler": msgspec.to_builtins(self.straggler),
-                "versus_baseline": msgspec.to_builtins(self.versus_baseline), "memory": msgspec.to_builtins(self.memory)}  # fmt: skip
+        return {
+            "trace": self.trace,
+            "device": self.device,
+            "scripts": self.scripts,
+            "params": self.params,
+            "params_text": self.params_text,
+            "measured_us": self.measured_us,
+            "baseline_us": self.baseline_us,
+            "predicted_us": self.predicted_us,
+            "speedup": self.speedup,
+            "samples": self.samples,
+            "throughput": self.throughput,
+            "out_dir": self.out_dir,
+            "index": self.index,
+            "files": self.files,
+            "analyses": msgspec.to_builtins(self.analyses),
+            "warnings": self.warnings,
+            "intervals": msgspec.to_builtins(self.intervals),
+            "steps": msgspec.to_builtins(self.steps),
+            "step_ranks": self.step_ranks,
+            "ranks": msgspec.to_builtins(self.ranks),
+            "straggler": msgspec.to_builtins(self.straggler),
+            "versus_baseline": msgspec.to_builtins(self.versus_baseline),
+            "memory": msgspec.to_builtins(self.memory),
+        }
 
 
 def report_files(out_dir: str, predicted: bool) -> list[str]:
     """The files a report may write into ``out_dir`` (the memory figure where the step's memory is known)."""
     stems = ["breakdown", "layers", "timeline_baseline"] + (["timeline_predicted"] if predicted else []) + ["memory"]
     return [os.path.join(out_dir, f"{s}.{ext}") for s in stems for ext in ("png", "svg")] + [
-        os.path.join(out_dir, TIMELINE_FILE), os.path.join(out_dir, "report.json"), os.path.join(out_dir, "index.html")]  # fmt: skip
+        os.path.join(out_dir, TIMELINE_FILE),
+        os.path.join(out_dir, "report.json"),
+        os.path.join(out_dir, "index.html"),
+    ]
 
 
 def check_report_dir(out_dir: str, inputs: Sequence[str], predicted: bool) -> None:
@@ -167,8 +191,16 @@ def write_report(
     memory = [("baseline", memory_timeline(base.timeline, graph_memory(graph)))] if not graph.graph.get("ranks") else []
     result: WhatIf | None = None
     if scripts:
-        result = run_whatif(graph, scripts, params, opts.policy, copy=True, on_print=lambda _line: None, budget=opts.budget,
-                            include_dirs=opts.include_dirs)  # fmt: skip
+        result = run_whatif(
+            graph,
+            scripts,
+            params,
+            opts.policy,
+            copy=True,
+            on_print=lambda _line: None,
+            budget=opts.budget,
+            include_dirs=opts.include_dirs,
+        )
         result.report.memory = with_capacity(result.report.memory, opts.memory_bytes)
         analyses.append(analyse(result.timeline, "predicted"))
         timelines.append(result.timeline)
@@ -178,8 +210,18 @@ def write_report(
     if not has_gpu:
         warnings.insert(0, f"{path}: {CPU_ONLY}")
     with _written_whole(out_dir, report_files(out_dir, result is not None)):
-        report = _write_folder(path, out_dir, graph, base, analyses, result, warnings,
-                               [t.step_rank() for t in timelines], job, [(k, m) for k, m in memory if m is not None])  # fmt: skip
+        report = _write_folder(
+            path,
+            out_dir,
+            graph,
+            base,
+            analyses,
+            result,
+            warnings,
+            [t.step_rank() for t in timelines],
+            job,
+            [(k, m) for k, m in memory if m is not None],
+        )
     return report
 
 
@@ -207,9 +249,18 @@ def _written_whole(out_dir: str, files: Sequence[str]) -> Iterator[None]:
         raise
 
 
-def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list[Any], result: WhatIf | None,
-                  warnings: list[str], step_ranks: list[int | None], job: tuple[list[RankResult], Straggler | None] | None,
-                  memory: list[tuple[str, MemoryTimeline]]) -> Report:  # fmt: skip
+def _write_folder(
+    path: str,
+    out_dir: str,
+    graph: Any,
+    base: Any,
+    analyses: list[Any],
+    result: WhatIf | None,
+    warnings: list[str],
+    step_ranks: list[int | None],
+    job: tuple[list[RankResult], Straggler | None] | None,
+    memory: list[tuple[str, MemoryTimeline]],
+) -> Report:
     os.makedirs(out_dir, exist_ok=True)
     from daydream.presentation import plots
 
@@ -219,7 +270,11 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
     files += plots.timeline_figure(base.timeline, "baseline", out_dir, "timeline_baseline", span)
     if result is not None:
         files += plots.timeline_figure(result.timeline, "predicted", out_dir, "timeline_predicted", span)
-    summary = (result.report.memory if result is not None else replay_memory(base.timeline, estimate=True)) if memory else None
+    summary = (
+        (result.report.memory if result is not None else replay_memory(base.timeline, estimate=True))
+        if memory
+        else None
+    )
     if memory:
         capacity = getattr(summary, "capacity_bytes", None)
         files += plots.memory_figure(memory, out_dir, capacity)
@@ -229,16 +284,27 @@ def _write_folder(path: str, out_dir: str, graph: Any, base: Any, analyses: list
         [("baseline", base.timeline)] + ([("predicted", result.timeline)] if result is not None else []), files[-1]
     )
     report = Report(
-        trace=path, out_dir=out_dir, index=os.path.join(out_dir, "index.html"), files=files, analyses=analyses,
-        measured_us=base.measured_us, device=graph.graph.get("device"),
+        trace=path,
+        out_dir=out_dir,
+        index=os.path.join(out_dir, "index.html"),
+        files=files,
+        analyses=analyses,
+        measured_us=base.measured_us,
+        device=graph.graph.get("device"),
         scripts=result.scripts if result else [],
         params={k: json_param(v) for k, v in result.param_values.items()} if result else {},
         params_text=result.params_text if result else {},
-        warnings=warnings, printed=result.printed if result else [], samples=result.samples if result else 1.0,
-        intervals=intervals, steps=step_rows(base, result), step_ranks=step_ranks,
-        ranks=[JobRank.of(r) for r in job[0]] if job is not None else None, straggler=job[1] if job is not None else None,
-        versus_baseline=result.versus_baseline if result else None, memory=summary,
-    )  # fmt: skip
+        warnings=warnings,
+        printed=result.printed if result else [],
+        samples=result.samples if result else 1.0,
+        intervals=intervals,
+        steps=step_rows(base, result),
+        step_ranks=step_ranks,
+        ranks=[JobRank.of(r) for r in job[0]] if job is not None else None,
+        straggler=job[1] if job is not None else None,
+        versus_baseline=result.versus_baseline if result else None,
+        memory=summary,
+    )
     data = os.path.join(out_dir, "report.json")
     report.files += [data, report.index]
     write_atomically(data, json_bytes(report.to_dict(), indent=1), "--out")
@@ -304,36 +370,83 @@ def _table(title: str, head: list[str], rows: list[list[str]], ident: str, numer
 
 
 def _layer_rows(rows: list[LayerRow]) -> list[list[str]]:
-    shown = [[r.name, r.phase, str(r.instances), _ms(r.critical_us), _ms(r.critical_gpu_us), _ms(r.gpu_us), _ms(r.cpu_us),
-              _ms(r.span_us), str(r.kernels)] for r in rows[:TOP_ROWS]]  # fmt: skip
+    shown = [
+        [
+            r.name,
+            r.phase,
+            str(r.instances),
+            _ms(r.critical_us),
+            _ms(r.critical_gpu_us),
+            _ms(r.gpu_us),
+            _ms(r.cpu_us),
+            _ms(r.span_us),
+            str(r.kernels),
+        ]
+        for r in rows[:TOP_ROWS]
+    ]
     rest = rows[TOP_ROWS:]
     if rest:  # the rows add up to the step: the rest in one
-        shown.append([f"{len(rest):,} more layers", "", str(sum(r.instances for r in rest)), _ms(sum(r.critical_us for r in rest)),
-                      _ms(sum(r.critical_gpu_us for r in rest)), _ms(sum(r.gpu_us for r in rest)), _ms(sum(r.cpu_us for r in rest)),
-                      "", str(sum(r.kernels for r in rest))])  # fmt: skip
+        shown.append(
+            [
+                f"{len(rest):,} more layers",
+                "",
+                str(sum(r.instances for r in rest)),
+                _ms(sum(r.critical_us for r in rest)),
+                _ms(sum(r.critical_gpu_us for r in rest)),
+                _ms(sum(r.gpu_us for r in rest)),
+                _ms(sum(r.cpu_us for r in rest)),
+                "",
+                str(sum(r.kernels for r in rest)),
+            ]
+        )
     return shown
 
 
 def _kernel_rows(rows: list[KernelRow]) -> list[list[str]]:
-    return [[r.name, r.kernel_class, r.bound or "-", str(r.count), _ms(r.total_us), f"{r.mean_us:,.1f}", f"{r.share_pct:.1f}"]
-            for r in rows[:TOP_ROWS]]  # fmt: skip
+    return [
+        [
+            r.name,
+            r.kernel_class,
+            r.bound or "-",
+            str(r.count),
+            _ms(r.total_us),
+            f"{r.mean_us:,.1f}",
+            f"{r.share_pct:.1f}",
+        ]
+        for r in rows[:TOP_ROWS]
+    ]
 
 
-LAYER_HEAD = ["layer", "phase", "n", "on path ms", "of it GPU", "GPU ms, all streams", "CPU ms, all threads", "mean span ms",
-              "kernels"]  # fmt: skip
+LAYER_HEAD = [
+    "layer",
+    "phase",
+    "n",
+    "on path ms",
+    "of it GPU",
+    "GPU ms, all streams",
+    "CPU ms, all threads",
+    "mean span ms",
+    "kernels",
+]
 KERNEL_HEAD = ["kernel", "class", "roofline", "count", "total ms (summed over streams)", "mean us", "% of GPU time"]
 
 
 def _layers_title(kind: str, a: Analysis) -> str:
-    return (f"{kind} ({a.label}): on path, time on the critical path, the rows adding up to the step ({_ms(a.step_us)} "
-            "ms); mean span: an instance's first start to last end (spans overlap: not summed)")  # fmt: skip
+    return (
+        f"{kind} ({a.label}): on path, time on the critical path, the rows adding up to the step ({_ms(a.step_us)} "
+        "ms); mean span: an instance's first start to last end (spans overlap: not summed)"
+    )
 
 
 @cache
 def _template() -> jinja2.Template:
     """templates/report.html.j2, autoescaped: every value the page shows is text from a trace or a script."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=False)  # fmt: skip
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+    )
     return env.get_template("report.html.j2")
 
 
@@ -361,13 +474,21 @@ def page(report: Report) -> str:
         ]
         if report.versus_baseline is not None:
             v = report.versus_baseline
-            steps.append(["against the baseline (the paired difference, its 90% interval: the trace's noise cancels)",
-                          f"{v.verdict}: {v.difference_us / 1e3:+,.3f} ± {_ms(v.half_width_us)}"])  # fmt: skip
+            steps.append(
+                [
+                    "against the baseline (the paired difference, its 90% interval: the trace's noise cancels)",
+                    f"{v.verdict}: {v.difference_us / 1e3:+,.3f} ± {_ms(v.half_width_us)}",
+                ]
+            )
     each_step = [
-        [r.step + (" (context)" if r.context else ""), _ms(r.measured_us) if r.measured_us else "-", _ms(r.baseline_us),
-         *([_ms(r.predicted_us)] if pred is not None else [])]
+        [
+            r.step + (" (context)" if r.context else ""),
+            _ms(r.measured_us) if r.measured_us else "-",
+            _ms(r.baseline_us),
+            *([_ms(r.predicted_us)] if pred is not None else []),
+        ]
         for r in report.steps
-    ]  # fmt: skip
+    ]
     job = _job_part(report)
     breakdown_title = "Breakdown (ms)"
     if any(r is not None for r in report.step_ranks):
@@ -385,32 +506,74 @@ def page(report: Report) -> str:
         each_step=_table(
             "Each step (ms; the context step is simulated first, so that the measured ones start with what it left "
             "pending, and is not part of the step time)",
-            ["step", "measured", "baseline", *(["predicted"] if pred is not None else [])], each_step, "each-step"),
-        breakdown=_table(breakdown_title, ["", *(a.label for a in analyses)],
-                         [[label, *(_ms(a.breakdown[k]) for a in analyses)] for k, label in [*BREAKDOWN_PARTS.items(), ("total_us", "total")]],
-                         "breakdown"),
+            ["step", "measured", "baseline", *(["predicted"] if pred is not None else [])],
+            each_step,
+            "each-step",
+        ),
+        breakdown=_table(
+            breakdown_title,
+            ["", *(a.label for a in analyses)],
+            [
+                [label, *(_ms(a.breakdown[k]) for a in analyses)]
+                for k, label in [*BREAKDOWN_PARTS.items(), ("total_us", "total")]
+            ],
+            "breakdown",
+        ),
         predicted=pred is not None,
         timeline_file=TIMELINE_FILE,
-        layers=[_table(_layers_title("Layers", a), LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2) for a in analyses],
-        modules=[_table(_layers_title("Modules", a), LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2)
-                 for a in analyses] if any(a.modules for a in analyses) else [],
-        kernels=[_table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}")
-                 for a in analyses] if any(a.kernels for a in analyses) else [],
-        kernels_by_layer=[_table(f"Kernels by layer ({a.label})", ["layer", *KERNEL_HEAD[1:]], _kernel_rows(a.kernels_by_layer),
-                                 f"kernels-by-layer-{a.label}") for a in analyses],
+        layers=[
+            _table(_layers_title("Layers", a), LAYER_HEAD, _layer_rows(a.layers), f"layers-{a.label}", 2)
+            for a in analyses
+        ],
+        modules=(
+            [
+                _table(_layers_title("Modules", a), LAYER_HEAD, _layer_rows(a.modules), f"modules-{a.label}", 2)
+                for a in analyses
+            ]
+            if any(a.modules for a in analyses)
+            else []
+        ),
+        kernels=(
+            [
+                _table(f"Kernels by name ({a.label})", KERNEL_HEAD, _kernel_rows(a.kernels), f"kernels-{a.label}")
+                for a in analyses
+            ]
+            if any(a.kernels for a in analyses)
+            else []
+        ),
+        kernels_by_layer=[
+            _table(
+                f"Kernels by layer ({a.label})",
+                ["layer", *KERNEL_HEAD[1:]],
+                _kernel_rows(a.kernels_by_layer),
+                f"kernels-by-layer-{a.label}",
+            )
+            for a in analyses
+        ],
         roofline_device=a0.roofline_device or "the trace's GPU",
         idle_by_cause=_table(
             "Idle time by what it waited for (ms, over every stream; each idle stretch put down to what fixed the "
-            "start of the task after it)", ["waiting for", *(a.label for a in analyses)],
-            [[label, *(_ms(sum(r.idle_by_cause.get(k, 0.0) for r in a.streams)) for a in analyses)] for k, label in IDLE_CAUSES.items()],
-            "idle-by-cause"),
-        streams=[_table(f"Idle time per stream ({a.label})", ["stream", "busy ms", "idle ms", "idle %", "tasks"],
-                        [[s.stream, _ms(s.busy_us), _ms(s.idle_us), f"{s.idle_pct:.0f}", str(s.tasks)] for s in a.streams],
-                        f"streams-{a.label}") for a in analyses],
+            "start of the task after it)",
+            ["waiting for", *(a.label for a in analyses)],
+            [
+                [label, *(_ms(sum(r.idle_by_cause.get(k, 0.0) for r in a.streams)) for a in analyses)]
+                for k, label in IDLE_CAUSES.items()
+            ],
+            "idle-by-cause",
+        ),
+        streams=[
+            _table(
+                f"Idle time per stream ({a.label})",
+                ["stream", "busy ms", "idle ms", "idle %", "tasks"],
+                [[s.stream, _ms(s.busy_us), _ms(s.idle_us), f"{s.idle_pct:.0f}", str(s.tasks)] for s in a.streams],
+                f"streams-{a.label}",
+            )
+            for a in analyses
+        ],
         critical_path=[_critical_path(a) for a in analyses],
         memory=_memory_table(report.memory),
         memory_note=_memory_note(report.memory),
-    )  # fmt: skip
+    )
 
 
 class JobPart(NamedTuple):
@@ -428,28 +591,56 @@ class JobPart(NamedTuple):
 def _job_part(report: Report) -> JobPart | None:
     if not report.ranks:
         return None
-    ranks = [[str(r.rank) + (f" (= {r.same_as})" if r.same_as is not None else ""), _ms(r.measured_us), _ms(r.baseline_us),
-              f"{r.error_pct:+.2f}%", _ms(r.offset_us), _ms(r.wait_us), _ms(r.baseline_us - r.wait_us),
-              _ms(r.held_us) if r.held_us else "-"] for r in report.ranks]  # fmt: skip
+    ranks = [
+        [
+            str(r.rank) + (f" (= {r.same_as})" if r.same_as is not None else ""),
+            _ms(r.measured_us),
+            _ms(r.baseline_us),
+            f"{r.error_pct:+.2f}%",
+            _ms(r.offset_us),
+            _ms(r.wait_us),
+            _ms(r.baseline_us - r.wait_us),
+            _ms(r.held_us) if r.held_us else "-",
+        ]
+        for r in report.ranks
+    ]
     first = min(report.ranks, key=lambda r: r.offset_us).rank
     legend = f"Each rank's step is its own window, from its own step's start to its end. {ranks_legend(first)}."
-    table = _table("Each rank's step (ms): its own window, from its own step's start",
-                   ["rank", "measured", "baseline", "error", "starts", "waiting", "working", "delays others"], ranks, "ranks")  # fmt: skip
+    table = _table(
+        "Each rank's step (ms): its own window, from its own step's start",
+        ["rank", "measured", "baseline", "error", "starts", "waiting", "working", "delays others"],
+        ranks,
+        "ranks",
+    )
     s = report.straggler
     if s is None:
-        return JobPart(table, legend, "Straggler: none (no rank reached a collective last on its own).", None, None, None)
-    held = [[f"{c.kind or '-'} {c.id}", c.phase or "-", c.name, _ms(c.reached_us), _ms(c.held_us), f"rank {c.next_rank}"]
-            for c in s.collectives[:TOP_ROWS]]  # fmt: skip
-    collectives = _table(f"Collectives rank {s.rank} reached last, the longest held first (ms; reached: after its own "
-                         "step's start; held: its arrival after the next-to-last rank's)",
-                         ["collective", "phase", "kernel", "reached", "held", "next-to-last"], held, "straggler-collectives", 3)  # fmt: skip
+        return JobPart(
+            table, legend, "Straggler: none (no rank reached a collective last on its own).", None, None, None
+        )
+    held = [
+        [f"{c.kind or '-'} {c.id}", c.phase or "-", c.name, _ms(c.reached_us), _ms(c.held_us), f"rank {c.next_rank}"]
+        for c in s.collectives[:TOP_ROWS]
+    ]
+    collectives = _table(
+        f"Collectives rank {s.rank} reached last, the longest held first (ms; reached: after its own "
+        "step's start; held: its arrival after the next-to-last rank's)",
+        ["collective", "phase", "kernel", "reached", "held", "next-to-last"],
+        held,
+        "straggler-collectives",
+        3,
+    )
     mine = next(r for r in report.ranks if r.rank == s.rank)
     # a straggler delays others alone: the job has two ranks with tasks of their own or more, and a slowest of them
     slowest = next(r for r in report.ranks if r.rank == report.step_ranks[0])
     longest = longest_window_sentence(s, slowest.rank, slowest.baseline_us, slowest.wait_us, slowest.offset_us)
-    return JobPart(table, legend, f"Straggler: {straggler_sentence(s)}.", collectives,
-                   _sentence(straggler_path_sentence(s, mine.baseline_us)) if s.tasks else None,
-                   _sentence(longest) if longest is not None else None)  # fmt: skip
+    return JobPart(
+        table,
+        legend,
+        f"Straggler: {straggler_sentence(s)}.",
+        collectives,
+        _sentence(straggler_path_sentence(s, mine.baseline_us)) if s.tasks else None,
+        _sentence(longest) if longest is not None else None,
+    )
 
 
 def _sentence(text: str) -> str:
@@ -463,20 +654,40 @@ def _memory_table(m: MemoryChange | MemoryReplay | None) -> PageTable | None:
         return None
     if isinstance(m, MemoryChange):
         iv = m.predicted_interval
-        rows = [["measured (the trace)", nbytes(m.measured_peak_bytes) if m.measured_peak_bytes is not None else "-", ""],
-                ["peak", nbytes(m.baseline_peak_bytes), nbytes(m.predicted_peak_bytes)],
-                ["90% interval", "", f"{nbytes(iv.low_bytes)}-{nbytes(iv.high_bytes)}" + (", extrapolated" if iv.extrapolated else "")]]  # fmt: skip
+        rows = [
+            ["measured (the trace)", nbytes(m.measured_peak_bytes) if m.measured_peak_bytes is not None else "-", ""],
+            ["peak", nbytes(m.baseline_peak_bytes), nbytes(m.predicted_peak_bytes)],
+            [
+                "90% interval",
+                "",
+                f"{nbytes(iv.low_bytes)}-{nbytes(iv.high_bytes)}" + (", extrapolated" if iv.extrapolated else ""),
+            ],
+        ]
         for k in dict.fromkeys([*m.baseline_at_peak, *m.predicted_at_peak]):
-            rows.append([f"at the peak: {k}", nbytes(m.baseline_at_peak.get(k, 0.0)), nbytes(m.predicted_at_peak.get(k, 0.0))])
+            rows.append(
+                [f"at the peak: {k}", nbytes(m.baseline_at_peak.get(k, 0.0)), nbytes(m.predicted_at_peak.get(k, 0.0))]
+            )
         if m.capacity_bytes is not None:
             rows.append(["device memory", nbytes(m.capacity_bytes), "fits" if m.fits else "does not fit"])
-        return _table(f"Peak memory ({m.device}; {'the trace' + chr(39) + 's allocator events' if m.source == 'trace' else 'estimated from shapes'})",
-                      ["", "baseline", "predicted"], rows, "memory")  # fmt: skip
-    rows = [["measured (the trace)", nbytes(m.measured_peak_bytes) if m.measured_peak_bytes is not None else "-"],
-            ["peak (replayed)", nbytes(m.baseline_peak_bytes)]]  # fmt: skip
+        return _table(
+            f"Peak memory ({m.device};"
+            f" {'the trace' + chr(39) + 's allocator events' if m.source == 'trace' else 'estimated from shapes'})",
+            ["", "baseline", "predicted"],
+            rows,
+            "memory",
+        )
+    rows = [
+        ["measured (the trace)", nbytes(m.measured_peak_bytes) if m.measured_peak_bytes is not None else "-"],
+        ["peak (replayed)", nbytes(m.baseline_peak_bytes)],
+    ]
     rows += [[f"at the peak: {k}", nbytes(v)] for k, v in m.at_peak.items()]
-    return _table(f"Peak memory ({m.device}; {'the trace' + chr(39) + 's allocator events' if m.source == 'trace' else 'estimated from shapes'})",
-                  ["", "baseline"], rows, "memory")  # fmt: skip
+    return _table(
+        f"Peak memory ({m.device};"
+        f" {'the trace' + chr(39) + 's allocator events' if m.source == 'trace' else 'estimated from shapes'})",
+        ["", "baseline"],
+        rows,
+        "memory",
+    )
 
 
 def _memory_note(m: MemoryChange | MemoryReplay | None) -> str:

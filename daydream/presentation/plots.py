@@ -18,9 +18,20 @@ from daydream.simulation import Timeline
 from daydream.simulation.timeline import BREAKDOWN_PARTS, union_intervals
 from daydream.units import ms, nbytes
 
-_PART_COLOURS = {"cpu_only_us": "#4c72b0", "gpu_only_us": "#55a868", "cpu_gpu_overlap_us": "#8172b2", "idle_us": "#c8c8c8"}
-_KIND_COLOURS = {"cpu": "#4c72b0", "dataloader": "#dd8452", "gpu": "#55a868", "comm": "#c44e52", "memcpy": "#937860",
-                 "memset": "#da8bc3"}  # fmt: skip
+_PART_COLOURS = {
+    "cpu_only_us": "#4c72b0",
+    "gpu_only_us": "#55a868",
+    "cpu_gpu_overlap_us": "#8172b2",
+    "idle_us": "#c8c8c8",
+}
+_KIND_COLOURS = {
+    "cpu": "#4c72b0",
+    "dataloader": "#dd8452",
+    "gpu": "#55a868",
+    "comm": "#c44e52",
+    "memcpy": "#937860",
+    "memset": "#da8bc3",
+}
 MAX_LANES = 40  # timeline rows drawn: the busiest threads and streams
 MAX_LABEL = 40
 
@@ -43,7 +54,9 @@ def _save(fig: Any, out_dir: str, stem: str) -> list[str]:
         fig.savefig(buf, format=ext, dpi=110, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
         path = os.path.join(out_dir, f"{stem}.{ext}")
         data = buf.getvalue()
-        if ext == "svg":  # matplotlib writes a label's control characters into the XML as they are: one makes it unreadable
+        if (
+            ext == "svg"
+        ):  # matplotlib writes a label's control characters into the XML as they are: one makes it unreadable
             data = markup_text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
         write_atomically(path, data)
         paths.append(path)
@@ -85,12 +98,26 @@ def breakdown_figure(analyses: Sequence[Analysis], out_dir: str, intervals: Sequ
     for y, (a, iv) in enumerate(zip(analyses, intervals)):
         if iv.half_width_pct:  # around the step time, as far as the interval reaches each way
             total = a.step_us / 1e3
-            ax.errorbar([total], [y], xerr=[[total - iv.low_us / 1e3], [iv.high_us / 1e3 - total]], fmt="none", ecolor="#222222",
-                        capsize=4, lw=1.2, label="90% interval" if y == 0 else None)  # fmt: skip
+            ax.errorbar(
+                [total],
+                [y],
+                xerr=[[total - iv.low_us / 1e3], [iv.high_us / 1e3 - total]],
+                fmt="none",
+                ecolor="#222222",
+                capsize=4,
+                lw=1.2,
+                label="90% interval" if y == 0 else None,
+            )
     ax.invert_yaxis()
     ax.set_xlabel("ms")
     ax.set_title("Where the step's time goes")
-    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(analyses) > 1 else -0.6), frameon=False, fontsize=8)
+    ax.legend(
+        ncol=4,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.35 if len(analyses) > 1 else -0.6),
+        frameon=False,
+        fontsize=8,
+    )
     return _save(fig, out_dir, "breakdown")
 
 
@@ -130,16 +157,24 @@ def timeline_figure(timeline: Timeline, label: str, out_dir: str, stem: str, spa
     for i, a in enumerate(timeline.task_attrs):
         lanes.setdefault(a["thread"], {}).setdefault(a["kind"], []).append(i)
     busy = {lane: sum(len(ix) for ix in kinds.values()) for lane, kinds in lanes.items()}
-    shown = sorted(sorted(lanes, key=lambda lane: -busy[lane])[:MAX_LANES], key=lambda lane: (lane.startswith("gpu"), lane))
+    shown = sorted(
+        sorted(lanes, key=lambda lane: -busy[lane])[:MAX_LANES], key=lambda lane: (lane.startswith("gpu"), lane)
+    )
     fig, ax = plt.subplots(figsize=(11, 1.0 + 0.32 * max(1, len(shown))))
     pixel = span / 1500  # merge bars closer than this
     for row, lane in enumerate(shown):
         for kind, ix in lanes[lane].items():
             arr = np.stack([timeline.start[ix] - t0, timeline.end[ix] - t0 + pixel], axis=1) / 1e3
             s, e = union_intervals(arr)
-            ax.broken_barh(list(zip(s.tolist(), (e - s - pixel / 1e3).clip(min=pixel / 1e3).tolist())), (row - 0.4, 0.8),
-                           facecolors=_KIND_COLOURS.get(kind, "#999999"), linewidth=0)  # fmt: skip
-    ax.set_yticks(range(len(shown)), [_short(track_label(lane, _doing(timeline, lanes[lane])), 40) for lane in shown], fontsize=7)
+            ax.broken_barh(
+                list(zip(s.tolist(), (e - s - pixel / 1e3).clip(min=pixel / 1e3).tolist())),
+                (row - 0.4, 0.8),
+                facecolors=_KIND_COLOURS.get(kind, "#999999"),
+                linewidth=0,
+            )
+    ax.set_yticks(
+        range(len(shown)), [_short(track_label(lane, _doing(timeline, lanes[lane])), 40) for lane in shown], fontsize=7
+    )
     ax.invert_yaxis()
     ax.set_xlim(0, span / 1e3)
     ax.set_xlabel("ms from the first simulated task's start")
@@ -157,8 +192,14 @@ def timeline_figure(timeline: Timeline, label: str, out_dir: str, stem: str, spa
     kinds = sorted({k for lane in shown for k in lanes[lane]})
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=_KIND_COLOURS.get(k, "#999999"), label=k) for k in kinds], fontsize=7, ncol=len(kinds),
-              loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.5 / max(1, len(shown))), frameon=False)  # fmt: skip
+    ax.legend(
+        handles=[Patch(color=_KIND_COLOURS.get(k, "#999999"), label=k) for k in kinds],
+        fontsize=7,
+        ncol=len(kinds),
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.12 - 0.5 / max(1, len(shown))),
+        frameon=False,
+    )
     return _save(fig, out_dir, stem)
 
 
@@ -172,13 +213,24 @@ def memory_figure(series: Sequence[tuple[str, Any]], out_dir: str, capacity_byte
     for k, (label, m) in enumerate(series):
         t = (np.asarray(m.times_us, np.float64) - float(m.times_us[0])) / 1e3 if len(m.times_us) else np.zeros(1)
         level = np.asarray(m.levels, np.float64) / scale if len(m.levels) else np.zeros(1)
-        ax.step(t, level, where="post", color=colours[k % 2], lw=1.2, label=f"{label}: peak {m.peak_bytes / scale:,.2f} {unit}")
+        ax.step(
+            t,
+            level,
+            where="post",
+            color=colours[k % 2],
+            lw=1.2,
+            label=f"{label}: peak {m.peak_bytes / scale:,.2f} {unit}",
+        )
         at = (float(m.peak_us) - float(m.times_us[0])) / 1e3 if len(m.times_us) else 0.0
         ax.plot([at], [m.peak_bytes / scale], "o", color=colours[k % 2], ms=4)
     top = max(float(m.peak_bytes) for _, m in series)
     if capacity_bytes and capacity_bytes <= 4 * top:  # a line of the device's memory where it is on the plot's scale
         ax.axhline(
-            capacity_bytes / scale, color="#c44e52", lw=1, ls="--", label=f"device memory {capacity_bytes / scale:,.1f} {unit}"
+            capacity_bytes / scale,
+            color="#c44e52",
+            lw=1,
+            ls="--",
+            label=f"device memory {capacity_bytes / scale:,.1f} {unit}",
         )
     elif capacity_bytes:
         ax.plot([], [], " ", label=f"device memory {nbytes(capacity_bytes)}, off this scale")

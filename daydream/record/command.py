@@ -114,9 +114,17 @@ def default_out(command: list[str]) -> str:
     return "daydream-trace"
 
 
-def record_program(command: list[str], out: str | None = None, warmup: int = 2, steps: int = 3, *,
-                   execution_trace: bool = False, embedding_stats: bool = False, profile_memory: bool = False,
-                   keep_running: bool = False) -> RecordResult:  # fmt: skip
+def record_program(
+    command: list[str],
+    out: str | None = None,
+    warmup: int = 2,
+    steps: int = 3,
+    *,
+    execution_trace: bool = False,
+    embedding_stats: bool = False,
+    profile_memory: bool = False,
+    keep_running: bool = False,
+) -> RecordResult:
     """Run ``command`` (``["python", "train.py", ...]``) with the recorder and return what it recorded.
 
     The program runs unchanged; by default it is ended once the steps are recorded (``keep_running`` lets it
@@ -134,9 +142,18 @@ def record_program(command: list[str], out: str | None = None, warmup: int = 2, 
     os.unlink(status_path)
     # at a terminal, the recorder writes the steps it has seen here, and a line says each (daydream.progress)
     steps_path = status_path.removesuffix(".json") + ".steps" if progress.enabled() else None
-    config = {"out": str(out_dir), "warmup": warmup, "steps": steps, "execution_trace": execution_trace,
-              "embedding_stats": embedding_stats, "profile_memory": profile_memory, "stop": not keep_running, "command": command,
-              "status": status_path, "progress": steps_path}  # fmt: skip
+    config = {
+        "out": str(out_dir),
+        "warmup": warmup,
+        "steps": steps,
+        "execution_trace": execution_trace,
+        "embedding_stats": embedding_stats,
+        "profile_memory": profile_memory,
+        "stop": not keep_running,
+        "command": command,
+        "status": status_path,
+        "progress": steps_path,
+    }
     env = {**os.environ, ENV: json.dumps(config)}
     try:
         proc = subprocess.Popen(child, env=env)
@@ -203,21 +220,30 @@ def _read_status(path: str) -> dict[str, Any] | None:
 
 def _report(status: dict[str, Any] | None, code: int, python: str) -> RecordResult:
     if status is None:
-        raise RecordError(f"the program exited with code {code} before the recorder could report (killed, or it "
-                           "replaced the process); nothing recorded can be vouched for")  # fmt: skip
+        raise RecordError(
+            f"the program exited with code {code} before the recorder could report (killed, or it "
+            "replaced the process); nothing recorded can be vouched for"
+        )
     if status.get("missing") == "torch":
-        raise RecordError(f"torch is not installed for {status.get('python') or python}: the recorder needs it "
-                           "(pip install 'daydream-whatif[record]' in the environment that runs the program)")  # fmt: skip
+        raise RecordError(
+            f"torch is not installed for {status.get('python') or python}: the recorder needs it "
+            "(pip install 'daydream-whatif[record]' in the environment that runs the program)"
+        )
     if status.get("missing") == "daydream":
-        raise RecordError(f"{status.get('python') or python} cannot import daydream ({status.get('error')}): install "
-                           "daydream-whatif[record] in the environment that runs the program")  # fmt: skip
+        raise RecordError(
+            f"{status.get('python') or python} cannot import daydream ({status.get('error')}): install "
+            "daydream-whatif[record] in the environment that runs the program"
+        )
     if status.get("recorder_error"):
         raise RecordError(f"the recorder could not start: {status['recorder_error']}")
     report = RecordResult(
-        complete=bool(status.get("complete")), steps_seen=int(status.get("steps_seen") or 0), trace=status.get("trace"),
-        files=list(status.get("files") or []), message=str(status.get("message") or ""),
+        complete=bool(status.get("complete")),
+        steps_seen=int(status.get("steps_seen") or 0),
+        trace=status.get("trace"),
+        files=list(status.get("files") or []),
+        message=str(status.get("message") or ""),
         exit_code=int(status.get("exit_code") or 0),
-    )  # fmt: skip
+    )
     if not report.complete:
         err = RecordError(report.message)
         err.exit_code = report.exit_code or 1

@@ -35,7 +35,9 @@ def _run_program(argv: list[str]) -> None:
 def _program_frames(tb: TracebackType | None) -> TracebackType | None:
     """The traceback from the program's first frame on: the recorder's and runpy's frames are noise to its author."""
     ours = {__file__, runpy.__file__}
-    while tb is not None and (tb.tb_frame.f_code.co_filename in ours or tb.tb_frame.f_code.co_filename.startswith("<frozen")):
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename in ours or tb.tb_frame.f_code.co_filename.startswith("<frozen")
+    ):
         tb = tb.tb_next
     return tb
 
@@ -68,8 +70,14 @@ def main() -> None:
         traceback.print_exception(type(exc), exc, _program_frames(exc.__traceback__))
         error, exit_code = exc, 1
     result: RecordResult = recorder.finish(error)
-    status = {"complete": result.complete, "steps_seen": result.steps_seen, "trace": result.trace,
-              "files": result.files, "message": result.message, "exit_code": exit_code}  # fmt: skip
+    status = {
+        "complete": result.complete,
+        "steps_seen": result.steps_seen,
+        "trace": result.trace,
+        "files": result.files,
+        "message": result.message,
+        "exit_code": exit_code,
+    }
     write_atomically(status_file, json.dumps(status).encode())
     code = exit_code if exit_code else (0 if result.complete else 1)
     if stopped:

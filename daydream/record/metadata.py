@@ -42,9 +42,16 @@ def device_info() -> dict[str, Any]:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
-        return {"type": "cuda", "name": props.name, "index": index, "count": torch.cuda.device_count(),
-                "memory_bytes": props.total_memory, "sms": props.multi_processor_count,
-                "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None)}  # fmt: skip
+        return {
+            "type": "cuda",
+            "name": props.name,
+            "index": index,
+            "count": torch.cuda.device_count(),
+            "memory_bytes": props.total_memory,
+            "sms": props.multi_processor_count,
+            "cuda": torch.version.cuda,
+            "hip": getattr(torch.version, "hip", None),
+        }
     return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
 
 
@@ -83,10 +90,15 @@ def modules(names: ModuleNames) -> list[dict[str, Any]]:
             if path is None or type(module).__name__ in WRAPPER_TYPES:
                 continue
             params = [
-                {"name": pname, "shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch."),
-                 "bytes": p.numel() * p.element_size(), "requires_grad": p.requires_grad}
+                {
+                    "name": pname,
+                    "shape": list(p.shape),
+                    "dtype": str(p.dtype).removeprefix("torch."),
+                    "bytes": p.numel() * p.element_size(),
+                    "requires_grad": p.requires_grad,
+                }
                 for pname, p in module.named_parameters(recurse=False)
-            ]  # fmt: skip
+            ]
             out.append({"path": path, "type": type(module).__name__, "root": name, "parameters": params})
     return out
 
@@ -110,21 +122,34 @@ def ddp_buckets(names: ModuleNames) -> list[dict[str, Any]]:
         for group in (g.strip() for g in indices.split(",")):
             members = [params[int(i)] for i in group.split() if int(i) < len(params)]
             if members:
-                buckets.append({"bytes": sum(p.numel() * p.element_size() for p in members),
-                                "parameters": [paths.get(id(p), "?") for p in members]})  # fmt: skip
-        out.append({
-            "module": name, "bucket_cap_bytes": data.get("bucket_cap_bytes"), "buckets": buckets,
-            "find_unused_parameters": bool(data.get("find_unused_parameters")),
-            "gradient_as_bucket_view": bool(data.get("gradient_as_bucket_view")),
-        })  # fmt: skip
+                buckets.append(
+                    {
+                        "bytes": sum(p.numel() * p.element_size() for p in members),
+                        "parameters": [paths.get(id(p), "?") for p in members],
+                    }
+                )
+        out.append(
+            {
+                "module": name,
+                "bucket_cap_bytes": data.get("bucket_cap_bytes"),
+                "buckets": buckets,
+                "find_unused_parameters": bool(data.get("find_unused_parameters")),
+                "gradient_as_bucket_view": bool(data.get("gradient_as_bucket_view")),
+            }
+        )
     return out
 
 
 def optimizer_info(opt: torch.optim.Optimizer) -> dict[str, Any]:
     params = [p for g in opt.param_groups for p in g["params"]]
     defaults = {k: v for k, v in opt.defaults.items() if k != "params"}
-    return {"type": type(opt).__name__, "defaults": plain(defaults), "param_groups": len(opt.param_groups),
-            "parameters": len(params), "bytes": sum(p.numel() * p.element_size() for p in params)}  # fmt: skip
+    return {
+        "type": type(opt).__name__,
+        "defaults": plain(defaults),
+        "param_groups": len(opt.param_groups),
+        "parameters": len(params),
+        "bytes": sum(p.numel() * p.element_size() for p in params),
+    }
 
 
 class EmbeddingStats:
@@ -152,8 +177,13 @@ class EmbeddingStats:
             flat = indices.reshape(-1).long()
             entry = self.counts.get(module)
             if entry is None:
-                entry = {"counts": torch.zeros(rows, dtype=torch.int64, device=flat.device), "lookups": 0, "bags": 0,
-                         "calls": 0, "unique": torch.zeros((), dtype=torch.int64, device=flat.device)}  # fmt: skip
+                entry = {
+                    "counts": torch.zeros(rows, dtype=torch.int64, device=flat.device),
+                    "lookups": 0,
+                    "bags": 0,
+                    "calls": 0,
+                    "unique": torch.zeros((), dtype=torch.int64, device=flat.device),
+                }
                 self.counts[module] = entry
             per_call = torch.bincount(flat, minlength=rows)
             entry["counts"] += per_call
@@ -171,15 +201,26 @@ class EmbeddingStats:
             total = int(counts.sum())
             ordered = torch.sort(counts, descending=True).values.cumsum(0)
             rows = counts.numel()
-            hot = {f"{f:g}": (float(ordered[max(math.ceil(f * rows), 1) - 1]) / total if total else 0.0) for f in HOT_FRACTIONS}
-            out.append({
-                "module": self.names.paths.get(module, type(module).__name__), "type": type(module).__name__,
-                "rows": rows, "dim": module.embedding_dim, "mode": getattr(module, "mode", None),
-                "device": str(module.weight.device), "dtype": str(module.weight.dtype).removeprefix("torch."),
-                "steps_sampled": self.sampled_steps, "lookups_per_step": entry["lookups"] / steps,
-                "bags_per_step": entry["bags"] / steps,
-                "pooling": entry["lookups"] / entry["bags"] if entry["bags"] else None,
-                "unique_rows_per_call": int(entry["unique"]) / max(entry["calls"], 1),
-                "rows_touched": int((counts > 0).sum()), "hot_share": hot,
-            })  # fmt: skip
+            hot = {
+                f"{f:g}": (float(ordered[max(math.ceil(f * rows), 1) - 1]) / total if total else 0.0)
+                for f in HOT_FRACTIONS
+            }
+            out.append(
+                {
+                    "module": self.names.paths.get(module, type(module).__name__),
+                    "type": type(module).__name__,
+                    "rows": rows,
+                    "dim": module.embedding_dim,
+                    "mode": getattr(module, "mode", None),
+                    "device": str(module.weight.device),
+                    "dtype": str(module.weight.dtype).removeprefix("torch."),
+                    "steps_sampled": self.sampled_steps,
+                    "lookups_per_step": entry["lookups"] / steps,
+                    "bags_per_step": entry["bags"] / steps,
+                    "pooling": entry["lookups"] / entry["bags"] if entry["bags"] else None,
+                    "unique_rows_per_call": int(entry["unique"]) / max(entry["calls"], 1),
+                    "rows_touched": int((counts > 0).sum()),
+                    "hot_share": hot,
+                }
+            )
         return out

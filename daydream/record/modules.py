@@ -127,7 +127,10 @@ class ModuleRanges:
     @active.setter
     def active(self, on: bool) -> None:
         if on and not self._handles:
-            self._handles = [nn.modules.module.register_module_forward_pre_hook(self._pre), _register_forward_hook(self._post)]
+            self._handles = [
+                nn.modules.module.register_module_forward_pre_hook(self._pre),
+                _register_forward_hook(self._post),
+            ]
         elif not on:
             for h in self._handles:
                 h.remove()

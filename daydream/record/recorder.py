@@ -98,8 +98,14 @@ class Recorder:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*warmup.*")  # --warmup 0 is the user's choice
             plan = schedule(wait=max(warmup - 1, 0), warmup=min(warmup, 1), active=steps, repeat=1)
-        self.prof = profile(activities=activities, record_shapes=True, profile_memory=self.options.profile_memory,
-                            schedule=plan, on_trace_ready=self._export, **kwargs)  # fmt: skip
+        self.prof = profile(
+            activities=activities,
+            record_shapes=True,
+            profile_memory=self.options.profile_memory,
+            schedule=plan,
+            on_trace_ready=self._export,
+            **kwargs,
+        )
         self.prof.start()
         self.step_times.append(time.perf_counter())
         _active = self
@@ -187,8 +193,11 @@ class Recorder:
     # ---- output -------------------------------------------------------------------------------------------------
 
     def _describe_model(self) -> dict[str, Any]:
-        return {"modules": metadata.modules(self.names), "ddp": metadata.ddp_buckets(self.names),
-                "embeddings": self.embeddings.summary() if self.embeddings is not None else None}  # fmt: skip
+        return {
+            "modules": metadata.modules(self.names),
+            "ddp": metadata.ddp_buckets(self.names),
+            "embeddings": self.embeddings.summary() if self.embeddings is not None else None,
+        }
 
     def _stem(self) -> str:
         return f"rank{metadata.distributed_info()['rank']}"
@@ -236,14 +245,18 @@ class Recorder:
             "host": metadata.host_info(),
             **metadata.distributed_info(),
             "steps": {
-                "counted_from": self.counted_from, "warmup": warmup, "requested": steps, "seen": self.steps_seen,
-                "recorded": max(0, min(self.steps_seen, warmup + steps) - warmup), "complete": self._complete,
+                "counted_from": self.counted_from,
+                "warmup": warmup,
+                "requested": steps,
+                "seen": self.steps_seen,
+                "recorded": max(0, min(self.steps_seen, warmup + steps) - warmup),
+                "complete": self._complete,
                 "wall_ms": [round((b - a) * 1e3, 4) for a, b in zip(times, times[1:])],
             },
             "error": None if error is None or isinstance(error, RecordingDone) else f"{type(error).__name__}: {error}",
             **(self._model or self._describe_model()),
             "optimizers": list(self.optimizers.values()),
-        }  # fmt: skip
+        }
         if self._trace_file is not None:
             target = recording_path(self._trace_file)
         else:
@@ -261,8 +274,10 @@ class Recorder:
         elif error is not None and not isinstance(error, RecordingDone):
             msg = f"the program failed after {self.steps_seen} of {need} steps ({type(error).__name__}: {error})"
         elif self.steps_seen == 0:
-            msg = ("the program ran no training step: daydream record counts torch.optim optimizer steps, or "
-                   "daydream.record.step() calls where the program makes them")  # fmt: skip
+            msg = (
+                "the program ran no training step: daydream record counts torch.optim optimizer steps, or "
+                "daydream.record.step() calls where the program makes them"
+            )
         else:
             msg = f"the program ended after {self.steps_seen} of {need} steps ({warmup} warm-up + {steps} to record)"
         if not self._complete:
@@ -296,10 +311,26 @@ class record:  # noqa: N801 - used as a context manager, like torch.profiler.pro
     unless the block itself raised.
     """
 
-    def __init__(self, out: str = ".", warmup: int = 2, steps: int = 3, *, execution_trace: bool = False,
-                 embedding_stats: bool = False, profile_memory: bool = False) -> None:  # fmt: skip
-        self.recorder = Recorder(RecordOptions(out=out, warmup=warmup, steps=steps, execution_trace=execution_trace,
-                                               embedding_stats=embedding_stats, profile_memory=profile_memory))  # fmt: skip
+    def __init__(
+        self,
+        out: str = ".",
+        warmup: int = 2,
+        steps: int = 3,
+        *,
+        execution_trace: bool = False,
+        embedding_stats: bool = False,
+        profile_memory: bool = False,
+    ) -> None:
+        self.recorder = Recorder(
+            RecordOptions(
+                out=out,
+                warmup=warmup,
+                steps=steps,
+                execution_trace=execution_trace,
+                embedding_stats=embedding_stats,
+                profile_memory=profile_memory,
+            )
+        )
         self.result: RecordResult | None = None
 
     def __enter__(self) -> record:

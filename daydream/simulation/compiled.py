@@ -51,8 +51,23 @@ def _push(j, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queu
 
 
 @jit
-def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_child, succ_order, succ_lag,  # type: ignore[no-untyped-def]
-              gang_of, gang_ptr, gang_members, n_threads):  # fmt: skip
+def _simulate_arrays(
+    mode,
+    duration,
+    gap,
+    thread,
+    ready,
+    prio,
+    indegree,
+    succ_ptr,
+    succ_child,
+    succ_order,
+    succ_lag,  # type: ignore[no-untyped-def]
+    gang_of,
+    gang_ptr,
+    gang_members,
+    n_threads,
+):
     """Simulate over flat arrays; returns start, end, cause, arrival, arrived (per gang) and how many tasks ran.
     ``ready`` and ``indegree`` change in place: what is left in them tells which tasks never became ready. Every
     collective's members are here: each starts once its last member arrives."""
@@ -63,9 +78,44 @@ def _simulate_arrays(mode, duration, gap, thread, ready, prio, indegree, succ_pt
     k1, k2, k3, sq, tk, queue, counters, horizon, became = state[11:]
     _seed(mode, ready, progress, thread, prio, indegree, k1, k2, k3, sq, tk, queue, counters)
     gang_size = gang_ptr[1:] - gang_ptr[:-1]
-    _advance(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_child, succ_order, succ_lag, gang_of,
-            gang_ptr, gang_members, gang_size, np.full(max(n_gangs, 0), -np.inf), start, end, cause, arrival, arrived, progress,
-            last_on_thread, holding, park_head, park_tail, park_next, k1, k2, k3, sq, tk, queue, counters, horizon, became)  # fmt: skip
+    _advance(
+        mode,
+        duration,
+        gap,
+        thread,
+        ready,
+        prio,
+        indegree,
+        succ_ptr,
+        succ_child,
+        succ_order,
+        succ_lag,
+        gang_of,
+        gang_ptr,
+        gang_members,
+        gang_size,
+        np.full(max(n_gangs, 0), -np.inf),
+        start,
+        end,
+        cause,
+        arrival,
+        arrived,
+        progress,
+        last_on_thread,
+        holding,
+        park_head,
+        park_tail,
+        park_next,
+        k1,
+        k2,
+        k3,
+        sq,
+        tk,
+        queue,
+        counters,
+        horizon,
+        became,
+    )
     return start, end, cause, arrival, arrived, counters[DONE]
 
 
@@ -106,8 +156,28 @@ def _new_state(mode, n, n_gangs, n_threads):  # type: ignore[no-untyped-def]
     counters = np.zeros(6, dtype=np.int64)
     horizon = np.full(1, np.inf)
     became = np.zeros(max(n_gangs, 0), dtype=np.int64)
-    return (start, end, cause, arrival, arrived, progress, last_on_thread, holding, park_head, park_tail, park_next,
-            k1, k2, k3, sq, tk, queue, counters, horizon, became)  # fmt: skip
+    return (
+        start,
+        end,
+        cause,
+        arrival,
+        arrived,
+        progress,
+        last_on_thread,
+        holding,
+        park_head,
+        park_tail,
+        park_next,
+        k1,
+        k2,
+        k3,
+        sq,
+        tk,
+        queue,
+        counters,
+        horizon,
+        became,
+    )
 
 
 @jit_without_runtime
@@ -116,14 +186,51 @@ def _seed(mode, ready, progress, thread, prio, indegree, k1, k2, k3, sq, tk, que
     size, qtail, seq = counters[SIZE], counters[QTAIL], counters[SEQ]
     for i in range(indegree.shape[0]):
         if indegree[i] == 0:
-            size, qtail, seq = _push(i, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
+            size, qtail, seq = _push(
+                i, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq
+            )
     counters[SIZE], counters[QTAIL], counters[SEQ] = size, qtail, seq
 
 
 @jit_without_runtime
-def _advance(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_child, succ_order, succ_lag,  # type: ignore[no-untyped-def]
-            gang_of, gang_ptr, gang_members, gang_size, gang_bound, start, end, cause, arrival, arrived, progress,
-            last_on_thread, holding, park_head, park_tail, park_next, k1, k2, k3, sq, tk, queue, counters, horizon, became):  # fmt: skip
+def _advance(
+    mode,
+    duration,
+    gap,
+    thread,
+    ready,
+    prio,
+    indegree,
+    succ_ptr,
+    succ_child,
+    succ_order,
+    succ_lag,  # type: ignore[no-untyped-def]
+    gang_of,
+    gang_ptr,
+    gang_members,
+    gang_size,
+    gang_bound,
+    start,
+    end,
+    cause,
+    arrival,
+    arrived,
+    progress,
+    last_on_thread,
+    holding,
+    park_head,
+    park_tail,
+    park_next,
+    k1,
+    k2,
+    k3,
+    sq,
+    tk,
+    queue,
+    counters,
+    horizon,
+    became,
+):
     """Run tasks until none is left or the next one's key is past ``horizon[0]``; resumable.
 
     A collective (gang g: its members here from ``gang_ptr[g]`` to ``gang_ptr[g + 1]`` in ``gang_members``) whose
@@ -132,8 +239,14 @@ def _advance(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_
     has reported its members' arrivals: when the members here have all arrived, the gang enters ``became`` and the
     horizon drops to the earliest it can start (its members' latest arrival here, or ``gang_bound[g]``, what the
     other parts' arrivals allow, if later): what runs after that moment may depend on when it starts."""
-    size, qhead, qtail, seq, done, n_became = (counters[SIZE], counters[QHEAD], counters[QTAIL], counters[SEQ],
-                                               counters[DONE], counters[BECAME])  # fmt: skip
+    size, qhead, qtail, seq, done, n_became = (
+        counters[SIZE],
+        counters[QHEAD],
+        counters[QTAIL],
+        counters[SEQ],
+        counters[DONE],
+        counters[BECAME],
+    )
     n_gangs = gang_ptr.shape[0] - 1
     while True:
         if mode == FIFO:
@@ -209,26 +322,128 @@ def _advance(mode, duration, gap, thread, ready, prio, indegree, succ_ptr, succ_
                         last = m
                     longest = max(longest, duration[m])
                 s = arrival[last]
-                size, qtail, seq = _finish_gang(g, s, s + longest, last, i, mode, gang_ptr, gang_members, start, end, progress,
-                                               last_on_thread, gap, ready, cause, arrival, indegree, succ_ptr, succ_child,
-                                               succ_order, succ_lag, thread, prio, holding, park_head, park_tail, park_next,
-                                               k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip
+                size, qtail, seq = _finish_gang(
+                    g,
+                    s,
+                    s + longest,
+                    last,
+                    i,
+                    mode,
+                    gang_ptr,
+                    gang_members,
+                    start,
+                    end,
+                    progress,
+                    last_on_thread,
+                    gap,
+                    ready,
+                    cause,
+                    arrival,
+                    indegree,
+                    succ_ptr,
+                    succ_child,
+                    succ_order,
+                    succ_lag,
+                    thread,
+                    prio,
+                    holding,
+                    park_head,
+                    park_tail,
+                    park_next,
+                    k1,
+                    k2,
+                    k3,
+                    sq,
+                    tk,
+                    size,
+                    queue,
+                    qtail,
+                    seq,
+                )
                 done += g1 - g0
                 continue
         elif progress[t] > s:
             s = progress[t]
             cause[i] = last_on_thread[t]
-        size, qtail, seq = _run(i, s, s + duration[i], mode, start, end, progress, last_on_thread, gap, ready, cause, indegree,
-                                succ_ptr, succ_child, succ_order, succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip
+        size, qtail, seq = _run(
+            i,
+            s,
+            s + duration[i],
+            mode,
+            start,
+            end,
+            progress,
+            last_on_thread,
+            gap,
+            ready,
+            cause,
+            indegree,
+            succ_ptr,
+            succ_child,
+            succ_order,
+            succ_lag,
+            thread,
+            prio,
+            k1,
+            k2,
+            k3,
+            sq,
+            tk,
+            size,
+            queue,
+            qtail,
+            seq,
+        )
         done += 1
     counters[SIZE], counters[QHEAD], counters[QTAIL], counters[SEQ], counters[DONE], counters[BECAME] = (
-        size, qhead, qtail, seq, done, n_became)  # fmt: skip
+        size,
+        qhead,
+        qtail,
+        seq,
+        done,
+        n_became,
+    )
 
 
 @jit_without_runtime
-def _finish_gang(g, s, e, last, arriving, mode, gang_ptr, gang_members, start, end, progress, last_on_thread, gap, ready,  # type: ignore[no-untyped-def]
-                cause, arrival, indegree, succ_ptr, succ_child, succ_order, succ_lag, thread, prio, holding, park_head,
-                park_tail, park_next, k1, k2, k3, sq, tk, size, queue, qtail, seq):  # fmt: skip
+def _finish_gang(
+    g,
+    s,
+    e,
+    last,
+    arriving,
+    mode,
+    gang_ptr,
+    gang_members,
+    start,
+    end,
+    progress,
+    last_on_thread,
+    gap,
+    ready,  # type: ignore[no-untyped-def]
+    cause,
+    arrival,
+    indegree,
+    succ_ptr,
+    succ_child,
+    succ_order,
+    succ_lag,
+    thread,
+    prio,
+    holding,
+    park_head,
+    park_tail,
+    park_next,
+    k1,
+    k2,
+    k3,
+    sq,
+    tk,
+    size,
+    queue,
+    qtail,
+    seq,
+):
     """Gang g's members here all run from s to e: each that arrived earlier gets ``last`` (the member that arrived
     last, as the cause of its start; -2 - its rank where that member is elsewhere) and gives its thread back (but
     ``arriving``, the member whose arrival completes the gang: it held nothing), and the tasks parked on that
@@ -245,18 +460,75 @@ def _finish_gang(g, s, e, last, arriving, mode, gang_ptr, gang_members, start, e
             park_tail[tm] = -1
             while x >= 0:
                 nxt = park_next[x]
-                size, qtail, seq = _push(x, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
+                size, qtail, seq = _push(
+                    x, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq
+                )
                 x = nxt
-        size, qtail, seq = _run(m, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause, indegree, succ_ptr,
-                                succ_child, succ_order, succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)  # fmt: skip
+        size, qtail, seq = _run(
+            m,
+            s,
+            e,
+            mode,
+            start,
+            end,
+            progress,
+            last_on_thread,
+            gap,
+            ready,
+            cause,
+            indegree,
+            succ_ptr,
+            succ_child,
+            succ_order,
+            succ_lag,
+            thread,
+            prio,
+            k1,
+            k2,
+            k3,
+            sq,
+            tk,
+            size,
+            queue,
+            qtail,
+            seq,
+        )
     return size, qtail, seq
 
 
 @jit_without_runtime
-def _run(i, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause, indegree, succ_ptr, succ_child, succ_order,  # type: ignore[no-untyped-def]
-         succ_lag, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq):  # fmt: skip
+def _run(
+    i,
+    s,
+    e,
+    mode,
+    start,
+    end,
+    progress,
+    last_on_thread,
+    gap,
+    ready,
+    cause,
+    indegree,
+    succ_ptr,
+    succ_child,
+    succ_order,  # type: ignore[no-untyped-def]
+    succ_lag,
+    thread,
+    prio,
+    k1,
+    k2,
+    k3,
+    sq,
+    tk,
+    size,
+    queue,
+    qtail,
+    seq,
+):
     """Task i runs from s to e: its thread moves on, its children's ready times and counts follow, and those whose
-    last parent it was enter the frontier (the Python loop inlines this, its hot path; compiled, a call costs nothing)."""
+    last parent it was enter the frontier (the Python loop inlines this, its hot path; compiled, a call costs nothing).
+    """
     t = thread[i]
     start[i] = s
     end[i] = e
@@ -270,7 +542,9 @@ def _run(i, s, e, mode, start, end, progress, last_on_thread, gap, ready, cause,
             cause[c] = i
         indegree[c] -= 1
         if indegree[c] == 0:
-            size, qtail, seq = _push(c, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq)
+            size, qtail, seq = _push(
+                c, mode, ready, progress, thread, prio, k1, k2, k3, sq, tk, size, queue, qtail, seq
+            )
     return size, qtail, seq
 
 

@@ -90,7 +90,9 @@ def simulate(graph: nx.DiGraph, policy: Policy = EARLIEST, reuse: bool = False) 
     >>> round(simulate(graph, parse_policy("fifo")).step_us())
     19163
     """
-    with progress.task(f"simulating {graph.number_of_nodes():,} tasks"):  # a spinner: the heap loop is too hot to count in
+    with progress.task(
+        f"simulating {graph.number_of_nodes():,} tasks"
+    ):  # a spinner: the heap loop is too hot to count in
         try:
             return _simulate(graph, policy, reuse)
         except (KeyError, TypeError, ValueError):
@@ -112,8 +114,10 @@ def _unsimulatable(graph: nx.DiGraph) -> str | None:
     for node, attrs in graph.nodes(data=True):
         for name, what in _TASK_NEEDS.items():
             if name not in attrs:
-                return (f"task {clip(repr(node), 200)} has no {name!r} ({what}): every task of a graph to simulate has "
-                        f"{' and '.join(map(repr, _TASK_NEEDS))} (daydream.graph.add_task makes one)")  # fmt: skip
+                return (
+                    f"task {clip(repr(node), 200)} has no {name!r} ({what}): every task of a graph to simulate has "
+                    f"{' and '.join(map(repr, _TASK_NEEDS))} (daydream.graph.add_task makes one)"
+                )
         for name in ("duration", "gap", "release"):
             value = attrs.get(name)
             if value is not None and not _number(value):
@@ -121,7 +125,9 @@ def _unsimulatable(graph: nx.DiGraph) -> str | None:
     for u, v, e in graph.edges(data=True):
         lag = e.get("lag")
         if lag is not None and not _number(lag):
-            return f"dependency {clip(repr(u), 100)} -> {clip(repr(v), 100)}: lag {clip(repr(lag), 100)} is not a number"
+            return (
+                f"dependency {clip(repr(u), 100)} -> {clip(repr(v), 100)}: lag {clip(repr(lag), 100)} is not a number"
+            )
     return None
 
 
@@ -298,8 +304,16 @@ def _simulate(graph: nx.DiGraph, policy: Policy, reuse: bool) -> Timeline:
     if done != n:
         raise _stuck(graph, nodes, attrs, gangs, arrived, arrival, indegree)
     names = [f"rank {r} {t}" for r, t in thread_ids] if multi_rank else list(thread_ids)
-    return Timeline(graph, nodes, np.asarray(start), np.asarray(end), np.asarray(cause), names, attrs,
-                    arrival=np.asarray(arrival) if gangs else None)  # fmt: skip
+    return Timeline(
+        graph,
+        nodes,
+        np.asarray(start),
+        np.asarray(end),
+        np.asarray(cause),
+        names,
+        attrs,
+        arrival=np.asarray(arrival) if gangs else None,
+    )
 
 
 # graphs of this many tasks are simulated by the compiled loop (daydream.simulation.compiled): importing numba costs
@@ -406,7 +420,9 @@ def read_arrays(graph: nx.DiGraph) -> GraphArrays:
     indegree = np.bincount(child_a, minlength=n).astype(np.int64)
     nan = bool(np.isnan(gap_a).any() or np.isnan(lag_a).any() or np.isnan(ready_a).any())
     ready_a[(indegree == 0) & (ready_a == -math.inf)] = 0.0
-    collective_ids = tasks.values("collective_id") if tasks is not None else map(dict.get, attrs, repeat("collective_id"))  # type: ignore[arg-type]
+    collective_ids = (
+        tasks.values("collective_id") if tasks is not None else map(dict.get, attrs, repeat("collective_id"))
+    )  # type: ignore[arg-type]
     gangs = _gangs(collective_ids) if graph.graph.get("ranks") else []
     gang_of = np.full(n if gangs else 1, -1, np.int64)  # read only where there are collectives
     for g, members in enumerate(gangs):
@@ -414,9 +430,24 @@ def read_arrays(graph: nx.DiGraph) -> GraphArrays:
     gang_ptr = np.zeros(len(gangs) + 1, np.int64)
     gang_ptr[1:] = np.cumsum([len(m) for m in gangs]) if gangs else []
     return GraphArrays(
-        nodes, attrs, np.asarray(thread, np.int64), thread_ids, multi_rank, gap_a, ready_a, ptr, child_a,
-        order_a, lag_a, indegree, gangs, gang_of, gang_ptr, np.asarray([m for members in gangs for m in members], np.int64), nan,
-    )  # fmt: skip
+        nodes,
+        attrs,
+        np.asarray(thread, np.int64),
+        thread_ids,
+        multi_rank,
+        gap_a,
+        ready_a,
+        ptr,
+        child_a,
+        order_a,
+        lag_a,
+        indegree,
+        gangs,
+        gang_of,
+        gang_ptr,
+        np.asarray([m for members in gangs for m in members], np.int64),
+        nan,
+    )
 
 
 def _children_of(graph: nx.DiGraph, nodes: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -471,11 +502,31 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, po
     duration_a, prio_a = timing_arrays(graph, arrays, policy)
     if arrays.nan or np.isnan(duration_a).any() or np.isnan(prio_a).any():
         return None
-    mode = compiled.PRIORITY if policy.kind == "priority" else compiled.FIFO if policy.kind == "fifo" else compiled.EARLIEST
+    mode = (
+        compiled.PRIORITY
+        if policy.kind == "priority"
+        else compiled.FIFO
+        if policy.kind == "fifo"
+        else compiled.EARLIEST
+    )
     indegree = arrays.indegree.copy()
     start, end, cause, arrival, arrived, done = compiled._simulate_arrays(
-        mode, duration_a, arrays.gap, arrays.thread, arrays.ready.copy(), prio_a, indegree, arrays.ptr, arrays.child,
-        arrays.order, arrays.lag, arrays.gang_of, arrays.gang_ptr, arrays.gang_members, len(arrays.thread_ids))  # fmt: skip
+        mode,
+        duration_a,
+        arrays.gap,
+        arrays.thread,
+        arrays.ready.copy(),
+        prio_a,
+        indegree,
+        arrays.ptr,
+        arrays.child,
+        arrays.order,
+        arrays.lag,
+        arrays.gang_of,
+        arrays.gang_ptr,
+        arrays.gang_members,
+        len(arrays.thread_ids),
+    )
     if done != len(arrays.nodes):
         attrs = list(map(attrs_of(graph).__getitem__, arrays.nodes))
         raise _stuck(graph, arrays.nodes, attrs, arrays.gangs, arrived.tolist(), arrival.tolist(), indegree.tolist())
@@ -483,12 +534,28 @@ def _simulate_compiled(compiled: Any, graph: nx.DiGraph, arrays: GraphArrays, po
     # the threads as numbered here (in order of first use) are the timeline's numbering of the attribute, but for a
     # multi-rank job's, told apart by rank
     known = {} if arrays.multi_rank else {"thread": (arrays.thread, list(arrays.thread_ids))}
-    return Timeline(graph, arrays.nodes, start, end, cause, names, arrays.attrs, arrival=arrival if arrays.gangs else None,
-                    _columns=known)  # fmt: skip
+    return Timeline(
+        graph,
+        arrays.nodes,
+        start,
+        end,
+        cause,
+        names,
+        arrays.attrs,
+        arrival=arrival if arrays.gangs else None,
+        _columns=known,
+    )
 
 
-def _stuck(graph: nx.DiGraph, nodes: list[Any], attrs: list[dict[str, Any]], gangs: list[list[int]], arrived: list[int],
-           arrival: list[float], indegree: list[int]) -> DaydreamError:  # fmt: skip
+def _stuck(
+    graph: nx.DiGraph,
+    nodes: list[Any],
+    attrs: list[dict[str, Any]],
+    gangs: list[list[int]],
+    arrived: list[int],
+    arrival: list[float],
+    indegree: list[int],
+) -> DaydreamError:
     """Why some tasks never ran: a collective some ranks never reached, or else a dependency cycle."""
     waiting = [g for g in range(len(gangs)) if 0 < arrived[g] < len(gangs[g])]
     if waiting:
@@ -506,8 +573,14 @@ def _gangs(collective_ids: Iterable[Any]) -> list[list[int]]:
     return [members for members in by_id.values() if len(members) > 1]
 
 
-def _collective_message(graph: nx.DiGraph, nodes: list[Any], attrs: list[dict[str, Any]], members: list[int],
-                        arrival: list[float], stuck: int) -> str:  # fmt: skip
+def _collective_message(
+    graph: nx.DiGraph,
+    nodes: list[Any],
+    attrs: list[dict[str, Any]],
+    members: list[int],
+    arrival: list[float],
+    stuck: int,
+) -> str:
     """A collective some ranks reached and others never did: which, where, and who is missing."""
     where = f"{graph.graph['trace']}: " if isinstance(graph.graph.get("trace"), str) else ""
     a = attrs[members[0]]
@@ -515,10 +588,13 @@ def _collective_message(graph: nx.DiGraph, nodes: list[Any], attrs: list[dict[st
     missing = list({attrs[m].get("rank") for m in members if math.isnan(arrival[m])})
     missed = next(m for m in members if math.isnan(arrival[m]))
     more = f"; {stuck - 1} more collectives wait likewise" if stuck > 1 else ""
-    return (f"{where}collective {a['collective_id']} ({a.get('collective') or a['name']}) never starts: "
-            f"rank{'s' if len(came) > 1 else ''} {format_ranks(came)} reached it, rank{'s' if len(missing) > 1 else ''} "
-            f"{format_ranks(missing)} never did (rank {attrs[missed].get('rank')}'s {task_label(graph, nodes[missed])} never became "
-            f"ready: it waits on work that waits on a collective the other ranks issue later, or on a cycle){more}")  # fmt: skip
+    return (
+        f"{where}collective {a['collective_id']} ({a.get('collective') or a['name']}) never starts:"
+        f" rank{'s' if len(came) > 1 else ''} {format_ranks(came)} reached it, rank{'s' if len(missing) > 1 else ''}"
+        f" {format_ranks(missing)} never did (rank {attrs[missed].get('rank')}'s {task_label(graph, nodes[missed])}"
+        " never became ready: it waits on work that waits on a collective the other ranks issue later, or on a"
+        f" cycle){more}"
+    )
 
 
 # tasks a dependency-cycle message names at most
@@ -536,5 +612,7 @@ def _cycle_message(graph: nx.DiGraph, stuck: list[Any]) -> str:
     shown = cycle[:CYCLE_TASKS_SHOWN] or stuck[:CYCLE_TASKS_SHOWN]
     path = " -> ".join(task_label(graph, u) for u in shown)
     if cycle:
-        path += f" -> {task_label(graph, cycle[0])}" if len(cycle) <= CYCLE_TASKS_SHOWN else f" -> ... ({len(cycle)} tasks)"
+        path += (
+            f" -> {task_label(graph, cycle[0])}" if len(cycle) <= CYCLE_TASKS_SHOWN else f" -> ... ({len(cycle)} tasks)"
+        )
     return f"{where}the task graph has a dependency cycle: {path}; {len(stuck)} tasks never became ready"

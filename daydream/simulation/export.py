@@ -75,15 +75,21 @@ def chrome_trace(named: Named) -> dict[str, Any]:
         # start) the slice must already be read
         "traceEvents": events + flows,
         "displayTimeUnit": "ms",
-        "otherData": {"generator": "daydream", "source": sources[0] if len(sources) == 1 else sources,
-                      "processes": [label for label, _ in named]},
-    }  # fmt: skip
+        "otherData": {
+            "generator": "daydream",
+            "source": sources[0] if len(sources) == 1 else sources,
+            "processes": [label for label, _ in named],
+        },
+    }
 
 
 def timeline_events(
-    timeline: Timeline, pid: int = 1, label: str = "simulated", flow_ids: Iterator[int] | None = None,
+    timeline: Timeline,
+    pid: int = 1,
+    label: str = "simulated",
+    flow_ids: Iterator[int] | None = None,
     tids: Iterator[int] | None = None,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The slices and metadata of ``timeline`` as process ``pid``, and its launch flows (ids from ``flow_ids``, its
     threads' from ``tids``; both count from 1 where not given)."""
     origin = float(timeline.graph.graph.get("origin_us", 0.0))
@@ -112,7 +118,9 @@ def _thread_tracks(
 ) -> list[dict[str, Any]]:
     """Give ``th`` its tids (one per lane), and a CPU thread its "ops" and "modules" tracks right below it (where
     its tasks name any): the slices of those."""
-    th.tids = [names.new(th.name if k == 0 else f"{th.name} (overlap {k})") for k in range(max(th.lanes, default=0) + 1)]
+    th.tids = [
+        names.new(th.name if k == 0 else f"{th.name} (overlap {k})") for k in range(max(th.lanes, default=0) + 1)
+    ]
     events: list[dict[str, Any]] = []
     if th.gpu:
         return events
@@ -138,7 +146,9 @@ def _threads(attrs: list[dict[str, Any]], ts: list[float], te: list[float]) -> l
     for th in by_key.values():
         th.tasks.sort(key=lambda i: (ts[i], te[i]))
         th.lanes = _lanes(th.tasks, ts, te)
-    order = sorted(by_key, key=lambda k: (by_key[k].gpu, k[0] is not None, k[0] if isinstance(k[0], int) else 0, _natural(k[1])))
+    order = sorted(
+        by_key, key=lambda k: (by_key[k].gpu, k[0] is not None, k[0] if isinstance(k[0], int) else 0, _natural(k[1]))
+    )
     return [by_key[k] for k in order]
 
 
@@ -200,8 +210,12 @@ def _critical_path_slices(
         t0 = max(ts[i], at)
         at = max(t0, ts[path[k + 1]] if k + 1 < len(path) else te[i])
         a = timeline.task_attrs[i]
-        args = {"task": timeline.nodes[i] if isinstance(timeline.nodes[i], (int, str)) else str(timeline.nodes[i]),
-                "thread": str(a["thread"]), "kind": str(a["kind"]), "held_us": held}  # fmt: skip
+        args = {
+            "task": timeline.nodes[i] if isinstance(timeline.nodes[i], (int, str)) else str(timeline.nodes[i]),
+            "thread": str(a["thread"]),
+            "kind": str(a["kind"]),
+            "held_us": held,
+        }
         events.append(_slice("critical_path", a["name"], pid, tid, t0, at, args))
     return events
 
@@ -222,9 +236,21 @@ def _flows(
                 continue
             at = max(ts[j], min((ts[j] + te[j]) / 2, ts[i]))
             flow_id = next(ids)
-            flows.append({"ph": "s", "id": flow_id, "cat": FLOW_CAT, "name": FLOW_CAT, "pid": pid, "tid": tid_of[j], "ts": at})
-            flows.append({"ph": "f", "bp": "e", "id": flow_id, "cat": FLOW_CAT, "name": FLOW_CAT, "pid": pid, "tid": tid_of[i],
-                          "ts": max(ts[i], at)})  # fmt: skip
+            flows.append(
+                {"ph": "s", "id": flow_id, "cat": FLOW_CAT, "name": FLOW_CAT, "pid": pid, "tid": tid_of[j], "ts": at}
+            )
+            flows.append(
+                {
+                    "ph": "f",
+                    "bp": "e",
+                    "id": flow_id,
+                    "cat": FLOW_CAT,
+                    "name": FLOW_CAT,
+                    "pid": pid,
+                    "tid": tid_of[i],
+                    "ts": max(ts[i], at),
+                }
+            )
     return flows
 
 

@@ -44,7 +44,9 @@ class MemoryTimeline:
     levels: np.ndarray = field(repr=False)
 
 
-def memory_timeline(timeline: Timeline, memory: GraphMemory | None = None, device: int | None = None) -> MemoryTimeline | None:
+def memory_timeline(
+    timeline: Timeline, memory: GraphMemory | None = None, device: int | None = None
+) -> MemoryTimeline | None:
     """The step's memory on ``device`` (default: the graph's main device) as ``timeline`` runs it; None where the
     graph holds no memory."""
     memory = memory if memory is not None else memory_of(timeline.graph)
@@ -66,7 +68,9 @@ def memory_timeline(timeline: Timeline, memory: GraphMemory | None = None, devic
     times = [alloc_t, free_t]
     deltas = [b, -b]
     seqs = [a_seq, f_seq]
-    factor_at: list[tuple[np.ndarray, float, float, float]] = []  # (tensor rows, from, to, factor): for the peak's parts
+    factor_at: list[
+        tuple[np.ndarray, float, float, float]
+    ] = []  # (tensor rows, from, to, factor): for the peak's parts
     position = {int(t): i for i, t in enumerate(on.tolist())}
     for w in memory.windows:
         rows = np.asarray([position[int(t)] for t in w.tensors.tolist() if int(t) in position], np.int64)
@@ -179,8 +183,16 @@ def _index(timeline: Timeline) -> dict[Any, int]:
     return cached[1][0]
 
 
-def _at_peak(memory: GraphMemory, on: np.ndarray, b: np.ndarray, alloc_t: np.ndarray, free_t: np.ndarray, when: float,
-             windows: list[tuple[np.ndarray, np.ndarray, np.ndarray, float]], base: float) -> dict[str, float]:  # fmt: skip
+def _at_peak(
+    memory: GraphMemory,
+    on: np.ndarray,
+    b: np.ndarray,
+    alloc_t: np.ndarray,
+    free_t: np.ndarray,
+    when: float,
+    windows: list[tuple[np.ndarray, np.ndarray, np.ndarray, float]],
+    base: float,
+) -> dict[str, float]:
     """Bytes by category held at ``when``: the tensors live then (a stretch a script changed at its factor), the
     floor's rest as ``before the step``; adding up to the level then."""
     live = (alloc_t <= when) & (free_t > when)

@@ -101,20 +101,31 @@ def rank_results(graph: nx.DiGraph, timeline: Timeline) -> tuple[list[RankResult
         return results, None
     start = window[r][0]
     members = [m for _, m, _ in held[r]]
-    cids, names, phases, kinds = (timeline.values(key, tasks=members) for key in ("collective_id", "name", "phase", "collective"))
+    cids, names, phases, kinds = (
+        timeline.values(key, tasks=members) for key in ("collective_id", "name", "phase", "collective")
+    )
     collectives = [
-        HeldCollective(id=str(cid), kind=kind, name=str(name), phase=phase, held_us=h,
-                       reached_us=float(arrival[m]) - start, next_rank=int(nxt))  # type: ignore[index]
+        HeldCollective(
+            id=str(cid),
+            kind=kind,
+            name=str(name),
+            phase=phase,
+            held_us=h,
+            reached_us=float(arrival[m]) - start,
+            next_rank=int(nxt),
+        )  # type: ignore[index]
         for (h, m, nxt), cid, name, phase, kind in zip(held[r], cids, names, phases, kinds)
-    ]  # fmt: skip
+    ]
     way = _way_to(timeline, ranks, max(members, key=lambda m: timeline.start[m]), start)
     return results, straggler_of(results, r, collectives, len(ids), way, start)
 
 
 def job_rank_results(
-    infos: list[RankInfo], window: dict[int, tuple[float, float]], waits: dict[int, float],
+    infos: list[RankInfo],
+    window: dict[int, tuple[float, float]],
+    waits: dict[int, float],
     held: dict[int, list[tuple[float, Any, int]]],
-) -> list[RankResult]:  # fmt: skip
+) -> list[RankResult]:
     """Each rank's row (``infos``: every rank, in order) from its window's start and step (``window``), its wait in
     collectives and the collectives it held (:func:`held_collectives`), for the ranks with tasks of their own; a rank
     that shares a twin's tasks has the twin's."""
@@ -123,12 +134,18 @@ def job_rank_results(
     for info in infos:
         own = info.rank if info.same_as is None else info.same_as
         start, predicted = window[own]
-        results.append(RankResult(
-            rank=info.rank, measured_us=info.measured_us, step_us=predicted,
-            error_pct=100.0 * (predicted - info.measured_us) / info.measured_us if info.measured_us else 0.0,
-            wait_us=waits.get(own, 0.0), offset_us=start - first, held_us=sum((h for h, _, _ in held.get(own, ())), 0.0),
-            same_as=info.same_as,
-        ))  # fmt: skip
+        results.append(
+            RankResult(
+                rank=info.rank,
+                measured_us=info.measured_us,
+                step_us=predicted,
+                error_pct=100.0 * (predicted - info.measured_us) / info.measured_us if info.measured_us else 0.0,
+                wait_us=waits.get(own, 0.0),
+                offset_us=start - first,
+                held_us=sum((h for h, _, _ in held.get(own, ())), 0.0),
+                same_as=info.same_as,
+            )
+        )
     return results
 
 
@@ -160,20 +177,31 @@ def straggler_rank(held: dict[int, list[tuple[float, Any, int]]]) -> int | None:
 
 
 def straggler_of(
-    results: list[RankResult], r: int, collectives: list[HeldCollective], job_collectives: int,
-    way: tuple[float, float, int | None, dict[str, float]], start: float,
-) -> Straggler:  # fmt: skip
+    results: list[RankResult],
+    r: int,
+    collectives: list[HeldCollective],
+    job_collectives: int,
+    way: tuple[float, float, int | None, dict[str, float]],
+    start: float,
+) -> Straggler:
     """The straggler ``r`` from the collectives it held, the
     job's collective count, its way to the last one it held (:func:`_way_to`) and its window's start."""
     offsets = [x.offset_us for x in results]
     mine = next(x for x in results if x.rank == r)
     path_from, path_to, waited_for, tasks = way
     return Straggler(
-        rank=r, held_us=mine.held_us, collectives=sorted(collectives, key=lambda c: -c.held_us), job_collectives=job_collectives,
-        late_start_us=max(0.0, mine.offset_us - float(np.median(offsets))), offset_us=mine.offset_us,
-        first_rank=min(results, key=lambda x: x.offset_us).rank, path_from_us=path_from - start, path_to_us=path_to - start,
-        path_waited_for=waited_for, tasks=tasks,
-    )  # fmt: skip
+        rank=r,
+        held_us=mine.held_us,
+        collectives=sorted(collectives, key=lambda c: -c.held_us),
+        job_collectives=job_collectives,
+        late_start_us=max(0.0, mine.offset_us - float(np.median(offsets))),
+        offset_us=mine.offset_us,
+        first_rank=min(results, key=lambda x: x.offset_us).rank,
+        path_from_us=path_from - start,
+        path_to_us=path_to - start,
+        path_waited_for=waited_for,
+        tasks=tasks,
+    )
 
 
 def _way_to(

@@ -64,8 +64,23 @@ class RankArrays:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.duration, self.prio, self.gap, self.thread, self.release, self.ptr, self.child,
-                                      self.order, self.lag, self.indegree, self.step_codes, self.comm))  # fmt: skip
+        return sum(
+            a.nbytes
+            for a in (
+                self.duration,
+                self.prio,
+                self.gap,
+                self.thread,
+                self.release,
+                self.ptr,
+                self.child,
+                self.order,
+                self.lag,
+                self.indegree,
+                self.step_codes,
+                self.comm,
+            )
+        )
 
     def ready(self, offset_us: float) -> np.ndarray:
         """Each task's release time on the job's clock, its step starting ``offset_us`` after the job's first rank's:
@@ -90,11 +105,23 @@ def rank_arrays(graph: nx.DiGraph, policy: Policy) -> tuple[RankArrays, list[Com
     comms = comm_tasks(graph, -1)
     nan = bool(arrays.nan or np.isnan(duration).any() or np.isnan(prio).any() or np.isnan(release).any())
     return RankArrays(
-        duration=duration, prio=prio, gap=arrays.gap, thread=arrays.thread, n_threads=len(arrays.thread_ids),
-        release=release, ptr=arrays.ptr, child=arrays.child, order=arrays.order, lag=arrays.lag, indegree=arrays.indegree,
-        step_codes=np.fromiter(map(number.__getitem__, steps), np.int32, len(steps)), step_names=list(distinct),
-        steps=list(graph.graph.get("steps") or []), comm=np.asarray([t.order for t in comms], np.int64), nan=nan,
-    ), comms  # fmt: skip
+        duration=duration,
+        prio=prio,
+        gap=arrays.gap,
+        thread=arrays.thread,
+        n_threads=len(arrays.thread_ids),
+        release=release,
+        ptr=arrays.ptr,
+        child=arrays.child,
+        order=arrays.order,
+        lag=arrays.lag,
+        indegree=arrays.indegree,
+        step_codes=np.fromiter(map(number.__getitem__, steps), np.int32, len(steps)),
+        step_names=list(distinct),
+        steps=list(graph.graph.get("steps") or []),
+        comm=np.asarray([t.order for t in comms], np.int64),
+        nan=nan,
+    ), comms
 
 
 class GangArrival(msgspec.Struct, frozen=True, array_like=True):
@@ -148,8 +175,9 @@ class Shard:
     each collective's members in the whole job (a collective of one member is none: its task runs alone, as in the
     joint simulation). The arrays are taken over (the durations are the ranks' own, changed in place)."""
 
-    def __init__(self, parts: list[tuple[int, float, RankArrays]], gangs: list[np.ndarray], members: np.ndarray,
-                 policy: Policy) -> None:  # fmt: skip
+    def __init__(
+        self, parts: list[tuple[int, float, RankArrays]], gangs: list[np.ndarray], members: np.ndarray, policy: Policy
+    ) -> None:
         if policy.kind == "fifo":
             raise ValueError("a job simulated in parts needs a policy that orders tasks by time (earliest or priority)")
         self.mode = compiled.PRIORITY if policy.kind == "priority" else compiled.EARLIEST
@@ -192,11 +220,43 @@ class Shard:
         self.gang_bound = np.full(n_gangs, -np.inf)
         self.waiting: set[int] = set()  # collectives whose members here have all arrived, not started yet
         self.state = compiled._new_state(self.mode, n, n_gangs, self.n_threads)
-        (self.start, self.end, self.cause, self.arrival, self.arrived, self.progress, self.last_on_thread, self.holding,
-         self.park_head, self.park_tail, self.park_next, self.k1, self.k2, self.k3, self.sq, self.tk, self.queue,
-         self.counters, self.horizon, self.became) = self.state  # fmt: skip
-        compiled._seed(self.mode, self.ready, self.progress, self.thread, self.prio, self.indegree, self.k1, self.k2,
-                      self.k3, self.sq, self.tk, self.queue, self.counters)  # fmt: skip
+        (
+            self.start,
+            self.end,
+            self.cause,
+            self.arrival,
+            self.arrived,
+            self.progress,
+            self.last_on_thread,
+            self.holding,
+            self.park_head,
+            self.park_tail,
+            self.park_next,
+            self.k1,
+            self.k2,
+            self.k3,
+            self.sq,
+            self.tk,
+            self.queue,
+            self.counters,
+            self.horizon,
+            self.became,
+        ) = self.state
+        compiled._seed(
+            self.mode,
+            self.ready,
+            self.progress,
+            self.thread,
+            self.prio,
+            self.indegree,
+            self.k1,
+            self.k2,
+            self.k3,
+            self.sq,
+            self.tk,
+            self.queue,
+            self.counters,
+        )
 
     @property
     def tasks(self) -> int:
@@ -214,16 +274,52 @@ class Shard:
         ``bounds``: for collectives still waiting, the earliest their other members can arrive as far as the others
         have come. Then run every task that cannot depend on a collective still to start."""
         before = int(self.counters[compiled.DONE])
-        size, qtail, seq = int(self.counters[compiled.SIZE]), int(self.counters[compiled.QTAIL]), int(self.counters[compiled.SEQ])
+        size, qtail, seq = (
+            int(self.counters[compiled.SIZE]),
+            int(self.counters[compiled.QTAIL]),
+            int(self.counters[compiled.SEQ]),
+        )
         for g, s, e, last_rank in started:
             self.waiting.discard(g)
             last = self.member_of(g, last_rank)
             size, qtail, seq = compiled._finish_gang(
-                g, s, e, last if last >= 0 else -2 - last_rank, -1, self.mode, self.gang_ptr, self.gang_members,
-                self.start, self.end, self.progress, self.last_on_thread, self.gap, self.ready, self.cause, self.arrival,
-                self.indegree, self.ptr, self.child, self.order, self.lag, self.thread, self.prio, self.holding,
-                self.park_head, self.park_tail, self.park_next, self.k1, self.k2, self.k3, self.sq, self.tk, size,
-                self.queue, qtail, seq)  # fmt: skip
+                g,
+                s,
+                e,
+                last if last >= 0 else -2 - last_rank,
+                -1,
+                self.mode,
+                self.gang_ptr,
+                self.gang_members,
+                self.start,
+                self.end,
+                self.progress,
+                self.last_on_thread,
+                self.gap,
+                self.ready,
+                self.cause,
+                self.arrival,
+                self.indegree,
+                self.ptr,
+                self.child,
+                self.order,
+                self.lag,
+                self.thread,
+                self.prio,
+                self.holding,
+                self.park_head,
+                self.park_tail,
+                self.park_next,
+                self.k1,
+                self.k2,
+                self.k3,
+                self.sq,
+                self.tk,
+                size,
+                self.queue,
+                qtail,
+                seq,
+            )
             self.counters[compiled.DONE] += self.gang_ptr[g + 1] - self.gang_ptr[g]
         self.counters[compiled.SIZE], self.counters[compiled.QTAIL], self.counters[compiled.SEQ] = size, qtail, seq
         for g, b in bounds.items():
@@ -231,9 +327,24 @@ class Shard:
         self.horizon[0] = min((self._earliest(g) for g in self.waiting), default=math.inf)
         n_before = int(self.counters[compiled.BECAME])
         compiled._advance(
-            self.mode, self.duration, self.gap, self.thread, self.ready, self.prio, self.indegree, self.ptr, self.child,
-            self.order, self.lag, self.gang_of, self.gang_ptr, self.gang_members, self.gang_size, self.gang_bound,
-            *self.state)  # fmt: skip
+            self.mode,
+            self.duration,
+            self.gap,
+            self.thread,
+            self.ready,
+            self.prio,
+            self.indegree,
+            self.ptr,
+            self.child,
+            self.order,
+            self.lag,
+            self.gang_of,
+            self.gang_ptr,
+            self.gang_members,
+            self.gang_size,
+            self.gang_bound,
+            *self.state,
+        )
         arrived = []
         for g in self.became[n_before : int(self.counters[compiled.BECAME])].tolist():
             self.waiting.add(g)
@@ -242,7 +353,9 @@ class Shard:
             for m in members[1:].tolist():
                 if self.arrival[m] > self.arrival[last]:
                     last = m
-            arrived.append(GangArrival(g, float(self.arrival[last]), self.rank_of(last), float(self.duration[members].max())))
+            arrived.append(
+                GangArrival(g, float(self.arrival[last]), self.rank_of(last), float(self.duration[members].max()))
+            )
         size = int(self.counters[compiled.SIZE])
         clock = float(self.k1[0]) if size else math.inf
         done = int(self.counters[compiled.DONE])
@@ -301,8 +414,9 @@ class Shard:
         if len(elsewhere):  # another rank of this shard's
             cause[elsewhere] = [-2 - self.rank_of(int(c)) for c in self.cause[b:e][elsewhere].tolist()]
         arrival = self.arrival[b:e] if len(self.arrival) == self.tasks else None
-        return Timeline(graph, list(range(e - b)), self.start[b:e], self.end[b:e], cause, [], arrival=arrival,
-                        _columns=columns)  # fmt: skip
+        return Timeline(
+            graph, list(range(e - b)), self.start[b:e], self.end[b:e], cause, [], arrival=arrival, _columns=columns
+        )
 
     def windows(self) -> list[RankWindow]:
         """Each rank's window, step and wait in collectives."""
@@ -311,7 +425,9 @@ class Shard:
             timeline = self.timeline(k)
             b, e = int(self.first[k]), int(self.first[k + 1])
             wait = 0.0
-            mine = np.flatnonzero(self.gang_of[b:e] >= 0) + b if len(self.gang_of) == self.tasks else np.zeros(0, np.int64)
+            mine = (
+                np.flatnonzero(self.gang_of[b:e] >= 0) + b if len(self.gang_of) == self.tasks else np.zeros(0, np.int64)
+            )
             for m in mine[np.argsort(self.gang_of[mine], kind="stable")].tolist():
                 wait += float(self.start[m] - self.arrival[m])
             start, end, measured = timeline.step_window()

@@ -67,8 +67,10 @@ class Timeline:
         """One line (a dataclass's would print every task): its tasks and threads, and the span they ran in."""
         n = len(self.nodes)
         span = float(np.max(self.end) - np.min(self.start)) if n else 0.0
-        return (f"Timeline({n:,} tasks on {len(set(self.threads)):,} threads and streams, {ms(span)} from the first "
-                f"start to the last end; step_us() for the step's period)")  # fmt: skip
+        return (
+            f"Timeline({n:,} tasks on {len(set(self.threads)):,} threads and streams, {ms(span)} from the first "
+            f"start to the last end; step_us() for the step's period)"
+        )
 
     def tasks_of(self, kinds: frozenset[str]) -> list[int]:
         """Indices of the tasks of ``kinds``, in task order (kept: the summaries of one timeline ask several times)."""
@@ -187,7 +189,11 @@ class Timeline:
             return 0.0, 0.0, 0
         start, end = (self.start, self.end) if indices is None else (self.start[indices], self.end[indices])
         t0, t1 = float(start.min()), float(end.max())
-        ends = {name: float(self.end[ix].max()) for name, ix in self._steps_of(indices).items() if name != "inserted" and len(ix)}
+        ends = {
+            name: float(self.end[ix].max())
+            for name, ix in self._steps_of(indices).items()
+            if name != "inserted" and len(ix)
+        }
         measured = [n for n in self.measured_steps() if n in ends]
         if not measured:
             return t0, t1, 0
@@ -218,7 +224,9 @@ class Timeline:
         step's communication under the next one's compute, the CPU issuing ahead of the GPU) the middle steps are
         the steady state; the periods add up to the makespan. ``indices``: of those tasks only."""
         by_step = self._steps_of(indices)
-        ends = sorted((float(self.end[ix].max()), name) for name, ix in by_step.items() if name != "inserted" and len(ix))
+        ends = sorted(
+            (float(self.end[ix].max()), name) for name, ix in by_step.items() if name != "inserted" and len(ix)
+        )
         start = self.start if indices is None else self.start[indices]
         before = float(start.min()) if len(start) else 0.0
         out = {}
@@ -274,8 +282,12 @@ def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray])
 
 
 # the parts of a breakdown and what a table calls them, in the order tables show them
-BREAKDOWN_PARTS: dict[str, str] = {"cpu_only_us": "CPU only", "gpu_only_us": "GPU only", "cpu_gpu_overlap_us": "CPU+GPU overlap",
-                                   "idle_us": "idle"}  # fmt: skip
+BREAKDOWN_PARTS: dict[str, str] = {
+    "cpu_only_us": "CPU only",
+    "gpu_only_us": "GPU only",
+    "cpu_gpu_overlap_us": "CPU+GPU overlap",
+    "idle_us": "idle",
+}
 
 
 def breakdown(timeline: Timeline) -> dict[str, float]:
@@ -323,7 +335,9 @@ def breakdown(timeline: Timeline) -> dict[str, float]:
     # over the step's window (after its context step), in the step's time: several measured steps, their share each
     t0, t1, measured = timeline.step_window(ix)
     total = t1 - t0
-    cpu_rows = np.stack([timeline.start[cpu_ix], timeline.end[cpu_ix] + gaps], axis=1) if len(cpu_ix) else np.empty((0, 2))
+    cpu_rows = (
+        np.stack([timeline.start[cpu_ix], timeline.end[cpu_ix] + gaps], axis=1) if len(cpu_ix) else np.empty((0, 2))
+    )
     gpu_rows = np.stack([timeline.start[gpu_ix], timeline.end[gpu_ix]], axis=1) if gpu_ix else np.empty((0, 2))
     cpu = union_intervals(np.clip(cpu_rows, t0, t1))
     gpu = union_intervals(np.clip(gpu_rows, t0, t1) if measured else gpu_rows)
@@ -387,8 +401,10 @@ class CriticalPathTasks(list):  # type: ignore[type-arg]
             return "CriticalPathTasks(no tasks)"
         top = ", ".join(f"{k[:60]} {ms(v)}" for k, v in self.by("name", 3).items())
         layers = ", ".join(f"{k[:60]} {ms(v)}" for k, v in self.by("layer", 3).items())
-        return (f"CriticalPathTasks({len(self):,} tasks holding {ms(self.length_us())}; by name: {top}; by layer: "
-                f"{layers}; .by('phase' | 'layer' | 'class' | 'kind' | 'name') for the rest)")  # fmt: skip
+        return (
+            f"CriticalPathTasks({len(self):,} tasks holding {ms(self.length_us())}; by name: {top}; by layer: "
+            f"{layers}; .by('phase' | 'layer' | 'class' | 'kind' | 'name') for the rest)"
+        )
 
 
 def critical_path(timeline: Timeline) -> CriticalPathTasks:
@@ -401,10 +417,22 @@ def critical_path(timeline: Timeline) -> CriticalPathTasks:
     for i, holds in zip(path, held):
         a = timeline.task_attrs[i]
         start, end = float(timeline.start[i]), float(timeline.end[i])
-        out.append(PathTask(index=i, node=timeline.nodes[i], name=str(a.get("name", "")), kind=str(a.get("kind", "")),
-                            thread=str(a.get("thread", "")), rank=a.get("rank"), phase=a.get("phase"),
-                            layer=a.get("layer"), start_us=start, duration_us=end - start, holds_us=holds,
-                            kernel_class=a.get("class")))  # fmt: skip
+        out.append(
+            PathTask(
+                index=i,
+                node=timeline.nodes[i],
+                name=str(a.get("name", "")),
+                kind=str(a.get("kind", "")),
+                thread=str(a.get("thread", "")),
+                rank=a.get("rank"),
+                phase=a.get("phase"),
+                layer=a.get("layer"),
+                start_us=start,
+                duration_us=end - start,
+                holds_us=holds,
+                kernel_class=a.get("class"),
+            )
+        )
     return CriticalPathTasks(out)
 
 
@@ -426,9 +454,12 @@ def critical_path_indices(timeline: Timeline, last: int | None = None) -> list[i
 
 
 def totals(
-    timeline: Timeline, by: str, indices: list[int] | None = None, kinds: frozenset[str] = GPU_KINDS,
+    timeline: Timeline,
+    by: str,
+    indices: list[int] | None = None,
+    kinds: frozenset[str] = GPU_KINDS,
     times: list[float] | None = None,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Summed duration of tasks of ``kinds`` grouped by attribute ``by`` (phase, layer, class, name, ...).
 
     ``times`` (parallel to ``indices``) replaces the tasks' durations, e.g. with critical-path segments.
@@ -437,9 +468,13 @@ def totals(
 
 
 def totals_by(
-    timeline: Timeline, bys: tuple[str, ...], indices: list[int] | None = None, kinds: frozenset[str] = GPU_KINDS,
-    times: list[float] | None = None, scale: float = 1.0,
-) -> dict[str, dict[str, float]]:  # fmt: skip
+    timeline: Timeline,
+    bys: tuple[str, ...],
+    indices: list[int] | None = None,
+    kinds: frozenset[str] = GPU_KINDS,
+    times: list[float] | None = None,
+    scale: float = 1.0,
+) -> dict[str, dict[str, float]]:
     """:func:`totals` for each attribute of ``bys``, in one pass over the tasks; each total times ``scale`` (one
     step's share of a window of several: :meth:`Timeline.step_scale`)."""
     kind, kind_values = timeline.codes("kind")

@@ -241,7 +241,9 @@ class EventColumns:
                 continue
             present, at = col.find(rows)
             at = at[present]
-            out[name] = Column(col.storage, col.data[at], None if col.kind is None else col.kind[at], np.flatnonzero(present))
+            out[name] = Column(
+                col.storage, col.data[at], None if col.kind is None else col.kind[at], np.flatnonzero(present)
+            )
         return EventColumns(self.path, len(rows), out, self.has_args[rows], self.strings, self.values)
 
     def event(self, row: int) -> Event:
@@ -253,8 +255,9 @@ class EventColumns:
         return Event(**fields, args=args)
 
 
-def _number_texts(raw: memoryview, tags: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: Any, s: int,
-                  count: int) -> Iterator[tuple[int, memoryview]]:  # fmt: skip
+def _number_texts(
+    raw: memoryview, tags: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: Any, s: int, count: int
+) -> Iterator[tuple[int, memoryview]]:
     """The numbers slot ``s`` holds as text (``count`` of them) at the events ``rows``: each one's place among them
     and its text."""
     if not count:
@@ -316,7 +319,8 @@ class _Interned:
         assert n == len(old)
 
     def decode_new(self) -> None:
-        """The strings the scanner added since the last call, decoded. A string written two ways (``"a\\u0062"``, ``"ab"``) has two ids, both naming it."""
+        """The strings the scanner added since the last call, decoded. A string written two ways (``"a\\u0062"``,
+        ``"ab"``) has two ids, both naming it."""
         for sid in range(len(self.strings), int(self.counts[0])):
             text = self.raw[self.raw_at[sid] : self.raw_at[sid + 1]].tobytes()
             try:
@@ -374,8 +378,13 @@ _DTYPES = {STR: np.int32, FLOAT_COLUMN: np.float64, SCALAR: np.int64, ANY: np.in
 
 def _slot_storage(f: FieldSpec) -> tuple[int, int]:
     """How json_scan.slot_columns stores a field's slot, and its value where absent there (-1: none)."""
-    how = {"args": json_scan.SKIP, STR: json_scan.STRING_IDS, FLOAT_COLUMN: json_scan.DOUBLES,
-           SCALAR: json_scan.SCALARS, ANY: json_scan.FREE}[f.storage]  # fmt: skip
+    how = {
+        "args": json_scan.SKIP,
+        STR: json_scan.STRING_IDS,
+        FLOAT_COLUMN: json_scan.DOUBLES,
+        SCALAR: json_scan.SCALARS,
+        ANY: json_scan.FREE,
+    }[f.storage]
     if f.default is None or how in (json_scan.SKIP, json_scan.DOUBLES, json_scan.FREE):
         return how, -1
     # the defaults the schema has: "" (the scanner's string 0) for a string, 0 for pid and tid
@@ -422,7 +431,9 @@ class _Scanner:
         ends = np.empty((rows, slots), np.int64)
         interned = self.interned
         while True:
-            count, _ = json_scan.scan(text, _SCHEMA, interned.scanned(), (tags, ints, ints.view(np.float64), starts, ends))
+            count, _ = json_scan.scan(
+                text, _SCHEMA, interned.scanned(), (tags, ints, ints.view(np.float64), starts, ends)
+            )
             if count != json_scan.FULL:
                 break
             interned.grow()
@@ -449,8 +460,9 @@ class _Scanner:
             col.index(scanned.count)
         return EventColumns("", scanned.count, columns, has_args, self.interned.strings, self.interned.values)
 
-    def _add(self, parts: _Parts, raw: memoryview, tags: np.ndarray, ints: np.ndarray, starts: np.ndarray,
-             ends: np.ndarray) -> None:  # fmt: skip
+    def _add(
+        self, parts: _Parts, raw: memoryview, tags: np.ndarray, ints: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    ) -> None:
         n = len(tags)
         first = parts.count
         parts.has_args.append(tags[:, _ARGS_SLOT] == OBJECT)
@@ -511,7 +523,9 @@ class _Scanner:
                 out[i] = interned.value(b"true" if tag == TRUE else b"false", tag == TRUE)
                 continue
             if tag in (INT, FLOAT, NUMBER_TEXT):
-                number = int(text) if tag == INT or not (b"." in text or b"e" in text or b"E" in text) else _finite(text)
+                number = (
+                    int(text) if tag == INT or not (b"." in text or b"e" in text or b"E" in text) else _finite(text)
+                )
                 out[i] = interned.value(b"int:" + text if isinstance(number, int) else text, number)
                 continue
             key = bytes(text)
@@ -584,7 +598,9 @@ def _reference(spath: str) -> EventColumns:
     document = decode_trace(read_trace_bytes(spath), spath, warnings)
     events, document.traceEvents = document.traceEvents, []
     if len(events) > MAX_EVENTS:
-        raise TraceError(f"{spath}: holds more than {MAX_EVENTS:,} events; daydream reads traces of at most that many", path=spath)
+        raise TraceError(
+            f"{spath}: holds more than {MAX_EVENTS:,} events; daydream reads traces of at most that many", path=spath
+        )
     columns = columns_from_events(spath, events)
     columns.document, columns.warnings, columns.scanned = document, warnings, False
     return columns

@@ -72,19 +72,31 @@ def _io(node: dict[str, Any], side: str) -> tuple[list[Any], list[Any], list[Any
     """(values, shapes, types) of a node's inputs or outputs, in either schema."""
     block = node.get(side)
     if isinstance(block, dict):  # 1.1.x: {"values": [...], "shapes": [...], "types": [...]}
-        return (_list(block.get("values"), f"'{side}.values'"), _list(block.get("shapes"), f"'{side}.shapes'"),
-                _list(block.get("types"), f"'{side}.types'"))  # fmt: skip
+        return (
+            _list(block.get("values"), f"'{side}.values'"),
+            _list(block.get("shapes"), f"'{side}.shapes'"),
+            _list(block.get("types"), f"'{side}.types'"),
+        )
     if block is not None and not isinstance(block, list):
         raise _BadNode(f"'{side}' must be a list or an object, not {_json_type(block)}")
     singular = side[:-1]  # 1.0.x: "inputs", "input_shapes", "input_types"
-    return (_list(block, f"'{side}'"), _list(node.get(f"{singular}_shapes"), f"'{singular}_shapes'"),
-            _list(node.get(f"{singular}_types"), f"'{singular}_types'"))  # fmt: skip
+    return (
+        _list(block, f"'{side}'"),
+        _list(node.get(f"{singular}_shapes"), f"'{singular}_shapes'"),
+        _list(node.get(f"{singular}_types"), f"'{singular}_types'"),
+    )
 
 
 def _tensor_ids(values: list[Any], types: list[Any]) -> tuple[int, ...]:
     ids = []
     for v, t in zip(values, types):
-        if isinstance(t, str) and t.startswith("Tensor") and isinstance(v, list) and len(v) >= 2 and isinstance(v[1], int):
+        if (
+            isinstance(t, str)
+            and t.startswith("Tensor")
+            and isinstance(v, list)
+            and len(v) >= 2
+            and isinstance(v[1], int)
+        ):
             ids.append(v[1])  # [tensor_id, storage_id, offset, numel, itemsize, device]: storage id is the data
     return tuple(ids)
 
@@ -110,7 +122,14 @@ def _freeze(x: Any) -> Any:
     return tuple(_freeze(v) for v in x) if isinstance(x, list) else x
 
 
-_JSON_TYPES = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+_JSON_TYPES = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+}
 
 
 def _json_type(value: Any) -> str:
@@ -125,7 +144,9 @@ def _node_id(node: dict[str, Any]) -> int | None:
     return value
 
 
-def load_execution_trace(path: str | os.PathLike[str], warnings: list[str] | None = None) -> list[tuple[int | None, EtOp]]:
+def load_execution_trace(
+    path: str | os.PathLike[str], warnings: list[str] | None = None
+) -> list[tuple[int | None, EtOp]]:
     """The ops of an execution trace in execution order, each with its record-function id.
 
     Read within the Kineto loader's limits (a regular file, its size, values and nesting: daydream.trace.load);
@@ -136,7 +157,9 @@ def load_execution_trace(path: str | os.PathLike[str], warnings: list[str] | Non
     try:
         et = decode_json(raw, spath, _ET_DECODER.decode, warnings)
     except msgspec.ValidationError as exc:
-        raise TraceError(f"{spath}: not a PyTorch execution trace: {exc}", path=spath, event=event_index(str(exc))) from None
+        raise TraceError(
+            f"{spath}: not a PyTorch execution trace: {exc}", path=spath, event=event_index(str(exc))
+        ) from None
     except msgspec.DecodeError as exc:
         raise TraceError(f"{spath}: not valid JSON: {exc}", path=spath, offset=byte_offset(exc)) from None
     nodes = []

@@ -165,7 +165,9 @@ class ColumnFamilies:
         flows = []
         if self.unbound:
             flows = [  # binding them changes the calls' and kernels' events: made then (reading trace.runtime, .gpu)
-                Event(ph="f", pid=pid, tid=tid, ts=ts, id=ident) for batch in self.flows for pid, tid, ts, ident in zip(*batch)
+                Event(ph="f", pid=pid, tid=tid, ts=ts, id=ident)
+                for batch in self.flows
+                for pid, tid, ts, ident in zip(*batch)
             ]
         if self.memory:
             trace.memory = MemoryEvents.of(self.memory)
@@ -173,8 +175,9 @@ class ColumnFamilies:
         if self.cpu is not None and not flows:  # flows change the events' correlation ids: no columns then
             trace.cpu_columns = self._cpu_finished()
 
-    def _cpu_columns(self, columns: EventColumns, rows: np.ndarray, ranges: np.ndarray, made: list[Event] | None,
-                     source: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+    def _cpu_columns(
+        self, columns: EventColumns, rows: np.ndarray, ranges: np.ndarray, made: list[Event] | None, source: np.ndarray
+    ) -> dict[str, np.ndarray]:
         """The CPU columns of a batch's events ``rows`` of one family (the events ``made`` of them; None: a family
         kept as columns, ``source`` their numbers in it)."""
         self.strings, self.values = columns.strings, columns.values  # the scanner's tables: shared by its batches
@@ -198,7 +201,9 @@ class ColumnFamilies:
         (pid, pid_kind), (tid, tid_kind) = _column_at(columns, "pid", rows), _column_at(columns, "tid", rows)
         pid_codes, pid_count = _codes(pid_kind, pid)
         tid_codes, tid_count = _codes(tid_kind, tid)
-        distinct, first, inverse = unique_ints(pid_codes * tid_count + tid_codes, return_index=True, return_inverse=True)
+        distinct, first, inverse = unique_ints(
+            pid_codes * tid_count + tid_codes, return_index=True, return_inverse=True
+        )
         keys = zip(columns.field_values("pid", rows[first]), columns.field_values("tid", rows[first]))
         number = np.array([self.threads.setdefault(key, len(self.threads)) for key in keys], np.int32)
         out["thread"] = number[inverse.reshape(-1)] if len(distinct) else np.zeros(0, np.int32)
@@ -226,8 +231,14 @@ class ColumnFamilies:
         met = cols["thread"][np.sort(first)]
         renumber = np.zeros(len(filed_keys), np.int32)
         renumber[met] = np.arange(len(met))
-        return CpuColumns(thread=renumber[cols.pop("thread")], threads=[filed_keys[k] for k in met.tolist()],
-                          strings=self.strings, values=self.values, sizes=tuple(sizes), **cols)  # type: ignore[arg-type]  # fmt: skip
+        return CpuColumns(
+            thread=renumber[cols.pop("thread")],
+            threads=[filed_keys[k] for k in met.tolist()],
+            strings=self.strings,
+            values=self.values,
+            sizes=tuple(sizes),
+            **cols,
+        )  # type: ignore[arg-type]
 
 
 def events_at(batches: list[EventColumns], numbers: np.ndarray) -> list[Event]:

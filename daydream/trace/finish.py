@@ -22,11 +22,14 @@ from daydream.trace.schema import Event, EventArgs, TraceFile
 def _check_distributed(trace: Trace) -> None:
     """``rank`` and ``world_size`` bounded before anything sizes a list by them (a job of 1e11 ranks would build one
     entry per rank): whole numbers, 0 <= rank < world_size <= MAX_RANKS. A value out of range is dropped with a
-    warning (the file name gives a job's rank, its files its size); one that is no whole number is ignored, as before."""
+    warning (the file name gives a job's rank, its files its size); one that is no whole number is ignored, as before.
+    """
     info = trace.distributed
     size, rank = info.get("world_size"), info.get("rank")
     if _whole(size) and not 1 <= size <= MAX_RANKS:
-        trace.warnings.append(f"{trace.path}: distributedInfo.world_size = {size} ignored: a job has 1 to {MAX_RANKS:,} ranks")
+        trace.warnings.append(
+            f"{trace.path}: distributedInfo.world_size = {size} ignored: a job has 1 to {MAX_RANKS:,} ranks"
+        )
         del info["world_size"]
         size = None
     if _whole(rank) and not 0 <= rank < (size if _whole(size) else MAX_RANKS):
@@ -62,11 +65,15 @@ def finish_families(trace: Trace, launch_flows: list[Event], skipped: int) -> No
     trace.skipped = skipped
     if skipped:
         trace.warnings.append(
-            f"{trace.path}: skipped {skipped} complete events without a valid ts/dur (missing, negative, or beyond {MAX_TIME_US:g} us)"
+            f"{trace.path}: skipped {skipped} complete events without a valid ts/dur (missing, negative, or beyond"
+            f" {MAX_TIME_US:g} us)"
         )
     if trace.event_count and not any(trace.family_size(f) for f in ("cpu_ops", "runtime", "gpu", "annotations")):
         why = f"; {skipped} complete events skipped without a valid ts/dur" if skipped else ""
-        raise TraceError(f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}", path=trace.path)
+        raise TraceError(
+            f"{trace.path}: no profiler events (no CPU ops, runtime calls or GPU activity) in the trace{why}",
+            path=trace.path,
+        )
 
 
 def _correlate_by_flows(trace: Trace, flows: list[Event]) -> None:

@@ -33,10 +33,14 @@ def rank_trace_files(directory: str | os.PathLike[str]) -> list[str]:
         entries = sorted(p for p in d.iterdir() if p.is_file())
     except OSError as exc:
         raise TraceError(f"{directory}: cannot list the folder ({exc.strerror or exc})", path=directory) from None
-    files = [str(p) for p in entries if p.name.endswith((".json", ".json.gz")) and not p.name.endswith(_NOT_RANK_TRACES)]
+    files = [
+        str(p) for p in entries if p.name.endswith((".json", ".json.gz")) and not p.name.endswith(_NOT_RANK_TRACES)
+    ]
     files.sort(key=lambda f: (rank_from_name(f) is None, rank_from_name(f) or 0, f))  # rank2 before rank10
     if not files:
-        raise TraceError(f"{directory}: the folder holds no rank traces (*.json or *.json.gz files, one per rank)", path=directory)
+        raise TraceError(
+            f"{directory}: the folder holds no rank traces (*.json or *.json.gz files, one per rank)", path=directory
+        )
     return files
 
 
@@ -53,10 +57,15 @@ def check_ranks(where: str, found: list[tuple[str, int | None, int | None]]) -> 
     for path, rank, _ in found:
         r = rank if rank is not None else rank_from_name(path)
         if r is None:
-            raise TraceError(f"{path}: neither the trace (distributedInfo.rank) nor the file name says which rank it is", path=path)
+            raise TraceError(
+                f"{path}: neither the trace (distributedInfo.rank) nor the file name says which rank it is", path=path
+            )
         if not 0 <= r < MAX_RANKS:
-            raise TraceError(f"{path}: rank {r} (from its {'trace' if rank is not None else 'file name'}): a job has at most "
-                             f"{MAX_RANKS:,} ranks", path=path)  # fmt: skip
+            raise TraceError(
+                f"{path}: rank {r} (from its {'trace' if rank is not None else 'file name'}): a job has at most "
+                f"{MAX_RANKS:,} ranks",
+                path=path,
+            )
         if r in by_rank:
             raise TraceError(f"{where}: {by_rank[r]} and {path} are both rank {r}", path=where)
         by_rank[r] = path
@@ -73,6 +82,9 @@ def check_ranks(where: str, found: list[tuple[str, int | None, int | None]]) -> 
         shown = ", ".join(str(r) for r in missing) + (f" and {n_missing - 10} more" if n_missing > 10 else "")
         # which file is which rank: a misnamed or misplaced file is the usual cause
         have = listed([f"{Path(p).name} (rank {r})" for r, p in sorted(by_rank.items())], 8)
-        raise TraceError(f"{where}: no trace for rank{'s' if n_missing > 1 else ''} {shown} of a world of {world} "
-                         f"(found {len(by_rank)} rank trace{'s' if len(by_rank) > 1 else ''}: {have})", path=where)  # fmt: skip
+        raise TraceError(
+            f"{where}: no trace for rank{'s' if n_missing > 1 else ''} {shown} of a world of {world} "
+            f"(found {len(by_rank)} rank trace{'s' if len(by_rank) > 1 else ''}: {have})",
+            path=where,
+        )
     return dict(sorted(by_rank.items()))

@@ -296,7 +296,8 @@ def scan(text, schema, strings, slots):  # type: ignore[no-untyped-def]
     object, a column per slot). ``schema`` is (event_keys, args_keys, args_slot, allowed, max_depth): row r, slot s
     holds the value of the s-th key of ``event_keys`` in the r-th object, or (s past them) of ``args_keys`` in the
     object that the ``args_slot``-th event key holds; each key table is :func:`key_table`'s; ``allowed[s, tag]``
-    the tags slot s takes (another is UNSURE); nesting past ``max_depth`` is UNSURE. ``strings`` is the table (:func:`_intern`'s arguments but the text) that gives a string value its id, in
+    the tags slot s takes (another is UNSURE); nesting past ``max_depth`` is UNSURE. ``strings`` is the table
+    (:func:`_intern`'s arguments but the text) that gives a string value its id, in
     ``ints``. Returns (the number of objects or NOT_JSON / UNSURE / FULL, the byte offset where the scan stopped)."""
     max_depth = schema[4]
     kind = np.zeros(max_depth + 2, np.int8)  # per depth: 1 an object, 0 an array

@@ -261,7 +261,13 @@ def find_execution_trace(path: str) -> str | None:
     """
     p = Path(path).absolute()  # a bare file name has the parent "." (no name to derive "<dir>_et" from)
     name = p.name
-    stem = name[: -len(".json.gz")] if name.endswith(".json.gz") else name[: -len(".json")] if name.endswith(".json") else None
+    stem = (
+        name[: -len(".json.gz")]
+        if name.endswith(".json.gz")
+        else name[: -len(".json")]
+        if name.endswith(".json")
+        else None
+    )
     if stem is None:
         return None
     candidates = [p.with_name(stem + ".et.json"), p.with_name(stem + ".et.json.gz")]

@@ -32,8 +32,14 @@ GPU_ANNOTATION_CATS = frozenset({"gpu_user_annotation"})
 SYNC_CATS = frozenset({"cuda_sync"})
 LAUNCH_FLOW_CATS = frozenset({"ac2g", "async"})
 # The trace's event families: each a field of Trace, and the categories filed in it.
-FAMILIES = (("cpu_ops", CPU_OP_CATS), ("annotations", ANNOTATION_CATS), ("runtime", RUNTIME_CATS), ("gpu", GPU_CATS),
-            ("gpu_annotations", GPU_ANNOTATION_CATS), ("syncs", SYNC_CATS))  # fmt: skip
+FAMILIES = (
+    ("cpu_ops", CPU_OP_CATS),
+    ("annotations", ANNOTATION_CATS),
+    ("runtime", RUNTIME_CATS),
+    ("gpu", GPU_CATS),
+    ("gpu_annotations", GPU_ANNOTATION_CATS),
+    ("syncs", SYNC_CATS),
+)
 RANGE_CAT = "user_annotation"  # the category of a range recorded as an op, once filed as an annotation
 
 # Ranges that some traces record as ops: the 2021-era profiler (PyTorch 1.8-1.10) files ProfilerStep#N, the DataLoader
@@ -151,11 +157,29 @@ def memory_row(ts: Any, pid: Any, tid: Any, args: Any) -> tuple[Any, ...] | None
         return None
     if not (-MAX_MEMORY_TIME_US <= ts <= MAX_MEMORY_TIME_US and abs(args.alloc_bytes) <= MAX_BLOCK_BYTES):
         return None
-    total = args.total_allocated if _number(args.total_allocated) and 0 <= args.total_allocated <= MAX_BLOCK_BYTES else math.nan
-    reserved = args.total_reserved if _number(args.total_reserved) and 0 <= args.total_reserved <= MAX_BLOCK_BYTES else math.nan
+    total = (
+        args.total_allocated
+        if _number(args.total_allocated) and 0 <= args.total_allocated <= MAX_BLOCK_BYTES
+        else math.nan
+    )
+    reserved = (
+        args.total_reserved
+        if _number(args.total_reserved) and 0 <= args.total_reserved <= MAX_BLOCK_BYTES
+        else math.nan
+    )
     dtype = args.device_type if _whole_number(args.device_type) else 0
     did = args.device_id if _whole_number(args.device_id) else -1
-    return (float(ts), pid, tid, float(args.alloc_bytes), int(args.addr), float(total), float(reserved), int(dtype), int(did))
+    return (
+        float(ts),
+        pid,
+        tid,
+        float(args.alloc_bytes),
+        int(args.addr),
+        float(total),
+        float(reserved),
+        int(dtype),
+        int(did),
+    )
 
 
 MAX_MEMORY_TIME_US = 1e18  # as a complete event's (load.MAX_TIME_US)
@@ -212,7 +236,9 @@ class Trace:
             return None
         annotations, ops, runtime = self.cpu_columns.sizes  # as loaded: a family released since holds none
         return (
-            slice(annotations, annotations + ops) if name == "cpu_ops" else slice(annotations + ops, annotations + ops + runtime)
+            slice(annotations, annotations + ops)
+            if name == "cpu_ops"
+            else slice(annotations + ops, annotations + ops + runtime)
         )
 
     def release(self, *names: str) -> None:
@@ -223,9 +249,12 @@ class Trace:
 
     def __repr__(self) -> str:
         """One line (the dataclass's own repr lists every event: millions of characters in a notebook)."""
-        return (f"Trace({self.path!r}, {self.event_count:,} events: {self.family_size('cpu_ops'):,} CPU ops, {self.family_size('runtime'):,} "
-                f"runtime calls, {self.family_size('gpu'):,} GPU tasks, {len(self.annotations):,} annotations; device "
-                f"{self.device_name!r}, rank {self.rank} of {self.world_size})")  # fmt: skip
+        return (
+            f"Trace({self.path!r}, {self.event_count:,} events: {self.family_size('cpu_ops'):,} CPU ops,"
+            f" {self.family_size('runtime'):,} runtime calls, {self.family_size('gpu'):,} GPU tasks,"
+            f" {len(self.annotations):,} annotations; device {self.device_name!r}, rank {self.rank} of"
+            f" {self.world_size})"
+        )
 
     @property
     def rank(self) -> int:

@@ -126,7 +126,10 @@ def read_json_text(p: str, limit: int, starts: bytes, empty: str) -> bytearray:
         elif len(text) > MAX_JSON_VALUES:
             values = values_in(text)
         if values > MAX_JSON_VALUES:
-            raise TraceError(f"{p}: holds more than {MAX_JSON_VALUES:,} JSON values; daydream reads traces of at most that many", path=p)
+            raise TraceError(
+                f"{p}: holds more than {MAX_JSON_VALUES:,} JSON values; daydream reads traces of at most that many",
+                path=p,
+            )
     return text
 
 
@@ -148,11 +151,15 @@ def _text_chunks(p: str, limit: int, starts: bytes, empty: str) -> Iterator[byte
                 else:
                     bomb = max(GZIP_RATIO_FLOOR, MAX_GZIP_RATIO * st.st_size)
                     if bomb < limit:
-                        too_large = (f"{p}: decompresses to more than {bomb:,} bytes, over {MAX_GZIP_RATIO} times its "
-                                     f"{st.st_size:,} bytes: not a trace (a gzip bomb?)")  # fmt: skip
+                        too_large = (
+                            f"{p}: decompresses to more than {bomb:,} bytes, over {MAX_GZIP_RATIO} times its "
+                            f"{st.st_size:,} bytes: not a trace (a gzip bomb?)"
+                        )
                         limit = bomb
                     else:
-                        too_large = f"{p}: decompresses to more than {limit:,} bytes; daydream reads traces up to that size"
+                        too_large = (
+                            f"{p}: decompresses to more than {limit:,} bytes; daydream reads traces up to that size"
+                        )
                     chunks = _gunzip_chunks(fh)
                 yield from _checked(p, _read_so_far(chunks, fh, advance), limit, too_large, starts, empty)
         except OSError as exc:
@@ -205,7 +212,8 @@ def missing_path_hint(path: str | os.PathLike[str]) -> str:
         # a job's folder (rank0.json.gz, rank1.json.gz...): which ranks it holds, and that the folder is the job; the
         # file of the rank the name says (rnk0.json: rank0.json.gz), and none for a rank the folder lacks (rank9)
         have = (
-            f"{parent} holds the traces of ranks {min(numbers)}-{max(numbers)} ({Path(found[0]).name} ... {Path(found[-1]).name})"
+            f"{parent} holds the traces of ranks {min(numbers)}-{max(numbers)} ({Path(found[0]).name} ..."
+            f" {Path(found[-1]).name})"
         )
         rank = rank_from_name(p)
         hint = did_you_mean(p.name, names) if rank is None else None
@@ -323,7 +331,9 @@ def decode_json(raw: bytes | bytearray, path: str, decode: Callable[[Any], T], w
 def is_invalid_utf8(exc: Exception) -> bool:
     """Whether a decoder's error says the text is not UTF-8: msgspec before 0.23 let Python's UnicodeDecodeError
     through; from 0.23 it checks the bytes itself and raises its DecodeError, "Invalid UTF-8 encoded string"."""
-    return isinstance(exc, UnicodeDecodeError) or (isinstance(exc, msgspec.DecodeError) and str(exc).startswith("Invalid UTF-8"))
+    return isinstance(exc, UnicodeDecodeError) or (
+        isinstance(exc, msgspec.DecodeError) and str(exc).startswith("Invalid UTF-8")
+    )
 
 
 def _too_deep_message(raw: bytes | bytearray, path: str) -> str:
@@ -399,8 +409,10 @@ def not_json(path: object, text: bytes | bytearray) -> str:
     """Why a file that is not JSON is no trace: a .whatif script named where the trace goes is said to be one, with
     the command that takes it."""
     if str(path).endswith(".whatif") or _SCRIPT_START.match(bytes(text[:16])):
-        return (f"{path}: a .whatif script, not a trace (Kineto JSON): `daydream run TRACE {path}` runs it on a trace, "
-                f"`daydream check {path}` checks it alone")  # fmt: skip
+        return (
+            f"{path}: a .whatif script, not a trace (Kineto JSON): `daydream run TRACE {path}` runs it on a trace, "
+            f"`daydream check {path}` checks it alone"
+        )
     return f"{path}: not JSON (starts with {_start_of(bytes(text[:16]))}, where a trace starts with '{{' or '[')"
 
 
@@ -441,7 +453,9 @@ def decode_trace(raw: bytes | bytearray, path: str, warnings: list[str] | None =
         msg = str(exc)
         if "missing required field `traceEvents`" in msg:
             raise TraceError(f"{path}: not a Kineto trace: the JSON object has no 'traceEvents'", path=path) from None
-        raise TraceError(f"{path}: malformed trace: {_describe_validation(msg)}", path=path, event=event_index(msg)) from None
+        raise TraceError(
+            f"{path}: malformed trace: {_describe_validation(msg)}", path=path, event=event_index(msg)
+        ) from None
     except msgspec.DecodeError as exc:
         raise TraceError(f"{path}: not valid JSON: {exc}", path=path, offset=byte_offset(exc)) from None
 

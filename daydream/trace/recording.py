@@ -59,7 +59,8 @@ class DeviceInfo(SidecarPart, frozen=True, omit_defaults=True):
 
 class HostInfo(SidecarPart, frozen=True):
     """The host's intra-op threads, the cores the process could run on, and how much faster threaded work ran on
-    T threads than on one, measured when the recording ended (``[[threads, speedup], ...]``; daydream.record.host_bench).
+    T threads than on one, measured when the recording ended (``[[threads, speedup], ...]``;
+    daydream.record.host_bench).
     :mod:`daydream.perf.cpu.host` reads all three."""
 
     threads: int | None = None
@@ -163,7 +164,8 @@ class Recording(SidecarPart, frozen=True):
 
 
 def recording_path(path: str) -> str:
-    """The metadata sidecar ``daydream record`` writes next to a trace: ``out/rank0.json.gz`` -> ``out/rank0.daydream.json``."""
+    """The metadata sidecar ``daydream record`` writes next to a trace: ``out/rank0.json.gz`` ->
+    ``out/rank0.daydream.json``."""
     name = Path(path).name
     for suffix in (".json.gz", ".json"):
         if name.endswith(suffix):

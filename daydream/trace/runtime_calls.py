@@ -111,6 +111,11 @@ class LaunchQueue:
         if bisect.bisect_left(self.issued_sorted, start) - bisect.bisect_right(self.ends, start) < QUEUE_MIN_PENDING:
             return None
         i = bisect.bisect_right(self.ends, end) - 1
-        if i >= 0 and start < self.ends[i] and end - self.ends[i] <= QUEUE_RELEASE_US and self.issued[self.by_end[i]] < start:
+        if (
+            i >= 0
+            and start < self.ends[i]
+            and end - self.ends[i] <= QUEUE_RELEASE_US
+            and self.issued[self.by_end[i]] < start
+        ):
             return self.by_end[i]
         return None

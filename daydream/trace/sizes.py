@@ -27,15 +27,37 @@ DTYPE_BYTES: dict[str, int] = {
 }
 
 _DTYPE_ALIASES: dict[str, str] = {
-    "float64": "fp64", "double": "fp64", "f64": "fp64",
-    "float32": "fp32", "float": "fp32", "single": "fp32", "f32": "fp32",
-    "float16": "fp16", "half": "fp16", "c10::half": "fp16", "f16": "fp16",
-    "bfloat16": "bf16", "c10::bfloat16": "bf16",
-    "float8": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8",
-    "e4m3": "fp8", "e5m2": "fp8",
-    "long": "int64", "long int": "int64", "int": "int32", "short": "int16", "char": "int8",
-    "signed char": "int8", "unsigned char": "uint8", "byte": "uint8", "unsigned int": "int32", "long long": "int64",
-}  # fmt: skip
+    "float64": "fp64",
+    "double": "fp64",
+    "f64": "fp64",
+    "float32": "fp32",
+    "float": "fp32",
+    "single": "fp32",
+    "f32": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "c10::half": "fp16",
+    "f16": "fp16",
+    "bfloat16": "bf16",
+    "c10::bfloat16": "bf16",
+    "float8": "fp8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "float8_e4m3fnuz": "fp8",
+    "float8_e5m2fnuz": "fp8",
+    "e4m3": "fp8",
+    "e5m2": "fp8",
+    "long": "int64",
+    "long int": "int64",
+    "int": "int32",
+    "short": "int16",
+    "char": "int8",
+    "signed char": "int8",
+    "unsigned char": "uint8",
+    "byte": "uint8",
+    "unsigned int": "int32",
+    "long long": "int64",
+}
 
 INDEX_BYTES = 8  # index and offset tensors (embedding lookups) are int64
 
@@ -93,8 +115,12 @@ def process_group(args: Any) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {"group_size": int(args.group_size)}
     ranks = _rank_list(args.group_ranks)
-    default = args.group_desc == "default_pg" or (ranks is not None and ranks == list(range(len(ranks))) and args.group_desc is None
-                                                  and str(args.group_name) == "0")  # fmt: skip
+    default = args.group_desc == "default_pg" or (
+        ranks is not None
+        and ranks == list(range(len(ranks)))
+        and args.group_desc is None
+        and str(args.group_name) == "0"
+    )
     if args.group_name is not None and not default:
         out["group"] = str(args.group_name)
         if ranks is not None and len(ranks) == out["group_size"]:

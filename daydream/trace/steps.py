@@ -70,7 +70,10 @@ def whole_trace(trace: Trace) -> Step:
             starts.append(fam[0].ts)
             ends.append(max(e.ts + e.dur for e in fam))  # type: ignore[operator]
     if not starts:
-        raise TraceError(f"{trace.path}: no events (no CPU ops, annotations, runtime calls or GPU activity) in the trace", path=trace.path)
+        raise TraceError(
+            f"{trace.path}: no events (no CPU ops, annotations, runtime calls or GPU activity) in the trace",
+            path=trace.path,
+        )
     return Step("trace", min(starts), max(ends) + 1e-3)  # type: ignore[type-var]
 
 
@@ -79,7 +82,9 @@ def default_step(steps: list[Step]) -> Step:
     one of those in between."""
     if len(steps) <= 2:
         return (
-            steps[-1] if len(steps) == 1 or steps[-1].end - steps[-1].start >= 0.5 * (steps[0].end - steps[0].start) else steps[0]
+            steps[-1]
+            if len(steps) == 1 or steps[-1].end - steps[-1].start >= 0.5 * (steps[0].end - steps[0].start)
+            else steps[0]
         )
     middle = sorted(steps[1:-1], key=lambda s: s.end - s.start)
     return middle[(len(middle) - 1) // 2]
@@ -107,7 +112,9 @@ def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
         for s in steps:
             if s.name == text:
                 return [s]
-        raise TraceError(_no_step(trace, steps, f"no step {text} in the trace"), path=trace.path)  # a number off: the list says it
+        raise TraceError(
+            _no_step(trace, steps, f"no step {text} in the trace"), path=trace.path
+        )  # a number off: the list says it
     named = [Step(e.name, e.ts, e.ts + e.dur) for e in trace.annotations if e.name == text]  # type: ignore[operator]
     if not named:
         raise TraceError(
@@ -115,7 +122,9 @@ def select_steps(trace: Trace, step: str | int | None) -> list[Step]:
                 trace,
                 steps,
                 f"no step or annotation named {text!r} in the trace",
-                did_you_mean(text, [*(s.name for s in steps), "all", "trace", *sorted({e.name for e in trace.annotations})]),
+                did_you_mean(
+                    text, [*(s.name for s in steps), "all", "trace", *sorted({e.name for e in trace.annotations})]
+                ),
             ),
             path=trace.path,
         )

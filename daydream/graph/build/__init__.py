@@ -342,7 +342,7 @@ def _device_properties(trace: Trace) -> dict[str, Any]:
 
 
 def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskSteps, delays: Delays,
-         context: set[str] | frozenset[str], threads: dict[str, list[int]]) -> nx.DiGraph:  # fmt: skip
+         context: set[str] | frozenset[str], threads: dict[str, list[int]]) -> nx.DiGraph:
     """The graph of the selected steps' tasks, with the work outside them finished before they start.
 
     Dependencies on tasks outside the window are dropped rather than turned into absolute release times: a task's
@@ -382,7 +382,7 @@ def _cut(trace: Trace, table: TaskTable, steps: list[Step], task_steps: TaskStep
         measured_us=statistics.median(measured) if measured else math.nan, recording=trace.recording,
         execution_trace=ExecutionTraceUse(trace.et_path, len(trace.et_ops)) if trace.et_path else None,
         causality=msgspec.structs.replace(causality, pinned_tasks=pinned),
-    )  # fmt: skip
+    )
     return g
 
 
@@ -391,7 +391,7 @@ def slow_runtime_calls(tasks: list[Task]) -> list[str]:
     iteration's one-time setup (CUDA context creation, lazy module loading in a first launch, the caching allocator
     growing) or a stalled host. They are kept as traced; a what-if that removes CPU work removes them with it."""
     slow = [a for a in tasks if a["kind"] == "cpu" and a["duration"] >= SLOW_RUNTIME_CALL_US
-            and _RUNTIME_CALL.match(a["name"]) and not _BLOCKING_CALL.search(a["name"])]  # fmt: skip
+            and _RUNTIME_CALL.match(a["name"]) and not _BLOCKING_CALL.search(a["name"])]
     if not slow:
         return []
     slow.sort(key=lambda a: -a["duration"])
@@ -409,7 +409,7 @@ def _duration(us: float) -> str:
 
 
 def _window_tasks(table: TaskTable, held: np.ndarray, selected: list[int], starts: np.ndarray, gaps: list[float],
-                  step_of: list[str | None], origin: float) -> tuple[TaskColumns, int]:  # fmt: skip
+                  step_of: list[str | None], origin: float) -> tuple[TaskColumns, int]:
     """The selected tasks' attributes (``held``: ``selected`` as an array), with their step, their ``gaps`` and their
     times from the window's origin (``starts``: their starts so); and how many have a release time. The table's
     columns are the graph's, each gathered in the window's order when first read (a graph of most of the table:
@@ -442,7 +442,7 @@ def _long_calls(tasks: TaskColumns, context: set[str] | frozenset[str]) -> list[
 
 
 def _window_edges(table: TaskTable, selected: np.ndarray, window: np.ndarray, origin: float,
-                  threads: dict[str, list[int]]) -> tuple[EdgeArrays, Causality]:  # fmt: skip
+                  threads: dict[str, list[int]]) -> tuple[EdgeArrays, Causality]:
     """Each selected task's parents among the selected tasks (a task whose every dependency the cut dropped keeps its
     fallback, if it has one inside), and what the cut leaves unexplained: how long work outside the window held
     tasks back in the trace, and the tasks with no dependency left that started after the window did.
@@ -498,7 +498,7 @@ def _window_edges(table: TaskTable, selected: np.ndarray, window: np.ndarray, or
     weak = bridged[kept]  # (an order kept across the work outside gives way to a dependency on the same task)
     anchored = np.bincount(child, minlength=n) > 0
     fallback = [(int(window[t]), int(window[f.parent]), f) for t, f in table.fallback_edges.items()
-                if window[t] >= 0 and window[f.parent] >= 0 and not anchored[window[t]]]  # fmt: skip
+                if window[t] >= 0 and window[f.parent] >= 0 and not anchored[window[t]]]
     if fallback:
         at = np.array([x for x, _, _ in fallback], np.int64)
         anchored[at] = True
@@ -524,7 +524,7 @@ def _window_edges(table: TaskTable, selected: np.ndarray, window: np.ndarray, or
 
 
 def _first_met(tasks: int, child: np.ndarray, parent: np.ndarray, kind: np.ndarray, lag: np.ndarray, has_lag: np.ndarray,
-               weak: np.ndarray) -> EdgeArrays:  # fmt: skip
+               weak: np.ndarray) -> EdgeArrays:
     """The edges given (in order of their children, then met), as a dict per child would hold them: a parent met
     twice keeps its first place and the edge met last, unless that edge is ``weak`` (an edge only added where its
     parent was not met yet)."""
@@ -547,7 +547,7 @@ def _first_met(tasks: int, child: np.ndarray, parent: np.ndarray, kind: np.ndarr
 
 
 def _step_periods(table: TaskTable, steps: list[Step], task_steps: TaskSteps, selected: list[int],
-                  starts: np.ndarray) -> list[StepInfo]:  # fmt: skip
+                  starts: np.ndarray) -> list[StepInfo]:
     """Each selected step's measured time as a period: from the end of the work issued before it (the step before)
     to its own end, or from its first start where that work had ended by then. Where the CPU runs ahead of the GPU a
     step's span (its first CPU task to its last kernel) holds several periods; the period is what a training run

@@ -52,7 +52,7 @@ class Frame:
 
     __slots__ = ("end", "family", "ev", "mark", "op", "op_ev", "top_op", "top_op_id", "layer", "phase", "region",
                  "bwd_seq", "fwd_seq", "comm_ev", "dataloader", "top", "has_runtime", "inner_shapes", "inner_layer", "nested_op_us",
-                 "parallel_us", "nested_parts")  # fmt: skip
+                 "parallel_us", "nested_parts")
 
     end: float  # where the range ends: events starting from here on are outside it
     family: Family
@@ -368,7 +368,7 @@ def root_cpu_attrs(kind: str, name: str, thread: str, rank: int) -> dict[str, An
 _ROOT_KEYS = tuple(root_cpu_attrs("cpu", "", "", 0))  # a root CPU task's keys, in order
 # a CPU task's keys in a range, in the order _cpu_attrs sets them (without an execution trace's tensors)
 _CONTEXT_KEYS = ("kind", "name", "thread", "rank", "op", "shapes", "top_op", "layer", "phase", "region", "top_op_id",
-                 "parallel_us", "param_us")  # fmt: skip
+                 "parallel_us", "param_us")
 
 
 def _cpu_attrs(sweep: _Sweep, kind: str, name: str, thread: str, parent: Frame | None) -> dict[str, Any]:
@@ -463,7 +463,7 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
     cat_ids, cat_of = unique_ints(cols.cat[order], return_inverse=True)
     cats = [RANGE_CAT if c < 0 else cols.strings[c] for c in cat_ids.tolist()]
     roles, first, role_of = unique_ints(cols.name[order].astype(np.int64) * len(cats) + cat_of.reshape(-1),
-                                      return_index=True, return_inverse=True)  # fmt: skip
+                                      return_index=True, return_inverse=True)
     del cat_of
     part_number: dict[LayerPart, int] = {}
     declared = []
@@ -471,10 +471,10 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
         name, cat = names[at], cats[role % len(cats)]
         phase, part = range_role(name, cat)
         declared.append((cs.PHASES.index(phase), part_number.setdefault(part, len(part_number)),
-                         name.startswith("nccl:"), _THREADED[threading_kind(name)]))  # fmt: skip
+                         name.startswith("nccl:"), _THREADED[threading_kind(name)]))
     role_of = role_of.reshape(-1)
     phase_of, part_of, nccl, threaded = (np.array(column, dtype)[role_of] for column, dtype in
-                                         zip(zip(*declared), (np.int8, np.int32, np.bool_, np.int8)))  # fmt: skip
+                                         zip(zip(*declared), (np.int8, np.int32, np.bool_, np.int8)))
     del role_of
     # the ops' input dims (an execution trace's are not read here: matching it made the ops' events), each distinct
     # value looked at once
@@ -504,7 +504,7 @@ def _compiled_sweep(sweep: _Sweep, trace: Trace) -> tuple[Any, ...] | None:
     del parent, depth, part_of
     found = cs._sweep(bounds, ts, end, dur, fam, phase_of, layer, np.array([bool(s) for s in layers], np.bool_), nccl,
                       cols.has_seq[order], cols.seq[order], cols.has_collective[order], cols.has_corr[order],
-                      cols.corr[order], threaded, across, shapes_truthy, dims_any, sweep.cpu_only, deepest)  # fmt: skip
+                      cols.corr[order], threaded, across, shapes_truthy, dims_any, sweep.cpu_only, deepest)
     thread_names = [f"cpu:{pid}/{tid}" for pid, tid in cols.threads]
     source = cols.source[order]
 
@@ -545,7 +545,7 @@ class _ByPlace:
 
 
 def _layer_numbers(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, part_of: np.ndarray,
-                   parts: list[LayerPart]) -> tuple[np.ndarray, list[str | None]]:  # fmt: skip
+                   parts: list[LayerPart]) -> tuple[np.ndarray, list[str | None]]:
     """Each range's layer path as a number (0: None), composed from its parent's a level of nesting at a time, once
     per distinct (parent's layer, part); and the paths by number. Two ranges of one path get one number."""
     layer = np.zeros(len(parent), np.int32)
@@ -572,7 +572,7 @@ def _layer_numbers(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, pa
 
 def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int, Event], names: _ByPlace,
                      threads: tuple[list[str], np.ndarray], layers: list[str | None], ts: np.ndarray, dur: np.ndarray,
-                     shapes_of: Callable[[int], Any], op_events: Callable[[list[int]], list[Event]]) -> None:  # fmt: skip
+                     shapes_of: Callable[[int], Any], op_events: Callable[[list[int]], list[Event]]) -> None:
     """The compiled sweep's task rows made tasks, in order, with what the Python sweep finds beside them (the CPU
     ops read from columns: ``evs`` holds the annotations' events; ``shapes_of`` and ``op_events`` give what the Python sweep
     reads of their events)."""
@@ -597,7 +597,7 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
             names[op_ev] if op_ev >= 0 else None, shapes_of(op_ev) if op_ev >= 0 else None,
             names[top_op_ev] if top_op_ev >= 0 else None, layers[layer], phases[phase],
             names[region] if region >= 0 else None, top_op_id if top_op_id >= 0 else None,
-        )  # fmt: skip
+        )
     op_l, shapes_l, top_op_l, layer_l, phase_l, region_l, top_op_id_l = map(
         list, zip(*map(in_context.__getitem__, pc_r.tolist()), strict=True) if n else ([],) * 7
     )
@@ -628,7 +628,7 @@ def _tasks_from_rows(sweep: _Sweep, found: tuple[np.ndarray, ...], evs: dict[int
          "top_op": top_op_l, "layer": layer_l, "phase": phase_l, "region": region_l, "top_op_id": top_op_id_l,
          "parallel_us": parallel_l, "param_us": [0.0] * n},
         ts[at].tolist(), (ts[at] + dur[at]).tolist(),
-    )  # fmt: skip
+    )
     # what each task's range says of it: a call's range is the one around it, a CPU-only op's its own
     kind = rows[:, cs.R_KIND]
     held = np.where(kind == cs.CALL, rows[:, cs.R_PARENT_CTX], np.where(kind == cs.OP_TASK, rows[:, cs.R_OWN_CTX], -1))

@@ -35,7 +35,7 @@ NOT_THREADED, LIBRARY, ELEMENTWISE = 0, 1, 2  # threading_kind
 
 # a frame on the stack: int64 fields (S) and float64 ones (SF)
 (S_EV, S_FAM, S_MARK, S_OP_EV, S_TOP_OP_EV, S_TOP_OP_ID, S_LAYER, S_PHASE, S_REGION, S_BWD, S_FWD, S_COMM, S_FLAGS,
- S_TOP, S_INNER_SHAPES, S_INNER_LAYER, S_CTX) = range(17)  # fmt: skip
+ S_TOP, S_INNER_SHAPES, S_INNER_LAYER, S_CTX) = range(17)
 _S_FIELDS = 17
 SF_END, SF_NESTED, SF_PARALLEL = 0, 1, 2
 # S_FLAGS bits
@@ -89,7 +89,7 @@ def _context(S, s, C, nctx):  # type: ignore[no-untyped-def]
 
 @jit
 def _sweep(bounds, ts, end, dur, fam, phase_of, layer, layer_truthy, nccl, has_seq, seq, has_coll, has_corr, corr,  # type: ignore[no-untyped-def]
-           threaded, across, shapes_truthy, dims_any, cpu_only, deepest):  # fmt: skip
+           threaded, across, shapes_truthy, dims_any, cpu_only, deepest):
     """build_cpu._sweep_thread over every thread (``bounds``), as arrays. Returns the task rows (R), the context rows
     (C), the correlation ids with their tasks, the (sequence number, layer) of forward ops in order, the outermost
     data-loading ranges, the nested ops' (outermost op, op, own time) and the optimizer's ops (CPU-only traces)."""
@@ -268,4 +268,4 @@ def _sweep(bounds, ts, end, dur, fam, phase_of, layer, layer_truthy, nccl, has_s
             RF[nrec] = PF[k]
             nrec += 1
     return (R[:nrec], RF[:nrec], C[:nctx], corr_ids[:ncorr], seq_layer[:nseq], loaders[:nload], parts[:nparts],
-            parts_own[:nparts], optimizer_ops[:nopt])  # fmt: skip
+            parts_own[:nparts], optimizer_ops[:nopt])

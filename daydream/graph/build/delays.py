@@ -142,7 +142,7 @@ def _releasing(deps: Dependencies, child: np.ndarray, ts: np.ndarray, end: np.nd
 
 def _cross_stream_waits(table: TaskTable, threads: dict[str, list[int]], deps: Dependencies, child: np.ndarray,
                         binding: np.ndarray, typical: float, ts: np.ndarray,
-                        end: np.ndarray) -> tuple[Dependencies, np.ndarray, np.ndarray]:  # fmt: skip
+                        end: np.ndarray) -> tuple[Dependencies, np.ndarray, np.ndarray]:
     """The dependencies with, for each GPU task that started more than UNEXPLAINED_DELAY_US after the one that
     released it, the cross-stream wait timing explains (:func:`_cross_stream_source`) added after its others and
     releasing it instead."""

@@ -193,7 +193,7 @@ def queue_waits(table: TaskTable, threads: dict[str, list[int]], long_calls: lis
 
 
 def _named_by_sync_event(table: TaskTable, task: int, sync: Event, streams: dict[str, list[int]],
-                         by_stream_id: dict[Any, list[str]], issued: _IssueOrder) -> list[int]:  # fmt: skip
+                         by_stream_id: dict[Any, list[str]], issued: _IssueOrder) -> list[int]:
     """What a call with a ``cuda_sync`` event returns only after: the last work issued to the stream it names (the
     recorded event's, for an event sync), or to every stream (a context or device sync)."""
     args = sync.args
@@ -225,7 +225,7 @@ def _waited_for_by_role(table: TaskTable, task: int, role: str, streams: dict[st
 
 
 def _explicit_wait(table: TaskTable, sync: Event, wait_task: int, by_stream_id: dict[Any, list[str]], issued: _IssueOrder,
-                   runtime_by_corr: dict[int, int]) -> None:  # fmt: skip
+                   runtime_by_corr: dict[int, int]) -> None:
     """A ``cudaStreamWaitEvent`` with its ``cuda_sync`` event: the next work issued to the waiting stream waits for the
     last work issued to the waited stream before the ``cudaEventRecord``."""
     args = sync.args

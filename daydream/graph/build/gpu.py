@@ -207,7 +207,7 @@ def _from_columns(batches: list[Any]) -> GpuColumns | None:
     (device, device_kind), (stream, stream_kind) = column("args.device"), column("args.stream")
     corr, corr_kind = column("args.correlation")
     if not ((pid_kind == K_INT).all() and (tid_kind == K_INT).all() and np.isin(device_kind, (K_INT, K_NONE)).all()
-            and np.isin(corr_kind, (K_INT, K_NONE)).all()):  # fmt: skip
+            and np.isin(corr_kind, (K_INT, K_NONE)).all()):
         return None
     strings = batches[0].strings  # the scanner's table: its batches share it
     device = np.where(device_kind == K_INT, device, pid)
@@ -239,7 +239,7 @@ def _from_columns(batches: list[Any]) -> GpuColumns | None:
         values = batches[0].values  # (the scanner's table of other values: a number beyond int64 or a double)
         for i, value, k in zip(copies.tolist(), data[copies].tolist(), kind[copies].tolist()):
             number = value if k == K_INT else np.int64(value).view(np.float64).item() if k == K_FLOAT else (
-                values[value] if k == K_OBJECT else None)  # fmt: skip
+                values[value] if k == K_OBJECT else None)
             if isinstance(number, (int, float)):
                 nbytes[i] = int(number)
     source = order.tolist()
@@ -257,7 +257,7 @@ def _from_columns(batches: list[Any]) -> GpuColumns | None:
         list(map(threads.__getitem__, thread_of.reshape(-1).tolist())), device.tolist(), stream.tolist(),
         [c if k == K_INT else None for c, k in zip(corr.tolist(), corr_kind.tolist())], nbytes, source,
         ts[order].tolist(), (ts + dur)[order].tolist(), event_of,
-    )  # fmt: skip
+    )
 
 
 def _same(ev: Event) -> Event:

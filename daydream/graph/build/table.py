@@ -178,7 +178,7 @@ class TaskTable:
         added.clear()
 
     def add_tasks(self, orders: list[tuple[str, ...]], codes: np.ndarray, values: dict[str, list[Any]], ts: list[float],
-                  end: list[float]) -> None:  # fmt: skip
+                  end: list[float]) -> None:
         """New tasks, issued when they start: each one's keys in order (``orders[codes[i]]``), and per key a value for
         each task (None where the task lacks it)."""
         self._take_added()

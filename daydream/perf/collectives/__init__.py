@@ -44,11 +44,27 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 __all__ = [
-    "AlphaBeta", "Link", "PiecewiseModel", "Topology", "TraceCollectiveCosts", "TracedCollective", "accuracy",
-    "bus_factor", "collective_us", "fit_collective_model", "fit_from_trace", "intra_node_link", "links",
-    "model_from_dict", "normalize_collective", "resolve_link", "sweep_accuracy", "topology_collective_us",
-    "trace_accuracy", "traced_collectives",
-]  # fmt: skip
+    "AlphaBeta",
+    "Link",
+    "PiecewiseModel",
+    "Topology",
+    "TraceCollectiveCosts",
+    "TracedCollective",
+    "accuracy",
+    "bus_factor",
+    "collective_us",
+    "fit_collective_model",
+    "fit_from_trace",
+    "intra_node_link",
+    "links",
+    "model_from_dict",
+    "normalize_collective",
+    "resolve_link",
+    "sweep_accuracy",
+    "topology_collective_us",
+    "trace_accuracy",
+    "traced_collectives",
+]
 
 # ---- the nccl-tests formula -------------------------------------------------------------------------------------
 
@@ -100,25 +116,33 @@ def resolve_link(link: str | float | Link) -> Link:
     if isinstance(link, (int, float)) and not isinstance(link, bool):
         # a bandwidth past these is no link: 1e-300 GB/s would print a 230-digit time, inf one of 0
         if not MIN_LINK_GBS <= link <= MAX_LINK_GBS:
-            raise DaydreamError(f"a link given as a number is a bus bandwidth in GB/s, from {MIN_LINK_GBS:g} to "
-                                f"{MAX_LINK_GBS:,.0f}; got {link:g}")  # fmt: skip
+            raise DaydreamError(
+                f"a link given as a number is a bus bandwidth in GB/s, from {MIN_LINK_GBS:g} to "
+                f"{MAX_LINK_GBS:,.0f}; got {link:g}"
+            )
         return Link(f"{link:g} GB/s", float(link), 0.0)
     key = str(link).strip().lower().replace("_", "-").replace(" ", "-")
     known = links()
     if key in known:
         return known[key]
-    if key.isascii():  # float() reads full-width and other scripts' digits too ("１２"): a bandwidth is written in ASCII
+    if (
+        key.isascii()
+    ):  # float() reads full-width and other scripts' digits too ("１２"): a bandwidth is written in ASCII
         try:
             return resolve_link(float(key))
         except (ValueError, OverflowError):
             pass
     hint = did_you_mean(key, known)
     raise DaydreamError(
-        f"unknown link {link!r}" + (f"; {hint}" if hint else "") + f"; known: {', '.join(known)}, or a bus bandwidth in GB/s"
+        f"unknown link {link!r}"
+        + (f"; {hint}" if hint else "")
+        + f"; known: {', '.join(known)}, or a bus bandwidth in GB/s"
     )
 
 
-def collective_us(collective: str, nbytes: float, ranks: int, link: str | float | Link, latency_us: float | None = None) -> float:
+def collective_us(
+    collective: str, nbytes: float, ranks: int, link: str | float | Link, latency_us: float | None = None
+) -> float:
     """Time of one collective by the nccl-tests formula: latency + factor x nbytes / bus bandwidth, in us.
 
     ``latency_us`` overrides the link's latency (a link given as a number has none)."""
@@ -207,7 +231,8 @@ def topology_collective_us(
 def intra_node_link(device: Any, gpus_per_node: int = 8) -> Link:
     """The link between the GPUs of one node of ``device`` (a catalog entry, daydream.perf.kernels.devices): its NVLink
     (AMD: Infinity Fabric) where that joins every GPU of the node: the NVLink preset within 15% of its peer
-    bandwidth per direction, else (and on AMD) a link of that bandwidth with the presets' bus fraction (0.8) and latency; PCIe of
+    bandwidth per direction, else (and on AMD) a link of that bandwidth with the presets' bus fraction (0.8) and
+    latency; PCIe of
     its generation where it has no NVLink for that many GPUs (a bridge joins a card to one other: ``nvlink_peers``)."""
     per_direction = device.nvlink_gbps / 2.0
     if per_direction > 0 and gpus_per_node - 1 <= device.nvlink_peers:
@@ -215,7 +240,10 @@ def intra_node_link(device: Any, gpus_per_node: int = 8) -> Link:
         near = min(nvlinks, key=lambda lk: abs(math.log(float(lk.peak_gbs) / per_direction)))
         if device.vendor == "nvidia" and abs(math.log(float(near.peak_gbs) / per_direction)) <= math.log(1.15):
             return near
-        note = f"{device.full_name}: {device.nvlink_gbps:g} GB/s to its peers (catalog), bus_bw = 0.8 x peak as the presets"
+        note = (
+            f"{device.full_name}: {device.nvlink_gbps:g} GB/s to its peers (catalog), bus_bw = 0.8 x peak as the"
+            " presets"
+        )
         return Link(f"{device.key} link", 0.8 * per_direction, near.latency_us, per_direction, note)
     key = f"pcie{device.pcie_gen}"
     return links().get(key) or links()["pcie3"]
@@ -406,8 +434,10 @@ class PiecewiseModel(msgspec.Struct, frozen=True, tag_field="kind", tag="piecewi
 
 
 CollectiveModel = AlphaBeta | PiecewiseModel
-_KINDS: dict[str, tuple[type[CollectiveModel], str]] = {"piecewise": (PiecewiseModel, "a piecewise"),
-                                                          "alpha-beta": (AlphaBeta, "an alpha-beta")}  # fmt: skip
+_KINDS: dict[str, tuple[type[CollectiveModel], str]] = {
+    "piecewise": (PiecewiseModel, "a piecewise"),
+    "alpha-beta": (AlphaBeta, "an alpha-beta"),
+}
 
 
 def model_from_dict(d: dict[str, Any]) -> CollectiveModel:
@@ -426,7 +456,9 @@ def _model_from_dict(d: dict[str, Any], cls: type[CollectiveModel], what: str) -
     return msgspec.structs.replace(model, collective=normalize_collective(model.collective))
 
 
-def fit_collective_model(sizes: Sequence[float], times_us: Sequence[float], collective: str, ranks: int) -> CollectiveModel:
+def fit_collective_model(
+    sizes: Sequence[float], times_us: Sequence[float], collective: str, ranks: int
+) -> CollectiveModel:
     """The piecewise model where there are enough distinct sizes for it, else the alpha-beta formula."""
     if len(set(sizes)) >= _SIGMOID_MIN_POINTS + 2:
         return PiecewiseModel.fit(sizes, times_us, collective, ranks)
@@ -469,8 +501,12 @@ def sweep_accuracy(sweep: Sweep, label: str) -> Accuracy:
     train, test = sweep.points[0::2], sweep.points[1::2]
     model = PiecewiseModel.fit([p.nbytes for p in train], [p.time_us for p in train], sweep.collective, sweep.ranks)
     err = gmae([model.predict_us(p.nbytes) for p in test], [p.time_us for p in test])
-    return Accuracy(f"collective-piecewise/{Path(sweep.source).stem}", err, len(test),
-                    f"{label}: nccl-tests {sweep.collective}, {sweep.ranks} ranks, fit on every other size")  # fmt: skip
+    return Accuracy(
+        f"collective-piecewise/{Path(sweep.source).stem}",
+        err,
+        len(test),
+        f"{label}: nccl-tests {sweep.collective}, {sweep.ranks} ranks, fit on every other size",
+    )
 
 
 # ---- real traces ------------------------------------------------------------------------------------------------
@@ -482,8 +518,10 @@ class TracedCollective:
 
     ``duration_us`` is what the collective itself took: where every rank's trace is given, the duration of the
     kernel that started last (NCCL kernels end together on all ranks, so the earlier ones spent the difference
-    waiting for it: the inter-rank synchronization of Lin et al., TPDS); with one rank's trace, its kernel's duration, waiting
-    included (``aligned`` False). ``nbytes`` is the largest per-rank size (the all-to-all input size of Lin et al., TPDS).
+    waiting for it: the inter-rank synchronization of Lin et al., TPDS); with one rank's trace, its kernel's duration,
+    waiting
+    included (``aligned`` False). ``nbytes`` is the largest per-rank size (the all-to-all input size of Lin et al.,
+    TPDS).
     """
 
     collective: str
@@ -574,12 +612,15 @@ def traced_collectives(traces: Sequence[Trace]) -> list[TracedCollective]:
             if not sizes:
                 continue
             last = max(group, key=lambda c: c.ts)
-            out.append(TracedCollective(last.collective, max(sizes), last.ranks, last.dur, True,
-                                        tuple(c.dur for c in group)))  # fmt: skip
+            out.append(
+                TracedCollective(last.collective, max(sizes), last.ranks, last.dur, True, tuple(c.dur for c in group))
+            )
         return out
     for comms in per_rank:
         out.extend(
-            TracedCollective(c.collective, c.nbytes, c.ranks, c.dur, False, (c.dur,)) for c in comms if c.nbytes is not None
+            TracedCollective(c.collective, c.nbytes, c.ranks, c.dur, False, (c.dur,))
+            for c in comms
+            if c.nbytes is not None
         )
     return out
 
@@ -610,9 +651,14 @@ def trace_accuracy(traces: Sequence[Trace], label: str, key: str = "trace") -> l
             continue
         predicted, observed = _leave_one_size_out(items)
         how = "aligned across ranks (last starter)" if items[0].aligned else "one rank, least time per size"
-        result.append(Accuracy(f"collective-alphabeta/{name}/{key}", gmae(predicted, observed), len(observed),
-                               f"{label}: {len(observed)} sizes of {name} on {ranks} ranks, {how}, "
-                               "leave-one-size-out"))  # fmt: skip
+        result.append(
+            Accuracy(
+                f"collective-alphabeta/{name}/{key}",
+                gmae(predicted, observed),
+                len(observed),
+                f"{label}: {len(observed)} sizes of {name} on {ranks} ranks, {how}, leave-one-size-out",
+            )
+        )
     return result
 
 

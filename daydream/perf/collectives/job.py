@@ -55,7 +55,9 @@ def price_collectives(graph: nx.DiGraph, link: str | float | Link | None = None)
     return pricing
 
 
-def price_gangs(gangs: list[list[CommTask]], link: str | float | Link | None = None) -> tuple[list[float], CollectivePricing]:
+def price_gangs(
+    gangs: list[list[CommTask]], link: str | float | Link | None = None
+) -> tuple[list[float], CollectivePricing]:
     """Each collective's modelled duration (its members: comm tasks with their traced start on the job's clock and
     traced duration, their ``group_size`` the matched one), in the order given, and how each was priced."""
     observed: dict[str, list[tuple[float, float, int]]] = defaultdict(list)

@@ -70,7 +70,8 @@ def normalize_collective(name: str) -> str:
     found = collective_of(re.sub(r"[^0-9A-Za-z]", "", name))
     if found is None:
         raise DaydreamError(
-            f"unknown collective {name!r}: use allreduce, allgather, reducescatter, alltoall, broadcast, reduce or sendrecv"
+            f"unknown collective {name!r}: use allreduce, allgather, reducescatter, alltoall, broadcast, reduce or"
+            " sendrecv"
         )
     return "sendrecv" if found in ("send", "recv") else found
 
@@ -85,7 +86,9 @@ _COUNT_VALUE = re.compile(r"^(\d+|N/A|\d(\.\d+)?e[+-]\d+)$")  # wrong-value coun
 _RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)\b.*?\bdevice\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
 
 
-def parse_nccl_tests(text: str, source: str = "<text>", collective: str | None = None, ranks: int | None = None) -> Sweep:
+def parse_nccl_tests(
+    text: str, source: str = "<text>", collective: str | None = None, ranks: int | None = None
+) -> Sweep:
     """The sweep in an nccl-tests output.
 
     The collective comes from ``collective`` when given, else from the ``# Collective test starting: X_perf`` line
@@ -147,7 +150,8 @@ def _nccl_row(tokens: list[str], columns: list[str], header_line: int, source: s
         i < len(tokens) and not _COUNT_VALUE.match(tokens[i]) for i in counts
     ):
         raise DaydreamError(
-            f"{source}:{lineno}: expected {len(columns)} columns as in the header at line {header_line}, found {len(tokens)}"
+            f"{source}:{lineno}: expected {len(columns)} columns as in the header at line {header_line}, found"
+            f" {len(tokens)}"
         )
     where = {name: [i for i, c in enumerate(columns) if c == name] for name in ("size", "time", "algbw", "busbw")}
     if not where["size"] or not where["time"] or len(where["algbw"]) != len(where["time"]):
@@ -185,7 +189,9 @@ _PARAM_WORLD = re.compile(r"world_size\W{0,3}\s*(\d+)")
 _PARAM_COLLECTIVE = re.compile(r"['\"]collective['\"]\s*:\s*['\"](\w+)['\"]|--collective[ =](\w+)")
 
 
-def parse_param_comms(text: str, source: str = "<text>", collective: str | None = None, ranks: int | None = None) -> Sweep:
+def parse_param_comms(
+    text: str, source: str = "<text>", collective: str | None = None, ranks: int | None = None
+) -> Sweep:
     """The sweep in the output of PARAM's ``comms.py`` (train/comms/pt): the ``COMMS-RES`` table.
 
     Reads both layouts PARAM has printed: the tab-separated ``COMMS-RES  size (B)  num-elements  Latency(us):p50
@@ -203,7 +209,9 @@ def parse_param_comms(text: str, source: str = "<text>", collective: str | None 
         line = raw[at:]
         if columns is None or "size (B)" in line or "size(B)" in line:
             if "pingLatency" in line or line.startswith("COMMS-RES-QUANT"):
-                raise DaydreamError(f"{source}:{lineno}: only PARAM's collective table is read (not pt2pt or quantized)")
+                raise DaydreamError(
+                    f"{source}:{lineno}: only PARAM's collective table is read (not pt2pt or quantized)"
+                )
             columns = [c.lower() for c in re.sub(r"size \(B\)", "size(B)", line).split()]
             header_line = lineno
             continue

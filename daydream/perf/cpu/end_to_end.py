@@ -1,5 +1,6 @@
 """The end-to-end estimate: Algorithm 1 of Lin et al. (HiPC 2022) over one iteration's top-level ops, from a trace
-window or a dependency graph, with the traced kernel times or a kernel model's (see :mod:`daydream.perf.cpu.overheads`)."""
+window or a dependency graph, with the traced kernel times or a kernel model's (see :mod:`daydream.perf.cpu.overheads`).
+"""
 
 from __future__ import annotations
 
@@ -118,7 +119,10 @@ def _plan(items: Sequence[Item], overheads: Overheads, kernel_us: KernelTime | N
         if is_op:
             plan.append(
                 _Planned(
-                    t1 + per_op(overheads.t2, it.name), launches, per_op(overheads.t5, it.name), per_op(overheads.t3, it.name)
+                    t1 + per_op(overheads.t2, it.name),
+                    launches,
+                    per_op(overheads.t5, it.name),
+                    per_op(overheads.t3, it.name),
                 )
             )
         else:
@@ -165,12 +169,23 @@ def run_algorithm(
         now = (cpu, max(gpu.values(), default=0.0))
         step_advance = (now[0] - last[0], now[1] - last[1])
         last = now
-        if advance is not None and all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6) for a, b in zip(advance, step_advance)):
+        if advance is not None and all(
+            math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-6) for a, b in zip(advance, step_advance)
+        ):
             break
         advance = step_advance
     period = max(advance) if advance is not None else max(first)
     active = sum(t for p in plan for _, _, ks in p.launches for _, t in ks)
     n_kernels = sum(len(ks) for p in plan for _, _, ks in p.launches)
     n_ops = sum(1 for it in items if it.kind != "dataloader")
-    return E2E(step=step, predicted_us=max(first), period_us=period, measured_us=measured_us, cpu_us=first[0], gpu_us=first[1],
-               gpu_active_us=active, ops=n_ops, kernels=n_kernels)  # fmt: skip
+    return E2E(
+        step=step,
+        predicted_us=max(first),
+        period_us=period,
+        measured_us=measured_us,
+        cpu_us=first[0],
+        gpu_us=first[1],
+        gpu_active_us=active,
+        ops=n_ops,
+        kernels=n_kernels,
+    )

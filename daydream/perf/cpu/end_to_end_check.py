@@ -48,8 +48,8 @@ def check_iterations(
     steps = whole_iterations(trace)
     if len(steps) < 2:
         raise DaydreamError(
-            f"{trace.path}: {len(steps)} whole iteration(s); checking the estimate needs two, to extract overheads from "
-            "one and predict the other"
+            f"{trace.path}: {len(steps)} whole iteration(s); checking the estimate needs two, to extract overheads from"
+            " one and predict the other"
         )
     items, outside = top_level_items(trace)
     checks: list[IterationCheck] = []
@@ -62,7 +62,15 @@ def check_iterations(
             loading = sum(it.end - it.ts for it in window if it.kind == "dataloader")
             checks.append(
                 IterationCheck(
-                    s.name, s.end - s.start, e.predicted_us, e.period_us, traced, e.gpu_active_us, loading, e.cpu_us, e.gpu_us
+                    s.name,
+                    s.end - s.start,
+                    e.predicted_us,
+                    e.period_us,
+                    traced,
+                    e.gpu_active_us,
+                    loading,
+                    e.cpu_us,
+                    e.gpu_us,
                 )
             )
     order = {s.name: i for i, s in enumerate(steps)}

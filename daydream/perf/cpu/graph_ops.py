@@ -72,7 +72,9 @@ def _graph_thread_items(graph: nx.DiGraph, tasks: list[int], overheads: Overhead
         if run is not None:
             it = Item("op", run.name, run.ts, run.end, tuple(run.launches))
             exact = run.op_id is not None  # the run is one op call: nothing to guess
-            items.extend(_split_run(it, overheads) if overheads is not None and not exact and len(it.launches) > 1 else [it])
+            items.extend(
+                _split_run(it, overheads) if overheads is not None and not exact and len(it.launches) > 1 else [it]
+            )
             run = None
 
     for n in tasks:
@@ -143,9 +145,13 @@ def _graph_launch(graph: nx.DiGraph, n: int) -> Launch | None:
     waits = (
         host_waits(name)
         or any(
-            k.kind == "memcpy" and copy_waits(name, k.name, start, end, k.start_us, k.start_us + k.duration_us) for k in kernels
+            k.kind == "memcpy" and copy_waits(name, k.name, start, end, k.start_us, k.start_us + k.duration_us)
+            for k in kernels
         )
-        or any(e.get("kind") == "sync" and graph.nodes[u].get("kind") in GPU_KINDS for u, _, e in graph.in_edges(n, data=True))
+        or any(
+            e.get("kind") == "sync" and graph.nodes[u].get("kind") in GPU_KINDS
+            for u, _, e in graph.in_edges(n, data=True)
+        )
     )
     if not kernels and not waits:
         return None

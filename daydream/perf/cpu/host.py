@@ -78,7 +78,9 @@ def recorded_thread_speedup(recording: Recording | Mapping[str, Any] | None) -> 
         if not (isinstance(point, (list, tuple)) and len(point) == 2):
             return None
         t, speedup = point
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in point):
+        if not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 for x in point
+        ):
             return None
         curve.append((float(t), float(speedup)))
     curve.sort()
@@ -90,8 +92,12 @@ def usable_cores(recorded: float, cores: float | None) -> float:
     return recorded if cores is None else cores
 
 
-def thread_speedup(threads: float, cores: float, measured: list[tuple[float, float]] | None = None,
-                   efficiency: float = UNMEASURED_EFFICIENCY) -> float:  # fmt: skip
+def thread_speedup(
+    threads: float,
+    cores: float,
+    measured: list[tuple[float, float]] | None = None,
+    efficiency: float = UNMEASURED_EFFICIENCY,
+) -> float:
     """How much faster threaded work runs on ``threads`` intra-op threads than on one: from the ``measured`` points
     (linear between them, the last one's past them), else ``efficiency`` per doubling up to the cores."""
     if measured is None:
@@ -100,8 +106,13 @@ def thread_speedup(threads: float, cores: float, measured: list[tuple[float, flo
     return float(np.interp(min(threads, cores), ts, speedups))
 
 
-def parallel_time_factor(threads: float, recorded: float, cores: float | None = None,
-                         measured: list[tuple[float, float]] | None = None, efficiency: float | None = None) -> float:  # fmt: skip
+def parallel_time_factor(
+    threads: float,
+    recorded: float,
+    cores: float | None = None,
+    measured: list[tuple[float, float]] | None = None,
+    efficiency: float | None = None,
+) -> float:
     """Multiplier for the threaded part of the ops' time when the recording's ``recorded`` threads become ``threads``
     on a host of ``cores`` (None: as many as the recorded threads), with the host's ``measured`` speedups where known;
     ``efficiency`` (speedup per doubling, 0.5 to 1) where given, in place of both the measurement and the default."""
@@ -114,7 +125,11 @@ def parallel_time_factor(threads: float, recorded: float, cores: float | None = 
     elif 0.5 <= efficiency <= 1:
         measured = None
     else:
-        raise DaydreamError(f"efficiency is the speedup per doubling of the threads divided by 2, from 0.5 (the second thread "
-                            f"gains nothing) to 1 (twice as fast) (got {efficiency:g})")  # fmt: skip
+        raise DaydreamError(
+            f"efficiency is the speedup per doubling of the threads divided by 2, from 0.5 (the second thread "
+            f"gains nothing) to 1 (twice as fast) (got {efficiency:g})"
+        )
     usable = usable_cores(recorded, cores)
-    return thread_speedup(recorded, usable, measured, efficiency) / thread_speedup(threads, usable, measured, efficiency)
+    return thread_speedup(recorded, usable, measured, efficiency) / thread_speedup(
+        threads, usable, measured, efficiency
+    )

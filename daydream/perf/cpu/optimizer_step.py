@@ -45,8 +45,10 @@ def fused_cpu_step_us(ops: Iterable[tuple[str, Any, float]], optimizer: str) -> 
     duration), of optimizer class ``optimizer`` (``Adam``). Raises DaydreamError where torch has no fused CPU kernel
     for it or the ops' dims do not say the parameters."""
     if optimizer not in FUSED_PASSES:
-        raise DaydreamError(f"torch has no fused CPU kernel for {optimizer} (fused=True: {', '.join(FUSED_PASSES)}); "
-                            "price its foreach path with kind = \"foreach\"")  # fmt: skip
+        raise DaydreamError(
+            f"torch has no fused CPU kernel for {optimizer} (fused=True: {', '.join(FUSED_PASSES)}); "
+            'price its foreach path with kind = "foreach"'
+        )
     passes_done = 0.0  # element passes the step's in-place ops made
     inplace_us = 0.0
     firsts: dict[str, list[int]] = {}  # in-place op name -> elements of its first input, per call
@@ -64,8 +66,10 @@ def fused_cpu_step_us(ops: Iterable[tuple[str, Any, float]], optimizer: str) -> 
         inplace_us += duration
         firsts.setdefault(name, []).append(n)
     if not firsts or passes_done <= 0:
-        raise DaydreamError(f"the {optimizer} step's ops have no in-place op over a parameter with recorded input dims "
-                            "(record with shapes, as daydream record does): the fused kernel's work is not known")  # fmt: skip
+        raise DaydreamError(
+            f"the {optimizer} step's ops have no in-place op over a parameter with recorded input dims "
+            "(record with shapes, as daydream record does): the fused kernel's work is not known"
+        )
     parameter_elements = sum(min(firsts.values(), key=lambda calls: (len(calls), sum(calls))))
     passes = FUSED_PASSES[optimizer]
     if optimizer == "SGD" and "aten::mul_" not in names:

@@ -44,7 +44,9 @@ def _other_vendor(fn: str) -> str | None:
     return None
 
 
-def op_overhead_us(overheads: Overheads, op: str, n_launches: int | None = None, runtime_fn: str = "cudaLaunchKernel") -> float:
+def op_overhead_us(
+    overheads: Overheads, op: str, n_launches: int | None = None, runtime_fn: str = "cudaLaunchKernel"
+) -> float:
     """The CPU time of one ``op`` making ``n_launches`` launches of ``runtime_fn``: T2 + T3 + (n-1) T5 + n T4, or
     the op's launch-free CPU time when n is 0. ``n_launches`` defaults to what the op most often made in the trace
     (0 for an op never seen). An op (or an overhead of it) the trace never measured takes the median over the ops

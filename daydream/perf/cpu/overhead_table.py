@@ -68,7 +68,9 @@ def extract_overheads(
     recorded CPU / GPU event, subtracted when ``profiler_correction`` (platform dependent: see the module doc)."""
     items, outside = top_level_items(trace)
     ov = overheads_of(items, outside, profiler_correction, cpu_event_us, gpu_event_us, steps)
-    ov.source = trace.path + (f" ({len(steps)} iterations: {', '.join(s.name for s in steps)})" if steps is not None else "")
+    ov.source = trace.path + (
+        f" ({len(steps)} iterations: {', '.join(s.name for s in steps)})" if steps is not None else ""
+    )
     return ov
 
 
@@ -101,7 +103,9 @@ def overheads_of(
             continue
         for ln in it.launches:
             if ln.kernels and not ln.waits:
-                nested = max(0, inside(it.inner, ln.ts, ln.end) - 1)  # driver calls inside it (inner holds the call too)
+                nested = max(
+                    0, inside(it.inner, ln.ts, ln.end) - 1
+                )  # driver calls inside it (inner holds the call too)
                 t4.setdefault(ln.name, []).append(max(0.0, ln.end - ln.ts - g * ln.gpu_events - c * nested))
         if it.kind != "op":
             continue
@@ -126,10 +130,17 @@ def overheads_of(
         return {k: summarize(v) for k, v in d.items()}
 
     return Overheads(
-        t1=summarize(t1), t2=table(t2), t3=table(t3), t4=table(t4), t5=table(t5), cpu_only=table(cpu_only),
-        launches={k: v.most_common(1)[0][0] for k, v in counts.items()}, profiler_correction=profiler_correction,
-        cpu_event_us=cpu_event_us, gpu_event_us=gpu_event_us,
-    )  # fmt: skip
+        t1=summarize(t1),
+        t2=table(t2),
+        t3=table(t3),
+        t4=table(t4),
+        t5=table(t5),
+        cpu_only=table(cpu_only),
+        launches={k: v.most_common(1)[0][0] for k, v in counts.items()},
+        profiler_correction=profiler_correction,
+        cpu_event_us=cpu_event_us,
+        gpu_event_us=gpu_event_us,
+    )
 
 
 def _window_of(ts: float, steps: Sequence[Step]) -> int | None:

@@ -15,7 +15,8 @@ from daydream.trace.schema import Event
 
 # CPU ranges that label a step, phase or module rather than run an op (some exporters file them as cpu_op).
 _LABEL_RE = re.compile(
-    r"^ProfilerStep#|^Optimizer\.|^##.*##$|^enumerate\(DataLoader\)|^DistributedDataParallel\.|^nn\.Module: |^daydream\."
+    r"^ProfilerStep#|^Optimizer\.|^##.*##$|^enumerate\(DataLoader\)|^DistributedDataParallel\.|^nn\.Module:"
+    r" |^daydream\."
     r"|^\[pytorch\|profiler|^PyTorch Profiler"
 )
 
@@ -120,7 +121,9 @@ def _queue_waits(trace: Trace) -> set[int]:
     calls = [ev for ev in trace.runtime if may_wait_for_queue(ev.name, ev.dur)]  # type: ignore[arg-type]
     if not calls:
         return set()
-    issued_at = {ev.args.correlation: ev.ts for ev in trace.runtime if ev.args is not None and ev.args.correlation is not None}
+    issued_at = {
+        ev.args.correlation: ev.ts for ev in trace.runtime if ev.args is not None and ev.args.correlation is not None
+    }
     devices: dict[Any, tuple[list[float], list[float]]] = {}
     for g in trace.gpu:
         args = g.args
@@ -133,8 +136,13 @@ def _queue_waits(trace: Trace) -> set[int]:
     return {id(ev) for ev in calls if any(q.freed_by(ev.ts, ev.ts + ev.dur) is not None for q in queues)}  # type: ignore[arg-type, operator]
 
 
-def _sweep(evs: list[tuple[Event, int]], gpu_of: dict[int, list[Event]], queued: set[int], items: list[Item],
-           outside: list[float]) -> None:  # fmt: skip
+def _sweep(
+    evs: list[tuple[Event, int]],
+    gpu_of: dict[int, list[Event]],
+    queued: set[int],
+    items: list[Item],
+    outside: list[float],
+) -> None:
     stack: list[tuple[float, _Open | None, Event | None]] = []  # (end, the top-level unit it opens, innermost op)
     call: _OpenCall | None = None
 

@@ -108,7 +108,13 @@ def embedding_bag_us(
     """Time of one batched embedding-bag kernel (forward, or ``backward``: the gradient update), microseconds, as
     ``model`` says (:class:`BagModel`; default: L2-aware at the catalog's bandwidths)."""
     m = model or BagModel()
-    l2_aware, rows_per_block, l2_gbps, dram_gbps, combine = m.l2_aware, m.rows_per_block, m.l2_gbps, m.dram_gbps, m.combine
+    l2_aware, rows_per_block, l2_gbps, dram_gbps, combine = (
+        m.l2_aware,
+        m.rows_per_block,
+        m.l2_gbps,
+        m.dram_gbps,
+        m.combine,
+    )
     dev = device if isinstance(device, Device) else get_device(device)
     for name, value in (("batch", batch), ("rows", rows), ("tables", tables), ("pooling", pooling), ("dim", dim)):
         if int(value) != value or value < 1:

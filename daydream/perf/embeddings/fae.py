@@ -1,4 +1,5 @@
-"""FAE's epoch (Adnan et al., PVLDB 2022): hot mini-batches entirely on the GPU, cold ones hybrid, and the hot rows synced between.
+"""FAE's epoch (Adnan et al., PVLDB 2022): hot mini-batches entirely on the GPU, cold ones hybrid, and the hot rows
+synced between.
 
 FAE keeps the hot embedding rows on every GPU and reorders the training data into pure hot and pure cold
 mini-batches. A hot batch runs entirely on the GPU(s), a cold batch as hybrid CPU-GPU training ran it, and every
@@ -33,7 +34,12 @@ from daydream.perf.kernels.roofline import memcpy_us
 
 def _whole(value: float, what: str, low: int = 0) -> int:
     """``value`` as an int >= ``low`` (a float without a fraction counts), or a DaydreamError naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
         raise DaydreamError(f"fae: {what} must be a whole number, not {value!r}")
     if value < low:
         raise DaydreamError(f"fae: {what} must be at least {low}, not {value:g}")
@@ -48,7 +54,9 @@ def _time(value: float, what: str) -> float:
 
 def _fraction(hot_fraction: float) -> float:
     if isinstance(hot_fraction, bool) or not isinstance(hot_fraction, (int, float)) or not 0 <= hot_fraction <= 1:
-        raise DaydreamError(f"fae: hot_fraction is the share of mini-batches that are hot, in [0, 1], not {hot_fraction!r}")
+        raise DaydreamError(
+            f"fae: hot_fraction is the share of mini-batches that are hot, in [0, 1], not {hot_fraction!r}"
+        )
     return float(hot_fraction)
 
 
@@ -97,7 +105,12 @@ def swap_us(hot_bytes: float, device: Device, round_trip: bool = True) -> float:
     refreshed to the GPU (H2D) at every switch, so neither side trains on stale rows whichever way the switch goes.
     Without it, one copy per switch: strictly, a cold->hot switch needs only the refresh and a hot->cold switch
     only the write-back, which halves the sync time; the PCIe model is symmetric, so the one copy is priced as H2D."""
-    if isinstance(hot_bytes, bool) or not isinstance(hot_bytes, (int, float)) or not math.isfinite(hot_bytes) or hot_bytes < 0:
+    if (
+        isinstance(hot_bytes, bool)
+        or not isinstance(hot_bytes, (int, float))
+        or not math.isfinite(hot_bytes)
+        or hot_bytes < 0
+    ):
         raise DaydreamError(f"fae: hot_bytes must be a finite size >= 0 (bytes), not {hot_bytes!r}")
     refresh = memcpy_us(hot_bytes, "h2d", device)
     return refresh + memcpy_us(hot_bytes, "d2h", device) if round_trip else refresh

@@ -1,4 +1,5 @@
-"""Hot embedding rows under a GPU memory budget: FAE's estimator (Adnan et al., PVLDB 2022, section 4.1) and the exact count it
+"""Hot embedding rows under a GPU memory budget: FAE's estimator (Adnan et al., PVLDB 2022, section 4.1) and the exact
+count it
 stands in for, and what a hot set means for mini-batches.
 
 A row of table z is hot when its accesses k reach t * T_z (T_z: the table's accesses), one threshold t for all
@@ -115,9 +116,14 @@ class RowSampler:
         return self.drawn[:n_rows]
 
 
-def estimate_hot_rows(sampler: RowSampler, threshold: float, confidence: float = CONFIDENCE,
-                      precision: float = PRECISION, chunk_rows: int = CHUNK_ROWS,
-                      min_chunks: int = MIN_CHUNKS) -> HotRows:  # fmt: skip
+def estimate_hot_rows(
+    sampler: RowSampler,
+    threshold: float,
+    confidence: float = CONFIDENCE,
+    precision: float = PRECISION,
+    chunk_rows: int = CHUNK_ROWS,
+    min_chunks: int = MIN_CHUNKS,
+) -> HotRows:
     """The hot rows of one table at ``threshold`` from random chunks of its rows (module docstring)."""
     table = sampler.table
     if table.small:
@@ -138,15 +144,18 @@ def estimate_hot_rows(sampler: RowSampler, threshold: float, confidence: float =
         if mean == 0:
             # no hot row drawn: the interval is degenerate, so bound with the zero-count binomial bound instead
             # (with q = -ln(1 - confidence) / drawn of the rows hot, a draw of that many sees none with 1 - confidence)
-            return HotRows(0.0, 0.0, min(-math.log1p(-confidence) / drawn.size * table.rows, table.rows), int(drawn.size))
+            return HotRows(
+                0.0, 0.0, min(-math.log1p(-confidence) / drawn.size * table.rows, table.rows), int(drawn.size)
+            )
         spread = float(per_chunk.std(ddof=1))
         from scipy import stats  # slow to import: only when an estimate is made
 
         t = float(stats.t.ppf(0.5 + confidence / 2, n - 1))
         half = t * math.sqrt(max(population - n, 0.0) / population * spread**2 / n)
         if half <= precision * mean:
-            return HotRows(mean * scale, max(mean - half, 0.0) * scale, min((mean + half) * scale, table.rows),
-                           int(drawn.size))  # fmt: skip
+            return HotRows(
+                mean * scale, max(mean - half, 0.0) * scale, min((mean + half) * scale, table.rows), int(drawn.size)
+            )
         n *= 2
 
 
@@ -165,8 +174,14 @@ def _hot_bytes(tables: Sequence[TableCounts], rows: Sequence[HotRows], which: st
     return sum(getattr(r, which) * t.row_bytes for t, r in zip(tables, rows))
 
 
-def choose_threshold(tables: Sequence[TableCounts], budget_bytes: float, rng: np.random.Generator,
-                     exact: bool = False, confidence: float = CONFIDENCE, precision: float = PRECISION) -> Threshold:  # fmt: skip
+def choose_threshold(
+    tables: Sequence[TableCounts],
+    budget_bytes: float,
+    rng: np.random.Generator,
+    exact: bool = False,
+    confidence: float = CONFIDENCE,
+    precision: float = PRECISION,
+) -> Threshold:
     """The lowest threshold t whose hot set fits ``budget_bytes``: by the estimator's upper bound, or, with
     ``exact``, by counting every row. Raises when not even one row, or not even the small tables, fit."""
     if not tables:
@@ -176,8 +191,10 @@ def choose_threshold(tables: Sequence[TableCounts], budget_bytes: float, rng: np
         raise DaydreamError(f"the budget ({budget_bytes:,.0f} bytes) is smaller than one row ({smallest_row:,} bytes)")
     small = sum(t.rows * t.row_bytes for t in tables if t.small)
     if small > budget_bytes:
-        raise DaydreamError(f"the tables under 1 MB, hot outright, take {small:,} bytes: more than the budget "
-                            f"({budget_bytes:,.0f} bytes)")  # fmt: skip
+        raise DaydreamError(
+            f"the tables under 1 MB, hot outright, take {small:,} bytes: more than the budget "
+            f"({budget_bytes:,.0f} bytes)"
+        )
     whole = sum(t.rows * t.row_bytes for t in tables)
     if whole <= budget_bytes:
         # every row fits, the ones no sampled input looked up too: all hot (t = 0), as counting everything finds;

@@ -23,8 +23,10 @@ all-to-all (0 us). The lookups on the ranks run in parallel and the all-to-all w
 
 where ``alltoall_us`` is the time of one all-to-all (each direction pays it once).
 
-Lookup times come from :func:`daydream.perf.embeddings.embedding_bag.embedding_bag_us` (the batched embedding-bag heuristic of
-Lin et al. (HiPC 2022), L2-aware by default), one call per table (``tables=1``, all B samples), summed over the rank's tables.
+Lookup times come from :func:`daydream.perf.embeddings.embedding_bag.embedding_bag_us` (the batched embedding-bag
+heuristic of
+Lin et al. (HiPC 2022), L2-aware by default), one call per table (``tables=1``, all B samples), summed over the rank's
+tables.
 Per table rather than grouped per rank because the tables of a rank differ in E, L and D and the kernel model
 takes one of each; in that model a batched kernel's time is the sum of its warp groups' traffic and the L2 share
 depends on the batch, not on the table count, so the sum of per-table calls is what a batched kernel of the
@@ -78,9 +80,19 @@ from daydream.perf.embeddings.embedding_bag import BagModel, embedding_bag_us
 from daydream.perf.kernels.devices import Device, get_device
 
 __all__ = [
-    "BRUTE_FORCE_LIMIT", "SHARDERS", "PlanCost", "RankLoad", "ShardingProblem", "Table", "best_plan", "brute_force",
-    "compare_sharders", "evaluate", "format_plans", "shard",
-]  # fmt: skip
+    "BRUTE_FORCE_LIMIT",
+    "SHARDERS",
+    "PlanCost",
+    "RankLoad",
+    "ShardingProblem",
+    "Table",
+    "best_plan",
+    "brute_force",
+    "compare_sharders",
+    "evaluate",
+    "format_plans",
+    "shard",
+]
 
 BRUTE_FORCE_LIMIT = 2_000_000  # assignments: about 10 s of plain enumeration (about 5 us each on one core)
 DEFAULT_MAX_ITERATIONS = 1_000
@@ -95,7 +107,8 @@ def _positive_int(value: object) -> bool:
 
 
 # A table's sizes, bounded so that no product of them (bytes, lookups, an all-to-all's message) leaves the range a
-# float and the cost model hold: rows as docs/limits.md says (embeddings profile reads this bound too); widths past 65,536 and more than a million lookups per
+# float and the cost model hold: rows as docs/limits.md says (embeddings profile reads this bound too); widths past
+# 65,536 and more than a million lookups per
 # sample are no embedding table; 16 bytes an element is the widest type (complex128).
 MAX_TABLE_ROWS = 268_435_456
 MAX_TABLE_DIM = 65_536
@@ -120,12 +133,15 @@ class Table(msgspec.Struct, frozen=True):
         for what, most in (("rows", MAX_TABLE_ROWS), ("dim", MAX_TABLE_DIM), ("bytes_per_element", MAX_ELEMENT_BYTES)):
             value = getattr(self, what)
             if not _positive_int(value) or value > most:
-                raise DaydreamError(f"table {self.name!r}: {what} must be a positive integer of at most {most:,}, got "
-                                    f"{shown_number(value)}")  # fmt: skip
+                raise DaydreamError(
+                    f"table {self.name!r}: {what} must be a positive integer of at most {most:,}, got "
+                    f"{shown_number(value)}"
+                )
         p = self.pooling
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= MAX_POOLING:  # nan fails too
-            raise DaydreamError(f"table {self.name!r}: pooling must be a number from 0 to {MAX_POOLING:,}, got "
-                                f"{shown_number(p)}")  # fmt: skip
+            raise DaydreamError(
+                f"table {self.name!r}: pooling must be a number from 0 to {MAX_POOLING:,}, got {shown_number(p)}"
+            )
 
     @property
     def nbytes(self) -> int:
@@ -182,8 +198,9 @@ def _sharder(name: str) -> Callable[[Sequence[Table], int, int], tuple[int, ...]
 
 def _check_ranks(ranks: int) -> None:
     if not _positive_int(ranks) or ranks > MAX_SHARD_RANKS:
-        raise DaydreamError(f"sharding: ranks must be a positive integer of at most {MAX_SHARD_RANKS:,}, got "
-                            f"{shown_number(ranks)}")  # fmt: skip
+        raise DaydreamError(
+            f"sharding: ranks must be a positive integer of at most {MAX_SHARD_RANKS:,}, got {shown_number(ranks)}"
+        )
 
 
 def _check_tables(tables: Sequence[Table]) -> tuple[Table, ...]:
@@ -286,23 +303,30 @@ class _Problem:
         tables = _check_tables(problem.tables)
         _check_ranks(ranks)
         if not _positive_int(batch) or batch > MAX_SHARD_BATCH:
-            raise DaydreamError(f"sharding: batch must be a positive integer of at most {MAX_SHARD_BATCH:,}, got "
-                                f"{shown_number(batch)}")  # fmt: skip
+            raise DaydreamError(
+                f"sharding: batch must be a positive integer of at most {MAX_SHARD_BATCH:,}, got {shown_number(batch)}"
+            )
         if batch % ranks:
             raise DaydreamError(
-                f"sharding: batch {batch} is not divisible by {ranks} ranks: each rank takes batch/ranks samples of the "
-                "data-parallel part (use a multiple of the rank count)"
+                f"sharding: batch {batch} is not divisible by {ranks} ranks: each rank takes batch/ranks samples of the"
+                " data-parallel part (use a multiple of the rank count)"
             )
         # bounded as a file's numbers are (daydream.files.MAX_INPUT_NUMBER): a 400-digit int overflows the floats
-        if isinstance(other_us, bool) or not isinstance(other_us, (int, float)) or not 0 <= other_us <= MAX_INPUT_NUMBER:
+        if (
+            isinstance(other_us, bool)
+            or not isinstance(other_us, (int, float))
+            or not 0 <= other_us <= MAX_INPUT_NUMBER
+        ):
             raise DaydreamError(f"sharding: other_us must be a finite time, not negative, got {shown_number(other_us)}")
         if memory_bytes is not None and (
             isinstance(memory_bytes, bool)
             or not isinstance(memory_bytes, (int, float))
             or not 0 < memory_bytes <= MAX_INPUT_NUMBER
         ):
-            raise DaydreamError(f"sharding: memory_bytes must be positive (bytes per rank, at most 10^18) or None, got "
-                                f"{shown_number(memory_bytes)}")  # fmt: skip
+            raise DaydreamError(
+                "sharding: memory_bytes must be positive (bytes per rank, at most 10^18) or None, got "
+                f"{shown_number(memory_bytes)}"
+            )
         dev = device if isinstance(device, Device) else get_device(device)
         p = cls(tables, ranks, batch, resolve_link(link), float(other_us), memory_bytes)
         p.fwd = [_lookup_us(t, batch, dev, False, l2_aware) for t in tables]
@@ -366,10 +390,17 @@ class _Problem:
         f, b, w, m = self.sums(a)
         n, k = self.ranks, self.per_rank
         loads = tuple(
-            RankLoad(r, tuple(t.name for t, rr in zip(self.tables, a) if rr == r), f[r], b[r],
-                     (n - 1) * k * w[r] if n > 1 else 0, k * (self.total_width - w[r]), m[r])
+            RankLoad(
+                r,
+                tuple(t.name for t, rr in zip(self.tables, a) if rr == r),
+                f[r],
+                b[r],
+                (n - 1) * k * w[r] if n > 1 else 0,
+                k * (self.total_width - w[r]),
+                m[r],
+            )
             for r in range(n)
-        )  # fmt: skip
+        )
         size = self.alltoall_bytes(w) if n > 1 else 0
         a2a = self.alltoall_us(size)
         reason = ""
@@ -377,7 +408,8 @@ class _Problem:
             cap = self.memory_bytes
             over = [ld for ld in loads if ld.memory_bytes > cap]
             reason = "; ".join(
-                f"rank {ld.rank} holds {ld.memory_bytes:,} bytes of tables ({', '.join(ld.tables)}), over its {cap:,.0f}"
+                f"rank {ld.rank} holds {ld.memory_bytes:,} bytes of tables ({', '.join(ld.tables)}), over its"
+                f" {cap:,.0f}"
                 for ld in over
             )
         predicted = math.inf if reason else self.time(f, b, w)
@@ -422,8 +454,8 @@ def compare_sharders(problem: ShardingProblem, seed: int = 0) -> list[PlanCost]:
 def _no_plan(p: _Problem, how: str) -> DaydreamError:
     biggest = max(p.tables, key=lambda t: t.nbytes)
     return DaydreamError(
-        f"sharding: {how} found no plan that fits {p.memory_bytes:,.0f} bytes per rank: the {len(p.tables)} tables take "
-        f"{sum(p.mem):,} bytes on {p.ranks} ranks, the largest ({biggest.name!r}) {biggest.nbytes:,}"
+        f"sharding: {how} found no plan that fits {p.memory_bytes:,.0f} bytes per rank: the {len(p.tables)} tables take"
+        f" {sum(p.mem):,} bytes on {p.ranks} ranks, the largest ({biggest.name!r}) {biggest.nbytes:,}"
     )
 
 
@@ -511,8 +543,13 @@ class _Sums:
         return (excess if cap != math.inf else 0.0), time + self.p.other_us, squares
 
 
-def _local_search(p: _Problem, start: tuple[int, ...], max_iterations: int, max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
-                  work: Callable[[int], None] | None = None) -> tuple[tuple[int, ...], int, int, bool]:  # fmt: skip
+def _local_search(
+    p: _Problem,
+    start: tuple[int, ...],
+    max_iterations: int,
+    max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
+    work: Callable[[int], None] | None = None,
+) -> tuple[tuple[int, ...], int, int, bool]:
     """Best-neighbour descent on :meth:`_Problem.key` over moves and swaps; the assignment and the steps taken.
 
     A neighbour changes two ranks' sums (a move: the table's rank and the one it goes to; a swap: the two tables'
@@ -564,9 +601,15 @@ def _local_search(p: _Problem, start: tuple[int, ...], max_iterations: int, max_
     return tuple(a), max_iterations, looked, False
 
 
-def best_plan(problem: ShardingProblem, *, exhaustive_limit: int = 100_000, seed: int = 0,
-              max_iterations: int = DEFAULT_MAX_ITERATIONS, max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
-              work: Callable[[int], None] | None = None) -> PlanCost:  # fmt: skip
+def best_plan(
+    problem: ShardingProblem,
+    *,
+    exhaustive_limit: int = 100_000,
+    seed: int = 0,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    max_neighbours: int = DEFAULT_MAX_NEIGHBOURS,
+    work: Callable[[int], None] | None = None,
+) -> PlanCost:
     """The fastest plan found: exhaustive (labelled ``exhaustive``) when ranks ** tables <= ``exhaustive_limit``,
     else local search from each sharder's plan, the best result kept (``<sharder>+local search``, the sharder it
     started from; ``, stopped after N neighbours`` where ``max_neighbours`` ended it before it converged).
@@ -609,8 +652,8 @@ def brute_force(problem: ShardingProblem, *, limit: int = BRUTE_FORCE_LIMIT) -> 
     count = ranks ** len(p.tables)
     if count > limit:
         raise DaydreamError(
-            f"sharding: brute force over {len(p.tables)} tables on {ranks} ranks is {count:,} assignments, over the limit "
-            f"of {limit:,}: use best_plan, or raise limit"
+            f"sharding: brute force over {len(p.tables)} tables on {ranks} ranks is {count:,} assignments, over the"
+            f" limit of {limit:,}: use best_plan, or raise limit"
         )
     best, best_a = math.inf, None
     for a in itertools.product(range(ranks), repeat=len(p.tables)):
@@ -628,11 +671,15 @@ def brute_force(problem: ShardingProblem, *, limit: int = BRUTE_FORCE_LIMIT) -> 
 def format_plans(plans: Sequence[PlanCost]) -> str:
     """A plain-text table of plans, one a line, in the given order: label, predicted time, slowest lookups, the
     all-to-all, the assignment (or why the plan does not fit)."""
-    rows = [f"{'plan':<28} {'predicted us':>13} {'fwd us':>9} {'bwd us':>9} {'a2a bytes':>12} {'a2a us':>8}  assignment"]
+    rows = [
+        f"{'plan':<28} {'predicted us':>13} {'fwd us':>9} {'bwd us':>9} {'a2a bytes':>12} {'a2a us':>8}  assignment"
+    ]
     for c in plans:
         what = str(list(c.assignment)) if c.feasible else f"{list(c.assignment)} infeasible: {c.reason}"
-        rows.append(f"{c.sharder:<28} {c.predicted_us:>13.1f} {c.forward_us:>9.1f} {c.backward_us:>9.1f} "
-                    f"{c.alltoall_bytes:>12,} {c.alltoall_us:>8.1f}  {what}")  # fmt: skip
+        rows.append(
+            f"{c.sharder:<28} {c.predicted_us:>13.1f} {c.forward_us:>9.1f} {c.backward_us:>9.1f} "
+            f"{c.alltoall_bytes:>12,} {c.alltoall_us:>8.1f}  {what}"
+        )
     return "\n".join(rows)
 
 
@@ -649,8 +696,10 @@ def load_tables(path: str | os.PathLike[str]) -> list[Table]:
             raise DaydreamError(f"{path}: table #{k} is not a table of keys")
         unknown = sorted(set(e) - {"name", "rows", "dim", "pooling", "bytes_per_element"})
         if unknown:
-            raise DaydreamError(f"{path}: table #{k} has unknown keys {', '.join(unknown)} (keys: name, rows, dim, pooling, "
-                                "bytes_per_element)")  # fmt: skip
+            raise DaydreamError(
+                f"{path}: table #{k} has unknown keys {', '.join(unknown)} (keys: name, rows, dim, pooling, "
+                "bytes_per_element)"
+            )
         try:
             out.append(msgspec.convert({"name": f"table{k}", **e}, Table))
         except msgspec.ValidationError as exc:

@@ -48,7 +48,9 @@ def gemm_cost(m: int, n: int, k: int, dtype: str = "fp32", batch: int = 1) -> Co
     return Cost(2.0 * batch * m * n * k, float(batch * (m * k + k * n + m * n) * size))
 
 
-def elementwise_cost(numel: int, dtype: str = "fp32", flops_per_element: float = 1.0, reads: int = 1, writes: int = 1) -> Cost:
+def elementwise_cost(
+    numel: int, dtype: str = "fp32", flops_per_element: float = 1.0, reads: int = 1, writes: int = 1
+) -> Cost:
     """An element-wise kernel over ``numel`` elements reading ``reads`` and writing ``writes`` tensors of that size."""
     return Cost(float(flops_per_element) * numel, float((reads + writes) * numel * dtype_bytes(dtype)))
 
@@ -56,43 +58,130 @@ def elementwise_cost(numel: int, dtype: str = "fp32", flops_per_element: float =
 # FLOPs per output element. [code]: the values of the authors' code (owensgroup/ml_perf_model); the rest count
 # the arithmetic operations of the formula. Keys are op names without the ``aten::`` prefix and trailing ``_``.
 FLOPS_PER_ELEMENT: dict[str, float] = {
-    "gelu": 175.0, "gelu_backward": 255.0,  # [code]
-    "tanh": 180.0, "tanh_backward": 260.0,  # [code]
+    "gelu": 175.0,
+    "gelu_backward": 255.0,  # [code]
+    "tanh": 180.0,
+    "tanh_backward": 260.0,  # [code]
     "sigmoid": 4.0,  # [code]
     "sigmoid_backward": 3.0,  # g * y * (1 - y)
     "silu": 5.0,  # x * sigmoid(x)
     "silu_backward": 8.0,  # g * s * (1 + x * (1 - s)) with s = sigmoid(x)
-    "softmax": 174.0, "log_softmax": 174.0,  # [code] (softmax; log-softmax has the same exp/sum/normalize passes)
+    "softmax": 174.0,
+    "log_softmax": 174.0,  # [code] (softmax; log-softmax has the same exp/sum/normalize passes)
     "softmax_backward_data": 4.0,  # y * (g - sum(g * y)): mul + add for the dot, sub, mul
     "log_softmax_backward_data": 4.0,  # g - exp(y) * sum(g)
     "binary_cross_entropy": 7.0,  # [code] (BCE)
-    "relu": 1.0, "threshold": 1.0, "threshold_backward": 1.0, "clamp": 2.0, "clamp_min": 1.0, "clamp_max": 1.0,
-    "hardtanh": 2.0, "leaky_relu": 2.0,
-    "add": 1.0, "sub": 1.0, "rsub": 1.0, "mul": 1.0, "div": 1.0, "neg": 1.0, "abs": 1.0, "maximum": 1.0,
-    "minimum": 1.0, "where": 1.0, "reciprocal": 1.0, "sqrt": 1.0, "rsqrt": 1.0, "exp": 1.0, "log": 1.0, "pow": 1.0,
-    "sign": 1.0, "eq": 1.0, "ne": 1.0, "lt": 1.0, "le": 1.0, "gt": 1.0, "ge": 1.0,
-    "addcmul": 3.0, "addcdiv": 3.0, "lerp": 3.0,  # x + w * a * b, x + w * a / b, x + w * (y - x)
-    "dropout": 2.0, "native_dropout": 2.0, "native_dropout_backward": 2.0,  # compare with the mask, scale
-    "fill": 0.0, "zero": 0.0, "copy": 0.0, "clone": 0.0, "contiguous": 0.0, "to": 0.0, "_to_copy": 0.0,
-}  # fmt: skip
+    "relu": 1.0,
+    "threshold": 1.0,
+    "threshold_backward": 1.0,
+    "clamp": 2.0,
+    "clamp_min": 1.0,
+    "clamp_max": 1.0,
+    "hardtanh": 2.0,
+    "leaky_relu": 2.0,
+    "add": 1.0,
+    "sub": 1.0,
+    "rsub": 1.0,
+    "mul": 1.0,
+    "div": 1.0,
+    "neg": 1.0,
+    "abs": 1.0,
+    "maximum": 1.0,
+    "minimum": 1.0,
+    "where": 1.0,
+    "reciprocal": 1.0,
+    "sqrt": 1.0,
+    "rsqrt": 1.0,
+    "exp": 1.0,
+    "log": 1.0,
+    "pow": 1.0,
+    "sign": 1.0,
+    "eq": 1.0,
+    "ne": 1.0,
+    "lt": 1.0,
+    "le": 1.0,
+    "gt": 1.0,
+    "ge": 1.0,
+    "addcmul": 3.0,
+    "addcdiv": 3.0,
+    "lerp": 3.0,  # x + w * a * b, x + w * a / b, x + w * (y - x)
+    "dropout": 2.0,
+    "native_dropout": 2.0,
+    "native_dropout_backward": 2.0,  # compare with the mask, scale
+    "fill": 0.0,
+    "zero": 0.0,
+    "copy": 0.0,
+    "clone": 0.0,
+    "contiguous": 0.0,
+    "to": 0.0,
+    "_to_copy": 0.0,
+}
 
 # Element-wise ops by the number of leading tensor arguments they read; the output has the broadcast shape of
 # the tensors read (a scalar argument, dims [], is not read from memory).
-_UNARY = frozenset({
-    "relu", "gelu", "sigmoid", "tanh", "silu", "neg", "abs", "sqrt", "rsqrt", "exp", "log", "reciprocal", "sign",
-    "threshold", "clamp", "clamp_min", "clamp_max", "hardtanh", "leaky_relu", "dropout", "native_dropout", "clone",
-    "contiguous", "to", "_to_copy",
-})  # fmt: skip
-_BINARY = frozenset({
-    "add", "sub", "rsub", "mul", "div", "maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge",
-    "threshold_backward", "gelu_backward", "sigmoid_backward", "tanh_backward", "silu_backward", "native_dropout_backward",
-})  # fmt: skip
+_UNARY = frozenset(
+    {
+        "relu",
+        "gelu",
+        "sigmoid",
+        "tanh",
+        "silu",
+        "neg",
+        "abs",
+        "sqrt",
+        "rsqrt",
+        "exp",
+        "log",
+        "reciprocal",
+        "sign",
+        "threshold",
+        "clamp",
+        "clamp_min",
+        "clamp_max",
+        "hardtanh",
+        "leaky_relu",
+        "dropout",
+        "native_dropout",
+        "clone",
+        "contiguous",
+        "to",
+        "_to_copy",
+    }
+)
+_BINARY = frozenset(
+    {
+        "add",
+        "sub",
+        "rsub",
+        "mul",
+        "div",
+        "maximum",
+        "minimum",
+        "pow",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "threshold_backward",
+        "gelu_backward",
+        "sigmoid_backward",
+        "tanh_backward",
+        "silu_backward",
+        "native_dropout_backward",
+    }
+)
 _TERNARY = frozenset({"addcmul", "addcdiv", "lerp", "where"})
 _FILL = frozenset({"fill", "zero"})
-_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "linalg_vector_norm", "var", "std"})
+_REDUCTIONS = frozenset(
+    {"sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "linalg_vector_norm", "var", "std"}
+)
 _SOFTMAX = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax"})
 _SOFTMAX_BACKWARD = frozenset({"_softmax_backward_data", "_log_softmax_backward_data"})
-_CONV = frozenset({"convolution", "_convolution", "cudnn_convolution", "conv2d", "conv1d", "conv3d", "miopen_convolution"})
+_CONV = frozenset(
+    {"convolution", "_convolution", "cudnn_convolution", "conv2d", "conv1d", "conv3d", "miopen_convolution"}
+)
 
 Shapes = Sequence[Any]
 
@@ -150,7 +239,16 @@ def op_cost(op: str, shapes: Shapes | None, dtype: str = "fp32", out_shapes: Sha
     if not shapes or not isinstance(shapes, (list, tuple)):
         return None
     name = _base_name(op)
-    for pricer in (_gemm_op, _backward_gemm_op, _conv_op, _norm_op, _embedding_op, _softmax_op, _reduction_op, _elementwise_op):
+    for pricer in (
+        _gemm_op,
+        _backward_gemm_op,
+        _conv_op,
+        _norm_op,
+        _embedding_op,
+        _softmax_op,
+        _reduction_op,
+        _elementwise_op,
+    ):
         try:
             cost = pricer(name, list(shapes), dtype, out_shapes)
         except (ValueError, IndexError, TypeError):
@@ -268,7 +366,11 @@ def _conv_op(name: str, s: list[Any], dtype: str, out: Any) -> Cost | None:
         y = _dims(out[0]) if out else None
         if y is None or len(y) != len(x):
             y = (x[0], w[0], *x[2:])  # assumed: stride 1, "same" padding (see op_cost)
-        bias = _dims(s[2]) if len(s) > 2 and name in ("convolution", "_convolution", "conv2d", "conv1d", "conv3d") else None
+        bias = (
+            _dims(s[2])
+            if len(s) > 2 and name in ("convolution", "_convolution", "conv2d", "conv1d", "conv3d")
+            else None
+        )
         macs = _conv_macs(y, w)
         nbytes = (_numel(x) + _numel(w) + _numel(y) + (_numel(bias) if bias else 0)) * size
         return Cost(2.0 * macs, float(nbytes))
@@ -296,7 +398,8 @@ def _norm_op(name: str, s: list[Any], dtype: str, _out: Any) -> Cost | None:
         n = _numel(x)
         # weight and bias: the 1-D tensors among the next arguments (normalized_shape is an int list: dims [])
         params = sum(_numel(d) for d in (_dims(a) for a in s[1:4]) if d is not None and len(d) == 1)
-        # mean 1, variance 3, normalize 2, affine 2 FLOPs per element; one read, one write (one pass, a row fits on chip)
+        # mean 1, variance 3, normalize 2, affine 2 FLOPs per element; one read, one write (one pass, a row fits on
+        # chip)
         return Cost(8.0 * n, float((2 * n + params) * size))
     if name in ("native_layer_norm_backward", "native_group_norm_backward"):
         g, x = _dims(s[0]), _dims(s[1])
@@ -305,8 +408,15 @@ def _norm_op(name: str, s: list[Any], dtype: str, _out: Any) -> Cost | None:
         n = _numel(x)
         # reads grad and input, writes grad_input (weight/bias gradients are per-column sums: 2 more FLOPs each)
         return Cost(12.0 * n, float(3 * n * size))
-    if name in ("batch_norm", "native_batch_norm", "cudnn_batch_norm", "_batch_norm_impl_index", "miopen_batch_norm",
-                "_native_batch_norm_legit", "_native_batch_norm_legit_no_training"):  # fmt: skip
+    if name in (
+        "batch_norm",
+        "native_batch_norm",
+        "cudnn_batch_norm",
+        "_batch_norm_impl_index",
+        "miopen_batch_norm",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+    ):
         x = _dims(s[0])
         if not x or len(x) < 2:
             raise ValueError("no input")

@@ -6,7 +6,8 @@ kernel durations do not hold); ``work`` = its roofline on the GPU's datasheet fi
 bandwidth)) divided by the GPU's **efficiency** for the class, times a **shape correction**. Fitted on measured
 kernels of many GPUs (``daydream.perf.kernels.kernel_data``: the NeuSight data set, Lee et al., ASPLOS 2025):
 
-- **anchors**: per GPU and class, (fixed, efficiency) fitted to that GPU's measured kernels (``roofline_bound.fit_latency``).
+- **anchors**: per GPU and class, (fixed, efficiency) fitted to that GPU's measured kernels
+(``roofline_bound.fit_latency``).
   This is the part the datasheet does not say: a T4 or an L4 under its 70 W cap reaches about 0.4 of its FP32 peak on
   GEMMs where a 300 W A100 80GB reaches 0.85; CDNA's matrix cores 0.5. A GPU without measured kernels of a class
   takes those of a measured GPU of its chip (an H200 the H100 SXM's: :meth:`DeviceModel.measured_sibling`), else (an
@@ -63,8 +64,21 @@ TREE_PARAMS: dict[str, Any] = {
     "random_state": 0,
 }
 TILES = (64, 128)
-FEATURES = ("log compute us", "log memory us", "log compute/memory", "log bytes/L2", "log waves64", "log waves128",
-            "last wave fill64", "last wave fill128", "log batch", "log m", "log n", "log k", "amd")  # fmt: skip
+FEATURES = (
+    "log compute us",
+    "log memory us",
+    "log compute/memory",
+    "log bytes/L2",
+    "log waves64",
+    "log waves128",
+    "last wave fill64",
+    "last wave fill128",
+    "log batch",
+    "log m",
+    "log n",
+    "log k",
+    "amd",
+)
 
 
 class Geometry(msgspec.Struct, frozen=True):
@@ -169,7 +183,9 @@ class DeviceModel(msgspec.Struct, frozen=True):
         same = [(k, a) for k, a in measured if _vendor(k) == device.vendor] or measured
         if not same:
             raise DaydreamError(f"the device model has no measured {kernel_class} kernels")
-        return Anchor(statistics.median(a.latency_us for _, a in same), statistics.median(a.efficiency for _, a in same), 0)
+        return Anchor(
+            statistics.median(a.latency_us for _, a in same), statistics.median(a.efficiency for _, a in same), 0
+        )
 
     def _paired(self, key: str, kernel_class: str) -> bool:
         """Whether another measured GPU of this class shares ``key``'s chip (left out, it was read as that one)."""
@@ -214,7 +230,12 @@ def _same_chip(key: str, device: Device) -> bool:
     except DaydreamError:
         return False
     return (other.vendor, other.sms, other.clock_mhz, dict(other.peak_tflops), other.vector_tflops) == (
-        device.vendor, device.sms, device.clock_mhz, dict(device.peak_tflops), device.vector_tflops)  # fmt: skip
+        device.vendor,
+        device.sms,
+        device.clock_mhz,
+        dict(device.peak_tflops),
+        device.vector_tflops,
+    )
 
 
 def _vendor(key: str) -> str:
@@ -251,10 +272,19 @@ def features(g: Geometry, device: Device, anchor: Anchor, dtype: str) -> list[fl
     else:
         waves = [g.batch * math.ceil(g.m / t) * math.ceil(g.n / t) / device.sms for t in TILES]
     fill = [w / math.ceil(w) if w > 0 else 0.0 for w in waves]
-    return [math.log(tc), math.log(tm), math.log(tc / tm), math.log(max(g.bytes, 1.0) / device.l2_bytes),
-            *(math.log(w + 1e-9) for w in waves), *fill,
-            math.log(max(g.batch, 1)), math.log(max(g.m, 1)), math.log(max(g.n, 1)), math.log(max(g.k, 1)),
-            float(device.vendor == "amd")]  # fmt: skip
+    return [
+        math.log(tc),
+        math.log(tm),
+        math.log(tc / tm),
+        math.log(max(g.bytes, 1.0) / device.l2_bytes),
+        *(math.log(w + 1e-9) for w in waves),
+        *fill,
+        math.log(max(g.batch, 1)),
+        math.log(max(g.m, 1)),
+        math.log(max(g.n, 1)),
+        math.log(max(g.k, 1)),
+        float(device.vendor == "amd"),
+    ]
 
 
 def anchored_roofline_us(g: Geometry, device: Device, anchor: Anchor, dtype: str) -> float:
@@ -367,7 +397,14 @@ def _shipped_swap(
 
 
 def _swap(
-    kernel_class: str, op: str | None, shapes: Any, src: Device, dst: Device, src_dtype: str, dst_dtype: str, model: DeviceModel
+    kernel_class: str,
+    op: str | None,
+    shapes: Any,
+    src: Device,
+    dst: Device,
+    src_dtype: str,
+    dst_dtype: str,
+    model: DeviceModel,
 ) -> Swap | None:
     here, there = geometry(kernel_class, op, shapes, src_dtype), geometry(kernel_class, op, shapes, dst_dtype)
     if model is None or here is None or there is None:
@@ -438,8 +475,10 @@ class _ClassData:
         for m in rows:
             self.by_device[devices[m.device].key].append((m, measured_geometry(m)))
         self.devices = {devices[name].key: devices[name] for name in devices}
-        self.anchors = {key: fit_anchor([g for _, g in ms], [m.latency_us for m, _ in ms], self.devices[key])
-                        for key, ms in self.by_device.items()}  # fmt: skip
+        self.anchors = {
+            key: fit_anchor([g for _, g in ms], [m.latency_us for m, _ in ms], self.devices[key])
+            for key, ms in self.by_device.items()
+        }
 
     def training(self, keys: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
         xs, ys = [], []
@@ -468,7 +507,9 @@ def _leave_out(data: _ClassData, cls: str, target: str) -> AccuracyRow | None:
     dev_t = data.devices[target]
     measured_t = data.anchors[target]
     # the target's anchor as a GPU without measured kernels gets it: from the others' alone
-    without = DeviceModel(model.data, model.dtype, model.shrink, {k: {cls: data.anchors[k]} for k in others}, model.trees, [])
+    without = DeviceModel(
+        model.data, model.dtype, model.shrink, {k: {cls: data.anchors[k]} for k in others}, model.trees, []
+    )
     sheet_t = without.anchor(dev_t, cls, FITTED_DTYPE)
     on_target = {m.key(): (m, g) for m, g in data.by_device[target]}
     pairs: list[tuple[float, float, float, float]] = []  # predicted (datasheet, calibrated, roofline), measured
@@ -489,8 +530,15 @@ def _leave_out(data: _ClassData, cls: str, target: str) -> AccuracyRow | None:
     if not pairs:
         return None
     p = np.array(pairs)
-    return AccuracyRow(cls, target, dev_t.vendor, len(pairs), _gmae(p[:, 0] / p[:, 3] - 1), _gmae(p[:, 1] / p[:, 3] - 1),
-                       _gmae(p[:, 2] / p[:, 3] - 1))  # fmt: skip
+    return AccuracyRow(
+        cls,
+        target,
+        dev_t.vendor,
+        len(pairs),
+        _gmae(p[:, 0] / p[:, 3] - 1),
+        _gmae(p[:, 1] / p[:, 3] - 1),
+        _gmae(p[:, 2] / p[:, 3] - 1),
+    )
 
 
 def fit(
@@ -522,7 +570,9 @@ def fit(
                     progress(row)
         x, y = data.training(data.by_device)
         trees[cls] = _fit_trees(x, y)
-    return DeviceModel(data=source, dtype=FITTED_DTYPE, shrink=SHRINK, anchors=dict(anchors), trees=trees, accuracy=accuracy)
+    return DeviceModel(
+        data=source, dtype=FITTED_DTYPE, shrink=SHRINK, anchors=dict(anchors), trees=trees, accuracy=accuracy
+    )
 
 
 def write_model(path: str | Path, model: DeviceModel) -> None:
@@ -536,14 +586,17 @@ def refit(
     progress: Callable[[AccuracyRow], None] | None = None,
 ) -> DeviceModel:
     """``daydream models kernels --refit DATA...``: fit on data sets of measured kernels (the NeuSight layout,
-    :mod:`daydream.perf.kernels.kernel_data`; each GPU and class from the first that holds it), measure each GPU left out,
+    :mod:`daydream.perf.kernels.kernel_data`; each GPU and class from the first that holds it), measure each GPU left
+    out,
     write the model to ``out``."""
     from daydream.perf.kernels.kernel_data import read_sources
 
     try:
         import sklearn  # noqa: F401
     except ImportError:
-        raise DaydreamError("refitting the device model needs scikit-learn: pip install 'daydream-whatif[calibrate]'") from None
+        raise DaydreamError(
+            "refitting the device model needs scikit-learn: pip install 'daydream-whatif[calibrate]'"
+        ) from None
     roots = [data] if isinstance(data, (str, Path)) else list(data)
     model = fit(read_sources(roots), " + ".join(Path(r).name for r in roots), classes, progress)
     write_model(out, model)

@@ -28,8 +28,20 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 CATALOG_PATH = KERNELS_DIR / "devices.toml"
 COMPUTE_DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
-_FIELDS = ("full_name", "vendor", "names", "peak_tflops", "hbm_gbps", "l2_mb", "sms", "clock_mhz", "memory_gb", "pcie_gen",
-           "nvlink_gbps", "source")  # fmt: skip
+_FIELDS = (
+    "full_name",
+    "vendor",
+    "names",
+    "peak_tflops",
+    "hbm_gbps",
+    "l2_mb",
+    "sms",
+    "clock_mhz",
+    "memory_gb",
+    "pcie_gen",
+    "nvlink_gbps",
+    "source",
+)
 
 
 @dataclass(frozen=True)
@@ -181,8 +193,15 @@ def match_device(name: str | None, sms: int | None = None, memory_bytes: float |
 
 def _figures(d: Device) -> tuple[float, ...]:
     """What the performance models read of a device (within 1%, two entries are the same GPU to them)."""
-    return (*(d.peak_tflops.get(k, 0.0) for k in COMPUTE_DTYPES), d.vector_tflops, d.hbm_gbps, d.l2_mb, d.sms, d.clock_mhz,
-            d.memory_gb)  # fmt: skip
+    return (
+        *(d.peak_tflops.get(k, 0.0) for k in COMPUTE_DTYPES),
+        d.vector_tflops,
+        d.hbm_gbps,
+        d.l2_mb,
+        d.sms,
+        d.clock_mhz,
+        d.memory_gb,
+    )
 
 
 @cache  # an unknown name raises, and is not kept

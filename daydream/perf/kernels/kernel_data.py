@@ -28,8 +28,16 @@ from daydream.files import read_input
 from daydream.perf.kernels.costs import Cost, elementwise_cost, gemm_cost
 
 CLASSES = ("gemm", "conv", "elementwise", "norm")
-OP_CLASS = {"linear": "gemm", "bmm": "gemm", "conv": "conv", "ln": "norm", "softmax": "norm",
-            **{op: "elementwise" for op in ("add", "addu", "mul", "mulu", "div", "divu", "pow", "powu", "relu", "gelu", "tanh")}}  # fmt: skip
+OP_CLASS = {
+    "linear": "gemm",
+    "bmm": "gemm",
+    "conv": "conv",
+    "ln": "norm",
+    "softmax": "norm",
+    **{
+        op: "elementwise" for op in ("add", "addu", "mul", "mulu", "div", "divu", "pow", "powu", "relu", "gelu", "tanh")
+    },
+}
 # what a data set's CSV holds: a few MB; a bound so that a wrong path cannot take the memory
 MAX_CSV_BYTES = 256 * 1024 * 1024
 FP32_BYTES = 4
@@ -69,7 +77,9 @@ class Measurement(msgspec.Struct, frozen=True):
         if self.kernel_class == "conv":
             b, c, f, r, s, _, _ = d
             out = self.conv_out()
-            return Cost(2.0 * b * f * c * r * r * out * out, FP32_BYTES * (b * c * s * s + f * c * r * r + b * f * out * out))
+            return Cost(
+                2.0 * b * f * c * r * r * out * out, FP32_BYTES * (b * c * s * s + f * c * r * r + b * f * out * out)
+            )
         reads = 1 if self.op.endswith("u") or self.op in ("relu", "gelu", "tanh", "ln", "softmax") else 2
         return elementwise_cost(d[0] * d[1], "fp32", 5 if self.kernel_class == "norm" else 1, reads=reads)
 
@@ -98,14 +108,26 @@ def read_gpus(root: str | Path) -> dict[str, Gpu]:
         d = json.loads(read_input(path, "device config", 1 << 20))
         amd = "SingleFLOPsMM" in d
         gemm = float(d["SingleFLOPsMM"] if amd else d["SingleFLOPs"])
-        out[d["Device"]] = Gpu(name=d["Device"], sms=int(d["Num_Sm"]), cores_per_sm=int(d["Core_Per_SM"]), clock_mhz=float(d["Freq"]),
-                               fp32_gflops=gemm, vector_gflops=float(d["SingleFLOPsVEC"]) if amd else gemm,
-                               memory_gbps=float(d["Mem_Bw"]), l2_mb=float(d["L2Cache"]), vendor="amd" if amd else "nvidia")  # fmt: skip
+        out[d["Device"]] = Gpu(
+            name=d["Device"],
+            sms=int(d["Num_Sm"]),
+            cores_per_sm=int(d["Core_Per_SM"]),
+            clock_mhz=float(d["Freq"]),
+            fp32_gflops=gemm,
+            vector_gflops=float(d["SingleFLOPsVEC"]) if amd else gemm,
+            memory_gbps=float(d["Mem_Bw"]),
+            l2_mb=float(d["L2Cache"]),
+            vendor="amd" if amd else "nvidia",
+        )
     return out
 
 
-_DIMS = {"gemm": ("B", "M", "N", "K"), "conv": ("B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"),
-         "elementwise": ("B", "H"), "norm": ("B", "H")}  # fmt: skip
+_DIMS = {
+    "gemm": ("B", "M", "N", "K"),
+    "conv": ("B", "Input_Channel", "Output_Channel", "Kernel_Szie", "Input_Size", "Stride", "Padding"),
+    "elementwise": ("B", "H"),
+    "norm": ("B", "H"),
+}
 
 
 def read_sources(roots: Sequence[str | Path]) -> list[Measurement]:

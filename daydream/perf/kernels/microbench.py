@@ -45,10 +45,12 @@ from daydream.trace.sizes import dtype_bytes
 KERNELS = ("gemm", "elementwise")
 ELEMENTWISE_OPS = ("add", "mul", "relu", "gelu", "sigmoid", "tanh")
 DTYPE_BYTES = {d: dtype_bytes(d) for d in ("float64", "float32", "float16", "bfloat16")}  # the dtypes it measures
-# CPU: half precision matmul on CPUs without AVX512-BF16/AMX runs ~60x slower than fp32 through a fallback path (measured
+# CPU: half precision matmul on CPUs without AVX512-BF16/AMX runs ~60x slower than fp32 through a fallback path
+# (measured
 # 1.3 GFLOP/s vs 81 on the EPYC this was written on), which is no kernel anyone trains with; fp64 is a real CPU dtype.
 DEFAULT_DTYPES = {"cpu": ("float32", "float64"), "cuda": ("float32", "float16", "bfloat16")}
-# FLOP per element as counted by the authors of Lin et al. (HiPC 2022) (owensgroup/ml_perf_model, see perf-models-lin.md); add/mul
+# FLOP per element as counted by the authors of Lin et al. (HiPC 2022) (owensgroup/ml_perf_model, see
+# perf-models-lin.md); add/mul
 # read two inputs, the rest one, and all write one output.
 ELEMENTWISE_FLOPS = {"add": 1, "mul": 1, "relu": 1, "gelu": 175, "sigmoid": 4, "tanh": 180}
 ELEMENTWISE_INPUTS = {"add": 2, "mul": 2, "relu": 1, "gelu": 1, "sigmoid": 1, "tanh": 1}
@@ -73,7 +75,8 @@ class ShapeRanges:
 
 
 RANGES = {
-    # CPU, one thread: ~80 GFLOP/s fp32, ~10 GB/s -> 4e8 FLOP is ~5 ms fp32 (~10 ms fp64), 2^23 elements fp64 add ~15 ms.
+    # CPU, one thread: ~80 GFLOP/s fp32, ~10 GB/s -> 4e8 FLOP is ~5 ms fp32 (~10 ms fp64), 2^23 elements fp64 add ~15
+    # ms.
     "cpu": ShapeRanges((2, 64), (4, 4096), 4e8, 6.4e7, 0.3, (16, 2**23)),
     # One data-centre GPU: 2e11 FLOP is ~4 ms at fp32 without TF32 (~50 TFLOP/s) and far less on tensor cores.
     "cuda": ShapeRanges((2, 256), (16, 16384), 2e11, 2e9, 0.3, (256, 2**28)),
@@ -133,8 +136,11 @@ def elementwise_costs(op: str, numel: int, dtype: str) -> tuple[float, float]:
     return cost.flops, cost.bytes
 
 
-def sample_shapes(kernel: str, n: int, device: str = "cpu", dtypes: Sequence[str] | None = None, seed: int = 0) -> list[Shape]:
-    """``n`` distinct shapes for ``kernel`` on ``device``, log-uniform over the device's ranges; same seed, same shapes."""
+def sample_shapes(
+    kernel: str, n: int, device: str = "cpu", dtypes: Sequence[str] | None = None, seed: int = 0
+) -> list[Shape]:
+    """``n`` distinct shapes for ``kernel`` on ``device``, log-uniform over the device's ranges; same seed, same
+    shapes."""
     if kernel not in KERNELS:
         raise DaydreamError(f"unknown kernel table {kernel!r}; known: {', '.join(KERNELS)}")
     ranges = RANGES[_device_kind(device)]
@@ -158,7 +164,14 @@ def sample_shapes(kernel: str, n: int, device: str = "cpu", dtypes: Sequence[str
             # Scale flops by the dtype's width so fp64 (half the fp32 rate) stays inside the same time budget.
             if flops * DTYPE_BYTES[dtype] / 4 > ranges.gemm_max_flops or nbytes > ranges.gemm_max_bytes:
                 continue
-            params: dict[str, Any] = {"op": "bmm" if batch > 1 else "mm", "batch": batch, "m": m, "n": nn, "k": k, "dtype": dtype}
+            params: dict[str, Any] = {
+                "op": "bmm" if batch > 1 else "mm",
+                "batch": batch,
+                "m": m,
+                "n": nn,
+                "k": k,
+                "dtype": dtype,
+            }
         else:
             op = rng.choice(ELEMENTWISE_OPS)
             numel = _log_uniform_int(rng, *ranges.numel)
@@ -246,8 +259,16 @@ def _time_runs(torch: Any, run: Callable[[], Any], device: str, warmup: int, run
     return times
 
 
-def _measure_pass(torch: Any, items: list[Measurement], order: list[int], device: str, warmup: int, runs: int,
-                  seed: int, on_done: Callable[[], None]) -> None:  # fmt: skip
+def _measure_pass(
+    torch: Any,
+    items: list[Measurement],
+    order: list[int],
+    device: str,
+    warmup: int,
+    runs: int,
+    seed: int,
+    on_done: Callable[[], None],
+) -> None:
     for i in order:
         m = items[i]
         generator = torch.Generator().manual_seed(seed + i)
@@ -259,9 +280,17 @@ def _measure_pass(torch: Any, items: list[Measurement], order: list[int], device
         on_done()
 
 
-def measure(shapes: Sequence[Shape], device: str = "cpu", repeats: int = 30, warmup: int = 5, passes: int = 3,
-            seed: int = 0, progress: Progress | None = None) -> list[Measurement]:  # fmt: skip
-    """Time every shape: ``repeats`` runs split over ``passes`` shuffled passes, then extra passes for unstable shapes."""
+def measure(
+    shapes: Sequence[Shape],
+    device: str = "cpu",
+    repeats: int = 30,
+    warmup: int = 5,
+    passes: int = 3,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> list[Measurement]:
+    """Time every shape: ``repeats`` runs split over ``passes`` shuffled passes, then extra passes for unstable
+    shapes."""
     torch = _torch()
     if repeats < 1 or warmup < 0 or passes < 1:
         raise DaydreamError("repeats and passes must be at least 1, warmup at least 0")
@@ -299,7 +328,8 @@ def _spread(values: Sequence[float]) -> float:
 
 
 def measurement_row(m: Measurement) -> dict[str, Any]:
-    """The CSV row of one measured shape: its parameters, then median (the model target), quartiles, minimum, run count."""
+    """The CSV row of one measured shape: its parameters, then median (the model target), quartiles, minimum, run
+    count."""
     times = sorted(m.times_us)
     return {
         **m.shape.params,
@@ -364,7 +394,9 @@ def device_name(device: str) -> str:
     return platform.processor() or platform.machine()
 
 
-def table_metadata(kernel: str, device: str, threads: int, settings: BenchSettings, seed: int, n_rows: int) -> dict[str, Any]:
+def table_metadata(
+    kernel: str, device: str, threads: int, settings: BenchSettings, seed: int, n_rows: int
+) -> dict[str, Any]:
     torch = _torch()
     return {
         "kernel": kernel,
@@ -382,9 +414,16 @@ def table_metadata(kernel: str, device: str, threads: int, settings: BenchSettin
     }
 
 
-def run_microbenchmarks(out_dir: str | Path, kernels: Iterable[str] = KERNELS, device: str = "cpu",
-                        settings: BenchSettings = FULL, seed: int = 0, progress: Progress | None = None,
-                        threads: int | None = None, dtypes: Sequence[str] | None = None) -> list[Path]:  # fmt: skip
+def run_microbenchmarks(
+    out_dir: str | Path,
+    kernels: Iterable[str] = KERNELS,
+    device: str = "cpu",
+    settings: BenchSettings = FULL,
+    seed: int = 0,
+    progress: Progress | None = None,
+    threads: int | None = None,
+    dtypes: Sequence[str] | None = None,
+) -> list[Path]:
     """Measure each kernel table on ``device`` and write ``out_dir/<kernel>.csv`` (+ ``.meta.json``); returns the CSVs.
 
     ``settings``: how much to measure (``FULL``: the bundled tables; ``QUICK``: a seconds-long run for checks).
@@ -406,8 +445,10 @@ def run_microbenchmarks(out_dir: str | Path, kernels: Iterable[str] = KERNELS, d
     try:
         for kernel in kernels:
             shapes = sample_shapes(kernel, settings.n_shapes, device, dtypes, seed)
-            rows = [measurement_row(m) for m in measure(shapes, device, settings.repeats, settings.warmup,
-                                                        settings.passes, seed, progress)]  # fmt: skip
+            rows = [
+                measurement_row(m)
+                for m in measure(shapes, device, settings.repeats, settings.warmup, settings.passes, seed, progress)
+            ]
             csv_path = out / f"{kernel}.csv"
             meta = table_metadata(kernel, device, threads, settings, seed, len(rows))
             write_atomic(csv_path.with_suffix(".meta.json"), json.dumps(meta, indent=2) + "\n")
@@ -443,5 +484,9 @@ def table_noise(first: str | Path, second: str | Path) -> Accuracy:
     pairs = [(by_shape[key], r["median_us"]) for r in b if (key := tuple(r[c] for c in feats)) in by_shape]
     if not pairs:
         raise DaydreamError(f"{first} and {second} share no shapes")
-    return Accuracy(f"{kernel}-noise", gmae([p for p, _ in pairs], [o for _, o in pairs]), len(pairs),
-                    f"{Path(first).name} vs {Path(second).name}")  # fmt: skip
+    return Accuracy(
+        f"{kernel}-noise",
+        gmae([p for p, _ in pairs], [o for _, o in pairs]),
+        len(pairs),
+        f"{Path(first).name} vs {Path(second).name}",
+    )

@@ -74,7 +74,9 @@ class HyperParams:
         return f"{self.layers}x{self.width} {self.solver} lr={self.lr:g}"
 
 
-DEFAULT_GRID: tuple[HyperParams, ...] = tuple(HyperParams(layers, 128, "adam", lr) for layers in (3, 5) for lr in (1e-3, 3e-4))
+DEFAULT_GRID: tuple[HyperParams, ...] = tuple(
+    HyperParams(layers, 128, "adam", lr) for layers in (3, 5) for lr in (1e-3, 3e-4)
+)
 # For checks of the pipeline (``daydream calibrate --quick``, tests): one small network, seconds to fit.
 QUICK_GRID: tuple[HyperParams, ...] = (HyperParams(2, 32, "adam", 3e-3, max_iter=300),)
 # Networks per model, trained from different seeds and averaged in log space: one network's held-out error moves by
@@ -100,7 +102,9 @@ class FeatureSpec(msgspec.Struct, frozen=True):
         return cls(kernel, NUMERIC_FEATURES[kernel], vocab)
 
     def names(self) -> list[str]:
-        return [f"log({c})" for c in self.numeric] + [f"{c}={v}" for c, vocab in self.categorical.items() for v in vocab]
+        return [f"log({c})" for c in self.numeric] + [
+            f"{c}={v}" for c, vocab in self.categorical.items() for v in vocab
+        ]
 
     def vector(self, row: Mapping[str, Any]) -> list[float]:
         out = []
@@ -144,8 +148,12 @@ def _target(rows: Sequence[Mapping[str, Any]]) -> np.ndarray:
 # ---- splitting ----
 
 
-def train_test_split(rows: Sequence[Mapping[str, Any]], kernel: str | None = None, test_fraction: float = TEST_FRACTION,
-                     seed: int = SPLIT_SEED) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:  # fmt: skip
+def train_test_split(
+    rows: Sequence[Mapping[str, Any]],
+    kernel: str | None = None,
+    test_fraction: float = TEST_FRACTION,
+    seed: int = SPLIT_SEED,
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """Split rows by shape (all rows of one shape on one side), ``test_fraction`` of the shapes held out, seeded.
 
     Deterministic in the set of shapes and the seed, not in the row order."""
@@ -223,7 +231,9 @@ def _fit_network(x: np.ndarray, y: np.ndarray, hp: HyperParams, seed: int, ensem
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.neural_network import MLPRegressor
     except ImportError:
-        raise DaydreamError("fitting kernel models needs scikit-learn: pip install 'daydream-whatif[calibrate]'") from None
+        raise DaydreamError(
+            "fitting kernel models needs scikit-learn: pip install 'daydream-whatif[calibrate]'"
+        ) from None
 
     x_mean, x_scale = x.mean(axis=0), x.std(axis=0)
     x_scale[x_scale == 0] = 1.0  # a constant column (one dtype only) carries no information; avoid 0/0
@@ -261,7 +271,8 @@ class KernelModel:
     """An MLP kernel model for one table (``gemm`` or ``elementwise``) of one device.
 
     ``fit(rows)`` grid-searches ``grid`` on a validation split of ``rows`` by shape, then refits the best point on
-    all of them; ``info`` records the choice, the validation errors and whatever the caller adds (table, held-out GMAE)."""
+    all of them; ``info`` records the choice, the validation errors and whatever the caller adds (table, held-out GMAE).
+    """
 
     kernel: str
     device: str = "cpu"
@@ -289,7 +300,9 @@ class KernelModel:
                     progress(f"{self.kernel} {hp.label()}: validation GMAE {scores[hp.label()]:.2f}%")
             best = min(self.grid, key=lambda hp: scores[hp.label()])
         self.network = _fit_network(self.spec.matrix(rows), _target(rows), best, self.seed, self.ensemble)
-        self.info.update(hyperparams=asdict(best), ensemble=self.ensemble, validation_gmae_pct=scores, n_train=len(rows))
+        self.info.update(
+            hyperparams=asdict(best), ensemble=self.ensemble, validation_gmae_pct=scores, n_train=len(rows)
+        )
         return self
 
     def _fitted(self) -> tuple[FeatureSpec, Network]:
@@ -303,12 +316,15 @@ class KernelModel:
         return np.exp(net.predict_log(spec.matrix(rows)))
 
     def predict_us(self, features: Mapping[str, Any]) -> float:
-        """Predicted duration in microseconds of one kernel, e.g. ``{"batch": 1, "m": 512, "n": 512, "k": 64, "dtype": "float32"}``."""
+        """Predicted duration in microseconds of one kernel, e.g. ``{"batch": 1, "m": 512, "n": 512, "k": 64, "dtype":
+        "float32"}``."""
         return float(self.predict_many([features])[0])
 
     def to_dict(self) -> dict[str, Any]:
         spec, net = self._fitted()
-        return msgspec.to_builtins(KernelModelFile(MODEL_FORMAT, FORMAT_VERSION, self.kernel, self.device, spec, net, self.info))
+        return msgspec.to_builtins(
+            KernelModelFile(MODEL_FORMAT, FORMAT_VERSION, self.kernel, self.device, spec, net, self.info)
+        )
 
     def save(self, path: str | Path) -> Path:
         """Write the model as JSON; a ``.gz`` path is gzip-compressed (the bundled models: 1.3 MB instead of 3.4).
@@ -363,7 +379,9 @@ class Roofline:
     """
 
     group_by: tuple[str, ...]
-    params: dict[str, tuple[float, float, float]]  # group label ("add/float32") -> (latency_us, flops_per_us, bytes_per_us)
+    params: dict[
+        str, tuple[float, float, float]
+    ]  # group label ("add/float32") -> (latency_us, flops_per_us, bytes_per_us)
 
     def group(self, row: Mapping[str, Any]) -> str:
         return "/".join(str(row.get(c)) for c in self.group_by)
@@ -430,8 +448,12 @@ def model_path(csv_path: str | Path) -> Path:
     return p.with_name(p.stem + ".mlp.json.gz")
 
 
-def fit_table(csv_path: str | Path, grid: Sequence[HyperParams] = DEFAULT_GRID, seed: int = 0,
-              progress: Callable[[str], None] | None = None) -> tuple[KernelModel, Accuracy]:  # fmt: skip
+def fit_table(
+    csv_path: str | Path,
+    grid: Sequence[HyperParams] = DEFAULT_GRID,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[KernelModel, Accuracy]:
     """Fit an MLP to the training shapes of a table and score it on the held-out shapes."""
     csv_path = Path(csv_path)
     rows = read_table(csv_path)
@@ -440,8 +462,14 @@ def fit_table(csv_path: str | Path, grid: Sequence[HyperParams] = DEFAULT_GRID, 
     train, test = train_test_split(rows, kernel)
     model = KernelModel(kernel, device, tuple(grid), seed).fit(train, progress)
     acc = _held_out(model, test, csv_path)
-    model.info.update(table=csv_path.name, table_sha256=_digest(csv_path), split_seed=SPLIT_SEED,
-                      test_fraction=TEST_FRACTION, held_out_gmae_pct=acc.gmae_pct, n_test=acc.n)  # fmt: skip
+    model.info.update(
+        table=csv_path.name,
+        table_sha256=_digest(csv_path),
+        split_seed=SPLIT_SEED,
+        test_fraction=TEST_FRACTION,
+        held_out_gmae_pct=acc.gmae_pct,
+        n_test=acc.n,
+    )
     return model, acc
 
 
@@ -450,8 +478,12 @@ def _held_out(model: KernelModel, test: Sequence[Mapping[str, Any]], csv_path: P
     # A held-out row whose op or dtype never occurred in training has no one-hot column: only tiny tables have one.
     scored = _scoreable(test, lambda r: all(str(r[c]) in vocab for c, vocab in spec.categorical.items()), csv_path)
     observed = [float(r["median_us"]) for r in scored]
-    return Accuracy(f"{model.kernel}-mlp/{model.device}", gmae(model.predict_many(scored), observed), len(scored),
-                    f"{csv_path.name}: held-out {TEST_FRACTION:.0%} of shapes")  # fmt: skip
+    return Accuracy(
+        f"{model.kernel}-mlp/{model.device}",
+        gmae(model.predict_many(scored), observed),
+        len(scored),
+        f"{csv_path.name}: held-out {TEST_FRACTION:.0%} of shapes",
+    )
 
 
 def _scoreable(
@@ -463,8 +495,9 @@ def _scoreable(
     return scored
 
 
-def fit_and_save(csv_path: str | Path, grid: Sequence[HyperParams] = DEFAULT_GRID,
-                 progress: Callable[[str], None] | None = None) -> tuple[Path, Accuracy]:  # fmt: skip
+def fit_and_save(
+    csv_path: str | Path, grid: Sequence[HyperParams] = DEFAULT_GRID, progress: Callable[[str], None] | None = None
+) -> tuple[Path, Accuracy]:
     """Fit a table's model and write it next to the table (``<kernel>.mlp.json.gz``)."""
     model, acc = fit_table(csv_path, grid, progress=progress)
     return model.save(model_path(csv_path)), acc
@@ -478,8 +511,12 @@ def roofline_accuracy(csv_path: str | Path) -> Accuracy:
     train, test = train_test_split(rows, kernel)
     roof = fit_roofline(train, CATEGORICAL_FEATURES[kernel])
     scored = _scoreable(test, lambda r: roof.group(r) in roof.params, csv_path)  # a group needs training rows
-    return Accuracy(f"{kernel}-roofline/{_table_device(csv_path)}", gmae([roof.predict_us(r) for r in scored],
-                    [float(r["median_us"]) for r in scored]), len(scored), f"{csv_path.name}: held-out {TEST_FRACTION:.0%} of shapes")  # fmt: skip
+    return Accuracy(
+        f"{kernel}-roofline/{_table_device(csv_path)}",
+        gmae([roof.predict_us(r) for r in scored], [float(r["median_us"]) for r in scored]),
+        len(scored),
+        f"{csv_path.name}: held-out {TEST_FRACTION:.0%} of shapes",
+    )
 
 
 def bundled_model_accuracy(csv_path: str | Path) -> Accuracy | None:
@@ -491,8 +528,12 @@ def bundled_model_accuracy(csv_path: str | Path) -> Accuracy | None:
     model = KernelModel.load(path)
     if model.info.get("table_sha256") != _digest(csv_path):
         return None  # fitted to another measurement of the table: its split is not this table's held-out set
-    _, test = train_test_split(read_table(csv_path), model.kernel, model.info.get("test_fraction", TEST_FRACTION),
-                               model.info.get("split_seed", SPLIT_SEED))  # fmt: skip
+    _, test = train_test_split(
+        read_table(csv_path),
+        model.kernel,
+        model.info.get("test_fraction", TEST_FRACTION),
+        model.info.get("split_seed", SPLIT_SEED),
+    )
     return _held_out(model, test, csv_path)
 
 
@@ -539,9 +580,14 @@ def predict(kernel: str, features: Mapping[str, Any], device: str = "cpu") -> fl
     return load_bundled(kernel, device).predict_us(features)
 
 
-def calibrate(out_dir: str | Path, kernels: Iterable[str] = ("gemm", "elementwise"), device: str = "cpu",
-              quick: bool = False, threads: int | None = None,
-              progress: Callable[[str], None] | None = None) -> list[tuple[Path, Accuracy]]:  # fmt: skip
+def calibrate(
+    out_dir: str | Path,
+    kernels: Iterable[str] = ("gemm", "elementwise"),
+    device: str = "cpu",
+    quick: bool = False,
+    threads: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[tuple[Path, Accuracy]]:
     """``daydream calibrate``: measure the tables on this machine, fit and save a model per table.
 
     Returns (model file, held-out accuracy) per table. ``quick``: a few shapes, few runs, one small network."""
@@ -550,7 +596,9 @@ def calibrate(out_dir: str | Path, kernels: Iterable[str] = ("gemm", "elementwis
     try:  # before the measurements, which take minutes: the fit needs scikit-learn
         import sklearn  # noqa: F401
     except ImportError:
-        raise DaydreamError("fitting kernel models needs scikit-learn: pip install 'daydream-whatif[calibrate]'") from None
+        raise DaydreamError(
+            "fitting kernel models needs scikit-learn: pip install 'daydream-whatif[calibrate]'"
+        ) from None
     settings = QUICK if quick else FULL
 
     def bench_progress(kernel: str, done: int, total: int) -> None:

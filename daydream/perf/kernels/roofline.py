@@ -59,9 +59,15 @@ from daydream.trace.sizes import dtype_bytes
 # the bound itself and its constants are kernels/roofline_bound.py's (the device model fits on them too); they are
 # importable from here as before
 __all__ = [
-    "HOST_LINK_CLASSES", "MATMUL_CLASSES", "MIN_ROOFLINE_SPAN", "PCIE_GBPS", "compute_peak", "fit_latency", "memcpy_us",
+    "HOST_LINK_CLASSES",
+    "MATMUL_CLASSES",
+    "MIN_ROOFLINE_SPAN",
+    "PCIE_GBPS",
+    "compute_peak",
+    "fit_latency",
+    "memcpy_us",
     "roofline_us",
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True)
@@ -182,8 +188,19 @@ def observations(graph: nx.DiGraph, device: Device, dtype: str = "fp32") -> list
         if cost is None or observed <= 0:
             continue
         cls = str(first.get("class"))
-        out.append(Observation(cls, first["op"], first["shapes"], dt, cost, observed, roofline_us(cost, device, dt, cls),
-                               min(float(a.get("start") or 0.0) for a in attrs), tuple(sorted(nodes))))  # fmt: skip
+        out.append(
+            Observation(
+                cls,
+                first["op"],
+                first["shapes"],
+                dt,
+                cost,
+                observed,
+                roofline_us(cost, device, dt, cls),
+                min(float(a.get("start") or 0.0) for a in attrs),
+                tuple(sorted(nodes)),
+            )
+        )
     out.sort(key=lambda o: (o.start, o.tasks))
     return out
 
@@ -212,7 +229,9 @@ def _op_entry(items: Sequence[Observation], cls_entry: ClassEfficiency) -> Class
     that is slower than its class shows a slower fixed cost, not a slower rate: extrapolating that as a rate
     would multiply a larger kernel's time. None when the op has fewer than ``MIN_OP_COUNT`` large instances."""
     a = cls_entry.latency_us
-    big = [o for o in items if o.roofline_us / cls_entry.efficiency >= 2 * a and o.observed_us > a and o.roofline_us > 0]
+    big = [
+        o for o in items if o.roofline_us / cls_entry.efficiency >= 2 * a and o.observed_us > a and o.roofline_us > 0
+    ]
     if len(big) < MIN_OP_COUNT:
         return None
     effs = [o.roofline_us / (o.observed_us - a) for o in big]
@@ -266,7 +285,8 @@ def predict_us(
 
     - op priced and duration traced: the part above the class's calibrated latency times the work's ratio there and
       here, plus the latency. On another GPU, for a class the measured-kernels model prices (GEMMs, convolutions,
-      element-wise, norms, softmax: :mod:`daydream.perf.kernels.device_model`), its ratio; else (and for a dtype change on
+      element-wise, norms, softmax: :mod:`daydream.perf.kernels.device_model`), its ratio; else (and for a dtype change
+      on
       the same GPU) roofline(there) / roofline(here) - the efficiency the task itself showed carries over. Every
       kernel moved to another GPU is counted into ``tally`` (:func:`count_swap`);
     - op priced, no duration (an inserted task): the class's latency + roofline(there) / its efficiency;
@@ -470,8 +490,16 @@ def holdout_gmae(obs: Sequence[Observation], device: Device, dtype: str = "fp32"
         model = [e.predict_us(o.roofline_us) for o in held if (e := cal.entry(cls, o.op)) is not None]
         ratio = [o.roofline_us / cal.classes[cls].median_ratio for o in held]
         floor = resolved_gmae(observed, observed, resolution) if resolution >= 1.0 else 0.0
-        out.append(HoldOut(cls, resolved_gmae(model, observed, resolution), resolved_gmae(ratio, observed, resolution), floor,
-                           len(held), len(items)))  # fmt: skip
+        out.append(
+            HoldOut(
+                cls,
+                resolved_gmae(model, observed, resolution),
+                resolved_gmae(ratio, observed, resolution),
+                floor,
+                len(held),
+                len(items),
+            )
+        )
     return out
 
 

@@ -87,6 +87,7 @@ def fit_latency(roofline: Sequence[float], observed: Sequence[float]) -> tuple[f
 
     from scipy.optimize import least_squares  # slow to import: only when a curve is fitted
 
-    fit = least_squares(residual, [a0, np.log(inv0)], bounds=([0.0, -30.0], [float(t.min()), 30.0]), loss="soft_l1",
-                        f_scale=0.05)  # fmt: skip
+    fit = least_squares(
+        residual, [a0, np.log(inv0)], bounds=([0.0, -30.0], [float(t.min()), 30.0]), loss="soft_l1", f_scale=0.05
+    )
     return float(fit.x[0]), float(np.exp(-fit.x[1]))

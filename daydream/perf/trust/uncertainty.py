@@ -93,9 +93,13 @@ class Interval(msgspec.Struct):
         ±5.4%)``: the figures in ms, as people read them (the fields keep the microseconds)."""
         parts = ", ".join(f"{p.name} ±{p.half_width_pct:.1f}%" for p in self.parts[:4])
         more = f" and {len(self.parts) - 4} more" if len(self.parts) > 4 else ""
-        return (f"Interval({self.value_us / 1e3:,.3f} ms, {100 * self.confidence:.0f}%: {self.low_us / 1e3:,.3f}-"
-                f"{self.high_us / 1e3:,.3f} ms, ±{self.half_width_pct:.1f}%, driven by {self.driver}"
-                + (", extrapolated" if self.extrapolated else "") + (f"; parts: {parts}{more}" if parts else "") + ")")  # fmt: skip
+        return (
+            f"Interval({self.value_us / 1e3:,.3f} ms, {100 * self.confidence:.0f}%: {self.low_us / 1e3:,.3f}-"
+            f"{self.high_us / 1e3:,.3f} ms, ±{self.half_width_pct:.1f}%, driven by {self.driver}"
+            + (", extrapolated" if self.extrapolated else "")
+            + (f"; parts: {parts}{more}" if parts else "")
+            + ")"
+        )
 
 
 def gradient_sizes_part(graph: Any) -> Part | None:
@@ -105,7 +109,9 @@ def gradient_sizes_part(graph: Any) -> Part | None:
     # one estimate of the trace's gradients, whatever the scripts do with them: every prediction that reads it errs
     # alike (a ranking's pairs share it)
     return (
-        None if used is None else Part("gradient sizes", used.error_pct, used.how(), True, f"gradient sizes from {used.source}")
+        None
+        if used is None
+        else Part("gradient sizes", used.error_pct, used.how(), True, f"gradient sizes from {used.source}")
     )
 
 
@@ -187,7 +193,9 @@ def model_parts(
         if name is None or not errors:
             who = "a script of your own" if name is None else "a script the ledger never ran"
             parts.append(
-                Part(name or "your script", WIDEN * pooled, f"{who}: twice the pooled bound ({pooled:.1f}%)", True, model)
+                Part(
+                    name or "your script", WIDEN * pooled, f"{who}: twice the pooled bound ({pooled:.1f}%)", True, model
+                )
             )
             continue
         if len(errors) >= MIN_CASES:
@@ -196,13 +204,17 @@ def model_parts(
             bound, source = max(pooled, abs(errors[0])), f"its 1 ledger case, at least the pooled bound ({pooled:.1f}%)"
         beyond = _beyond(params, entry.params if entry is not None else {})
         if beyond:
-            parts.append(Part(name, WIDEN * bound, f"{source} ({bound:.1f}%), twice: {beyond} beyond the cases", True, model))
+            parts.append(
+                Part(name, WIDEN * bound, f"{source} ({bound:.1f}%), twice: {beyond} beyond the cases", True, model)
+            )
         else:
             parts.append(Part(name, bound, source, model=model))
     return parts
 
 
-def memory_parts(scripts: Iterable[str | None], params: Mapping[str, Any], table: ErrorTable | None = None) -> list[Part]:
+def memory_parts(
+    scripts: Iterable[str | None], params: Mapping[str, Any], table: ErrorTable | None = None
+) -> list[Part]:
     """A part per script run for a predicted peak memory, as :func:`model_parts` makes them for a time, from the
     ledger's memory cases (``ErrorTable.memory``): a script's largest error there, at least the pooled memory error
     (the 0.9 quantile of every memory case's), or, without memory cases (or for a script of the user's own), twice
@@ -212,9 +224,12 @@ def memory_parts(scripts: Iterable[str | None], params: Mapping[str, Any], table
     pooled = memory.pooled_pct()
     # the memory cases are few and their errors near zero: a script's bound is at least the pooled one, so that one
     # exact case does not vouch for a program it has not seen
-    return [p if p.extrapolated or p.half_width_pct >= pooled else
-            msgspec.structs.replace(p, half_width_pct=pooled, source=f"{p.source}, at least the pooled {pooled:.1f}%")
-            for p in model_parts(scripts, params, memory)]  # fmt: skip
+    return [
+        p
+        if p.extrapolated or p.half_width_pct >= pooled
+        else msgspec.structs.replace(p, half_width_pct=pooled, source=f"{p.source}, at least the pooled {pooled:.1f}%")
+        for p in model_parts(scripts, params, memory)
+    ]
 
 
 def model_key(script: str, params: Mapping[str, Any]) -> str:
@@ -259,7 +274,9 @@ class Paired(msgspec.Struct, frozen=True):
     half_width_us: float
 
     def __repr__(self) -> str:
-        return f"Paired({self.verdict}: {self.difference_us / 1e3:+,.3f} ms, ±{self.half_width_us / 1e3:,.3f} ms at 90%)"
+        return (
+            f"Paired({self.verdict}: {self.difference_us / 1e3:+,.3f} ms, ±{self.half_width_us / 1e3:,.3f} ms at 90%)"
+        )
 
 
 def versus_baseline(predicted_us: float, parts: Sequence[Part], baseline_us: float) -> Paired:
@@ -319,8 +336,11 @@ def device_part(swaps: Mapping[str, Mapping[str, Any]] | None, step_us: float) -
         return None
     half = 100.0 * error_us / max(time_us, step_us)
     extrapolated = extrapolated_us > 0.5 * time_us
-    source = (f"the kernel model's error per kernel, {modelled:,} of {kernels:,} kernels priced by it, the rest by the "
-              f"roofline ratio" + (" (mostly extrapolated: a GPU or dtype the model has no measured kernels of)" if extrapolated else ""))  # fmt: skip
+    source = (
+        f"the kernel model's error per kernel, {modelled:,} of {kernels:,} kernels priced by it, the rest by the "
+        f"roofline ratio"
+        + (" (mostly extrapolated: a GPU or dtype the model has no measured kernels of)" if extrapolated else "")
+    )
     return Part("device", half, source + _read_as(swaps), extrapolated)
 
 
@@ -337,16 +357,27 @@ def interval(value_us: float, parts: Sequence[Part | None]) -> Interval:
     half = math.sqrt(sum(p.half_width_pct**2 for p in kept))
     driver = max(kept, key=lambda p: p.half_width_pct).name if kept else "none"
     frac = half / 100.0
-    return Interval(value_us=value_us, low_us=value_us * max(0.0, 1 - frac), high_us=value_us * (1 + frac), half_width_pct=half,
-                    driver=driver, extrapolated=any(p.extrapolated for p in kept), parts=kept)  # fmt: skip
+    return Interval(
+        value_us=value_us,
+        low_us=value_us * max(0.0, 1 - frac),
+        high_us=value_us * (1 + frac),
+        half_width_pct=half,
+        driver=driver,
+        extrapolated=any(p.extrapolated for p in kept),
+        parts=kept,
+    )
 
 
 def numeric_params(params: Mapping[str, Any]) -> dict[str, float]:
     """The params that are numbers (not booleans): the ones a ledger's cases bound by value."""
     return {
-        k: float(v) for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        k: float(v)
+        for k, v in params.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     }
 
 
 def write_table(path: str | os.PathLike[str], table: ErrorTable) -> None:
-    write_atomically(path, json.dumps(msgspec.to_builtins(table), indent=1, sort_keys=True).encode() + b"\n", "--errors-out")
+    write_atomically(
+        path, json.dumps(msgspec.to_builtins(table), indent=1, sort_keys=True).encode() + b"\n", "--errors-out"
+    )

@@ -7,7 +7,8 @@ so a change that must not change behaviour (a refactor, the formatter) can be ch
 
 Each command's stdout, stderr and exit code go to one file per command. Traces come from ../shared/traces (those
 absent are skipped, and said). Paths of this checkout and of the output folder are written as placeholders, so two
-checkouts compare.
+checkouts compare; but for binary files that frame the path by its length (a Chakra ``.et``'s protobuf): those compare
+between checkouts whose paths are the same length.
 """
 
 from __future__ import annotations

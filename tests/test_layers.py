@@ -3,10 +3,9 @@
 trace -> graph -> simulation -> perf (its rooms: trust and paths, then kernels, collectives and cpu, then embeddings,
 then the accuracy report) -> dsl -> api (whatif/replay/job/workload, then validate/demo/compare/analyses/
 embeddings) -> presentation (terminal/plots/page) -> commands (the flags they share and how they print, then repl and
-each group of commands, then cli); errors, files, units, workers, progress,
-signals, memory_limit, _arrays, _gc, _heap and _jit sit at the bottom, the recorder beside trace. Read from the source
-with ast (no import is executed),
-so a lazy import inside a function counts like one at the top.
+each group of commands, then cli); errors, stats, files, units, workers, progress, signals, memory_limit, _arrays, _gc,
+_heap, _jit and _moved (old module paths kept) sit at the bottom, the recorder beside trace. Read from the source with
+ast (no import is executed), so a lazy import inside a function counts like one at the top.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ LAYERS: dict[str, int] = {
     "stats": 0,
     "_arrays": 0,
     "_gc": 0,
+    "_moved": 0,
     "_heap": 0,
     "_jit": 0,
     "_version": 0,

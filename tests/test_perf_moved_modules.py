@@ -57,3 +57,13 @@ def test_objects_of_moved_modules_pickle_across_a_spawned_process() -> None:
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         back = pickle.loads(pool.apply(_roundtrip, (pickle.dumps(things),)))
     assert back == things
+
+
+@pytest.mark.parametrize("old, new", sorted(__import__("daydream.graph", fromlist=["MOVED"]).MOVED.items()))
+def test_the_builders_old_module_names_import_its_room(old: str, new: str) -> None:
+    """graph/'s builder became a room (daydream.graph.build): its stages' old names import their modules there."""
+    name = "daydream.graph." + old
+    sys.modules.pop(name, None)
+    with pytest.warns(DeprecationWarning, match=f"{name} moved to daydream.graph.{new}"):
+        module = importlib.import_module(name)
+    assert module is importlib.import_module(f"daydream.graph.{new}")

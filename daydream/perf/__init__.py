@@ -28,13 +28,9 @@ with a DeprecationWarning naming it.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import sys
-import warnings
 from typing import Any
 
+from daydream._moved import keep_old_paths
 from daydream.perf.trust.accuracy import Accuracy, gmae
 
 _EXPORTS = {
@@ -105,26 +101,4 @@ MOVED = {
 }
 
 
-class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``daydream.perf.<old name>`` and loads it as the module at its new place: the module made for the old
-    name is replaced in ``sys.modules`` by the new one, which the import system then returns (it reads the module
-    back from ``sys.modules`` after loading, for modules that replace themselves)."""
-
-    PREFIX = f"{__name__}."
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if not fullname.startswith(self.PREFIX) or fullname[len(self.PREFIX) :] not in MOVED:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
-        return None  # a plain module, replaced by exec_module
-
-    def exec_module(self, module: Any) -> None:
-        new = self.PREFIX + MOVED[module.__name__[len(self.PREFIX) :]]
-        warnings.warn(f"{module.__name__} moved to {new}; import it from there", DeprecationWarning, stacklevel=2)
-        sys.modules[module.__name__] = importlib.import_module(new)
-
-
-if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):  # once, however often this is reloaded
-    sys.meta_path.append(_MovedModules())
+keep_old_paths(__name__, MOVED)

@@ -152,6 +152,8 @@ def test_the_cli_runs_a_large_job_by_workers(
     assert "--no-by-workers" in capsys.readouterr().err
 
 
+# a Ray started here, about 9 s: in the slow run (Ray's job workers are tested in the default run by test_job_workers)
+@pytest.mark.slow
 def test_ray_actors_run_the_scripts_as_jointly(tmp_path: Path) -> None:
     """Workers as Ray actors (a Ray started here; Ray is a test dependency): the scripts run in the actors."""
     if importlib.util.find_spec("ray") is None:

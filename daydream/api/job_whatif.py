@@ -49,13 +49,14 @@ from daydream.dsl.interpret import load_scripts
 from daydream.dsl.job_functions import HELD_APART, JOB_PREDICTION
 from daydream.errors import DaydreamError
 from daydream.graph import derived
-from daydream.graph.job import comm_tasks, place_rank, unplace_rank
+from daydream.graph.adjacency import attrs_of
+from daydream.graph.job import place_rank, unplace_rank
 from daydream.graph.schema import RankInfo
 from daydream.perf.trust.uncertainty import gradient_sizes_part
 from daydream.simulation import Policy, Timeline
 from daydream.simulation.ranks import RankResult, Straggler
 from daydream.simulation.shard import rank_arrays
-from daydream.simulation.timeline import GPU_KINDS
+from daydream.simulation.timeline import GPU_KINDS, key_codes
 from daydream.trace.job import rank_trace_files
 
 
@@ -132,14 +133,13 @@ class ScriptWorker(JobWorker):
             before = graph.number_of_nodes()
             session = self._run(rank, graph)
             after = session.graph
-            arrays, comm = rank_arrays(after, request.policy)
-            ids = [t.order for t in comm]
-            if len(ids) != len(self.collectives[rank]) or any(
-                after.nodes[n].get("collective_id") != c[0] for n, c in zip(_comm_nodes(after), self.collectives[rank])
-            ):
+            arrays, _ = rank_arrays(after, request.policy)
+            # the comm tasks in task order, as place_rank gave them their collectives
+            now = [a.get("collective_id") for a in attrs_of(after).values() if a["kind"] == "comm"]
+            if now != [c[0] for c in self.collectives[rank]]:
                 raise DaydreamError(
                     f"rank {rank}: the scripts add or remove collectives ({len(self.collectives[rank])} before, "
-                    f"{len(ids)} after): by workers a script may change what a collective takes, not which there are "
+                    f"{len(now)} after): by workers a script may change what a collective takes, not which there are "
                     "(give --no-by-workers to simulate the job in one process)"
                 )
             self.scripted[rank] = arrays
@@ -242,10 +242,6 @@ def _plain(value: Any) -> Any:
     return format_value(value)
 
 
-def _comm_nodes(graph: nx.DiGraph) -> list[Any]:
-    return [t.order for t in comm_tasks(graph, -1)]
-
-
 def _gpu_keys(graph: nx.DiGraph) -> tuple[np.ndarray, list[Any], list[Any]]:
     """The places of ``graph``'s GPU tasks of its measured steps (all its tasks where it has no context step, as
     :meth:`Timeline.measured_indices` picks them), with each one's class and phase as :func:`totals_by` keys them."""
@@ -254,10 +250,11 @@ def _gpu_keys(graph: nx.DiGraph) -> tuple[np.ndarray, list[Any], list[Any]]:
     measured = timeline.measured_indices()
     gpu = set(timeline.tasks_of(GPU_KINDS))
     ix = np.asarray([i for i in (measured if measured is not None else range(n)) if i in gpu], np.int64)
-    keys = [
-        [k if type(k) is str else "-" if k is None else str(k) for k in timeline.values(by, tasks=ix.tolist())]
-        for by in ("class", "phase")
-    ]
+    keys = []
+    for by in ("class", "phase"):
+        codes, code_of = key_codes(timeline, by, ix)
+        names = list(code_of)  # numbered in order of first appearance
+        keys.append([names[c] for c in codes.tolist()])
     return ix, keys[0], keys[1]
 
 

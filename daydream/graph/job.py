@@ -105,13 +105,7 @@ def join_ranks(graphs: Sequence[nx.DiGraph], ranks: Sequence[RankInfo], where: s
         ids = {n: base + k for k, n in enumerate(g)}
         pred = predecessors_of(g)
         for n, a in attrs_of(g).items():
-            a["rank"] = info.rank
-            if "start" in a:
-                a["start"] += offset
-            if a.get("release") is not None:
-                a["release"] += offset
-            elif not pred[n] and offset:
-                a["release"] = offset  # the rank's step starts this late: what the job's previous step left
+            _on_job_clock(a, bool(pred[n]), info.rank, offset)
             nodes.append(ids[n])
             task_attrs.append(a)
             parents.append({ids[p]: e for p, e in pred[n].items()})
@@ -139,6 +133,18 @@ def join_ranks(graphs: Sequence[nx.DiGraph], ranks: Sequence[RankInfo], where: s
     return job
 
 
+def _on_job_clock(a: Task, has_parents: bool, rank: int, offset: float) -> None:
+    """A rank's task as the job's graph holds it: its ``rank``, its times ``offset`` later, a root released then (the
+    rank's step starts this late: what the job's previous step left)."""
+    a["rank"] = rank
+    if "start" in a:
+        a["start"] += offset
+    if a.get("release") is not None:
+        a["release"] += offset
+    elif not has_parents and offset:
+        a["release"] = offset
+
+
 def place_rank(
     graph: nx.DiGraph,
     info: RankInfo,
@@ -152,17 +158,10 @@ def place_rank(
     ``group_size`` and priced ``duration`` (``collectives``: each one's, the id None where it matched none); the graph
     knows the job's ranks and world size. A script run on it sees what it would see of this rank in the job's graph:
     a job simulated by workers runs scripts on each rank where it lives (:mod:`daydream.api.job_whatif`)."""
-    offset = info.offset_us
     pred = predecessors_of(graph)
     attrs = attrs_of(graph)
     for n, a in attrs.items():
-        a["rank"] = info.rank
-        if "start" in a:
-            a["start"] += offset
-        if a.get("release") is not None:
-            a["release"] += offset
-        elif not pred[n] and offset:
-            a["release"] = offset
+        _on_job_clock(a, bool(pred[n]), info.rank, info.offset_us)
     comm = [n for n, a in attrs.items() if a["kind"] == "comm"]
     if len(comm) != len(collectives):
         raise ValueError(f"rank {info.rank}: {len(comm)} comm tasks, {len(collectives)} collectives given")

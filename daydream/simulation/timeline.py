@@ -491,7 +491,7 @@ def totals_by(
     for by in bys:
         # each key's index in order of first appearance, its times summed in task order (np.bincount adds them in the
         # order given: the same sums, bit for bit, as adding them one by one)
-        codes, code_of = _key_codes(timeline, by, ix)
+        codes, code_of = key_codes(timeline, by, ix)
         sums = np.bincount(codes, weights=weights, minlength=len(code_of)).tolist() if len(codes) else []
         if scale != 1.0:
             sums = [x * scale for x in sums]
@@ -499,7 +499,7 @@ def totals_by(
     return result
 
 
-def _key_codes(timeline: Timeline, by: str, ix: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+def key_codes(timeline: Timeline, by: str, ix: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
     """The tasks ``ix``'s values of ``by`` as keys (text; none: "-"; else its text), numbered in order of first
     appearance: (the numbers, key -> number). Only these tasks' values are read: a summary's tasks (the GPU tasks,
     the critical path) are often a small part of the graph."""

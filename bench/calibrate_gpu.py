@@ -4,6 +4,7 @@ backward), each shape the median of several runs timed with CUDA events after wa
 
     python bench/calibrate_gpu.py shapes --neusight ../shared/calibration/neusight --out SHAPES.json
     python bench/calibrate_gpu.py measure --shapes SHAPES.json --out DIR --budget 200 [--device cuda]
+        [--sections gemm ...] [--timing events|calls|both]
 
 `shapes` (here, no GPU) picks the shapes: the NeuSight data set's (Lee et al., ASPLOS 2025) GEMMs of its H100 test
 set, its convolutions, element-wise, layer-norm and softmax rows, so that every row measured here pairs with the same
@@ -12,6 +13,12 @@ drawn log-uniform (the data set has few under 10 us); an attention grid. `measur
 shuffled order, section by section, each within its share of ``--budget`` seconds, and writes one CSV per section in
 the data set's layout (OPName, its dims, Device, Latency in ms) plus DType, the quartiles and the runs, and
 ``meta.json`` with the GPU, driver, CUDA and torch versions (validation/record_gpu.sh runs it on a lent GPU).
+
+``--timing calls`` times each run as the NeuSight data set's latencies were taken: the host's clock around the
+PyTorch call and a synchronize after it (after a synchronize before it), so that a run holds the call's host and
+launch time as the data set's do; ``--timing both`` times every GEMM both ways, events into gemm.csv and calls into
+gemm_calls.csv, the same shapes side by side, so that one data set's timings can be set against the other's (the
+refit of docs/perf.md, "Refitting on several data sets", waits on it).
 """
 
 from __future__ import annotations
@@ -188,11 +195,29 @@ def _attention(
     return forward, backward
 
 
-def _time(torch: Any, run: Callable[[], Any], device: str) -> list[float]:
-    """Warm up, probe one run, then time enough runs to fill about TARGET_US of GPU time."""
-    probe = _time_runs(torch, run, device, WARMUP, 1)[0]
+def _time(torch: Any, run: Callable[[], Any], device: str, timer: str = "events") -> list[float]:
+    """Warm up, probe one run, then time enough runs to fill about TARGET_US of GPU time: with CUDA events back to
+    back (``timer`` "events"), or each call on the host's clock (:func:`_time_calls`)."""
+    time_runs = _time_runs if timer == "events" else _time_calls
+    probe = time_runs(torch, run, device, WARMUP, 1)[0]
     runs = max(MIN_RUNS, min(MAX_RUNS, int(TARGET_US / max(probe, 1.0))))
-    return _time_runs(torch, run, device, 0, runs)
+    return time_runs(torch, run, device, 0, runs)
+
+
+def _time_calls(torch: Any, run: Callable[[], Any], device: str, warmup: int, runs: int) -> list[float]:
+    """Per-run durations in microseconds as the NeuSight data set took them: ``perf_counter_ns`` around the PyTorch
+    call and the synchronize after it, the device idle when each starts."""
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(runs):
+        sync()
+        t0 = time.perf_counter_ns()
+        run()
+        sync()
+        times.append((time.perf_counter_ns() - t0) / 1000.0)
+    return times
 
 
 def _summary(times: list[float]) -> dict[str, Any]:
@@ -214,7 +239,11 @@ DIM_COLUMNS = {
 }
 
 
-def measure(shapes: dict[str, list[dict[str, Any]]], out: Path, budget: float, device: str) -> dict[str, int]:
+def measure(
+    shapes: dict[str, list[dict[str, Any]]], out: Path, budget: float, device: str, timing: str = "events"
+) -> dict[str, int]:
+    """Time the sections of ``shapes`` within ``budget`` seconds and write their CSVs into ``out``; ``timing``:
+    "events", "calls" (every section timed as calls) or "both" (GEMMs both ways: gemm.csv and gemm_calls.csv)."""
     import torch
 
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
@@ -224,9 +253,11 @@ def measure(shapes: dict[str, list[dict[str, Any]]], out: Path, budget: float, d
     carry = 0.0  # time a section left unused goes to the next ones
     order = [s for s in SHARES if s in shapes]
     for i, section in enumerate(order):
-        share = budget * SHARES[section] + carry
+        share = budget * SHARES[section] / sum(SHARES[s] for s in order) + carry  # of the sections measured
         start = time.monotonic()
         rows: list[dict[str, Any]] = []
+        call_rows: list[dict[str, Any]] = []  # --timing both: the GEMMs timed as calls
+        timer = "calls" if timing == "calls" else "events"
         for shape in shapes[section]:
             if time.monotonic() - start > share:
                 break
@@ -248,7 +279,7 @@ def measure(shapes: dict[str, list[dict[str, Any]]], out: Path, budget: float, d
                                         **{k.title().replace("_", ""): v for k, v in shape.items()},
                                         "DType": dtype,
                                         "Device": name,
-                                        **_summary(_time(torch, run, device)),
+                                        **_summary(_time(torch, run, device, timer)),
                                     }
                                 )
                             del fwd, bwd
@@ -257,11 +288,14 @@ def measure(shapes: dict[str, list[dict[str, Any]]], out: Path, budget: float, d
                 for dtype in dtypes:
                     run = _runner(torch, section, shape, dtype, device)
                     with torch.no_grad():
-                        times = _time(torch, run, device)
+                        times = _time(torch, run, device, timer)
+                        calls = _time(torch, run, device, "calls") if timing == "both" and section == "gemm" else []
                     row = {"OPName": shape["op"], **dict(zip(DIM_COLUMNS[section], shape["dims"], strict=True))}
                     if "source" in shape:
                         row["Source"] = shape["source"]
                     rows.append({**row, "DType": dtype, "Device": name, **_summary(times)})
+                    if calls:
+                        call_rows.append({**row, "DType": dtype, "Device": name, **_summary(calls)})
                     del run
             except torch.OutOfMemoryError as e:
                 errors[f"{section} out of memory"] = str(e).splitlines()[0][:200]
@@ -271,6 +305,9 @@ def measure(shapes: dict[str, list[dict[str, Any]]], out: Path, budget: float, d
         counts[section] = len(rows)
         if rows:
             write_atomic(out / f"{section}.csv", rows_to_csv(rows))
+        if call_rows:
+            write_atomic(out / f"{section}_calls.csv", rows_to_csv(call_rows))
+            counts[f"{section}_calls"] = len(call_rows)
         carry = max(0.0, share - (time.monotonic() - start))
         print(f"{section}: {len(rows)} rows in {time.monotonic() - start:.1f} s", flush=True)
         if i == len(order) - 1:
@@ -280,7 +317,14 @@ def measure(shapes: dict[str, list[dict[str, Any]]], out: Path, budget: float, d
         "budget_s": budget,
         "rows": counts,
         "errors": errors,
-        "timer": "torch.cuda.Event" if device.startswith("cuda") else "time.perf_counter_ns",
+        "timer": (
+            "time.perf_counter_ns around the call (the CPU)"
+            if not device.startswith("cuda")
+            else "time.perf_counter_ns around the call and a synchronize (as the NeuSight data set)"
+            if timing == "calls"
+            else "torch.cuda.Event, back to back" + (" (and gemm_calls.csv as calls)" if timing == "both" else "")
+        ),
+        "timing": timing,
         "statistic": "median",
         "warmup": WARMUP,
         "runs": [MIN_RUNS, MAX_RUNS],
@@ -341,6 +385,13 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--budget", type=float, default=200.0, help="seconds in all (default: %(default)s)")
     m.add_argument("--device", default="cuda")
     m.add_argument("--limit", type=int, help="at most this many shapes a section (a check on the CPU)")
+    m.add_argument("--sections", nargs="+", choices=list(SHARES), help="only these sections (default: all)")
+    m.add_argument(
+        "--timing",
+        choices=("events", "calls", "both"),
+        default="events",
+        help="CUDA events back to back, host time of each call (the NeuSight data set's), or GEMMs both ways",
+    )
     args = p.parse_args(argv)
     if args.verb == "shapes":
         shapes = pick_shapes(args.neusight)
@@ -350,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     shapes = json.loads(args.shapes.read_text())
     if args.limit is not None:
         shapes = {k: v[: args.limit] for k, v in shapes.items()}
-    print(measure(shapes, args.out, args.budget, args.device))
+    if args.sections:
+        shapes = {k: v for k, v in shapes.items() if k in args.sections}
+    print(measure(shapes, args.out, args.budget, args.device, args.timing))
     return 0
 
 

@@ -23,6 +23,7 @@ import argparse
 import bisect
 import gzip
 import json
+import lzma
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field
@@ -59,10 +60,13 @@ class Run:
     outside_steps: int  # events outside every ProfilerStep range
     unknown_frees: int  # frees of an address no event of the trace allocated
     reserved: list[int] = field(default_factory=list)  # the distinct Total Reserved values (0 on the CPU)
+    # on a GPU, the sidecar's device_memory: the caching allocator's own peak over the recorded steps (max_allocated,
+    # max_reserved), which counts what was allocated before the profiler started too
+    allocator: dict[str, Any] | None = None
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)  # the corpus's: xz; a new recording's: gzip
     with opener(path, "rt") as f:
         doc = json.load(f)
     return doc["traceEvents"] if isinstance(doc, dict) else doc
@@ -184,17 +188,30 @@ def measure(path: Path) -> Run:
         outside_steps=len(memory) - inside,
         unknown_frees=unknown,
         reserved=sorted({e["args"].get("Total Reserved", 0) for e in memory}),
+        allocator=_allocator_peak(path),
     )
 
 
+def _allocator_peak(path: Path) -> dict[str, Any] | None:
+    """The sidecar's device_memory next to a trace (``rank0.daydream.json``), None where there is none."""
+    sidecar = path.with_name(path.name.split(".json")[0] + ".daydream.json")
+    try:
+        return json.loads(sidecar.read_text()).get("device_memory")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+RUN_TRACES = "run*/rank0.json.[gx]z"  # gzip as recorded, xz once compacted (validation/compact_traces.py)
+
+
 def _runs(folder: Path) -> list[Path]:
-    return sorted(folder.glob("run*/rank0.json.gz"), key=lambda p: int(p.parent.name[3:]))
+    return sorted(folder.glob(RUN_TRACES), key=lambda p: int(p.parent.name[3:]))
 
 
 def settings(traces: Path) -> dict[str, list[Path]]:
     """setting (its folder under `traces`) -> its runs' traces"""
     found: dict[str, list[Path]] = {}
-    for trace in sorted(traces.rglob("run*/rank0.json.gz")):
+    for trace in sorted(traces.rglob(RUN_TRACES)):
         found.setdefault(trace.parent.parent.relative_to(traces).as_posix(), [])
     return {name: _runs(traces / name) for name in found}
 
@@ -258,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     found = settings(args.traces)
     if not found:
-        p.error(f"{args.traces}: no run*/rank0.json.gz below it")
+        p.error(f"{args.traces}: no {RUN_TRACES} below it")
     runs = {name: [measure(t) for t in traces] for name, traces in found.items()}
     measured = {str(Path(r.path).resolve()): r for rs in runs.values() for r in rs}
     cases = pairs(args.cases, measured) if args.cases.is_file() else []
@@ -281,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{s.name.removeprefix('ProfilerStep')}: start {_mib(s.start)} peak {_mib(s.peak)}" for s in r.steps
             )
             odd = f"  unknown frees {r.unknown_frees}" if r.unknown_frees else ""
+            if r.allocator:
+                odd += (
+                    f"  allocator max {_mib(r.allocator['max_allocated'])} reserved {_mib(r.allocator['max_reserved'])}"
+                )
             odd += f"  outside steps {r.outside_steps}" if r.outside_steps else ""
             print(f"  {name:<32} {Path(r.path).parent.name:<5} {cells}  all: {_mib(r.peak)}  ({r.events} events){odd}")
     print("\nPeak at (run 1, each step): the outermost range > the innermost op around the event of the peak")

@@ -8,7 +8,7 @@ options below and the loop that trains on the data are implemented once here:
     --device D           auto (CUDA when present, the default), cpu or cuda
     --amp M              off, bf16 or fp16: torch.autocast on the device (fp16 with a GradScaler on CUDA)
     --optimizer O        sgd, adam (for-loop: torch.optim.Adam(foreach=False)), adam-foreach, adam-fused
-    --compile            torch.compile the model
+    --compile            torch.compile the model (--compile-mode: torch.compile's mode, default "default")
     --checkpoint         activation checkpointing of the model's repeated blocks (torch.utils.checkpoint)
     --workers N          DataLoader worker processes
     --transform-us U     CPU time each sample's __getitem__ burns, in microseconds
@@ -78,6 +78,13 @@ def make_parser(doc: str | None, *, batch: int, optimizer: str = "adam") -> argp
         ),
     )
     group.add_argument("--compile", action="store_true", help="torch.compile the model")
+    group.add_argument(
+        "--compile-mode",
+        choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        default="default",
+        help="torch.compile's mode, with --compile (reduce-overhead: CUDA graphs of the compiled code; default: "
+        "%(default)s)",
+    )
     group.add_argument(
         "--checkpoint",
         action="store_true",
@@ -152,6 +159,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
     if args.device == "cuda" and not cuda:
         parser.error("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
     args.device = torch.device("cuda" if args.device == "cuda" or (args.device == "auto" and cuda) else "cpu")
+    if args.compile_mode != "default" and not args.compile:
+        parser.error(f"--compile-mode {args.compile_mode} without --compile")
     if args.cuda_graphs:
         if args.accumulate > 1:
             parser.error("--cuda-graphs and --accumulate: the captured step is one forward and backward pass")
@@ -407,7 +416,8 @@ def train(
     # Under --cuda-graphs the batches stay on the host and are copied into the graph's static inputs.
     data = batches(args, dataset, count, (lambda batch: batch) if args.cuda_graphs else place)
     opt = make_optimizer(args, model.parameters(), momentum)
-    step_model: Callable[..., Any] = torch.compile(model) if args.compile else model
+    # compiled at its first call (a warm-up step under `daydream record`), and again where a later call differs
+    step_model: Callable[..., Any] = torch.compile(model, mode=args.compile_mode) if args.compile else model
     cuda = args.device.type == "cuda"
     dtype = AMP_DTYPES[args.amp]
     # Autocast's weight cast cache would hold tensors made outside the graph's memory pool: off when capturing.
@@ -496,7 +506,7 @@ def report(args: argparse.Namespace, model: nn.Module, times: list[float], loss:
     print(
         f"{type(model).__name__}: {params / 1e6:.2f} M parameters, batch {args.batch}, {args.device.type}, "
         f"amp {args.amp}, {args.optimizer}"
-        + (", compiled" if args.compile else "")
+        + (f", compiled ({args.compile_mode})" if args.compile else "")
         + (", checkpointed" if args.checkpoint else "")
         + (", CUDA graph" if args.cuda_graphs else "")
     )

@@ -344,8 +344,8 @@ def test_recorded_accumulation_labels_every_micro_batchs_forward_pass() -> None:
     """A real CPU recording with two micro-batches per step (the corpus's): both forward passes are `forward`, as
     many tasks as the step without accumulation has; nothing before the last backward task is left in `other`."""
     root = Path(__file__).parent.parent / "validation" / "traces" / "convnet"
-    base = build_graph(load_trace(root / "base" / "run1" / "rank0.json.gz"))
-    accum = build_graph(load_trace(root / "accumulate2" / "run1" / "rank0.json.gz"))
+    base = build_graph(load_trace(root / "base" / "run1" / "rank0.json.xz"))
+    accum = build_graph(load_trace(root / "accumulate2" / "run1" / "rank0.json.xz"))
     count = Counter(a["phase"] for _, a in accum.nodes(data=True))
     assert count["forward"] == 2 * Counter(a["phase"] for _, a in base.nodes(data=True))["forward"]
     last_backward = max(a["start"] for _, a in accum.nodes(data=True) if a["phase"] == "backward")

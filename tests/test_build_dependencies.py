@@ -26,8 +26,8 @@ TRACES = (
     "tracelens/mi300_train_resnet18.json.gz",  # AMD
     "hta/amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "hta/critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz",
-    "validation/traces/accumulate2/run1/rank0.json.gz",  # micro-batches: forward passes after a backward pass
-    "validation/traces/loader2/run1/rank0.json.gz",  # waits for the data loader's workers
+    "validation/traces/accumulate2/run1/rank0.json.xz",  # micro-batches: forward passes after a backward pass
+    "validation/traces/loader2/run1/rank0.json.xz",  # waits for the data loader's workers
 )
 ROOT = Path(__file__).resolve().parents[1]
 

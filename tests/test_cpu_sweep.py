@@ -33,7 +33,7 @@ def _shared() -> list[Path]:
 def _validation() -> list[Path]:
     """rank0 of the first case of each validation program."""
     seen: dict[str, Path] = {}
-    for path in sorted((ROOT / "validation" / "traces").rglob("rank0.json.gz")):
+    for path in sorted((ROOT / "validation" / "traces").rglob("rank0.json.xz")):
         seen.setdefault("/".join(path.relative_to(ROOT / "validation" / "traces").parts[:2]), path)
     return list(seen.values())
 

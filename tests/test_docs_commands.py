@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT.parent / "shared" / "traces" / "param" / "dlrm8"
 H100 = ROOT / "validation" / "traces" / "h100"
 TRACES = {
-    "fae": H100 / "dlrm" / "hybrid" / "run1" / "rank0.json.gz",
-    "": H100 / "transformer" / "base" / "run1" / "rank0.json.gz",
+    "fae": H100 / "dlrm" / "hybrid" / "run1" / "rank0.json.xz",
+    "": H100 / "transformer" / "base" / "run1" / "rank0.json.xz",
 }
 # run by other tests (minutes each here, or writing a shipped file): where
 ELSEWHERE = {

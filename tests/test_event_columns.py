@@ -67,7 +67,7 @@ def test_columns_hold_the_typed_events_of_every_shared_trace(path: Path) -> None
 def test_columns_of_validation_traces() -> None:
     """A trace of each validation program (H200, H100, CPU; recorded by daydream record and by torch.profiler)."""
     seen: set[str] = set()
-    for path in sorted((ROOT / "validation" / "traces").rglob("rank0.json.gz")):
+    for path in sorted((ROOT / "validation" / "traces").rglob("rank0.json.xz")):
         case = path.relative_to(ROOT / "validation" / "traces").parts[0]
         if case not in seen:
             seen.add(case)

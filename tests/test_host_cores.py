@@ -281,7 +281,7 @@ def test_workers_that_fall_behind_hold_the_step(tmp_path: Path) -> None:
 def test_the_threads_case_of_the_corpus() -> None:
     """On the corpus' recording (2 threads, 2 cores), one thread stretches the threaded ops by the host's measured
     speedup of two threads over one, and nothing else."""
-    trace = VALIDATION / "base" / "run1" / "rank0.json.gz"
+    trace = VALIDATION / "base" / "run1" / "rank0.json.xz"
     graph = build_graph(load_trace(trace))
     step = graph.graph["steps"][-1].name  # the measured step (the one before it is its context)
     threaded = sum(a["parallel_us"] for _, a in graph.nodes(data=True) if a["step"] == step)

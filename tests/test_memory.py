@@ -265,7 +265,7 @@ def test_the_measured_gpu_peak_is_the_largest_total_allocated(capsys: pytest.Cap
 
 
 def _runs(setting: str) -> Path:
-    return MEMORY_TRACES / setting / "run1" / "rank0.json.gz"
+    return MEMORY_TRACES / setting / "run1" / "rank0.json.xz"
 
 
 @pytest.mark.parametrize(

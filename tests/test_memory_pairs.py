@@ -104,3 +104,22 @@ def test_steps_phases_and_cases(bench: ModuleType, tmp_path: Path, capsys: pytes
     doc = json.loads(capsys.readouterr().out)
     assert [c["differs"] for c in doc["cases"]] == [True, False]
     assert doc["settings"]["big"]["peak"] == {"mean": 320, "min": 320, "max": 320}
+
+
+def test_the_allocators_peak_from_the_sidecar_and_xz_traces(bench: ModuleType, tmp_path: Path) -> None:
+    """A GPU run's sidecar keeps torch's own peak of the recorded steps (device_memory): shown beside the events'
+    peak; a run compacted to xz (validation/compact_traces.py) is read as its gzip was."""
+    import lzma
+
+    run = tmp_path / "traces" / "gpu" / "run1"
+    run.mkdir(parents=True)
+    _trace(run / "rank0.json.gz", 16)
+    gz = bench.measure(run / "rank0.json.gz")
+    assert gz.allocator is None
+    (run / "rank0.json.xz").write_bytes(lzma.compress(gzip.decompress((run / "rank0.json.gz").read_bytes())))
+    (run / "rank0.json.gz").unlink()
+    peak = {"device": "cuda:0", "max_allocated": 5 << 20, "max_reserved": 8 << 20}
+    (run / "rank0.daydream.json").write_text(json.dumps({"format": "daydream.recording/1", "device_memory": peak}))
+    xz = bench.measure(run / "rank0.json.xz")
+    assert xz.peak == gz.peak and xz.allocator == peak
+    assert bench.settings(tmp_path / "traces") == {"gpu": [run / "rank0.json.xz"]}

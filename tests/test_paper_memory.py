@@ -209,5 +209,5 @@ def test_a_recorded_fused_attention_keeps_its_output_for_selective_recomputation
     from daydream.graph import build_graph
     from daydream.trace import load_trace
 
-    m = model_memory(build_graph(load_trace(ROOT / "validation/traces/gpu/transformer/base/run1/rank0.json.gz")))
+    m = model_memory(build_graph(load_trace(ROOT / "validation/traces/gpu/transformer/base/run1/rank0.json.xz")))
     assert [b.attention_core for b in m.blocks] == [0, *[16 * 256 * 1024] * 4, 0]

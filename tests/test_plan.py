@@ -28,8 +28,8 @@ from daydream.graph.model_memory import (
 from daydream.trace import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_TRANSFORMER = ROOT / "validation/traces/gpu/transformer/base/run1/rank0.json.gz"  # 4 layers, hidden 1024, H200
-CPU_MLP = ROOT / "validation/traces/base/run1/rank0.json.gz"  # examples/mlp.py: Linear + ReLU layers, Adam
+GPU_TRANSFORMER = ROOT / "validation/traces/gpu/transformer/base/run1/rank0.json.xz"  # 4 layers, hidden 1024, H200
+CPU_MLP = ROOT / "validation/traces/base/run1/rank0.json.xz"  # examples/mlp.py: Linear + ReLU layers, Adam
 T, H = 16 * 256, 1024  # the transformer's tokens a step and hidden size
 
 
@@ -323,7 +323,7 @@ def test_plan_from_the_cli() -> None:
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert (
-        doc["trace"] == str(GPU_TRANSFORMER) and "a job: planned from its first rank, rank0.json.gz" in doc["notes"][0]
+        doc["trace"] == str(GPU_TRANSFORMER) and "a job: planned from its first rank, rank0.json.xz" in doc["notes"][0]
     )
     assert {p["name"] for p in doc["plans"]} == {"dp=2 tp=1 pp=1", "dp=1 tp=2 pp=1", "dp=1 tp=1 pp=2 m=2"}
     assert doc["memory_bytes"] == 150_109_880_320 and all(p["fits"] for p in doc["plans"])  # the H200's, from the trace

@@ -31,7 +31,7 @@ def _steps(trace: Path) -> tuple[dict, dict]:
 
 
 def test_a_launch_that_waited_for_the_queue_waits_for_the_kernel_that_freed_a_slot() -> None:
-    graph = build_graph(load_trace(str(TRACES / "batch32" / "run1" / "rank0.json.gz")), "all")
+    graph = build_graph(load_trace(str(TRACES / "batch32" / "run1" / "rank0.json.xz")), "all")
     waited = _queue_waits(graph)
     assert len(waited) >= 60  # ~40 a step in the later two; the first waits on kernels issued before the recording
     for _u, v in waited:
@@ -41,7 +41,7 @@ def test_a_launch_that_waited_for_the_queue_waits_for_the_kernel_that_freed_a_sl
         assert step.baseline_us == step.measured_us
     # the blocked calls of a later step are waits now, not a slow host: no warning about them; the first step's
     # waits on work issued before the recording began are
-    load = lambda: load_trace(str(TRACES / "batch32" / "run1" / "rank0.json.gz"))  # noqa: E731
+    load = lambda: load_trace(str(TRACES / "batch32" / "run1" / "rank0.json.xz"))  # noqa: E731
     assert not build_graph(load(), 4).graph["warnings"]
     assert "runtime calls of the step took" in build_graph(load(), 3).graph["warnings"][0]
 
@@ -49,11 +49,11 @@ def test_a_launch_that_waited_for_the_queue_waits_for_the_kernel_that_freed_a_sl
 def test_a_faster_gpu_lets_the_launches_go_sooner() -> None:
     # half the batch: the measured batch-16 steps took 35.7 ms (validation/cases.toml); with the waits kept as CPU
     # time the later steps were predicted at 64-68 ms
-    _, periods = _steps(TRACES / "batch32" / "run2" / "rank0.json.gz")
+    _, periods = _steps(TRACES / "batch32" / "run2" / "rank0.json.xz")
     for step in ("ProfilerStep#4", "ProfilerStep#5"):
         assert periods[step] == pytest.approx(35_700, rel=0.03)
 
 
 def test_a_trace_whose_queue_never_filled_has_no_such_waits() -> None:
-    graph = build_graph(load_trace(str(TRACES / "fused" / "run1" / "rank0.json.gz")), "all")
+    graph = build_graph(load_trace(str(TRACES / "fused" / "run1" / "rank0.json.xz")), "all")
     assert not _queue_waits(graph)

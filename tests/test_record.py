@@ -386,6 +386,46 @@ def test_profile_memory_python_api(tmp_path: Path) -> None:
     assert _memory_events(tmp_path / "memory" / "rank0.json.gz")[0]
 
 
+def test_the_sidecar_keeps_the_allocators_peak_over_the_recorded_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU the sidecar keeps torch.cuda.max_memory_allocated()/max_memory_reserved() of the recorded steps alone
+    (the peak is reset when they begin), the measured peak a memory what-if is checked against. The CPU build has no
+    CUDA, so a stand-in allocator counts the steps: a warm-up step's larger peak must not show."""
+    from torch import nn
+
+    from daydream.record import metadata, record
+    from daydream.trace.recording import read_recording
+
+    seen = {"peak": 0, "now": 0}  # bytes allocated: the most since the last reset, and now
+
+    def allocate(size: int) -> None:
+        seen["now"] = size
+        seen["peak"] = max(seen["peak"], size)
+
+    def reset() -> None:
+        seen["peak"] = seen["now"]
+
+    monkeypatch.setattr(metadata, "reset_device_memory_peak", reset)
+    monkeypatch.setattr(
+        metadata,
+        "device_memory_peak",
+        lambda: {"device": "cuda:0", "max_allocated": seen["peak"], "max_reserved": 2 * seen["peak"]},
+    )
+    model = nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with record(str(tmp_path / "o"), warmup=2, steps=2):
+        for size in (900, 800, 300, 200, 100):  # two warm-up steps, two recorded, one after the recording
+            allocate(size)  # the step's activations, freed before the optimizer steps
+            model(torch.randn(8, 4)).sum().backward()
+            allocate(10)
+            opt.step()
+    peak = read_recording(tmp_path / "o" / "rank0.daydream.json").device_memory
+    assert peak is not None and (peak.device, peak.max_allocated, peak.max_reserved) == ("cuda:0", 300, 600)
+    cpu = ROOT / "daydream" / "examples" / "mlp_cpu.daydream.json"
+    assert read_recording(cpu).device_memory is None  # recorded on the CPU: absent
+
+
 def test_trace_is_gzip_and_sidecar_is_optional(recorded: dict[str, Path], tmp_path: Path) -> None:
     src = recorded["mlp"] / "rank0.json.gz"
     with gzip.open(src) as fh:

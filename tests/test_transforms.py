@@ -415,7 +415,7 @@ def test_amp_does_not_apply_to_a_trace_already_in_mixed_precision() -> None:
     from daydream.errors import NotApplicable
 
     runs = Path(__file__).resolve().parents[1] / "validation" / "traces" / "h100" / "resnet"
-    mixed, plain = runs / "amp" / "run1" / "rank0.json.gz", runs / "base" / "run1" / "rank0.json.gz"
+    mixed, plain = runs / "amp" / "run1" / "rank0.json.xz", runs / "base" / "run1" / "rank0.json.xz"
     assert compute_dtype(build_graph(load_trace(str(mixed)))) == "bf16"
     with pytest.raises(NotApplicable, match=r"already compute in bf16 \(their names say so\)"):
         whatif(str(mixed), ["amp"])

@@ -71,7 +71,7 @@ def test_checkpointing_costs_its_machinery_per_checkpoint_call(graph) -> None:  
 
 def test_checkpointing_recomputes_in_every_step_of_a_multi_step_graph() -> None:
     """Each step's backward pass recomputes that step's own forward: a graph of four steps gets four re-runs."""
-    trace = Path(__file__).resolve().parents[1] / "validation" / "traces" / "base" / "run1" / "rank0.json.gz"
+    trace = Path(__file__).resolve().parents[1] / "validation" / "traces" / "base" / "run1" / "rank0.json.xz"
     graph = build_graph(load_trace(trace), "all")
     result = run_whatif(graph, ["activation_checkpointing"], {"layers": "^MLP\\.body\\."})
     added = [a for _, a in result.graph.nodes(data=True) if a.get("recomputed")]
@@ -90,7 +90,7 @@ def test_checkpointing_a_recording_without_layer_names() -> None:
     backward op; the data, the classifier and the loss are not re-run. With other `layers` nothing matches, and the
     script says why."""
     trace = (
-        Path(__file__).resolve().parents[1] / "validation" / "traces" / "convnet" / "base" / "run1" / "rank0.json.gz"
+        Path(__file__).resolve().parents[1] / "validation" / "traces" / "convnet" / "base" / "run1" / "rank0.json.xz"
     )
     graph = build_graph(load_trace(trace), context=False)
     forward = [

@@ -498,10 +498,10 @@ def test_the_hybrid_dlrm_recorded_on_an_h100(sizes: str, hot_bytes: int, t_hot_m
     """docs/embeddings.md's walkthrough on the H100 recordings: every row hot predicts the GPU-resident step, which
     was measured beside it. The prediction is a lower bound there (the resident steps are launch-bound and the GPU
     lookups' own CPU dispatch is not priced): the figures the walkthrough quotes, kept true."""
-    hybrid = H100_DLRM / sizes / "hybrid" / "run1" / "rank0.json.gz"
+    hybrid = H100_DLRM / sizes / "hybrid" / "run1" / "rank0.json.xz"
     quiet = lambda _line: None  # noqa: E731
     result = whatif(hybrid, [FAE], {"hot_bytes": hot_bytes, "hot_fraction": 1, "batches": 10_000}, on_print=quiet)
     assert result.predicted_us / 1e3 == pytest.approx(t_hot_ms, rel=0.01)
-    resident = [whatif(H100_DLRM / sizes / "resident" / f"run{k}" / "rank0.json.gz", []).measured_us for k in (1, 2)]
+    resident = [whatif(H100_DLRM / sizes / "resident" / f"run{k}" / "rank0.json.xz", []).measured_us for k in (1, 2)]
     assert all(result.predicted_us < r for r in resident)
     assert result.baseline_us > min(resident)  # the hybrid step (T_cold) is the slower one

@@ -257,7 +257,7 @@ def test_tensor_parallel_on_a_recorded_gpu_transformer() -> None:
     # the H200 corpus's encoder (4 layers, hidden 1024, fp32: validation/traces/gpu): per layer and step, qkv -> out and
     # fc1 -> fc2 split; the GEMMs shrink by their model ratio (not by 2: small shards run less efficiently), and an
     # all-reduce after each row-parallel forward and each column group's backward, on the trace's NVLink
-    trace = Path(__file__).resolve().parent.parent / "validation/traces/gpu/transformer/base/run1/rank0.json.gz"
+    trace = Path(__file__).resolve().parent.parent / "validation/traces/gpu/transformer/base/run1/rank0.json.xz"
     graph = build_graph(load_trace(trace))
     pairs = split_pairs(graph)
     steps = {p.step for p in pairs}
@@ -391,7 +391,7 @@ def test_parallel_transforms_compose_with_data_parallelism() -> None:
     # ddp first (its buckets read the traced backward pass), then tensor and pipeline parallelism: tensor parallelism's
     # collectives (blocking the compute stream) become a stage's work, ddp's all-reduces (on a stream of their own)
     # stay
-    trace = Path(__file__).resolve().parent.parent / "validation/traces/gpu/transformer/base/run1/rank0.json.gz"
+    trace = Path(__file__).resolve().parent.parent / "validation/traces/gpu/transformer/base/run1/rank0.json.xz"
     graph = build_graph(load_trace(trace))
     alone = run(graph, "ddp", ranks=2)
     both = run_whatif(

@@ -21,7 +21,7 @@ def script(monkeypatch: pytest.MonkeyPatch) -> tuple[ModuleType, list[tuple[str,
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     calls: list[tuple[str, int]] = []
-    monkeypatch.setattr(module, "record", lambda name, run, out, timeout=None: calls.append((name, run)))
+    monkeypatch.setattr(module, "record", lambda name, run, out, timeout=None, smoke=False: calls.append((name, run)))
     return module, calls
 
 
@@ -69,6 +69,29 @@ def test_memory_settings_record_with_profile_memory(monkeypatch: pytest.MonkeyPa
     assert program[1] == "examples/mlp.py" and program[-6:-2] == ["--batch", "64", "--accumulate", "2"]
 
 
+def test_gpu_memory_compile_and_smoke_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The GPU memory pairs record with --profile-memory; torch.compile settings get the warm-up steps their
+    compilation takes; --smoke runs a GPU setting on the CPU at a tiny size, the setting's own arguments last."""
+    spec = importlib.util.spec_from_file_location("validation_record", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    commands: list[list[str]] = []
+    monkeypatch.setattr(module.subprocess, "run", lambda cmd, **kw: commands.append(cmd))
+    module.record("gpu/memory/transformer/batch32", 1, tmp_path)
+    module.record("gpu/mlp/compile_ro", 1, tmp_path)
+    module.record("gpu/memory/resnet/batch128", 1, tmp_path, smoke=True)
+    memory, compiled, smoke = commands
+    assert "--profile-memory" in memory and "--profile-memory" not in compiled
+    assert memory[-4:-2] == ["--batch", "32"] and "cuda" in memory  # then --steps
+    assert compiled[compiled.index("--warmup") + 1] == "5" and memory[memory.index("--warmup") + 1] == "3"
+    assert compiled[-5:-2] == ["--compile", "--compile-mode", "reduce-overhead"]
+    program = smoke[smoke.index("--") + 1 :]
+    assert "cuda" not in program and program[program.index("--device") + 1] == "cpu"
+    last = lambda option: program[len(program) - program[::-1].index(option)]  # noqa: E731 (argparse: the last wins)
+    assert last("--image") == "32" and last("--batch") == "128"  # the tiny size, the setting's own batch
+
+
 def test_a_deadline_keeps_the_rounds_whole(script, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
     module, calls = script
     clock = iter(range(0, 1000, 10))  # the clock advances 10 s at each reading
@@ -83,7 +106,7 @@ def test_a_failing_setting_stops_the_recording_or_is_dropped(
 ) -> None:
     module, calls = script
 
-    def record(name: str, run: int, out: Path, timeout: float | None = None) -> None:
+    def record(name: str, run: int, out: Path, timeout: float | None = None, smoke: bool = False) -> None:
         if name == "foreach":
             raise subprocess.CalledProcessError(2, ["python"], stderr="no CUDA device here")
         if name == "threads1":

@@ -21,6 +21,12 @@ checkpointing (`memory/checkpoint`), gradient accumulation of the same samples p
 micro-batches of 64) and of the same micro-batch (`memory/accumulate2`: 2 of 128), SGD with momentum instead of Adam
 (`memory/sgd`) and bf16 autocast on the CPU (`memory/amp`); examples/transformer.py's base, batch x2, checkpoint and
 accumulation (`memory/transformer/...`) as held-out checks. Two recorded steps each, to keep the traces small.
+
+On a GPU the same pairs (`gpu/memory/...`: the transformer, the MLP and ResNet-50 at their base settings, with
+activation checkpointing, batch x2 and bf16 autocast) are recorded with --profile-memory too, and each run's sidecar
+keeps the caching allocator's own peak over the recorded steps (`device_memory`: torch.cuda.max_memory_allocated and
+max_memory_reserved), the number a predicted peak is checked against. `--smoke` runs any settings on the CPU at a
+tiny size: a check of a lent GPU's script (validation/gpu_session.sh) before the lease, not a measurement.
 """
 
 from __future__ import annotations
@@ -127,6 +133,28 @@ SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "gpu/dlrm/resident": (DLRM_GPU, [], 3),
     "gpu/dlrm_large/hybrid": (DLRM_LARGE_GPU, ["--tables-on-cpu"], 3),
     "gpu/dlrm_large/resident": (DLRM_LARGE_GPU, [], 3),
+    # Kernel fusion (the GPU issue's second lease): the transformer and the MLP under torch.compile, compiled in the
+    # warm-up steps (WARMUP_OF), beside their eager runs (gpu/transformer/base, gpu/mlp/base); reduce-overhead adds
+    # CUDA graphs of the compiled code (the ledger's kernel_fusion + cuda_graphs)
+    "gpu/transformer/compile": (TRANSFORMER_GPU, ["--compile"], 3),
+    "gpu/transformer/compile_ro": (TRANSFORMER_GPU, ["--compile", "--compile-mode", "reduce-overhead"], 3),
+    "gpu/mlp/compile": (MLP_GPU, ["--compile"], 3),
+    "gpu/mlp/compile_ro": (MLP_GPU, ["--compile", "--compile-mode", "reduce-overhead"], 3),
+    # GPU memory pairs: the three GPU programs recorded with --profile-memory (GPU_MEMORY_PREFIX) at their base
+    # settings and with activation checkpointing, batch x2 and bf16 autocast; each run's sidecar keeps the caching
+    # allocator's peak over the recorded steps (torch.cuda.max_memory_allocated/reserved), beside the [memory] events
+    "gpu/memory/transformer/base": (TRANSFORMER_GPU, [], 2),
+    "gpu/memory/transformer/checkpoint": (TRANSFORMER_GPU, ["--checkpoint"], 2),
+    "gpu/memory/transformer/batch32": (TRANSFORMER_GPU, ["--batch", "32"], 2),
+    "gpu/memory/transformer/amp": (TRANSFORMER_GPU, ["--amp", "bf16"], 2),
+    "gpu/memory/mlp/base": (MLP_GPU, [], 2),
+    "gpu/memory/mlp/checkpoint": (MLP_GPU, ["--checkpoint"], 2),
+    "gpu/memory/mlp/batch1024": (MLP_GPU, ["--batch", "1024"], 2),
+    "gpu/memory/mlp/amp": (MLP_GPU, ["--amp", "bf16"], 2),
+    "gpu/memory/resnet/base": (RESNET_GPU, [], 2),
+    "gpu/memory/resnet/checkpoint": (RESNET_GPU, ["--checkpoint"], 2),
+    "gpu/memory/resnet/batch128": (RESNET_GPU, ["--batch", "128"], 2),
+    "gpu/memory/resnet/amp": (RESNET_GPU, ["--amp", "bf16"], 2),
     # Memory: recorded with --profile-memory (MEMORY_PREFIX) into traces/memory/...; the peaks, not the times, are
     # compared, so two recorded steps are enough
     "memory/base": (MLP, [], 2),
@@ -142,23 +170,38 @@ SETTINGS: dict[str, tuple[list[str], list[str], int | None]] = {
     "memory/transformer/accumulate2": (TRANSFORMER, ["--accumulate", "2"], 2),
 }
 MEMORY_PREFIX = "memory/"  # settings recorded with `daydream record --profile-memory`, chosen with --memory
+GPU_MEMORY_PREFIX = "gpu/memory/"  # likewise, on a GPU (chosen with --gpu)
 WARMUP = 3
-WARMUP_OF = {"gpu/mlp/cuda_graphs": 5}  # settings that need more warm-up steps than WARMUP
+# settings that need more warm-up steps than WARMUP: a graph's capture, torch.compile's compilation (and, in
+# reduce-overhead mode, cudagraph trees' warm-up run and recording) must fall before the recorded steps
+WARMUP_OF = {name: 5 for name in SETTINGS if name.endswith(("/cuda_graphs", "/compile", "/compile_ro"))}
+# --smoke: the GPU settings at a tiny size on the CPU, a check of a lent GPU's script before the lease (its
+# traces are not measurements): each program's sizes, given before a setting's own arguments so that those win
+SMOKE = {
+    "examples/transformer.py": ["--batch", "2", "--layers", "1", "--hidden", "32", "--heads", "2", "--seq", "16",
+                                "--vocab", "64"],
+    "examples/mlp.py": ["--width", "16", "--depth", "2", "--batch", "8"],
+    "examples/cnn.py": ["--depth", "14", "--width", "4", "--image", "32", "--batch", "2"],
+    "examples/dlrm.py": ["--tables", "2", "--rows", "100", "--dim", "4", "--pooling", "4", "--batch", "8",
+                         "--bottom", "16", "--top", "16"],
+}  # fmt: skip
 
 
-def record(name: str, run: int, out: Path, timeout: float | None = None) -> None:
+def record(name: str, run: int, out: Path, timeout: float | None = None, smoke: bool = False) -> None:
     """One run of one setting; raises CalledProcessError (with the program's stderr) or TimeoutExpired."""
     target = out / name / f"run{run}"
     if target.exists():
         shutil.rmtree(target)
     model, extra, steps = SETTINGS[name]
+    if smoke:
+        model = [*("cpu" if a == "cuda" else a for a in model), *SMOKE.get(model[0], [])]
     if steps is None:  # the program profiles itself, as a user's program would
         target.mkdir(parents=True)
         cmd = [sys.executable, *model, *extra, "--out", str(target / "rank0.json.gz")]
     else:
         warmup = WARMUP_OF.get(name, WARMUP)
         program = [sys.executable, *model, *extra, "--steps", str(warmup + steps + 2)]
-        memory = ["--profile-memory"] if name.startswith(MEMORY_PREFIX) else []
+        memory = ["--profile-memory"] if name.startswith((MEMORY_PREFIX, GPU_MEMORY_PREFIX)) else []
         cmd = [sys.executable, "-m", "daydream", "record", "--warmup", str(warmup), "--steps", str(steps), *memory,
                "--out", str(target), "--", *program]  # fmt: skip
     start = time.monotonic()
@@ -188,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--run-timeout", type=float, metavar="S", help="a run that takes over S seconds fails")
     p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="run the chosen settings on the CPU at a tiny size (a check of a GPU script, not a measurement)",
+    )
+    p.add_argument(
         "--keep-going",
         action="store_true",
         help="a setting whose run fails is dropped (its error printed) and the others go on",
@@ -209,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
         for name in list(names):
             try:
-                record(name, run, args.out, args.run_timeout)
+                record(name, run, args.out, args.run_timeout, args.smoke)
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
                 failed = True
                 why = f"exit {e.returncode}" if isinstance(e, subprocess.CalledProcessError) else "timed out"

@@ -47,7 +47,7 @@ def export_name(path: str | os.PathLike[str]) -> str:
     """The files' prefix for a trace or job at ``path``: its name without the trace's suffixes (``dlrm8``,
     ``resnet_kineto``), in letters, digits, ``_``, ``-`` and ``.``."""
     name = Path(os.path.normpath(os.fspath(path))).name
-    for suffix in (".json.gz", ".json", ".et.gz", ".et", ".pt.trace"):
+    for suffix in (".json.xz", ".json.gz", ".json", ".et.gz", ".et", ".pt.trace"):
         name = name.removesuffix(suffix)
     name = re.sub(r"[^\w.-]", "_", name).strip(".") or "workload"
     return re.sub(r"\.\d+$", "", name) or "workload"  # a Chakra file's own rank: not part of the name

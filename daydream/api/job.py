@@ -32,6 +32,7 @@ from daydream.simulation import EARLIEST, Policy, breakdown, simulate
 from daydream.simulation.ranks import HeldCollective, RankResult, Straggler, rank_results
 from daydream.trace import load_trace
 from daydream.trace.job import check_ranks, is_job, rank_trace_files
+from daydream.trace.load import size_as_gzip
 from daydream.units import ms
 from daydream.workers import connect_ray, processes_for, worker_count
 
@@ -259,11 +260,12 @@ def job_worker_count(directory: str | os.PathLike[str], jobs: int | None, ray: s
 
 
 def job_trace_bytes(directory: str | os.PathLike[str]) -> int:
-    """The size on disk of a job's rank traces (0 where one cannot be read: the load says why)."""
+    """The size on disk of a job's rank traces, xz ones as gzip would hold them (0 where one cannot be read: the load
+    says why)."""
     total = 0
     for path in rank_trace_files(directory):
         try:
-            total += os.stat(path).st_size
+            total += size_as_gzip(path)
         except OSError:
             return 0
     return total

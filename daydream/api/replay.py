@@ -303,7 +303,7 @@ def replay(
     Parameters
     ----------
     path : str or os.PathLike
-        A Kineto trace (``.json`` or ``.json.gz``).
+        A Kineto trace (``.json``, ``.json.gz`` or ``.json.xz``).
     step : str or int, optional
         The step: a ProfilerStep number or name, ``"all"``, ``"trace"`` (the whole window) or an annotation's name;
         None picks a steady-state step.

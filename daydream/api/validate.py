@@ -23,8 +23,8 @@ Cases file (TOML; paths relative to the file)::
 
     [[case]]
     name = "batch size x2"
-    before = ["traces/base/run1/rank0.json.gz", ...]
-    after = ["traces/batch256/run1/rank0.json.gz", ...]
+    before = ["traces/base/run1/rank0.json.xz", ...]
+    after = ["traces/batch256/run1/rank0.json.xz", ...]
     scripts = ["batch_size"]          # library names or .whatif paths
     params = { factor = 2 }           # optional
     ratio = 2.0                       # optional: the whole-step ratio baseline

@@ -30,7 +30,8 @@ class Workload:
     Parameters
     ----------
     path : str
-        A Kineto trace (``.json``, ``.json.gz``), a folder of one trace per rank of a job, or Chakra ``.et`` files.
+        A Kineto trace (``.json``, ``.json.gz``, ``.json.xz``), a folder of one trace per rank of a job, or Chakra
+        ``.et`` files.
     step : str or int, optional
         A ProfilerStep number or name, ``"all"``, ``"trace"`` or an annotation's name; None: a steady-state step.
     et : str, optional

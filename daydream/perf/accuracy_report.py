@@ -17,7 +17,7 @@ def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(x for x in p.rglob("*.json*") if x.suffix in (".json", ".gz"))
+            found = sorted(x for x in p.rglob("*.json*") if x.suffix in (".json", ".gz", ".xz"))
         elif p.is_file():
             found = [p]
         else:

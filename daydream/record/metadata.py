@@ -55,6 +55,28 @@ def device_info() -> dict[str, Any]:
     return {"type": "cpu", "name": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
 
 
+def reset_device_memory_peak() -> None:
+    """Start the caching allocator's peak over again (the recorded steps' own peak is read at their end); nothing
+    where the program has not used CUDA."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def device_memory_peak() -> dict[str, Any] | None:
+    """The caching allocator's peak since :func:`reset_device_memory_peak`, on the current device:
+    ``torch.cuda.max_memory_allocated()`` (bytes in tensors) and ``max_memory_reserved()`` (bytes the allocator held
+    from the driver); None where the program has not used CUDA. The profiler's ``[memory]`` events give the first
+    too, event by event, only when recorded with --profile-memory; this costs nothing and is always kept."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    index = torch.cuda.current_device()
+    return {
+        "device": f"cuda:{index}",
+        "max_allocated": torch.cuda.max_memory_allocated(index),
+        "max_reserved": torch.cuda.max_memory_reserved(index),
+    }
+
+
 def host_info() -> dict[str, Any]:
     """The host's intra-op threads, the cores this process may run on and the measured speedup of threaded work on
     1, 2, 4, ... of them (the threads model reads all three; measuring takes a few tenths of a second)."""

@@ -71,6 +71,7 @@ class Recorder:
         self._complete = False
         self._finished = False
         self._model: dict[str, Any] | None = None  # modules and DDP buckets, taken while the model is alive
+        self._device_memory: dict[str, Any] | None = None  # the allocator's peak over the recorded steps
 
     # ---- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -107,6 +108,8 @@ class Recorder:
             **kwargs,
         )
         self.prof.start()
+        if warmup == 0:
+            metadata.reset_device_memory_peak()
         self.step_times.append(time.perf_counter())
         _active = self
         return self
@@ -182,9 +185,12 @@ class Recorder:
             self.embeddings.active = self.steps_seen < (warmup if warmup else warmup + steps)
         self.prof.step()
         self._hooks_when_needed()
+        if self.steps_seen == warmup:  # the recorded steps begin: their own peak, not the warm-up's
+            metadata.reset_device_memory_peak()
         if self.steps_seen >= warmup + steps:
             self._complete = True
             self._model = self._describe_model()
+            self._device_memory = metadata.device_memory_peak()
             self.prof.stop()
             self._save_execution_trace()
             if self.options.stop:
@@ -253,6 +259,7 @@ class Recorder:
                 "complete": self._complete,
                 "wall_ms": [round((b - a) * 1e3, 4) for a, b in zip(times, times[1:])],
             },
+            "device_memory": self._device_memory,
             "error": None if error is None or isinstance(error, RecordingDone) else f"{type(error).__name__}: {error}",
             **(self._model or self._describe_model()),
             "optimizers": list(self.optimizers.values()),

@@ -1,8 +1,9 @@
 """Finding the rank traces of a multi-GPU job in a folder: one Kineto trace per rank, side by side.
 
-A file is a rank's trace when its name ends in ``.json`` or ``.json.gz`` and it is not an execution trace
-(``*.et.json``, ``*_et.json``) or a recording sidecar (``*.daydream.json``). Its rank is the trace's
-``distributedInfo.rank``, or else the last number in its file name (``rank3.json.gz``, ``worker_3.pt.trace.json``).
+A file is a rank's trace when its name ends in ``.json``, ``.json.gz`` or ``.json.xz`` (:data:`TRACE_SUFFIXES`) and it
+is not an execution trace (``*.et.json``, ``*_et.json``) or a recording sidecar (``*.daydream.json``). Its rank is the
+trace's ``distributedInfo.rank``, or else the last number in its file name (``rank3.json.gz``,
+``worker_3.pt.trace.json``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,18 @@ from daydream.errors import TraceError, listed
 # the most ranks a job may have: more than any job recorded (today's largest run ~10^5 GPUs); checked before any list
 # is sized by a rank or world size that a file name or a trace states
 MAX_RANKS = 1 << 20
-_NOT_RANK_TRACES = (".et.json", ".et.json.gz", "_et.json", "_et.json.gz", ".daydream.json")
+# a Kineto trace file's name ends in one of these: plain JSON, gzip or xz (read by their bytes, reading.py)
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz")
+_NOT_RANK_TRACES = tuple(f"{et}{s}" for et in (".et", "_et") for s in TRACE_SUFFIXES) + (".daydream.json",)
+
+
+def trace_stem(name: str) -> str | None:
+    """A trace file's name without its suffix (``rank0.json.xz`` -> ``rank0``), or None when it has none of
+    :data:`TRACE_SUFFIXES`."""
+    for suffix in sorted(TRACE_SUFFIXES, key=len, reverse=True):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return None
 
 
 def is_job(path: str | os.PathLike[str]) -> bool:
@@ -33,13 +45,12 @@ def rank_trace_files(directory: str | os.PathLike[str]) -> list[str]:
         entries = sorted(p for p in d.iterdir() if p.is_file())
     except OSError as exc:
         raise TraceError(f"{directory}: cannot list the folder ({exc.strerror or exc})", path=directory) from None
-    files = [
-        str(p) for p in entries if p.name.endswith((".json", ".json.gz")) and not p.name.endswith(_NOT_RANK_TRACES)
-    ]
+    files = [str(p) for p in entries if p.name.endswith(TRACE_SUFFIXES) and not p.name.endswith(_NOT_RANK_TRACES)]
     files.sort(key=lambda f: (rank_from_name(f) is None, rank_from_name(f) or 0, f))  # rank2 before rank10
     if not files:
         raise TraceError(
-            f"{directory}: the folder holds no rank traces (*.json or *.json.gz files, one per rank)", path=directory
+            f"{directory}: the folder holds no rank traces (*.json, *.json.gz or *.json.xz files, one per rank)",
+            path=directory,
         )
     return files
 

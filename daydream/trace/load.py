@@ -18,6 +18,7 @@ from daydream import progress
 from daydream._gc import paused_gc
 from daydream.errors import TraceError
 from daydream.trace.finish import finish_families, read_document
+from daydream.trace.job import TRACE_SUFFIXES, trace_stem
 from daydream.trace.model import (
     FAMILIES,
     LAUNCH_FLOW_CATS,
@@ -46,6 +47,8 @@ from daydream.trace.schema import Event, TraceFile
 # (simulation.engine.COMPILED_MIN_TASKS)
 COLUMNAR_MIN_TEXT_BYTES = 32 << 20
 GZIP_TEXT_RATIO = 12  # the text of a gzip trace, in times its file's size (real traces: 10-20)
+XZ_OVER_GZIP = 1.9  # a trace's gzip file, in times its xz file (the validation corpus: 70.9 MB against 37.3)
+XZ_TEXT_RATIO = GZIP_TEXT_RATIO * XZ_OVER_GZIP  # the text of an xz trace, in times its file's size
 
 
 @paused_gc()
@@ -55,7 +58,7 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
     Parameters
     ----------
     path : str or os.PathLike
-        A Kineto trace: Chrome-trace JSON, ``.json`` or ``.json.gz``.
+        A Kineto trace: Chrome-trace JSON, ``.json``, ``.json.gz`` or ``.json.xz``.
     et : str or os.PathLike, optional
         The PyTorch execution trace of the same run (default: the one found next to ``path`` by its name, if any).
 
@@ -111,12 +114,21 @@ def load_trace(path: str | os.PathLike[str], et: str | os.PathLike[str] | None =
 
 
 def _text_estimate(spath: str) -> int:
-    """About how many bytes of text the file holds, from its size (a gzip file's by its name: nothing is opened)."""
+    """About how many bytes of text the file holds, from its size (a compressed file's by its name: nothing is
+    opened)."""
     try:
         size = os.stat(spath).st_size
     except (OSError, ValueError):
         return 0  # the loader says why
-    return size * GZIP_TEXT_RATIO if spath.endswith(".gz") else size
+    return int(size * (GZIP_TEXT_RATIO if spath.endswith(".gz") else XZ_TEXT_RATIO if spath.endswith(".xz") else 1))
+
+
+def size_as_gzip(path: str | os.PathLike[str]) -> int:
+    """A trace file's size on disk, an xz file's as the gzip file of the same text would be (XZ_OVER_GZIP times
+    it): the unit the job's thresholds were measured in (daydream.api.job), so that a job's traces recompressed
+    as xz are simulated as they were. OSError where the file cannot be read."""
+    size = os.stat(path).st_size
+    return int(size * XZ_OVER_GZIP) if os.fspath(path).endswith(".xz") else size
 
 
 def _load_columnar(spath: str) -> Trace | None:
@@ -261,23 +273,14 @@ def find_execution_trace(path: str) -> str | None:
     """
     p = Path(path).absolute()  # a bare file name has the parent "." (no name to derive "<dir>_et" from)
     name = p.name
-    stem = (
-        name[: -len(".json.gz")]
-        if name.endswith(".json.gz")
-        else name[: -len(".json")]
-        if name.endswith(".json")
-        else None
-    )
+    stem = trace_stem(name)
     if stem is None:
         return None
-    candidates = [p.with_name(stem + ".et.json"), p.with_name(stem + ".et.json.gz")]
-    if stem.endswith("_kineto"):
-        base = stem[: -len("_kineto")]
-        candidates += [p.with_name(base + "_et.json.gz"), p.with_name(base + "_et.json")]
-    if stem.endswith("_trace"):
-        base = stem[: -len("_trace")]
-        candidates += [p.with_name(base + "_et.json.gz"), p.with_name(base + "_et.json")]
-    candidates += [p.parent.with_name(p.parent.name + "_et") / (stem + ".et.json.gz")]
+    candidates = [p.with_name(stem + ".et" + s) for s in TRACE_SUFFIXES]
+    for kineto in ("_kineto", "_trace"):
+        if stem.endswith(kineto):
+            candidates += [p.with_name(stem[: -len(kineto)] + "_et" + s) for s in TRACE_SUFFIXES]
+    candidates += [p.parent.with_name(p.parent.name + "_et") / (stem + ".et" + s) for s in TRACE_SUFFIXES]
     for c in candidates:
         if c.is_file():
             return str(c)

@@ -11,9 +11,11 @@ limits that guarantee it (docs/graph.md, "Limits"):
   read ("is more than N bytes", "decompresses to more than N bytes").
 - ``MAX_LEADING_WHITESPACE`` (64 MiB): leading whitespace is dropped as it is read, so a file of whitespace costs no
   memory, and after this much of it the file is refused ("empty file (no events)"), so it costs little time.
-- ``MAX_GZIP_RATIO`` (256) and ``GZIP_RATIO_FLOOR`` (64 MiB): a gzip file is decompressed as a stream and refused
-  once its text passes 256 times the file's size (or 64 MiB, whichever is more). Real traces compress 10-50 times;
-  a gzip bomb (9 MB that expand to 2 GB) is refused after a second or two, in bounded memory.
+- ``MAX_GZIP_RATIO`` (256) and ``GZIP_RATIO_FLOOR`` (64 MiB): a compressed file (gzip or xz) is decompressed as a
+  stream and refused once its text passes 256 times the file's size (or 64 MiB, whichever is more). Real traces
+  compress 10-50 times; a gzip bomb (9 MB that expand to 2 GB) is refused after a second or two, in bounded memory.
+- ``MAX_XZ_MEMORY`` (128 MiB): what an xz file's decoder may take (its dictionary, which the file states: xz's
+  largest preset needs 65 MiB); a file that asks for more is refused before it is decoded.
 - Only regular files are read: a FIFO, a device (``/dev/zero``), a socket or a directory is refused before it is
   opened (and the file is opened non-blocking, so a FIFO swapped in cannot block); a symlink loop is named as one.
 - The events are decoded a batch (``BATCH_BYTES`` of text) at a time as the file is read
@@ -42,6 +44,7 @@ import codecs
 import contextlib
 import errno
 import gzip
+import lzma
 import os
 import re
 import stat
@@ -71,14 +74,16 @@ except ImportError:  # a platform isal ships no wheel for (pyproject.toml): zlib
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+XZ_MAGIC = b"\xfd7zXZ\x00"
 
 # Limits on what a trace file can make the loader do (the module docstring says why each is what it is).
 MAX_TRACE_BYTES = 4 << 30  # bytes of JSON text read, after decompression
 MAX_JSON_VALUES = 1 << 27  # JSON values in that text (counted as its ',', '{' and '[' bytes)
 MAX_NESTING = 64  # levels of nesting of a value the loader keeps
 MAX_TIME_US = 1e18  # |ts| and dur of a complete event, in microseconds
-MAX_GZIP_RATIO = 256  # a gzip file may expand this many times its size (real traces: 10-20), ...
+MAX_GZIP_RATIO = 256  # a compressed file (gzip, xz) may expand this many times its size (real traces: 10-20), ...
 GZIP_RATIO_FLOOR = 64 << 20  # ... or to this many bytes, whichever is more
+MAX_XZ_MEMORY = 128 << 20  # an xz file's decoder (its dictionary and state): xz -9 needs 65 MiB
 MAX_LEADING_WHITESPACE = 64 << 20  # whitespace before the JSON text starts: past it, the file holds no events
 MAX_SIDECAR_BYTES = 256 << 20  # the recording sidecar: a few hundred kB for a large model
 
@@ -91,7 +96,7 @@ BYTES_PER_EVENT = 1_400
 BASE_BYTES = 128 << 20  # the interpreter and what it imports, before any trace (0.10 GiB at the peak of a small one)
 
 _READ_CHUNK = 4 << 20  # bytes read (or decompressed) at a time
-_READ_COMPRESSED = 4 << 20  # bytes of a gzip file read at a time
+_READ_COMPRESSED = 4 << 20  # bytes of a compressed file read at a time
 BATCH_BYTES = 4 << 20  # text decoded at a time (about 20k events)
 MAX_PENDING_BYTES = 64 << 20  # text held without an event boundary confirmed: past it, the text is read whole
 _EMPTY_TRACE = "empty file (no events), expected Kineto trace JSON"
@@ -104,10 +109,10 @@ T = TypeVar("T")
 
 
 def read_trace_bytes(path: str | os.PathLike[str], limit: int | None = None) -> bytearray:
-    """The JSON text of a trace file, decompressed if it is gzip, without its leading whitespace.
+    """The JSON text of a trace file, decompressed if it is gzip or xz, without its leading whitespace.
 
-    Reads regular files only, at most ``limit`` bytes of text (default ``MAX_TRACE_BYTES``; a gzip file also at most
-    ``MAX_GZIP_RATIO`` times its size), and refuses text that cannot be JSON (its first byte is not ``{`` or ``[``)
+    Reads regular files only, at most ``limit`` bytes of text (default ``MAX_TRACE_BYTES``; a compressed file also at
+    most ``MAX_GZIP_RATIO`` times its size), and refuses text that cannot be JSON (its first byte is not ``{`` or ``[``)
     as soon as it is read. :class:`TraceError` for anything else.
     """
     p = os.fspath(path)
@@ -134,18 +139,21 @@ def read_json_text(p: str, limit: int, starts: bytes, empty: str) -> bytearray:
 
 
 def _text_chunks(p: str, limit: int, starts: bytes, empty: str) -> Iterator[bytes]:
-    """The JSON text of the file ``p`` a chunk at a time, decompressed if it is gzip, leading whitespace dropped,
-    with progress shown as the file is read. :class:`TraceError` as soon as what is read cannot be a trace: past
-    ``limit`` bytes of text (a gzip file: past MAX_GZIP_RATIO times its size), a first byte not in ``starts``, no text
-    (``empty`` says what was expected), an unreadable or corrupt file."""
+    """The JSON text of the file ``p`` a chunk at a time, decompressed if it is gzip or xz (known by their first
+    bytes, whatever the name), leading whitespace dropped, with progress shown as the file is read.
+    :class:`TraceError` as soon as what is read cannot be a trace: past ``limit`` bytes of text (a compressed file:
+    past MAX_GZIP_RATIO times its size), a first byte not in ``starts``, no text (``empty`` says what was expected),
+    an unreadable or corrupt file."""
     _check_regular_file(p)  # first: a missing file's message names the closest files and ranks
     with open_input(p, "trace file", TraceError, "daydream reads trace files only") as fh:
+        kind = "gzip"
         try:
             st = os.fstat(fh.fileno())
-            gz = fh.read(2) == GZIP_MAGIC
+            head = fh.read(len(XZ_MAGIC))
+            kind = "gzip" if head[:2] == GZIP_MAGIC else "xz" if head == XZ_MAGIC else ""
             fh.seek(0)
             with progress.task(f"reading {p}", total=st.st_size) as advance:  # bytes of the file, compressed or not
-                if not gz:
+                if not kind:
                     too_large = f"{p}: is more than {limit:,} bytes; daydream reads traces up to that size"
                     chunks = iter(lambda: fh.read(_READ_CHUNK), b"")
                 else:
@@ -153,19 +161,27 @@ def _text_chunks(p: str, limit: int, starts: bytes, empty: str) -> Iterator[byte
                     if bomb < limit:
                         too_large = (
                             f"{p}: decompresses to more than {bomb:,} bytes, over {MAX_GZIP_RATIO} times its "
-                            f"{st.st_size:,} bytes: not a trace (a gzip bomb?)"
+                            f"{st.st_size:,} bytes: not a trace (a {kind} bomb?)"
                         )
                         limit = bomb
                     else:
                         too_large = (
                             f"{p}: decompresses to more than {limit:,} bytes; daydream reads traces up to that size"
                         )
-                    chunks = _gunzip_chunks(fh)
+                    chunks = _gunzip_chunks(fh) if kind == "gzip" else _unxz_chunks(fh)
                 yield from _checked(p, _read_so_far(chunks, fh, advance), limit, too_large, starts, empty)
         except OSError as exc:
             raise TraceError(f"{p}: cannot read: {exc.strerror or exc}", path=p) from None
+        except lzma.LZMAError as exc:
+            if "memory" in str(exc).lower():
+                raise TraceError(
+                    f"{p}: its xz data needs more than {MAX_XZ_MEMORY >> 20} MiB to decode (xz's largest preset needs "
+                    f"65 MiB): not a trace daydream reads; recompress it with `xz -9` or less",
+                    path=p,
+                ) from None
+            raise TraceError(f"{p}: corrupt or truncated xz data ({exc})", path=p) from None
         except (EOFError, gzip.BadGzipFile, *_INFLATE_ERRORS) as exc:
-            raise TraceError(f"{p}: corrupt or truncated gzip data ({exc})", path=p) from None
+            raise TraceError(f"{p}: corrupt or truncated {kind} data ({exc})", path=p) from None
 
 
 def _check_regular_file(p: str) -> None:
@@ -225,7 +241,7 @@ def missing_path_hint(path: str | os.PathLike[str]) -> str:
 
 
 def _read_so_far(chunks: Iterator[bytes], fh: Any, advance: Callable[[float], None]) -> Iterator[bytes]:
-    """``chunks``, reporting after each how far into the file ``fh`` the reading is (for a gzip file, compressed
+    """``chunks``, reporting after each how far into the file ``fh`` the reading is (for a compressed file, compressed
     bytes: the file's size is the known total)."""
     done = 0
     for chunk in chunks:
@@ -260,6 +276,38 @@ def _gunzip_chunks(fh: Any) -> Iterator[bytes]:
         while not inflate.eof and started and (out := inflate.decompress(b"", _READ_CHUNK)):
             yield out
     if started and not inflate.eof:
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+
+def _unxz_chunks(fh: Any) -> Iterator[bytes]:
+    """The decompressed text of an xz file (of one stream or several, concatenated, with the zero padding xz allows
+    between them), at most _READ_CHUNK bytes at a time; the decoder refuses (LZMAError) a stream that needs more than
+    MAX_XZ_MEMORY. Like zlib's, lzma's decoder releases the GIL, so reading ahead overlaps decoding."""
+
+    def decoder() -> lzma.LZMADecompressor:
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=MAX_XZ_MEMORY)
+
+    unxz = decoder()
+    started = False  # a stream is being decoded (its header seen)
+    while data := fh.read(_READ_COMPRESSED):
+        while data:
+            if not started:
+                data = data.lstrip(b"\0")  # padding between streams
+                if not data:
+                    break
+            started = True
+            out = unxz.decompress(data, _READ_CHUNK)
+            data = b""
+            while True:  # the decoder holds what it has not decoded yet: drain it a chunk at a time
+                if out:
+                    yield out
+                if unxz.eof:  # a stream ends; what follows is padding or the next stream
+                    data, unxz, started = unxz.unused_data, decoder(), False
+                    break
+                if unxz.needs_input:
+                    break
+                out = unxz.decompress(b"", _READ_CHUNK)
+    if started:
         raise EOFError("Compressed file ended before the end-of-stream marker was reached")
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from daydream.errors import TraceError
+from daydream.trace.job import trace_stem
 from daydream.trace.reading import MAX_NESTING, MAX_SIDECAR_BYTES, decode_json, nesting_exceeds, read_json_text
 from daydream.units import brief_repr
 
@@ -78,6 +79,17 @@ class Steps(SidecarPart, frozen=True):
     recorded: int | None = None
     complete: bool | None = None
     wall_ms: list[float] = []
+
+
+class DeviceMemory(SidecarPart, frozen=True):
+    """The GPU caching allocator's peak over the recorded steps (reset when they began, read when they ended):
+    ``max_allocated`` bytes in tensors and ``max_reserved`` bytes held from the driver, as
+    ``torch.cuda.max_memory_allocated()`` and ``max_memory_reserved()`` give them, on ``device`` ("cuda:0"). Absent
+    on the CPU, and for a recording that did not end."""
+
+    device: str | None = None
+    max_allocated: int | None = None
+    max_reserved: int | None = None
 
 
 class Parameter(SidecarPart, frozen=True):
@@ -156,6 +168,7 @@ class Recording(SidecarPart, frozen=True):
     world_size: int | None = None
     backend: str | None = None
     steps: Steps | None = None
+    device_memory: DeviceMemory | None = None
     error: str | None = None
     modules: list[Module] = []
     ddp: list[DdpBuckets] = []
@@ -167,10 +180,7 @@ def recording_path(path: str) -> str:
     """The metadata sidecar ``daydream record`` writes next to a trace: ``out/rank0.json.gz`` ->
     ``out/rank0.daydream.json``."""
     name = Path(path).name
-    for suffix in (".json.gz", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
+    name = trace_stem(name) or name
     return str(Path(path).with_name(name + ".daydream.json"))
 
 

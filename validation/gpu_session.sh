@@ -3,6 +3,7 @@
 # SECONDS; STEP... picks some of them (a second call on the same machine: the ones the first did not reach).
 #
 #   bash validation/gpu_session.sh OUT [SECONDS [STEP...]]       (STEP: memory compile calls tables more)
+#   FIRST_RUN=2 bash validation/gpu_session.sh OUT 200 memory    (a second call: its runs numbered from 2)
 #   SMOKE=1 bash validation/gpu_session.sh OUT 600                (here, first: every step on the CPU, tiny sizes)
 #
 # memory:  the GPU memory pairs: the transformer, the MLP and ResNet-50 at their base settings, with activation
@@ -57,7 +58,7 @@ pack() {
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo cpu)
 [[ ${SMOKE:-} ]] && gpu="smoke H100 H200"
 rec() { timeout $(($(left) > 30 ? $(left) - 20 : 10)) python3 validation/record.py --run-timeout 150 --keep-going \
-    "${smoke[@]}" "$@" 2>&1 | tee -a "$work/record.log"; }
+    --first-run "${FIRST_RUN:-1}" "${smoke[@]}" "$@" 2>&1 | tee -a "$work/record.log"; }
 step() { echo "== $1 at $(($(date +%s) - t0)) s ($(left) s left)" | tee -a "$work/record.log"; }
 wants() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 if wants memory; then

@@ -21,6 +21,7 @@ from daydream.api.workload import RunOptions, Workload
 from daydream.dsl.params import script_name
 from daydream.errors import DaydreamError
 from daydream.graph.chakra import ChakraWritten, check_out_dir, write_chakra
+from daydream.trace.job import TRACE_SUFFIXES
 
 # the library's scripts whose ``ranks`` is the job's data-parallel size after them: the ranks a what-if's files hold
 WORLD_SCRIPTS = ("scale_out", "ddp", "fsdp")
@@ -47,7 +48,7 @@ def export_name(path: str | os.PathLike[str]) -> str:
     """The files' prefix for a trace or job at ``path``: its name without the trace's suffixes (``dlrm8``,
     ``resnet_kineto``), in letters, digits, ``_``, ``-`` and ``.``."""
     name = Path(os.path.normpath(os.fspath(path))).name
-    for suffix in (".json.xz", ".json.gz", ".json", ".et.gz", ".et", ".pt.trace"):
+    for suffix in (*sorted(TRACE_SUFFIXES, key=len, reverse=True), ".et.gz", ".et", ".pt.trace"):
         name = name.removesuffix(suffix)
     name = re.sub(r"[^\w.-]", "_", name).strip(".") or "workload"
     return re.sub(r"\.\d+$", "", name) or "workload"  # a Chakra file's own rank: not part of the name

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]  # what each command module adds its parsers to
 
 # what every --jobs says of its bound (daydream.workers.worker_count)
+# what a trace argument takes, in every command's --help (daydream.trace.job.TRACE_SUFFIXES, read by their bytes)
+TRACE_FILES = "Kineto trace JSON (.json, .json.gz or .json.xz)"
+TRACE_HELP = f"{TRACE_FILES}, or a folder of one trace per rank of a job"
+TRACE_OR_CHAKRA_HELP = f"{TRACE_FILES}, a folder of one trace per rank of a job, or Chakra .et files"
 CORES = "at most one per core: a larger N is capped, with a warning; on a Ray cluster, N chunks"
 
 

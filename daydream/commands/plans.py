@@ -32,8 +32,8 @@ def add_plan(sub: Commands) -> None:
         "trace",
         metavar="TRACE",
         help=(
-            "one GPU's Kineto trace (.json or .json.gz) with modules and shapes (daydream record), or a job's folder"
-            " (its first rank)"
+            "one GPU's Kineto trace (.json, .json.gz or .json.xz) with modules and shapes (daydream record), or a job's"
+            " folder (its first rank)"
         ),
     )
     pln.add_argument("--gpus", type=integer, required=True, metavar="N", help="GPUs to plan for")

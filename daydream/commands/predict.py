@@ -14,6 +14,8 @@ import msgspec
 
 from daydream.commands.arguments import (
     CORES,
+    TRACE_HELP,
+    TRACE_OR_CHAKRA_HELP,
     add_graph_options,
     add_job_options,
     add_link_option,
@@ -40,7 +42,7 @@ def add_simulate(sub: Commands) -> None:
     sim.add_argument(
         "trace",
         metavar="TRACE",
-        help="Kineto trace JSON (.json or .json.gz), a folder of one trace per rank of a job, or Chakra .et files",
+        help=TRACE_OR_CHAKRA_HELP,
     )
     sim.add_argument(
         "--step",
@@ -83,7 +85,7 @@ def add_run(sub: Commands) -> None:
     run.add_argument(
         "trace",
         metavar="TRACE",
-        help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job",
+        help=TRACE_HELP,
     )
     run.add_argument(
         "scripts",
@@ -129,7 +131,7 @@ def add_compare(sub: Commands) -> None:
     cmp.add_argument(
         "trace",
         metavar="TRACE",
-        help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job",
+        help=TRACE_HELP,
     )
     cmp.add_argument(
         "scenarios", metavar="SCENARIOS.toml", help="[[scenario]] tables (name, scripts, params, grid) and a [grid]"
@@ -191,7 +193,7 @@ def add_report(sub: Commands) -> None:
     rep.add_argument(
         "trace",
         metavar="TRACE",
-        help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job",
+        help=TRACE_HELP,
     )
     rep.add_argument(
         "scripts",
@@ -224,7 +226,7 @@ def add_export(sub: Commands) -> None:
     exp.add_argument(
         "trace",
         metavar="TRACE",
-        help="Kineto trace JSON (.json or .json.gz), a folder of one trace per rank of a job, or Chakra .et files",
+        help=TRACE_OR_CHAKRA_HELP,
     )
     exp.add_argument(
         "scripts",

@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from daydream.commands.arguments import (
+    TRACE_HELP,
     add_graph_options,
     add_job_options,
     add_script_options,
@@ -38,7 +39,7 @@ def add_repl(sub: Commands) -> None:
     repl.add_argument(
         "trace",
         metavar="TRACE",
-        help="Kineto trace JSON (.json or .json.gz), or a folder of one trace per rank of a job",
+        help=TRACE_HELP,
     )
     add_graph_options(repl)
     add_job_options(repl)

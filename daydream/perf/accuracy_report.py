@@ -9,6 +9,7 @@ from pathlib import Path
 from daydream import progress
 from daydream.errors import DaydreamError
 from daydream.perf.trust.accuracy import Accuracy
+from daydream.trace.job import TRACE_SUFFIXES
 
 
 def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
@@ -17,7 +18,7 @@ def trace_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(x for x in p.rglob("*.json*") if x.suffix in (".json", ".gz", ".xz"))
+            found = sorted(x for x in p.rglob("*.json*") if x.name.endswith(TRACE_SUFFIXES))
         elif p.is_file():
             found = [p]
         else:

@@ -38,8 +38,13 @@ def plain(value: Any) -> Any:
     return repr(value)
 
 
+def _cuda_in_use() -> bool:
+    """The program has used CUDA (without initializing it here)."""
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
 def device_info() -> dict[str, Any]:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if _cuda_in_use():
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
         return {
@@ -58,7 +63,7 @@ def device_info() -> dict[str, Any]:
 def reset_device_memory_peak() -> None:
     """Start the caching allocator's peak over again (the recorded steps' own peak is read at their end); nothing
     where the program has not used CUDA."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if _cuda_in_use():
         torch.cuda.reset_peak_memory_stats()
 
 
@@ -67,7 +72,7 @@ def device_memory_peak() -> dict[str, Any] | None:
     ``torch.cuda.max_memory_allocated()`` (bytes in tensors) and ``max_memory_reserved()`` (bytes the allocator held
     from the driver); None where the program has not used CUDA. The profiler's ``[memory]`` events give the first
     too, event by event, only when recorded with --profile-memory; this costs nothing and is always kept."""
-    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+    if not _cuda_in_use():
         return None
     index = torch.cuda.current_device()
     return {

@@ -48,7 +48,6 @@ from daydream.trace.schema import Event, TraceFile
 COLUMNAR_MIN_TEXT_BYTES = 32 << 20
 GZIP_TEXT_RATIO = 12  # the text of a gzip trace, in times its file's size (real traces: 10-20)
 XZ_OVER_GZIP = 1.9  # a trace's gzip file, in times its xz file (the validation corpus: 70.9 MB against 37.3)
-XZ_TEXT_RATIO = GZIP_TEXT_RATIO * XZ_OVER_GZIP  # the text of an xz trace, in times its file's size
 
 
 @paused_gc()
@@ -117,10 +116,10 @@ def _text_estimate(spath: str) -> int:
     """About how many bytes of text the file holds, from its size (a compressed file's by its name: nothing is
     opened)."""
     try:
-        size = os.stat(spath).st_size
+        size = size_as_gzip(spath)
     except (OSError, ValueError):
         return 0  # the loader says why
-    return int(size * (GZIP_TEXT_RATIO if spath.endswith(".gz") else XZ_TEXT_RATIO if spath.endswith(".xz") else 1))
+    return size * GZIP_TEXT_RATIO if spath.endswith((".gz", ".xz")) else size
 
 
 def size_as_gzip(path: str | os.PathLike[str]) -> int:
